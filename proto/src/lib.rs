@@ -1,0 +1,11 @@
+//! Wire formats, with no I/O: everything here turns bytes into values and values into bytes.
+//!
+//! - [`resp`]: RESP2 and RESP3 (all types, push included), the server-side request parser
+//!   with Redis's limits and error texts, and a reply writer that speaks either version.
+//! - [`slot`]: CRC16-XMODEM key hashing into 16384 cluster slots, `{hash tag}` aware.
+//!
+//! Bus messages, the admin API, replication records and Valkey-over-RDMA control messages
+//! arrive with the fabric, cluster and replication issues.
+
+pub mod resp;
+pub mod slot;

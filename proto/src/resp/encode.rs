@@ -1,0 +1,3 @@
+//! Placeholder: being written.
+use super::Frame;
+pub fn encode(_frame: &Frame, _out: &mut bytes::BytesMut) {}

@@ -1,0 +1,425 @@
+//! The server's request parser: finds a command's arguments in the client's read buffer.
+//!
+//! It is resumable: given a buffer that holds the start of a request, it parses what is there,
+//! remembers where it stopped, and continues from that point when called again with the same
+//! buffer grown by newly read bytes. A request of a million arguments arriving in small reads
+//! is therefore parsed once, not once per read. Nothing is reserved from a length header:
+//! memory grows only with bytes that actually arrived.
+//!
+//! Errors carry Redis's texts; the server answers `-ERR <text>` and closes the connection.
+
+use super::limits::{
+    RequestLimits, MAX_INLINE_LEN, UNAUTHENTICATED_MAX_BULK_LEN, UNAUTHENTICATED_MAX_MULTIBULK_LEN,
+};
+use super::splitargs::split_args;
+use smallvec::SmallVec;
+
+/// A malformed request. `Display` gives the exact text Redis sends after `ERR `.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("Protocol error: too big mbulk count string")]
+    TooBigMultibulkCountString,
+    #[error("Protocol error: invalid multibulk length")]
+    InvalidMultibulkLength,
+    #[error("Protocol error: unauthenticated multibulk length")]
+    UnauthenticatedMultibulkLength,
+    #[error("Protocol error: too big bulk count string")]
+    TooBigBulkCountString,
+    #[error("Protocol error: expected '$', got '{}'", *.0 as char)]
+    ExpectedDollar(u8),
+    #[error("Protocol error: invalid bulk length")]
+    InvalidBulkLength,
+    #[error("Protocol error: unauthenticated bulk length")]
+    UnauthenticatedBulkLength,
+    #[error("Protocol error: too big inline request")]
+    TooBigInlineRequest,
+    #[error("Protocol error: unbalanced quotes in request")]
+    UnbalancedQuotes,
+}
+
+/// Where an argument lives: a byte range of the request buffer (multibulk), or an index into
+/// the parser's own list (inline arguments are unquoted, so they are copies).
+#[derive(Clone, Copy, Debug)]
+enum ArgAt {
+    Buf(u32, u32),
+    Owned(u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Nothing of the current request parsed yet.
+    Start,
+    /// Inside `*<count>`: `remaining` bulk strings still to come.
+    Multibulk { remaining: usize },
+    /// Inside an inline line; `scanned` bytes are known to hold no newline.
+    Inline { scanned: usize },
+}
+
+/// What one call of [`RequestParser::parse`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A whole request of `len` bytes (from the start of the buffer) is ready; its arguments
+    /// are available through [`RequestParser::arg`] until the next call.
+    Request { len: usize },
+    /// `len` bytes held an empty request (`*0`, `*-1`, a blank inline line): skip them.
+    Empty { len: usize },
+    /// The buffer ends inside a request; call again once more bytes are in.
+    Incomplete,
+}
+
+/// A resumable parser for one client connection. See the module comment.
+#[derive(Debug)]
+pub struct RequestParser {
+    state: State,
+    pos: usize,
+    args: SmallVec<[ArgAt; 8]>,
+    owned: Vec<Vec<u8>>,
+}
+
+impl Default for RequestParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RequestParser {
+    pub fn new() -> Self {
+        RequestParser {
+            state: State::Start,
+            pos: 0,
+            args: SmallVec::new(),
+            owned: Vec::new(),
+        }
+    }
+
+    /// True when part of a request has been parsed and the rest is awaited.
+    pub fn in_progress(&self) -> bool {
+        self.state != State::Start || self.pos != 0
+    }
+
+    /// Parses from the start of `buf`, which must begin where the current request begins and
+    /// hold at least the bytes seen by earlier calls for this request. Buffers longer than
+    /// `u32::MAX` are the caller's to refuse (`client-query-buffer-limit`).
+    pub fn parse(&mut self, buf: &[u8], limits: &RequestLimits) -> Result<Parsed, ProtocolError> {
+        debug_assert!(self.pos <= buf.len());
+        if self.state == State::Start {
+            self.args.clear();
+            self.owned.clear();
+            self.pos = 0;
+            match buf.first() {
+                None => return Ok(Parsed::Incomplete),
+                Some(b'*') => match self.parse_multibulk_header(buf, limits)? {
+                    None => return Ok(Parsed::Incomplete),
+                    Some(0) => {
+                        let len = self.finish();
+                        return Ok(Parsed::Empty { len });
+                    }
+                    Some(count) => self.state = State::Multibulk { remaining: count },
+                },
+                Some(_) => self.state = State::Inline { scanned: 0 },
+            }
+        }
+        match self.state {
+            State::Multibulk { .. } => self.parse_bulks(buf, limits),
+            State::Inline { scanned } => self.parse_inline(buf, scanned),
+            State::Start => unreachable!("state set above"),
+        }
+    }
+
+    /// Number of arguments of the request last returned as [`Parsed::Request`].
+    pub fn arg_count(&self) -> usize {
+        self.args.len()
+    }
+
+    /// Argument `i` of the request last returned, given the same buffer.
+    pub fn arg<'a>(&'a self, buf: &'a [u8], i: usize) -> &'a [u8] {
+        match self.args[i] {
+            ArgAt::Buf(start, end) => &buf[start as usize..end as usize],
+            ArgAt::Owned(idx) => &self.owned[idx as usize],
+        }
+    }
+
+    fn finish(&mut self) -> usize {
+        let len = self.pos;
+        self.state = State::Start;
+        self.pos = 0;
+        len
+    }
+
+    /// `*<count>\r\n`. Returns the count, or None if the line is not complete yet.
+    fn parse_multibulk_header(
+        &mut self,
+        buf: &[u8],
+        limits: &RequestLimits,
+    ) -> Result<Option<usize>, ProtocolError> {
+        let Some(cr) = find_cr(buf, 1) else {
+            if buf.len() > MAX_INLINE_LEN {
+                return Err(ProtocolError::TooBigMultibulkCountString);
+            }
+            return Ok(None);
+        };
+        if cr + 1 >= buf.len() {
+            return Ok(None); // the '\n' has not arrived
+        }
+        let count = parse_i64(&buf[1..cr]).ok_or(ProtocolError::InvalidMultibulkLength)?;
+        if count > limits.max_multibulk_len as i64 || count > i32::MAX as i64 {
+            return Err(ProtocolError::InvalidMultibulkLength);
+        }
+        if limits.unauthenticated && count > UNAUTHENTICATED_MAX_MULTIBULK_LEN as i64 {
+            return Err(ProtocolError::UnauthenticatedMultibulkLength);
+        }
+        self.pos = cr + 2;
+        Ok(Some(count.max(0) as usize))
+    }
+
+    fn parse_bulks(&mut self, buf: &[u8], limits: &RequestLimits) -> Result<Parsed, ProtocolError> {
+        let State::Multibulk { mut remaining } = self.state else {
+            unreachable!()
+        };
+        while remaining > 0 {
+            let start = self.pos;
+            if start >= buf.len() {
+                break;
+            }
+            if buf[start] != b'$' {
+                return Err(ProtocolError::ExpectedDollar(printable(buf[start])));
+            }
+            let Some(cr) = find_cr(buf, start + 1) else {
+                if buf.len() - start > MAX_INLINE_LEN {
+                    return Err(ProtocolError::TooBigBulkCountString);
+                }
+                break;
+            };
+            if cr + 1 >= buf.len() {
+                break;
+            }
+            let len = parse_i64(&buf[start + 1..cr]).ok_or(ProtocolError::InvalidBulkLength)?;
+            if len < 0 || len as u64 > limits.max_bulk_len as u64 {
+                return Err(ProtocolError::InvalidBulkLength);
+            }
+            if limits.unauthenticated && len as usize > UNAUTHENTICATED_MAX_BULK_LEN {
+                return Err(ProtocolError::UnauthenticatedBulkLength);
+            }
+            let data = cr + 2;
+            let end = data + len as usize;
+            // Like Redis, the two bytes after the payload are skipped, not checked.
+            if end + 2 > buf.len() {
+                break;
+            }
+            self.args.push(ArgAt::Buf(data as u32, end as u32));
+            self.pos = end + 2;
+            remaining -= 1;
+        }
+        if remaining > 0 {
+            self.state = State::Multibulk { remaining };
+            return Ok(Parsed::Incomplete);
+        }
+        let len = self.finish();
+        Ok(Parsed::Request { len })
+    }
+
+    fn parse_inline(&mut self, buf: &[u8], scanned: usize) -> Result<Parsed, ProtocolError> {
+        let Some(nl) = buf[scanned..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|p| p + scanned)
+        else {
+            if buf.len() > MAX_INLINE_LEN {
+                return Err(ProtocolError::TooBigInlineRequest);
+            }
+            self.state = State::Inline { scanned: buf.len() };
+            return Ok(Parsed::Incomplete);
+        };
+        let line_end = if nl > 0 && buf[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
+        if !split_args(&buf[..line_end], &mut self.owned) {
+            return Err(ProtocolError::UnbalancedQuotes);
+        }
+        self.args
+            .extend((0..self.owned.len() as u32).map(ArgAt::Owned));
+        self.pos = nl + 1;
+        let len = self.finish();
+        if self.args.is_empty() {
+            Ok(Parsed::Empty { len })
+        } else {
+            Ok(Parsed::Request { len })
+        }
+    }
+}
+
+fn find_cr(buf: &[u8], from: usize) -> Option<usize> {
+    // Header lines are short; a bounded scan keeps garbage from costing more than the limit.
+    let end = buf.len().min(from.saturating_add(MAX_INLINE_LEN + 1));
+    buf.get(from..end)?
+        .iter()
+        .position(|&b| b == b'\r')
+        .map(|p| p + from)
+}
+
+/// Redis's `string2ll`: optional '-', digits, no leading '+', no spaces, no overflow.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 20 || (digits.len() > 1 && digits[0] == b'0') {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else if v > i64::MAX as u64 {
+        None
+    } else {
+        Some(v as i64)
+    }
+}
+
+fn printable(b: u8) -> u8 {
+    if b.is_ascii_graphic() || b == b' ' {
+        b
+    } else {
+        b' '
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut parser = RequestParser::new();
+        let limits = RequestLimits::default();
+        let mut out = Vec::new();
+        let mut at = 0;
+        loop {
+            match parser.parse(&input[at..], &limits)? {
+                Parsed::Request { len } => {
+                    out.push(
+                        (0..parser.arg_count())
+                            .map(|i| parser.arg(&input[at..], i).to_vec())
+                            .collect(),
+                    );
+                    at += len;
+                }
+                Parsed::Empty { len } => at += len,
+                Parsed::Incomplete => return Ok(out),
+            }
+        }
+    }
+
+    #[test]
+    fn multibulk_and_inline_requests() {
+        let got =
+            parse_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\nPING\r\n*0\r\nget  k\n").unwrap();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], vec![b"SET".to_vec(), b"k".to_vec(), b"".to_vec()]);
+        assert_eq!(got[1], vec![b"PING".to_vec()]);
+        assert_eq!(got[2], vec![b"get".to_vec(), b"k".to_vec()]);
+    }
+
+    #[test]
+    fn resumes_byte_by_byte() {
+        let input = b"*2\r\n$4\r\nECHO\r\n$11\r\nhello world\r\n";
+        let limits = RequestLimits::default();
+        let mut parser = RequestParser::new();
+        for end in 0..input.len() {
+            assert_eq!(
+                parser.parse(&input[..end], &limits).unwrap(),
+                Parsed::Incomplete,
+                "at {end}"
+            );
+        }
+        assert_eq!(
+            parser.parse(input, &limits).unwrap(),
+            Parsed::Request { len: input.len() }
+        );
+        assert_eq!(parser.arg(input, 1), b"hello world");
+    }
+
+    #[test]
+    fn errors_carry_redis_texts() {
+        let e = |input: &[u8]| parse_all(input).unwrap_err().to_string();
+        assert_eq!(e(b"*x\r\n"), "Protocol error: invalid multibulk length");
+        assert_eq!(
+            e(b"*3000000000\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            e(b"*1\r\n$2147483648\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(e(b"*1\r\n$-1\r\n"), "Protocol error: invalid bulk length");
+        assert_eq!(e(b"*1\r\n:1\r\n"), "Protocol error: expected '$', got ':'");
+        assert_eq!(
+            e(b"echo \"x\r\n"),
+            "Protocol error: unbalanced quotes in request"
+        );
+        let long = vec![b'a'; MAX_INLINE_LEN + 1];
+        assert_eq!(e(&long), "Protocol error: too big inline request");
+        let mut star = b"*".to_vec();
+        star.extend(vec![b'1'; MAX_INLINE_LEN + 1]);
+        assert_eq!(e(&star), "Protocol error: too big mbulk count string");
+    }
+
+    #[test]
+    fn huge_headers_reserve_nothing() {
+        // Ten million arguments announced, none sent: the parser waits with nothing reserved.
+        let mut parser = RequestParser::new();
+        let limits = RequestLimits::default();
+        assert_eq!(
+            parser.parse(b"*10000000\r\n", &limits).unwrap(),
+            Parsed::Incomplete
+        );
+        assert!(parser.args.capacity() <= 8);
+        // A 2 GB bulk is over proto-max-bulk-len.
+        let mut parser = RequestParser::new();
+        assert_eq!(
+            parser.parse(b"*1\r\n$2000000000\r\n", &limits),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+    }
+
+    #[test]
+    fn unauthenticated_limits() {
+        let limits = RequestLimits {
+            unauthenticated: true,
+            ..RequestLimits::default()
+        };
+        let mut parser = RequestParser::new();
+        assert_eq!(
+            parser.parse(b"*11\r\n", &limits),
+            Err(ProtocolError::UnauthenticatedMultibulkLength)
+        );
+        let mut parser = RequestParser::new();
+        assert_eq!(
+            parser.parse(b"*1\r\n$16385\r\n", &limits),
+            Err(ProtocolError::UnauthenticatedBulkLength)
+        );
+    }
+
+    #[test]
+    fn string2ll_rules() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"01"), None);
+        assert_eq!(parse_i64(b"+1"), None);
+        assert_eq!(parse_i64(b" 1"), None);
+        assert_eq!(parse_i64(b""), None);
+        assert_eq!(parse_i64(b"-"), None);
+    }
+}
