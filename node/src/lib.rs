@@ -1,1 +1,18 @@
+//! The node: a Redis-compatible server. `app::run` starts one from a [`config::Config`].
+//!
+//! Layers, each depending only on those above it:
+//! - [`config`]: parameters from file, flags and CONFIG SET;
+//! - [`db`]: the keyspace (shards of hash slots), values, expiry, eviction;
+//! - [`command`]: the command table, dispatch rules, and the context handlers run in;
+//! - [`commands`]: one file per command family;
+//! - [`persistence`]: snapshots (SAVE/BGSAVE/load, DUMP/RESTORE payloads);
+//! - [`server`]: listeners, connections, clients, cron, shutdown.
 
+pub mod app;
+pub mod command;
+pub mod commands;
+pub mod config;
+pub use config::load::Invocation;
+pub mod db;
+pub mod persistence;
+pub mod server;

@@ -9,10 +9,11 @@
 pub mod decode;
 pub mod encode;
 pub mod frame;
+pub mod fuzz_checks;
 pub mod limits;
 pub mod reply;
 pub mod request;
-mod splitargs;
+pub mod splitargs;
 
 pub use decode::{decode, DecodeError};
 pub use encode::encode;

@@ -26,6 +26,11 @@ impl<'a> Reply<'a> {
         Reply { out, version }
     }
 
+    /// Switches the protocol for replies written from now on (HELLO, RESET).
+    pub fn set_version(&mut self, version: ProtocolVersion) {
+        self.version = version;
+    }
+
     pub fn version(&self) -> ProtocolVersion {
         self.version
     }

@@ -3,7 +3,7 @@
 //! `\'`, and a closing quote that must be followed by a space or the end of the line.
 
 /// Splits `line` into `out`. Returns `false` on unbalanced quotes (as `sdssplitargs` does).
-pub(crate) fn split_args(line: &[u8], out: &mut Vec<Vec<u8>>) -> bool {
+pub fn split_args(line: &[u8], out: &mut Vec<Vec<u8>>) -> bool {
     let mut i = 0;
     let n = line.len();
     loop {

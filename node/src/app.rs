@@ -1,0 +1,60 @@
+//! Starting and stopping a node.
+
+use crate::config::Config;
+use crate::server::{cron, listener, Server};
+use anyhow::Context;
+use std::sync::Arc;
+
+/// Runs a node until SHUTDOWN, SIGTERM or SIGINT. Blocks the calling thread.
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let threads = config.io_threads;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("node-io")
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let listeners = listener::bind_all(&config.bind, config.port, config.tcp_backlog)?;
+    let pidfile = config.pidfile.clone();
+    let server = Arc::new(Server::new(config));
+    crate::persistence::load_at_start(&server).context("loading the snapshot")?;
+    if !pidfile.is_empty() {
+        std::fs::write(&pidfile, format!("{}\n", std::process::id()))
+            .with_context(|| format!("writing pidfile {pidfile}"))?;
+    }
+    for l in listeners {
+        let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(%addr, "ready to accept connections (tcp)");
+        tokio::spawn(listener::accept_loop(server.clone(), l));
+    }
+    tokio::spawn(cron::run(server.clone()));
+    wait_for_stop(&server).await;
+    tracing::info!("shutting down");
+    server.blocking.wake_all();
+    crate::persistence::save_on_shutdown(&server);
+    if !pidfile.is_empty() {
+        let _ = std::fs::remove_file(&pidfile);
+    }
+    tracing::info!("bye");
+    Ok(())
+}
+
+async fn wait_for_stop(server: &Server) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        server.shutdown.wait().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => { tracing::info!("received SIGTERM"); server.shutdown.trigger(Default::default()); }
+        _ = int.recv() => { tracing::info!("received SIGINT"); server.shutdown.trigger(Default::default()); }
+        _ = server.shutdown.wait() => {}
+    }
+}

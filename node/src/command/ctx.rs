@@ -1,0 +1,76 @@
+//! What a command handler works with.
+
+use crate::db::{Key, Locked};
+use crate::server::{Client, Server};
+use proto::resp::Reply;
+use smallvec::SmallVec;
+
+/// A blocking command that found nothing to serve and asks its connection to wait.
+pub struct BlockRequest {
+    pub keys: Vec<Key>,
+    /// None: wait forever.
+    pub timeout: Option<std::time::Duration>,
+    /// The command to run again when a key is signalled (its owned arguments).
+    pub retry: Vec<Vec<u8>>,
+    pub timeout_reply: TimeoutReply,
+}
+
+/// What a blocked command answers when its timeout passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutReply {
+    /// BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP: `*-1` (RESP3 `_`).
+    NullArray,
+    /// BLMOVE, BRPOPLPUSH: `$-1` (RESP3 `_`).
+    NullBulk,
+}
+
+impl TimeoutReply {
+    pub fn write(self, reply: &mut Reply<'_>) {
+        match self {
+            TimeoutReply::NullArray => reply.null_array(),
+            TimeoutReply::NullBulk => reply.null(),
+        }
+    }
+}
+
+/// Side effects of a command that the dispatcher acts on after the handler returns.
+#[derive(Default)]
+pub struct Effects {
+    /// Changes to the dataset (for `save` rules and INFO `rdb_changes_since_last_save`).
+    pub dirty: u64,
+    /// Keys modified, recorded only while some client WATCHes keys.
+    pub modified: SmallVec<[Key; 2]>,
+    /// Keys that received elements, recorded only while some client is blocked.
+    pub ready: SmallVec<[Key; 2]>,
+    /// Set by a blocking command that has to wait.
+    pub block: Option<BlockRequest>,
+    /// Close the connection once the reply is written (QUIT, protocol errors, CLIENT KILL).
+    pub close: bool,
+}
+
+pub struct Ctx<'a> {
+    pub server: &'a Server,
+    pub client: &'a mut Client,
+    pub db: Locked<'a>,
+    pub reply: Reply<'a>,
+    pub effects: Effects,
+    /// True while executing the commands of an EXEC (blocking commands do not block).
+    pub in_exec: bool,
+}
+
+impl Ctx<'_> {
+    /// Records a change to the dataset for `save` rules and WATCH.
+    pub fn modified(&mut self, key: &[u8]) {
+        self.effects.dirty += 1;
+        if self.server.watches.active() {
+            self.effects.modified.push(key.into());
+        }
+    }
+
+    /// Signals that `key` received elements (list push, ZADD), waking blocked clients.
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        if self.server.blocking.active() {
+            self.effects.ready.push(key.into());
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! From parsed arguments to an executed command: the protocol rules every command obeys.
+
+use super::args;
+use super::ctx::{Ctx, Effects};
+use super::error::CmdError;
+use super::spec::{flags, CommandSpec};
+use super::table;
+use crate::db::keyspace::shard_of_slot;
+use crate::db::Locked;
+use crate::server::stats::LocalStats;
+use crate::server::{lru_clock, unix_millis, Client, Server};
+use bytes::BytesMut;
+use proto::resp::Reply;
+use smallvec::SmallVec;
+use std::time::Instant;
+
+/// Runs one client request (`args[0]` is the command name) and writes its reply to `out`.
+pub fn execute(
+    server: &Server,
+    client: &mut Client,
+    out: &mut BytesMut,
+    args: &[&[u8]],
+    stats: &mut LocalStats,
+) -> Effects {
+    stats.commands += 1;
+    let mut reply = Reply::new(out, client.protocol);
+    let spec = match resolve(args) {
+        Ok(spec) => spec,
+        Err(e) => {
+            if let Some(multi) = client.multi.as_mut() {
+                multi.errored = true;
+            }
+            stats.errors += 1;
+            reply.error(&e.to_string());
+            return Effects::default();
+        }
+    };
+    if let Err(e) = admit(server, client, spec, args) {
+        if let Some(multi) = client.multi.as_mut() {
+            multi.errored = true;
+        }
+        stats.errors += 1;
+        reply.error(&e.to_string());
+        return Effects::default();
+    }
+    if let Some(multi) = client.multi.as_mut() {
+        if !spec.has(flags::TXN_CONTROL) {
+            multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
+            reply.simple(b"QUEUED");
+            return Effects::default();
+        }
+    }
+    if spec.has(flags::DENYOOM) {
+        if let Err(e) = crate::db::eviction::make_room(server) {
+            stats.errors += 1;
+            reply.error(&e.to_string());
+            return Effects::default();
+        }
+    }
+    *client.shared.last_command.lock() = spec.name;
+    run(server, client, reply, spec, args, stats)
+}
+
+/// The spec for `args`, descending into subcommands, with the arity checked.
+pub fn resolve(args: &[&[u8]]) -> Result<&'static CommandSpec, CmdError> {
+    let Some(mut spec) = table::lookup(args[0]) else {
+        return Err(unknown_command(args));
+    };
+    if !spec.subcommands.is_empty() {
+        if args.len() < 2 {
+            return Err(CmdError::WrongArity(spec.name.to_string()));
+        }
+        spec = table::lookup_sub(spec, args[1]).ok_or_else(|| {
+            CmdError::new(format!(
+                "ERR unknown subcommand '{}'. Try {} HELP.",
+                clip(args[1]),
+                spec.name.to_ascii_uppercase()
+            ))
+        })?;
+    }
+    if !spec.arity_ok(args.len()) {
+        return Err(CmdError::WrongArity(spec.name.to_string()));
+    }
+    Ok(spec)
+}
+
+/// Checks that apply before a command may run or be queued.
+fn admit(
+    server: &Server,
+    client: &Client,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+) -> Result<(), CmdError> {
+    if !client.authenticated && !spec.has(flags::NO_AUTH) {
+        return Err(CmdError::NoAuth);
+    }
+    if client.subscribed
+        && client.protocol == proto::resp::ProtocolVersion::Resp2
+        && !spec.has(flags::SUBSCRIBED_OK)
+    {
+        return Err(CmdError::new(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        )));
+    }
+    if client.multi.is_some() && spec.has(flags::NO_MULTI) {
+        return Err(CmdError::new(
+            "ERR Command not allowed inside a transaction",
+        ));
+    }
+    let _ = (server, args);
+    Ok(())
+}
+
+/// Locks the command's shards and runs its handler.
+pub fn run(
+    server: &Server,
+    client: &mut Client,
+    reply: Reply<'_>,
+    spec: &'static CommandSpec,
+    args: &[&[u8]],
+    stats: &mut LocalStats,
+) -> Effects {
+    let now = unix_millis();
+    let db = lock_for(server, spec, args, now);
+    let started = Instant::now();
+    let mut ctx = Ctx {
+        server,
+        client,
+        db,
+        reply,
+        effects: Effects::default(),
+        in_exec: false,
+    };
+    run_in(&mut ctx, spec, args, stats);
+    let Ctx {
+        db,
+        effects,
+        client,
+        ..
+    } = ctx;
+    let expired = db.expired;
+    drop(db);
+    stats.expired += expired;
+    let elapsed = started.elapsed().as_micros() as u64;
+    after(server, client, spec, args, &effects, elapsed);
+    effects
+}
+
+/// Runs a handler in an existing context (used by `run` and by EXEC for each queued command).
+pub fn run_in(
+    ctx: &mut Ctx<'_>,
+    spec: &'static CommandSpec,
+    args: &[&[u8]],
+    stats: &mut LocalStats,
+) {
+    let (hits_before, misses_before) = (ctx.db.hits, ctx.db.misses);
+    if let Err(e) = (spec.handler)(ctx, args) {
+        stats.errors += 1;
+        ctx.reply.error(&e.to_string());
+    }
+    if spec.has(flags::READONLY) {
+        stats.hits += (ctx.db.hits - hits_before) as u64;
+        stats.misses += (ctx.db.misses - misses_before) as u64;
+    }
+}
+
+/// Work after the locks are released: wake blocked clients, invalidate WATCHes, log slow.
+fn after(
+    server: &Server,
+    client: &Client,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    effects: &Effects,
+    micros: u64,
+) {
+    if effects.dirty > 0 {
+        server.snapshot.add_dirty(effects.dirty);
+    }
+    if !effects.modified.is_empty() {
+        server.watches.touch(&effects.modified);
+    }
+    if !effects.ready.is_empty() {
+        server.blocking.wake(&effects.ready);
+    }
+    let threshold = server
+        .hot
+        .slowlog_slower_than
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if threshold != u64::MAX && micros >= threshold && spec.name != "exec" {
+        let max_len = server
+            .hot
+            .slowlog_max_len
+            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        let name = client.shared.name.lock().clone().unwrap_or_default();
+        server
+            .slowlog
+            .record(micros, args, client.shared.peer.to_string(), name, max_len);
+    }
+}
+
+/// Locks the shards of the command's keys, all shards for whole-keyspace commands.
+pub fn lock_for<'a>(
+    server: &'a Server,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    now: u64,
+) -> Locked<'a> {
+    if spec.has(flags::ALL_KEYS) {
+        return Locked::lock_all(&server.keyspace, now, lru_clock(now));
+    }
+    let mut shards: SmallVec<[usize; 4]> = spec
+        .key_positions(args)
+        .iter()
+        .map(|&i| shard_of_slot(proto::slot::key_slot(args[i])))
+        .collect();
+    shards.sort_unstable();
+    shards.dedup();
+    Locked::lock(&server.keyspace, &shards, now, lru_clock(now))
+}
+
+fn unknown_command(args: &[&[u8]]) -> CmdError {
+    let mut text = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        clip(args[0])
+    );
+    for a in args.iter().skip(1) {
+        if text.len() >= 128 {
+            break;
+        }
+        text.push_str(&format!("'{}' ", clip(a)));
+    }
+    CmdError::new(text)
+}
+
+/// An argument shown in an error: at most 128 bytes, newlines made spaces.
+fn clip(arg: &[u8]) -> String {
+    let shown = &arg[..arg.len().min(128)];
+    args::text(shown).replace(['\r', '\n'], " ")
+}

@@ -1,0 +1,19 @@
+//! The command layer: one table describes every command (name, arity, flags, key positions,
+//! handler, docs); the dispatcher applies protocol rules from it (lookup, arity, auth,
+//! MULTI queueing, key locking) so that handlers only do their command's work, and
+//! `COMMAND INFO/DOCS/COUNT/LIST/GETKEYS` answer from the same table.
+
+pub mod args;
+pub mod ctx;
+pub mod dispatch;
+pub mod error;
+pub mod glob;
+pub mod spec;
+pub mod table;
+
+pub use ctx::Ctx;
+pub use error::CmdError;
+pub use spec::{flags, CommandSpec, KeySpec};
+
+/// What a handler returns; its reply is already written into the context.
+pub type CmdResult = Result<(), CmdError>;

@@ -1,0 +1,59 @@
+//! The command table: every family's specs, looked up by name without allocating.
+
+use super::spec::CommandSpec;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Longest command name; longer first arguments cannot be commands.
+pub const MAX_COMMAND_NAME_LEN: usize = 32;
+
+fn table() -> &'static HashMap<&'static [u8], &'static CommandSpec> {
+    static TABLE: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut map = HashMap::new();
+        for family in crate::commands::FAMILIES {
+            for spec in family.iter() {
+                debug_assert!(
+                    spec.name.len() <= MAX_COMMAND_NAME_LEN
+                        && spec.name == spec.name.to_ascii_lowercase()
+                );
+                let previous = map.insert(spec.name.as_bytes(), spec);
+                assert!(previous.is_none(), "command {} defined twice", spec.name);
+            }
+        }
+        map
+    })
+}
+
+/// The spec of a command name, any case.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    if name.len() > MAX_COMMAND_NAME_LEN {
+        return None;
+    }
+    let mut buf = [0u8; MAX_COMMAND_NAME_LEN];
+    let lower = &mut buf[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    table().get(&*lower).copied()
+}
+
+/// A subcommand of `parent` by name, any case.
+pub fn lookup_sub(parent: &'static CommandSpec, name: &[u8]) -> Option<&'static CommandSpec> {
+    parent.subcommands.iter().find(|s| {
+        s.name
+            .rsplit('|')
+            .next()
+            .is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(name))
+    })
+}
+
+/// Every command, sorted by name (COMMAND, COMMAND LIST, COMMAND DOCS).
+pub fn all() -> Vec<&'static CommandSpec> {
+    let mut v: Vec<_> = table().values().copied().collect();
+    v.sort_by_key(|s| s.name);
+    v
+}
+
+pub fn count() -> usize {
+    table().len()
+}

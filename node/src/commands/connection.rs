@@ -1,0 +1,252 @@
+//! Connection commands: PING ECHO QUIT AUTH HELLO SELECT RESET.
+
+use crate::command::args::{self, is};
+use crate::command::error::err;
+use crate::command::spec::{command, flags::*, KeySpec};
+use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use proto::resp::ProtocolVersion;
+
+/// The Redis version we answer as, so clients enable the features we implement.
+pub const REDIS_COMPAT_VERSION: &str = "7.0.15";
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        since: "1.0.0",
+        ..command(
+            "ping",
+            -1,
+            FAST | SUBSCRIBED_OK | STALE,
+            KeySpec::None,
+            ping,
+            "connection",
+            "Returns the server's liveliness response.",
+        )
+    },
+    command(
+        "echo",
+        2,
+        FAST,
+        KeySpec::None,
+        echo,
+        "connection",
+        "Returns the given string.",
+    ),
+    command(
+        "quit",
+        -1,
+        NO_AUTH | TXN_CONTROL | SUBSCRIBED_OK | FAST | STALE | LOADING,
+        KeySpec::None,
+        quit,
+        "connection",
+        "Closes the connection.",
+    ),
+    command(
+        "auth",
+        -2,
+        NO_AUTH | FAST | STALE | LOADING | NOSCRIPT,
+        KeySpec::None,
+        auth,
+        "connection",
+        "Authenticates the connection.",
+    ),
+    CommandSpec {
+        since: "6.0.0",
+        ..command(
+            "hello",
+            -1,
+            NO_AUTH | FAST | STALE | LOADING | NOSCRIPT,
+            KeySpec::None,
+            hello,
+            "connection",
+            "Handshakes with the Redis server.",
+        )
+    },
+    command(
+        "select",
+        2,
+        FAST | LOADING | STALE,
+        KeySpec::None,
+        select,
+        "connection",
+        "Changes the selected database (only 0 exists on a node).",
+    ),
+    CommandSpec {
+        since: "6.2.0",
+        ..command(
+            "reset",
+            1,
+            NO_AUTH | TXN_CONTROL | SUBSCRIBED_OK | FAST | STALE | LOADING | NOSCRIPT,
+            KeySpec::None,
+            reset,
+            "connection",
+            "Resets the connection.",
+        )
+    },
+];
+
+fn ping(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 2 {
+        return Err(CmdError::WrongArity("ping".into()));
+    }
+    // A RESP2 client in subscribed mode gets PING's answer as a message-like array.
+    if ctx.client.subscribed && !ctx.reply.is_resp3() {
+        ctx.reply.array(2);
+        ctx.reply.bulk(b"pong");
+        ctx.reply.bulk(args.get(1).copied().unwrap_or(b""));
+        return Ok(());
+    }
+    match args.get(1) {
+        Some(msg) => ctx.reply.bulk(msg),
+        None => ctx.reply.simple(b"PONG"),
+    }
+    Ok(())
+}
+
+fn echo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    ctx.reply.bulk(args[1]);
+    Ok(())
+}
+
+fn quit(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    ctx.reply.ok();
+    ctx.effects.close = true;
+    Ok(())
+}
+
+/// Checks a username/password pair against `requirepass` (the only user is `default`).
+fn check_password(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> CmdResult {
+    let config = ctx.server.config.read();
+    let Some(expected) = config.requirepass.as_deref() else {
+        if user.is_empty() {
+            return err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+        }
+        // With no password set, the default user accepts any password, as in Redis.
+        return if user == b"default" {
+            Ok(())
+        } else {
+            err("WRONGPASS invalid username-password pair or user is disabled.")
+        };
+    };
+    let user_ok = user.is_empty() || user == b"default";
+    if user_ok && constant_time_eq(expected.as_bytes(), pass) {
+        Ok(())
+    } else {
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal how much of a guess matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        diff |= (a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0)) as usize;
+    }
+    diff == 0
+}
+
+fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let (user, pass) = match args.len() {
+        2 => (&b""[..], args[1]),
+        3 => (args[1], args[2]),
+        _ => return Err(CmdError::Syntax),
+    };
+    check_password(ctx, user, pass)?;
+    ctx.client.authenticated = true;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let mut version = None;
+    let mut i = 1;
+    if let Some(v) = args.get(1) {
+        let n = args::int(v)
+            .map_err(|_| CmdError::new("ERR Protocol version is not an integer or out of range"))?;
+        version = Some(match n {
+            2 => ProtocolVersion::Resp2,
+            3 => ProtocolVersion::Resp3,
+            _ => return err("NOPROTO unsupported protocol version"),
+        });
+        i = 2;
+    }
+    let mut name = None;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if is(args[i], "auth") && more >= 2 {
+            check_password(ctx, args[i + 1], args[i + 2])?;
+            ctx.client.authenticated = true;
+            i += 3;
+        } else if is(args[i], "setname") && more >= 1 {
+            name = Some(super::introspection::validate_client_name(args[i + 1])?);
+            i += 2;
+        } else {
+            return err(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                args::text(args[i])
+            ));
+        }
+    }
+    if !ctx.client.authenticated {
+        return err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(name) = name {
+        *ctx.client.shared.name.lock() = name;
+    }
+    if let Some(v) = version {
+        ctx.client.set_protocol(v);
+        ctx.reply.set_version(v);
+    }
+    let r = &mut ctx.reply;
+    r.map(7);
+    r.bulk(b"server");
+    r.bulk(b"redis");
+    r.bulk(b"version");
+    r.bulk(REDIS_COMPAT_VERSION.as_bytes());
+    r.bulk(b"proto");
+    r.integer(if ctx.client.protocol == ProtocolVersion::Resp3 {
+        3
+    } else {
+        2
+    });
+    r.bulk(b"id");
+    r.integer(ctx.client.id() as i64);
+    r.bulk(b"mode");
+    r.bulk(b"standalone");
+    r.bulk(b"role");
+    r.bulk(b"master");
+    r.bulk(b"modules");
+    r.array(0);
+    Ok(())
+}
+
+fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let db = args::int(args[1])?;
+    if db != 0 {
+        // A node has one database, as a Redis Cluster node does.
+        return err("ERR DB index is out of range");
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    ctx.client.multi = None;
+    ctx.client
+        .shared
+        .in_multi
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    if let Some(handle) = ctx.client.watch.take() {
+        ctx.server.watches.unwatch_all(handle);
+    }
+    super::pubsub::unsubscribe_all(ctx.server, ctx.client);
+    *ctx.client.shared.name.lock() = None;
+    ctx.client.set_protocol(ProtocolVersion::Resp2);
+    ctx.client.authenticated = !ctx
+        .server
+        .hot
+        .requirepass_set
+        .load(std::sync::atomic::Ordering::Relaxed);
+    ctx.reply.set_version(ProtocolVersion::Resp2);
+    ctx.reply.simple(b"RESET");
+    Ok(())
+}

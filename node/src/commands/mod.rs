@@ -1,0 +1,32 @@
+//! Command families, one file each. Every family exports `COMMANDS`, its table entries.
+
+pub mod connection;
+pub mod hashes;
+pub mod introspection;
+pub mod keys;
+pub mod lists;
+pub mod persistence;
+pub mod pubsub;
+pub mod server;
+pub mod sets;
+pub mod strings;
+pub mod transactions;
+pub mod zsets;
+
+use crate::command::CommandSpec;
+
+/// Every family's commands; the table is built from these.
+pub static FAMILIES: &[&[CommandSpec]] = &[
+    connection::COMMANDS,
+    strings::COMMANDS,
+    keys::COMMANDS,
+    lists::COMMANDS,
+    hashes::COMMANDS,
+    sets::COMMANDS,
+    zsets::COMMANDS,
+    transactions::COMMANDS,
+    pubsub::COMMANDS,
+    server::COMMANDS,
+    introspection::COMMANDS,
+    persistence::COMMANDS,
+];

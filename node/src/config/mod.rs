@@ -1,0 +1,9 @@
+//! Configuration: redis.conf syntax in a file, redis-server style flags, and `CONFIG GET/SET/
+//! REWRITE` at run time, all from one table of parameters (`params.rs`).
+
+pub mod load;
+pub mod params;
+pub mod units;
+
+pub use load::{load, ConfigError};
+pub use params::{Config, EvictionPolicy, SaveRule};

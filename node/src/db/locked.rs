@@ -1,0 +1,315 @@
+//! The view of the keyspace a command runs against: the shards of its keys, locked.
+//!
+//! Every read goes through lazy expiry (an expired key is deleted on access, as Redis does),
+//! and every write keeps the shard's key count and expiry queue in step with its tables.
+
+use super::entry::{Entry, UnixMillis};
+use super::keyspace::{shard_of_slot, Keyspace, Shard, SHARD_COUNT};
+use super::value::{Key, Value};
+use parking_lot::MutexGuard;
+use proto::slot::key_slot;
+
+pub struct Locked<'a> {
+    keyspace: &'a Keyspace,
+    guards: [Option<MutexGuard<'a, Shard>>; SHARD_COUNT],
+    highest: Option<usize>,
+    /// The command's clock: one reading per command, as Redis uses for a whole command.
+    pub now: UnixMillis,
+    /// LRU clock (seconds) stamped on accessed entries.
+    pub lru_clock: u32,
+    /// Keys deleted by lazy expiry during this command (for stats and WATCH).
+    pub expired: u64,
+    /// Lookups that found a live key, and that found none (INFO keyspace_hits/misses).
+    pub hits: u32,
+    pub misses: u32,
+}
+
+impl<'a> Locked<'a> {
+    /// Locks the given shards, which must be sorted ascending without duplicates.
+    pub fn lock(keyspace: &'a Keyspace, shards: &[usize], now: UnixMillis, lru_clock: u32) -> Self {
+        debug_assert!(
+            shards.windows(2).all(|w| w[0] < w[1]),
+            "shards must be sorted and unique"
+        );
+        let mut locked = Locked {
+            keyspace,
+            guards: [const { None }; SHARD_COUNT],
+            highest: None,
+            now,
+            lru_clock,
+            expired: 0,
+            hits: 0,
+            misses: 0,
+        };
+        for &s in shards {
+            locked.guards[s] = Some(keyspace.lock_shard(s));
+            locked.highest = Some(s);
+        }
+        locked
+    }
+
+    /// A view over one shard whose guard the caller already holds (eviction, active expiry).
+    pub fn from_guard(
+        keyspace: &'a Keyspace,
+        shard: usize,
+        guard: MutexGuard<'a, Shard>,
+        now: UnixMillis,
+        lru_clock: u32,
+    ) -> Self {
+        let mut locked = Locked {
+            keyspace,
+            guards: [const { None }; SHARD_COUNT],
+            highest: Some(shard),
+            now,
+            lru_clock,
+            expired: 0,
+            hits: 0,
+            misses: 0,
+        };
+        locked.guards[shard] = Some(guard);
+        locked
+    }
+
+    pub fn lock_all(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
+        let all: Vec<usize> = (0..SHARD_COUNT).collect();
+        Self::lock(keyspace, &all, now, lru_clock)
+    }
+
+    pub fn keyspace(&self) -> &'a Keyspace {
+        self.keyspace
+    }
+
+    pub fn holds_all(&self) -> bool {
+        self.guards.iter().all(|g| g.is_some())
+    }
+
+    /// The shard holding `slot`. The dispatcher locked it from the command's key positions;
+    /// if a command reaches a key it did not declare, the shard is locked here when that keeps
+    /// the ascending order, which is the only order that cannot deadlock.
+    pub fn shard_mut(&mut self, slot: u16) -> &mut Shard {
+        let s = shard_of_slot(slot);
+        if self.guards[s].is_none() {
+            debug_assert!(false, "command touched undeclared shard {s}");
+            tracing::warn!(
+                shard = s,
+                "command touched a key it did not declare; locking late"
+            );
+            if self.highest.is_some_and(|h| h > s) {
+                // Out of order: wait politely rather than risk a deadlock cycle forever.
+                let guard = loop {
+                    if let Some(g) = self.keyspace.try_lock_shard(s) {
+                        break g;
+                    }
+                    std::thread::yield_now();
+                };
+                self.guards[s] = Some(guard);
+            } else {
+                self.guards[s] = Some(self.keyspace.lock_shard(s));
+                self.highest = Some(s);
+            }
+        }
+        self.guards[s].as_deref_mut().expect("locked above")
+    }
+
+    /// Shards held, in ascending order (for commands over the whole keyspace).
+    pub fn shards_mut(&mut self) -> impl Iterator<Item = (usize, &mut Shard)> + use<'_, 'a> {
+        self.guards
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, g)| g.as_deref_mut().map(|s| (i, s)))
+    }
+
+    /// The live entry of `key`, touching its access time; deletes it if it has expired.
+    pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let slot = key_slot(key);
+        let (now, lru) = (self.now, self.lru_clock);
+        let expired = {
+            let shard = self.shard_mut(slot);
+            match shard.table_mut(slot).get(key) {
+                None => {
+                    self.misses += 1;
+                    return None;
+                }
+                Some(e) => e.is_expired(now),
+            }
+        };
+        if expired {
+            self.expire_now(slot, key);
+            self.misses += 1;
+            return None;
+        }
+        self.hits += 1;
+        let entry = self.shard_mut(slot).table_mut(slot).get_mut(key)?;
+        entry.lru = lru;
+        entry.freq = entry.freq.saturating_add(1);
+        Some(entry)
+    }
+
+    /// Like `get`, without touching the access time (OBJECT, TTL, TYPE-free inspection).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        let slot = key_slot(key);
+        let now = self.now;
+        let expired = match self.shard_mut(slot).table(slot).get(key) {
+            None => return None,
+            Some(e) => e.is_expired(now),
+        };
+        if expired {
+            self.expire_now(slot, key);
+            return None;
+        }
+        self.shard_mut(slot).table(slot).get(key)
+    }
+
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.peek(key).is_some()
+    }
+
+    /// Stores `value` under `key` with no TTL, replacing any previous entry. Returns the old.
+    pub fn set(&mut self, key: &[u8], value: Value) -> Option<Entry> {
+        let entry = Entry::new(value, self.lru_clock);
+        self.insert(key, entry)
+    }
+
+    /// Stores `value`, keeping the key's TTL if it has one (SET KEEPTTL, SETRANGE, APPEND...).
+    pub fn set_keep_ttl(&mut self, key: &[u8], value: Value) {
+        let lru = self.lru_clock;
+        if let Some(entry) = self.get(key) {
+            entry.value = value;
+            entry.lru = lru;
+        } else {
+            self.set(key, value);
+        }
+    }
+
+    /// Inserts a whole entry (its TTL included), replacing any previous one.
+    pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        let slot = key_slot(key);
+        let now = self.now;
+        let at = entry.expires_at;
+        let shard = self.shard_mut(slot);
+        let table = shard.table_mut(slot);
+        let old = match table.get_mut(key) {
+            Some(existing) => Some(std::mem::replace(existing, entry)),
+            None => {
+                table.insert(key.into(), entry);
+                shard.keys += 1;
+                None
+            }
+        };
+        let had_ttl = old.as_ref().is_some_and(|o| o.expires_at != 0);
+        if at != 0 {
+            shard.expiry.add(key, at, had_ttl);
+        } else if had_ttl {
+            shard.expiry.remove();
+        }
+        self.maybe_rebuild_expiry(slot);
+        match old {
+            Some(o) if o.is_expired(now) => {
+                self.expired += 1;
+                None
+            }
+            other => other,
+        }
+    }
+
+    /// The entry of `key`, created with `make()` if absent (pushes, HSET, SADD, ZADD).
+    pub fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> &mut Entry {
+        if self.get(key).is_none() {
+            self.set(key, make());
+        }
+        let slot = key_slot(key);
+        self.shard_mut(slot)
+            .table_mut(slot)
+            .get_mut(key)
+            .expect("present: checked or inserted above")
+    }
+
+    /// Deletes `key`; returns its entry if it was live.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let slot = key_slot(key);
+        let now = self.now;
+        let shard = self.shard_mut(slot);
+        let old = shard.table_mut(slot).swap_remove(key)?;
+        shard.keys -= 1;
+        if old.expires_at != 0 {
+            shard.expiry.remove();
+        }
+        if old.is_expired(now) {
+            self.expired += 1;
+            return None;
+        }
+        Some(old)
+    }
+
+    /// Deletes `key` if its value is an aggregate that became empty (Redis never keeps those).
+    pub fn remove_if_empty(&mut self, key: &[u8]) -> bool {
+        let empty = self.peek(key).is_some_and(|e| e.value.is_empty_aggregate());
+        if empty {
+            self.remove(key);
+        }
+        empty
+    }
+
+    /// Sets or clears (`at == 0`) the expiry of a live key. Returns false if there is no key.
+    pub fn set_expiry(&mut self, key: &[u8], at: UnixMillis) -> bool {
+        let slot = key_slot(key);
+        if self.get(key).is_none() {
+            return false;
+        }
+        let shard = self.shard_mut(slot);
+        let entry = shard
+            .table_mut(slot)
+            .get_mut(key)
+            .expect("live: checked above");
+        let had_ttl = entry.expires_at != 0;
+        entry.expires_at = at;
+        if at != 0 {
+            shard.expiry.add(key, at, had_ttl);
+        } else if had_ttl {
+            shard.expiry.remove();
+        }
+        self.maybe_rebuild_expiry(slot);
+        true
+    }
+
+    fn expire_now(&mut self, slot: u16, key: &[u8]) {
+        let shard = self.shard_mut(slot);
+        if let Some(old) = shard.table_mut(slot).swap_remove(key) {
+            shard.keys -= 1;
+            if old.expires_at != 0 {
+                shard.expiry.remove();
+            }
+            self.expired += 1;
+        }
+    }
+
+    fn maybe_rebuild_expiry(&mut self, slot: u16) {
+        let shard = self.shard_mut(slot);
+        if shard.expiry.needs_rebuild() {
+            let live: Vec<(UnixMillis, Key)> = shard
+                .tables
+                .iter()
+                .flat_map(|t| {
+                    t.iter()
+                        .filter(|(_, e)| e.expires_at != 0)
+                        .map(|(k, e)| (e.expires_at, k.clone()))
+                })
+                .collect();
+            shard.expiry.rebuild(live.into_iter());
+        }
+    }
+
+    /// Deletes every key in the held shards; returns how many were deleted.
+    pub fn clear_held(&mut self) -> usize {
+        let mut removed = 0;
+        for (_, shard) in self.shards_mut() {
+            removed += shard.keys;
+            for t in shard.tables.iter_mut() {
+                *t = super::keyspace::SlotTable::with_hasher(t.hasher().clone());
+            }
+            shard.keys = 0;
+            shard.expiry.clear();
+        }
+        removed
+    }
+}

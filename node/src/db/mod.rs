@@ -1,0 +1,16 @@
+//! The keyspace: values, entries, shards organised by hash slot, and the locked view that
+//! commands run against.
+
+pub mod entry;
+pub mod eviction;
+pub mod expiry;
+pub mod keyspace;
+pub mod locked;
+pub mod memory;
+pub mod value;
+pub mod zset;
+
+pub use entry::Entry;
+pub use keyspace::{Keyspace, Shard, SHARD_COUNT};
+pub use locked::Locked;
+pub use value::{Key, Value};

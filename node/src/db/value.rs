@@ -1,0 +1,138 @@
+//! The five data types, as stored.
+//!
+//! Aggregates are boxed so that a string entry, by far the most common, stays small: the
+//! enum is 24 bytes (a tag and a boxed slice).
+
+use super::zset::ZSet;
+use std::collections::VecDeque;
+
+/// A key or element as stored: exactly its bytes, no spare capacity.
+pub type Key = Box<[u8]>;
+/// The hasher for every table in the keyspace: keyed per process so that hostile keys cannot
+/// be chosen to collide.
+pub type Hasher = ahash::RandomState;
+pub type HashValue = indexmap::IndexMap<Box<[u8]>, Box<[u8]>, Hasher>;
+pub type SetValue = indexmap::IndexSet<Box<[u8]>, Hasher>;
+pub type ListValue = VecDeque<Box<[u8]>>;
+
+#[derive(Debug, Clone)]
+pub enum Value {
+    /// A string stored as bytes.
+    Str(Box<[u8]>),
+    /// A string that is the decimal form of an i64, stored as the number (Redis's `int`
+    /// encoding): INCR and friends skip parsing, and it takes no heap.
+    Int(i64),
+    List(Box<ListValue>),
+    Hash(Box<HashValue>),
+    Set(Box<SetValue>),
+    ZSet(Box<ZSet>),
+}
+
+const _: () = assert!(std::mem::size_of::<Value>() <= 24);
+
+/// The name `TYPE` answers for each kind of value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    String,
+    List,
+    Hash,
+    Set,
+    ZSet,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::List => "list",
+            Kind::Hash => "hash",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+        }
+    }
+
+    /// Parses a `SCAN ... TYPE name` argument (case-insensitive, as Redis).
+    pub fn from_name(name: &[u8]) -> Option<Kind> {
+        let lower = name.to_ascii_lowercase();
+        Some(match lower.as_slice() {
+            b"string" => Kind::String,
+            b"list" => Kind::List,
+            b"hash" => Kind::Hash,
+            b"set" => Kind::Set,
+            b"zset" => Kind::ZSet,
+            _ => return None,
+        })
+    }
+}
+
+impl Value {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Value::Str(_) | Value::Int(_) => Kind::String,
+            Value::List(_) => Kind::List,
+            Value::Hash(_) => Kind::Hash,
+            Value::Set(_) => Kind::Set,
+            Value::ZSet(_) => Kind::ZSet,
+        }
+    }
+
+    /// A string value from bytes, stored as an integer when the bytes are the canonical
+    /// decimal form of one (so it reads back byte for byte).
+    pub fn string(bytes: &[u8]) -> Value {
+        if bytes.len() <= 20 {
+            if let Some(n) = proto::resp::request::parse_i64(bytes) {
+                return Value::Int(n);
+            }
+        }
+        Value::Str(bytes.into())
+    }
+
+    /// The bytes of a string value (integers are formatted into `buf`).
+    pub fn as_bytes<'a>(&'a self, buf: &'a mut itoa::Buffer) -> Option<&'a [u8]> {
+        match self {
+            Value::Str(s) => Some(s),
+            Value::Int(n) => Some(buf.format(*n).as_bytes()),
+            _ => None,
+        }
+    }
+
+    /// Redis's `OBJECT ENCODING` name for this value, from the same size thresholds Redis
+    /// uses to pick its compact encodings.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "int",
+            Value::Str(s) if s.len() <= 44 => "embstr",
+            Value::Str(_) => "raw",
+            Value::List(l) if l.len() <= 128 && l.iter().all(|e| e.len() <= 64) => "listpack",
+            Value::List(_) => "quicklist",
+            Value::Hash(h)
+                if h.len() <= 128 && h.iter().all(|(k, v)| k.len() <= 64 && v.len() <= 64) =>
+            {
+                "listpack"
+            }
+            Value::Hash(_) => "hashtable",
+            Value::Set(s)
+                if s.len() <= 512
+                    && s.iter()
+                        .all(|m| proto::resp::request::parse_i64(m).is_some()) =>
+            {
+                "intset"
+            }
+            Value::Set(s) if s.len() <= 128 && s.iter().all(|m| m.len() <= 64) => "listpack",
+            Value::Set(_) => "hashtable",
+            Value::ZSet(z) if z.len() <= 128 && z.max_member_len() <= 64 => "listpack",
+            Value::ZSet(_) => "skiplist",
+        }
+    }
+
+    /// True for an aggregate with no elements; Redis deletes such keys.
+    pub fn is_empty_aggregate(&self) -> bool {
+        match self {
+            Value::Str(_) | Value::Int(_) => false,
+            Value::List(l) => l.is_empty(),
+            Value::Hash(h) => h.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.len() == 0,
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! A client connection's state: the part only its connection touches ([`Client`]) and the
+//! part other connections may read or poke ([`ClientShared`]: CLIENT LIST/KILL, pub/sub
+//! deliveries, wake-ups of blocked clients).
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use proto::resp::ProtocolVersion;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// Most bytes of undelivered pub/sub messages a client may have queued before it is
+/// disconnected (Redis's `client-output-buffer-limit pubsub 32mb` hard limit).
+pub const PUSH_QUEUE_LIMIT: usize = 32 * 1024 * 1024;
+/// Longest client name accepted by CLIENT SETNAME / HELLO SETNAME.
+pub const MAX_CLIENT_NAME_LEN: usize = 1024;
+
+pub struct ClientShared {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub created: Instant,
+    pub name: Mutex<Option<String>>,
+    pub lib_name: Mutex<Option<String>>,
+    pub lib_ver: Mutex<Option<String>>,
+    pub last_command: Mutex<&'static str>,
+    /// Milliseconds since `created` of the last command (for idle time and `timeout`).
+    pub last_active_ms: AtomicU64,
+    pub protocol: AtomicU8,
+    pub subscriptions: AtomicUsize,
+    pub pattern_subscriptions: AtomicUsize,
+    pub shard_subscriptions: AtomicUsize,
+    pub in_multi: AtomicBool,
+    pub blocked: AtomicBool,
+    pub query_buffer: AtomicUsize,
+    /// Set by CLIENT KILL, the idle timeout or an overflowing push queue.
+    pub killed: AtomicBool,
+    /// Pub/sub messages encoded for this client, waiting for its connection to send them.
+    pub pushes: Mutex<BytesMut>,
+    /// Wakes the connection: pushes queued, killed, or a blocked key became ready.
+    pub wakeup: Notify,
+}
+
+impl ClientShared {
+    pub fn new(id: u64, peer: SocketAddr, local: SocketAddr) -> Self {
+        ClientShared {
+            id,
+            peer,
+            local,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            lib_name: Mutex::new(None),
+            lib_ver: Mutex::new(None),
+            last_command: Mutex::new("NULL"),
+            last_active_ms: AtomicU64::new(0),
+            protocol: AtomicU8::new(2),
+            subscriptions: AtomicUsize::new(0),
+            pattern_subscriptions: AtomicUsize::new(0),
+            shard_subscriptions: AtomicUsize::new(0),
+            in_multi: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            query_buffer: AtomicUsize::new(0),
+            killed: AtomicBool::new(false),
+            pushes: Mutex::new(BytesMut::new()),
+            wakeup: Notify::new(),
+        }
+    }
+
+    pub fn kill(&self) {
+        self.killed.store(true, Relaxed);
+        self.wakeup.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Relaxed)
+    }
+
+    pub fn protocol(&self) -> ProtocolVersion {
+        if self.protocol.load(Relaxed) == 3 {
+            ProtocolVersion::Resp3
+        } else {
+            ProtocolVersion::Resp2
+        }
+    }
+
+    /// Queues an encoded push for this client; kills it if its queue is over the limit.
+    pub fn push(&self, encoded: &[u8]) {
+        let mut q = self.pushes.lock();
+        if q.len() + encoded.len() > PUSH_QUEUE_LIMIT {
+            drop(q);
+            tracing::warn!(
+                client = self.id,
+                "pub/sub output over {PUSH_QUEUE_LIMIT} bytes; closing the client"
+            );
+            self.kill();
+            return;
+        }
+        q.extend_from_slice(encoded);
+        drop(q);
+        self.wakeup.notify_one();
+    }
+
+    pub fn idle_secs(&self) -> u64 {
+        let now = self.created.elapsed().as_millis() as u64;
+        now.saturating_sub(self.last_active_ms.load(Relaxed)) / 1000
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.load(Relaxed)
+            + self.pattern_subscriptions.load(Relaxed)
+            + self.shard_subscriptions.load(Relaxed)
+    }
+}
+
+/// State of a MULTI block being queued.
+#[derive(Default)]
+pub struct MultiState {
+    pub queued: Vec<Vec<Vec<u8>>>,
+    /// A queued command was rejected (unknown, wrong arity...): EXEC answers EXECABORT.
+    pub errored: bool,
+}
+
+/// State only the client's own connection touches.
+pub struct Client {
+    pub shared: Arc<ClientShared>,
+    pub protocol: ProtocolVersion,
+    pub authenticated: bool,
+    pub multi: Option<MultiState>,
+    /// Keys this client WATCHes, with the registry's handle for EXEC to check.
+    pub watch: Option<super::watch::WatchHandle>,
+    /// RESP2 clients with subscriptions may only run (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING,
+    /// QUIT and RESET.
+    pub subscribed: bool,
+    pub channels: std::collections::HashSet<Box<[u8]>>,
+    pub patterns: std::collections::HashSet<Box<[u8]>>,
+    pub shard_channels: std::collections::HashSet<Box<[u8]>>,
+}
+
+impl Client {
+    pub fn new(shared: Arc<ClientShared>, authenticated: bool) -> Self {
+        Client {
+            shared,
+            protocol: ProtocolVersion::Resp2,
+            authenticated,
+            multi: None,
+            watch: None,
+            subscribed: false,
+            channels: Default::default(),
+            patterns: Default::default(),
+            shard_channels: Default::default(),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    pub fn set_protocol(&mut self, v: ProtocolVersion) {
+        self.protocol = v;
+        self.shared
+            .protocol
+            .store(if v == ProtocolVersion::Resp3 { 3 } else { 2 }, Relaxed);
+    }
+}

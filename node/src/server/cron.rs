@@ -1,0 +1,99 @@
+//! Periodic work, `hz` times a second: active expiry, idle-client timeouts, `save` rules,
+//! the ops/sec sample and the memory reading.
+
+use super::stats::Stats;
+use super::{lru_clock, unix_millis, Server};
+use crate::db::keyspace::SHARD_COUNT;
+use crate::db::Locked;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Expired keys removed per shard per tick at most, so one tick never holds a shard long;
+/// a shard with more due keys continues at the next tick (lazy expiry covers reads).
+pub const EXPIRE_BUDGET_PER_SHARD: usize = 256;
+
+pub async fn run(server: Arc<Server>) {
+    let mut shutdown = server.shutdown.subscribe();
+    let mut last_ops = (Instant::now(), Stats::get(&server.stats.commands_processed));
+    loop {
+        let hz = server.config.read().hz.max(1);
+        let tick = tokio::time::sleep(Duration::from_millis(1000 / hz as u64));
+        tokio::select! {
+            _ = tick => {}
+            _ = shutdown.changed() => return,
+        }
+        active_expire(&server);
+        close_idle_clients(&server);
+        server.memory.refresh();
+        crate::persistence::cron(&server);
+        let (at, ops) = last_ops;
+        if at.elapsed() >= Duration::from_secs(1) {
+            let now_ops = Stats::get(&server.stats.commands_processed);
+            let per_sec = (now_ops.saturating_sub(ops) as f64 / at.elapsed().as_secs_f64()) as u64;
+            server.stats.instantaneous_ops.store(per_sec, Relaxed);
+            last_ops = (Instant::now(), now_ops);
+        }
+    }
+}
+
+/// Deletes due keys from every shard, a bounded number per shard.
+pub fn active_expire(server: &Server) {
+    let now = unix_millis();
+    let mut expired_total = 0;
+    for shard_idx in 0..SHARD_COUNT {
+        let mut shard = server.keyspace.lock_shard(shard_idx);
+        if shard.expiry.live() == 0 {
+            continue;
+        }
+        let mut due = Vec::new();
+        while due.len() < EXPIRE_BUDGET_PER_SHARD {
+            let Some((at, key)) = shard.expiry.pop_due(now) else {
+                break;
+            };
+            let slot = proto::slot::key_slot(&key);
+            if shard
+                .table(slot)
+                .get(&*key)
+                .is_some_and(|e| e.expires_at == at)
+            {
+                due.push(key);
+            }
+            // A record whose entry changed or vanished is stale: dropping it is all.
+        }
+        if due.is_empty() {
+            continue;
+        }
+        let shard = {
+            let mut locked =
+                Locked::from_guard(&server.keyspace, shard_idx, shard, now, lru_clock(now));
+            for key in &due {
+                locked.remove(key);
+            }
+            expired_total += locked.expired;
+            locked
+        };
+        drop(shard);
+        if server.watches.active() {
+            server.watches.touch(&due);
+        }
+    }
+    Stats::add(&server.stats.expired_keys, expired_total);
+}
+
+fn close_idle_clients(server: &Server) {
+    let timeout = server.hot.timeout_secs.load(Relaxed);
+    if timeout == 0 {
+        return;
+    }
+    for client in server.clients.all() {
+        // Blocked and subscribed clients are waiting by design, as in Redis.
+        if client.blocked.load(Relaxed) || client.subscription_count() > 0 {
+            continue;
+        }
+        if client.idle_secs() >= timeout {
+            tracing::debug!(client = client.id, "idle timeout");
+            client.kill();
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Config values consulted on every command, kept as atomics so the hot path takes no lock.
+
+use crate::config::{Config, EvictionPolicy};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+pub struct HotConfig {
+    pub maxmemory: AtomicU64,
+    policy: AtomicU8,
+    pub maxmemory_samples: AtomicU64,
+    pub proto_max_bulk_len: AtomicU64,
+    pub query_buffer_limit: AtomicU64,
+    pub requirepass_set: AtomicBool,
+    pub protected_mode: AtomicBool,
+    pub timeout_secs: AtomicU64,
+    pub maxclients: AtomicU64,
+    pub slowlog_slower_than: AtomicU64,
+    pub slowlog_max_len: AtomicU64,
+}
+
+const POLICIES: [EvictionPolicy; 6] = [
+    EvictionPolicy::NoEviction,
+    EvictionPolicy::AllKeysLru,
+    EvictionPolicy::VolatileLru,
+    EvictionPolicy::AllKeysRandom,
+    EvictionPolicy::VolatileRandom,
+    EvictionPolicy::VolatileTtl,
+];
+
+impl From<&Config> for HotConfig {
+    fn from(c: &Config) -> Self {
+        let hot = HotConfig {
+            maxmemory: AtomicU64::new(0),
+            policy: AtomicU8::new(0),
+            maxmemory_samples: AtomicU64::new(5),
+            proto_max_bulk_len: AtomicU64::new(0),
+            query_buffer_limit: AtomicU64::new(0),
+            requirepass_set: AtomicBool::new(false),
+            protected_mode: AtomicBool::new(true),
+            timeout_secs: AtomicU64::new(0),
+            maxclients: AtomicU64::new(0),
+            slowlog_slower_than: AtomicU64::new(0),
+            slowlog_max_len: AtomicU64::new(0),
+        };
+        hot.update(c);
+        hot
+    }
+}
+
+impl HotConfig {
+    pub fn update(&self, c: &Config) {
+        self.maxmemory.store(c.maxmemory, Relaxed);
+        let idx = POLICIES
+            .iter()
+            .position(|p| *p == c.maxmemory_policy)
+            .unwrap_or(0);
+        self.policy.store(idx as u8, Relaxed);
+        self.maxmemory_samples
+            .store(c.maxmemory_samples as u64, Relaxed);
+        self.proto_max_bulk_len.store(c.proto_max_bulk_len, Relaxed);
+        self.query_buffer_limit
+            .store(c.client_query_buffer_limit, Relaxed);
+        self.requirepass_set.store(c.requirepass.is_some(), Relaxed);
+        self.protected_mode.store(c.protected_mode, Relaxed);
+        self.timeout_secs.store(c.timeout, Relaxed);
+        self.maxclients.store(c.maxclients, Relaxed);
+        // -1 (never log) is stored as u64::MAX.
+        self.slowlog_slower_than.store(
+            if c.slowlog_log_slower_than < 0 {
+                u64::MAX
+            } else {
+                c.slowlog_log_slower_than as u64
+            },
+            Relaxed,
+        );
+        self.slowlog_max_len.store(c.slowlog_max_len, Relaxed);
+    }
+
+    pub fn policy(&self) -> EvictionPolicy {
+        POLICIES[self.policy.load(Relaxed) as usize % POLICIES.len()]
+    }
+}

@@ -1,0 +1,122 @@
+//! TCP listeners: bind as redis-server does (`bind` addresses, `-` marking optional ones),
+//! accept with `maxclients` and protected mode, and hand each socket to a connection task.
+
+use super::client::ClientShared;
+use super::connection::Connection;
+use super::stats::Stats;
+use super::Server;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("could not create server TCP listening socket {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("bad bind address '{0}'")]
+    BadAddress(String),
+    #[error("no address to listen on")]
+    Nothing,
+}
+
+/// Binds every configured address. Addresses written with a leading `-` may fail to bind
+/// (an IPv6 wildcard on a host without IPv6, say); others are fatal, as in redis-server.
+pub fn bind_all(bind: &[String], port: u16, backlog: u32) -> Result<Vec<TcpListener>, ListenError> {
+    let mut listeners = Vec::new();
+    for spec in bind {
+        let (optional, host) = match spec.strip_prefix('-') {
+            Some(h) => (true, h),
+            None => (false, spec.as_str()),
+        };
+        let ip: IpAddr = match host {
+            "*" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            "::*" => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            other => other
+                .parse()
+                .map_err(|_| ListenError::BadAddress(spec.clone()))?,
+        };
+        match bind_one(SocketAddr::new(ip, port), backlog) {
+            Ok(l) => listeners.push(l),
+            Err(e) if optional => {
+                tracing::debug!(addr = %spec, error = %e, "optional bind address skipped")
+            }
+            Err(source) => {
+                return Err(ListenError::Bind {
+                    addr: format!("{host}:{port}"),
+                    source,
+                })
+            }
+        }
+    }
+    if listeners.is_empty() {
+        return Err(ListenError::Nothing);
+    }
+    Ok(listeners)
+}
+
+fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    if addr.is_ipv6() {
+        // Like Redis: the IPv6 socket takes only IPv6, so `*` and `::*` can share the port.
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(backlog.max(1) as i32)?;
+    TcpListener::from_std(socket.into())
+}
+
+/// Accepts clients on `listener` until shutdown.
+pub async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
+    let mut shutdown = server.shutdown.subscribe();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        Stats::add(&server.stats.connections_received, 1);
+        tokio::spawn(admit(server.clone(), stream, peer));
+    }
+}
+
+async fn admit(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    if server.clients.count() as u64 >= server.hot.maxclients.load(Relaxed) {
+        Stats::add(&server.stats.rejected_connections, 1);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    if server.hot.protected_mode.load(Relaxed)
+        && !server.hot.requirepass_set.load(Relaxed)
+        && !peer.ip().is_loopback()
+    {
+        Stats::add(&server.stats.rejected_connections, 1);
+        let _ = stream.write_all(PROTECTED_MODE_DENIAL).await;
+        return;
+    }
+    let local = stream.local_addr().unwrap_or(peer);
+    let shared = Arc::new(ClientShared::new(server.clients.next_id(), peer, local));
+    server.clients.add(shared.clone());
+    Connection::new(server, stream, shared).run().await;
+}
+
+const PROTECTED_MODE_DENIAL: &[u8] = b"-DENIED Running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers, you may adopt one of the following solutions: 1) Disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting from the same host the server is running, however MAKE SURE the server is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";

@@ -1,0 +1,101 @@
+//! The running node: shared state, the TCP listener, per-connection loops and the cron.
+
+pub mod blocking;
+pub mod client;
+pub mod clients;
+pub mod connection;
+pub mod cron;
+pub mod hot;
+pub mod listener;
+pub mod pubsub;
+pub mod shutdown;
+pub mod slowlog;
+pub mod stats;
+pub mod watch;
+
+pub use client::{Client, ClientShared};
+
+use crate::config::Config;
+use crate::db::memory::MemoryGauge;
+use crate::db::Keyspace;
+use crate::persistence::SnapshotState;
+use parking_lot::RwLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Everything the connections of one node share.
+pub struct Server {
+    pub keyspace: Keyspace,
+    pub config: RwLock<Config>,
+    /// Config values read on every command, mirrored as atomics.
+    pub hot: hot::HotConfig,
+    pub stats: stats::Stats,
+    pub clients: clients::ClientRegistry,
+    pub watches: watch::Watches,
+    pub blocking: blocking::Blocking,
+    pub pubsub: pubsub::PubSub,
+    pub memory: MemoryGauge,
+    pub snapshot: SnapshotState,
+    pub slowlog: slowlog::SlowLog,
+    pub shutdown: shutdown::Shutdown,
+    pub started: Instant,
+    pub started_unix_ms: u64,
+    /// 40 hex characters, new at every start (INFO `run_id`).
+    pub run_id: String,
+}
+
+impl Server {
+    pub fn new(config: Config) -> Self {
+        let hot = hot::HotConfig::from(&config);
+        Server {
+            keyspace: Keyspace::new(),
+            config: RwLock::new(config),
+            hot,
+            stats: stats::Stats::default(),
+            clients: clients::ClientRegistry::default(),
+            watches: watch::Watches::default(),
+            blocking: blocking::Blocking::default(),
+            pubsub: pubsub::PubSub::default(),
+            memory: MemoryGauge::default(),
+            snapshot: SnapshotState::default(),
+            slowlog: slowlog::SlowLog::default(),
+            shutdown: shutdown::Shutdown::default(),
+            started: Instant::now(),
+            started_unix_ms: unix_millis(),
+            run_id: random_hex_id(),
+        }
+    }
+
+    /// Applies a CONFIG SET to both the config and its hot mirror.
+    pub fn set_config(&self, name: &str, value: &str) -> Result<(), String> {
+        let mut config = self.config.write();
+        let param = crate::config::params::find(name).ok_or_else(|| {
+            format!("Unknown option or number of arguments for CONFIG SET - '{name}'")
+        })?;
+        if !param.runtime {
+            return Err(format!("can't set immutable config '{}'", param.name));
+        }
+        config.set(name, value)?;
+        self.hot.update(&config);
+        Ok(())
+    }
+}
+
+pub fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Seconds clock for LRU stamps (24 bits would wrap like Redis's; 32 bits is simpler).
+pub fn lru_clock(now_ms: u64) -> u32 {
+    (now_ms / 1000) as u32
+}
+
+pub fn random_hex_id() -> String {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    (0..40)
+        .map(|_| char::from_digit(rng.gen_range(0..16), 16).unwrap_or('0'))
+        .collect()
+}

@@ -1,0 +1,77 @@
+//! Server-wide counters for INFO stats. Connections add their counts in batches (once per
+//! read), so the shared cache lines are touched per batch, not per command.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Default)]
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub expired_keys: AtomicU64,
+    pub evicted_keys: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub error_replies: AtomicU64,
+    pub pubsub_messages: AtomicU64,
+    /// Ops per second over the last cron sample (INFO instantaneous_ops_per_sec).
+    pub instantaneous_ops: AtomicU64,
+}
+
+impl Stats {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        if n != 0 {
+            counter.fetch_add(n, Relaxed);
+        }
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Relaxed)
+    }
+
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        for c in [
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.commands_processed,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.expired_keys,
+            &self.evicted_keys,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+            &self.error_replies,
+            &self.pubsub_messages,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
+/// A connection's counts since its last flush into [`Stats`].
+#[derive(Default)]
+pub struct LocalStats {
+    pub commands: u64,
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: u64,
+    pub expired: u64,
+}
+
+impl LocalStats {
+    pub fn flush(&mut self, to: &Stats) {
+        Stats::add(&to.commands_processed, self.commands);
+        Stats::add(&to.net_input_bytes, self.input_bytes);
+        Stats::add(&to.net_output_bytes, self.output_bytes);
+        Stats::add(&to.keyspace_hits, self.hits);
+        Stats::add(&to.keyspace_misses, self.misses);
+        Stats::add(&to.error_replies, self.errors);
+        Stats::add(&to.expired_keys, self.expired);
+        *self = LocalStats::default();
+    }
+}

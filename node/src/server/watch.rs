@@ -1,0 +1,95 @@
+//! WATCH: which clients watch which keys, and a dirty flag per watching client that any
+//! change to a watched key sets, so that EXEC can refuse to run.
+
+use crate::db::Key;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Most keys one client may WATCH; each costs a registry entry.
+pub const MAX_WATCHED_KEYS_PER_CLIENT: usize = 100_000;
+
+/// A client's watch: its dirty flag and the keys it watches.
+#[derive(Default)]
+pub struct WatchHandle {
+    pub dirty: Arc<AtomicBool>,
+    pub keys: Vec<Key>,
+}
+
+impl WatchHandle {
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.load(Relaxed)
+    }
+}
+
+#[derive(Default)]
+pub struct Watches {
+    /// (client, key) pairs registered; zero means no write needs to report its keys.
+    entries: AtomicUsize,
+    by_key: Mutex<HashMap<Key, Vec<Arc<AtomicBool>>>>,
+}
+
+impl Watches {
+    /// Whether any client watches anything (checked by every write, lock-free).
+    pub fn active(&self) -> bool {
+        self.entries.load(Relaxed) > 0
+    }
+
+    /// Adds `key` to `handle`'s watch. Returns false if the client watches too many keys.
+    pub fn watch(&self, handle: &mut WatchHandle, key: &[u8]) -> bool {
+        if handle.keys.iter().any(|k| &**k == key) {
+            return true;
+        }
+        if handle.keys.len() >= MAX_WATCHED_KEYS_PER_CLIENT {
+            return false;
+        }
+        handle.keys.push(key.into());
+        self.by_key
+            .lock()
+            .entry(key.into())
+            .or_default()
+            .push(handle.dirty.clone());
+        self.entries.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Marks every client watching one of `keys` dirty.
+    pub fn touch(&self, keys: &[Key]) {
+        let map = self.by_key.lock();
+        for key in keys {
+            if let Some(flags) = map.get(key) {
+                for f in flags {
+                    f.store(true, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Marks every watching client dirty (FLUSHALL, FLUSHDB, snapshot load).
+    pub fn touch_all(&self) {
+        for flags in self.by_key.lock().values() {
+            for f in flags {
+                f.store(true, Relaxed);
+            }
+        }
+    }
+
+    /// Removes all of a client's watches (UNWATCH, EXEC, DISCARD, disconnect).
+    pub fn unwatch_all(&self, handle: WatchHandle) {
+        let mut map = self.by_key.lock();
+        for key in &handle.keys {
+            if let Some(flags) = map.get_mut(key) {
+                flags.retain(|f| !Arc::ptr_eq(f, &handle.dirty));
+                if flags.is_empty() {
+                    map.remove(key);
+                }
+            }
+        }
+        self.entries.fetch_sub(handle.keys.len(), Relaxed);
+    }
+
+    pub fn watched_key_count(&self) -> usize {
+        self.by_key.lock().len()
+    }
+}

@@ -1,1 +1,0 @@
-//! Shared harness for the integration tests: see `harness.rs`.

@@ -1,0 +1,212 @@
+//! The integration-test harness: starts real `node` processes in temporary directories and
+//! hands out clients (the `redis` crate, and the `redis-cli` binary).
+//!
+//! A node is killed when its handle drops; its log stays in its directory, whose path a
+//! failing test prints.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long a node may take to answer PING after it was started.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The node binary: `$NODE_BIN`, or the workspace's debug build, built on first use.
+pub fn node_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(path) = std::env::var("NODE_BIN") {
+            return PathBuf::from(path);
+        }
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("tests/ sits in the workspace")
+            .to_path_buf();
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "node", "--bin", "node"])
+            .current_dir(&workspace)
+            .status()
+            .expect("running cargo build for the node binary");
+        assert!(status.success(), "building the node binary failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| workspace.join("target"));
+        target.join("debug").join("node")
+    })
+    .clone()
+}
+
+/// A free TCP port on loopback (bound then released; a race with other processes is
+/// possible but harmless in practice: the node then fails to start and the test says so).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A running node process.
+pub struct Node {
+    child: Option<Child>,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Node {
+    /// Starts a node with `--port`, `--bind 127.0.0.1`, `--dir` set, no save rules, plus `extra`
+    /// flags (`["--requirepass", "x"]`).
+    pub fn start(extra: &[&str]) -> Node {
+        let dir = tempfile::Builder::new()
+            .prefix("node-test-")
+            .tempdir()
+            .expect("temp dir");
+        Self::start_in(dir, extra)
+    }
+
+    /// Starts a node in an existing directory (to restart over a saved snapshot).
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Node {
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("node.log")).expect("log file");
+        let mut args: Vec<String> = vec![
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            dir.path().display().to_string(),
+        ];
+        if !extra.iter().any(|a| *a == "--save") {
+            args.extend(["--save".into(), "".into()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(node_binary())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting node");
+        let node = Node {
+            child: Some(child),
+            port,
+            dir,
+        };
+        node.wait_ready(extra.contains(&"--requirepass"));
+        node
+    }
+
+    fn wait_ready(&self, needs_auth: bool) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::Write;
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                if stream.write_all(b"PING\r\n").is_ok() {
+                    let mut line = String::new();
+                    let _ = BufReader::new(&stream).read_line(&mut line);
+                    if line.starts_with("+PONG") || (needs_auth && line.starts_with("-NOAUTH")) {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node on port {} not ready; log: {}",
+                self.port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A new connection through the `redis` crate (RESP2).
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .unwrap_or_else(|e| panic!("connecting to node: {e}; log: {}", self.log()))
+    }
+
+    /// Runs `redis-cli -p PORT args...` and returns its standard output without trailing
+    /// newlines (redis-cli ends error replies with an extra one).
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .arg("-p")
+            .arg(self.port.to_string())
+            .args(args)
+            .output()
+            .expect("running redis-cli (scripts/install-deps.sh installs it)");
+        String::from_utf8_lossy(&out.stdout)
+            .trim_end_matches('\n')
+            .to_string()
+    }
+
+    /// The node's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("node.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Sends a signal and waits for the process to exit (graceful stops).
+    pub fn signal_and_wait(&mut self, signal: &str) -> std::process::ExitStatus {
+        let pid = self.pid().to_string();
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status();
+        self.wait_exit()
+    }
+
+    /// Waits for the process to exit by itself (after SHUTDOWN).
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("node running");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for node") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("node did not exit; log: {}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the process and gives back its directory (to restart over its files).
+    pub fn into_dir(mut self) -> tempfile::TempDir {
+        if self.child.is_some() {
+            self.signal_and_wait("KILL");
+        }
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
+        dir
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("node on port {} log:\n{}", self.port, self.log());
+        }
+    }
+}
+
+/// Runs a raw command and returns the reply as a `redis::Value` (errors included as Err).
+pub fn cmd(con: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con)
+}

@@ -1,0 +1,15 @@
+//! One integration-test binary (one link), one module per area. Each test starts its own
+//! node processes through the harness in `src/lib.rs`.
+
+mod connection;
+mod hashes;
+mod keys;
+mod lists;
+mod persistence;
+mod protocol;
+mod pubsub;
+mod server;
+mod sets;
+mod strings;
+mod transactions;
+mod zsets;
