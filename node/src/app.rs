@@ -34,7 +34,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     tokio::spawn(cron::run(server.clone()));
     wait_for_stop(&server).await;
     tracing::info!("shutting down");
-    server.blocking.wake_all();
+    for client in server.clients.all() {
+        client.kill();
+    }
     crate::persistence::save_on_shutdown(&server);
     if !pidfile.is_empty() {
         let _ = std::fs::remove_file(&pidfile);

@@ -11,5 +11,6 @@ mod pubsub;
 mod server;
 mod sets;
 mod strings;
+mod tools;
 mod transactions;
 mod zsets;

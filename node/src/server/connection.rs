@@ -21,6 +21,9 @@ const INITIAL_BUFFER: usize = 16 * 1024;
 const OUTPUT_FLUSH_THRESHOLD: usize = 1024 * 1024;
 /// Buffers larger than this are released after use instead of being kept for the next batch.
 const BUFFER_KEEP_MAX: usize = 256 * 1024;
+/// Free space guaranteed before each read: without it a full BytesMut would be read into in
+/// 64-byte steps.
+const READ_RESERVE: usize = 16 * 1024;
 
 pub struct Connection<S> {
     server: Arc<Server>,
@@ -55,8 +58,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Serves the client until it leaves, is killed, or the node shuts down.
     pub async fn run(mut self) {
         let shared = self.client.shared.clone();
-        let mut shutdown = self.server.shutdown.subscribe();
+        // Shutdown reaches connections as a kill through the client registry, so no
+        // connection polls a channel shared by all of them.
         loop {
+            self.input.reserve(READ_RESERVE);
             tokio::select! {
                 biased;
                 read = self.stream.read_buf(&mut self.input) => match read {
@@ -69,7 +74,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 _ = shared.wakeup.notified() => {
                     if shared.is_killed() { break; }
                 }
-                _ = shutdown.changed() => break,
             }
             if shared.is_killed() {
                 break;
@@ -196,7 +200,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         // above: try once more straight away rather than miss it.
         shared.wakeup.notify_one();
         let deadline = block.timeout.map(|t| tokio::time::Instant::now() + t);
-        let mut shutdown = server.shutdown.subscribe();
         let outcome = loop {
             let sleep = async {
                 match deadline {
@@ -223,9 +226,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 read = self.stream.read_buf(&mut self.input) => match read {
                     // Bytes sent while blocked wait their turn; a close ends the wait.
                     Ok(0) | Err(_) => break false,
-                    Ok(n) => self.stats.input_bytes += n as u64,
+                    Ok(n) => {
+                        self.stats.input_bytes += n as u64;
+                        if self.input.len() as u64 > server.hot.query_buffer_limit.load(Relaxed) {
+                            break false;
+                        }
+                        self.input.reserve(READ_RESERVE);
+                    }
                 },
-                _ = shutdown.changed() => break false,
             }
         };
         shared.blocked.store(false, Relaxed);
