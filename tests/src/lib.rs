@@ -68,16 +68,42 @@ impl Node {
 
     /// Starts a node in an existing directory (to restart over a saved snapshot).
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Node {
+        Self::spawn(dir, None, extra)
+    }
+
+    /// Starts a node from a config file: `config` is written to `node.conf` in the node's
+    /// directory and passed first, as redis-server takes it; the usual flags follow and
+    /// override it.
+    pub fn start_with_config(config: &str, extra: &[&str]) -> Node {
+        let dir = tempfile::Builder::new()
+            .prefix("node-test-")
+            .tempdir()
+            .expect("temp dir");
+        let path = dir.path().join("node.conf");
+        std::fs::write(&path, config).expect("writing node.conf");
+        Self::spawn(dir, Some(path), extra)
+    }
+
+    /// The config file `start_with_config` wrote.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("node.conf")
+    }
+
+    fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, extra: &[&str]) -> Node {
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("node.log")).expect("log file");
-        let mut args: Vec<String> = vec![
+        let mut args: Vec<String> = config
+            .map(|p| p.display().to_string())
+            .into_iter()
+            .collect();
+        args.extend([
             "--port".into(),
             port.to_string(),
             "--bind".into(),
             "127.0.0.1".into(),
             "--dir".into(),
             dir.path().display().to_string(),
-        ];
+        ]);
         if !extra.iter().any(|a| *a == "--save") {
             args.extend(["--save".into(), "".into()]);
         }

@@ -68,6 +68,10 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static CommandSpec, CmdError> {
     };
     if !spec.subcommands.is_empty() {
         if args.len() < 2 {
+            // A container that also runs bare (COMMAND) admits one argument by its arity.
+            if spec.arity_ok(args.len()) {
+                return Ok(spec);
+            }
             return Err(CmdError::WrongArity(spec.name.to_string()));
         }
         spec = table::lookup_sub(spec, args[1]).ok_or_else(|| {

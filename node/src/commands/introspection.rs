@@ -1,8 +1,80 @@
-//! Placeholder: this family is being written.
+//! Looking at the node from a client: INFO (`info.rs`, host readings in `host.rs`), CLIENT
+//! (`client.rs`), COMMAND (`command_table.rs`) and SLOWLOG (`slowlog.rs`).
 
-use crate::command::{CmdError, CommandSpec};
+mod client;
+mod command_table;
+mod host;
+mod info;
+mod slowlog;
 
-pub static COMMANDS: &[CommandSpec] = &[];
+use crate::command::spec::{command, flags::*, KeySpec};
+use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use proto::resp::Reply;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    command(
+        "info",
+        -1,
+        LOADING | STALE,
+        KeySpec::None,
+        info::info,
+        "server",
+        "Returns information and statistics about the server.",
+    ),
+    CommandSpec {
+        since: "2.4.0",
+        subcommands: client::SUBCOMMANDS,
+        ..command(
+            "client",
+            -2,
+            0,
+            KeySpec::None,
+            container,
+            "connection",
+            "A container for client connection commands.",
+        )
+    },
+    CommandSpec {
+        since: "2.8.13",
+        subcommands: command_table::SUBCOMMANDS,
+        ..command(
+            "command",
+            -1,
+            LOADING | STALE,
+            KeySpec::None,
+            command_table::all,
+            "server",
+            "Returns detailed information about all commands.",
+        )
+    },
+    CommandSpec {
+        since: "2.2.12",
+        subcommands: slowlog::SUBCOMMANDS,
+        ..command(
+            "slowlog",
+            -2,
+            0,
+            KeySpec::None,
+            container,
+            "server",
+            "A container for slow log commands.",
+        )
+    },
+];
+
+/// The handler of a container whose arity needs a subcommand: never called, the
+/// dispatcher picks the subcommand.
+fn container(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    Err(CmdError::Syntax)
+}
+
+/// A HELP reply: one status line per line of text, as Redis's `addReplyHelp` writes them.
+pub fn reply_help(reply: &mut Reply<'_>, lines: &[&str]) {
+    reply.array(lines.len());
+    for line in lines {
+        reply.simple(line.as_bytes());
+    }
+}
 
 /// A client name as CLIENT SETNAME accepts it: no spaces or newlines, bounded length.
 /// Empty clears the name.

@@ -1,5 +1,210 @@
-//! Placeholder: this family is being written.
+//! Server commands: DBSIZE FLUSHDB FLUSHALL TIME SHUTDOWN and CONFIG (`config.rs`).
 
-use crate::command::CommandSpec;
+mod config;
 
-pub static COMMANDS: &[CommandSpec] = &[];
+use crate::command::args::is;
+use crate::command::error::err;
+use crate::command::spec::{command, flags::*, KeySpec};
+use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::db::SHARD_COUNT;
+use crate::server::shutdown::ShutdownMode;
+
+const SERVER: &str = "server";
+
+pub static COMMANDS: &[CommandSpec] = &[
+    command(
+        "dbsize",
+        1,
+        READONLY | FAST,
+        KeySpec::None,
+        dbsize,
+        SERVER,
+        "Returns the number of keys in the database.",
+    ),
+    command(
+        "flushdb",
+        -1,
+        WRITE | ALL_KEYS,
+        KeySpec::None,
+        flushdb,
+        SERVER,
+        "Remove all keys from the current database.",
+    ),
+    command(
+        "flushall",
+        -1,
+        WRITE | ALL_KEYS,
+        KeySpec::None,
+        flushall,
+        SERVER,
+        "Removes all keys from all databases.",
+    ),
+    CommandSpec {
+        since: "2.6.0",
+        ..command(
+            "time",
+            1,
+            LOADING | STALE | FAST,
+            KeySpec::None,
+            time,
+            SERVER,
+            "Returns the server time.",
+        )
+    },
+    command(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI,
+        KeySpec::None,
+        shutdown,
+        SERVER,
+        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+    ),
+    CommandSpec {
+        since: "2.0.0",
+        subcommands: config::SUBCOMMANDS,
+        ..command(
+            "config",
+            -2,
+            0,
+            KeySpec::None,
+            config::container,
+            SERVER,
+            "A container for server configuration commands.",
+        )
+    },
+];
+
+/// Keys in the node: each shard's count, one shard locked at a time.
+pub fn key_counts(ctx: &mut Ctx<'_>) -> (usize, usize) {
+    let (mut keys, mut volatile) = (0, 0);
+    for shard in 0..SHARD_COUNT {
+        let (k, v) = ctx.db.with_shard(shard, |s| (s.keys, s.expiry.live()));
+        keys += k;
+        volatile += v;
+    }
+    (keys, volatile)
+}
+
+fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let (keys, _) = key_counts(ctx);
+    ctx.reply.integer(keys as i64);
+    Ok(())
+}
+
+/// FLUSHDB/FLUSHALL accept ASYNC or SYNC; memory is freed in place either way.
+fn flush_mode_ok(args: &[&[u8]]) -> CmdResult {
+    match args {
+        [_] => Ok(()),
+        [_, mode] if is(mode, "async") || is(mode, "sync") => Ok(()),
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<u64, CmdError> {
+    flush_mode_ok(args)?;
+    debug_assert!(ctx.db.holds_all(), "FLUSH* is declared ALL_KEYS");
+    let removed = ctx.db.clear_held() as u64;
+    // Every WATCHed key may have changed: fail every watcher's EXEC, as Redis does.
+    ctx.server.watches.touch_all();
+    Ok(removed)
+}
+
+fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let removed = flush(ctx, args)?;
+    ctx.effects.dirty += removed;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let removed = flush(ctx, args)?;
+    // Redis counts FLUSHALL itself as a change on top of the keys it removed.
+    ctx.effects.dirty += removed + 1;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn time(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut buf = itoa::Buffer::new();
+    ctx.reply.array(2);
+    ctx.reply.bulk(buf.format(now.as_secs()).as_bytes());
+    ctx.reply.bulk(buf.format(now.subsec_micros()).as_bytes());
+    Ok(())
+}
+
+/// The mode SHUTDOWN's options ask for. NOW and FORCE are accepted: there are no replicas
+/// to wait for, and a failed save on the way out is logged rather than keeping the node up.
+fn shutdown_mode(options: &[&[u8]]) -> Result<ShutdownMode, CmdError> {
+    let (mut save, mut nosave, mut abort) = (false, false, false);
+    for o in options {
+        if is(o, "nosave") {
+            nosave = true;
+        } else if is(o, "save") {
+            save = true;
+        } else if is(o, "abort") {
+            abort = true;
+        } else if !(is(o, "now") || is(o, "force")) {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (save && nosave) || (abort && options.len() > 1) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        // Shutdown starts the moment it is asked for: there is never one to abort.
+        return err("ERR No shutdown in progress.");
+    }
+    Ok(if nosave {
+        ShutdownMode::NoSave
+    } else if save {
+        ShutdownMode::Save
+    } else {
+        ShutdownMode::Default
+    })
+}
+
+/// SHUTDOWN answers nothing when it succeeds: the connection closes as the node stops.
+fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let mode = shutdown_mode(&args[1..])?;
+    tracing::info!(client = ctx.client.id(), ?mode, "SHUTDOWN requested");
+    ctx.server.shutdown.trigger(mode);
+    ctx.effects.close = true;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(words: &[&str]) -> Result<ShutdownMode, String> {
+        let a: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        shutdown_mode(&a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn shutdown_options() {
+        assert_eq!(mode(&[]).unwrap(), ShutdownMode::Default);
+        assert_eq!(mode(&["NOSAVE", "now"]).unwrap(), ShutdownMode::NoSave);
+        assert_eq!(mode(&["save", "force"]).unwrap(), ShutdownMode::Save);
+        assert_eq!(mode(&["nosave", "save"]).unwrap_err(), "ERR syntax error");
+        assert_eq!(mode(&["foo"]).unwrap_err(), "ERR syntax error");
+        assert_eq!(mode(&["abort", "now"]).unwrap_err(), "ERR syntax error");
+        assert_eq!(
+            mode(&["abort"]).unwrap_err(),
+            "ERR No shutdown in progress."
+        );
+    }
+
+    #[test]
+    fn flush_modes() {
+        assert!(flush_mode_ok(&[b"flushall"]).is_ok());
+        assert!(flush_mode_ok(&[b"flushall", b"ASYNC"]).is_ok());
+        assert!(flush_mode_ok(&[b"flushall", b"sync"]).is_ok());
+        assert!(flush_mode_ok(&[b"flushall", b"foo"]).is_err());
+        assert!(flush_mode_ok(&[b"flushall", b"sync", b"async"]).is_err());
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod load;
 pub mod params;
+pub mod rewrite;
 pub mod units;
 
 pub use load::{load, ConfigError};

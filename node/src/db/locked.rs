@@ -111,6 +111,29 @@ impl<'a> Locked<'a> {
         self.guards[s].as_deref_mut().expect("locked above")
     }
 
+    /// Runs `f` on one shard: through the guard this view holds, or with the shard locked
+    /// for the call only. For commands that walk the keyspace a shard at a time and declare
+    /// no keys (SCAN, DBSIZE, INFO): inside EXEC the view may already hold every shard, and
+    /// locking one again would deadlock.
+    pub fn with_shard<R>(&mut self, shard: usize, f: impl FnOnce(&mut Shard) -> R) -> R {
+        if let Some(guard) = self.guards[shard].as_deref_mut() {
+            return f(guard);
+        }
+        let mut guard = if self.highest.is_some_and(|h| h > shard) {
+            // Below a shard we hold: out of order, so try-lock as `shard_mut` does. Only a
+            // view holding some shards but not all gets here, which no caller builds today.
+            loop {
+                if let Some(g) = self.keyspace.try_lock_shard(shard) {
+                    break g;
+                }
+                std::thread::yield_now();
+            }
+        } else {
+            self.keyspace.lock_shard(shard)
+        };
+        f(&mut guard)
+    }
+
     /// Shards held, in ascending order (for commands over the whole keyspace).
     pub fn shards_mut(&mut self) -> impl Iterator<Item = (usize, &mut Shard)> + use<'_, 'a> {
         self.guards

@@ -1,0 +1,141 @@
+//! Readings of the process and host for INFO, from /proc (no libc calls). Each reading
+//! degrades to zero or "unknown" where /proc is missing, as INFO must always answer.
+
+/// Clock ticks per second of /proc/self/stat's CPU times. Linux fixes USER_HZ at 100 on
+/// every architecture it exposes to user space.
+const USER_HZ: u64 = 100;
+/// Page size assumed for /proc/self/statm (4 KiB on the x86-64 and arm64 hosts we run on).
+const PAGE_SIZE: u64 = 4096;
+
+/// CPU time used, in microseconds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTimes {
+    pub user: u64,
+    pub sys: u64,
+    pub children_user: u64,
+    pub children_sys: u64,
+}
+
+/// Parses /proc/self/stat: fields 14-17 (utime, stime, cutime, cstime) after the command
+/// name, which is parenthesised and may itself contain spaces or parentheses.
+pub fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // Field 3 (state) is the first after the name, so field n is at index n - 3.
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |n: usize| -> Option<u64> { fields.get(n - 3)?.parse::<u64>().ok() };
+    let micros = |t: u64| t.saturating_mul(1_000_000 / USER_HZ);
+    Some(CpuTimes {
+        user: micros(ticks(14)?),
+        sys: micros(ticks(15)?),
+        children_user: micros(ticks(16)?),
+        children_sys: micros(ticks(17)?),
+    })
+}
+
+pub fn cpu_times() -> CpuTimes {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| parse_cpu_times(&s))
+        .unwrap_or_default()
+}
+
+/// Seconds with six decimals, as INFO's used_cpu_* fields read.
+pub fn format_seconds(micros: u64) -> String {
+    format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000)
+}
+
+/// Resident set size in bytes (/proc/self/statm, second field, in pages).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map(|pages| pages.saturating_mul(PAGE_SIZE))
+        .unwrap_or(0)
+}
+
+/// Parses /proc/meminfo's `MemTotal:  N kB` into bytes.
+pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+pub fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| parse_mem_total(&s))
+        .unwrap_or(0)
+}
+
+/// `Linux 6.1.0-18-amd64 x86_64`, as Redis prints uname's sysname, release and machine.
+pub fn os_description() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let sysname = match std::env::consts::OS {
+        "linux" => "Linux",
+        other => other,
+    };
+    format!("{sysname} {release} {}", std::env::consts::ARCH)
+}
+
+/// Redis's `bytesToHuman`: `1023B`, `1.50K`, `2.00M`, `3.25G`...
+pub fn bytes_to_human(n: u64) -> String {
+    const UNITS: [(u32, char); 5] = [(10, 'K'), (20, 'M'), (30, 'G'), (40, 'T'), (50, 'P')];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    for (shift, unit) in UNITS {
+        if n < 1u64 << (shift + 10) {
+            return format!("{:.2}{unit}", n as f64 / (1u64 << shift) as f64);
+        }
+    }
+    format!("{n}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_times_from_proc_stat() {
+        let stat = "4242 (node (io)) S 1 4242 4242 0 -1 4194560 2000 0 0 0 250 75 3 1 20 0 9 0 100 1000 200";
+        let t = parse_cpu_times(stat).unwrap();
+        assert_eq!(
+            t,
+            CpuTimes {
+                user: 2_500_000,
+                sys: 750_000,
+                children_user: 30_000,
+                children_sys: 10_000
+            }
+        );
+        assert_eq!(format_seconds(t.sys), "0.750000");
+        assert_eq!(format_seconds(12_000_001), "12.000001");
+        assert!(parse_cpu_times("garbage").is_none());
+        assert!(parse_cpu_times("1 (x) S 1").is_none());
+    }
+
+    #[test]
+    fn meminfo_total() {
+        let m = "MemTotal:       24683584 kB\nMemFree:         1000 kB\n";
+        assert_eq!(parse_mem_total(m), Some(24683584 * 1024));
+        assert_eq!(parse_mem_total("nothing"), None);
+    }
+
+    #[test]
+    fn human_bytes_as_redis() {
+        assert_eq!(bytes_to_human(0), "0B");
+        assert_eq!(bytes_to_human(1023), "1023B");
+        assert_eq!(bytes_to_human(1024), "1.00K");
+        assert_eq!(bytes_to_human(1_114_240), "1.06M");
+        assert_eq!(bytes_to_human(25_275_990_016), "23.54G");
+    }
+
+    #[test]
+    fn live_readings_are_sane() {
+        assert!(rss_bytes() > 0);
+        assert!(total_system_memory() > 0);
+        assert!(os_description().starts_with("Linux "));
+    }
+}

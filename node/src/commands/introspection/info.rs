@@ -1,0 +1,315 @@
+//! INFO [section ...]: Redis 7.0's text format (`# Section` headers, `field:value` lines,
+//! CRLF line ends, a blank line between sections) with the fields tools read.
+
+use super::host;
+use crate::command::{CmdResult, Ctx};
+use crate::server::stats::Stats;
+use crate::server::Server;
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::OnceLock;
+
+/// Sections in output order, with whether `INFO` without arguments includes them.
+const SECTIONS: &[(&str, &str, bool)] = &[
+    ("server", "Server", true),
+    ("clients", "Clients", true),
+    ("memory", "Memory", true),
+    ("persistence", "Persistence", true),
+    ("stats", "Stats", true),
+    ("replication", "Replication", true),
+    ("cpu", "CPU", true),
+    ("modules", "Modules", true),
+    ("commandstats", "Commandstats", false),
+    ("errorstats", "Errorstats", true),
+    ("latencystats", "Latencystats", false),
+    ("cluster", "Cluster", true),
+    ("keyspace", "Keyspace", true),
+];
+
+/// The allocator linked in (tikv-jemallocator 0.6 bundles jemalloc 5.3.0).
+const MEM_ALLOCATOR: &str = "jemalloc-5.3.0";
+
+/// Which sections the arguments ask for: none means the default set; `all` and
+/// `everything` mean every section; unknown names select nothing, as in Redis.
+fn wanted(args: &[&[u8]]) -> Vec<bool> {
+    let mut want = vec![false; SECTIONS.len()];
+    if args.is_empty() {
+        for (i, s) in SECTIONS.iter().enumerate() {
+            want[i] = s.2;
+        }
+        return want;
+    }
+    for arg in args {
+        let name = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        for (i, s) in SECTIONS.iter().enumerate() {
+            want[i] |= match name.as_str() {
+                "all" | "everything" => true,
+                "default" => s.2,
+                n => n == s.0,
+            };
+        }
+    }
+    want
+}
+
+pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let want = wanted(&args[1..]);
+    let mut out = String::with_capacity(4096);
+    for (i, (name, title, _)) in SECTIONS.iter().enumerate() {
+        if !want[i] {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let _ = write!(out, "# {title}\r\n");
+        let mut s = Section(&mut out);
+        match *name {
+            "server" => server(&mut s, ctx.server),
+            "clients" => clients(&mut s, ctx.server),
+            "memory" => memory(&mut s, ctx.server),
+            "persistence" => persistence(&mut s, ctx.server),
+            "stats" => stats(&mut s, ctx.server),
+            "replication" => replication(&mut s),
+            "cpu" => cpu(&mut s),
+            "cluster" => s.field("cluster_enabled", 0),
+            "keyspace" => {
+                let (keys, expires) = crate::commands::server::key_counts(ctx);
+                if keys > 0 {
+                    s.field("db0", format!("keys={keys},expires={expires},avg_ttl=0"));
+                }
+            }
+            // Modules, command and error statistics are not kept: headers only.
+            _ => {}
+        }
+    }
+    ctx.reply.verbatim(out.as_bytes());
+    Ok(())
+}
+
+/// Writes `name:value` lines.
+struct Section<'a>(&'a mut String);
+
+impl Section<'_> {
+    fn field(&mut self, name: &str, value: impl std::fmt::Display) {
+        let _ = write!(self.0, "{name}:{value}\r\n");
+    }
+}
+
+fn server(s: &mut Section<'_>, server: &Server) {
+    let config = server.config.read();
+    let (port, hz, file) = (
+        config.port,
+        config.hz,
+        config.file.as_ref().map(|p| p.display().to_string()),
+    );
+    drop(config);
+    let uptime = server.started.elapsed().as_secs();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    let executable = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    s.field(
+        "redis_version",
+        crate::commands::connection::REDIS_COMPAT_VERSION,
+    );
+    s.field("redis_git_sha1", "00000000");
+    s.field("redis_git_dirty", 0);
+    s.field("redis_build_id", "0");
+    s.field("redis_mode", "standalone");
+    s.field("os", host::os_description());
+    s.field("arch_bits", usize::BITS);
+    s.field("monotonic_clock", "POSIX clock_gettime");
+    s.field("multiplexing_api", "epoll");
+    s.field("atomicvar_api", "c11-builtin");
+    s.field("gcc_version", "0.0.0");
+    s.field("process_id", std::process::id());
+    s.field("process_supervised", "no");
+    s.field("run_id", &server.run_id);
+    s.field("tcp_port", port);
+    s.field("server_time_usec", now_us);
+    s.field("uptime_in_seconds", uptime);
+    s.field("uptime_in_days", uptime / 86_400);
+    s.field("hz", hz);
+    s.field("configured_hz", hz);
+    // Redis's LRU clock: seconds, 24 bits.
+    s.field(
+        "lru_clock",
+        (crate::server::unix_millis() / 1000) & ((1 << 24) - 1),
+    );
+    s.field("executable", executable);
+    s.field("config_file", file.unwrap_or_default());
+    s.field("io_threads_active", 0);
+    s.field("node_version", env!("CARGO_PKG_VERSION"));
+}
+
+fn clients(s: &mut Section<'_>, server: &Server) {
+    s.field("connected_clients", server.clients.count());
+    s.field("cluster_connections", 0);
+    s.field("maxclients", server.hot.maxclients.load(Relaxed));
+    s.field("client_recent_max_input_buffer", 0);
+    s.field("client_recent_max_output_buffer", 0);
+    s.field("blocked_clients", server.blocking.blocked_clients());
+    s.field("tracking_clients", 0);
+    s.field("clients_in_timeout_table", 0);
+}
+
+fn memory(s: &mut Section<'_>, server: &Server) {
+    let used = server.memory.refresh();
+    let peak = server.memory.peak().max(used);
+    let rss = host::rss_bytes();
+    let system = host::total_system_memory();
+    let maxmemory = server.hot.maxmemory.load(Relaxed);
+    s.field("used_memory", used);
+    s.field("used_memory_human", host::bytes_to_human(used));
+    s.field("used_memory_rss", rss);
+    s.field("used_memory_rss_human", host::bytes_to_human(rss));
+    s.field("used_memory_peak", peak);
+    s.field("used_memory_peak_human", host::bytes_to_human(peak));
+    s.field(
+        "used_memory_peak_perc",
+        format!("{:.2}%", used as f64 * 100.0 / peak.max(1) as f64),
+    );
+    s.field("allocator_allocated", used);
+    s.field("allocator_resident", crate::db::memory::read_resident());
+    s.field("total_system_memory", system);
+    s.field("total_system_memory_human", host::bytes_to_human(system));
+    s.field("maxmemory", maxmemory);
+    s.field("maxmemory_human", host::bytes_to_human(maxmemory));
+    s.field("maxmemory_policy", server.hot.policy().name());
+    s.field(
+        "mem_fragmentation_ratio",
+        format!("{:.2}", rss as f64 / used.max(1) as f64),
+    );
+    s.field("mem_fragmentation_bytes", rss as i64 - used as i64);
+    s.field("mem_allocator", MEM_ALLOCATOR);
+    s.field("lazyfree_pending_objects", 0);
+}
+
+/// PLACEHOLDER fields until the snapshot work lands: only the dirty counter exists in
+/// `SnapshotState` today; the rest state "no save has run" the way Redis does at start.
+fn persistence(s: &mut Section<'_>, server: &Server) {
+    s.field("loading", 0);
+    s.field("async_loading", 0);
+    s.field("rdb_changes_since_last_save", server.snapshot.dirty());
+    s.field("rdb_bgsave_in_progress", 0); // PLACEHOLDER
+    s.field("rdb_last_save_time", server.started_unix_ms / 1000); // PLACEHOLDER
+    s.field("rdb_last_bgsave_status", "ok"); // PLACEHOLDER
+    s.field("rdb_last_bgsave_time_sec", -1); // PLACEHOLDER
+    s.field("rdb_current_bgsave_time_sec", -1); // PLACEHOLDER
+    s.field("rdb_saves", 0); // PLACEHOLDER
+    s.field("aof_enabled", 0);
+    s.field("aof_rewrite_in_progress", 0);
+    s.field("aof_rewrite_scheduled", 0);
+    s.field("aof_last_rewrite_time_sec", -1);
+    s.field("aof_current_rewrite_time_sec", -1);
+    s.field("aof_last_bgrewrite_status", "ok");
+    s.field("aof_rewrites", 0);
+    s.field("aof_last_write_status", "ok");
+}
+
+fn stats(s: &mut Section<'_>, server: &Server) {
+    let st = &server.stats;
+    s.field(
+        "total_connections_received",
+        Stats::get(&st.connections_received),
+    );
+    s.field(
+        "total_commands_processed",
+        Stats::get(&st.commands_processed),
+    );
+    s.field(
+        "instantaneous_ops_per_sec",
+        Stats::get(&st.instantaneous_ops),
+    );
+    s.field("total_net_input_bytes", Stats::get(&st.net_input_bytes));
+    s.field("total_net_output_bytes", Stats::get(&st.net_output_bytes));
+    s.field("total_net_repl_input_bytes", 0);
+    s.field("total_net_repl_output_bytes", 0);
+    s.field("instantaneous_input_kbps", "0.00");
+    s.field("instantaneous_output_kbps", "0.00");
+    s.field("rejected_connections", Stats::get(&st.rejected_connections));
+    s.field("sync_full", 0);
+    s.field("sync_partial_ok", 0);
+    s.field("sync_partial_err", 0);
+    s.field("expired_keys", Stats::get(&st.expired_keys));
+    s.field("expired_stale_perc", "0.00");
+    s.field("expired_time_cap_reached_count", 0);
+    s.field("evicted_keys", Stats::get(&st.evicted_keys));
+    s.field("evicted_clients", 0);
+    s.field("keyspace_hits", Stats::get(&st.keyspace_hits));
+    s.field("keyspace_misses", Stats::get(&st.keyspace_misses));
+    // PLACEHOLDER until the pub/sub registry exposes its counts.
+    s.field("pubsub_channels", 0);
+    s.field("pubsub_patterns", 0);
+    s.field("pubsubshard_channels", 0);
+    s.field("latest_fork_usec", 0);
+    s.field("total_forks", 0);
+    s.field("migrate_cached_sockets", 0);
+    s.field("unexpected_error_replies", 0);
+    s.field("total_error_replies", Stats::get(&st.error_replies));
+    s.field("dump_payload_sanitizations", 0);
+}
+
+/// The replication id of a primary without replicas; new at every start like Redis's.
+fn replication_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(crate::server::random_hex_id)
+}
+
+fn replication(s: &mut Section<'_>) {
+    s.field("role", "master");
+    s.field("connected_slaves", 0);
+    s.field("master_failover_state", "no-failover");
+    s.field("master_replid", replication_id());
+    s.field("master_replid2", "0".repeat(40));
+    s.field("master_repl_offset", 0);
+    s.field("second_repl_offset", -1);
+    s.field("repl_backlog_active", 0);
+    s.field("repl_backlog_size", 1_048_576);
+    s.field("repl_backlog_first_byte_offset", 0);
+    s.field("repl_backlog_histlen", 0);
+}
+
+fn cpu(s: &mut Section<'_>) {
+    let t = host::cpu_times();
+    s.field("used_cpu_sys", host::format_seconds(t.sys));
+    s.field("used_cpu_user", host::format_seconds(t.user));
+    s.field(
+        "used_cpu_sys_children",
+        host::format_seconds(t.children_sys),
+    );
+    s.field(
+        "used_cpu_user_children",
+        host::format_seconds(t.children_user),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(args: &[&str]) -> Vec<&'static str> {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        wanted(&a)
+            .iter()
+            .zip(SECTIONS)
+            .filter(|(w, _)| **w)
+            .map(|(_, s)| s.0)
+            .collect()
+    }
+
+    #[test]
+    fn section_selection() {
+        let default = names(&[]);
+        assert_eq!(default, names(&["default"]));
+        assert!(default.contains(&"keyspace") && !default.contains(&"commandstats"));
+        assert_eq!(names(&["all"]).len(), SECTIONS.len());
+        assert_eq!(names(&["everything"]).len(), SECTIONS.len());
+        assert_eq!(names(&["CPU", "keyspace", "nosuch"]), ["cpu", "keyspace"]);
+        assert!(names(&["nosuch"]).is_empty());
+    }
+}
