@@ -48,6 +48,32 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Spawns the node binary on `port` with `--dir dir`, no save rules unless `extra` sets
+/// them, and its stderr going to `dir/node.log`.
+/// Starts a node process: the config file first (if any), then the harness's flags.
+fn spawn_node(dir: &Path, config: Option<&Path>, port: u16, extra: &[&str]) -> Child {
+    let log = std::fs::File::create(dir.join("node.log")).expect("log file");
+    let mut args: Vec<String> = config.map(|p| p.display().to_string()).into_iter().collect();
+    args.extend([
+        "--port".into(),
+        port.to_string(),
+        "--bind".into(),
+        "127.0.0.1".into(),
+        "--dir".into(),
+        dir.display().to_string(),
+    ]);
+    if !extra.contains(&"--save") {
+        args.extend(["--save".into(), "".into()]);
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Command::new(node_binary())
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("starting node")
+}
+
 /// A running node process.
 pub struct Node {
     child: Option<Child>,
@@ -91,29 +117,7 @@ impl Node {
 
     fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, extra: &[&str]) -> Node {
         let port = free_port();
-        let log = std::fs::File::create(dir.path().join("node.log")).expect("log file");
-        let mut args: Vec<String> = config
-            .map(|p| p.display().to_string())
-            .into_iter()
-            .collect();
-        args.extend([
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--dir".into(),
-            dir.path().display().to_string(),
-        ]);
-        if !extra.iter().any(|a| *a == "--save") {
-            args.extend(["--save".into(), "".into()]);
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(node_binary())
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("starting node");
+        let child = spawn_node(dir.path(), config.as_deref(), port, extra);
         let node = Node {
             child: Some(child),
             port,
@@ -121,6 +125,30 @@ impl Node {
         };
         node.wait_ready(extra.contains(&"--requirepass"));
         node
+    }
+
+    /// Starts a node in `dir` that is expected to refuse to start (a corrupt snapshot, a bad
+    /// config): waits for it to exit and returns its exit status and log. Panics if it is
+    /// still running after `STARTUP_TIMEOUT`.
+    pub fn start_expecting_exit(dir: &Path, extra: &[&str]) -> (std::process::ExitStatus, String) {
+        let mut child = spawn_node(dir, None, free_port(), extra);
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for node") {
+                let log = std::fs::read_to_string(dir.join("node.log")).unwrap_or_default();
+                return (status, log);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "node in {} is still running; log: {}",
+                    dir.display(),
+                    std::fs::read_to_string(dir.join("node.log")).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn wait_ready(&self, needs_auth: bool) {
@@ -211,8 +239,7 @@ impl Node {
         if self.child.is_some() {
             self.signal_and_wait("KILL");
         }
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
-        dir
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
     }
 }
 

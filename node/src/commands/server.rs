@@ -171,6 +171,14 @@ fn shutdown_mode(options: &[&[u8]]) -> Result<ShutdownMode, CmdError> {
 fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mode = shutdown_mode(&args[1..])?;
     tracing::info!(client = ctx.client.id(), ?mode, "SHUTDOWN requested");
+    // The final save happens here, so that a failure can keep the node up as Redis does
+    // (unless FORCE says to go anyway).
+    if let Err(e) = crate::persistence::prepare_shutdown(ctx.server, mode) {
+        tracing::error!(error = %e, "final save before SHUTDOWN failed");
+        if !args[1..].iter().any(|a| is(a, "force")) {
+            return err("ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+    }
     ctx.server.shutdown.trigger(mode);
     ctx.effects.close = true;
     Ok(())

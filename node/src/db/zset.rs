@@ -35,4 +35,28 @@ impl ZSet {
     pub fn max_member_len(&self) -> usize {
         self.scores.keys().map(|m| m.len()).max().unwrap_or(0)
     }
+
+    /// (member, score) pairs in order of (score, member). Used by the snapshot writer.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], f64)> + '_ {
+        self.ordered.iter().map(|(s, m)| (&**m, s.0))
+    }
+
+    /// Adds `member` or updates its score; true if it was new. Used by the snapshot reader.
+    pub fn insert(&mut self, member: &[u8], score: f64) -> bool {
+        debug_assert!(!score.is_nan(), "callers reject NaN scores");
+        match self.scores.get_mut(member) {
+            Some(old) => {
+                let previous = std::mem::replace(old, score);
+                let key: Box<[u8]> = member.into();
+                self.ordered.remove(&(Score(previous), key.clone()));
+                self.ordered.insert((Score(score), key));
+                false
+            }
+            None => {
+                self.scores.insert(member.into(), score);
+                self.ordered.insert((Score(score), member.into()));
+                true
+            }
+        }
+    }
 }

@@ -1,28 +1,219 @@
-//! Snapshots: SAVE, BGSAVE, load at start, `save` rules. Filled in by the persistence work.
+//! Snapshots: SAVE, BGSAVE, load at start, `save` rules, the save at shutdown, and the
+//! DUMP/RESTORE payloads, all in one versioned, checksummed format of our own.
+//!
+//! - [`format`]: the bytes (values, entries, file framing), bounded decoding;
+//! - [`checksum`]: CRC-64 over streams;
+//! - [`snapshot`]: writing the keyspace (slot by slot, no fork) to a writer or atomically to
+//!   the snapshot file;
+//! - [`load`]: reading a snapshot into the keyspace;
+//! - [`dump`]: DUMP/RESTORE payloads;
+//! - [`rules`]: when the cron saves;
+//! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence).
+//!
+//! Background saves run on a `std::thread`, not in the async runtime: serializing is CPU
+//! work and file I/O blocks.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+pub mod checksum;
+pub mod dump;
+pub mod format;
+pub mod load;
+pub mod rules;
+pub mod snapshot;
+pub mod state;
 
-#[derive(Default)]
-pub struct SnapshotState {
-    dirty: AtomicU64,
+pub use snapshot::{SaveError, SaveStats};
+pub use state::{PersistenceInfo, SaveKind, SnapshotState};
+
+use crate::server::shutdown::ShutdownMode;
+use crate::server::{unix_millis, Server};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most time shutdown waits for a running save to stop. A save checks for the request
+/// between slots, so only a slow disk or a giant single slot makes it wait at all.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+/// Attempts at the final save when another save keeps starting in between (a client's
+/// BGSAVE racing the shutdown).
+const SHUTDOWN_SAVE_ATTEMPTS: usize = 3;
+
+/// Releases the save slot when dropped, also if the save panicked.
+struct Finish<'a> {
+    state: &'a SnapshotState,
+    ok: bool,
 }
 
-impl SnapshotState {
-    pub fn add_dirty(&self, n: u64) {
-        self.dirty.fetch_add(n, Relaxed);
-    }
-
-    pub fn dirty(&self) -> u64 {
-        self.dirty.load(Relaxed)
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.state.finish(self.ok);
     }
 }
 
-pub fn cron(_server: &crate::server::Server) {}
+/// Writes the snapshot file named by the config; the caller holds the save slot.
+fn write_configured(server: &Server) -> Result<SaveStats, SaveError> {
+    let (dir, name) = {
+        let config = server.config.read();
+        (config.dir.clone(), config.dbfilename.clone())
+    };
+    snapshot::save_to_file(&server.keyspace, &dir, &name, server.snapshot.abort_flag())
+}
 
-/// Loads the snapshot file, if there is one, before clients are accepted.
-pub fn load_at_start(_server: &crate::server::Server) -> anyhow::Result<()> {
+/// SAVE: saves on the calling thread. Clients keep being served meanwhile, except that
+/// each waits at most for one slot's serialization.
+pub fn save(server: &Server) -> Result<SaveStats, SaveError> {
+    server.snapshot.begin(SaveKind::Foreground)?;
+    let mut finish = Finish {
+        state: &server.snapshot,
+        ok: false,
+    };
+    let started = Instant::now();
+    let result = write_configured(server);
+    finish.ok = result.is_ok();
+    drop(finish);
+    match &result {
+        Ok(stats) => tracing::info!(
+            keys = stats.keys,
+            bytes = stats.bytes,
+            secs = started.elapsed().as_secs_f64(),
+            "DB saved on disk"
+        ),
+        Err(e) => tracing::error!("error saving the DB: {e}"),
+    }
+    result
+}
+
+/// BGSAVE: starts a save on a thread of its own and returns at once.
+pub fn bgsave(server: &Server) -> Result<(), SaveError> {
+    let owner = server.snapshot.owner().ok_or(SaveError::NotStarted)?;
+    server.snapshot.begin(SaveKind::Background)?;
+    let spawned = std::thread::Builder::new()
+        .name("bgsave".into())
+        .spawn(move || {
+            let mut finish = Finish {
+                state: &owner.snapshot,
+                ok: false,
+            };
+            let started = Instant::now();
+            let result = write_configured(&owner);
+            finish.ok = result.is_ok();
+            drop(finish);
+            match result {
+                Ok(stats) => tracing::info!(
+                    keys = stats.keys,
+                    bytes = stats.bytes,
+                    secs = started.elapsed().as_secs_f64(),
+                    "background saving terminated with success"
+                ),
+                Err(e) => tracing::error!("background saving failed: {e}"),
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            tracing::info!("background saving started");
+            Ok(())
+        }
+        Err(e) => {
+            server.snapshot.finish(false);
+            tracing::error!("cannot start the background save thread: {e}");
+            Err(SaveError::Spawn(e))
+        }
+    }
+}
+
+/// Called `hz` times a second: starts a background save when a `save` rule is met or one
+/// was scheduled (BGSAVE SCHEDULE), not sooner than the retry delay after a failure.
+pub fn cron(server: &Server) {
+    let state = &server.snapshot;
+    if state.in_progress().is_some() {
+        return;
+    }
+    let trigger = {
+        let config = server.config.read();
+        rules::decide(&config.save, state.cron_view())
+    };
+    let Some(trigger) = trigger else {
+        return;
+    };
+    match trigger {
+        rules::Trigger::Scheduled => tracing::info!("starting the scheduled background save"),
+        rules::Trigger::Rule(r) => {
+            tracing::info!("{} changes in {} seconds. Saving...", r.changes, r.seconds)
+        }
+    }
+    match bgsave(server) {
+        Ok(()) => state.clear_scheduled(),
+        // A SAVE or BGSAVE from a client got there first.
+        Err(SaveError::InProgress) => {}
+        Err(e) => tracing::error!("cannot start a background save: {e}"),
+    }
+}
+
+/// Loads the snapshot file, if there is one, before clients are accepted. A corrupt or
+/// unreadable file is an error naming the file and the fault: the node must not start
+/// over data it cannot read (and then overwrite it at the next save).
+pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
+    server.snapshot.attach(server);
+    let path = server.config.read().snapshot_path();
+    let started = Instant::now();
+    match load::load_file(&server.keyspace, &path, unix_millis())? {
+        None => tracing::info!(path = %path.display(), "no snapshot file; starting empty"),
+        Some(stats) => {
+            tracing::info!(
+                path = %path.display(),
+                keys = stats.keys,
+                expired_skipped = stats.expired,
+                bytes = stats.bytes,
+                secs = started.elapsed().as_secs_f64(),
+                "DB loaded from disk"
+            );
+            server.snapshot.set_last_load(stats);
+        }
+    }
     Ok(())
 }
 
-/// Saves on shutdown when save rules are set or SHUTDOWN SAVE asked for it.
-pub fn save_on_shutdown(_server: &crate::server::Server) {}
+/// The save that shutdown makes: stops a running save, then saves if `mode` asks for it
+/// (SHUTDOWN SAVE), or by default if `save` rules are configured; never for NOSAVE.
+/// Done once: after a success, later calls return Ok at once. A SHUTDOWN command calls
+/// this before triggering the shutdown so that it can refuse on failure as Redis does
+/// ("ERR Errors trying to SHUTDOWN. Check logs.").
+pub fn prepare_shutdown(server: &Server, mode: ShutdownMode) -> Result<(), SaveError> {
+    let state = &server.snapshot;
+    let wanted = match mode {
+        ShutdownMode::NoSave => false,
+        ShutdownMode::Save => true,
+        ShutdownMode::Default => !server.config.read().save.is_empty(),
+    };
+    let mut last = Ok(());
+    for _ in 0..SHUTDOWN_SAVE_ATTEMPTS {
+        if !state.abort_running(SHUTDOWN_WAIT) {
+            tracing::warn!("a running save did not stop within {SHUTDOWN_WAIT:?}");
+        }
+        if !wanted || state.final_save_done() {
+            return Ok(());
+        }
+        tracing::info!("saving the final snapshot before exit");
+        last = save(server).map(|_| ());
+        match &last {
+            Ok(()) => {
+                state.mark_final_save_done();
+                return Ok(());
+            }
+            Err(SaveError::InProgress) => continue,
+            Err(_) => break,
+        }
+    }
+    last
+}
+
+/// Called once the node stops accepting work: saves as `prepare_shutdown` does. A failure
+/// is logged and the process still exits (Redis would refuse to stop on SIGTERM; a node
+/// under a supervisor that wants it gone should go).
+pub fn save_on_shutdown(server: &Server) {
+    let mode = *server.shutdown.mode.lock();
+    if let Err(e) = prepare_shutdown(server, mode) {
+        tracing::error!("error trying to save the DB before exit, exiting anyway: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,87 @@
+//! DUMP/RESTORE payloads, laid out as Redis lays out its own: the serialized value, then the
+//! 2-byte format version, then an 8-byte CRC-64 of everything before it (little-endian).
+//! Payloads are only exchanged between nodes of this kind; they are not Redis RDB.
+
+use super::format::{crc64, put_value, value_from_slice, FormatError, VERSION};
+use crate::db::Value;
+
+/// Bytes after the value: version (2) and checksum (8).
+pub const TRAILER_LEN: usize = 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// Too short, a version this node does not read, or a checksum that does not match.
+    #[error("DUMP payload version or checksum are wrong")]
+    VersionOrChecksum,
+    /// Checksum right, content wrong: a payload built by something that is not a node.
+    #[error("Bad data format: {0}")]
+    BadData(FormatError),
+}
+
+/// The DUMP payload of `value`.
+pub fn payload(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_value(&mut out, value);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    let crc = crc64(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The value of a RESTORE payload, its version and checksum verified before decoding.
+pub fn value(payload: &[u8]) -> Result<Value, PayloadError> {
+    let Some(body_len) = payload.len().checked_sub(TRAILER_LEN) else {
+        return Err(PayloadError::VersionOrChecksum);
+    };
+    let (body, trailer) = payload.split_at(body_len);
+    let version = u16::from_le_bytes([trailer[0], trailer[1]]);
+    if version == 0 || version > VERSION {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let mut stored = [0u8; 8];
+    stored.copy_from_slice(&trailer[2..]);
+    if u64::from_le_bytes(stored) != crc64(&payload[..body_len + 2]) {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    value_from_slice(body).map_err(PayloadError::BadData)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persistence::format::tests::{same, value as any_value};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn payloads_round_trip(v in any_value()) {
+            let p = payload(&v);
+            prop_assert!(same(&value(&p).unwrap(), &v));
+        }
+
+        #[test]
+        fn any_flipped_bit_is_caught(v in any_value(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
+            let mut p = payload(&v);
+            let i = at.index(p.len());
+            p[i] ^= 1 << bit;
+            prop_assert!(value(&p).is_err());
+        }
+
+        #[test]
+        fn any_truncation_is_caught(v in any_value(), at in any::<prop::sample::Index>()) {
+            let p = payload(&v);
+            let cut = at.index(p.len());
+            prop_assert!(matches!(value(&p[..cut]), Err(PayloadError::VersionOrChecksum)));
+        }
+    }
+
+    #[test]
+    fn bad_content_with_a_right_checksum_is_bad_data() {
+        let mut p = vec![9u8];
+        p.extend_from_slice(&VERSION.to_le_bytes());
+        let crc = crc64(&p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        assert!(matches!(value(&p), Err(PayloadError::BadData(_))));
+        assert!(matches!(value(b""), Err(PayloadError::VersionOrChecksum)));
+    }
+}

@@ -1,0 +1,151 @@
+//! Reading a snapshot into the keyspace: from the snapshot file at start-up, or from any
+//! reader (full sync later).
+//!
+//! Entries are inserted as they are decoded and the checksum is compared at the end, so a
+//! corrupt file is detected only after some entries went in. At start-up that is harmless:
+//! a corrupt file is fatal and the process exits. A later caller that must not keep a
+//! partial load (a replica's full sync) clears what it loaded on error.
+
+use super::checksum::CrcReader;
+use super::format::{Decoder, FormatError, Record};
+use crate::db::{Entry, Keyspace, Locked};
+use crate::server::lru_clock;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// Read buffer: large reads, so that the checksum sees large chunks.
+pub const READ_BUFFER_BYTES: usize = 1 << 20;
+/// Bytes of the trailing checksum.
+const CHECKSUM_LEN: u64 = 8;
+
+/// What a load found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadStats {
+    pub keys: u64,
+    /// Entries skipped because they had expired by load time.
+    pub expired: u64,
+    pub bytes: u64,
+    pub version: u16,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    // The faults are not `source`s: the messages already say them, and anyhow's `{:#}`
+    // would print them twice.
+    #[error("cannot read snapshot file {path}: {fault}")]
+    Read {
+        path: PathBuf,
+        fault: std::io::Error,
+    },
+    #[error("snapshot file {path} is corrupt: {fault} (the node will not start over it; move it away to start empty)")]
+    Corrupt { path: PathBuf, fault: FormatError },
+}
+
+/// Loads `path` into `keyspace`. `Ok(None)` if there is no such file (a fresh node).
+pub fn load_file(
+    keyspace: &Keyspace,
+    path: &Path,
+    now: u64,
+) -> Result<Option<LoadStats>, LoadError> {
+    let read_err = |fault| LoadError::Read {
+        path: path.to_path_buf(),
+        fault,
+    };
+    let corrupt = |fault| LoadError::Corrupt {
+        path: path.to_path_buf(),
+        fault,
+    };
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_err(e)),
+    };
+    let len = file.metadata().map_err(read_err)?.len();
+    let Some(body) = len.checked_sub(CHECKSUM_LEN) else {
+        return Err(corrupt(FormatError::Truncated {
+            offset: 0,
+            needed: CHECKSUM_LEN,
+            available: len,
+        }));
+    };
+    let reader = BufReader::with_capacity(READ_BUFFER_BYTES, CrcReader::new(file, body));
+    let mut decoder = Decoder::new(reader, body);
+    let mut stats = load_from(keyspace, &mut decoder, now).map_err(|e| match e {
+        FormatError::Io(fault) => read_err(fault),
+        other => corrupt(other),
+    })?;
+    let mut reader = decoder.into_inner();
+    let mut stored = [0u8; CHECKSUM_LEN as usize];
+    reader.read_exact(&mut stored).map_err(|_| {
+        corrupt(FormatError::Truncated {
+            offset: body,
+            needed: CHECKSUM_LEN,
+            available: 0,
+        })
+    })?;
+    let stored = u64::from_le_bytes(stored);
+    let computed = reader.get_ref().sum64();
+    if stored != computed {
+        return Err(corrupt(FormatError::Checksum { stored, computed }));
+    }
+    // The file grew while we read it: not the file we sized, so not one to trust.
+    let mut extra = [0u8; 1];
+    if reader.read(&mut extra).map_err(read_err)? != 0 {
+        return Err(corrupt(FormatError::Trailing {
+            count: 1,
+            offset: len,
+        }));
+    }
+    stats.bytes = len;
+    Ok(Some(stats))
+}
+
+/// Decodes a snapshot body (header, records, end; not the checksum, which the caller
+/// checks) and inserts its live entries. Entries already expired at `now` are skipped.
+/// Holds every shard for the whole load: nothing may read a half-loaded keyspace.
+pub fn load_from<R: Read>(
+    keyspace: &Keyspace,
+    decoder: &mut Decoder<R>,
+    now: u64,
+) -> Result<LoadStats, FormatError> {
+    let mut stats = LoadStats {
+        version: decoder.header()?,
+        ..LoadStats::default()
+    };
+    let mut db = Locked::lock_all(keyspace, now, lru_clock(now));
+    loop {
+        match decoder.record()? {
+            Record::End => break,
+            Record::Aux { name, value } => {
+                tracing::debug!(
+                    name = %String::from_utf8_lossy(&name),
+                    value = %String::from_utf8_lossy(&value),
+                    "snapshot aux field"
+                );
+            }
+            Record::Entry {
+                key,
+                expires_at,
+                value,
+                offset,
+            } => {
+                if expires_at != 0 && expires_at <= now {
+                    stats.expired += 1;
+                    continue;
+                }
+                let mut entry = Entry::new(value, db.lru_clock);
+                entry.expires_at = expires_at;
+                if db.insert(&key, entry).is_some() {
+                    return Err(FormatError::Duplicate {
+                        what: "key",
+                        offset,
+                    });
+                }
+                stats.keys += 1;
+            }
+        }
+    }
+    decoder.expect_end()?;
+    Ok(stats)
+}

@@ -1,0 +1,160 @@
+//! Writing a snapshot of the keyspace: streamed to any writer (full sync later), or to the
+//! snapshot file, atomically.
+//!
+//! Consistency: there is no fork here. The writer locks one shard at a time, copies the
+//! entries of one hash slot of it into a buffer, unlocks, and writes the buffer out; so
+//! clients wait at most for one slot's serialization, never for disk I/O. Each slot is
+//! saved as of one instant (every key that exists for the whole save is saved exactly once,
+//! with the value it had at that instant), but different slots, and hence different shards,
+//! are saved at different instants: unlike Redis's fork-based BGSAVE, a snapshot is not a
+//! point-in-time image across slots. A write made during the save may or may not be in it.
+
+use super::checksum::CrcWriter;
+use super::format::{put_aux, put_end, put_entry, put_header};
+use crate::db::keyspace::{SHARD_COUNT, SLOTS_PER_SHARD};
+use crate::db::Keyspace;
+use crate::server::unix_millis;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// Buffer between the serializer and the file: large writes, few syscalls.
+pub const FILE_BUFFER_BYTES: usize = 1 << 20;
+/// Capacity the per-slot buffer keeps between slots; a huge slot's buffer is shrunk back to
+/// this so that one big slot does not pin its memory for the rest of the save.
+pub const SLOT_BUFFER_KEEP_BYTES: usize = 4 << 20;
+
+/// What a save wrote.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SaveStats {
+    pub keys: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error("a save is already in progress")]
+    InProgress,
+    #[error("the node has not finished starting")]
+    NotStarted,
+    #[error("cannot start the background save thread: {0}")]
+    Spawn(std::io::Error),
+    #[error("aborted: the node is shutting down")]
+    Aborted,
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Why streaming stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("aborted")]
+    Aborted,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Writes a whole snapshot (header, entries, end, checksum) to `out`. Checks `abort`
+/// between slots.
+pub fn stream<W: Write>(
+    keyspace: &Keyspace,
+    out: &mut W,
+    abort: &AtomicBool,
+) -> Result<SaveStats, StreamError> {
+    let now = unix_millis();
+    let mut w = CrcWriter::new(out);
+    let mut buf = Vec::with_capacity(64 * 1024);
+    put_header(&mut buf);
+    put_aux(&mut buf, b"node-ver", env!("CARGO_PKG_VERSION").as_bytes());
+    put_aux(&mut buf, b"ctime", (now / 1000).to_string().as_bytes());
+    w.write_all(&buf)?;
+    buf.clear();
+    let mut keys = 0u64;
+    for shard in 0..SHARD_COUNT {
+        for table in 0..SLOTS_PER_SHARD {
+            if abort.load(Relaxed) {
+                return Err(StreamError::Aborted);
+            }
+            {
+                let guard = keyspace.lock_shard(shard);
+                if guard.keys == 0 {
+                    break;
+                }
+                for (key, entry) in guard.tables[table].iter() {
+                    // Expired but not yet reclaimed: it would be dropped at load anyway.
+                    if entry.is_expired(now) {
+                        continue;
+                    }
+                    put_entry(&mut buf, key, entry.expires_at, &entry.value);
+                    keys += 1;
+                }
+            }
+            if !buf.is_empty() {
+                w.write_all(&buf)?;
+                buf.clear();
+                buf.shrink_to(SLOT_BUFFER_KEEP_BYTES);
+            }
+        }
+    }
+    put_end(&mut buf);
+    w.write_all(&buf)?;
+    let crc = w.sum64();
+    let bytes = w.written() + 8;
+    w.into_inner().write_all(&crc.to_le_bytes())?;
+    Ok(SaveStats { keys, bytes })
+}
+
+/// The temporary file a save writes before renaming it into place. One per process: saves
+/// never overlap (the caller holds the save slot in `SnapshotState`).
+pub fn temp_path(dir: &Path) -> PathBuf {
+    dir.join(format!("temp-{}.snap", std::process::id()))
+}
+
+/// Saves to `dir/dbfilename` atomically: writes `temp-<pid>.snap`, fsyncs it, renames it
+/// over the target, and fsyncs the directory, so that a crash at any point leaves either
+/// the old file or the new one, whole.
+pub fn save_to_file(
+    keyspace: &Keyspace,
+    dir: &Path,
+    dbfilename: &str,
+    abort: &AtomicBool,
+) -> Result<SaveStats, SaveError> {
+    let tmp = temp_path(dir);
+    let target = dir.join(dbfilename);
+    let io = |action: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SaveError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let result = (|| {
+        let file = File::create(&tmp).map_err(io("cannot create", &tmp))?;
+        let mut w = BufWriter::with_capacity(FILE_BUFFER_BYTES, file);
+        let stats = stream(keyspace, &mut w, abort).map_err(|e| match e {
+            StreamError::Aborted => SaveError::Aborted,
+            StreamError::Io(source) => io("cannot write", &tmp)(source),
+        })?;
+        let file = w
+            .into_inner()
+            .map_err(|e| io("cannot write", &tmp)(e.into_error()))?;
+        file.sync_all().map_err(io("cannot fsync", &tmp))?;
+        drop(file);
+        std::fs::rename(&tmp, &target).map_err(io("cannot rename the new snapshot to", &target))?;
+        // The rename is durable only once the directory entry is.
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("cannot fsync directory", dir))?;
+        Ok(stats)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
