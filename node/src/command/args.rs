@@ -56,19 +56,30 @@ pub fn parse_float(arg: &[u8]) -> Option<f64> {
 }
 
 /// A blocking command's timeout in seconds (float), as a Duration; 0 means forever.
+///
+/// As Redis 7.0: the milliseconds are rounded up (0.0001 waits 1 ms, -0.0001 rounds to 0 and
+/// waits forever), and a value whose milliseconds do not fit an i64 (`inf`, `1e16`) is
+/// "negative", because that is what Redis's conversion to `long long` makes of it.
 pub fn timeout_secs(arg: &[u8]) -> Result<Option<std::time::Duration>, CmdError> {
     let v = parse_float(arg)
-        .filter(|v| v.is_finite())
         .ok_or_else(|| CmdError::new("ERR timeout is not a float or out of range"))?;
-    if v < 0.0 {
+    let ms = (v * 1000.0).ceil();
+    // 2^63 as f64: the first value that does not fit an i64.
+    if !(0.0..9_223_372_036_854_775_808.0).contains(&ms) {
         return Err(CmdError::new("ERR timeout is negative"));
     }
-    if v == 0.0 {
+    if ms == 0.0 {
+        // Below f64's range but not zero (1e-400): Redis's long double still sees a positive
+        // value, which rounds up to 1 ms.
+        let mantissa = arg.split(|&b| b == b'e' || b == b'E').next().unwrap_or(arg);
+        if arg[0] != b'-' && mantissa.iter().any(|b| (b'1'..=b'9').contains(b)) {
+            return Ok(Some(std::time::Duration::from_millis(1)));
+        }
         return Ok(None);
     }
     // Redis caps timeouts far in the future; a year is more than any client waits.
-    Ok(Some(std::time::Duration::from_secs_f64(
-        v.min(365.0 * 24.0 * 3600.0),
+    Ok(Some(std::time::Duration::from_millis(
+        ms.min(365.0 * 24.0 * 3600.0 * 1000.0) as u64,
     )))
 }
 
@@ -96,5 +107,24 @@ mod tests {
         assert_eq!(parse_float(b" 1"), None);
         assert_eq!(parse_float(b"abc"), None);
         assert_eq!(parse_float(b""), None);
+    }
+
+    #[test]
+    fn timeouts_as_redis_reads_them() {
+        use std::time::Duration;
+        assert_eq!(timeout_secs(b"0"), Ok(None));
+        assert_eq!(timeout_secs(b"-0.0001"), Ok(None));
+        assert_eq!(timeout_secs(b"0e5"), Ok(None));
+        assert_eq!(timeout_secs(b"1e-400"), Ok(Some(Duration::from_millis(1))));
+        assert_eq!(timeout_secs(b"-1e-400"), Ok(None));
+        assert_eq!(timeout_secs(b"0.0001"), Ok(Some(Duration::from_millis(1))));
+        assert_eq!(timeout_secs(b"1.5"), Ok(Some(Duration::from_millis(1500))));
+        let negative = Err(CmdError::new("ERR timeout is negative"));
+        assert_eq!(timeout_secs(b"-1"), negative);
+        assert_eq!(timeout_secs(b"inf"), negative);
+        assert_eq!(timeout_secs(b"1e16"), negative);
+        let not_float = Err(CmdError::new("ERR timeout is not a float or out of range"));
+        assert_eq!(timeout_secs(b"nan"), not_float);
+        assert_eq!(timeout_secs(b"1x"), not_float);
     }
 }

@@ -18,9 +18,10 @@ pub struct BlockRequest {
 /// What a blocked command answers when its timeout passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeoutReply {
-    /// BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP: `*-1` (RESP3 `_`).
+    /// BLPOP, BRPOP, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP, and also BLMOVE and BRPOPLPUSH
+    /// (redis-server 7.0.15 times every list wait out with a null array): `*-1` (RESP3 `_`).
     NullArray,
-    /// BLMOVE, BRPOPLPUSH: `$-1` (RESP3 `_`).
+    /// `$-1` (RESP3 `_`).
     NullBulk,
 }
 

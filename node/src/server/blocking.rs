@@ -28,14 +28,25 @@ impl Blocking {
         self.waiting.load(Relaxed)
     }
 
-    pub fn register(&self, keys: &[Key], client: &Arc<ClientShared>) {
+    /// Keys with at least one client waiting on them (INFO `total_blocking_keys`).
+    pub fn blocking_keys(&self) -> usize {
+        self.by_key.lock().len()
+    }
+
+    /// Puts the client at the end of each key's line. Returns whether it is first in some
+    /// line: only then may elements pushed before it registered be left for it (with a
+    /// client ahead on a key, that client was woken by the push, and wakes the next one
+    /// when it leaves), so only then should it look again before waiting.
+    pub fn register(&self, keys: &[Key], client: &Arc<ClientShared>) -> bool {
         let mut map = self.by_key.lock();
+        let mut first = false;
         for key in keys {
-            map.entry(key.clone())
-                .or_default()
-                .push_back(client.clone());
+            let line = map.entry(key.clone()).or_default();
+            line.push_back(client.clone());
+            first |= line.len() == 1;
         }
         self.waiting.fetch_add(1, Relaxed);
+        first
     }
 
     /// Removes the client from every key's line and wakes the next client on each key, who
@@ -72,5 +83,37 @@ impl Blocking {
                 c.wakeup.notify_one();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: u64) -> Arc<ClientShared> {
+        let addr = "127.0.0.1:1".parse().expect("address");
+        Arc::new(ClientShared::new(id, addr, addr))
+    }
+
+    fn keys(names: &[&str]) -> Vec<Key> {
+        names.iter().map(|n| n.as_bytes().into()).collect()
+    }
+
+    #[test]
+    fn lines_form_and_clear() {
+        let b = Blocking::default();
+        let (one, two) = (client(1), client(2));
+        assert!(b.register(&keys(&["a", "b"]), &one), "first on both keys");
+        assert!(
+            !b.register(&keys(&["a"]), &two),
+            "behind client 1 on its only key"
+        );
+        assert!(b.active());
+        assert_eq!((b.blocked_clients(), b.blocking_keys()), (2, 2));
+        b.unregister(&keys(&["a", "b"]), &one);
+        assert_eq!((b.blocked_clients(), b.blocking_keys()), (1, 1));
+        b.unregister(&keys(&["a"]), &two);
+        assert!(!b.active());
+        assert_eq!(b.blocking_keys(), 0);
     }
 }

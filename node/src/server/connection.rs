@@ -98,7 +98,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     let _ = self.flush().await;
                     return false;
                 }
-                Step::Block(block) => return self.wait_blocked(block).await,
+                Step::Block(block) => {
+                    if !self.wait_blocked(block).await {
+                        return false;
+                    }
+                    // Requests pipelined behind the blocked one, or sent while it waited,
+                    // run now: in this loop, not by recursion, so that a long pipeline of
+                    // blocking commands cannot nest futures until the stack overflows.
+                    continue;
+                }
             }
             if !more {
                 return true;
@@ -194,11 +202,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
         let shared = self.client.shared.clone();
         let server = self.server.clone();
-        server.blocking.register(&block.keys, &shared);
         shared.blocked.store(true, Relaxed);
-        // A push may have landed between the command finding nothing and the registration
-        // above: try once more straight away rather than miss it.
-        shared.wakeup.notify_one();
+        if server.blocking.register(&block.keys, &shared) {
+            // A push may have landed between the command finding nothing and the
+            // registration above, with nobody in line to wake: look once more straight away
+            // rather than miss it. A client behind others in every line does not, so that
+            // it cannot take elements ahead of them (first blocked, first served).
+            shared.wakeup.notify_one();
+        }
         let deadline = block.timeout.map(|t| tokio::time::Instant::now() + t);
         let outcome = loop {
             let sleep = async {
@@ -228,7 +239,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     Ok(0) | Err(_) => break false,
                     Ok(n) => {
                         self.stats.input_bytes += n as u64;
-                        if self.input.len() as u64 > server.hot.query_buffer_limit.load(Relaxed) {
+                        // They wait within the same bound as any unparsed input.
+                        let pending = self.input.len();
+                        self.client.shared.query_buffer.store(pending, Relaxed);
+                        if pending as u64 > server.hot.query_buffer_limit.load(Relaxed) {
+                            tracing::warn!(
+                                client = self.client.id(),
+                                bytes = pending,
+                                "client-query-buffer-limit exceeded while blocked; closing"
+                            );
                             break false;
                         }
                         self.input.reserve(READ_RESERVE);
@@ -238,11 +257,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         shared.blocked.store(false, Relaxed);
         server.blocking.unregister(&block.keys, &shared);
-        if !outcome {
-            return false;
-        }
-        // Requests that arrived while blocked run now.
-        Box::pin(self.serve_input()).await
+        outcome
     }
 
     fn take_pushes(&mut self) {
