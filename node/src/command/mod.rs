@@ -8,6 +8,8 @@ pub mod ctx;
 pub mod dispatch;
 pub mod error;
 pub mod glob;
+pub mod sample;
+pub mod scan;
 pub mod spec;
 pub mod table;
 

@@ -183,6 +183,19 @@ impl<'a> Locked<'a> {
         self.shard_mut(slot).table(slot).get(key)
     }
 
+    /// The live entry of `key` through a shared borrow, so that a command can hold several
+    /// at once (SINTER, SUNION). Touches nothing and deletes nothing: call `get` on each key
+    /// first for lazy expiry and access times. Sees only the shards this command locked.
+    pub fn get_shared(&self, key: &[u8]) -> Option<&Entry> {
+        let slot = key_slot(key);
+        let shard = self.guards[shard_of_slot(slot)].as_deref();
+        debug_assert!(shard.is_some(), "command read an undeclared key");
+        shard?
+            .table(slot)
+            .get(key)
+            .filter(|e| !e.is_expired(self.now))
+    }
+
     pub fn exists(&mut self, key: &[u8]) -> bool {
         self.peek(key).is_some()
     }

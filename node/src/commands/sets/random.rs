@@ -1,0 +1,112 @@
+//! SPOP key [count] and SRANDMEMBER key [count].
+
+use super::set_at;
+use crate::command::args;
+use crate::command::sample::{self, Count};
+use crate::command::{CmdError, CmdResult, Ctx};
+use rand::Rng;
+
+pub fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if args.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    let mut rng = rand::thread_rng();
+    let key = args[1];
+    let Some(&count_arg) = args.get(2) else {
+        let Some(set) = set_at(&mut ctx.db, key)?.filter(|s| !s.is_empty()) else {
+            ctx.reply.null();
+            return Ok(());
+        };
+        let i = rng.gen_range(0..set.len());
+        let member = set.swap_remove_index(i);
+        ctx.db.remove_if_empty(key);
+        ctx.modified(key);
+        match member {
+            Some(m) => ctx.reply.bulk(&m),
+            None => ctx.reply.null(),
+        }
+        return Ok(());
+    };
+    // Redis reads this count with "must be positive", for non-numbers too.
+    let count = args::int(count_arg)
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| CmdError::new("ERR value is out of range, must be positive"))?;
+    let Some(set) = set_at(&mut ctx.db, key)?.filter(|s| !s.is_empty() && count > 0) else {
+        ctx.reply.set(0);
+        return Ok(());
+    };
+    if count >= set.len() as u64 {
+        // Everything goes: hand the whole set over and delete the key.
+        ctx.reply.set(set.len());
+        for member in set.iter() {
+            ctx.reply.bulk(member);
+        }
+        ctx.db.remove(key);
+        ctx.modified(key);
+        return Ok(());
+    }
+    // count < len: each pop is O(1), and the reply holds fewer members than the set did.
+    let count = count as usize;
+    ctx.reply.set(count);
+    for _ in 0..count {
+        let i = rng.gen_range(0..set.len());
+        match set.swap_remove_index(i) {
+            Some(m) => ctx.reply.bulk(&m),
+            None => ctx.reply.null(),
+        }
+    }
+    ctx.modified(key);
+    Ok(())
+}
+
+pub fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let mut rng = rand::thread_rng();
+    let Ctx { db, reply, .. } = ctx;
+    if args.len() == 2 {
+        match set_at(db, args[1])?.filter(|s| !s.is_empty()) {
+            Some(set) => {
+                let i = rng.gen_range(0..set.len());
+                match set.get_index(i) {
+                    Some(m) => reply.bulk(m),
+                    None => reply.null(),
+                }
+            }
+            None => reply.null(),
+        }
+        return Ok(());
+    }
+    if args.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    let count = sample::parse_count(args[2])?;
+    let Some(set) = set_at(db, args[1])?.filter(|s| !s.is_empty()) else {
+        reply.array(0);
+        return Ok(());
+    };
+    let len = set.len();
+    let picks: Box<dyn Iterator<Item = usize>> = match count {
+        Count::Repeats(n) => {
+            let n = sample::repeats(n)?;
+            reply.array(n);
+            // Streamed: one random index at a time, nothing held per element.
+            Box::new((0..n).map(move |_| rng.gen_range(0..len)))
+        }
+        Count::Distinct(n) if n >= len as u64 => {
+            reply.array(len);
+            Box::new(0..len)
+        }
+        Count::Distinct(n) => {
+            let picks = sample::distinct_indexes(&mut rng, len, n as usize);
+            reply.array(picks.len());
+            Box::new(picks.into_iter())
+        }
+    };
+    for i in picks {
+        match set.get_index(i) {
+            Some(m) => reply.bulk(m),
+            None => reply.null(),
+        }
+    }
+    Ok(())
+}
