@@ -17,7 +17,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         b.worker_threads(threads);
         b
     };
-    let runtime = builder.thread_name("node-io").enable_all().build().context("starting the runtime")?;
+    let runtime = builder
+        .thread_name("node-io")
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     runtime.block_on(serve(config))
 }
 

@@ -10,7 +10,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let config = match node::config::load(&args) {
-        Ok(Invocation::Run(c)) => c,
+        Ok(Invocation::Run(c)) => *c,
         Ok(Invocation::Version) => {
             println!(
                 "node v{} (redis-compatible {})",

@@ -53,7 +53,10 @@ pub fn free_port() -> u16 {
 /// Starts a node process: the config file first (if any), then the harness's flags.
 fn spawn_node(dir: &Path, config: Option<&Path>, port: u16, extra: &[&str]) -> Child {
     let log = std::fs::File::create(dir.join("node.log")).expect("log file");
-    let mut args: Vec<String> = config.map(|p| p.display().to_string()).into_iter().collect();
+    let mut args: Vec<String> = config
+        .map(|p| p.display().to_string())
+        .into_iter()
+        .collect();
     args.extend([
         "--port".into(),
         port.to_string(),

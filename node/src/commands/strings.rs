@@ -300,7 +300,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("mset".into()));
     }
     for pair in args[1..].chunks(2) {
@@ -312,7 +312,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity("msetnx".into()));
     }
     if args[1..].chunks(2).any(|pair| ctx.db.exists(pair[0])) {

@@ -29,7 +29,7 @@ pub enum ConfigError {
 
 /// What the command line asked for.
 pub enum Invocation {
-    Run(Config),
+    Run(Box<Config>),
     Version,
     Help,
 }
@@ -52,7 +52,7 @@ pub fn load(args: &[String]) -> Result<Invocation, ConfigError> {
     }
     let flags = flags_to_text(rest)?;
     apply_text(&mut config, &flags, "command line")?;
-    Ok(Invocation::Run(config))
+    Ok(Invocation::Run(Box::new(config)))
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
@@ -155,7 +155,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Result<Config, ConfigError> {
         match load(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())? {
-            Invocation::Run(c) => Ok(c),
+            Invocation::Run(c) => Ok(*c),
             _ => panic!("expected a run"),
         }
     }

@@ -188,7 +188,7 @@ fn save_rules(v: &str) -> Result<Vec<SaveRule>, String> {
     if words.is_empty() || (words.len() == 1 && words[0].is_empty()) {
         return Ok(Vec::new());
     }
-    if words.len() % 2 != 0 {
+    if !words.len().is_multiple_of(2) {
         return Err("Invalid save parameters".into());
     }
     words

@@ -19,7 +19,7 @@ pub const SHARD_COUNT: usize = 64;
 /// Slots held by each shard.
 pub const SLOTS_PER_SHARD: usize = SLOT_COUNT / SHARD_COUNT;
 
-const _: () = assert!(SLOT_COUNT % SHARD_COUNT == 0);
+const _: () = assert!(SLOT_COUNT.is_multiple_of(SHARD_COUNT));
 const _: () = assert!(SHARD_COUNT.is_power_of_two() && SHARD_COUNT <= 256);
 
 /// The keys of one hash slot. Insertion-ordered with O(1) access by index, which gives cheap

@@ -132,7 +132,7 @@ impl Value {
             Value::List(l) => l.is_empty(),
             Value::Hash(h) => h.is_empty(),
             Value::Set(s) => s.is_empty(),
-            Value::ZSet(z) => z.len() == 0,
+            Value::ZSet(z) => z.is_empty(),
         }
     }
 }
