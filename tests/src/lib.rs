@@ -4,6 +4,8 @@
 //! A node is killed when its handle drops; its log stays in its directory, whose path a
 //! failing test prints.
 
+pub mod raw;
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -26,39 +26,62 @@ pub fn execute(
     let mut reply = Reply::new(out, client.protocol);
     let spec = match resolve(args) {
         Ok(spec) => spec,
-        Err(e) => {
-            if let Some(multi) = client.multi.as_mut() {
-                multi.errored = true;
-            }
-            stats.errors += 1;
-            reply.error(&e.to_string());
-            return Effects::default();
-        }
+        Err(e) => return reject(server, client, &mut reply, args, e, stats),
     };
     if let Err(e) = admit(server, client, spec, args) {
-        if let Some(multi) = client.multi.as_mut() {
-            multi.errored = true;
-        }
-        stats.errors += 1;
-        reply.error(&e.to_string());
-        return Effects::default();
+        return reject(server, client, &mut reply, args, e, stats);
     }
     if let Some(multi) = client.multi.as_mut() {
         if !spec.has(flags::TXN_CONTROL) {
-            multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
+            // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
+            // the transaction, whatever the command.
+            let queued = crate::db::eviction::make_room(server)
+                .and_then(|()| multi.queue(args, spec.has(flags::DENYOOM)));
+            if let Err(e) = queued {
+                return reject(server, client, &mut reply, args, e, stats);
+            }
             reply.simple(b"QUEUED");
             return Effects::default();
         }
     }
-    if spec.has(flags::DENYOOM) {
+    // EXEC of a transaction holding commands that may grow memory is checked like them,
+    // before the shards are locked (eviction locks them).
+    let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
+    if spec.has(flags::DENYOOM) || exec_denyoom {
         if let Err(e) = crate::db::eviction::make_room(server) {
-            stats.errors += 1;
-            reply.error(&e.to_string());
-            return Effects::default();
+            return reject(server, client, &mut reply, args, e, stats);
         }
     }
     *client.shared.last_command.lock() = spec.name;
     run(server, client, reply, spec, args, stats)
+}
+
+/// Answers a command refused before it could run or be queued. Inside MULTI the refusal
+/// dooms the transaction; a refused EXEC discards it with EXECABORT (as Redis's
+/// `execCommandAbort`, which quotes the reason without its `ERR` code).
+fn reject(
+    server: &Server,
+    client: &mut Client,
+    reply: &mut Reply<'_>,
+    args: &[&[u8]],
+    e: CmdError,
+    stats: &mut LocalStats,
+) -> Effects {
+    stats.errors += 1;
+    let text = e.to_string();
+    if args[0].eq_ignore_ascii_case(b"exec") {
+        crate::commands::transactions::discard_transaction(server, client);
+        let reason = text.strip_prefix("ERR ").unwrap_or(&text);
+        reply.error(&format!(
+            "EXECABORT Transaction discarded because of: {reason}"
+        ));
+    } else {
+        if let Some(multi) = client.multi.as_mut() {
+            multi.errored = true;
+        }
+        reply.error(&text);
+    }
+    Effects::default()
 }
 
 /// The spec for `args`, descending into subcommands, with the arity checked.
@@ -144,6 +167,11 @@ pub fn run(
         ..
     } = ctx;
     let expired = db.expired;
+    // WATCHes are invalidated while the shards are still locked: an EXEC locking them next
+    // must find its watch dirty.
+    if !effects.modified.is_empty() {
+        server.watches.touch(&effects.modified);
+    }
     drop(db);
     stats.expired += expired;
     let elapsed = started.elapsed().as_micros() as u64;
@@ -169,7 +197,7 @@ pub fn run_in(
     }
 }
 
-/// Work after the locks are released: wake blocked clients, invalidate WATCHes, log slow.
+/// Work after the locks are released: count dirty changes, wake blocked clients, log slow.
 fn after(
     server: &Server,
     client: &Client,
@@ -180,9 +208,6 @@ fn after(
 ) {
     if effects.dirty > 0 {
         server.snapshot.add_dirty(effects.dirty);
-    }
-    if !effects.modified.is_empty() {
-        server.watches.touch(&effects.modified);
     }
     if !effects.ready.is_empty() {
         server.blocking.wake(&effects.ready);

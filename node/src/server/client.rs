@@ -87,7 +87,21 @@ impl ClientShared {
 
     /// Queues an encoded push for this client; kills it if its queue is over the limit.
     pub fn push(&self, encoded: &[u8]) {
+        self.push_when(|| true, encoded);
+    }
+
+    /// Queues an encoded push only if `wanted` still holds, checked under the queue's lock.
+    /// An unsubscribe clears its subscription's flag and then drains the queue, so a message
+    /// a concurrent publisher delivers late can never land behind the unsubscribe's reply.
+    pub fn push_if(&self, wanted: &AtomicBool, encoded: &[u8]) {
+        self.push_when(|| wanted.load(Relaxed), encoded);
+    }
+
+    fn push_when(&self, wanted: impl FnOnce() -> bool, encoded: &[u8]) {
         let mut q = self.pushes.lock();
+        if !wanted() {
+            return;
+        }
         if q.len() + encoded.len() > PUSH_QUEUE_LIMIT {
             drop(q);
             tracing::warn!(
@@ -114,12 +128,43 @@ impl ClientShared {
     }
 }
 
+/// Most commands one MULTI may queue. The queue waits in memory until EXEC; Redis bounds it
+/// only by maxmemory, which a node may not have set.
+pub const MAX_QUEUED_COMMANDS: usize = 1_000_000;
+/// Most bytes one MULTI may queue (arguments plus a per-argument overhead): 1 GiB, Redis's
+/// default `client-query-buffer-limit`, the most a client may make a server hold unprocessed.
+pub const MAX_QUEUED_BYTES: usize = 1024 * 1024 * 1024;
+/// Bookkeeping bytes counted per queued argument (its Vec header and allocation slack).
+const QUEUED_ARG_OVERHEAD: usize = 32;
+
 /// State of a MULTI block being queued.
 #[derive(Default)]
 pub struct MultiState {
     pub queued: Vec<Vec<Vec<u8>>>,
     /// A queued command was rejected (unknown, wrong arity...): EXEC answers EXECABORT.
     pub errored: bool,
+    /// A queued command may grow memory (DENYOOM): EXEC checks maxmemory first, as Redis.
+    pub denyoom: bool,
+    /// Bytes held by `queued`, as counted against [`MAX_QUEUED_BYTES`].
+    pub bytes: usize,
+}
+
+impl MultiState {
+    /// Queues a command for EXEC. Past the limits the command is refused and the transaction
+    /// doomed (EXEC answers EXECABORT), as for any command rejected while queueing.
+    pub fn queue(&mut self, args: &[&[u8]], denyoom: bool) -> Result<(), crate::command::CmdError> {
+        let size: usize = args.iter().map(|a| a.len() + QUEUED_ARG_OVERHEAD).sum();
+        if self.queued.len() >= MAX_QUEUED_COMMANDS || self.bytes + size > MAX_QUEUED_BYTES {
+            self.errored = true;
+            let (n, b) = (MAX_QUEUED_COMMANDS, MAX_QUEUED_BYTES);
+            let text = format!("ERR transaction too large (at most {n} commands, {b} bytes)");
+            return Err(crate::command::CmdError::new(text));
+        }
+        self.bytes += size;
+        self.denyoom |= denyoom;
+        self.queued.push(args.iter().map(|a| a.to_vec()).collect());
+        Ok(())
+    }
 }
 
 /// State only the client's own connection touches.

@@ -1,9 +1,13 @@
 //! WATCH: which clients watch which keys, and a dirty flag per watching client that any
 //! change to a watched key sets, so that EXEC can refuse to run.
+//!
+//! Writers mark watchers dirty before they release their shard locks (the dispatcher does
+//! it), so an EXEC, which locks every shard, sees every change made before it. Keys deleted
+//! by expiry are not reported here: EXEC checks the keys that were live when watched instead.
 
 use crate::db::Key;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -14,7 +18,11 @@ pub const MAX_WATCHED_KEYS_PER_CLIENT: usize = 100_000;
 #[derive(Default)]
 pub struct WatchHandle {
     pub dirty: Arc<AtomicBool>,
-    pub keys: Vec<Key>,
+    /// A set, so that watching many keys costs O(keys), not O(keys squared).
+    pub keys: HashSet<Key>,
+    /// The watched keys that existed when watched: if one is gone at EXEC, it expired (any
+    /// other deletion would have set `dirty`), and Redis then refuses the EXEC as well.
+    pub live_when_watched: Vec<Key>,
 }
 
 impl WatchHandle {
@@ -36,15 +44,19 @@ impl Watches {
         self.entries.load(Relaxed) > 0
     }
 
-    /// Adds `key` to `handle`'s watch. Returns false if the client watches too many keys.
-    pub fn watch(&self, handle: &mut WatchHandle, key: &[u8]) -> bool {
-        if handle.keys.iter().any(|k| &**k == key) {
+    /// Adds `key` to `handle`'s watch; `live` says whether the key exists now. Returns false
+    /// if the client watches too many keys.
+    pub fn watch(&self, handle: &mut WatchHandle, key: &[u8], live: bool) -> bool {
+        if handle.keys.contains(key) {
             return true;
         }
         if handle.keys.len() >= MAX_WATCHED_KEYS_PER_CLIENT {
             return false;
         }
-        handle.keys.push(key.into());
+        handle.keys.insert(key.into());
+        if live {
+            handle.live_when_watched.push(key.into());
+        }
         self.by_key
             .lock()
             .entry(key.into())
@@ -71,6 +83,19 @@ impl Watches {
         for flags in self.by_key.lock().values() {
             for f in flags {
                 f.store(true, Relaxed);
+            }
+        }
+    }
+
+    /// Marks dirty the watchers of each watched key for which `exists` holds. FLUSHALL and
+    /// FLUSHDB call it before emptying the keyspace (with every shard locked): Redis
+    /// invalidates only watches of keys the flush actually deletes.
+    pub fn touch_where(&self, mut exists: impl FnMut(&[u8]) -> bool) {
+        for (key, flags) in self.by_key.lock().iter() {
+            if exists(key) {
+                for f in flags {
+                    f.store(true, Relaxed);
+                }
             }
         }
     }
