@@ -531,7 +531,6 @@ fn restore_and_save_errors() {
 }
 
 #[test]
-#[ignore = "needs MULTI/EXEC, from the transactions family (not in this branch yet)"]
 fn bgsave_inside_multi_is_scheduled() {
     let node = Node::start(&[]);
     let mut c = node.client();
