@@ -238,14 +238,21 @@ pub fn lock_for<'a>(
     if spec.has(flags::ALL_KEYS) {
         return Locked::lock_all(&server.keyspace, now, lru_clock(now));
     }
-    let mut shards: SmallVec<[usize; 4]> = spec
-        .key_positions(args)
-        .iter()
-        .map(|&i| shard_of_slot(proto::slot::key_slot(args[i])))
-        .collect();
+    let positions = spec.key_positions(args);
+    let mut first: Option<(usize, u16)> = None;
+    let mut shards: SmallVec<[usize; 4]> = SmallVec::new();
+    for &i in &positions {
+        let slot = proto::slot::key_slot(args[i]);
+        first.get_or_insert((i, slot));
+        shards.push(shard_of_slot(slot));
+    }
     shards.sort_unstable();
     shards.dedup();
-    Locked::lock(&server.keyspace, &shards, now, lru_clock(now))
+    let mut db = Locked::lock(&server.keyspace, &shards, now, lru_clock(now));
+    if let Some((i, slot)) = first {
+        db.hint_slot(args[i], slot);
+    }
+    db
 }
 
 fn unknown_command(args: &[&[u8]]) -> CmdError {

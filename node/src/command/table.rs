@@ -7,10 +7,11 @@ use std::sync::OnceLock;
 /// Longest command name; longer first arguments cannot be commands.
 pub const MAX_COMMAND_NAME_LEN: usize = 32;
 
-fn table() -> &'static HashMap<&'static [u8], &'static CommandSpec> {
-    static TABLE: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+fn table() -> &'static HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState> {
+    static TABLE: OnceLock<HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>> =
+        OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut map = HashMap::new();
+        let mut map = HashMap::with_hasher(ahash::RandomState::new());
         for family in crate::commands::FAMILIES {
             for spec in family.iter() {
                 debug_assert!(

@@ -4,6 +4,7 @@
 //! and every write keeps the shard's key count and expiry queue in step with its tables.
 
 use super::entry::{Entry, UnixMillis};
+use super::guards::Guards;
 use super::keyspace::{shard_of_slot, Keyspace, Shard, SHARD_COUNT};
 use super::value::{Key, Value};
 use parking_lot::MutexGuard;
@@ -11,7 +12,10 @@ use proto::slot::key_slot;
 
 pub struct Locked<'a> {
     keyspace: &'a Keyspace,
-    guards: [Option<MutexGuard<'a, Shard>>; SHARD_COUNT],
+    guards: Guards<'a>,
+    /// The slot of the command's first key, computed once by the dispatcher: (address,
+    /// length, slot) of that argument. Saves hashing the same key twice per command.
+    slot_hint: (usize, usize, u16),
     highest: Option<usize>,
     /// The command's clock: one reading per command, as Redis uses for a whole command.
     pub now: UnixMillis,
@@ -33,7 +37,8 @@ impl<'a> Locked<'a> {
         );
         let mut locked = Locked {
             keyspace,
-            guards: [const { None }; SHARD_COUNT],
+            guards: Guards::default(),
+            slot_hint: (0, 0, 0),
             highest: None,
             now,
             lru_clock,
@@ -42,7 +47,7 @@ impl<'a> Locked<'a> {
             misses: 0,
         };
         for &s in shards {
-            locked.guards[s] = Some(keyspace.lock_shard(s));
+            locked.guards.insert(s, keyspace.lock_shard(s));
             locked.highest = Some(s);
         }
         locked
@@ -58,7 +63,8 @@ impl<'a> Locked<'a> {
     ) -> Self {
         let mut locked = Locked {
             keyspace,
-            guards: [const { None }; SHARD_COUNT],
+            guards: Guards::default(),
+            slot_hint: (0, 0, 0),
             highest: Some(shard),
             now,
             lru_clock,
@@ -66,7 +72,7 @@ impl<'a> Locked<'a> {
             hits: 0,
             misses: 0,
         };
-        locked.guards[shard] = Some(guard);
+        locked.guards.insert(shard, guard);
         locked
     }
 
@@ -75,12 +81,29 @@ impl<'a> Locked<'a> {
         Self::lock(keyspace, &all, now, lru_clock)
     }
 
+    /// Tells the view the slot of one of the command's key arguments (already computed to
+    /// pick the shards to lock).
+    pub fn hint_slot(&mut self, key: &[u8], slot: u16) {
+        self.slot_hint = (key.as_ptr() as usize, key.len(), slot);
+    }
+
+    /// The hash slot of `key`, from the hint when `key` is that very argument (same address
+    /// and length: the arguments outlive the command, so no other bytes can be there).
+    fn slot_of(&self, key: &[u8]) -> u16 {
+        let (addr, len, slot) = self.slot_hint;
+        if key.as_ptr() as usize == addr && key.len() == len && len != 0 {
+            slot
+        } else {
+            key_slot(key)
+        }
+    }
+
     pub fn keyspace(&self) -> &'a Keyspace {
         self.keyspace
     }
 
     pub fn holds_all(&self) -> bool {
-        self.guards.iter().all(|g| g.is_some())
+        self.guards.holds_all()
     }
 
     /// The shard holding `slot`. The dispatcher locked it from the command's key positions;
@@ -88,7 +111,7 @@ impl<'a> Locked<'a> {
     /// the ascending order, which is the only order that cannot deadlock.
     pub fn shard_mut(&mut self, slot: u16) -> &mut Shard {
         let s = shard_of_slot(slot);
-        if self.guards[s].is_none() {
+        if !self.guards.contains(s) {
             debug_assert!(false, "command touched undeclared shard {s}");
             tracing::warn!(
                 shard = s,
@@ -102,13 +125,14 @@ impl<'a> Locked<'a> {
                     }
                     std::thread::yield_now();
                 };
-                self.guards[s] = Some(guard);
+                self.guards.insert(s, guard);
             } else {
-                self.guards[s] = Some(self.keyspace.lock_shard(s));
+                let guard = self.keyspace.lock_shard(s);
+                self.guards.insert(s, guard);
                 self.highest = Some(s);
             }
         }
-        self.guards[s].as_deref_mut().expect("locked above")
+        self.guards.get_mut(s).expect("locked above")
     }
 
     /// Runs `f` on one shard: through the guard this view holds, or with the shard locked
@@ -116,7 +140,7 @@ impl<'a> Locked<'a> {
     /// no keys (SCAN, DBSIZE, INFO): inside EXEC the view may already hold every shard, and
     /// locking one again would deadlock.
     pub fn with_shard<R>(&mut self, shard: usize, f: impl FnOnce(&mut Shard) -> R) -> R {
-        if let Some(guard) = self.guards[shard].as_deref_mut() {
+        if let Some(guard) = self.guards.get_mut(shard) {
             return f(guard);
         }
         let mut guard = if self.highest.is_some_and(|h| h > shard) {
@@ -136,15 +160,12 @@ impl<'a> Locked<'a> {
 
     /// Shards held, in ascending order (for commands over the whole keyspace).
     pub fn shards_mut(&mut self) -> impl Iterator<Item = (usize, &mut Shard)> + use<'_, 'a> {
-        self.guards
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, g)| g.as_deref_mut().map(|s| (i, s)))
+        self.guards.iter_mut()
     }
 
     /// The live entry of `key`, touching its access time; deletes it if it has expired.
     pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let slot = key_slot(key);
+        let slot = self.slot_of(key);
         let (now, lru) = (self.now, self.lru_clock);
         let expired = {
             let shard = self.shard_mut(slot);
@@ -170,7 +191,7 @@ impl<'a> Locked<'a> {
 
     /// Like `get`, without touching the access time (OBJECT, TTL, TYPE-free inspection).
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
-        let slot = key_slot(key);
+        let slot = self.slot_of(key);
         let now = self.now;
         let expired = match self.shard_mut(slot).table(slot).get(key) {
             None => return None,
@@ -187,8 +208,8 @@ impl<'a> Locked<'a> {
     /// at once (SINTER, SUNION). Touches nothing and deletes nothing: call `get` on each key
     /// first for lazy expiry and access times. Sees only the shards this command locked.
     pub fn get_shared(&self, key: &[u8]) -> Option<&Entry> {
-        let slot = key_slot(key);
-        let shard = self.guards[shard_of_slot(slot)].as_deref();
+        let slot = self.slot_of(key);
+        let shard = self.guards.get(shard_of_slot(slot));
         debug_assert!(shard.is_some(), "command read an undeclared key");
         shard?
             .table(slot)
@@ -219,7 +240,7 @@ impl<'a> Locked<'a> {
 
     /// Inserts a whole entry (its TTL included), replacing any previous one.
     pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
-        let slot = key_slot(key);
+        let slot = self.slot_of(key);
         let now = self.now;
         let at = entry.expires_at;
         let shard = self.shard_mut(slot);
@@ -253,7 +274,7 @@ impl<'a> Locked<'a> {
         if self.get(key).is_none() {
             self.set(key, make());
         }
-        let slot = key_slot(key);
+        let slot = self.slot_of(key);
         self.shard_mut(slot)
             .table_mut(slot)
             .get_mut(key)
@@ -262,7 +283,7 @@ impl<'a> Locked<'a> {
 
     /// Deletes `key`; returns its entry if it was live.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let slot = key_slot(key);
+        let slot = self.slot_of(key);
         let now = self.now;
         let shard = self.shard_mut(slot);
         let old = shard.table_mut(slot).swap_remove(key)?;
@@ -288,7 +309,7 @@ impl<'a> Locked<'a> {
 
     /// Sets or clears (`at == 0`) the expiry of a live key. Returns false if there is no key.
     pub fn set_expiry(&mut self, key: &[u8], at: UnixMillis) -> bool {
-        let slot = key_slot(key);
+        let slot = self.slot_of(key);
         if self.get(key).is_none() {
             return false;
         }

@@ -4,6 +4,7 @@
 pub mod entry;
 pub mod eviction;
 pub mod expiry;
+pub mod guards;
 pub mod keyspace;
 pub mod locked;
 pub mod memory;

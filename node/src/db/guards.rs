@@ -1,0 +1,51 @@
+//! The shard guards a command holds, kept small: most commands hold one or two shards, and
+//! this view is created and dropped for every command, so it stores guards inline, sorted by
+//! shard index, instead of a 64-slot array that would be initialised and moved each time.
+
+use super::keyspace::{Shard, SHARD_COUNT};
+use parking_lot::MutexGuard;
+use smallvec::SmallVec;
+
+#[derive(Default)]
+pub struct Guards<'a> {
+    /// Sorted by shard index, no duplicates. When all shards are held, position == index.
+    held: SmallVec<[(usize, MutexGuard<'a, Shard>); 2]>,
+}
+
+impl<'a> Guards<'a> {
+    fn position(&self, shard: usize) -> Result<usize, usize> {
+        if self.held.len() == SHARD_COUNT {
+            return Ok(shard);
+        }
+        self.held.binary_search_by_key(&shard, |(s, _)| *s)
+    }
+
+    pub fn contains(&self, shard: usize) -> bool {
+        self.position(shard).is_ok()
+    }
+
+    pub fn insert(&mut self, shard: usize, guard: MutexGuard<'a, Shard>) {
+        debug_assert!(shard < SHARD_COUNT);
+        match self.position(shard) {
+            Ok(_) => debug_assert!(false, "shard {shard} locked twice"),
+            Err(at) => self.held.insert(at, (shard, guard)),
+        }
+    }
+
+    pub fn get(&self, shard: usize) -> Option<&Shard> {
+        self.position(shard).ok().map(|i| &*self.held[i].1)
+    }
+
+    pub fn get_mut(&mut self, shard: usize) -> Option<&mut Shard> {
+        self.position(shard).ok().map(move |i| &mut *self.held[i].1)
+    }
+
+    pub fn holds_all(&self) -> bool {
+        self.held.len() == SHARD_COUNT
+    }
+
+    /// Held shards in ascending order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut Shard)> + use<'_, 'a> {
+        self.held.iter_mut().map(|(s, g)| (*s, &mut **g))
+    }
+}
