@@ -68,8 +68,8 @@ fn sample_values() -> Vec<(&'static [u8], Value)> {
     set.insert(b"a".as_slice().into());
     set.insert(b"b".as_slice().into());
     let mut zset = ZSet::default();
-    zset.insert(b"x", 1.5);
-    zset.insert(b"y", f64::NEG_INFINITY);
+    zset.insert(b"x", 1.5).unwrap();
+    zset.insert(b"y", f64::NEG_INFINITY).unwrap();
     vec![
         (b"str", Value::Str(b"hello".as_slice().into())),
         (b"int", Value::Int(-42)),

@@ -1,0 +1,252 @@
+//! ZCARD ZSCORE ZMSCORE ZRANK ZREVRANK ZCOUNT ZLEXCOUNT ZRANDMEMBER ZSCAN.
+
+use super::parse::{LexRange, ScoreRange};
+use super::range::{lex_ranks, score_ranks};
+use super::{pair, pairs_header, zset_at};
+use crate::command::args::{self, is};
+use crate::command::{glob, CmdError, CmdResult, Ctx};
+use proto::resp::reply::format_double;
+use rand::Rng;
+
+/// Most members ZRANDMEMBER returns for a negative count (repeats allowed). Redis has no
+/// bound and will build a reply of any size; this keeps one command's reply within what a
+/// node can buffer (at 16 bytes a member, about 160 MB).
+pub const RANDMEMBER_MAX_REPEATS: u64 = 10_000_000;
+
+/// Sets this small are scanned in one call whatever the cursor, as Redis does for its
+/// compact (listpack) encoding, whose threshold this is.
+const SCAN_WHOLE_MAX: usize = 128;
+
+/// ZSCAN's default COUNT.
+const SCAN_DEFAULT_COUNT: usize = 10;
+
+/// ZCARD key
+pub fn zcard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let len = zset_at(&mut ctx.db, args[1])?.map_or(0, |z| z.len());
+    ctx.reply.integer(len as i64);
+    Ok(())
+}
+
+/// ZSCORE key member
+pub fn zscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    match zset_at(&mut ctx.db, args[1])?.and_then(|z| z.score(args[2])) {
+        Some(score) => ctx.reply.double(score),
+        None => ctx.reply.null(),
+    }
+    Ok(())
+}
+
+/// ZMSCORE key member [member ...]
+pub fn zmscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let Ctx { db, reply, .. } = ctx;
+    let z = zset_at(db, args[1])?;
+    reply.array(args.len() - 2);
+    for member in &args[2..] {
+        match z.as_ref().and_then(|z| z.score(member)) {
+            Some(score) => reply.double(score),
+            None => reply.null(),
+        }
+    }
+    Ok(())
+}
+
+fn rank(ctx: &mut Ctx<'_>, args: &[&[u8]], rev: bool) -> CmdResult {
+    let found = zset_at(&mut ctx.db, args[1])?.and_then(|z| {
+        z.rank(args[2])
+            .map(|r| if rev { z.len() - 1 - r } else { r })
+    });
+    match found {
+        Some(r) => ctx.reply.integer(r as i64),
+        None => ctx.reply.null(),
+    }
+    Ok(())
+}
+
+/// ZRANK key member
+pub fn zrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    rank(ctx, args, false)
+}
+
+/// ZREVRANK key member
+pub fn zrevrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    rank(ctx, args, true)
+}
+
+/// ZCOUNT key min max (the range is checked before the key, as in Redis).
+pub fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let range = ScoreRange::parse(args[2], args[3])?;
+    let n = zset_at(&mut ctx.db, args[1])?.map_or(0, |z| score_ranks(z, &range).1);
+    ctx.reply.integer(n as i64);
+    Ok(())
+}
+
+/// ZLEXCOUNT key min max
+pub fn zlexcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let range = LexRange::parse(args[2], args[3])?;
+    let n = zset_at(&mut ctx.db, args[1])?.map_or(0, |z| lex_ranks(z, &range).1);
+    ctx.reply.integer(n as i64);
+    Ok(())
+}
+
+/// ZRANDMEMBER key [count [WITHSCORES]]
+pub fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let Ctx { db, reply, .. } = ctx;
+    let mut rng = rand::thread_rng();
+    if args.len() == 2 {
+        match zset_at(db, args[1])? {
+            Some(z) if !z.is_empty() => {
+                let (member, _) = z
+                    .get_index(rng.gen_range(0..z.len()))
+                    .expect("index below len");
+                reply.bulk(member);
+            }
+            _ => reply.null(),
+        }
+        return Ok(());
+    }
+    let count = args::int(args[2])?;
+    if count == i64::MIN {
+        return Err(CmdError::new(
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
+    if args.len() > 4 || (args.len() == 4 && !is(args[3], "withscores")) {
+        return Err(CmdError::Syntax);
+    }
+    let withscores = args.len() == 4;
+    let Some(z) = zset_at(db, args[1])? else {
+        reply.array(0);
+        return Ok(());
+    };
+    if count == 0 || z.is_empty() {
+        reply.array(0);
+        return Ok(());
+    }
+    if count < 0 {
+        // Repeats allowed: independent picks, in random order.
+        let n = count.unsigned_abs();
+        if n > RANDMEMBER_MAX_REPEATS {
+            return Err(CmdError::new(format!(
+                "ERR count is out of range, at most {RANDMEMBER_MAX_REPEATS} members with repetitions"
+            )));
+        }
+        pairs_header(reply, n as usize, withscores);
+        for _ in 0..n {
+            let (member, score) = z
+                .get_index(rng.gen_range(0..z.len()))
+                .expect("index below len");
+            pair(reply, member, score, withscores);
+        }
+        return Ok(());
+    }
+    // Distinct members: the whole set when it is not larger than asked (in order, as
+    // Redis's iteration gives it), else a uniform sample without repetition.
+    let n = usize::try_from(count).unwrap_or(usize::MAX);
+    if n >= z.len() {
+        pairs_header(reply, z.len(), withscores);
+        for (member, score) in z.iter() {
+            pair(reply, member, score, withscores);
+        }
+        return Ok(());
+    }
+    let picks = rand::seq::index::sample(&mut rng, z.len(), n);
+    pairs_header(reply, n, withscores);
+    for i in picks.iter() {
+        let (member, score) = z.get_index(i).expect("index below len");
+        pair(reply, member, score, withscores);
+    }
+    Ok(())
+}
+
+/// A SCAN cursor as Redis's `strtoul`-based parser reads it (`ERR invalid cursor`).
+fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
+    let invalid = || CmdError::new("ERR invalid cursor");
+    let (negative, digits) = match arg.first() {
+        Some(b'-') => (true, &arg[1..]),
+        Some(b'+') => (false, &arg[1..]),
+        _ => (false, arg),
+    };
+    if !digits.iter().all(u8::is_ascii_digit) || (digits.is_empty() && !arg.is_empty()) {
+        return Err(invalid());
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(d - b'0')))
+            .ok_or_else(invalid)?;
+    }
+    // strtoul negates in unsigned arithmetic.
+    Ok(if negative { v.wrapping_neg() } else { v })
+}
+
+/// ZSCAN key cursor [MATCH pattern] [COUNT count]
+pub fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let cursor = parse_cursor(args[2])?;
+    let Ctx { db, reply, .. } = ctx;
+    let Some(z) = zset_at(db, args[1])? else {
+        reply.array(2);
+        reply.bulk(b"0");
+        reply.array(0);
+        return Ok(());
+    };
+    // Options are read after the key, as Redis does.
+    let mut count = SCAN_DEFAULT_COUNT;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if is(args[i], "count") && more >= 1 {
+            let n = args::int(args[i + 1])?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            count = usize::try_from(n).unwrap_or(usize::MAX);
+            i += 2;
+        } else if is(args[i], "match") && more >= 1 {
+            pattern = Some(args[i + 1]).filter(|p| *p != b"*");
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let mut found: Vec<(&[u8], f64)> = Vec::new();
+    let next = if z.len() <= SCAN_WHOLE_MAX {
+        found.extend(z.iter_unordered());
+        0
+    } else {
+        // `found` holds at most `count` entries of a set already in memory.
+        z.scan(cursor, count, |m, s| found.push((m, s)))
+    };
+    if let Some(p) = pattern {
+        found.retain(|(m, _)| glob::matches(p, m, false));
+    }
+    reply.array(2);
+    reply.bulk_integer(next as i64);
+    reply.array(found.len() * 2);
+    let mut buf = [0u8; 64];
+    for (member, score) in found {
+        reply.bulk(member);
+        // ZSCAN scores are bulk strings in both protocols, as in Redis.
+        reply.bulk(format_double(score, &mut buf));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_as_strtoul() {
+        assert_eq!(parse_cursor(b"0"), Ok(0));
+        assert_eq!(parse_cursor(b""), Ok(0));
+        assert_eq!(parse_cursor(b"+12"), Ok(12));
+        assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Ok(u64::MAX));
+        assert!(parse_cursor(b"18446744073709551616").is_err());
+        assert!(parse_cursor(b"abc").is_err());
+        assert!(parse_cursor(b" 1").is_err());
+        assert!(parse_cursor(b"-").is_err());
+    }
+}

@@ -1,0 +1,236 @@
+//! Goal: the sorted set behaves exactly like a plain sorted vector of (score, member) pairs.
+//! Method: fixed cases for the edges, then random operation sequences (proptest) applied to
+//! both, comparing every observable after each step and checking the tree's invariants.
+
+use super::*;
+use proptest::prelude::*;
+
+fn members(z: &ZSet) -> Vec<(Vec<u8>, f64)> {
+    z.iter().map(|(m, s)| (m.to_vec(), s)).collect()
+}
+
+#[test]
+fn orders_by_score_then_member() {
+    let mut z = ZSet::new();
+    assert_eq!(z.insert(b"b", 1.0), Ok(None));
+    assert_eq!(z.insert(b"a", 1.0), Ok(None));
+    assert_eq!(z.insert(b"c", 0.5), Ok(None));
+    assert_eq!(z.insert(b"z", f64::NEG_INFINITY), Ok(None));
+    assert_eq!(z.insert(b"y", f64::INFINITY), Ok(None));
+    let order: Vec<Vec<u8>> = members(&z).into_iter().map(|(m, _)| m).collect();
+    assert_eq!(
+        order,
+        vec![
+            b"z".to_vec(),
+            b"c".to_vec(),
+            b"a".to_vec(),
+            b"b".to_vec(),
+            b"y".to_vec()
+        ]
+    );
+    assert_eq!(z.rank(b"a"), Some(2));
+    assert_eq!(z.get_by_rank(4), Some((&b"y"[..], f64::INFINITY)));
+    assert_eq!(z.get_by_rank(5), None);
+    z.check_invariants();
+}
+
+#[test]
+fn update_moves_and_equal_score_keeps() {
+    let mut z = ZSet::new();
+    for (i, m) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
+        z.insert(*m, i as f64).unwrap();
+    }
+    assert_eq!(z.insert(b"a", 10.0), Ok(Some(0.0)));
+    assert_eq!(z.rank(b"a"), Some(3));
+    assert_eq!(z.insert(b"b", 1.5), Ok(Some(1.0)));
+    assert_eq!(z.rank(b"b"), Some(0));
+    // -0 equals 0: the stored score stays as it was.
+    z.insert(b"zero", 0.0).unwrap();
+    assert_eq!(z.insert(b"zero", -0.0), Ok(Some(0.0)));
+    assert!(z.score(b"zero").unwrap().is_sign_positive());
+    z.insert(b"negzero", -0.0).unwrap();
+    assert!(z.score(b"negzero").unwrap().is_sign_positive());
+    assert_eq!(z.insert(b"n", f64::NAN), Err(ZSetError::NotANumber));
+    assert!(!z.contains(b"n"));
+    z.check_invariants();
+}
+
+#[test]
+fn pops_and_removals_relink_moved_entries() {
+    let mut z = ZSet::new();
+    for i in 0..100u32 {
+        z.insert(format!("m{i:03}").as_bytes(), f64::from(i % 7))
+            .unwrap();
+    }
+    let (m, s) = z.pop_first().unwrap();
+    assert_eq!((&*m, s), (&b"m000"[..], 0.0));
+    let (m, s) = z.pop_last().unwrap();
+    assert_eq!((&*m, s), (&b"m097"[..], 6.0));
+    assert_eq!(z.remove(b"m050"), Some(1.0));
+    assert_eq!(z.remove(b"m050"), None);
+    z.check_invariants();
+    assert_eq!(z.remove_range(10, 20), 20);
+    assert_eq!(z.len(), 77);
+    z.check_invariants();
+    while z.pop_first().is_some() {}
+    assert!(z.is_empty());
+    z.check_invariants();
+}
+
+#[test]
+fn range_walks_both_ways() {
+    let mut z = ZSet::new();
+    for i in 0..10 {
+        z.insert(&[b'a' + i], f64::from(i)).unwrap();
+    }
+    let up: Vec<f64> = z.range(3, 4, false).map(|(_, s)| s).collect();
+    assert_eq!(up, vec![3.0, 4.0, 5.0, 6.0]);
+    let down: Vec<f64> = z.range(3, 10, true).map(|(_, s)| s).collect();
+    assert_eq!(down, vec![3.0, 2.0, 1.0, 0.0]);
+    assert_eq!(z.range(10, 5, false).count(), 0);
+    assert_eq!(z.partition_point(|s, _| s < 4.5), 5);
+    assert_eq!(z.partition_point(|_, _| true), 10);
+    assert_eq!(z.partition_point(|_, _| false), 0);
+}
+
+#[test]
+fn scan_returns_survivors_despite_churn() {
+    let mut z = ZSet::new();
+    for i in 0..500 {
+        z.insert(format!("k{i}").as_bytes(), f64::from(i)).unwrap();
+    }
+    let survivors: Vec<Vec<u8>> = (0..500)
+        .filter(|i| i % 3 != 0)
+        .map(|i| format!("k{i}").into_bytes())
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = 0;
+    let mut round = 0;
+    loop {
+        cursor = z.scan(cursor, 17, |m, _| {
+            seen.insert(m.to_vec());
+        });
+        // Churn between calls: remove some members that do not survive, add new ones.
+        for i in (round * 30..round * 30 + 30).filter(|i| i % 3 == 0) {
+            z.remove(format!("k{i}").as_bytes());
+        }
+        z.insert(format!("new{round}").as_bytes(), -1.0).unwrap();
+        round += 1;
+        if cursor == 0 {
+            break;
+        }
+        assert!(round < 1000, "scan must terminate");
+    }
+    for m in &survivors {
+        assert!(seen.contains(m), "missed {}", String::from_utf8_lossy(m));
+    }
+}
+
+/// One step of a random workload.
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u8, f64),
+    Remove(u8),
+    PopFirst,
+    PopLast,
+    RemoveRange(usize, usize),
+}
+
+fn score() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        (-5i32..5).prop_map(f64::from),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(-0.0),
+        any::<f64>().prop_filter("no NaN", |v| !v.is_nan()),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u8..48, score()).prop_map(|(m, s)| Op::Insert(m, s)),
+        3 => (0u8..48).prop_map(Op::Remove),
+        1 => Just(Op::PopFirst),
+        1 => Just(Op::PopLast),
+        1 => (0usize..40, 0usize..6).prop_map(|(a, b)| Op::RemoveRange(a, b)),
+    ]
+}
+
+/// The model: a vector kept sorted by (score, member).
+fn model_sort(v: &mut [(Vec<u8>, f64)]) {
+    v.sort_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+}
+
+fn member_name(m: u8) -> Vec<u8> {
+    // Varied lengths and a shared prefix exercise byte-wise member ordering.
+    let mut name = b"m".to_vec();
+    name.extend(std::iter::repeat_n(b'x', (m % 5) as usize));
+    name.push(m);
+    name
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn matches_sorted_vector_model(ops in proptest::collection::vec(op(), 1..200)) {
+        let mut z = ZSet::new();
+        let mut model: Vec<(Vec<u8>, f64)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Insert(m, s) => {
+                    let name = member_name(m);
+                    let stored = if s == 0.0 { 0.0 } else { s };
+                    let old = model.iter().position(|e| e.0 == name);
+                    let expect = old.map(|i| model[i].1);
+                    prop_assert_eq!(z.insert(&name, s).unwrap(), expect);
+                    match old {
+                        Some(i) if model[i].1 != s => model[i].1 = stored,
+                        Some(_) => {}
+                        None => model.push((name, stored)),
+                    }
+                    model_sort(&mut model);
+                }
+                Op::Remove(m) => {
+                    let name = member_name(m);
+                    let old = model.iter().position(|e| e.0 == name).map(|i| model.remove(i).1);
+                    prop_assert_eq!(z.remove(&name), old);
+                }
+                Op::PopFirst => {
+                    let expect = if model.is_empty() { None } else { Some(model.remove(0)) };
+                    prop_assert_eq!(z.pop_first().map(|(m, s)| (m.to_vec(), s)), expect);
+                }
+                Op::PopLast => {
+                    prop_assert_eq!(z.pop_last().map(|(m, s)| (m.to_vec(), s)), model.pop());
+                }
+                Op::RemoveRange(start, count) => {
+                    let end = (start + count).min(model.len()).max(start.min(model.len()));
+                    let expect = end - start.min(model.len());
+                    model.drain(start.min(model.len())..end);
+                    prop_assert_eq!(z.remove_range(start, count), expect);
+                }
+            }
+            z.check_invariants();
+            prop_assert_eq!(z.len(), model.len());
+            prop_assert_eq!(&members(&z), &model);
+            for (rank, (m, s)) in model.iter().enumerate() {
+                prop_assert_eq!(z.rank(m), Some(rank));
+                prop_assert_eq!(z.score(m), Some(*s));
+                prop_assert_eq!(z.get_by_rank(rank), Some((&m[..], *s)));
+            }
+            let reversed: Vec<(Vec<u8>, f64)> = z
+                .range(model.len().saturating_sub(1), model.len(), true)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect();
+            let mut expect_rev = model.clone();
+            expect_rev.reverse();
+            prop_assert_eq!(reversed, expect_rev);
+            let below_zero = model.iter().filter(|e| e.1 < 0.0).count();
+            prop_assert_eq!(z.partition_point(|s, _| s < 0.0), below_zero);
+        }
+    }
+}
