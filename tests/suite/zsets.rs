@@ -63,6 +63,13 @@ fn error(node: &Node, args: &[&str]) -> String {
     reply[1..].trim_end().to_string()
 }
 
+/// A `redis` crate connection that fails instead of hanging if a reply never completes.
+fn client(node: &Node) -> Connection {
+    let c = node.client();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c
+}
+
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -70,7 +77,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 #[test]
 fn zadd_options_incr_and_errors() {
     let node = Node::start(&[]);
-    let mut c = node.client();
+    let mut c = client(&node);
     assert_eq!(q::<i64>(&mut c, &["ZADD", "z", "1", "a", "2", "b"]), 2);
     assert_eq!(
         q::<i64>(&mut c, &["ZADD", "z", "NX", "5", "a", "3", "c"]),
@@ -192,7 +199,7 @@ fn zadd_options_incr_and_errors() {
 #[test]
 fn lookups_counts_and_ranks() {
     let node = Node::start(&[]);
-    let mut c = node.client();
+    let mut c = client(&node);
     q::<i64>(
         &mut c,
         &["ZADD", "z", "1", "a", "2", "b", "2", "c", "3", "d"],
@@ -264,7 +271,7 @@ fn lookups_counts_and_ranks() {
 #[test]
 fn ranges_by_rank_score_and_lex() {
     let node = Node::start(&[]);
-    let mut c = node.client();
+    let mut c = client(&node);
     q::<i64>(
         &mut c,
         &[
@@ -459,7 +466,7 @@ fn ranges_by_rank_score_and_lex() {
 #[test]
 fn removals_delete_empty_keys() {
     let node = Node::start(&[]);
-    let mut c = node.client();
+    let mut c = client(&node);
     q::<i64>(
         &mut c,
         &[
@@ -501,7 +508,7 @@ fn removals_delete_empty_keys() {
 #[test]
 fn pops_and_multi_key_pops() {
     let node = Node::start(&[]);
-    let mut c = node.client();
+    let mut c = client(&node);
     q::<i64>(
         &mut c,
         &[
@@ -637,7 +644,7 @@ fn bzpopmin_waits_for_a_push_from_another_client() {
         let got: Vec<String> = q(&mut c, &["BZPOPMIN", "q1", "q2", "30"]);
         (got, started.elapsed())
     });
-    let mut c = node.client();
+    let mut c = client(&node);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         q::<i64>(&mut c, &["ZADD", "q2", "5", "late", "3", "first"]),
@@ -675,7 +682,7 @@ fn bzpopmin_waits_for_a_push_from_another_client() {
 #[test]
 fn union_intersection_difference() {
     let node = Node::start(&[]);
-    let mut c = node.client();
+    let mut c = client(&node);
     q::<i64>(&mut c, &["ZADD", "u1", "1", "a", "2", "b", "3", "c"]);
     q::<i64>(&mut c, &["ZADD", "u2", "4", "b", "5", "c", "6", "d"]);
     let all = |c: &mut Connection, key: &str| {
@@ -829,7 +836,7 @@ fn union_intersection_difference() {
 #[test]
 fn randmember_and_scan() {
     let node = Node::start(&[]);
-    let mut c = node.client();
+    let mut c = client(&node);
     q::<i64>(&mut c, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
     let one: String = q(&mut c, &["ZRANDMEMBER", "z"]);
     assert!(["a", "b", "c"].contains(&one.as_str()));

@@ -240,7 +240,7 @@ pub fn lock_for<'a>(
     }
     let positions = spec.key_positions(args);
     let mut first: Option<(usize, u16)> = None;
-    let mut shards: SmallVec<[usize; 4]> = SmallVec::new();
+    let mut shards: SmallVec<[usize; 16]> = SmallVec::new();
     for &i in &positions {
         let slot = proto::slot::key_slot(args[i]);
         first.get_or_insert((i, slot));

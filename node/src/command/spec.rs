@@ -55,7 +55,7 @@ pub enum KeySpec {
         step: i32,
     },
     /// Computed from the arguments (numkeys-style commands); returns argument indexes.
-    Custom(fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 4]>),
+    Custom(fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 16]>),
 }
 
 pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> CmdResult;
@@ -91,7 +91,7 @@ impl CommandSpec {
     }
 
     /// Argument indexes of the keys of this invocation.
-    pub fn key_positions(&self, args: &[&[u8]]) -> smallvec::SmallVec<[usize; 4]> {
+    pub fn key_positions(&self, args: &[&[u8]]) -> smallvec::SmallVec<[usize; 16]> {
         match self.keys {
             KeySpec::None => smallvec::SmallVec::new(),
             KeySpec::Range { first, last, step } => {

@@ -85,19 +85,19 @@ fn list_mut<'d>(db: &'d mut Locked<'_>, key: &[u8]) -> Result<Option<&'d mut Lis
 }
 
 /// The keys of `LMPOP numkeys key... LEFT|RIGHT [COUNT n]`.
-fn lmpop_keys(args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+fn lmpop_keys(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     numkeys_positions(args, 1)
 }
 
 /// The keys of `BLMPOP timeout numkeys key... LEFT|RIGHT [COUNT n]`.
-fn blmpop_keys(args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+fn blmpop_keys(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     numkeys_positions(args, 2)
 }
 
 /// Argument indexes of the keys that follow a `numkeys` argument at `at`. None when numkeys
 /// is not a positive integer or names more keys than there are arguments: the command then
 /// fails on parsing before it touches any key.
-fn numkeys_positions(args: &[&[u8]], at: usize) -> SmallVec<[usize; 4]> {
+fn numkeys_positions(args: &[&[u8]], at: usize) -> SmallVec<[usize; 16]> {
     let Some(n) = args
         .get(at)
         .and_then(|a| proto::resp::request::parse_i64(a))

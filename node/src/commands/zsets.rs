@@ -70,8 +70,9 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// Key positions of a numkeys-style command: `fixed` positions, then `numkeys` keys starting
 /// after the numkeys argument at `numkeys_at`. A malformed numkeys yields only `fixed` (the
 /// handler then answers the error without touching keys).
-fn numkeys_positions(args: &[&[u8]], numkeys_at: usize, fixed: &[usize]) -> SmallVec<[usize; 4]> {
-    let mut out: SmallVec<[usize; 4]> = fixed.iter().copied().filter(|&i| i < args.len()).collect();
+fn numkeys_positions(args: &[&[u8]], numkeys_at: usize, fixed: &[usize]) -> SmallVec<[usize; 16]> {
+    let mut out: SmallVec<[usize; 16]> =
+        fixed.iter().copied().filter(|&i| i < args.len()).collect();
     let n = args
         .get(numkeys_at)
         .and_then(|a| proto::resp::request::parse_i64(a))
@@ -84,21 +85,21 @@ fn numkeys_positions(args: &[&[u8]], numkeys_at: usize, fixed: &[usize]) -> Smal
 }
 
 /// ZUNIONSTORE/ZINTERSTORE/ZDIFFSTORE destination numkeys key...
-fn keys_store(args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+fn keys_store(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     numkeys_positions(args, 2, &[1])
 }
 
 /// ZUNION/ZINTER/ZDIFF/ZINTERCARD/ZMPOP numkeys key...
-fn keys_numkeys1(args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+fn keys_numkeys1(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     numkeys_positions(args, 1, &[])
 }
 
-fn keys_zmpop(args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+fn keys_zmpop(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     numkeys_positions(args, 1, &[])
 }
 
 /// BZMPOP timeout numkeys key...
-fn keys_bzmpop(args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+fn keys_bzmpop(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     numkeys_positions(args, 2, &[])
 }
 
@@ -133,7 +134,6 @@ fn pairs_header(reply: &mut Reply<'_>, n: usize, withscores: bool) {
 
 /// One member of a list begun by [`pairs_header`].
 fn pair(reply: &mut Reply<'_>, member: &[u8], score: f64, withscores: bool) {
-    // RESP3 nests each [member, score]; RESP2 flattens them (see `pairs_header`).
     if withscores && reply.is_resp3() {
         reply.array(2);
     }

@@ -154,7 +154,7 @@ fn numkeys(args: &[&[u8]]) -> Option<usize> {
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]: its keys are the `numkeys` arguments
 /// after numkeys (as many as there are, when numkeys is too large; the handler then fails).
-pub fn sintercard_keys(args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+pub fn sintercard_keys(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     match numkeys(args) {
         Some(n) => (2..n.saturating_add(2).min(args.len())).collect(),
         None => SmallVec::new(),
