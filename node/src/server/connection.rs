@@ -273,7 +273,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             return Ok(());
         }
         self.stats.output_bytes += self.output.len() as u64;
-        let result = self.stream.write_all(&self.output).await;
+        // A client that stops reading fills its socket and parks this write; a kill (CLIENT
+        // KILL, an overflowing push queue, shutdown) must still end the connection.
+        let shared = self.client.shared.clone();
+        let mut consumed_wakeup = false;
+        let result = {
+            let killed = async {
+                while !shared.is_killed() {
+                    shared.wakeup.notified().await;
+                    consumed_wakeup = true;
+                }
+            };
+            tokio::select! {
+                biased;
+                written = self.stream.write_all(&self.output) => written,
+                _ = killed => Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed")),
+            }
+        };
+        if consumed_wakeup {
+            // The wake-up was meant for the loops (pushes, a ready key): hand it back.
+            shared.wakeup.notify_one();
+        }
         self.output.clear();
         if self.output.capacity() > BUFFER_KEEP_MAX {
             self.output = BytesMut::with_capacity(INITIAL_BUFFER);
