@@ -52,24 +52,6 @@ impl ScanCursor {
     }
 }
 
-/// A cursor argument as Redis's `strtoul` reads it: decimal, a leading `-` wrapping around.
-pub fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::new("ERR invalid cursor");
-    let (negative, digits) = match arg.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, arg),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(invalid());
-    }
-    let v: u64 = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(invalid)?;
-    Ok(if negative { v.wrapping_neg() } else { v })
-}
-
 struct Options<'a> {
     count: usize,
     pattern: Option<&'a [u8]>,
@@ -108,7 +90,7 @@ fn parse_options<'a>(args: &[&'a [u8]]) -> Result<Options<'a>, CmdError> {
 }
 
 pub fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let cursor = parse_cursor(args[1])?;
+    let cursor = crate::command::scan::parse_cursor(args[1])?;
     let options = parse_options(&args[2..])?;
     let mut keys: Vec<Key> = Vec::new();
     let next = scan_keys(ctx, ScanCursor::decode(cursor), &options, &mut keys);
@@ -244,19 +226,6 @@ mod tests {
             },
         ] {
             assert_eq!(ScanCursor::decode(c.encode()), c);
-        }
-    }
-
-    #[test]
-    fn cursor_text_as_redis_reads_it() {
-        assert_eq!(parse_cursor(b"0").unwrap(), 0);
-        assert_eq!(parse_cursor(b"-1").unwrap(), u64::MAX);
-        assert_eq!(parse_cursor(b"18446744073709551615").unwrap(), u64::MAX);
-        for bad in [&b"18446744073709551616"[..], b"abc", b"", b" 1", b"1x"] {
-            assert_eq!(
-                parse_cursor(bad).unwrap_err().to_string(),
-                "ERR invalid cursor"
-            );
         }
     }
 

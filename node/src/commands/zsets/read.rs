@@ -158,31 +158,9 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// A SCAN cursor as Redis's `strtoul`-based parser reads it (`ERR invalid cursor`).
-fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::new("ERR invalid cursor");
-    let (negative, digits) = match arg.first() {
-        Some(b'-') => (true, &arg[1..]),
-        Some(b'+') => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if !digits.iter().all(u8::is_ascii_digit) || (digits.is_empty() && !arg.is_empty()) {
-        return Err(invalid());
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(d - b'0')))
-            .ok_or_else(invalid)?;
-    }
-    // strtoul negates in unsigned arithmetic.
-    Ok(if negative { v.wrapping_neg() } else { v })
-}
-
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let cursor = parse_cursor(args[2])?;
+    let cursor = crate::command::scan::parse_cursor(args[2])?;
     let Ctx { db, reply, .. } = ctx;
     let Some(z) = zset_at(db, args[1])? else {
         reply.array(2);
@@ -231,22 +209,4 @@ pub fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         reply.bulk(format_double(score, &mut buf));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors_as_strtoul() {
-        assert_eq!(parse_cursor(b"0"), Ok(0));
-        assert_eq!(parse_cursor(b""), Ok(0));
-        assert_eq!(parse_cursor(b"+12"), Ok(12));
-        assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Ok(u64::MAX));
-        assert!(parse_cursor(b"18446744073709551616").is_err());
-        assert!(parse_cursor(b"abc").is_err());
-        assert!(parse_cursor(b" 1").is_err());
-        assert!(parse_cursor(b"-").is_err());
-    }
 }
