@@ -1,6 +1,22 @@
-//! The fabric (DESIGN §4): one `Fabric` abstraction with verbs semantics and the providers
-//! `verbs`, `ofi` and `sim`, plus the Stream, Ring and Datagram primitives built on it.
+//! The fabric (DESIGN §4): one abstraction with verbs semantics ([`provider`]) that the
+//! providers `verbs`, `ofi` and `sim` implement, and the Stream, Ring and Datagram primitives
+//! written once on top of it.
 //!
-//! Empty for now: it is built by the issue "The fabric: verbs, libfabric and simulated
-//! providers". The standalone node needs no fabric. This is the only crate that will hold
-//! `unsafe` (FFI), each block with its `// SAFETY:` reason.
+//! This is the only crate allowed `unsafe` (FFI and registered memory); each such module opts in
+//! with `#![allow(unsafe_code)]` and every block carries its `// SAFETY:` reason. Everything
+//! above the providers is safe Rust.
+
+pub mod access;
+pub mod addr;
+pub mod config;
+pub mod error;
+pub mod provider;
+
+pub use access::Access;
+pub use addr::EndpointAddr;
+pub use config::EndpointConfig;
+pub use error::{BusError, Result};
+pub use provider::{
+    Completion, Connection, DatagramEndpoint, DatagramMeta, Listener, LocalSlice, Op, Provider,
+    Region, RemoteRegion, RemoteSlice, WorkError,
+};

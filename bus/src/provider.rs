@@ -1,0 +1,200 @@
+//! The one fabric abstraction, with verbs semantics, that `verbs`, `ofi` and `sim` implement.
+//!
+//! Shape: a [`Provider`] registers memory ([`Region`]), listens and connects ([`Listener`],
+//! [`Connection`]: a reliable connected endpoint, RC on verbs) and opens [`DatagramEndpoint`]s
+//! (UD on verbs, RDM on ofi). Work is *posted* and finishes later as a [`Completion`] found by
+//! `poll`, exactly as on verbs, so the primitives above (Stream, Ring, Datagram) are written once.
+//! Everything is synchronous and non-blocking except the explicit `wait`/`accept` timeouts: the
+//! node drives fabric connections from busy-polling threads (DESIGN §5), not from async tasks.
+//!
+//! Memory safety: registered memory can be changed by a peer at any time, so no `&[u8]` into it
+//! is ever handed out; a [`Region`] is read and written by copy. A `Region` is a cheap handle
+//! (reference counted inside): a provider keeps a clone of every region named by an outstanding
+//! work request until its completion, so dropping the caller's handle never frees memory the
+//! device may still touch.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::access::Access;
+use crate::addr::EndpointAddr;
+use crate::config::EndpointConfig;
+use crate::error::Result;
+
+/// What a peer needs to address a region with one-sided operations: its start address (the
+/// virtual address on verbs; whatever the provider's key scheme wants on ofi), length and key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteRegion {
+    pub addr: u64,
+    pub len: u64,
+    /// The remote key. verbs rkeys are 32-bit; libfabric keys are 64-bit.
+    pub rkey: u64,
+}
+
+/// A byte range of a remote region: the target of a WRITE or the source of a READ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteSlice {
+    pub region: RemoteRegion,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Registered memory. Clone is cheap and shares the same memory.
+pub trait Region: Clone + Send + Sync + 'static {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the region is empty (never, for a registered region; here for clippy).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The rights it was registered with.
+    fn access(&self) -> Access;
+    /// Its address for peers. Errors if it has no remote access.
+    fn remote(&self) -> Result<RemoteRegion>;
+    /// Copies `dst.len()` bytes out of the region at `offset`.
+    fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()>;
+    /// Copies `src` into the region at `offset`.
+    fn write(&self, offset: usize, src: &[u8]) -> Result<()>;
+    /// Reads an aligned little-endian u64 with acquire ordering: for words a peer publishes by a
+    /// one-sided write (ring consumer offsets, ack words), read after the data they guard.
+    fn load_u64(&self, offset: usize) -> Result<u64>;
+    /// Writes an aligned u64 with release ordering (the local side of such a word).
+    fn store_u64(&self, offset: usize, value: u64) -> Result<()>;
+}
+
+/// A byte range of a local region, named by a work request.
+#[derive(Clone, Debug)]
+pub struct LocalSlice<R> {
+    pub region: R,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// The kind of work that completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Send,
+    Recv,
+    Write,
+    Read,
+    /// A peer's WRITE WITH IMM landed: it consumed one posted receive; `imm` and `byte_len` are set.
+    RecvWriteImm,
+}
+
+/// Why a work request failed (the verbs `ibv_wc_status` classes callers act on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkError {
+    /// The queue was flushed because the connection went to error or was closed.
+    Flushed,
+    /// The peer rejected the access: wrong rkey, out of range, or missing rights.
+    RemoteAccess,
+    /// Retries exhausted: the peer is unreachable.
+    RetryExceeded,
+    /// Anything else, with the provider's text.
+    Other(String),
+}
+
+/// One finished work request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The caller's id from the post call (for `RecvWriteImm`: the id of the consumed receive).
+    pub wr_id: u64,
+    pub op: Op,
+    pub status: std::result::Result<(), WorkError>,
+    /// Bytes received (Recv, RecvWriteImm); 0 otherwise.
+    pub byte_len: u32,
+    /// Immediate data (host order) of a WRITE WITH IMM.
+    pub imm: Option<u32>,
+}
+
+/// A reliable connected endpoint (RC QP; an RDM endpoint bound to one peer on ofi).
+/// Reliable and in order for SEND/RECV; WRITE placement order is provider-specific (unordered on
+/// EFA and optionally in `sim`): protocols must not rely on it.
+pub trait Connection: Send + 'static {
+    type Region: Region;
+
+    /// Posts a SEND of the slice (inline when `len <= max_inline`).
+    fn post_send(&mut self, wr_id: u64, src: LocalSlice<Self::Region>) -> Result<()>;
+    /// Posts a receive buffer for one incoming SEND or WRITE WITH IMM.
+    fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<Self::Region>) -> Result<()>;
+    /// Posts an RDMA WRITE of `src` to `dst` (same length), WITH IMM when `imm` is set.
+    fn post_write(
+        &mut self,
+        wr_id: u64,
+        src: LocalSlice<Self::Region>,
+        dst: RemoteSlice,
+        imm: Option<u32>,
+    ) -> Result<()>;
+    /// Posts an RDMA READ of `src` into `dst` (same length).
+    fn post_read(
+        &mut self,
+        wr_id: u64,
+        dst: LocalSlice<Self::Region>,
+        src: RemoteSlice,
+    ) -> Result<()>;
+    /// Appends up to `max` completions to `out` without blocking (drives progress on providers
+    /// that need it). Returns how many were appended.
+    fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<usize>;
+    /// Blocks until a completion may be ready or `timeout` passes (the idle back-off).
+    fn wait(&mut self, timeout: Duration) -> Result<()>;
+    /// The peer's address.
+    fn peer(&self) -> &EndpointAddr;
+    /// Our own address.
+    fn local(&self) -> &EndpointAddr;
+}
+
+/// Accepts connections on a service address.
+pub trait Listener: Send + 'static {
+    type Conn: Connection;
+    /// Waits up to `timeout` for one connection.
+    fn accept(&mut self, timeout: Duration) -> Result<Option<Self::Conn>>;
+    /// The address it listens on.
+    fn local_addr(&self) -> SocketAddr;
+}
+
+/// A received datagram's metadata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatagramMeta {
+    pub from: EndpointAddr,
+    pub len: usize,
+}
+
+/// Unreliable fixed-MTU messages (UD on verbs, RDM on ofi). Copy based: bus messages are small.
+pub trait DatagramEndpoint: Send + 'static {
+    /// Largest payload `send_to` accepts.
+    fn mtu(&self) -> usize;
+    /// Our address, to hand to peers.
+    fn local(&self) -> &EndpointAddr;
+    /// Sends one datagram (may be lost, duplicated or reordered in flight). `Full` = retry later.
+    fn send_to(&mut self, to: &EndpointAddr, payload: &[u8]) -> Result<()>;
+    /// Receives one datagram into `buf` if one is waiting.
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<DatagramMeta>>;
+    /// Blocks until a datagram may be waiting or `timeout` passes.
+    fn wait(&mut self, timeout: Duration) -> Result<()>;
+}
+
+/// A fabric provider. Connections are established by IP address and port for every provider
+/// (rdma_cm on verbs, `fi_getinfo(node, service)` on ofi, an in-process registry on sim), so the
+/// node's `rdma-bind`/`rdma-port` mean the same thing everywhere.
+pub trait Provider: Send + Sync + 'static {
+    type Region: Region;
+    type Conn: Connection<Region = Self::Region>;
+    type Listener: Listener<Conn = Self::Conn>;
+    type Datagram: DatagramEndpoint;
+
+    /// The name as in `fabric-provider` (`verbs`, `ofi:tcp`, `ofi:shm`, `ofi:efa`, `sim`).
+    fn name(&self) -> &str;
+    /// Registers `len` zeroed bytes with `access`.
+    fn register(&self, len: usize, access: Access) -> Result<Self::Region>;
+    /// Listens for connections at `bind`.
+    fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<Self::Listener>;
+    /// Connects to a listener, waiting at most `timeout`.
+    fn connect(
+        &self,
+        to: SocketAddr,
+        config: &EndpointConfig,
+        timeout: Duration,
+    ) -> Result<Self::Conn>;
+    /// Opens a datagram endpoint.
+    fn datagram(&self, config: &EndpointConfig) -> Result<Self::Datagram>;
+}
