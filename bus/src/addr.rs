@@ -200,7 +200,7 @@ fn parse_u32(s: &str) -> Result<u32, BusError> {
 }
 
 fn parse_hex(s: &str) -> Result<Vec<u8>, BusError> {
-    if s.len() % 2 != 0 || s.len() > OFI_ADDR_MAX * 2 {
+    if !s.len().is_multiple_of(2) || s.len() > OFI_ADDR_MAX * 2 {
         return Err(invalid(format!(
             "ofi address hex must have an even length <= {}",
             OFI_ADDR_MAX * 2
