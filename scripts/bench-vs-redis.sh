@@ -17,7 +17,11 @@
 #   CLIENTS        redis-benchmark -c [50]
 #   TESTS          redis-benchmark -t [ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,
 #                  hset,spop,zadd,zpopmin,lrange_100,mset]
-#   ROUNDS         interleaved rounds [1]
+#   ROUNDS         interleaved rounds [3]
+#   PIN            1: pin each server to CPU 1 and redis-benchmark to CPU 0 with
+#                  taskset, so client and server do not fight over one core and
+#                  both servers get the same placement; 0: no pinning [1 if the
+#                  machine has >= 2 CPUs]
 #   AGG            per-test aggregation over rounds: median | best [median]
 #   MEM_KEYS       keys loaded for the memory comparison [1000000; QUICK: 100000]
 #   VALUE_SIZE     value bytes for the memory comparison [100]
@@ -47,7 +51,9 @@ N_P1="${N_P1:-$def_n1}"
 N_P16="${N_P16:-$def_n16}"
 CLIENTS="${CLIENTS:-50}"
 TESTS="${TESTS:-ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,mset}"
-ROUNDS="${ROUNDS:-1}"
+ROUNDS="${ROUNDS:-3}"
+if [[ "$(nproc)" -ge 2 ]]; then def_pin=1; else def_pin=0; fi
+PIN="${PIN:-$def_pin}"
 AGG="${AGG:-median}"
 MEM_KEYS="${MEM_KEYS:-$def_mem}"
 VALUE_SIZE="${VALUE_SIZE:-100}"
@@ -65,12 +71,20 @@ for v in N_P1 N_P16 CLIENTS ROUNDS MEM_KEYS VALUE_SIZE BENCH_TIMEOUT READY_TIMEO
     [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 [[ "$AGG" == median || "$AGG" == best ]] || die "AGG must be median or best, got '$AGG'"
+[[ "$PIN" == 0 || "$PIN" == 1 ]] || die "PIN must be 0 or 1, got '$PIN'"
+if [[ "$PIN" == 1 ]]; then
+    server_pin=(taskset -c 1)
+    bench_pin=(taskset -c 0)
+else
+    server_pin=()
+    bench_pin=()
+fi
 
 # ---- dependencies and binaries ----------------------------------------------
 if [[ "$SKIP_DEPS" != 1 ]]; then
     "$SCRIPT_DIR/install-deps.sh"
 fi
-for tool in redis-cli redis-benchmark python3 timeout; do
+for tool in redis-cli redis-benchmark python3 timeout taskset; do
     command -v "$tool" >/dev/null || die "$tool not found (run scripts/install-deps.sh)"
 done
 command -v "$REDIS_BIN" >/dev/null || die "REDIS_BIN '$REDIS_BIN' not found"
@@ -195,9 +209,9 @@ flushall() {
     [[ "$out" == OK ]] || die "FLUSHALL on $1 failed: $out"
 }
 
-start_server redis "$REDIS_BIN" --port "${PORT[redis]}" --bind "$HOST" --save "" \
+start_server redis "${server_pin[@]}" "$REDIS_BIN" --port "${PORT[redis]}" --bind "$HOST" --save "" \
     --appendonly no --daemonize no --dir "$WORK/redis" "${redis_extra[@]}"
-start_server node "$NODE_BIN" --port "${PORT[node]}" --bind "$HOST" --save "" \
+start_server node "${server_pin[@]}" "$NODE_BIN" --port "${PORT[node]}" --bind "$HOST" --save "" \
     --dir "$WORK/node" "${node_extra[@]}"
 wait_ready redis
 wait_ready node
@@ -211,6 +225,7 @@ fi
     echo "date=$(date -u '+%Y-%m-%d %H:%M:%S')"
     echo "quick=$QUICK"
     echo "rounds=$ROUNDS"
+    echo "pin=$PIN"
     echo "agg=$AGG"
     echo "clients=$CLIENTS"
     echo "n_p1=$N_P1"
@@ -228,16 +243,17 @@ fi
 # lines (e.g. "WARNING: Could not fetch server CONFIG"), which go to the
 # report. redis-benchmark spins forever at 100% CPU if the server dies under
 # it, hence both the server watch loop below and the `timeout` backstop.
-run_bench() {  # run_bench SERVER PIPELINE N ROUND
-    local name="$1" p="$2" n="$3" round="$4" base rc bad start
+run_bench() {  # run_bench SERVER PIPELINE N ROUND TEST
+    local name="$1" p="$2" n="$3" round="$4" test="$5" base part rc bad start
     base="$RES/r$round-p$p-$name"
-    local cmd=(redis-benchmark -h "$HOST" -p "${PORT[$name]}" -t "$TESTS" -c "$CLIENTS"
-        -n "$n" -P "$p" --csv)
+    part="$WORK/part"
+    local cmd=("${bench_pin[@]}" redis-benchmark -h "$HOST" -p "${PORT[$name]}" -t "$test"
+        -c "$CLIENTS" -n "$n" -P "$p" --csv)
     record "${cmd[@]}"
     flushall "$name"
     start=$SECONDS
     rc=0
-    timeout "$BENCH_TIMEOUT" "${cmd[@]}" >"$base.csv" 2>"$base.err" &
+    timeout "$BENCH_TIMEOUT" "${cmd[@]}" >"$part.csv" 2>"$part.err" &
     BENCH_PID=$!
     # Watch the server while the benchmark runs: if it dies, stop the
     # (otherwise spinning) benchmark now rather than after BENCH_TIMEOUT.
@@ -245,33 +261,44 @@ run_bench() {  # run_bench SERVER PIPELINE N ROUND
         if ! kill -0 "${PID[$name]}" 2>/dev/null; then
             check_alive "$name"  # dies; cleanup stops the benchmark
         fi
-        sleep 0.5
+        sleep 0.2
     done
     wait "$BENCH_PID" || rc=$?
     BENCH_PID=""
     check_alive "$name"
     if [[ $rc -eq 124 ]]; then
-        die "redis-benchmark against $name (P$p) timed out after ${BENCH_TIMEOUT}s; output in $base.*"
+        die "redis-benchmark -t $test against $name (P$p) timed out after ${BENCH_TIMEOUT}s"
     fi
-    bad="$( (grep -v -E '^WARNING: ' "$base.err" || true; grep -v -E '^"' "$base.csv" || true) | head -n 20)"
+    bad="$( (grep -v -E '^WARNING: ' "$part.err" || true; grep -v -E '^"' "$part.csv" || true) | head -n 20)"
     if [[ $rc -ne 0 || -n "$bad" ]]; then
-        die "redis-benchmark against $name (P$p) reported errors (exit $rc):
+        die "redis-benchmark -t $test against $name (P$p) reported errors (exit $rc):
 $bad"
     fi
-    grep -q -E '^"[^"]+","[0-9.]+"' "$base.csv" || die "redis-benchmark against $name (P$p) wrote no results"
-    sed "s/^/$name: /" "$base.err" >>"$RES/warnings.txt"
+    grep -q -E '^"[^"]+","[0-9.]+"' "$part.csv" || die "redis-benchmark -t $test against $name (P$p) wrote no results"
+    # One CSV per round, pipeline and server: the header once, then every test's rows.
+    if [[ -s "$base.csv" ]]; then
+        grep -v -E '^"test"' "$part.csv" >>"$base.csv" || true
+    else
+        cat "$part.csv" >"$base.csv"
+    fi
+    sed "s/^/$name: /" "$part.err" >>"$RES/warnings.txt"
     flushall "$name"  # do not leave the idle server holding memory
-    log "round $round/$ROUNDS  -P $p  $name  done in $((SECONDS - start))s"
+    log "round $round/$ROUNDS  -P $p  $test  $name  done in $((SECONDS - start))s"
 }
 
+# Interleave at the finest grain, one test at a time, so that drifts in
+# machine load (other processes on a shared box) hit both servers alike:
+# per round, per pipeline depth, per test, both servers back to back, the
+# order alternating between rounds.
+IFS=, read -r -a test_list <<<"$TESTS"
 for round in $(seq "$ROUNDS"); do
-    # Alternate who goes first so neither server always gets the warmer or
-    # colder slot.
     if ((round % 2 == 1)); then order=(redis node); else order=(node redis); fi
     for p in 1 16; do
         if [[ $p == 1 ]]; then n="$N_P1"; else n="$N_P16"; fi
-        for s in "${order[@]}"; do
-            run_bench "$s" "$p" "$n" "$round"
+        for test in "${test_list[@]}"; do
+            for s in "${order[@]}"; do
+                run_bench "$s" "$p" "$n" "$round" "$test"
+            done
         done
     done
 done

@@ -301,12 +301,16 @@ def main() -> None:
         "## Method",
         "",
         "- Both servers run at once, each on its own loopback port, persistence off, in a temp "
-        "dir; neither is pinned to a core (node uses its own thread count, redis its defaults).",
+        "dir; node uses its own thread count, redis its defaults. "
+        + ("Both servers are pinned to CPU 1 and `redis-benchmark` to CPU 0 (`taskset`), so "
+           "client and server never share a core and both servers get the same placement."
+           if params.get("pin") == "1" else "Nothing is pinned to a core."),
         f"- `redis-benchmark` with {params.get('clients', '?')} clients; "
         f"`-n {params.get('n_p1', '?')}` at `-P 1` and `-n {params.get('n_p16', '?')}` at "
         "`-P 16`.",
-        f"- Runs are interleaved so slow drifts in machine load hit both servers alike: per "
-        f"round redis P1, node P1, redis P16, node P16 (even rounds start with node). "
+        f"- Runs are interleaved one test at a time so drifts in machine load hit both servers "
+        f"alike: per round, per pipeline depth, per test, redis then node (even rounds: node "
+        f"then redis). "
         f"{params.get('rounds', '?')} round(s); each cell is the **{agg}** over rounds"
         + (" (max rps, min p50)." if agg == "best" else " (rps and p50 taken separately)."),
         "- `FLUSHALL` on the server before and after each of its runs.",
