@@ -8,6 +8,7 @@ pub mod cron;
 pub mod hot;
 pub mod listener;
 pub mod pubsub;
+pub mod session;
 pub mod shutdown;
 pub mod slowlog;
 pub mod stats;

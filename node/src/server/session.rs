@@ -1,0 +1,221 @@
+//! The transport-free half of a client connection: input buffer, parser, client state and the
+//! reply buffer. A transport (the TCP connection task, a fabric stream's polling thread) moves
+//! bytes in and out and decides how to wait; the session parses, executes and replies, so both
+//! transports run exactly the same command code.
+
+use super::client::{Client, ClientShared};
+use super::stats::LocalStats;
+use super::Server;
+use crate::command::ctx::{BlockRequest, Effects};
+use crate::command::dispatch;
+use bytes::{Buf, BytesMut};
+use proto::resp::request::Parsed;
+use proto::resp::{RequestLimits, RequestParser};
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// Initial size of the read and write buffers; they grow with demand.
+pub const INITIAL_BUFFER: usize = 16 * 1024;
+/// Replies buffered before they are written mid-batch, so a long pipeline of large replies
+/// does not hold them all in memory.
+pub const OUTPUT_FLUSH_THRESHOLD: usize = 1024 * 1024;
+/// Buffers larger than this are released after use instead of being kept for the next batch.
+const BUFFER_KEEP_MAX: usize = 256 * 1024;
+
+/// What the transport must do after the session processed input.
+pub enum Step {
+    /// Write the output (if any) and read more.
+    Continue,
+    /// Write the output (it may hold a final error) and close.
+    Close,
+    /// Write the output, then wait for the command's keys (see [`Session::retry_blocked`]).
+    Block(BlockRequest),
+}
+
+/// One client's protocol state, independent of the transport.
+pub struct Session {
+    pub server: Arc<Server>,
+    pub client: Client,
+    parser: RequestParser,
+    /// Bytes received and not yet executed. Transports append to it.
+    pub input: BytesMut,
+    /// Replies not yet written. Transports drain it with [`Session::output_written`].
+    pub output: BytesMut,
+    pub stats: LocalStats,
+}
+
+impl Session {
+    pub fn new(server: Arc<Server>, shared: Arc<ClientShared>) -> Self {
+        let authenticated = !server.hot.requirepass_set.load(Relaxed);
+        Session {
+            server,
+            client: Client::new(shared, authenticated),
+            parser: RequestParser::new(),
+            input: BytesMut::with_capacity(INITIAL_BUFFER),
+            output: BytesMut::with_capacity(INITIAL_BUFFER),
+            stats: LocalStats::default(),
+        }
+    }
+
+    pub fn shared(&self) -> &Arc<ClientShared> {
+        &self.client.shared
+    }
+
+    /// Counts bytes a transport appended to `input`.
+    pub fn note_input(&mut self, n: usize) {
+        self.stats.input_bytes += n as u64;
+    }
+
+    /// Executes complete requests from the input buffer until it is drained, a request
+    /// blocks or closes, or the output is over its flush threshold. The flag says whether
+    /// complete requests may remain.
+    pub fn process_input(&mut self) -> (Step, bool) {
+        let limits = RequestLimits {
+            max_bulk_len: self.server.hot.proto_max_bulk_len.load(Relaxed) as usize,
+            unauthenticated: !self.client.authenticated,
+            ..RequestLimits::default()
+        };
+        let mut consumed = 0;
+        let mut step = Step::Continue;
+        let mut more = false;
+        while consumed < self.input.len() {
+            match self.parser.parse(&self.input[consumed..], &limits) {
+                Ok(Parsed::Request { len }) => {
+                    let buf = &self.input[consumed..consumed + len];
+                    let args: SmallVec<[&[u8]; 8]> = (0..self.parser.arg_count())
+                        .map(|i| self.parser.arg(buf, i))
+                        .collect();
+                    let effects = dispatch::execute(
+                        &self.server,
+                        &mut self.client,
+                        &mut self.output,
+                        &args,
+                        &mut self.stats,
+                    );
+                    drop(args);
+                    consumed += len;
+                    if let Some(next) = after_command(effects) {
+                        step = next;
+                        break;
+                    }
+                    if self.output.len() >= OUTPUT_FLUSH_THRESHOLD {
+                        more = true;
+                        break;
+                    }
+                }
+                Ok(Parsed::Empty { len }) => consumed += len,
+                Ok(Parsed::Incomplete) => break,
+                Err(e) => {
+                    tracing::debug!(client = self.client.id(), error = %e, "protocol error; closing");
+                    let mut reply = proto::resp::Reply::new(&mut self.output, self.client.protocol);
+                    reply.error(&format!("ERR {e}"));
+                    step = Step::Close;
+                    break;
+                }
+            }
+        }
+        self.input.advance(consumed);
+        if !self.input_within_limit() {
+            return (Step::Close, false);
+        }
+        if self.input.is_empty() && self.input.capacity() > BUFFER_KEEP_MAX {
+            self.input = BytesMut::with_capacity(INITIAL_BUFFER);
+        }
+        self.client.shared.last_active_ms.store(
+            self.client.shared.created.elapsed().as_millis() as u64,
+            Relaxed,
+        );
+        (step, more)
+    }
+
+    /// Records the unparsed input size for CLIENT LIST and checks it against
+    /// `client-query-buffer-limit`. False means the client must be closed.
+    pub fn input_within_limit(&mut self) -> bool {
+        let pending = self.input.len();
+        self.client.shared.query_buffer.store(pending, Relaxed);
+        if pending as u64 > self.server.hot.query_buffer_limit.load(Relaxed) {
+            tracing::warn!(
+                client = self.client.id(),
+                bytes = pending,
+                "client-query-buffer-limit exceeded; closing"
+            );
+            return false;
+        }
+        true
+    }
+
+    /// Marks the client blocked on `block`'s keys. True means it should look again at once (a
+    /// push may have landed between the command finding nothing and the registration, with
+    /// nobody in line to wake it).
+    pub fn enter_blocked(&mut self, block: &BlockRequest) -> bool {
+        let shared = &self.client.shared;
+        shared.blocked.store(true, Relaxed);
+        self.server.blocking.register(&block.keys, shared)
+    }
+
+    /// Runs the blocked command again after a wake-up. True means it completed (its reply is
+    /// in `output`); false means it still finds nothing and keeps waiting.
+    pub fn retry_blocked(&mut self, block: &BlockRequest) -> bool {
+        self.take_pushes();
+        let args: SmallVec<[&[u8]; 8]> = block.retry.iter().map(|a| a.as_slice()).collect();
+        let mut effects = dispatch::execute(
+            &self.server,
+            &mut self.client,
+            &mut self.output,
+            &args,
+            &mut self.stats,
+        );
+        effects.block.take().is_none()
+    }
+
+    /// Answers a blocked command whose timeout passed.
+    pub fn time_out_blocked(&mut self, block: &BlockRequest) {
+        let mut reply = proto::resp::Reply::new(&mut self.output, self.client.protocol);
+        block.timeout_reply.write(&mut reply);
+    }
+
+    /// Leaves the blocked state.
+    pub fn leave_blocked(&mut self, block: &BlockRequest) {
+        let shared = &self.client.shared;
+        shared.blocked.store(false, Relaxed);
+        self.server.blocking.unregister(&block.keys, shared);
+    }
+
+    /// Moves queued pub/sub pushes into the output.
+    pub fn take_pushes(&mut self) {
+        let mut pushes = self.client.shared.pushes.lock();
+        if !pushes.is_empty() {
+            self.output.extend_from_slice(&pushes);
+            pushes.clear();
+        }
+    }
+
+    /// The transport wrote all of `output`: count it and recycle the buffer.
+    pub fn output_written(&mut self) {
+        self.stats.output_bytes += self.output.len() as u64;
+        self.output.clear();
+        if self.output.capacity() > BUFFER_KEEP_MAX {
+            self.output = BytesMut::with_capacity(INITIAL_BUFFER);
+        }
+        self.stats.flush(&self.server.stats);
+    }
+
+    /// Releases the client's server-side state (watches, subscriptions, registry entry).
+    pub fn cleanup(&mut self) {
+        self.stats.flush(&self.server.stats);
+        let server = &self.server;
+        if let Some(handle) = self.client.watch.take() {
+            server.watches.unwatch_all(handle);
+        }
+        crate::commands::pubsub::unsubscribe_all(server, &mut self.client);
+        server.clients.remove(self.client.id());
+    }
+}
+
+fn after_command(effects: Effects) -> Option<Step> {
+    if effects.close {
+        return Some(Step::Close);
+    }
+    effects.block.map(Step::Block)
+}
