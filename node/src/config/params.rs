@@ -41,6 +41,86 @@ impl EvictionPolicy {
     }
 }
 
+/// Which fabric provider serves `rdma-port` (`fabric-provider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FabricProvider {
+    /// verbs if an RDMA device is present, else ofi tcp.
+    Auto,
+    Verbs,
+    OfiTcp,
+    OfiShm,
+    OfiEfa,
+}
+
+impl FabricProvider {
+    const NAMES: [(FabricProvider, &'static str); 5] = [
+        (FabricProvider::Auto, "auto"),
+        (FabricProvider::Verbs, "verbs"),
+        (FabricProvider::OfiTcp, "ofi:tcp"),
+        (FabricProvider::OfiShm, "ofi:shm"),
+        (FabricProvider::OfiEfa, "ofi:efa"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("auto")
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(s))
+            .map(|(p, _)| *p)
+    }
+}
+
+/// Settings of the fabric listener for clients. Names and ranges of `rdma-port`, `rdma-bind`
+/// and `rdma-rx-size` follow Valkey 8.1; the queue settings are ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FabricConfig {
+    /// 0 disables the fabric listener.
+    pub port: u16,
+    pub bind: Vec<String>,
+    /// Each connection's receive buffer, which the peer writes into.
+    pub rx_size: u64,
+    pub provider: FabricProvider,
+    pub max_inline: u64,
+    pub send_wr: u64,
+    pub recv_wr: u64,
+    /// Busy-polling threads serving fabric connections.
+    pub poll_threads: usize,
+    /// How long an idle polling thread spins before it backs off to a blocking wait.
+    pub busy_poll_us: u64,
+}
+
+impl Default for FabricConfig {
+    fn default() -> Self {
+        FabricConfig {
+            port: 0,
+            bind: vec!["*".into()],
+            rx_size: 1 << 20,
+            provider: FabricProvider::Auto,
+            max_inline: 256,
+            send_wr: 1024,
+            recv_wr: 1024,
+            poll_threads: 1,
+            busy_poll_us: 50,
+        }
+    }
+}
+
+/// `rdma-rx-size` bounds, as Valkey: below 64 KiB a pipeline stalls on every re-advertise;
+/// above 16 MiB each connection pins too much registered memory.
+pub const RDMA_RX_SIZE_MIN: u64 = 64 * 1024;
+pub const RDMA_RX_SIZE_MAX: u64 = 16 * 1024 * 1024;
+/// Most polling threads: each one spins a core while busy.
+pub const MAX_RDMA_POLL_THREADS: usize = 64;
+/// Longest spin before backing off: beyond a millisecond spinning only burns the core.
+pub const MAX_BUSY_POLL_US: u64 = 1000;
+
 /// A `save <seconds> <changes>` rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SaveRule {
@@ -76,6 +156,8 @@ pub struct Config {
     pub slowlog_max_len: u64,
     pub databases: u32,
     pub rdbchecksum: bool,
+    /// Client traffic over the fabric (`rdma-*`, `fabric-provider`).
+    pub fabric: FabricConfig,
     /// The file this configuration came from (for CONFIG REWRITE).
     pub file: Option<PathBuf>,
 }
@@ -125,6 +207,7 @@ impl Default for Config {
             slowlog_max_len: 128,
             databases: 1,
             rdbchecksum: true,
+            fabric: FabricConfig::default(),
             file: None,
         }
     }
@@ -396,6 +479,88 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }
     ),
+    param!("rdma-port", false, |c| c.fabric.port.to_string(), |c, v| {
+        c.fabric.port = num(v, 0, 65535)?;
+        Ok(())
+    }),
+    param!("rdma-bind", false, |c| c.fabric.bind.join(" "), |c, v| {
+        c.fabric.bind = v.split_whitespace().map(String::from).collect();
+        if c.fabric.bind.is_empty() {
+            return Err("at least one rdma-bind address is needed".into());
+        }
+        Ok(())
+    }),
+    param!(
+        "rdma-rx-size",
+        false,
+        |c| c.fabric.rx_size.to_string(),
+        |c, v| {
+            c.fabric.rx_size = memory(v, RDMA_RX_SIZE_MAX)?;
+            if c.fabric.rx_size < RDMA_RX_SIZE_MIN {
+                return Err(format!(
+                    "argument must be a memory value between {RDMA_RX_SIZE_MIN} and {RDMA_RX_SIZE_MAX}"
+                ));
+            }
+            Ok(())
+        }
+    ),
+    param!(
+        "fabric-provider",
+        false,
+        |c| c.fabric.provider.name().to_string(),
+        |c, v| {
+            c.fabric.provider = FabricProvider::parse(v).ok_or_else(|| {
+                "argument(s) must be one of the following: auto, verbs, ofi:tcp, ofi:shm, ofi:efa"
+                    .to_string()
+            })?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rdma-max-inline",
+        false,
+        |c| c.fabric.max_inline.to_string(),
+        |c, v| {
+            c.fabric.max_inline = num(v, 0, bus::config::MAX_INLINE_LIMIT as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rdma-send-wr",
+        false,
+        |c| c.fabric.send_wr.to_string(),
+        |c, v| {
+            c.fabric.send_wr = num(v, bus::config::WR_MIN as u64, bus::config::WR_MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rdma-recv-wr",
+        false,
+        |c| c.fabric.recv_wr.to_string(),
+        |c, v| {
+            c.fabric.recv_wr = num(v, bus::config::WR_MIN as u64, bus::config::WR_MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rdma-poll-threads",
+        false,
+        |c| c.fabric.poll_threads.to_string(),
+        |c, v| {
+            c.fabric.poll_threads = num(v, 1, MAX_RDMA_POLL_THREADS)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rdma-busy-poll-us",
+        true,
+        |c| c.fabric.busy_poll_us.to_string(),
+        |c, v| {
+            c.fabric.busy_poll_us = num(v, 0, MAX_BUSY_POLL_US)?;
+            Ok(())
+        }
+    ),
     param!("appendonly", true, |_c| "no".into(), |_c, v| {
         if boolean(v)? {
             return Err(
@@ -432,5 +597,40 @@ impl Config {
     /// The address of the snapshot file.
     pub fn snapshot_path(&self) -> PathBuf {
         self.dir.join(&self.dbfilename)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fabric settings take Valkey's names and ranges and refuse values outside them.
+    #[test]
+    fn fabric_params_parse_and_bound() {
+        let mut c = Config::default();
+        assert_eq!(c.get("rdma-port").as_deref(), Some("0"));
+        assert_eq!(c.get("rdma-rx-size").as_deref(), Some("1048576"));
+        assert_eq!(c.get("fabric-provider").as_deref(), Some("auto"));
+        c.set("rdma-port", "16379").unwrap();
+        c.set("rdma-rx-size", "64kb").unwrap();
+        c.set("fabric-provider", "OFI:SHM").unwrap();
+        c.set("rdma-bind", "127.0.0.1 10.0.0.1").unwrap();
+        assert_eq!(c.fabric.port, 16379);
+        assert_eq!(c.fabric.rx_size, 65536);
+        assert_eq!(c.fabric.provider, FabricProvider::OfiShm);
+        assert_eq!(c.get("rdma-bind").as_deref(), Some("127.0.0.1 10.0.0.1"));
+        for (name, bad) in [
+            ("rdma-rx-size", "32kb"),
+            ("rdma-rx-size", "17mb"),
+            ("fabric-provider", "ib"),
+            ("rdma-max-inline", "4096"),
+            ("rdma-send-wr", "8"),
+            ("rdma-recv-wr", "100000"),
+            ("rdma-poll-threads", "0"),
+            ("rdma-bind", ""),
+            ("rdma-port", "70000"),
+        ] {
+            assert!(c.set(name, bad).is_err(), "{name} {bad} accepted");
+        }
     }
 }

@@ -17,11 +17,12 @@ const MEMORY_PARAMS: &[&str] = &[
     "maxmemory",
     "proto-max-bulk-len",
     "client-query-buffer-limit",
+    "rdma-rx-size",
 ];
 /// Parameters whose values are free text, always quoted.
 const STRING_PARAMS: &[&str] = &["dir", "dbfilename", "logfile", "pidfile", "requirepass"];
 /// Parameters whose values are several words (`save 3600 1 300 100`, `bind a b`).
-const LIST_PARAMS: &[&str] = &["save", "bind"];
+const LIST_PARAMS: &[&str] = &["save", "bind", "rdma-bind"];
 
 /// The new text of a config file whose old text is `original`.
 pub fn rewrite(original: &str, config: &Config) -> String {
