@@ -44,11 +44,11 @@ pub const ACK_REGION_LEN: usize = 64;
 pub const KIND_DATA: u32 = 1;
 pub const KIND_PAD: u32 = 2;
 
-const _: () = assert!(RECORD_HEADER_LEN % RECORD_ALIGN == 0);
-const _: () = assert!(RING_HEADER_LEN % RECORD_ALIGN == 0);
-const _: () = assert!(RING_DATA_MIN % RECORD_ALIGN == 0);
-const _: () = assert!(RING_DATA_MAX % RECORD_ALIGN == 0);
-const _: () = assert!(TAIL_OFFSET % 8 == 0 && TAIL_OFFSET + 8 <= RING_HEADER_LEN);
+const _: () = assert!(RECORD_HEADER_LEN.is_multiple_of(RECORD_ALIGN));
+const _: () = assert!(RING_HEADER_LEN.is_multiple_of(RECORD_ALIGN));
+const _: () = assert!(RING_DATA_MIN.is_multiple_of(RECORD_ALIGN));
+const _: () = assert!(RING_DATA_MAX.is_multiple_of(RECORD_ALIGN));
+const _: () = assert!(TAIL_OFFSET.is_multiple_of(8) && TAIL_OFFSET + 8 <= RING_HEADER_LEN);
 // The "fewer than a header remains" skip covers at most one header of bytes.
 const _: () = assert!(RING_DATA_MIN / 2 > 2 * RECORD_HEADER_LEN);
 
@@ -64,7 +64,9 @@ pub const fn max_payload(data_len: usize) -> usize {
 
 /// Checks a data area length against the limits and alignment.
 pub fn check_data_len(data_len: usize) -> Result<()> {
-    if !(RING_DATA_MIN..=RING_DATA_MAX).contains(&data_len) || data_len % RECORD_ALIGN != 0 {
+    if !(RING_DATA_MIN..=RING_DATA_MAX).contains(&data_len)
+        || !data_len.is_multiple_of(RECORD_ALIGN)
+    {
         return Err(BusError::Invalid {
             what: "ring data length",
             reason: format!(
