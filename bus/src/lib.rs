@@ -13,6 +13,7 @@ pub mod error;
 pub mod provider;
 pub mod ring;
 pub mod sim;
+pub mod stream;
 
 pub use access::Access;
 pub use addr::EndpointAddr;
