@@ -9,6 +9,7 @@
 pub mod access;
 pub mod addr;
 pub mod config;
+pub mod datagram;
 pub mod error;
 pub mod provider;
 pub mod ring;
