@@ -9,8 +9,12 @@
 pub mod access;
 pub mod addr;
 pub mod config;
+pub mod datagram;
 pub mod error;
 pub mod provider;
+pub mod ring;
+pub mod sim;
+pub mod stream;
 
 pub use access::Access;
 pub use addr::EndpointAddr;

@@ -1,0 +1,217 @@
+//! The consuming side of a ring: owns the registered `[header | data]` region, validates each
+//! record by its own header and checksum, hands records out strictly in offset order, and
+//! publishes its consumed offset with a one-sided WRITE into the writer's ack word.
+
+use crate::access::Access;
+use crate::error::{BusError, Result};
+use crate::provider::{
+    Completion, Connection, LocalSlice, Provider, Region, RemoteRegion, RemoteSlice,
+};
+
+use super::layout::{
+    check_data_len, max_payload, next_record_start, record_crc, record_total, RecordHeader,
+    KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET,
+};
+
+const WR_ACK: u64 = 3;
+/// Completions reaped per poll call.
+const POLL_BATCH: usize = 16;
+
+/// Reads records a [`super::RingWriter`] appended. Call [`next`](RingReader::next) to take
+/// records and [`poll`](RingReader::poll) to publish progress (the writer can only reuse space
+/// the reader has acknowledged).
+#[derive(Debug)]
+pub struct RingReader<C: Connection> {
+    conn: C,
+    ring: C::Region,
+    /// Source of the ack WRITE. Rewritten only when no ack is in flight.
+    ack_src: C::Region,
+    writer_ack: Option<RemoteRegion>,
+    data_len: usize,
+    consumed: u64,
+    ack_posted: u64,
+    ack_in_flight: bool,
+    broken: Option<String>,
+    completions: Vec<Completion>,
+}
+
+impl<C: Connection> RingReader<C> {
+    /// Registers a ring with a data area of `data_len` bytes (see `layout` for the limits).
+    pub fn create<P>(provider: &P, conn: C, data_len: usize) -> Result<Self>
+    where
+        P: Provider<Conn = C, Region = C::Region>,
+    {
+        check_data_len(data_len)?;
+        let ring = provider.register(
+            RING_HEADER_LEN + data_len,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )?;
+        let ack_src = provider.register(8, Access::NONE)?;
+        Self::new(conn, ring, ack_src)
+    }
+
+    /// As `create`, with regions the caller registered: `ring` with REMOTE_WRITE (its length
+    /// minus the header is the data area), `ack_src` of at least 8 bytes.
+    pub fn new(conn: C, ring: C::Region, ack_src: C::Region) -> Result<Self> {
+        let data_len = ring.len().saturating_sub(RING_HEADER_LEN);
+        check_data_len(data_len)?;
+        if !ring.access().contains(Access::REMOTE_WRITE) || ack_src.len() < 8 {
+            return Err(BusError::Invalid {
+                what: "ring regions",
+                reason: "the ring needs REMOTE_WRITE and the ack source 8 bytes".into(),
+            });
+        }
+        // Zero the header and the first record slot: a reused region must not look written.
+        ring.write(0, &[0u8; RING_HEADER_LEN + RECORD_HEADER_LEN])?;
+        Ok(RingReader {
+            conn,
+            ring,
+            ack_src,
+            writer_ack: None,
+            data_len,
+            consumed: 0,
+            ack_posted: 0,
+            ack_in_flight: false,
+            broken: None,
+            completions: Vec::with_capacity(POLL_BATCH),
+        })
+    }
+
+    /// What the writer needs: the ring's address, length and key.
+    pub fn advert(&self) -> Result<RemoteRegion> {
+        self.ring.remote()
+    }
+
+    /// Where to publish the consumed offset (the writer's `ack_advert`).
+    pub fn set_writer_ack(&mut self, ack: RemoteRegion) -> Result<()> {
+        if ack.len < 8 {
+            return Err(BusError::Protocol(format!(
+                "writer ack region of {} bytes cannot hold the offset",
+                ack.len
+            )));
+        }
+        self.writer_ack = Some(ack);
+        Ok(())
+    }
+
+    /// Absolute offset just past the last record handed out.
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    pub fn max_payload(&self) -> usize {
+        max_payload(self.data_len)
+    }
+
+    pub fn conn(&self) -> &C {
+        &self.conn
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.broken {
+            Some(why) => Err(BusError::Closed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies the next record's payload into `buf` and returns its absolute offset, or `None`
+    /// when the next record has not (entirely) landed yet. Never returns a record out of order.
+    pub fn next(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+        self.check_usable()?;
+        let tail = self.ring.load_u64(TAIL_OFFSET)?;
+        if tail <= self.consumed {
+            return Ok(None);
+        }
+        // At most a padding record, then the record after it.
+        for _ in 0..2 {
+            let start = next_record_start(self.consumed, self.data_len);
+            let pos = (start % self.data_len as u64) as usize;
+            let remaining = self.data_len - pos;
+            let mut raw = [0u8; RECORD_HEADER_LEN];
+            self.ring.read(RING_HEADER_LEN + pos, &mut raw)?;
+            let h = RecordHeader::decode(&raw);
+            // Anything that does not check out is a record still landing (its bytes may be
+            // placed in any order), never an error: only a valid checksum makes it real.
+            if h.offset != start {
+                return Ok(None);
+            }
+            let len = h.len as usize;
+            match h.kind {
+                KIND_PAD => {
+                    if RECORD_HEADER_LEN + len != remaining
+                        || record_crc(h.offset, h.len, h.kind, &[]) != h.crc
+                    {
+                        return Ok(None);
+                    }
+                    self.consumed = start + remaining as u64;
+                }
+                KIND_DATA => {
+                    if len > self.max_payload() || RECORD_HEADER_LEN + len > remaining {
+                        return Ok(None);
+                    }
+                    buf.resize(len, 0);
+                    self.ring
+                        .read(RING_HEADER_LEN + pos + RECORD_HEADER_LEN, buf)?;
+                    if record_crc(h.offset, h.len, h.kind, buf) != h.crc {
+                        return Ok(None);
+                    }
+                    self.consumed = start + record_total(len) as u64;
+                    return Ok(Some(start));
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reaps ack completions and publishes the consumed offset if it moved and no ack WRITE is
+    /// in flight (one at a time, so acks cannot land out of order and move backwards).
+    pub fn poll(&mut self) -> Result<()> {
+        self.check_usable()?;
+        self.completions.clear();
+        if let Err(e) = self.conn.poll(&mut self.completions, POLL_BATCH) {
+            return Err(self.break_with(format!("polling the ring connection failed: {e}")));
+        }
+        let mut failure = None;
+        for c in self.completions.drain(..) {
+            if c.wr_id == WR_ACK {
+                self.ack_in_flight = false;
+            }
+            if let Err(e) = c.status {
+                failure.get_or_insert(format!("ring ack write failed: {e:?}"));
+            }
+        }
+        if let Some(why) = failure {
+            return Err(self.break_with(why));
+        }
+        let Some(target) = self.writer_ack else {
+            return Ok(());
+        };
+        if self.ack_in_flight || self.consumed <= self.ack_posted {
+            return Ok(());
+        }
+        self.ack_src.store_u64(0, self.consumed)?;
+        let src = LocalSlice {
+            region: self.ack_src.clone(),
+            offset: 0,
+            len: 8,
+        };
+        let dst = RemoteSlice {
+            region: target,
+            offset: 0,
+            len: 8,
+        };
+        if let Err(e) = self.conn.post_write(WR_ACK, src, dst, None) {
+            return Err(self.break_with(format!("posting the ring ack failed: {e}")));
+        }
+        self.ack_in_flight = true;
+        self.ack_posted = self.consumed;
+        Ok(())
+    }
+
+    fn break_with(&mut self, why: String) -> BusError {
+        tracing::warn!(%why, "ring reader broken");
+        self.broken = Some(why.clone());
+        BusError::Closed(why)
+    }
+}

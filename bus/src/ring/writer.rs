@@ -1,0 +1,288 @@
+//! The producing side of a ring: appends records with one-sided WRITEs into the reader's
+//! region, rings the tail doorbell, and reads the reader's consumed offset from its own ack word.
+
+use crate::access::Access;
+use crate::config::EndpointConfig;
+use crate::error::{BusError, Result};
+use crate::provider::{
+    Completion, Connection, LocalSlice, Provider, Region, RemoteRegion, RemoteSlice,
+};
+
+use super::layout::{
+    check_data_len, encode_header, max_payload, record_total, ACK_REGION_LEN, KIND_DATA, KIND_PAD,
+    RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET,
+};
+
+const WR_RECORD: u64 = 1;
+const WR_TAIL: u64 = 2;
+/// Work requests one append may post: a padding record, the record, the doorbell.
+const WRS_PER_APPEND: usize = 3;
+/// Completions reaped per poll call.
+const POLL_BATCH: usize = 64;
+
+/// Appends records to a reader's ring. Generic over the connection, so every provider runs the
+/// same code. Call [`poll`](RingWriter::poll) regularly: it reaps completions, refreshes the
+/// reader's acknowledged offset and re-rings the doorbell.
+#[derive(Debug)]
+pub struct RingWriter<C: Connection> {
+    conn: C,
+    /// A mirror of the data area (record at data position p is staged at p) plus the 8-byte
+    /// source of the doorbell at `data_len`. A position is restaged only once the reader has
+    /// acknowledged past it, so no WRITE still reads it.
+    staging: C::Region,
+    /// The word the reader WRITEs its consumed offset into.
+    ack: C::Region,
+    ring: RemoteRegion,
+    data_len: usize,
+    head: u64,
+    acked: u64,
+    tail_posted: u64,
+    tail_in_flight: bool,
+    outstanding: usize,
+    send_wr: usize,
+    broken: Option<String>,
+    completions: Vec<Completion>,
+}
+
+impl<C: Connection> RingWriter<C> {
+    /// Registers its staging and ack regions with `provider` and writes into `ring`, the
+    /// reader's advertised region. `config` must be the one the connection was made with.
+    pub fn create<P>(
+        provider: &P,
+        conn: C,
+        ring: RemoteRegion,
+        config: &EndpointConfig,
+    ) -> Result<Self>
+    where
+        P: Provider<Conn = C, Region = C::Region>,
+    {
+        let data_len = data_len_of(&ring)?;
+        let staging = provider.register(data_len + 8, Access::NONE)?;
+        let ack = provider.register(ACK_REGION_LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        Self::new(conn, staging, ack, ring, config)
+    }
+
+    /// As `create`, with regions the caller registered: `staging` of at least data_len + 8
+    /// bytes, `ack` of at least 8 bytes with REMOTE_WRITE.
+    pub fn new(
+        conn: C,
+        staging: C::Region,
+        ack: C::Region,
+        ring: RemoteRegion,
+        config: &EndpointConfig,
+    ) -> Result<Self> {
+        let data_len = data_len_of(&ring)?;
+        if staging.len() < data_len + 8 {
+            return Err(BusError::Invalid {
+                what: "ring staging region",
+                reason: format!("{} bytes < data length {data_len} + 8", staging.len()),
+            });
+        }
+        if ack.len() < 8 || !ack.access().contains(Access::REMOTE_WRITE) {
+            return Err(BusError::Invalid {
+                what: "ring ack region",
+                reason: "needs 8 bytes with REMOTE_WRITE".into(),
+            });
+        }
+        ack.store_u64(0, 0)?;
+        Ok(RingWriter {
+            conn,
+            staging,
+            ack,
+            ring,
+            data_len,
+            head: 0,
+            acked: 0,
+            tail_posted: 0,
+            tail_in_flight: false,
+            outstanding: 0,
+            send_wr: config.send_wr as usize,
+            broken: None,
+            completions: Vec::with_capacity(POLL_BATCH),
+        })
+    }
+
+    /// What the reader needs to publish its consumed offset: the writer's ack word.
+    pub fn ack_advert(&self) -> Result<RemoteRegion> {
+        self.ack.remote()
+    }
+
+    /// Largest payload `append` accepts.
+    pub fn max_payload(&self) -> usize {
+        max_payload(self.data_len)
+    }
+
+    /// Absolute offset just past the last appended record.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// The reader's consumed offset as last read from the ack word.
+    pub fn acked(&self) -> u64 {
+        self.acked
+    }
+
+    pub fn conn(&self) -> &C {
+        &self.conn
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.broken {
+            Some(why) => Err(BusError::Closed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn break_with(&mut self, why: String) -> BusError {
+        tracing::warn!(%why, "ring writer broken");
+        self.broken = Some(why.clone());
+        BusError::Closed(why)
+    }
+
+    /// Reads the ack word. An offset past what was written means a broken reader.
+    fn refresh_acked(&mut self) -> Result<()> {
+        let seen = self.ack.load_u64(0)?;
+        if seen > self.head {
+            let why = format!("reader acknowledged {seen}, past the head {}", self.head);
+            self.broken = Some(why.clone());
+            return Err(BusError::Protocol(why));
+        }
+        self.acked = self.acked.max(seen);
+        Ok(())
+    }
+
+    /// Appends one record; returns its absolute offset. `Full { what: "ring" }` when the reader
+    /// has not acknowledged enough room (poll and retry); the ring is then unchanged.
+    pub fn append(&mut self, payload: &[u8]) -> Result<u64> {
+        self.check_usable()?;
+        if payload.len() > self.max_payload() {
+            return Err(BusError::Invalid {
+                what: "ring record",
+                reason: format!(
+                    "{} bytes exceed the limit {}",
+                    payload.len(),
+                    self.max_payload()
+                ),
+            });
+        }
+        self.refresh_acked()?;
+        let total = record_total(payload.len());
+        let pos = (self.head % self.data_len as u64) as usize;
+        let remaining = self.data_len - pos;
+        let gap = if total <= remaining { 0 } else { remaining };
+        let in_use = self.head - self.acked;
+        if in_use + (gap + total) as u64 > self.data_len as u64 {
+            return Err(BusError::Full { what: "ring" });
+        }
+        if self.outstanding + WRS_PER_APPEND > self.send_wr {
+            return Err(BusError::Full {
+                what: "ring send queue",
+            });
+        }
+        if gap >= RECORD_HEADER_LEN {
+            let pad_len = (gap - RECORD_HEADER_LEN) as u32;
+            let header = encode_header(self.head, pad_len, KIND_PAD, &[]);
+            self.post_record(pos, &header, &[])?;
+        }
+        self.head += gap as u64;
+        let at = self.head;
+        let header = encode_header(at, payload.len() as u32, KIND_DATA, payload);
+        let pos = (at % self.data_len as u64) as usize;
+        self.post_record(pos, &header, payload)?;
+        self.head += total as u64;
+        self.ring_doorbell()?;
+        Ok(at)
+    }
+
+    /// Stages `header + payload` (zero-padded to alignment) at `pos` and WRITEs it.
+    fn post_record(&mut self, pos: usize, header: &[u8], payload: &[u8]) -> Result<()> {
+        let total = record_total(payload.len());
+        let pad = total - RECORD_HEADER_LEN - payload.len();
+        self.staging.write(pos, header)?;
+        self.staging.write(pos + RECORD_HEADER_LEN, payload)?;
+        self.staging
+            .write(pos + RECORD_HEADER_LEN + payload.len(), &[0u8; 8][..pad])?;
+        let src = LocalSlice {
+            region: self.staging.clone(),
+            offset: pos,
+            len: total,
+        };
+        let dst = RemoteSlice {
+            region: self.ring,
+            offset: (RING_HEADER_LEN + pos) as u64,
+            len: total as u64,
+        };
+        if let Err(e) = self.conn.post_write(WR_RECORD, src, dst, None) {
+            return Err(self.break_with(format!("posting a ring record failed: {e}")));
+        }
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    /// WRITEs the head into the reader's tail word unless one such write is still in flight.
+    /// One at a time: with unordered placement two tail writes could land in either order.
+    fn ring_doorbell(&mut self) -> Result<()> {
+        if self.tail_in_flight || self.tail_posted >= self.head {
+            return Ok(());
+        }
+        self.staging.store_u64(self.data_len, self.head)?;
+        let src = LocalSlice {
+            region: self.staging.clone(),
+            offset: self.data_len,
+            len: 8,
+        };
+        let dst = RemoteSlice {
+            region: self.ring,
+            offset: TAIL_OFFSET as u64,
+            len: 8,
+        };
+        if let Err(e) = self.conn.post_write(WR_TAIL, src, dst, None) {
+            return Err(self.break_with(format!("posting the ring doorbell failed: {e}")));
+        }
+        self.outstanding += 1;
+        self.tail_in_flight = true;
+        self.tail_posted = self.head;
+        Ok(())
+    }
+
+    /// Reaps completions, refreshes the acknowledged offset and re-rings the doorbell.
+    /// A failed work request breaks the writer: the ring is unusable, the error says why.
+    pub fn poll(&mut self) -> Result<()> {
+        self.check_usable()?;
+        self.completions.clear();
+        if let Err(e) = self.conn.poll(&mut self.completions, POLL_BATCH) {
+            return Err(self.break_with(format!("polling the ring connection failed: {e}")));
+        }
+        let mut failure = None;
+        for c in self.completions.drain(..) {
+            self.outstanding = self.outstanding.saturating_sub(1);
+            if c.wr_id == WR_TAIL {
+                self.tail_in_flight = false;
+            }
+            if let Err(e) = c.status {
+                failure.get_or_insert(format!("ring write failed: {e:?}"));
+            }
+        }
+        if let Some(why) = failure {
+            return Err(self.break_with(why));
+        }
+        self.refresh_acked()?;
+        self.ring_doorbell()
+    }
+
+    /// Whether every appended record has been acknowledged by the reader.
+    pub fn is_drained(&self) -> bool {
+        self.acked == self.head
+    }
+}
+
+fn data_len_of(ring: &RemoteRegion) -> Result<usize> {
+    let data_len = (ring.len as usize)
+        .checked_sub(RING_HEADER_LEN)
+        .ok_or(BusError::Invalid {
+            what: "ring advertisement",
+            reason: format!("{} bytes cannot hold the ring header", ring.len),
+        })?;
+    check_data_len(data_len)?;
+    Ok(data_len)
+}

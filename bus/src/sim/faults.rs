@@ -1,0 +1,130 @@
+//! What the simulated network does wrong, configured per network and changeable while it runs.
+
+use std::time::Duration;
+
+use crate::error::BusError;
+
+/// The most RNR retries a configuration may ask for. verbs' `rnr_retry = 7` means "forever"; a
+/// simulation must end, so the sim always gives up eventually and reports `RetryExceeded`.
+pub const RNR_RETRY_LIMIT_MAX: u32 = 1 << 16;
+
+/// The longest one-way delay a configuration may ask for: longer is a config mistake (it would
+/// also make RNR and keepalive timing meaningless).
+pub const DELAY_MAX: Duration = Duration::from_secs(10);
+
+/// Fault injection settings of one [`super::SimFabric`].
+///
+/// Reliable connected traffic (SEND/RECV, WRITE WITH IMM, READ) is never lost, duplicated or
+/// reordered: RC guarantees that, and the sim keeps it. Only datagrams are lost or duplicated,
+/// and only plain WRITEs are placed out of order (as EFA's unordered delivery allows).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Probability in 0..=1 that a datagram is dropped in flight.
+    pub datagram_loss: f64,
+    /// Probability in 0..=1 that a datagram is delivered twice.
+    pub datagram_dup: f64,
+    /// One-way delay of every operation, drawn uniformly from this range (inclusive).
+    pub delay_min: Duration,
+    pub delay_max: Duration,
+    /// When set, plain WRITEs (without immediate data) are placed independently of every other
+    /// operation on the connection: a later WRITE, a WRITE WITH IMM or a SEND may land first.
+    pub reorder_writes: bool,
+    /// How long a SEND or WRITE WITH IMM that found no posted receive waits before it retries.
+    pub rnr_delay: Duration,
+    /// How many such retries before the sender's work request fails with `RetryExceeded`.
+    pub rnr_retry_limit: u32,
+}
+
+impl Default for Faults {
+    /// A well-behaved fabric: no loss, a fixed small delay, ordered writes.
+    fn default() -> Self {
+        Faults {
+            datagram_loss: 0.0,
+            datagram_dup: 0.0,
+            delay_min: Duration::from_micros(2),
+            delay_max: Duration::from_micros(2),
+            reorder_writes: false,
+            rnr_delay: Duration::from_micros(100),
+            rnr_retry_limit: 1000,
+        }
+    }
+}
+
+impl Faults {
+    /// A hostile fabric for property tests: datagram loss and duplication, jittered delay and
+    /// out-of-order WRITE placement.
+    pub fn chaotic() -> Self {
+        Faults {
+            datagram_loss: 0.1,
+            datagram_dup: 0.05,
+            delay_min: Duration::from_micros(1),
+            delay_max: Duration::from_micros(50),
+            reorder_writes: true,
+            ..Faults::default()
+        }
+    }
+
+    /// Checks every field against its limit.
+    pub fn validate(&self) -> Result<(), BusError> {
+        let bad = |reason: String| {
+            Err(BusError::Invalid {
+                what: "sim faults",
+                reason,
+            })
+        };
+        for (name, p) in [
+            ("datagram_loss", self.datagram_loss),
+            ("datagram_dup", self.datagram_dup),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("{name} {p} is not a probability"));
+            }
+        }
+        if self.delay_min > self.delay_max || self.delay_max > DELAY_MAX {
+            return bad(format!(
+                "delay range {:?}..={:?} is empty or exceeds {DELAY_MAX:?}",
+                self.delay_min, self.delay_max
+            ));
+        }
+        if self.rnr_delay > DELAY_MAX || self.rnr_delay.is_zero() {
+            return bad(format!(
+                "rnr_delay {:?} is zero or too long",
+                self.rnr_delay
+            ));
+        }
+        if self.rnr_retry_limit > RNR_RETRY_LIMIT_MAX {
+            return bad(format!(
+                "rnr_retry_limit {} exceeds {RNR_RETRY_LIMIT_MAX}",
+                self.rnr_retry_limit
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_refused() {
+        Faults::default().validate().unwrap();
+        Faults::chaotic().validate().unwrap();
+        let f = Faults {
+            datagram_loss: 1.5,
+            ..Faults::default()
+        };
+        assert!(f.validate().is_err());
+        let f = Faults {
+            delay_min: Duration::from_millis(2),
+            delay_max: Duration::from_millis(1),
+            ..Faults::default()
+        };
+        assert!(f.validate().is_err());
+        let f = Faults {
+            rnr_delay: Duration::ZERO,
+            ..Faults::default()
+        };
+        assert!(f.validate().is_err());
+    }
+}

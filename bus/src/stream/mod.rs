@@ -1,0 +1,58 @@
+//! Stream: a RESP byte stream with Valkey-over-RDMA framing (DESIGN §4.2, protocols.md
+//! §1.3-1.7), written once over [`crate::provider::Connection`].
+//!
+//! - Control messages are 32-byte big-endian SENDs ([`control`]). Each side keeps
+//!   [`RECV_SLOTS`] receives posted in a command region and re-posts each after handling it.
+//! - Each side registers an RX buffer and advertises it with RegisterXferMemory. The peer writes
+//!   payload into it linearly with WRITE WITH IMM, imm = byte count; the receiver adds the count
+//!   to its landed offset. When the application has read the whole buffer the receiver
+//!   re-advertises it and the writer starts again at its beginning. So the writer's window is
+//!   what remains of the advertised buffer: `write` accepts at most that.
+//! - The server sends a Keepalive every [`KEEPALIVE_INTERVAL`]; a dead peer shows up as a failed
+//!   work request, which closes the stream.
+//! - A peer that sends a wrong-size or unknown control message, advertises an impossible buffer
+//!   or claims to have written past ours gets `BusError::Protocol` and a closed connection.
+//!
+//! Our TX staging buffer is decoupled from the peer's window: it is a ring of our own
+//! `rx_size`, freed as WRITE completions arrive, so a peer advertising a different size never
+//! forces a re-registration.
+
+pub mod control;
+mod session;
+
+#[cfg(test)]
+mod tests;
+
+pub use control::ControlMsg;
+pub use session::{Role, Stream, StreamStats};
+
+use std::time::Duration;
+
+/// Smallest RX buffer (`rdma-rx-size`), as Valkey.
+pub const RX_SIZE_MIN: usize = 64 * 1024;
+/// Largest RX buffer, as Valkey; also the largest window a peer may advertise.
+pub const RX_SIZE_MAX: usize = 16 * 1024 * 1024;
+/// Default RX buffer, as Valkey and libvalkey.
+pub const RX_SIZE_DEFAULT: usize = 1024 * 1024;
+/// Posted command receives (VALKEY_RDMA_MAX_WQE). Every control message and every WRITE WITH
+/// IMM consumes one; they are re-posted as handled.
+pub const RECV_SLOTS: usize = 1024;
+/// Control messages in flight at once. We send few (an advert, a keepalive, a feature reply);
+/// 32 leaves slack without pinning much.
+pub const CONTROL_SEND_SLOTS: usize = 32;
+/// Control messages queued behind busy send slots before the peer is judged to flood us.
+pub const PENDING_CONTROL_MAX: usize = 64;
+/// Data WRITEs in flight at once; with the control slots this stays within the default send
+/// queue of 1024 (Valkey signals every 512th data WR, the same bound in effect).
+pub const DATA_WRITES_MAX: usize = 512;
+/// Server keepalive period (VALKEY_RDMA_KEEPALIVE_MS).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
+/// Completions reaped per poll call, and poll calls per `progress`, bounding one call's work.
+pub const POLL_BATCH: usize = 64;
+pub const POLL_ROUNDS_MAX: usize = 8;
+
+const _: () = assert!(RX_SIZE_MIN <= RX_SIZE_DEFAULT && RX_SIZE_DEFAULT <= RX_SIZE_MAX);
+const _: () = assert!(CONTROL_SEND_SLOTS + DATA_WRITES_MAX <= crate::config::WR_DEFAULT as usize);
+const _: () = assert!(RECV_SLOTS <= crate::config::WR_DEFAULT as usize);
+// RegisterXferMemory carries the length as u32.
+const _: () = assert!(RX_SIZE_MAX <= u32::MAX as usize);

@@ -1,0 +1,524 @@
+//! One Stream endpoint: the RX buffer the peer writes into, the command slots for control
+//! messages, the TX staging ring, and the state machine that ties them together.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::access::Access;
+use crate::error::{BusError, Result};
+use crate::provider::{
+    Completion, Connection, LocalSlice, Op, Provider, Region, RemoteRegion, RemoteSlice, WorkError,
+};
+
+use super::control::{ControlMsg, CONTROL_MSG_LEN};
+use super::{
+    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, KEEPALIVE_INTERVAL, PENDING_CONTROL_MAX, POLL_BATCH,
+    POLL_ROUNDS_MAX, RECV_SLOTS, RX_SIZE_MAX, RX_SIZE_MIN,
+};
+
+/// The top byte of a wr_id says what it was for; the rest is a slot index or a byte count.
+const KIND_SHIFT: u32 = 56;
+const KIND_RECV: u64 = 1;
+const KIND_CONTROL_SEND: u64 = 2;
+const KIND_DATA_WRITE: u64 = 3;
+const VALUE_MASK: u64 = (1 << KIND_SHIFT) - 1;
+
+fn wr_id(kind: u64, value: u64) -> u64 {
+    (kind << KIND_SHIFT) | (value & VALUE_MASK)
+}
+
+/// Which end: only the server sends keepalives and answers feature requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Server,
+    Client,
+}
+
+/// Counters for INFO and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub control_received: u64,
+    pub keepalives_received: u64,
+    pub keepalives_sent: u64,
+    /// Times this side re-advertised its drained RX buffer.
+    pub rx_readvertised: u64,
+    /// Times `write` accepted less than asked because the peer's window or staging was full.
+    pub window_stalls: u64,
+    pub protocol_errors: u64,
+}
+
+/// A RESP byte stream over a reliable connection with Valkey-over-RDMA framing (see the module
+/// docs). Not thread-safe by design: one busy-polling thread drives it (DESIGN §5).
+#[derive(Debug)]
+pub struct Stream<C: Connection> {
+    /// `None` once closed: dropping the connection is how the peer learns.
+    conn: Option<C>,
+    role: Role,
+    rx: C::Region,
+    rx_len: usize,
+    /// Bytes the peer has written into the RX buffer (sum of imm values since the advert).
+    rx_landed: usize,
+    /// Bytes the application has read.
+    rx_read: usize,
+    /// `RECV_SLOTS` receive slots, then `CONTROL_SEND_SLOTS` send slots, 32 bytes each.
+    cmd: C::Region,
+    free_send_slots: Vec<usize>,
+    pending_control: VecDeque<ControlMsg>,
+    /// TX staging, used as a ring: bytes `[tx_done, tx_accepted)` are in it.
+    tx: C::Region,
+    tx_len: usize,
+    tx_accepted: u64,
+    tx_posted: u64,
+    tx_done: u64,
+    data_writes_in_flight: usize,
+    /// The peer's RX buffer and how far into it we have written.
+    peer_rx: Option<RemoteRegion>,
+    peer_offset: u64,
+    last_keepalive: Option<Duration>,
+    closed: Option<String>,
+    stats: StreamStats,
+    completions: Vec<Completion>,
+}
+
+impl<C: Connection> Stream<C> {
+    /// The server end of an accepted connection, with an RX buffer of `rx_size` bytes
+    /// (`rdma-rx-size`, 64 KiB..16 MiB).
+    pub fn server<P>(provider: &P, conn: C, rx_size: usize) -> Result<Self>
+    where
+        P: Provider<Conn = C, Region = C::Region>,
+    {
+        Self::new(provider, conn, rx_size, Role::Server)
+    }
+
+    /// The client end of a connection.
+    pub fn client<P>(provider: &P, conn: C, rx_size: usize) -> Result<Self>
+    where
+        P: Provider<Conn = C, Region = C::Region>,
+    {
+        Self::new(provider, conn, rx_size, Role::Client)
+    }
+
+    fn new<P>(provider: &P, mut conn: C, rx_size: usize, role: Role) -> Result<Self>
+    where
+        P: Provider<Conn = C, Region = C::Region>,
+    {
+        if !(RX_SIZE_MIN..=RX_SIZE_MAX).contains(&rx_size) {
+            return Err(BusError::Invalid {
+                what: "rdma-rx-size",
+                reason: format!("{rx_size} is outside {RX_SIZE_MIN}..={RX_SIZE_MAX}"),
+            });
+        }
+        let rx = provider.register(rx_size, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        let remote = rx.remote()?;
+        if u32::try_from(remote.rkey).is_err() {
+            return Err(BusError::Invalid {
+                what: "stream RX key",
+                reason: format!(
+                    "key {:#x} does not fit the 32-bit rkey of the wire format",
+                    remote.rkey
+                ),
+            });
+        }
+        let cmd = provider.register(
+            (RECV_SLOTS + CONTROL_SEND_SLOTS) * CONTROL_MSG_LEN,
+            Access::LOCAL_WRITE,
+        )?;
+        let tx = provider.register(rx_size, Access::NONE)?;
+        for slot in 0..RECV_SLOTS {
+            let dst = LocalSlice {
+                region: cmd.clone(),
+                offset: slot * CONTROL_MSG_LEN,
+                len: CONTROL_MSG_LEN,
+            };
+            conn.post_recv(wr_id(KIND_RECV, slot as u64), dst)?;
+        }
+        let mut stream = Stream {
+            conn: Some(conn),
+            role,
+            rx,
+            rx_len: rx_size,
+            rx_landed: 0,
+            rx_read: 0,
+            cmd,
+            free_send_slots: (0..CONTROL_SEND_SLOTS).rev().collect(),
+            pending_control: VecDeque::new(),
+            tx,
+            tx_len: rx_size,
+            tx_accepted: 0,
+            tx_posted: 0,
+            tx_done: 0,
+            data_writes_in_flight: 0,
+            peer_rx: None,
+            peer_offset: 0,
+            last_keepalive: None,
+            closed: None,
+            stats: StreamStats::default(),
+            completions: Vec::with_capacity(POLL_BATCH),
+        };
+        stream.advertise_rx()?;
+        Ok(stream)
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn stats(&self) -> &StreamStats {
+        &self.stats
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_some()
+    }
+
+    /// Why it closed, if it did.
+    pub fn close_reason(&self) -> Option<&str> {
+        self.closed.as_deref()
+    }
+
+    /// The connection, while open.
+    pub fn conn(&self) -> Option<&C> {
+        self.conn.as_ref()
+    }
+
+    /// Closes the stream: the connection is dropped, which the peer sees as a disconnect.
+    pub fn close(&mut self, why: &str) {
+        if self.closed.is_none() {
+            tracing::debug!(why, "stream closed");
+            self.closed = Some(why.to_owned());
+        }
+        self.conn = None;
+    }
+
+    fn fail(&mut self, err: BusError) -> BusError {
+        if matches!(err, BusError::Protocol(_)) {
+            self.stats.protocol_errors += 1;
+            tracing::warn!(%err, "stream peer broke the protocol");
+        }
+        self.close(&err.to_string());
+        err
+    }
+
+    fn closed_error(&self) -> BusError {
+        BusError::Closed(self.closed.clone().unwrap_or_default())
+    }
+
+    /// Bytes waiting to be read.
+    pub fn readable(&self) -> usize {
+        self.rx_landed - self.rx_read
+    }
+
+    /// Copies up to `buf.len()` received bytes into `buf`. `Ok(0)` means nothing yet; `Closed`
+    /// once the stream is closed and everything received has been read.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let n = buf.len().min(self.readable());
+        if n == 0 {
+            return match self.closed {
+                Some(_) if !buf.is_empty() => Err(self.closed_error()),
+                _ => Ok(0),
+            };
+        }
+        self.rx.read(self.rx_read, &mut buf[..n])?;
+        self.rx_read += n;
+        self.stats.bytes_read += n as u64;
+        if self.rx_read == self.rx_len && self.closed.is_none() {
+            // Drained the whole buffer: the peer may start over from its beginning.
+            self.rx_read = 0;
+            self.rx_landed = 0;
+            self.stats.rx_readvertised += 1;
+            if let Err(e) = self.advertise_rx() {
+                return Err(self.fail(e));
+            }
+        }
+        Ok(n)
+    }
+
+    /// Bytes `write` would accept now: bounded by the peer's advertised window and by staging.
+    pub fn writable(&self) -> usize {
+        let Some(peer) = self.peer_rx else {
+            return 0;
+        };
+        let unposted = self.tx_accepted - self.tx_posted;
+        let window = peer
+            .len
+            .saturating_sub(self.peer_offset)
+            .saturating_sub(unposted);
+        let staging = self.tx_len as u64 - (self.tx_accepted - self.tx_done);
+        window.min(staging) as usize
+    }
+
+    /// Copies as much of `data` as the peer's window and the staging buffer allow; returns how
+    /// much. The bytes go out on [`flush`](Stream::flush) (or the next `progress`).
+    pub fn write(&mut self, data: &[u8]) -> Result<usize> {
+        if self.closed.is_some() {
+            return Err(self.closed_error());
+        }
+        let n = data.len().min(self.writable());
+        if n < data.len() {
+            self.stats.window_stalls += 1;
+        }
+        let start = (self.tx_accepted % self.tx_len as u64) as usize;
+        let first = n.min(self.tx_len - start);
+        self.tx.write(start, &data[..first])?;
+        self.tx.write(0, &data[first..n])?;
+        self.tx_accepted += n as u64;
+        Ok(n)
+    }
+
+    /// Posts accepted bytes as WRITE WITH IMM (imm = byte count), each chunk contiguous in the
+    /// staging ring and in the peer's window.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.closed.is_some() {
+            return Err(self.closed_error());
+        }
+        while self.tx_posted < self.tx_accepted && self.data_writes_in_flight < DATA_WRITES_MAX {
+            let Some(peer) = self.peer_rx else {
+                break;
+            };
+            let start = (self.tx_posted % self.tx_len as u64) as usize;
+            let pending = (self.tx_accepted - self.tx_posted) as usize;
+            let window = peer.len.saturating_sub(self.peer_offset) as usize;
+            let len = pending.min(self.tx_len - start).min(window);
+            if len == 0 {
+                break;
+            }
+            let src = LocalSlice {
+                region: self.tx.clone(),
+                offset: start,
+                len,
+            };
+            let dst = RemoteSlice {
+                region: peer,
+                offset: self.peer_offset,
+                len: len as u64,
+            };
+            let id = wr_id(KIND_DATA_WRITE, len as u64);
+            let Some(conn) = self.conn.as_mut() else {
+                return Err(self.closed_error());
+            };
+            match conn.post_write(id, src, dst, Some(len as u32)) {
+                Ok(()) => {}
+                Err(BusError::Full { .. }) => break,
+                Err(e) => return Err(self.fail(e)),
+            }
+            self.data_writes_in_flight += 1;
+            self.tx_posted += len as u64;
+            self.peer_offset += len as u64;
+            self.stats.bytes_written += len as u64;
+        }
+        Ok(())
+    }
+
+    /// Drives the stream: reaps completions, handles control messages, re-posts receives, sends
+    /// queued control messages, the server's keepalive every 3 s, and flushes. `now` is any
+    /// monotonic clock (virtual in the simulator). A protocol violation by the peer returns
+    /// `Protocol` and closes the stream; afterwards every call returns `Closed`.
+    pub fn progress(&mut self, now: Duration) -> Result<()> {
+        if self.closed.is_some() {
+            return Err(self.closed_error());
+        }
+        if let Err(e) = self.reap() {
+            return Err(self.fail(e));
+        }
+        if self.role == Role::Server {
+            let last = *self.last_keepalive.get_or_insert(now);
+            if now.saturating_sub(last) >= KEEPALIVE_INTERVAL {
+                self.last_keepalive = Some(now);
+                self.stats.keepalives_sent += 1;
+                if let Err(e) = self.queue_control(ControlMsg::Keepalive) {
+                    return Err(self.fail(e));
+                }
+            }
+        }
+        if let Err(e) = self.send_pending_control() {
+            return Err(self.fail(e));
+        }
+        self.flush()
+    }
+
+    fn reap(&mut self) -> Result<()> {
+        for _ in 0..POLL_ROUNDS_MAX {
+            let mut batch = std::mem::take(&mut self.completions);
+            batch.clear();
+            let conn = self
+                .conn
+                .as_mut()
+                .ok_or_else(|| BusError::Closed(String::new()))?;
+            let n = conn.poll(&mut batch, POLL_BATCH)?;
+            let result = batch.iter().try_for_each(|c| self.on_completion(c));
+            self.completions = batch;
+            result?;
+            if n < POLL_BATCH {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_completion(&mut self, c: &Completion) -> Result<()> {
+        match &c.status {
+            Ok(()) => {}
+            // Only the peer's advert names the memory we write: a refused write is its fault.
+            Err(WorkError::RemoteAccess) => {
+                return Err(BusError::Protocol(
+                    "the peer's advertised buffer refused our write (bad rkey or range)".into(),
+                ))
+            }
+            Err(e) => {
+                return Err(BusError::Closed(format!(
+                    "{:?} work request failed: {e:?}",
+                    c.op
+                )))
+            }
+        }
+        let value = c.wr_id & VALUE_MASK;
+        match (c.wr_id >> KIND_SHIFT, c.op) {
+            (KIND_RECV, Op::Recv) => {
+                let slot = value as usize;
+                if c.byte_len as usize != CONTROL_MSG_LEN {
+                    return Err(BusError::Protocol(format!(
+                        "control message of {} bytes (must be {CONTROL_MSG_LEN})",
+                        c.byte_len
+                    )));
+                }
+                let mut raw = [0u8; CONTROL_MSG_LEN];
+                self.cmd.read(slot * CONTROL_MSG_LEN, &mut raw)?;
+                self.on_control(ControlMsg::decode(&raw)?)?;
+                self.repost_recv(slot)
+            }
+            (KIND_RECV, Op::RecvWriteImm) => {
+                let n = c.imm.ok_or_else(|| {
+                    BusError::Protocol("WRITE WITH IMM without immediate data".into())
+                })? as usize;
+                if n > self.rx_len - self.rx_landed {
+                    return Err(BusError::Protocol(format!(
+                        "peer wrote {n} bytes at {} of a {}-byte buffer",
+                        self.rx_landed, self.rx_len
+                    )));
+                }
+                self.rx_landed += n;
+                self.repost_recv(value as usize)
+            }
+            (KIND_CONTROL_SEND, Op::Send) => {
+                self.free_send_slots.push(value as usize);
+                Ok(())
+            }
+            (KIND_DATA_WRITE, Op::Write) => {
+                self.data_writes_in_flight = self.data_writes_in_flight.saturating_sub(1);
+                self.tx_done += value;
+                Ok(())
+            }
+            (kind, op) => Err(BusError::Protocol(format!(
+                "unexpected completion {op:?} for work request kind {kind}"
+            ))),
+        }
+    }
+
+    fn repost_recv(&mut self, slot: usize) -> Result<()> {
+        if slot >= RECV_SLOTS {
+            return Err(BusError::Protocol(format!(
+                "receive slot {slot} out of range"
+            )));
+        }
+        let dst = LocalSlice {
+            region: self.cmd.clone(),
+            offset: slot * CONTROL_MSG_LEN,
+            len: CONTROL_MSG_LEN,
+        };
+        let conn = self
+            .conn
+            .as_mut()
+            .ok_or_else(|| BusError::Closed(String::new()))?;
+        conn.post_recv(wr_id(KIND_RECV, slot as u64), dst)
+    }
+
+    fn on_control(&mut self, msg: ControlMsg) -> Result<()> {
+        self.stats.control_received += 1;
+        match (msg, self.role) {
+            (ControlMsg::RegisterXferMemory { addr, length, rkey }, _) => {
+                // A fresh window: start writing at its beginning (Valkey resets tx.offset).
+                self.peer_rx = Some(RemoteRegion {
+                    addr,
+                    len: u64::from(length),
+                    rkey: u64::from(rkey),
+                });
+                self.peer_offset = 0;
+                Ok(())
+            }
+            (ControlMsg::Keepalive, _) => {
+                self.stats.keepalives_received += 1;
+                Ok(())
+            }
+            (ControlMsg::GetServerFeature { select, .. }, Role::Server) => {
+                self.queue_control(ControlMsg::GetServerFeature {
+                    select,
+                    features: 0,
+                })
+            }
+            // The server's answer to a request; no features are defined, so nothing to record.
+            (ControlMsg::GetServerFeature { .. }, Role::Client) => Ok(()),
+            (ControlMsg::SetClientFeature { features, .. }, Role::Server) => {
+                if features != 0 {
+                    // Valkey ignores the failed check and sends nothing; so do we.
+                    tracing::debug!(features, "client asked for unknown stream features");
+                }
+                Ok(())
+            }
+            (ControlMsg::SetClientFeature { .. }, Role::Client) => Err(BusError::Protocol(
+                "SetClientFeature sent to a client".into(),
+            )),
+        }
+    }
+
+    fn advertise_rx(&mut self) -> Result<()> {
+        let remote = self.rx.remote()?;
+        self.queue_control(ControlMsg::RegisterXferMemory {
+            addr: remote.addr,
+            length: self.rx_len as u32,
+            rkey: remote.rkey as u32,
+        })?;
+        self.send_pending_control()
+    }
+
+    fn queue_control(&mut self, msg: ControlMsg) -> Result<()> {
+        if self.pending_control.len() >= PENDING_CONTROL_MAX {
+            return Err(BusError::Protocol(format!(
+                "more than {PENDING_CONTROL_MAX} control messages waiting: the peer floods us"
+            )));
+        }
+        self.pending_control.push_back(msg);
+        Ok(())
+    }
+
+    fn send_pending_control(&mut self) -> Result<()> {
+        while let Some(msg) = self.pending_control.front().copied() {
+            let Some(slot) = self.free_send_slots.pop() else {
+                return Ok(());
+            };
+            let offset = (RECV_SLOTS + slot) * CONTROL_MSG_LEN;
+            self.cmd.write(offset, &msg.encode())?;
+            let src = LocalSlice {
+                region: self.cmd.clone(),
+                offset,
+                len: CONTROL_MSG_LEN,
+            };
+            let conn = self
+                .conn
+                .as_mut()
+                .ok_or_else(|| BusError::Closed(String::new()))?;
+            match conn.post_send(wr_id(KIND_CONTROL_SEND, slot as u64), src) {
+                Ok(()) => {
+                    self.pending_control.pop_front();
+                }
+                Err(BusError::Full { .. }) => {
+                    self.free_send_slots.push(slot);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,417 @@
+//! Goal: bytes written on one end come out of the other unchanged and in order, whatever the
+//! chunking, through window exhaustion and re-advertisement; keepalives flow; a dead or hostile
+//! peer closes the stream with a typed error, never a panic.
+//! Method: Stream pairs on two sim hosts; hostile peers are raw connections sending crafted
+//! control messages and writes.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::control::{ControlMsg, CONTROL_MSG_LEN};
+use super::*;
+use crate::access::Access;
+use crate::config::EndpointConfig;
+use crate::error::BusError;
+use crate::provider::{
+    Completion, Connection, Listener, LocalSlice, Op, Provider, Region, RemoteRegion, RemoteSlice,
+    WorkError,
+};
+use crate::sim::{Faults, SimConnection, SimFabric, SimProvider, SimRegion};
+
+fn jittery() -> Faults {
+    Faults {
+        delay_min: Duration::from_micros(1),
+        delay_max: Duration::from_micros(30),
+        ..Faults::default()
+    }
+}
+
+struct Hosts {
+    fabric: SimFabric,
+    server_host: SimProvider,
+    client_host: SimProvider,
+    /// (client end, server end) of one connection.
+    conns: (SimConnection, SimConnection),
+}
+
+fn hosts(seed: u64, faults: Faults) -> Hosts {
+    let fabric = SimFabric::new(seed, faults).unwrap();
+    let server_host = fabric.add_host().unwrap();
+    let client_host = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let at = SocketAddr::from(([10, 0, 1, 1], 6380));
+    let mut l = server_host.listen(at, &cfg).unwrap();
+    let c = client_host.connect(at, &cfg, Duration::ZERO).unwrap();
+    let s = l.accept(Duration::ZERO).unwrap().unwrap();
+    Hosts {
+        fabric,
+        server_host,
+        client_host,
+        conns: (c, s),
+    }
+}
+
+struct Duo {
+    fabric: SimFabric,
+    server: Stream<SimConnection>,
+    client: Stream<SimConnection>,
+}
+
+fn duo(seed: u64, faults: Faults, rx_size: usize) -> Duo {
+    duo_sized(seed, faults, rx_size, rx_size)
+}
+
+/// Different RX sizes per side: each side's staging ring then wraps inside the peer's window.
+fn duo_sized(seed: u64, faults: Faults, client_rx: usize, server_rx: usize) -> Duo {
+    let h = hosts(seed, faults);
+    let (c, s) = h.conns;
+    let client = Stream::client(&h.client_host, c, client_rx).unwrap();
+    let server = Stream::server(&h.server_host, s, server_rx).unwrap();
+    Duo {
+        fabric: h.fabric,
+        server,
+        client,
+    }
+}
+
+impl Duo {
+    fn pump(&mut self, dt: Duration) {
+        self.fabric.advance(dt);
+        let now = self.fabric.now();
+        self.server.progress(now).unwrap();
+        self.client.progress(now).unwrap();
+    }
+}
+
+/// Client sends `data` in `chunks`-sized writes; the server echoes what it reads; returns what
+/// came back.
+fn echo(d: &mut Duo, data: &[u8], seed: u64) -> Vec<u8> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (mut sent, mut back) = (0usize, Vec::new());
+    let mut echo_pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    // Bound: each round moves virtual time; a few rounds per KiB is plenty.
+    for _ in 0..(data.len() / 64 + 2000) {
+        if back.len() == data.len() {
+            break;
+        }
+        if sent < data.len() {
+            let want = rng.gen_range(1..=40_000).min(data.len() - sent);
+            sent += d.client.write(&data[sent..sent + want]).unwrap();
+            d.client.flush().unwrap();
+        }
+        d.pump(Duration::from_micros(rng.gen_range(1..50)));
+        let n = rng.gen_range(1..=buf.len());
+        let got = d.server.read(&mut buf[..n]).unwrap();
+        echo_pending.extend_from_slice(&buf[..got]);
+        let w = d.server.write(&echo_pending).unwrap();
+        echo_pending.drain(..w);
+        d.server.flush().unwrap();
+        d.pump(Duration::from_micros(rng.gen_range(1..50)));
+        let n = rng.gen_range(1..=buf.len());
+        let got = d.client.read(&mut buf[..n]).unwrap();
+        back.extend_from_slice(&buf[..got]);
+    }
+    back
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Random sizes from a few bytes to several windows; the echo equals the input.
+    #[test]
+    fn echo_round_trips(
+        seed in any::<u64>(),
+        len in 1usize..300_000,
+        server_rx in prop::sample::select(vec![RX_SIZE_MIN, RX_SIZE_MIN + 12_345, 3 * RX_SIZE_MIN]),
+    ) {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 + (seed as usize)) as u8).collect();
+        let mut d = duo_sized(seed, jittery(), RX_SIZE_MIN, server_rx);
+        let back = echo(&mut d, &data, seed);
+        prop_assert_eq!(back.len(), data.len());
+        prop_assert!(back == data);
+        if len > 2 * server_rx {
+            prop_assert!(d.server.stats().rx_readvertised > 0);
+            prop_assert!(d.client.stats().rx_readvertised > 0);
+        }
+    }
+}
+
+#[test]
+fn window_bounds_writes_until_the_reader_drains() {
+    let mut d = duo(1, Faults::default(), RX_SIZE_MIN);
+    assert_eq!(
+        d.client.write(b"early").unwrap(),
+        0,
+        "no window before the advert"
+    );
+    d.pump(Duration::from_millis(1));
+    let big = vec![5u8; 100_000];
+    let n = d.client.write(&big).unwrap();
+    assert_eq!(n, RX_SIZE_MIN);
+    assert_eq!(d.client.write(&big).unwrap(), 0);
+    d.client.flush().unwrap();
+    d.pump(Duration::from_millis(1));
+    let mut buf = vec![0u8; RX_SIZE_MIN];
+    assert_eq!(d.server.read(&mut buf[..1000]).unwrap(), 1000);
+    d.pump(Duration::from_millis(1));
+    assert_eq!(
+        d.client.write(&big).unwrap(),
+        0,
+        "partial reads do not re-advertise"
+    );
+    assert_eq!(d.server.read(&mut buf).unwrap(), RX_SIZE_MIN - 1000);
+    assert_eq!(d.server.stats().rx_readvertised, 1);
+    d.pump(Duration::from_millis(1));
+    assert_eq!(d.client.write(&big).unwrap(), RX_SIZE_MIN);
+}
+
+#[test]
+fn server_sends_keepalives_every_three_seconds() {
+    let mut d = duo(2, Faults::default(), RX_SIZE_MIN);
+    for _ in 0..100 {
+        d.pump(Duration::from_millis(100));
+    }
+    // 10 s of virtual time: keepalives at 3, 6 and 9 s.
+    assert_eq!(d.server.stats().keepalives_sent, 3);
+    assert_eq!(d.client.stats().keepalives_received, 3);
+    assert_eq!(d.client.stats().keepalives_sent, 0);
+}
+
+#[test]
+fn peer_disconnect_closes_the_stream_after_buffered_bytes_are_read() {
+    let mut d = duo(3, Faults::default(), RX_SIZE_MIN);
+    d.pump(Duration::from_millis(1));
+    d.client.write(b"last words").unwrap();
+    d.client.flush().unwrap();
+    d.pump(Duration::from_millis(1));
+    d.client.close("test");
+    d.fabric.advance(Duration::from_millis(1));
+    let err = d.server.progress(d.fabric.now()).unwrap_err();
+    assert!(matches!(err, BusError::Closed(_)), "{err}");
+    let mut buf = [0u8; 64];
+    assert_eq!(d.server.read(&mut buf).unwrap(), 10);
+    assert_eq!(&buf[..10], b"last words");
+    assert!(matches!(d.server.read(&mut buf), Err(BusError::Closed(_))));
+    assert!(d.server.write(b"x").is_err());
+}
+
+#[test]
+fn dead_client_is_found_by_the_keepalive() {
+    let h = hosts(4, Faults::default());
+    let (c, s) = h.conns;
+    let _client = Stream::client(&h.client_host, c, RX_SIZE_MIN).unwrap();
+    let mut server = Stream::server(&h.server_host, s, RX_SIZE_MIN).unwrap();
+    h.fabric.advance(Duration::from_millis(1));
+    server.progress(h.fabric.now()).unwrap();
+    h.fabric.crash(h.client_host.host());
+    let mut result = Ok(());
+    for _ in 0..100 {
+        h.fabric.advance(Duration::from_millis(100));
+        result = server.progress(h.fabric.now());
+        if result.is_err() {
+            break;
+        }
+    }
+    assert!(matches!(result, Err(BusError::Closed(_))), "{result:?}");
+}
+
+/// A raw peer: a connection, a region for its sends and receives, no Stream logic.
+struct RawPeer {
+    host: SimProvider,
+    conn: SimConnection,
+    slots: SimRegion,
+}
+
+const RAW_RECVS: usize = 8;
+
+impl RawPeer {
+    fn new(host: SimProvider, mut conn: SimConnection) -> Self {
+        let slots = host.register(4096, Access::LOCAL_WRITE).unwrap();
+        for i in 0..RAW_RECVS {
+            let dst = LocalSlice {
+                region: slots.clone(),
+                offset: i * 32,
+                len: 32,
+            };
+            conn.post_recv(i as u64, dst).unwrap();
+        }
+        RawPeer { host, conn, slots }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.slots.write(2048, bytes).unwrap();
+        let src = LocalSlice {
+            region: self.slots.clone(),
+            offset: 2048,
+            len: bytes.len(),
+        };
+        self.conn.post_send(100, src).unwrap();
+    }
+
+    fn completions(&mut self) -> Vec<Completion> {
+        let mut out = Vec::new();
+        self.conn.poll(&mut out, 64).unwrap();
+        out
+    }
+
+    /// The control messages received so far.
+    fn received(&mut self) -> Vec<ControlMsg> {
+        let mut msgs = Vec::new();
+        for c in self.completions() {
+            if c.op == Op::Recv && c.status.is_ok() {
+                let mut raw = [0u8; 32];
+                self.slots.read(c.wr_id as usize * 32, &mut raw).unwrap();
+                msgs.push(ControlMsg::decode(&raw).unwrap());
+            }
+        }
+        msgs
+    }
+}
+
+/// A server stream with a raw client attached; returns after the server's advert arrived.
+fn hostile_client(seed: u64) -> (SimFabric, Stream<SimConnection>, RawPeer, RemoteRegion) {
+    let h = hosts(seed, Faults::default());
+    let (c, s) = h.conns;
+    let mut raw = RawPeer::new(h.client_host.clone(), c);
+    let mut server = Stream::server(&h.server_host, s, RX_SIZE_MIN).unwrap();
+    h.fabric.run_until_idle(1000);
+    server.progress(h.fabric.now()).unwrap();
+    let advert = match raw.received().as_slice() {
+        [ControlMsg::RegisterXferMemory { addr, length, rkey }] => RemoteRegion {
+            addr: *addr,
+            len: u64::from(*length),
+            rkey: u64::from(*rkey),
+        },
+        other => panic!("expected the server's advert, got {other:?}"),
+    };
+    (h.fabric, server, raw, advert)
+}
+
+fn expect_protocol_close(
+    fabric: &SimFabric,
+    server: &mut Stream<SimConnection>,
+    raw: &mut RawPeer,
+) {
+    fabric.run_until_idle(1000);
+    let err = server.progress(fabric.now()).unwrap_err();
+    assert!(matches!(err, BusError::Protocol(_)), "{err}");
+    assert!(server.is_closed());
+    assert_eq!(server.stats().protocol_errors, 1);
+    assert!(matches!(
+        server.progress(fabric.now()),
+        Err(BusError::Closed(_))
+    ));
+    // The hostile peer sees its connection torn down: its receives are flushed.
+    fabric.run_until_idle(1000);
+    let flushed = raw
+        .completions()
+        .iter()
+        .filter(|c| c.status == Err(WorkError::Flushed))
+        .count();
+    assert!(flushed > 0, "the peer was disconnected");
+}
+
+#[test]
+fn unknown_opcode_closes_the_connection() {
+    let (fabric, mut server, mut raw, _) = hostile_client(10);
+    let mut msg = [0u8; CONTROL_MSG_LEN];
+    msg[1] = 9;
+    raw.send(&msg);
+    expect_protocol_close(&fabric, &mut server, &mut raw);
+}
+
+#[test]
+fn wrong_size_send_closes_the_connection() {
+    let (fabric, mut server, mut raw, _) = hostile_client(11);
+    raw.send(&[0u8; 16]);
+    expect_protocol_close(&fabric, &mut server, &mut raw);
+}
+
+#[test]
+fn oversized_advert_closes_the_connection() {
+    let (fabric, mut server, mut raw, _) = hostile_client(12);
+    let mut msg = ControlMsg::RegisterXferMemory {
+        addr: 0,
+        length: 1,
+        rkey: 1,
+    }
+    .encode();
+    msg[24..28].copy_from_slice(&(RX_SIZE_MAX as u32 + 1).to_be_bytes());
+    raw.send(&msg);
+    expect_protocol_close(&fabric, &mut server, &mut raw);
+}
+
+#[test]
+fn write_claiming_more_than_the_buffer_closes_the_connection() {
+    let (fabric, mut server, mut raw, advert) = hostile_client(13);
+    let src = LocalSlice {
+        region: raw.slots.clone(),
+        offset: 0,
+        len: 8,
+    };
+    let dst = RemoteSlice {
+        region: advert,
+        offset: 0,
+        len: 8,
+    };
+    raw.conn
+        .post_write(200, src, dst, Some(advert.len as u32 + 1))
+        .unwrap();
+    expect_protocol_close(&fabric, &mut server, &mut raw);
+}
+
+#[test]
+fn bad_rkey_in_the_peers_advert_closes_the_connection() {
+    let (fabric, mut server, mut raw, _) = hostile_client(14);
+    let rx = raw
+        .host
+        .register(RX_SIZE_MIN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let good = rx.remote().unwrap();
+    let advert = ControlMsg::RegisterXferMemory {
+        addr: good.addr,
+        length: good.len as u32,
+        rkey: good.rkey as u32 ^ 0x5a5a,
+    };
+    raw.send(&advert.encode());
+    fabric.run_until_idle(1000);
+    server.progress(fabric.now()).unwrap();
+    assert_eq!(server.write(b"+PONG\r\n").unwrap(), 7);
+    server.flush().unwrap();
+    expect_protocol_close(&fabric, &mut server, &mut raw);
+}
+
+#[test]
+fn server_answers_get_server_feature() {
+    let (fabric, mut server, mut raw, _) = hostile_client(15);
+    let ask = ControlMsg::GetServerFeature {
+        select: [1, 2],
+        features: 0,
+    };
+    raw.send(&ask.encode());
+    raw.send(
+        &ControlMsg::SetClientFeature {
+            select: [1, 2],
+            features: 0,
+        }
+        .encode(),
+    );
+    fabric.run_until_idle(1000);
+    server.progress(fabric.now()).unwrap();
+    fabric.run_until_idle(1000);
+    assert_eq!(raw.received(), vec![ask]);
+    assert!(!server.is_closed());
+}
+
+#[test]
+fn rx_size_limits_are_enforced() {
+    let h = hosts(16, Faults::default());
+    let (c, _s) = h.conns;
+    let err = Stream::client(&h.client_host, c, RX_SIZE_MIN - 1).unwrap_err();
+    assert!(matches!(err, BusError::Invalid { .. }));
+}
