@@ -12,6 +12,7 @@ pub mod app;
 pub mod command;
 pub mod commands;
 pub mod config;
+pub mod fabric;
 pub use config::load::Invocation;
 pub mod db;
 pub mod persistence;

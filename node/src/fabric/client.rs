@@ -1,0 +1,256 @@
+//! One client on a fabric Stream: the same [`Session`] as TCP, driven by a polling thread
+//! instead of a task. Each `turn` does what the TCP connection's loop does, without waiting:
+//! progress the stream, take wake-ups, read, execute, write what the peer's window allows.
+
+use crate::command::ctx::BlockRequest;
+use crate::server::session::{Session, Step};
+use bus::stream::Stream;
+use bus::Connection;
+use std::future::Future;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Bytes copied out of the stream per read call (the poller's scratch buffer size).
+pub const READ_CHUNK: usize = 64 * 1024;
+/// Read calls per turn, so one busy client cannot starve the others on its thread.
+const READS_PER_TURN_MAX: usize = 16;
+/// Turns a closing client gets to push its last replies out before it is dropped anyway.
+const CLOSING_TURNS_MAX: u32 = 10_000;
+
+enum State {
+    Running,
+    /// Waiting for a key of a blocking command, until `deadline` if it has one.
+    Blocked {
+        block: BlockRequest,
+        deadline: Option<Instant>,
+    },
+    /// QUIT, a protocol error or a kill: send what is in the output, then close.
+    Closing {
+        turns: u32,
+    },
+}
+
+pub struct FabricClient<C: Connection> {
+    stream: Stream<C>,
+    session: Session,
+    state: State,
+    /// How much of `session.output` the stream has accepted.
+    out_pos: usize,
+    done: bool,
+}
+
+impl<C: Connection> FabricClient<C> {
+    pub fn new(stream: Stream<C>, session: Session) -> Self {
+        FabricClient {
+            stream,
+            session,
+            state: State::Running,
+            out_pos: 0,
+            done: false,
+        }
+    }
+
+    /// Whether the client is gone and may be dropped (after [`FabricClient::finish`]).
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Sends `text` and closes: a refused connection (maxclients).
+    pub fn reject(&mut self, text: &[u8]) {
+        self.session.output.extend_from_slice(text);
+        self.state = State::Closing { turns: 0 };
+    }
+
+    /// One non-blocking step. `now` drives the stream's keepalive; returns whether anything
+    /// happened (for the poller's idle back-off).
+    pub fn turn(&mut self, now: Duration, scratch: &mut [u8]) -> bool {
+        if self.done {
+            return false;
+        }
+        let before = (
+            self.stream.stats().bytes_read,
+            self.stream.stats().bytes_written,
+        );
+        if let Err(e) = self.stream.progress(now) {
+            tracing::debug!(client = self.session.client.id(), error = %e, "fabric stream closed");
+            self.done = true;
+            return true;
+        }
+        let shared = self.session.shared().clone();
+        if take_wakeup(&shared.wakeup) {
+            if shared.is_killed() {
+                self.start_closing();
+            } else {
+                self.session.take_pushes();
+                self.retry_if_blocked();
+            }
+        }
+        self.check_block_timeout();
+        self.read_input(scratch);
+        if matches!(self.state, State::Running) && self.out_pos == 0 {
+            self.execute();
+        }
+        self.write_output();
+        if let State::Closing { turns } = &mut self.state {
+            *turns += 1;
+            if self.session.output.is_empty() || *turns > CLOSING_TURNS_MAX {
+                let _ = self.stream.flush();
+                self.stream.close("closed by the server");
+                self.done = true;
+            }
+        }
+        let after = (
+            self.stream.stats().bytes_read,
+            self.stream.stats().bytes_written,
+        );
+        before != after || self.done
+    }
+
+    /// Releases the client's server-side state. Call once, after `is_done`.
+    pub fn finish(&mut self) {
+        self.leave_block_if_any();
+        self.session.cleanup();
+    }
+
+    fn start_closing(&mut self) {
+        self.leave_block_if_any();
+        self.state = State::Closing { turns: 0 };
+    }
+
+    fn leave_block_if_any(&mut self) {
+        if let State::Blocked { block, .. } = std::mem::replace(&mut self.state, State::Running) {
+            self.session.leave_blocked(&block);
+        }
+    }
+
+    fn retry_if_blocked(&mut self) {
+        match std::mem::replace(&mut self.state, State::Running) {
+            State::Blocked { block, deadline } => {
+                if self.session.retry_blocked(&block) {
+                    self.session.leave_blocked(&block);
+                } else {
+                    self.state = State::Blocked { block, deadline };
+                }
+            }
+            other => self.state = other,
+        }
+    }
+
+    fn check_block_timeout(&mut self) {
+        let expired = matches!(
+            &self.state,
+            State::Blocked { deadline: Some(d), .. } if Instant::now() >= *d
+        );
+        if !expired {
+            return;
+        }
+        if let State::Blocked { block, .. } = std::mem::replace(&mut self.state, State::Running) {
+            self.session.time_out_blocked(&block);
+            self.session.leave_blocked(&block);
+        }
+    }
+
+    /// Moves received bytes into the session's input, within the query buffer limit.
+    fn read_input(&mut self, scratch: &mut [u8]) {
+        if matches!(self.state, State::Closing { .. }) {
+            return;
+        }
+        for _ in 0..READS_PER_TURN_MAX {
+            if self.stream.readable() == 0 {
+                break;
+            }
+            match self.stream.read(scratch) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.session.input.extend_from_slice(&scratch[..n]);
+                    self.session.note_input(n);
+                    if !self.session.input_within_limit() {
+                        self.start_closing();
+                        return;
+                    }
+                }
+                Err(_) => {
+                    self.done = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs complete requests until the input is drained, a command blocks or closes, or the
+    /// output is over its threshold (then the rest waits until the output is written).
+    fn execute(&mut self) {
+        if self.session.input.is_empty() {
+            return;
+        }
+        let (step, _more) = self.session.process_input();
+        match step {
+            Step::Continue => {}
+            Step::Close => self.state = State::Closing { turns: 0 },
+            Step::Block(block) => {
+                let deadline = block.timeout.map(|t| Instant::now() + t);
+                let look_again = self.session.enter_blocked(&block);
+                self.state = State::Blocked { block, deadline };
+                if look_again {
+                    self.retry_if_blocked();
+                }
+            }
+        }
+    }
+
+    /// Hands as much output to the stream as the peer's window takes.
+    fn write_output(&mut self) {
+        let out = &self.session.output;
+        if self.out_pos < out.len() {
+            match self.stream.write(&out[self.out_pos..]) {
+                Ok(n) => self.out_pos += n,
+                Err(_) => {
+                    self.done = true;
+                    return;
+                }
+            }
+        }
+        if self.out_pos > 0 && self.out_pos == self.session.output.len() {
+            self.out_pos = 0;
+            self.session.output_written();
+        }
+        if self.stream.flush().is_err() {
+            self.done = true;
+        }
+    }
+
+    pub fn client_id(&self) -> u64 {
+        self.session.client.id()
+    }
+
+    pub fn is_blocked(&self) -> bool {
+        self.session.shared().blocked.load(Relaxed)
+    }
+}
+
+/// Takes a pending wake-up without waiting. A `Notify` keeps one permit when nobody waits, so
+/// polling a fresh `notified()` once either consumes it (true) or registers and immediately
+/// deregisters (false); a notification racing with that window is handed on by tokio when the
+/// future is dropped, and the next turn sees it.
+fn take_wakeup(notify: &Notify) -> bool {
+    let notified = std::pin::pin!(notify.notified());
+    let mut cx = Context::from_waker(Waker::noop());
+    matches!(notified.poll(&mut cx), Poll::Ready(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A permit stored by notify_one is taken exactly once.
+    #[test]
+    fn take_wakeup_consumes_one_permit() {
+        let n = Notify::new();
+        assert!(!take_wakeup(&n));
+        n.notify_one();
+        assert!(take_wakeup(&n));
+        assert!(!take_wakeup(&n));
+    }
+}

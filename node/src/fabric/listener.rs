@@ -1,0 +1,143 @@
+//! The fabric listener for clients: accepts connections on `rdma-bind`:`rdma-port` with any
+//! provider, wraps each in a server-side Stream (Valkey-over-RDMA framing) and hands it to a
+//! polling thread, round-robin.
+
+use super::client::FabricClient;
+use super::poller::{self, Admission};
+use crate::server::client::ClientShared;
+use crate::server::session::Session;
+use crate::server::stats::Stats;
+use crate::server::Server;
+use bus::stream::Stream;
+use bus::{EndpointConfig, Listener, Provider};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the accept thread looks at the shutdown flag.
+const ACCEPT_POLL: Duration = Duration::from_millis(100);
+
+/// The running fabric listener: its threads, joined on shutdown.
+pub struct FabricListener {
+    pub local: SocketAddr,
+    pub provider: String,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl FabricListener {
+    /// Waits for the accept thread and the pollers to finish (after shutdown was triggered
+    /// and the clients were killed).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Binds and starts serving on the provider `P`.
+pub fn start<P: Provider>(
+    server: Arc<Server>,
+    provider: P,
+    bind: SocketAddr,
+) -> Result<FabricListener, bus::BusError> {
+    let fabric = server.config.read().fabric.clone();
+    let endpoint = EndpointConfig {
+        max_inline: fabric.max_inline as usize,
+        send_wr: fabric.send_wr as u32,
+        recv_wr: fabric.recv_wr as u32,
+        cq_size: (fabric.send_wr + fabric.recv_wr) as u32,
+    };
+    endpoint.validate()?;
+    let listener = provider.listen(bind, &endpoint)?;
+    let local = listener.local_addr();
+    let name = provider.name().to_string();
+    let mut threads = Vec::new();
+    let mut senders = Vec::new();
+    for i in 0..fabric.poll_threads.max(1) {
+        let (tx, rx) = mpsc::channel();
+        senders.push(tx);
+        let server = server.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("node-fabric-{i}"))
+            .spawn(move || poller::run::<P::Conn>(server, rx, i))
+            .map_err(|e| bus::BusError::Invalid {
+                what: "fabric poller thread",
+                reason: e.to_string(),
+            })?;
+        threads.push(t);
+    }
+    let rx_size = fabric.rx_size as usize;
+    let accept_server = server.clone();
+    let t = std::thread::Builder::new()
+        .name("node-fabric-accept".into())
+        .spawn(move || accept_loop(accept_server, provider, listener, senders, rx_size, local))
+        .map_err(|e| bus::BusError::Invalid {
+            what: "fabric accept thread",
+            reason: e.to_string(),
+        })?;
+    threads.push(t);
+    Ok(FabricListener {
+        local,
+        provider: name,
+        threads,
+    })
+}
+
+fn accept_loop<P: Provider>(
+    server: Arc<Server>,
+    provider: P,
+    mut listener: P::Listener,
+    pollers: Vec<Sender<Admission<P::Conn>>>,
+    rx_size: usize,
+    local: SocketAddr,
+) {
+    let mut next = 0usize;
+    while !server.shutdown.is_triggered() {
+        let conn = match listener.accept(ACCEPT_POLL) {
+            Ok(Some(c)) => c,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "fabric accept failed");
+                std::thread::sleep(ACCEPT_POLL);
+                continue;
+            }
+        };
+        Stats::add(&server.stats.connections_received, 1);
+        let peer = bus::Connection::peer(&conn).clone();
+        let stream = match Stream::server(&provider, conn, rx_size) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "fabric stream setup failed");
+                continue;
+            }
+        };
+        // Fabric peers have no IP address of their own in every provider; CLIENT LIST shows
+        // the unspecified address and the listener's.
+        let peer_addr = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
+        let shared = Arc::new(ClientShared::new(
+            server.clients.next_id(),
+            peer_addr,
+            local,
+        ));
+        let over_limit = server.clients.count() as u64 >= server.hot.maxclients.load(Relaxed);
+        let session = Session::new(server.clone(), shared.clone());
+        let mut client = FabricClient::new(stream, session);
+        if over_limit {
+            Stats::add(&server.stats.rejected_connections, 1);
+            client.reject(b"-ERR max number of clients reached\r\n");
+        }
+        server.clients.add(shared);
+        tracing::debug!(%peer, "fabric client accepted");
+        if pollers[next % pollers.len()]
+            .send(Admission { client })
+            .is_err()
+        {
+            tracing::warn!("fabric poller gone; stopping the accept loop");
+            return;
+        }
+        next = next.wrapping_add(1);
+    }
+}

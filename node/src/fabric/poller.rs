@@ -1,0 +1,86 @@
+//! A busy-polling thread serving fabric clients (DESIGN §5): it runs each request to
+//! completion on the thread that found it (progress, read, execute, write) and, when nothing
+//! happened for `rdma-busy-poll-us`, backs off step by step to short sleeps so an idle node
+//! does not burn a core.
+
+use super::client::{FabricClient, READ_CHUNK};
+use crate::server::Server;
+use bus::Connection;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest sleep of an idle poller: bounds the added latency of the first request after a
+/// quiet period.
+const IDLE_SLEEP_MAX: Duration = Duration::from_millis(1);
+/// First sleep after the spin phase; doubled up to [`IDLE_SLEEP_MAX`].
+const IDLE_SLEEP_MIN: Duration = Duration::from_micros(20);
+/// New clients taken from the accept thread per loop, so a connection storm cannot stall the
+/// clients already served.
+const ADMIT_PER_LOOP_MAX: usize = 64;
+
+/// What the accept thread hands a poller.
+pub struct Admission<C: Connection> {
+    pub client: FabricClient<C>,
+}
+
+/// Runs until shutdown and the last client is gone.
+pub fn run<C: Connection>(server: Arc<Server>, incoming: Receiver<Admission<C>>, index: usize) {
+    let mut clients: Vec<FabricClient<C>> = Vec::new();
+    let mut scratch = vec![0u8; READ_CHUNK];
+    let started = Instant::now();
+    let mut idle_since: Option<(Instant, Duration)> = None;
+    let mut sleep = IDLE_SLEEP_MIN;
+    let mut accepting = true;
+    loop {
+        let mut busy = false;
+        while accepting {
+            match incoming.try_recv() {
+                Ok(a) => {
+                    clients.push(a.client);
+                    busy = true;
+                    if clients.len().is_multiple_of(ADMIT_PER_LOOP_MAX) {
+                        break;
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    accepting = false;
+                    break;
+                }
+            }
+        }
+        let now = started.elapsed();
+        for c in clients.iter_mut() {
+            busy |= c.turn(now, &mut scratch);
+        }
+        clients.retain_mut(|c| {
+            if c.is_done() {
+                c.finish();
+                false
+            } else {
+                true
+            }
+        });
+        if !accepting && clients.is_empty() {
+            tracing::debug!(poller = index, "fabric poller stopped");
+            return;
+        }
+        if busy {
+            idle_since = None;
+            sleep = IDLE_SLEEP_MIN;
+            continue;
+        }
+        // `rdma-busy-poll-us` may change at run time: read it once per idle period.
+        let (since, spin) = *idle_since.get_or_insert_with(|| {
+            let us = server.config.read().fabric.busy_poll_us;
+            (Instant::now(), Duration::from_micros(us))
+        });
+        if since.elapsed() < spin {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(IDLE_SLEEP_MAX);
+        }
+    }
+}
