@@ -5,7 +5,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "operator", version, about = "Client tools for the node: cli and bench")]
+#[command(
+    name = "operator",
+    version,
+    about = "Client tools for the node: cli and bench"
+)]
 struct Args {
     #[command(subcommand)]
     command: Command,

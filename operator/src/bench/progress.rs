@@ -112,7 +112,13 @@ pub fn progress_text(
             0.0
         }
     };
-    let avg_ms = |sum: u64, n: u64| if n > 0 { sum as f64 / n as f64 / 1000.0 } else { 0.0 };
+    let avg_ms = |sum: u64, n: u64| {
+        if n > 0 {
+            sum as f64 / n as f64 / 1000.0
+        } else {
+            0.0
+        }
+    };
     format!(
         "{title}: rps={:.1} (overall: {:.1}) avg_msec={:.3} (overall: {:.3})",
         rate(interval_done, interval),

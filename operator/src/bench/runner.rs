@@ -128,7 +128,8 @@ async fn drive(
         }
         batch.clear();
         for _ in 0..granted {
-            test.request.append_to(&mut batch, config.keyspace, &mut rng);
+            test.request
+                .append_to(&mut batch, config.keyspace, &mut rng);
         }
         client.queue_raw(&batch)?;
         let sent = Instant::now();

@@ -232,11 +232,17 @@ mod tests {
             r.csv_row(),
             "\"SET\",\"2000.00\",\"0.500\",\"0.001\",\"0.500\",\"0.950\",\"0.990\",\"1.000\",\"0.999\",\"0\""
         );
-        assert_eq!(CSV_HEADER.split(',').count(), r.csv_row().split(',').count());
+        assert_eq!(
+            CSV_HEADER.split(',').count(),
+            r.csv_row().split(',').count()
+        );
         let full = r.full();
         assert!(full.starts_with("====== SET ======\n  1000 requests completed in 0.50 seconds\n"));
         assert!(full.contains("throughput summary: 2000.00 requests per second"));
-        assert!(full.contains("      0.500     0.001     0.500     0.990     0.999     1.000\n"), "{full}");
+        assert!(
+            full.contains("      0.500     0.001     0.500     0.990     0.999     1.000\n"),
+            "{full}"
+        );
         let mut with_errors = report();
         with_errors.errors = 3;
         assert!(with_errors.quiet().ends_with(", 3 errors"));

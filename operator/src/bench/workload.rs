@@ -100,7 +100,13 @@ const CATALOG: &[(&str, &[&str])] = &[
     ("ZPOPMIN", &["zpopmin"]),
     (
         "LPUSH (needed to benchmark LRANGE)",
-        &["lrange", "lrange_100", "lrange_300", "lrange_500", "lrange_600"],
+        &[
+            "lrange",
+            "lrange_100",
+            "lrange_300",
+            "lrange_500",
+            "lrange_600",
+        ],
     ),
     ("LRANGE_100 (first 100 elements)", &["lrange", "lrange_100"]),
     ("LRANGE_300 (first 300 elements)", &["lrange", "lrange_300"]),
@@ -120,7 +126,11 @@ pub struct UnknownTest {
 /// The tests a `-t` list (comma separated, any case) selects, in redis-benchmark's order; all
 /// of them without a list. `payload` is the `-d` value; `randomized` says whether `-r` was
 /// given (ZADD's score is then random too, as in redis-benchmark).
-pub fn select(list: Option<&str>, payload: &[u8], randomized: bool) -> Result<Vec<Test>, UnknownTest> {
+pub fn select(
+    list: Option<&str>,
+    payload: &[u8],
+    randomized: bool,
+) -> Result<Vec<Test>, UnknownTest> {
     let names: Option<Vec<String>> = list.map(|l| {
         l.split(',')
             .map(|n| n.trim().to_ascii_lowercase())
@@ -130,7 +140,10 @@ pub fn select(list: Option<&str>, payload: &[u8], randomized: bool) -> Result<Ve
     if let Some(names) = &names {
         for name in names {
             if !CATALOG.iter().any(|(_, sel)| sel.contains(&name.as_str())) {
-                let mut known: Vec<&str> = CATALOG.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+                let mut known: Vec<&str> = CATALOG
+                    .iter()
+                    .flat_map(|(_, s)| s.iter().copied())
+                    .collect();
                 known.sort_unstable();
                 known.dedup();
                 return Err(UnknownTest {
@@ -201,7 +214,9 @@ fn request_for(title: &str, payload: &[u8], randomized: bool) -> Request {
 /// A `-d` payload: `size` letters, deterministic (redis-benchmark also sends letters).
 pub fn payload(size: usize) -> Vec<u8> {
     const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    (0..size).map(|i| LETTERS[(i * 7 + 3) % LETTERS.len()]).collect()
+    (0..size)
+        .map(|i| LETTERS[(i * 7 + 3) % LETTERS.len()])
+        .collect()
 }
 
 #[cfg(test)]
@@ -247,12 +262,18 @@ mod tests {
             .collect();
         assert_eq!(wire[0], "PING\r\n");
         assert_eq!(wire[1], "*1\r\n$4\r\nPING\r\n");
-        assert_eq!(wire[2], "*3\r\n$3\r\nSET\r\n$16\r\nkey:__rand_int__\r\n$3\r\nabc\r\n");
+        assert_eq!(
+            wire[2],
+            "*3\r\n$3\r\nSET\r\n$16\r\nkey:__rand_int__\r\n$3\r\nabc\r\n"
+        );
         assert_eq!(
             wire[3],
             "*4\r\n$4\r\nZADD\r\n$6\r\nmyzset\r\n$1\r\n0\r\n$20\r\nelement:__rand_int__\r\n"
         );
-        assert_eq!(wire[5], "*4\r\n$6\r\nLRANGE\r\n$6\r\nmylist\r\n$1\r\n0\r\n$3\r\n299\r\n");
+        assert_eq!(
+            wire[5],
+            "*4\r\n$6\r\nLRANGE\r\n$6\r\nmylist\r\n$1\r\n0\r\n$3\r\n299\r\n"
+        );
         assert_eq!(wire[6].matches("key:__rand_int__").count(), MSET_KEYS);
         let randomized = select(Some("zadd"), b"abc", true).unwrap();
         assert_eq!(randomized[0].request.placeholders.len(), 2);

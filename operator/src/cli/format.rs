@@ -36,7 +36,9 @@ fn formatted(reply: &Frame, prefix: &str, out: &mut Vec<u8>) {
         }
         Frame::Simple(text) => out.extend_from_slice(text),
         Frame::Integer(n) => out.extend_from_slice(format!("(integer) {n}").as_bytes()),
-        Frame::Double(d) => out.extend_from_slice(format!("(double) {}", double_text(*d)).as_bytes()),
+        Frame::Double(d) => {
+            out.extend_from_slice(format!("(double) {}", double_text(*d)).as_bytes())
+        }
         Frame::Bulk(data) => quoted(data, out),
         Frame::Verbatim { text, .. } => out.extend_from_slice(text),
         Frame::Null | Frame::NullBulk | Frame::NullArray => out.extend_from_slice(b"(nil)"),
@@ -201,7 +203,9 @@ mod tests {
         assert_eq!(f(&Frame::Double(1.5)), "(double) 1.5\n");
         assert_eq!(f(&Frame::Boolean(true)), "(true)\n");
         assert_eq!(
-            f(&Frame::BigNumber(Bytes::from_static(b"123456789012345678901234567890"))),
+            f(&Frame::BigNumber(Bytes::from_static(
+                b"123456789012345678901234567890"
+            ))),
             "(big number) 123456789012345678901234567890\n"
         );
         assert_eq!(
@@ -217,7 +221,10 @@ mod tests {
     fn bulk_strings_are_escaped_like_sdscatrepr() {
         assert_eq!(f(&Frame::bulk(b"q\"x")), "\"q\\\"x\"\n");
         assert_eq!(f(&Frame::bulk(b"a\nb\r\t\\")), "\"a\\nb\\r\\t\\\\\"\n");
-        assert_eq!(f(&Frame::bulk(&[0, 0x7f, 0xff, 7, 8])), "\"\\x00\\x7f\\xff\\a\\b\"\n");
+        assert_eq!(
+            f(&Frame::bulk(&[0, 0x7f, 0xff, 7, 8])),
+            "\"\\x00\\x7f\\xff\\a\\b\"\n"
+        );
         assert_eq!(f(&Frame::bulk(b"")), "\"\"\n");
     }
 
@@ -231,7 +238,10 @@ mod tests {
         let eleven: Vec<&str> = eleven.iter().map(String::as_str).collect();
         let text = f(&bulks(&eleven));
         assert!(text.starts_with(" 1) \"1\"\n 2) \"2\"\n"), "{text}");
-        assert!(text.ends_with(" 9) \"9\"\n10) \"10\"\n11) \"11\"\n"), "{text}");
+        assert!(
+            text.ends_with(" 9) \"9\"\n10) \"10\"\n11) \"11\"\n"),
+            "{text}"
+        );
         let nested = Frame::Array(vec![
             Frame::Integer(1),
             Frame::Array(vec![Frame::Integer(2), Frame::Integer(3)]),

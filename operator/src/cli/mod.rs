@@ -30,7 +30,11 @@ pub struct CliArgs {
     #[arg(long = "help", action = clap::ArgAction::Help)]
     pub help: Option<bool>,
     /// The command to send once; without one, commands are read from stdin.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
 }
 

@@ -17,6 +17,8 @@ mod error;
 mod transport;
 
 pub use client::{error_text, Client, ConnectOptions, Protocol, CONNECT_TIMEOUT};
-pub use connection::{BufferLimits, Connection, READ_CHUNK_MIN, REPLY_BYTES_MAX, REQUEST_BYTES_MAX};
+pub use connection::{
+    BufferLimits, Connection, READ_CHUNK_MIN, REPLY_BYTES_MAX, REQUEST_BYTES_MAX,
+};
 pub use error::ClientError;
 pub use transport::{Target, Transport};
