@@ -5,9 +5,11 @@
 //! - [`client`]: connection, transport, RESP replies through `proto`, AUTH/HELLO, pipelining.
 //! - [`cli`]: `operator cli`: one-shot and interactive, redis-cli's reply formats.
 //! - [`bench`]: `operator bench`: redis-benchmark's tests and flags.
+//! - [`command_line`]: the `operator` subcommands; the binary only parses and runs them.
 //! - [`connect_args`]: the flags both share (`-h -p -a --user -3 --rdma --fabric`).
 
 pub mod bench;
 pub mod cli;
 pub mod client;
+pub mod command_line;
 pub mod connect_args;

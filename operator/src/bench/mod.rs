@@ -97,7 +97,7 @@ pub enum BenchError {
 /// the benchmark cannot run (bad flags, connection failure), 2 when it ran but the node
 /// answered with error replies.
 pub fn run(args: BenchArgs) -> ExitCode {
-    let progress = args.progress || (std::io::stderr().is_terminal() && !args.csv);
+    let progress = args.progress || std::io::stderr().is_terminal();
     match run_all(&args, progress, &mut |line| println!("{line}")) {
         Ok(reports) => {
             let errors: u64 = reports.iter().map(|r| r.errors).sum();

@@ -1,6 +1,6 @@
 //! Counters the connections update and the progress line that reads them.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -42,9 +42,10 @@ impl Counters {
 }
 
 /// Draws `TITLE: rps=... (overall: ...) avg_msec=... (overall: ...)` on stderr, as
-/// redis-benchmark does, redrawing the same line.
+/// redis-benchmark does: redrawn in place on a terminal, one line per update otherwise (logs).
 #[derive(Debug)]
 pub struct ProgressLine {
+    on_terminal: bool,
     title: String,
     started: Instant,
     last: Instant,
@@ -56,6 +57,7 @@ impl ProgressLine {
     pub fn new(title: &str) -> ProgressLine {
         let now = Instant::now();
         ProgressLine {
+            on_terminal: std::io::stderr().is_terminal(),
             title: title.to_string(),
             started: now,
             last: now,
@@ -82,12 +84,19 @@ impl ProgressLine {
         self.last_done = done;
         self.last_latency_sum = sum;
         let mut stderr = std::io::stderr().lock();
-        let _ = write!(stderr, "\r\x1b[K{line}");
+        let _ = if self.on_terminal {
+            write!(stderr, "\r\x1b[K{line}")
+        } else {
+            writeln!(stderr, "{line}")
+        };
         let _ = stderr.flush();
     }
 
-    /// Erases the line.
+    /// Erases the line (on a terminal).
     pub fn clear(&self) {
+        if !self.on_terminal {
+            return;
+        }
         let mut stderr = std::io::stderr().lock();
         let _ = write!(stderr, "\r\x1b[K");
         let _ = stderr.flush();

@@ -16,8 +16,8 @@ pub enum ClientError {
     ConnectTimeout { target: String, after: Duration },
     /// `--fabric`/`--rdma`: the fabric Stream (bus, issue 3 item 4) is not plugged in yet.
     #[error(
-        "fabric transport not built yet: --fabric {provider} needs the bus Stream, which the \
-         operator does not have yet; use TCP (-h/-p)"
+        "fabric transport not built yet: provider '{provider}' needs the bus Stream, which \
+         the operator does not have yet; use TCP (-h/-p)"
     )]
     FabricNotBuilt { provider: String },
     #[error("I/O error: {0}")]
