@@ -4,6 +4,7 @@
 //! without error replies, pipelined and not, and the node really holds what it wrote.
 
 use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
 use std::process::{Output, Stdio};
 
 use integration::{free_port, operator, Node};
@@ -72,6 +73,18 @@ fn cli_one_shot_prints_replies_like_redis_cli() {
     assert_eq!(
         stdout(&cli(&node, &["--no-raw", "LRANGE", "nothing", "0", "-1"])),
         "(empty array)\n"
+    );
+    // Arguments are bytes, not necessarily UTF-8; formatted output escapes them.
+    let port = node.port.to_string();
+    let binary = std::ffi::OsString::from_vec(vec![b'a', 0xff, b'\n']);
+    let set = operator(&["cli", "-p", &port, "SET", "bin"])
+        .arg(&binary)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&set), "OK\n");
+    assert_eq!(
+        stdout(&cli(&node, &["--no-raw", "GET", "bin"])),
+        "\"a\\xff\\n\"\n"
     );
     // Raw output is byte for byte what redis-cli prints with stdout redirected.
     for command in [

@@ -5,7 +5,9 @@
 mod format;
 mod repl;
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 pub use format::{format_reply, quoted, OutputMode};
@@ -29,13 +31,15 @@ pub struct CliArgs {
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     pub help: Option<bool>,
-    /// The command to send once; without one, commands are read from stdin.
+    /// The command to send once; without one, commands are read from stdin. Arguments go out
+    /// as their bytes: they need not be UTF-8.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
-        value_name = "COMMAND"
+        value_name = "COMMAND",
+        value_parser = clap::value_parser!(OsString)
     )]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 impl CliArgs {
@@ -102,10 +106,11 @@ pub fn run(args: CliArgs) -> ExitCode {
 fn one_shot(
     runtime: &tokio::runtime::Runtime,
     client: &mut Client,
-    command: &[String],
+    command: &[OsString],
     mode: OutputMode,
 ) -> Result<(), ClientError> {
-    let reply = runtime.block_on(client.request(command))?;
+    let args: Vec<&[u8]> = command.iter().map(|a| a.as_bytes()).collect();
+    let reply = runtime.block_on(client.request(&args))?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&format_reply(&reply, mode))?;
     stdout.flush()?;
