@@ -112,6 +112,9 @@ fn one_shot(
     let args: Vec<&[u8]> = command.iter().map(|a| a.as_bytes()).collect();
     let reply = runtime.block_on(client.request(&args))?;
     let mut stdout = std::io::stdout().lock();
+    for push in client.take_pushes() {
+        stdout.write_all(&format_reply(&push, mode))?;
+    }
     stdout.write_all(&format_reply(&reply, mode))?;
     stdout.flush()?;
     Ok(())

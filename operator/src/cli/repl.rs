@@ -61,7 +61,11 @@ pub fn run_lines(
             None => runtime.block_on(Client::connect(options))?,
         };
         let connected = client.insert(connected);
-        match runtime.block_on(connected.request(&args)) {
+        let result = runtime.block_on(connected.request(&args));
+        for push in connected.take_pushes() {
+            out.write_all(&format_reply(&push, mode))?;
+        }
+        match result {
             Ok(reply) => out.write_all(&format_reply(&reply, mode))?,
             Err(e) => {
                 if e.is_fatal() {

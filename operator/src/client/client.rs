@@ -1,5 +1,6 @@
 //! The client: connect (with AUTH or HELLO), send one command or a pipeline, read replies.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use proto::resp::Frame;
@@ -10,6 +11,11 @@ use super::transport::{Target, Transport};
 
 /// How long a connection attempt may take by default.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Out-of-band RESP3 pushes (invalidations, pub/sub messages) kept for the caller while it
+/// waits for replies; past this the oldest are dropped and counted, so a caller that never
+/// looks cannot make the client grow without bound.
+pub const PUSHES_MAX: usize = 1024;
 
 /// The reply protocol to ask for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,6 +57,8 @@ impl ConnectOptions {
 pub struct Client {
     conn: Connection,
     protocol: Protocol,
+    pushes: VecDeque<Frame>,
+    pushes_dropped: u64,
 }
 
 impl Client {
@@ -61,6 +69,8 @@ impl Client {
         let mut client = Client {
             conn: Connection::new(transport, options.limits),
             protocol: options.protocol,
+            pushes: VecDeque::new(),
+            pushes_dropped: 0,
         };
         let user = options.user.as_deref().unwrap_or("default");
         match (options.protocol, options.password.as_deref()) {
@@ -93,10 +103,11 @@ impl Client {
     }
 
     /// Sends one command and returns its reply; an error reply is returned as a frame.
+    /// Out-of-band pushes that arrive first are set aside (see [`Client::take_pushes`]).
     pub async fn request<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Frame, ClientError> {
         self.conn.queue_command(args)?;
         self.conn.flush().await?;
-        self.conn.read_frame().await
+        self.next_reply().await
     }
 
     /// Sends one command and returns its reply; an error reply becomes
@@ -120,7 +131,7 @@ impl Client {
         self.conn.flush().await?;
         let mut replies = Vec::with_capacity(commands.len());
         for _ in commands {
-            replies.push(self.conn.read_frame().await?);
+            replies.push(self.next_reply().await?);
         }
         Ok(replies)
     }
@@ -140,10 +151,55 @@ impl Client {
         self.conn.flush().await
     }
 
-    /// Reads the next reply (one per queued request, in order).
+    /// Reads the next frame as it comes, pushes included (one reply per queued request, in
+    /// order, when the connection gets no pushes: the benchmark's case).
     pub async fn read_reply(&mut self) -> Result<Frame, ClientError> {
         self.conn.read_frame().await
     }
+
+    /// The out-of-band pushes received while waiting for replies, oldest first.
+    pub fn take_pushes(&mut self) -> Vec<Frame> {
+        self.pushes.drain(..).collect()
+    }
+
+    /// How many pushes were dropped because [`PUSHES_MAX`] were already kept.
+    pub fn pushes_dropped(&self) -> u64 {
+        self.pushes_dropped
+    }
+
+    /// The next reply to a request: RESP3 pushes are set aside, except the ones that *are*
+    /// the reply (the confirmations of SUBSCRIBE and friends, which RESP3 sends as pushes).
+    async fn next_reply(&mut self) -> Result<Frame, ClientError> {
+        loop {
+            let frame = self.conn.read_frame().await?;
+            match &frame {
+                Frame::Push(items) if !is_subscription_reply(items) => {
+                    if self.pushes.len() >= PUSHES_MAX {
+                        self.pushes.pop_front();
+                        self.pushes_dropped += 1;
+                    }
+                    self.pushes.push_back(frame);
+                }
+                _ => return Ok(frame),
+            }
+        }
+    }
+}
+
+/// Whether a push confirms a (un)subscription, i.e. answers the command that asked for it.
+fn is_subscription_reply(items: &[Frame]) -> bool {
+    const KINDS: [&[u8]; 6] = [
+        b"subscribe",
+        b"psubscribe",
+        b"ssubscribe",
+        b"unsubscribe",
+        b"punsubscribe",
+        b"sunsubscribe",
+    ];
+    items
+        .first()
+        .and_then(Frame::as_bytes)
+        .is_some_and(|kind| KINDS.iter().any(|k| kind.eq_ignore_ascii_case(k)))
 }
 
 /// The text of an error reply, or `None` for any other reply.

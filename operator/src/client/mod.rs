@@ -19,7 +19,7 @@ mod transport;
 #[cfg(test)]
 mod tests;
 
-pub use client::{error_text, Client, ConnectOptions, Protocol, CONNECT_TIMEOUT};
+pub use client::{error_text, Client, ConnectOptions, Protocol, CONNECT_TIMEOUT, PUSHES_MAX};
 pub use connection::{
     BufferLimits, Connection, READ_CHUNK_MIN, REPLY_BYTES_MAX, REQUEST_BYTES_MAX,
 };

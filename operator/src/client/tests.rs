@@ -207,3 +207,26 @@ async fn the_fabric_target_says_it_is_not_built_yet() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn pushes_are_set_aside_except_subscription_confirmations() {
+    let (target, _) = scripted_server(|args| {
+        Some(match args[0].as_str() {
+            "GET" => b">2\r\n+invalidate\r\n*1\r\n$1\r\nk\r\n$1\r\nv\r\n".to_vec(),
+            _ => b">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n".to_vec(),
+        })
+    })
+    .await;
+    let mut client = Client::connect(&ConnectOptions::new(target)).await.unwrap();
+    assert_eq!(
+        client.request(&["GET", "k"]).await.unwrap(),
+        Frame::bulk(b"v")
+    );
+    let pushes = client.take_pushes();
+    assert_eq!(pushes.len(), 1);
+    assert!(matches!(&pushes[0], Frame::Push(items) if items[0] == Frame::simple("invalidate")));
+    let confirmation = client.request(&["SUBSCRIBE", "ch"]).await.unwrap();
+    assert!(matches!(confirmation, Frame::Push(items) if items.len() == 3));
+    assert!(client.take_pushes().is_empty());
+    assert_eq!(client.pushes_dropped(), 0);
+}
