@@ -159,6 +159,33 @@ fn cli_interactive_reads_commands_from_stdin() {
         "0",
         "nothing runs after quit"
     );
+
+    // A connection the server closes is reported once, then re-opened for the next command.
+    let mut child = operator(&["cli", "-p", &port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting operator cli");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"CLIENT KILL TYPE normal SKIPME no\nGET greeting\nGET greeting\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    // The server's close shows as end of stream, or as a reset if our GET raced it.
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0], "1");
+    assert!(
+        lines[1] == "Error: Server closed the connection"
+            || lines[1].starts_with("Error: I/O error"),
+        "{text}"
+    );
+    assert_eq!(lines[2], "hello world");
 }
 
 #[test]

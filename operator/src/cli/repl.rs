@@ -58,7 +58,10 @@ pub fn run_lines(
         }
         let connected = match client.take() {
             Some(connected) => connected,
-            None => runtime.block_on(Client::connect(options))?,
+            None => {
+                tracing::debug!(target = %options.target, "reconnecting");
+                runtime.block_on(Client::connect(options))?
+            }
         };
         let connected = client.insert(connected);
         let result = runtime.block_on(connected.request(&args));
@@ -69,6 +72,7 @@ pub fn run_lines(
             Ok(reply) => out.write_all(&format_reply(&reply, mode))?,
             Err(e) => {
                 if e.is_fatal() {
+                    tracing::debug!(error = %e, "connection lost; reconnecting on the next command");
                     client = None;
                 }
                 writeln!(out, "Error: {e}")?;

@@ -66,6 +66,7 @@ impl Client {
     /// with `AUTH [user] pass` when a password is given.
     pub async fn connect(options: &ConnectOptions) -> Result<Client, ClientError> {
         let transport = Transport::open(&options.target, options.connect_timeout).await?;
+        tracing::debug!(target = %options.target, protocol = ?options.protocol, "connected");
         let mut client = Client {
             conn: Connection::new(transport, options.limits),
             protocol: options.protocol,
