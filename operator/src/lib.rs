@@ -1,5 +1,15 @@
-//! The operator: an async Rust client library (TCP and fabric), `operator cli`, `operator bench`
-//! and `operator cluster ...` (DESIGN §2).
+//! The operator: an async Rust client library (TCP now, the fabric later), `operator cli`
+//! (redis-cli-like) and `operator bench` (redis-benchmark-like, with HDR latency percentiles)
+//! (DESIGN §2). `operator cluster ...` arrives with the cluster issue.
 //!
-//! Empty for now: it is built by the fabric issue (client, cli, bench) and the cluster issue
-//! (cluster create/status). Until then use `redis-cli` and `redis-benchmark` against the node.
+//! - [`client`]: connection, transport, RESP replies through `proto`, AUTH/HELLO, pipelining.
+//! - [`cli`]: `operator cli`: one-shot and interactive, redis-cli's reply formats.
+//! - [`bench`]: `operator bench`: redis-benchmark's tests and flags.
+//! - [`command_line`]: the `operator` subcommands; the binary only parses and runs them.
+//! - [`connect_args`]: the flags both share (`-h -p -a --user -3 --rdma --fabric`).
+
+pub mod bench;
+pub mod cli;
+pub mod client;
+pub mod command_line;
+pub mod connect_args;

@@ -41,6 +41,39 @@ pub fn node_binary() -> PathBuf {
     .clone()
 }
 
+/// The operator binary (`operator cli`, `operator bench`): `$OPERATOR_BIN`, or the workspace's
+/// debug build, built on first use (as [`node_binary`] builds the node).
+pub fn operator_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(path) = std::env::var("OPERATOR_BIN") {
+            return PathBuf::from(path);
+        }
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("tests/ sits in the workspace")
+            .to_path_buf();
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "operator", "--bin", "operator"])
+            .current_dir(&workspace)
+            .status()
+            .expect("running cargo build for the operator binary");
+        assert!(status.success(), "building the operator binary failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| workspace.join("target"));
+        target.join("debug").join("operator")
+    })
+    .clone()
+}
+
+/// A command that runs the operator binary with `args`.
+pub fn operator(args: &[&str]) -> Command {
+    let mut command = Command::new(operator_binary());
+    command.args(args);
+    command
+}
+
 /// A free TCP port on loopback (bound then released; a race with other processes is
 /// possible but harmless in practice: the node then fails to start and the test says so).
 pub fn free_port() -> u16 {

@@ -5,6 +5,7 @@ mod connection;
 mod hashes;
 mod keys;
 mod lists;
+mod operator_tools;
 mod persistence;
 mod protocol;
 mod pubsub;
