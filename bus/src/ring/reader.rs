@@ -33,6 +33,7 @@ pub struct RingReader<C: Connection> {
     ack_in_flight: bool,
     broken: Option<String>,
     completions: Vec<Completion>,
+    not_ready: u64,
 }
 
 impl<C: Connection> RingReader<C> {
@@ -74,6 +75,7 @@ impl<C: Connection> RingReader<C> {
             ack_in_flight: false,
             broken: None,
             completions: Vec::with_capacity(POLL_BATCH),
+            not_ready: 0,
         })
     }
 
@@ -103,6 +105,12 @@ impl<C: Connection> RingReader<C> {
         max_payload(self.data_len)
     }
 
+    /// Times the doorbell announced more than had validly landed (records still in flight or
+    /// placed out of order): the reader waited instead of reading a half-written record.
+    pub fn not_ready(&self) -> u64 {
+        self.not_ready
+    }
+
     pub fn conn(&self) -> &C {
         &self.conn
     }
@@ -122,6 +130,15 @@ impl<C: Connection> RingReader<C> {
         if tail <= self.consumed {
             return Ok(None);
         }
+        let got = self.take_record(buf)?;
+        if got.is_none() {
+            self.not_ready += 1;
+        }
+        Ok(got)
+    }
+
+    /// The record at the consumed offset, if it has validly landed.
+    fn take_record(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         // At most a padding record, then the record after it.
         for _ in 0..2 {
             let start = next_record_start(self.consumed, self.data_len);
