@@ -185,7 +185,9 @@ impl Network {
         }
         self.stats.rnr_retries += 1;
         flight.rnr_retries += 1;
-        flight.at = self.now + self.faults.rnr_delay.as_nanos() as u64;
+        flight.at = self
+            .now
+            .saturating_add(self.faults.rnr_delay.as_nanos() as u64);
         if let Some(q) = self.qps.get_mut(&qp) {
             q.last_ordered_at = q.last_ordered_at.max(flight.at);
             q.ordered.push_front(flight);

@@ -338,6 +338,15 @@ impl<C: Connection> Stream<C> {
         self.flush()
     }
 
+    /// Blocks until a completion may be waiting or `timeout` passes: the idle back-off of a
+    /// polling thread (call `progress` after it).
+    pub fn wait(&mut self, timeout: Duration) -> Result<()> {
+        match self.conn.as_mut() {
+            Some(conn) => conn.wait(timeout),
+            None => Err(self.closed_error()),
+        }
+    }
+
     fn reap(&mut self) -> Result<()> {
         for _ in 0..POLL_ROUNDS_MAX {
             let mut batch = std::mem::take(&mut self.completions);
