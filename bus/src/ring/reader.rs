@@ -52,7 +52,8 @@ impl<C: Connection> RingReader<C> {
     }
 
     /// As `create`, with regions the caller registered: `ring` with REMOTE_WRITE (its length
-    /// minus the header is the data area), `ack_src` of at least 8 bytes.
+    /// minus the header is the data area), `ack_src` of at least 8 bytes. The ring is zeroed;
+    /// no writer may be writing into it yet.
     pub fn new(conn: C, ring: C::Region, ack_src: C::Region) -> Result<Self> {
         let data_len = ring.len().saturating_sub(RING_HEADER_LEN);
         check_data_len(data_len)?;
@@ -62,8 +63,12 @@ impl<C: Connection> RingReader<C> {
                 reason: "the ring needs REMOTE_WRITE and the ack source 8 bytes".into(),
             });
         }
-        // Zero the header and the first record slot: a reused region must not look written.
-        ring.write(0, &[0u8; RING_HEADER_LEN + RECORD_HEADER_LEN])?;
+        // Zero all of it: a record left by an earlier session at the same position carries the
+        // same offset as the one this session will write there, and would validate.
+        let zeros = [0u8; 4096];
+        for at in (0..ring.len()).step_by(zeros.len()) {
+            ring.write(at, &zeros[..zeros.len().min(ring.len() - at)])?;
+        }
         Ok(RingReader {
             conn,
             ring,
