@@ -96,6 +96,7 @@ fn reordering() -> Faults {
         delay_min: Duration::from_micros(1),
         delay_max: Duration::from_micros(60),
         reorder_writes: true,
+        tear_writes: true,
         ..Faults::default()
     }
 }
@@ -104,7 +105,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// Random record sizes (empty to the limit), ring sizes that do and do not divide evenly,
-    /// out-of-order placement: output equals input.
+    /// out-of-order placement of records and of the two halves of each: output equals input.
     #[test]
     fn reader_gets_exactly_the_writers_records(
         seed in any::<u64>(),
