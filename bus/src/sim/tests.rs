@@ -425,7 +425,7 @@ fn same_seed_same_trace() {
 /// while a thread posts a SEND.
 #[test]
 fn realtime_network_wakes_a_waiter_on_another_thread() {
-    let fabric = SimFabric::new_realtime(12, Faults::default()).unwrap();
+    let fabric = SimFabric::new_realtime(12, patient_rnr()).unwrap();
     let a = fabric.add_host().unwrap();
     let b = fabric.add_host().unwrap();
     let cfg = EndpointConfig::default();
@@ -518,4 +518,15 @@ fn torn_writes_are_visible_half_done_and_complete_once() {
         assert_eq!(completions[0].status, Ok(()));
     }
     assert!(seen_torn, "no seed tore a write");
+}
+
+/// RNR retries for tests on real threads: a peer thread may be descheduled for a long while
+/// on a loaded machine before it posts its receives, so retry for up to a minute (verbs' RNR
+/// retry of 7 means forever).
+fn patient_rnr() -> Faults {
+    Faults {
+        rnr_delay: Duration::from_millis(1),
+        rnr_retry_limit: 60_000,
+        ..Faults::default()
+    }
 }

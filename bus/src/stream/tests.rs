@@ -459,7 +459,7 @@ proptest! {
 /// from the main thread. Loops are bounded by iteration counts, not by time.
 #[test]
 fn echo_between_threads_on_a_realtime_network() {
-    let fabric = SimFabric::new_realtime(30, Faults::default()).unwrap();
+    let fabric = SimFabric::new_realtime(30, patient_rnr()).unwrap();
     let server_host = fabric.add_host().unwrap();
     let client_host = fabric.add_host().unwrap();
     let cfg = EndpointConfig::default();
@@ -530,4 +530,15 @@ fn echo_between_threads_on_a_realtime_network() {
     );
     c.close("done");
     assert_eq!(server.join().unwrap(), total);
+}
+
+/// RNR retries for tests on real threads: a peer thread may be descheduled for a long while
+/// on a loaded machine before it posts its receives, so retry for up to a minute (verbs' RNR
+/// retry of 7 means forever).
+fn patient_rnr() -> Faults {
+    Faults {
+        rnr_delay: Duration::from_millis(1),
+        rnr_retry_limit: 60_000,
+        ..Faults::default()
+    }
 }
