@@ -304,3 +304,21 @@ fn a_reused_ring_does_not_replay_old_records() {
     let mut buf = Vec::new();
     assert_eq!(reader.next(&mut buf).unwrap(), None);
 }
+
+/// A partition between writer and reader breaks the ring on both sides (retries exhausted),
+/// rather than leaving either waiting forever.
+#[test]
+fn partition_breaks_both_sides() {
+    let mut s = setup(15, Faults::default(), 4096);
+    s.writer.append(b"one").unwrap();
+    s.fabric.run_until_idle(100);
+    let mut buf = Vec::new();
+    assert_eq!(s.reader.next(&mut buf).unwrap(), Some(0));
+    s.fabric
+        .partition(s.writer_host.host(), s.reader_host.host());
+    s.writer.append(b"two").unwrap();
+    s.reader.poll().unwrap(); // posts the ack for "one" into the partition
+    s.fabric.run_until_idle(100);
+    assert!(matches!(s.writer.poll(), Err(BusError::Closed(_))));
+    assert!(matches!(s.reader.poll(), Err(BusError::Closed(_))));
+}
