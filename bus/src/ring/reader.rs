@@ -33,6 +33,7 @@ pub struct RingReader<C: Connection> {
     ack_in_flight: bool,
     broken: Option<String>,
     completions: Vec<Completion>,
+    not_ready: u64,
 }
 
 impl<C: Connection> RingReader<C> {
@@ -51,7 +52,8 @@ impl<C: Connection> RingReader<C> {
     }
 
     /// As `create`, with regions the caller registered: `ring` with REMOTE_WRITE (its length
-    /// minus the header is the data area), `ack_src` of at least 8 bytes.
+    /// minus the header is the data area), `ack_src` of at least 8 bytes. The ring is zeroed;
+    /// no writer may be writing into it yet.
     pub fn new(conn: C, ring: C::Region, ack_src: C::Region) -> Result<Self> {
         let data_len = ring.len().saturating_sub(RING_HEADER_LEN);
         check_data_len(data_len)?;
@@ -61,8 +63,12 @@ impl<C: Connection> RingReader<C> {
                 reason: "the ring needs REMOTE_WRITE and the ack source 8 bytes".into(),
             });
         }
-        // Zero the header and the first record slot: a reused region must not look written.
-        ring.write(0, &[0u8; RING_HEADER_LEN + RECORD_HEADER_LEN])?;
+        // Zero all of it: a record left by an earlier session at the same position carries the
+        // same offset as the one this session will write there, and would validate.
+        let zeros = [0u8; 4096];
+        for at in (0..ring.len()).step_by(zeros.len()) {
+            ring.write(at, &zeros[..zeros.len().min(ring.len() - at)])?;
+        }
         Ok(RingReader {
             conn,
             ring,
@@ -74,6 +80,7 @@ impl<C: Connection> RingReader<C> {
             ack_in_flight: false,
             broken: None,
             completions: Vec::with_capacity(POLL_BATCH),
+            not_ready: 0,
         })
     }
 
@@ -103,6 +110,12 @@ impl<C: Connection> RingReader<C> {
         max_payload(self.data_len)
     }
 
+    /// Times the doorbell announced more than had validly landed (records still in flight or
+    /// placed out of order): the reader waited instead of reading a half-written record.
+    pub fn not_ready(&self) -> u64 {
+        self.not_ready
+    }
+
     pub fn conn(&self) -> &C {
         &self.conn
     }
@@ -122,6 +135,15 @@ impl<C: Connection> RingReader<C> {
         if tail <= self.consumed {
             return Ok(None);
         }
+        let got = self.take_record(buf)?;
+        if got.is_none() {
+            self.not_ready += 1;
+        }
+        Ok(got)
+    }
+
+    /// The record at the consumed offset, if it has validly landed.
+    fn take_record(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         // At most a padding record, then the record after it.
         for _ in 0..2 {
             let start = next_record_start(self.consumed, self.data_len);

@@ -49,6 +49,9 @@ impl Network {
 
     /// Completes `flight` on the sender with `err` and moves the sender to error.
     fn fail(&mut self, qp: u64, flight: &Flight, err: WorkError) {
+        if flight.silent {
+            return;
+        }
         if err == WorkError::RetryExceeded {
             self.stats.retry_exceeded += 1;
         }
@@ -62,6 +65,9 @@ impl Network {
     }
 
     fn succeed(&mut self, qp: u64, flight: &Flight) {
+        if flight.silent {
+            return;
+        }
         if let Some(q) = self.qps.get_mut(&qp) {
             q.sq_complete(
                 flight.seq,
@@ -168,6 +174,9 @@ impl Network {
     }
 
     fn remote_access_error(&mut self, qp: u64, peer: u64, flight: Flight) {
+        if flight.silent {
+            return;
+        }
         self.stats.remote_access_errors += 1;
         tracing::debug!(qp, peer, "sim: remote access error");
         self.fail(qp, &flight, WorkError::RemoteAccess);
@@ -185,7 +194,9 @@ impl Network {
         }
         self.stats.rnr_retries += 1;
         flight.rnr_retries += 1;
-        flight.at = self.now + self.faults.rnr_delay.as_nanos() as u64;
+        flight.at = self
+            .now
+            .saturating_add(self.faults.rnr_delay.as_nanos() as u64);
         if let Some(q) = self.qps.get_mut(&qp) {
             q.last_ordered_at = q.last_ordered_at.max(flight.at);
             q.ordered.push_front(flight);

@@ -29,6 +29,11 @@ pub struct Faults {
     /// When set, plain WRITEs (without immediate data) are placed independently of every other
     /// operation on the connection: a later WRITE, a WRITE WITH IMM or a SEND may land first.
     pub reorder_writes: bool,
+    /// When set (with `reorder_writes`), a plain WRITE spanning more than one aligned 8-byte
+    /// word lands in two fragments at different times, split at a word boundary, as verbs
+    /// allows placement within one message in any order: a reader can see half a record. An
+    /// aligned 8-byte word is never torn. The later fragment carries the completion.
+    pub tear_writes: bool,
     /// How long a SEND or WRITE WITH IMM that found no posted receive waits before it retries.
     pub rnr_delay: Duration,
     /// How many such retries before the sender's work request fails with `RetryExceeded`.
@@ -44,6 +49,7 @@ impl Default for Faults {
             delay_min: Duration::from_micros(2),
             delay_max: Duration::from_micros(2),
             reorder_writes: false,
+            tear_writes: false,
             rnr_delay: Duration::from_micros(100),
             rnr_retry_limit: 1000,
         }
@@ -60,6 +66,7 @@ impl Faults {
             delay_min: Duration::from_micros(1),
             delay_max: Duration::from_micros(50),
             reorder_writes: true,
+            tear_writes: true,
             ..Faults::default()
         }
     }
@@ -85,6 +92,9 @@ impl Faults {
                 "delay range {:?}..={:?} is empty or exceeds {DELAY_MAX:?}",
                 self.delay_min, self.delay_max
             ));
+        }
+        if self.tear_writes && !self.reorder_writes {
+            return bad("tear_writes needs reorder_writes".into());
         }
         if self.rnr_delay > DELAY_MAX || self.rnr_delay.is_zero() {
             return bad(format!(

@@ -191,7 +191,7 @@ impl Network {
     pub(crate) fn draw_delay(&mut self) -> u64 {
         let lo = self.faults.delay_min.as_nanos() as u64;
         let hi = self.faults.delay_max.as_nanos() as u64;
-        self.now + self.rng.gen_range(lo..=hi)
+        self.now.saturating_add(self.rng.gen_range(lo..=hi))
     }
 
     pub(crate) fn add_host(&mut self) -> Result<HostId> {

@@ -4,7 +4,8 @@
 use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::error::{BusError, Result};
-use crate::provider::{Completion, DatagramMeta, LocalSlice, Op, Region, WorkError};
+use crate::provider::{Completion, DatagramMeta, LocalSlice, Op, Region, RemoteSlice, WorkError};
+use rand::Rng;
 
 use super::network::{DatagramSlot, Network, Unordered};
 use super::qp::{completion, Flight, FlightKind, Qp, QpState};
@@ -46,6 +47,41 @@ fn closed() -> BusError {
     BusError::Closed("sim connection is gone (closed, or its host crashed)".into())
 }
 
+/// Splits the tail `[split..)` off a plain WRITE into a second fragment arriving at
+/// `other_at`. Whichever fragment lands first is silent; the later one completes the request.
+fn tear_off(flight: &mut Flight, split: usize, other_at: u64, other_seq: u64) -> Flight {
+    let FlightKind::Write { dst, data, .. } = &mut flight.kind else {
+        unreachable!("only plain writes are torn");
+    };
+    let tail = data.split_off(split);
+    dst.len = split as u64;
+    let tail_dst = RemoteSlice {
+        region: dst.region,
+        offset: dst.offset + split as u64,
+        len: tail.len() as u64,
+    };
+    let mut fragment = Flight {
+        at: other_at,
+        seq: other_seq,
+        wr_id: flight.wr_id,
+        kind: FlightKind::Write {
+            dst: tail_dst,
+            data: tail,
+            imm: None,
+        },
+        rnr_retries: 0,
+        silent: true,
+    };
+    if fragment.at >= flight.at {
+        // The tail lands last (strictly, so the completion never precedes the head): it takes
+        // the request's sequence number, hence its send-queue slot and completion.
+        fragment.at = fragment.at.max(flight.at + 1);
+        std::mem::swap(&mut fragment.seq, &mut flight.seq);
+        std::mem::swap(&mut fragment.silent, &mut flight.silent);
+    }
+    fragment
+}
+
 impl Network {
     fn live_qp(&mut self, id: u64) -> Result<&mut Qp> {
         let host = self.qps.get(&id).map(|q| q.host).ok_or_else(closed)?;
@@ -68,6 +104,23 @@ impl Network {
         let seq = self.next_seq();
         let at = self.draw_delay();
         let reorder = self.faults.reorder_writes;
+        let unordered = reorder && matches!(kind, FlightKind::Write { imm: None, .. });
+        // A torn write: (split point, the other fragment's arrival, its sequence number).
+        let tear = match &kind {
+            FlightKind::Write { data, dst, .. } if unordered && self.faults.tear_writes => {
+                // Split only at an aligned 8-byte boundary of the target: placement of one
+                // aligned word is atomic (the contract of `Region::load_u64`, and what NICs do).
+                let start = dst.region.addr.wrapping_add(dst.offset);
+                let first = (8 - (start % 8) as usize) % 8;
+                let first = if first == 0 { 8 } else { first };
+                (first < data.len()).then(|| {
+                    let words = (data.len() - first - 1) / 8;
+                    let split = first + 8 * self.rng.gen_range(0..=words);
+                    (split, self.draw_delay(), self.next_seq())
+                })
+            }
+            _ => None,
+        };
         let qp = self.live_qp(id)?;
         check_local(qp, local, need)?;
         if qp.sq_outstanding() >= qp.config.send_wr as usize {
@@ -79,17 +132,27 @@ impl Network {
             qp.sq_complete(seq, completion(wr_id, op, Err(WorkError::Flushed)));
             return Ok(());
         }
-        let unordered = reorder && matches!(kind, FlightKind::Write { imm: None, .. });
         let mut flight = Flight {
             at,
             seq,
             wr_id,
             kind,
             rnr_retries: 0,
+            silent: false,
         };
         if unordered {
+            if let Some((split, other_at, other_seq)) = tear {
+                let fragment = tear_off(&mut flight, split, other_at, other_seq);
+                self.unordered.insert(
+                    (fragment.at, fragment.seq),
+                    Unordered::Write {
+                        from_qp: id,
+                        flight: fragment,
+                    },
+                );
+            }
             self.unordered.insert(
-                (at, seq),
+                (flight.at, flight.seq),
                 Unordered::Write {
                     from_qp: id,
                     flight,

@@ -68,6 +68,9 @@ pub(crate) struct Flight {
     pub(crate) wr_id: u64,
     pub(crate) kind: FlightKind,
     pub(crate) rnr_retries: u32,
+    /// A leading fragment of a torn WRITE: it places bytes but completes nothing (the last
+    /// fragment carries the completion and any error).
+    pub(crate) silent: bool,
 }
 
 #[derive(Debug)]

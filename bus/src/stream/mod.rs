@@ -18,6 +18,7 @@
 //! forces a re-registration.
 
 pub mod control;
+mod progress;
 mod session;
 
 #[cfg(test)]

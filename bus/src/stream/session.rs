@@ -7,23 +7,22 @@ use std::time::Duration;
 use crate::access::Access;
 use crate::error::{BusError, Result};
 use crate::provider::{
-    Completion, Connection, LocalSlice, Op, Provider, Region, RemoteRegion, RemoteSlice, WorkError,
+    Completion, Connection, LocalSlice, Provider, Region, RemoteRegion, RemoteSlice,
 };
 
 use super::control::{ControlMsg, CONTROL_MSG_LEN};
 use super::{
-    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, KEEPALIVE_INTERVAL, PENDING_CONTROL_MAX, POLL_BATCH,
-    POLL_ROUNDS_MAX, RECV_SLOTS, RX_SIZE_MAX, RX_SIZE_MIN,
+    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, POLL_BATCH, RECV_SLOTS, RX_SIZE_MAX, RX_SIZE_MIN,
 };
 
 /// The top byte of a wr_id says what it was for; the rest is a slot index or a byte count.
-const KIND_SHIFT: u32 = 56;
-const KIND_RECV: u64 = 1;
-const KIND_CONTROL_SEND: u64 = 2;
-const KIND_DATA_WRITE: u64 = 3;
-const VALUE_MASK: u64 = (1 << KIND_SHIFT) - 1;
+pub(super) const KIND_SHIFT: u32 = 56;
+pub(super) const KIND_RECV: u64 = 1;
+pub(super) const KIND_CONTROL_SEND: u64 = 2;
+pub(super) const KIND_DATA_WRITE: u64 = 3;
+pub(super) const VALUE_MASK: u64 = (1 << KIND_SHIFT) - 1;
 
-fn wr_id(kind: u64, value: u64) -> u64 {
+pub(super) fn wr_id(kind: u64, value: u64) -> u64 {
     (kind << KIND_SHIFT) | (value & VALUE_MASK)
 }
 
@@ -54,32 +53,32 @@ pub struct StreamStats {
 #[derive(Debug)]
 pub struct Stream<C: Connection> {
     /// `None` once closed: dropping the connection is how the peer learns.
-    conn: Option<C>,
-    role: Role,
-    rx: C::Region,
-    rx_len: usize,
+    pub(super) conn: Option<C>,
+    pub(super) role: Role,
+    pub(super) rx: C::Region,
+    pub(super) rx_len: usize,
     /// Bytes the peer has written into the RX buffer (sum of imm values since the advert).
-    rx_landed: usize,
+    pub(super) rx_landed: usize,
     /// Bytes the application has read.
-    rx_read: usize,
+    pub(super) rx_read: usize,
     /// `RECV_SLOTS` receive slots, then `CONTROL_SEND_SLOTS` send slots, 32 bytes each.
-    cmd: C::Region,
-    free_send_slots: Vec<usize>,
-    pending_control: VecDeque<ControlMsg>,
+    pub(super) cmd: C::Region,
+    pub(super) free_send_slots: Vec<usize>,
+    pub(super) pending_control: VecDeque<ControlMsg>,
     /// TX staging, used as a ring: bytes `[tx_done, tx_accepted)` are in it.
-    tx: C::Region,
-    tx_len: usize,
-    tx_accepted: u64,
-    tx_posted: u64,
-    tx_done: u64,
-    data_writes_in_flight: usize,
+    pub(super) tx: C::Region,
+    pub(super) tx_len: usize,
+    pub(super) tx_accepted: u64,
+    pub(super) tx_posted: u64,
+    pub(super) tx_done: u64,
+    pub(super) data_writes_in_flight: usize,
     /// The peer's RX buffer and how far into it we have written.
-    peer_rx: Option<RemoteRegion>,
-    peer_offset: u64,
-    last_keepalive: Option<Duration>,
-    closed: Option<String>,
-    stats: StreamStats,
-    completions: Vec<Completion>,
+    pub(super) peer_rx: Option<RemoteRegion>,
+    pub(super) peer_offset: u64,
+    pub(super) last_keepalive: Option<Duration>,
+    pub(super) closed: Option<String>,
+    pub(super) stats: StreamStats,
+    pub(super) completions: Vec<Completion>,
 }
 
 impl<C: Connection> Stream<C> {
@@ -192,7 +191,7 @@ impl<C: Connection> Stream<C> {
         self.conn = None;
     }
 
-    fn fail(&mut self, err: BusError) -> BusError {
+    pub(super) fn fail(&mut self, err: BusError) -> BusError {
         if matches!(err, BusError::Protocol(_)) {
             self.stats.protocol_errors += 1;
             tracing::warn!(%err, "stream peer broke the protocol");
@@ -201,7 +200,7 @@ impl<C: Connection> Stream<C> {
         err
     }
 
-    fn closed_error(&self) -> BusError {
+    pub(super) fn closed_error(&self) -> BusError {
         BusError::Closed(self.closed.clone().unwrap_or_default())
     }
 
@@ -307,217 +306,6 @@ impl<C: Connection> Stream<C> {
             self.tx_posted += len as u64;
             self.peer_offset += len as u64;
             self.stats.bytes_written += len as u64;
-        }
-        Ok(())
-    }
-
-    /// Drives the stream: reaps completions, handles control messages, re-posts receives, sends
-    /// queued control messages, the server's keepalive every 3 s, and flushes. `now` is any
-    /// monotonic clock (virtual in the simulator). A protocol violation by the peer returns
-    /// `Protocol` and closes the stream; afterwards every call returns `Closed`.
-    pub fn progress(&mut self, now: Duration) -> Result<()> {
-        if self.closed.is_some() {
-            return Err(self.closed_error());
-        }
-        if let Err(e) = self.reap() {
-            return Err(self.fail(e));
-        }
-        if self.role == Role::Server {
-            let last = *self.last_keepalive.get_or_insert(now);
-            if now.saturating_sub(last) >= KEEPALIVE_INTERVAL {
-                self.last_keepalive = Some(now);
-                self.stats.keepalives_sent += 1;
-                if let Err(e) = self.queue_control(ControlMsg::Keepalive) {
-                    return Err(self.fail(e));
-                }
-            }
-        }
-        if let Err(e) = self.send_pending_control() {
-            return Err(self.fail(e));
-        }
-        self.flush()
-    }
-
-    fn reap(&mut self) -> Result<()> {
-        for _ in 0..POLL_ROUNDS_MAX {
-            let mut batch = std::mem::take(&mut self.completions);
-            batch.clear();
-            let conn = self
-                .conn
-                .as_mut()
-                .ok_or_else(|| BusError::Closed(String::new()))?;
-            let n = conn.poll(&mut batch, POLL_BATCH)?;
-            let result = batch.iter().try_for_each(|c| self.on_completion(c));
-            self.completions = batch;
-            result?;
-            if n < POLL_BATCH {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn on_completion(&mut self, c: &Completion) -> Result<()> {
-        match &c.status {
-            Ok(()) => {}
-            // Only the peer's advert names the memory we write: a refused write is its fault.
-            Err(WorkError::RemoteAccess) => {
-                return Err(BusError::Protocol(
-                    "the peer's advertised buffer refused our write (bad rkey or range)".into(),
-                ))
-            }
-            Err(e) => {
-                return Err(BusError::Closed(format!(
-                    "{:?} work request failed: {e:?}",
-                    c.op
-                )))
-            }
-        }
-        let value = c.wr_id & VALUE_MASK;
-        match (c.wr_id >> KIND_SHIFT, c.op) {
-            (KIND_RECV, Op::Recv) => {
-                let slot = value as usize;
-                if c.byte_len as usize != CONTROL_MSG_LEN {
-                    return Err(BusError::Protocol(format!(
-                        "control message of {} bytes (must be {CONTROL_MSG_LEN})",
-                        c.byte_len
-                    )));
-                }
-                let mut raw = [0u8; CONTROL_MSG_LEN];
-                self.cmd.read(slot * CONTROL_MSG_LEN, &mut raw)?;
-                self.on_control(ControlMsg::decode(&raw)?)?;
-                self.repost_recv(slot)
-            }
-            (KIND_RECV, Op::RecvWriteImm) => {
-                let n = c.imm.ok_or_else(|| {
-                    BusError::Protocol("WRITE WITH IMM without immediate data".into())
-                })? as usize;
-                if n > self.rx_len - self.rx_landed {
-                    return Err(BusError::Protocol(format!(
-                        "peer wrote {n} bytes at {} of a {}-byte buffer",
-                        self.rx_landed, self.rx_len
-                    )));
-                }
-                self.rx_landed += n;
-                self.repost_recv(value as usize)
-            }
-            (KIND_CONTROL_SEND, Op::Send) => {
-                self.free_send_slots.push(value as usize);
-                Ok(())
-            }
-            (KIND_DATA_WRITE, Op::Write) => {
-                self.data_writes_in_flight = self.data_writes_in_flight.saturating_sub(1);
-                self.tx_done += value;
-                Ok(())
-            }
-            (kind, op) => Err(BusError::Protocol(format!(
-                "unexpected completion {op:?} for work request kind {kind}"
-            ))),
-        }
-    }
-
-    fn repost_recv(&mut self, slot: usize) -> Result<()> {
-        if slot >= RECV_SLOTS {
-            return Err(BusError::Protocol(format!(
-                "receive slot {slot} out of range"
-            )));
-        }
-        let dst = LocalSlice {
-            region: self.cmd.clone(),
-            offset: slot * CONTROL_MSG_LEN,
-            len: CONTROL_MSG_LEN,
-        };
-        let conn = self
-            .conn
-            .as_mut()
-            .ok_or_else(|| BusError::Closed(String::new()))?;
-        conn.post_recv(wr_id(KIND_RECV, slot as u64), dst)
-    }
-
-    fn on_control(&mut self, msg: ControlMsg) -> Result<()> {
-        self.stats.control_received += 1;
-        match (msg, self.role) {
-            (ControlMsg::RegisterXferMemory { addr, length, rkey }, _) => {
-                // A fresh window: start writing at its beginning (Valkey resets tx.offset).
-                self.peer_rx = Some(RemoteRegion {
-                    addr,
-                    len: u64::from(length),
-                    rkey: u64::from(rkey),
-                });
-                self.peer_offset = 0;
-                Ok(())
-            }
-            (ControlMsg::Keepalive, _) => {
-                self.stats.keepalives_received += 1;
-                Ok(())
-            }
-            (ControlMsg::GetServerFeature { select, .. }, Role::Server) => {
-                self.queue_control(ControlMsg::GetServerFeature {
-                    select,
-                    features: 0,
-                })
-            }
-            // The server's answer to a request; no features are defined, so nothing to record.
-            (ControlMsg::GetServerFeature { .. }, Role::Client) => Ok(()),
-            (ControlMsg::SetClientFeature { features, .. }, Role::Server) => {
-                if features != 0 {
-                    // Valkey ignores the failed check and sends nothing; so do we.
-                    tracing::debug!(features, "client asked for unknown stream features");
-                }
-                Ok(())
-            }
-            (ControlMsg::SetClientFeature { .. }, Role::Client) => Err(BusError::Protocol(
-                "SetClientFeature sent to a client".into(),
-            )),
-        }
-    }
-
-    fn advertise_rx(&mut self) -> Result<()> {
-        let remote = self.rx.remote()?;
-        self.queue_control(ControlMsg::RegisterXferMemory {
-            addr: remote.addr,
-            length: self.rx_len as u32,
-            rkey: remote.rkey as u32,
-        })?;
-        self.send_pending_control()
-    }
-
-    fn queue_control(&mut self, msg: ControlMsg) -> Result<()> {
-        if self.pending_control.len() >= PENDING_CONTROL_MAX {
-            return Err(BusError::Protocol(format!(
-                "more than {PENDING_CONTROL_MAX} control messages waiting: the peer floods us"
-            )));
-        }
-        self.pending_control.push_back(msg);
-        Ok(())
-    }
-
-    fn send_pending_control(&mut self) -> Result<()> {
-        while let Some(msg) = self.pending_control.front().copied() {
-            let Some(slot) = self.free_send_slots.pop() else {
-                return Ok(());
-            };
-            let offset = (RECV_SLOTS + slot) * CONTROL_MSG_LEN;
-            self.cmd.write(offset, &msg.encode())?;
-            let src = LocalSlice {
-                region: self.cmd.clone(),
-                offset,
-                len: CONTROL_MSG_LEN,
-            };
-            let conn = self
-                .conn
-                .as_mut()
-                .ok_or_else(|| BusError::Closed(String::new()))?;
-            match conn.post_send(wr_id(KIND_CONTROL_SEND, slot as u64), src) {
-                Ok(()) => {
-                    self.pending_control.pop_front();
-                }
-                Err(BusError::Full { .. }) => {
-                    self.free_send_slots.push(slot);
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            }
         }
         Ok(())
     }
