@@ -11,6 +11,7 @@ pub mod addr;
 pub mod config;
 pub mod error;
 pub mod provider;
+pub mod verbs;
 
 pub use access::Access;
 pub use addr::EndpointAddr;

@@ -9,6 +9,8 @@ CHECK_TIMEOUT_S=180
 RXE_IP=10.11.12.13
 passed=0
 failed=0
+# Start on a fresh line: the console may still hold firmware escape codes.
+echo
 
 check() {
     name=$1
