@@ -23,7 +23,10 @@ type R<T = ()> = Result<T, Box<dyn std::error::Error>>;
 /// Bound on any single wait (a connection, a completion, a datagram, a child process).
 const WAIT: Duration = Duration::from_secs(90);
 
-const TESTS: &[(&str, fn() -> R)] = &[
+/// A named guest test.
+type Test = (&'static str, fn() -> R);
+
+const TESTS: &[Test] = &[
     ("device", test_device),
     ("rc_send_recv", test_send_recv),
     ("rc_write", test_write),
@@ -143,7 +146,9 @@ fn slice(region: &VerbsRegion, offset: usize, len: usize) -> LocalSlice<VerbsReg
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 fn ensure(cond: bool, what: impl Into<String>) -> R {
@@ -156,7 +161,11 @@ fn ensure(cond: bool, what: impl Into<String>) -> R {
 
 fn test_device() -> R {
     let p = provider()?;
-    println!("device {} gid {}", p.device_name(), std::net::Ipv6Addr::from(p.gid()));
+    println!(
+        "device {} gid {}",
+        p.device_name(),
+        std::net::Ipv6Addr::from(p.gid())
+    );
     ensure(p.name() == "verbs", "provider name")?;
     // A named device that does not exist is a clean Unavailable, never a panic.
     match VerbsProvider::open(&VerbsOptions {
@@ -215,7 +224,10 @@ fn test_write() -> R {
     };
     client.post_write(5, slice(&src, 0, data.len()), dst, None)?;
     let done = completions(&mut client, 1, false)?;
-    ensure(done[0].op == Op::Write && done[0].wr_id == 5, format!("{done:?}"))?;
+    ensure(
+        done[0].op == Op::Write && done[0].wr_id == 5,
+        format!("{done:?}"),
+    )?;
     let mut buf = vec![0; data.len()];
     target.read(128, &mut buf)?;
     ensure(buf == data, "written bytes differ")?;
@@ -369,12 +381,18 @@ fn test_ring_two_process() -> R {
             .ok_or(format!("no doorbell: {got:?}"))?;
         let written = bell.imm.ok_or("doorbell without imm")? as usize;
         let expect = RECORDS as usize * (RECORD_HEADER + RECORD_PAYLOAD);
-        ensure(written == expect, format!("doorbell says {written} bytes, expected {expect}"))?;
+        ensure(
+            written == expect,
+            format!("doorbell says {written} bytes, expected {expect}"),
+        )?;
         let mut offset = 0;
         for seq in 0..RECORDS {
             let mut rec = vec![0; RECORD_HEADER + RECORD_PAYLOAD];
             ring.read(offset, &mut rec)?;
-            ensure(rec == record(seq), format!("record {seq} at {offset} is wrong"))?;
+            ensure(
+                rec == record(seq),
+                format!("record {seq} at {offset} is wrong"),
+            )?;
             offset += rec.len();
         }
         Ok(())
@@ -442,14 +460,16 @@ fn test_ud_two_process() -> R {
         }
         if let Some(c) = child.as_mut() {
             if c.try_wait()?.is_some() {
-                break wait_child(child.take().unwrap()).and_then(|_| {
-                    ensure(pings > 0, "peer finished without our seeing a ping")
-                });
+                break wait_child(child.take().unwrap())
+                    .and_then(|_| ensure(pings > 0, "peer finished without our seeing a ping"));
             }
         }
         match ep.try_recv(&mut buf)? {
             Some(meta) => {
-                ensure(buf[..meta.len].starts_with(b"ping"), "datagram is not a ping")?;
+                ensure(
+                    buf[..meta.len].starts_with(b"ping"),
+                    "datagram is not a ping",
+                )?;
                 let EndpointAddr::Verbs { gid, qkey, .. } = meta.from else {
                     break Err("sender address is not verbs".into());
                 };
@@ -457,7 +477,10 @@ fn test_ud_two_process() -> R {
                     unreachable!()
                 };
                 // Same guest, same rxe device: the sender's GID is ours.
-                ensure(gid == my_gid, format!("sender {} has a foreign GID", meta.from))?;
+                ensure(
+                    gid == my_gid,
+                    format!("sender {} has a foreign GID", meta.from),
+                )?;
                 ensure(qkey == DATAGRAM_QKEY, "qkey")?;
                 pings += 1;
                 // Same length as the ping (which may be MTU-sized): "ping" becomes "pong".

@@ -88,5 +88,8 @@ pub(crate) fn expect(
 
 /// rdma_cm takes millisecond timeouts as i32; clamp ours into 1 ms ..= i32::MAX ms.
 pub(crate) fn cm_timeout(d: Duration) -> Duration {
-    d.clamp(Duration::from_millis(1), Duration::from_millis(i32::MAX as u64))
+    d.clamp(
+        Duration::from_millis(1),
+        Duration::from_millis(i32::MAX as u64),
+    )
 }

@@ -132,7 +132,8 @@ impl Cq {
         let mut cq: *mut ibv_cq = std::ptr::null_mut();
         let mut ctx: *mut std::ffi::c_void = std::ptr::null_mut();
         // SAFETY: the channel is alive and non-blocking; the out-pointers are valid locals.
-        let rc = unsafe { ibv_get_cq_event(self.channel.comp_channel().as_ptr(), &mut cq, &mut ctx) };
+        let rc =
+            unsafe { ibv_get_cq_event(self.channel.comp_channel().as_ptr(), &mut cq, &mut ctx) };
         if rc == 0 && !cq.is_null() {
             // SAFETY: `cq` is the CQ the event was for (ours: the channel serves only it).
             unsafe { ibv_ack_cq_events(cq, 1) };

@@ -20,9 +20,9 @@ use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair, QueuePairType};
 
 use super::cq::Cq;
 use super::device::Device;
+use super::lib_error;
 use super::region::{register, VerbsRegion};
 use super::wr::{self, SendKind, Sge};
-use super::lib_error;
 use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
@@ -324,7 +324,8 @@ impl DatagramEndpoint for VerbsDatagram {
         let inline = payload.len() <= self.max_inline;
         // SAFETY: the QP is alive; the slot is inside `send_buf` (registered in the QP's PD, owned
         // by self); the AH is kept alive by the slot until the send completes.
-        let posted = unsafe { wr::post_send(self.qp.qp().as_ptr(), slot as u64, kind, sge, inline) };
+        let posted =
+            unsafe { wr::post_send(self.qp.qp().as_ptr(), slot as u64, kind, sge, inline) };
         match posted {
             Ok(()) => {
                 self.send_slots[slot] = Some(ah);
@@ -379,7 +380,11 @@ impl DatagramEndpoint for VerbsDatagram {
                 self.recv_buf.read(base, &mut grh)?;
                 self.recv_buf.read(base + GRH_LEN, &mut buf[..len])?;
                 let has_grh = wc.wc_flags & ibv_wc_flags::IBV_WC_GRH.0 != 0;
-                let gid = if has_grh { Self::source_gid(&grh) } else { [0; 16] };
+                let gid = if has_grh {
+                    Self::source_gid(&grh)
+                } else {
+                    [0; 16]
+                };
                 Ok(DatagramMeta {
                     from: EndpointAddr::Verbs {
                         gid,

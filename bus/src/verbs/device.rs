@@ -184,3 +184,39 @@ impl Provider for VerbsProvider {
         super::datagram::open(&self.dev, config)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_is_a_clean_result_with_or_without_rdma() {
+        // Goal: on hosts without RDMA (these build machines) opening the provider is a typed
+        // Unavailable that says why, never a panic; on an RDMA host it opens a usable GID.
+        match VerbsProvider::open(&VerbsOptions::default()) {
+            Ok(p) => {
+                assert_eq!(p.name(), "verbs");
+                assert_ne!(p.gid(), [0; 16]);
+            }
+            Err(BusError::Unavailable { provider, reason }) => {
+                assert_eq!(provider, "verbs");
+                assert!(reason.contains("RDMA"), "reason does not say why: {reason}");
+            }
+            Err(other) => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_named_device_is_unavailable() {
+        // Goal: naming a device that is not there fails cleanly on every host.
+        let err = VerbsProvider::open(&VerbsOptions {
+            device: Some("no-such-rdma-device".to_owned()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, BusError::Unavailable { .. }),
+            "expected Unavailable, got {err:?}"
+        );
+    }
+}

@@ -106,8 +106,11 @@ pub(crate) fn register(dev: &Device, len: usize, access: Access) -> Result<Verbs
     let mem = Memory { ptr, layout };
     // SAFETY: `mem` is valid for `len` bytes and outlives the MR: both live in `Inner`, where the
     // MR is dropped (deregistered) first.
-    let mr = unsafe { dev.pd.reg_mr(ptr.as_ptr() as usize, len, access_flags(access)) }
-        .map_err(|e| lib_error("ibv_reg_mr", &e))?;
+    let mr = unsafe {
+        dev.pd
+            .reg_mr(ptr.as_ptr() as usize, len, access_flags(access))
+    }
+    .map_err(|e| lib_error("ibv_reg_mr", &e))?;
     Ok(VerbsRegion(Arc::new(Inner {
         mr,
         mem,
@@ -146,7 +149,7 @@ impl VerbsRegion {
 
     fn atomic_word(&self, offset: usize) -> Result<&AtomicU64> {
         self.check(offset, 8)?;
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(BusError::Invalid {
                 what: "u64 offset",
                 reason: format!("{offset} is not 8-byte aligned"),

@@ -104,7 +104,8 @@ impl Outstanding {
         let op = if with_imm { Op::RecvWriteImm } else { slot.op };
         let received = matches!(op, Op::Recv | Op::RecvWriteImm) && status.is_ok();
         // SAFETY: the union member is a plain u32 either way; it is only read for WITH_IMM.
-        let imm = with_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
+        let imm =
+            with_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
         Some(Completion {
             wr_id: slot.wr_id,
             op,
@@ -147,10 +148,21 @@ fn status_text(status: ibv_wc_status::Type, vendor_err: u32) -> String {
 /// What a send-queue work request does.
 pub(crate) enum SendKind {
     Send,
-    Write { remote_addr: u64, rkey: u32, imm: Option<u32> },
-    Read { remote_addr: u64, rkey: u32 },
+    Write {
+        remote_addr: u64,
+        rkey: u32,
+        imm: Option<u32>,
+    },
+    Read {
+        remote_addr: u64,
+        rkey: u32,
+    },
     /// A UD send to an address handle.
-    Datagram { ah: *mut ibv_ah, qpn: u32, qkey: u32 },
+    Datagram {
+        ah: *mut ibv_ah,
+        qpn: u32,
+        qkey: u32,
+    },
 }
 
 /// The local buffer of a work request.
@@ -196,8 +208,21 @@ pub(crate) unsafe fn post_send(
         flags |= ibv_send_flags::IBV_SEND_INLINE.0;
     }
     let (opcode, imm, wr) = match kind {
-        SendKind::Send => (ibv_wr_opcode::IBV_WR_SEND, 0, wr_t { rdma: rdma_t { remote_addr: 0, rkey: 0 } }),
-        SendKind::Write { remote_addr, rkey, imm } => (
+        SendKind::Send => (
+            ibv_wr_opcode::IBV_WR_SEND,
+            0,
+            wr_t {
+                rdma: rdma_t {
+                    remote_addr: 0,
+                    rkey: 0,
+                },
+            },
+        ),
+        SendKind::Write {
+            remote_addr,
+            rkey,
+            imm,
+        } => (
             if imm.is_some() {
                 ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
             } else {
@@ -205,17 +230,27 @@ pub(crate) unsafe fn post_send(
             },
             // Immediate data travels in network byte order.
             imm.unwrap_or(0).to_be(),
-            wr_t { rdma: rdma_t { remote_addr, rkey } },
+            wr_t {
+                rdma: rdma_t { remote_addr, rkey },
+            },
         ),
         SendKind::Read { remote_addr, rkey } => (
             ibv_wr_opcode::IBV_WR_RDMA_READ,
             0,
-            wr_t { rdma: rdma_t { remote_addr, rkey } },
+            wr_t {
+                rdma: rdma_t { remote_addr, rkey },
+            },
         ),
         SendKind::Datagram { ah, qpn, qkey } => (
             ibv_wr_opcode::IBV_WR_SEND,
             0,
-            wr_t { ud: ud_t { ah, remote_qpn: qpn, remote_qkey: qkey } },
+            wr_t {
+                ud: ud_t {
+                    ah,
+                    remote_qpn: qpn,
+                    remote_qkey: qkey,
+                },
+            },
         ),
     };
     // SAFETY: ibv_send_wr is plain data (integers, pointers, unions of those); zero is a valid
@@ -262,4 +297,42 @@ pub(crate) unsafe fn post_recv(qp: *mut ibv_qp, internal_id: u64, sge: Sge) -> R
         return Err(post_error("ibv_post_recv", rc));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wc(status: ibv_wc_status::Type) -> ibv_wc {
+        // SAFETY: ibv_wc is plain data; all-zero is a valid value.
+        let mut wc: ibv_wc = unsafe { std::mem::zeroed() };
+        wc.status = status;
+        wc
+    }
+
+    #[test]
+    fn statuses_map_to_the_classes_callers_act_on() {
+        // Goal: the statuses the primitives branch on are recognised; the rest carry text.
+        assert_eq!(status_of(&wc(ibv_wc_status::IBV_WC_SUCCESS)), Ok(()));
+        assert_eq!(
+            status_of(&wc(ibv_wc_status::IBV_WC_WR_FLUSH_ERR)),
+            Err(WorkError::Flushed)
+        );
+        assert_eq!(
+            status_of(&wc(ibv_wc_status::IBV_WC_REM_ACCESS_ERR)),
+            Err(WorkError::RemoteAccess)
+        );
+        assert_eq!(
+            status_of(&wc(ibv_wc_status::IBV_WC_RETRY_EXC_ERR)),
+            Err(WorkError::RetryExceeded)
+        );
+        assert_eq!(
+            status_of(&wc(ibv_wc_status::IBV_WC_RNR_RETRY_EXC_ERR)),
+            Err(WorkError::RetryExceeded)
+        );
+        match status_of(&wc(ibv_wc_status::IBV_WC_LOC_PROT_ERR)) {
+            Err(WorkError::Other(text)) => assert!(text.contains("status 4"), "{text}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
