@@ -32,7 +32,17 @@ fi
 deb=$(find "$cache" -maxdepth 1 -name "linux-image-${version}_*.deb" | head -n1)
 if [[ -z "$deb" ]]; then
     log "downloading linux-image-$version into $cache"
-    (cd "$cache" && apt-get download -q "linux-image-$version" >&2)
+    if ! (cd "$cache" && apt-get download -q "linux-image-$version" >&2); then
+        # Stale lists can name a kernel the mirror no longer has (security updates bump the
+        # ABI number): refresh them once and ask again which kernel is current.
+        [[ -z "${RXE_KERNEL_VERSION:-}" ]] || exit 1
+        log "download failed; refreshing apt lists and retrying"
+        apt-get update -q >&2
+        version=$(apt-cache depends linux-image-amd64 2>/dev/null |
+            grep -oE 'linux-image-[0-9][^ ]*-amd64' | head -n1 | sed 's/^linux-image-//')
+        [[ -n "$version" ]] || { log "apt-cache knows no linux-image-amd64"; exit 1; }
+        (cd "$cache" && apt-get download -q "linux-image-$version" >&2)
+    fi
     deb=$(find "$cache" -maxdepth 1 -name "linux-image-${version}_*.deb" | head -n1)
     [[ -n "$deb" ]] || { log "apt-get download linux-image-$version produced no .deb"; exit 1; }
 fi
