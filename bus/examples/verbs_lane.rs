@@ -33,6 +33,8 @@ const TESTS: &[Test] = &[
     ("rc_write_imm", test_write_imm),
     ("rc_read", test_read),
     ("rc_wrong_rkey", test_wrong_rkey),
+    ("rc_limits", test_limits),
+    ("rc_peer_close", test_peer_close),
     ("ring_two_process", test_ring_two_process),
     ("ud_two_process", test_ud_two_process),
 ];
@@ -316,6 +318,141 @@ fn test_wrong_rkey() -> R {
     ensure(
         done[0].status == Err(WorkError::RemoteAccess),
         format!("expected RemoteAccess, got {:?}", done[0]),
+    )
+}
+
+/// Queue depths and slice checks are enforced before anything reaches the device.
+fn test_limits() -> R {
+    let p = provider()?;
+    let cfg = EndpointConfig {
+        send_wr: bus::config::WR_MIN,
+        recv_wr: bus::config::WR_MIN,
+        cq_size: 2 * bus::config::WR_MIN,
+        ..Default::default()
+    };
+    let addr = SocketAddr::new(rxe_ip(), 20106);
+    let mut listener = p.listen(addr, &cfg)?;
+    let server = std::thread::spawn(move || listener.accept(WAIT));
+    let mut client = p.connect(addr, &cfg, WAIT)?;
+    let mut server = server
+        .join()
+        .map_err(|_| "accept thread panicked")??
+        .ok_or("no connection accepted")?;
+    let target = p.register(4096, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
+    let src = p.register(4096, Access::NONE)?;
+    let depth = bus::config::WR_MIN as u64;
+    // Receives: exactly `recv_wr` may be outstanding.
+    for i in 0..depth {
+        server.post_recv(i, slice(&target, 0, 16))?;
+    }
+    let over = server.post_recv(99, slice(&target, 0, 16));
+    ensure(
+        matches!(over, Err(BusError::Full { .. })),
+        format!("receive beyond depth: {over:?}"),
+    )?;
+    // Sends: `send_wr` writes stay outstanding until polled, then the queue has room again.
+    let dst = RemoteSlice {
+        region: target.remote()?,
+        offset: 0,
+        len: 8,
+    };
+    for i in 0..depth {
+        client.post_write(i, slice(&src, 0, 8), dst, None)?;
+    }
+    let over = client.post_write(99, slice(&src, 0, 8), dst, None);
+    ensure(
+        matches!(over, Err(BusError::Full { .. })),
+        format!("write beyond depth: {over:?}"),
+    )?;
+    completions(&mut client, depth as usize, false)?;
+    client.post_write(100, slice(&src, 0, 8), dst, None)?;
+    completions(&mut client, 1, false)?;
+    // Slices are checked locally.
+    let dst200 = RemoteSlice { len: 200, ..dst };
+    let r = client.post_write(1, slice(&src, 4000, 200), dst200, None);
+    ensure(
+        matches!(r, Err(BusError::OutOfBounds { .. })),
+        format!("local out of bounds: {r:?}"),
+    )?;
+    let r = client.post_write(1, slice(&src, 0, 16), dst, None);
+    ensure(
+        matches!(r, Err(BusError::Invalid { .. })),
+        format!("length mismatch: {r:?}"),
+    )?;
+    let far = RemoteSlice {
+        offset: 4090,
+        ..dst
+    };
+    let r = client.post_write(1, slice(&src, 0, 8), far, None);
+    ensure(
+        matches!(r, Err(BusError::OutOfBounds { .. })),
+        format!("remote out of bounds: {r:?}"),
+    )
+}
+
+/// A peer that goes away flushes the other side's outstanding receives and closes it, in both
+/// directions: the connecting side notices on its own channel, an accepted side through the
+/// listener it came from (which the node keeps calling `accept` on).
+fn test_peer_close() -> R {
+    let p = provider()?;
+    let addr = SocketAddr::new(rxe_ip(), 20107);
+    let mut listener = p.listen(addr, &config())?;
+    let rx = p.register(4096, Access::LOCAL_WRITE)?;
+
+    // The server drops its side: the client's receive is flushed.
+    let (server, mut client) = {
+        let handle = std::thread::spawn(move || {
+            let c = listener.accept(WAIT);
+            (listener, c)
+        });
+        let client = p.connect(addr, &config(), WAIT)?;
+        let (l, server) = handle.join().map_err(|_| "accept thread panicked")?;
+        listener = l;
+        (server?.ok_or("no connection accepted")?, client)
+    };
+    client.post_recv(1, slice(&rx, 0, 64))?;
+    drop(server);
+    let done = completions(&mut client, 1, true)?;
+    ensure(
+        done[0].status == Err(WorkError::Flushed),
+        format!("client receive after server close: {:?}", done[0]),
+    )?;
+    ensure(
+        matches!(
+            client.post_recv(2, slice(&rx, 0, 64)),
+            Err(BusError::Closed(_))
+        ),
+        "posting on a closed connection must fail",
+    )?;
+    drop(client);
+
+    // The client drops its side: the accepted connection is flushed once the listener has seen
+    // the disconnect.
+    let handle = std::thread::spawn(move || {
+        let c = listener.accept(WAIT);
+        (listener, c)
+    });
+    let client = p.connect(addr, &config(), WAIT)?;
+    let (mut listener, server) = handle.join().map_err(|_| "accept thread panicked")?;
+    let mut server = server?.ok_or("no connection accepted")?;
+    server.post_recv(3, slice(&rx, 0, 64))?;
+    drop(client);
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    while out.is_empty() {
+        ensure(
+            Instant::now() < deadline,
+            "accepted side never saw the close",
+        )?;
+        ensure(
+            listener.accept(Duration::from_millis(200))?.is_none(),
+            "unexpected new connection",
+        )?;
+        server.poll(&mut out, 1)?;
+    }
+    ensure(
+        out[0].status == Err(WorkError::Flushed),
+        format!("server receive after client close: {:?}", out[0]),
     )
 }
 

@@ -4,17 +4,27 @@
 //! The QP is ours (created in the provider's PD, so any provider region can be named) and
 //! rdma_cm only drives the connection: we move the QP through INIT/RTR/RTS with the attributes
 //! rdma_cm computes (`rdma_init_qp_attr`) and hand its number to `rdma_connect`/`rdma_accept`.
+//!
+//! Because the QP is ours, rdma_cm does not move it to the error state when the peer
+//! disconnects; we do, on the DISCONNECTED event, so outstanding work completes as
+//! [`WorkError::Flushed`](crate::provider::WorkError::Flushed) and later posts fail with [`BusError::Closed`]. A connecting side reads
+//! its own event channel (in `poll` when idle, and `wait` wakes for it); an accepted
+//! connection's events arrive on its listener's channel, which `accept` reads: keep calling it.
 #![allow(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::ibv_wc;
-use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair, QueuePairState, QueuePairType};
+use sideway::ibverbs::queue_pair::{
+    BasicQueuePair, QueuePair, QueuePairAttribute, QueuePairState, QueuePairType,
+};
 use sideway::rdmacm::communication_manager::{
-    ConnectionParameter, EventChannel, EventType, Identifier, PortSpace,
+    ConnectionParameter, Event, EventChannel, EventType, Identifier, PortSpace,
 };
 
 use super::cm;
@@ -34,6 +44,18 @@ pub const ACCEPT_QUEUE_MAX: usize = 64;
 /// rdma_listen backlog (the kernel's queue of requests not yet read by us).
 const LISTEN_BACKLOG: i32 = 64;
 
+/// Whether an rdma_cm event on an established connection means the peer is gone.
+fn ends_connection(kind: &EventType) -> bool {
+    matches!(
+        kind,
+        EventType::Disconnected
+            | EventType::DeviceRemoval
+            | EventType::ConnectError
+            | EventType::Unreachable
+            | EventType::Rejected
+    )
+}
+
 /// An RC connection of the `verbs` provider.
 pub struct VerbsConnection {
     // Field order is drop order: the QP first (flushing its work), then the table that holds the
@@ -42,7 +64,13 @@ pub struct VerbsConnection {
     outstanding: Outstanding,
     cq: Cq,
     id: Arc<Identifier>,
-    _channel: Arc<EventChannel>,
+    channel: Arc<EventChannel>,
+    /// True when `channel` carries only this connection's events (the connecting side).
+    own_channel: bool,
+    /// Set when rdma_cm reports the peer gone (by us, or by the listener for accepted ones).
+    closed: Arc<AtomicBool>,
+    /// Whether the QP has been moved to the error state after `closed`.
+    flushed: bool,
     dev: Arc<Device>,
     max_inline: usize,
     wcs: Vec<ibv_wc>,
@@ -119,16 +147,30 @@ fn conn_param(qp: &BasicQueuePair) -> ConnectionParameter {
     param
 }
 
+/// A connection's rdma_cm side: its identifier, the channel its events arrive on and the flag
+/// that says the peer is gone.
+struct CmLink {
+    id: Arc<Identifier>,
+    channel: Arc<EventChannel>,
+    /// True when `channel` carries only this connection's events (the connecting side).
+    own_channel: bool,
+    closed: Arc<AtomicBool>,
+}
+
 impl VerbsConnection {
     fn new(
         dev: &Arc<Device>,
-        qp: BasicQueuePair,
-        cq: Cq,
-        id: Arc<Identifier>,
-        channel: Arc<EventChannel>,
+        (qp, cq): (BasicQueuePair, Cq),
+        link: CmLink,
         config: &EndpointConfig,
         peer: EndpointAddr,
     ) -> Self {
+        let CmLink {
+            id,
+            channel,
+            own_channel,
+            closed,
+        } = link;
         let local = EndpointAddr::Verbs {
             gid: dev.gid,
             qpn: qp.qp_number(),
@@ -140,7 +182,10 @@ impl VerbsConnection {
             qp,
             cq,
             id,
-            _channel: channel,
+            channel,
+            own_channel,
+            closed,
+            flushed: false,
             dev: Arc::clone(dev),
             max_inline: config.max_inline,
             wcs: Vec::new(),
@@ -168,6 +213,35 @@ impl VerbsConnection {
         })
     }
 
+    /// Notices a peer disconnect (reading our own channel if we have one) and, once, moves the
+    /// QP to the error state so every outstanding request completes as flushed.
+    fn check_closed(&mut self) -> Result<()> {
+        if self.own_channel && !self.closed.load(Ordering::Acquire) {
+            while let Some(event) = cm::next_event(&self.channel, Instant::now())? {
+                if cm::is_for(&event, &self.id) && ends_connection(&event.event_type()) {
+                    tracing::debug!(peer = %self.peer, kind = ?event.event_type(), "verbs peer gone");
+                    self.closed.store(true, Ordering::Release);
+                }
+            }
+        }
+        if self.closed.load(Ordering::Acquire) && !self.flushed {
+            self.flushed = true;
+            let mut attr = QueuePairAttribute::new();
+            attr.setup_state(QueuePairState::Error);
+            self.qp
+                .modify(&attr)
+                .map_err(|e| lib_error("ibv_modify_qp(ERR)", &e))?;
+        }
+        Ok(())
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(BusError::Closed(format!("peer {} disconnected", self.peer)));
+        }
+        Ok(())
+    }
+
     fn post(
         &mut self,
         wr_id: u64,
@@ -176,6 +250,7 @@ impl VerbsConnection {
         kind: SendKind,
         inline: bool,
     ) -> Result<()> {
+        self.ensure_open()?;
         let sge = self.local_sge(&slice)?;
         let internal = self.outstanding.insert(wr_id, op, slice.region)?;
         // SAFETY: the QP is alive (owned by self); the SGE names memory registered in the QP's PD
@@ -229,6 +304,7 @@ impl Connection for VerbsConnection {
     }
 
     fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<VerbsRegion>) -> Result<()> {
+        self.ensure_open()?;
         let sge = self.local_sge(&dst)?;
         let internal = self.outstanding.insert(wr_id, Op::Recv, dst.region)?;
         // SAFETY: as in `post`: live QP, registered memory kept alive by `outstanding`.
@@ -274,7 +350,14 @@ impl Connection for VerbsConnection {
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<usize> {
         self.wcs.clear();
-        self.cq.poll(&mut self.wcs, max)?;
+        if self.cq.poll(&mut self.wcs, max)? == 0 && max > 0 {
+            // Idle: the moment to look for a disconnect (a syscall we skip while busy).
+            let was_flushed = self.flushed;
+            self.check_closed()?;
+            if self.flushed && !was_flushed {
+                self.cq.poll(&mut self.wcs, max)?;
+            }
+        }
         let before = out.len();
         for wc in &self.wcs {
             if let Some(c) = self.outstanding.complete(wc) {
@@ -285,7 +368,13 @@ impl Connection for VerbsConnection {
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<()> {
-        self.cq.wait(timeout)
+        self.check_closed()?;
+        if self.flushed {
+            // Nothing more will arrive but flushed completions, which poll returns at once.
+            return Ok(());
+        }
+        let cm_fd = self.own_channel.then(|| self.channel.as_raw_fd());
+        self.cq.wait(timeout, cm_fd)
     }
 
     fn peer(&self) -> &EndpointAddr {
@@ -335,13 +424,23 @@ pub(crate) fn connect(
         lid: 0,
     };
     tracing::debug!(%to, %peer, "verbs connection established");
-    Ok(VerbsConnection::new(dev, qp, cq, id, channel, config, peer))
+    let closed = Arc::new(AtomicBool::new(false));
+    let link = CmLink {
+        id,
+        channel,
+        own_channel: true,
+        closed,
+    };
+    Ok(VerbsConnection::new(dev, (qp, cq), link, config, peer))
 }
 
 /// Listens for rdma_cm connections on one address.
 pub struct VerbsListener {
     // Drop order: queued requests, then the listening identifier, then the channel they use.
     queued: VecDeque<Arc<Identifier>>,
+    /// Accepted connections' identifiers and close flags: their events arrive here. Entries of
+    /// dropped connections are pruned on every accept, so this holds live connections only.
+    accepted: Vec<(Weak<Identifier>, Arc<AtomicBool>)>,
     _id: Arc<Identifier>,
     channel: Arc<EventChannel>,
     dev: Arc<Device>,
@@ -373,6 +472,7 @@ pub(crate) fn listen(
         .map_err(|e| lib_error("rdma_listen", &e))?;
     Ok(VerbsListener {
         queued: VecDeque::new(),
+        accepted: Vec::new(),
         _id: id,
         channel,
         dev: Arc::clone(dev),
@@ -382,6 +482,27 @@ pub(crate) fn listen(
 }
 
 impl VerbsListener {
+    /// Handles an event that is not a new request: a disconnect of an accepted connection sets
+    /// its close flag. Returns the event back if it concerns none of them.
+    fn note_event(&mut self, event: Event) -> Option<Event> {
+        let Some(id) = event.cm_id() else {
+            return Some(event);
+        };
+        let entry = self
+            .accepted
+            .iter()
+            .find(|(weak, _)| weak.upgrade().is_some_and(|a| Arc::ptr_eq(&a, &id)));
+        match entry {
+            Some((_, closed)) => {
+                if ends_connection(&event.event_type()) {
+                    closed.store(true, Ordering::Release);
+                }
+                None
+            }
+            None => Some(event),
+        }
+    }
+
     /// Accepts one requested connection and waits for it to be established.
     fn finish_accept(
         &mut self,
@@ -412,6 +533,9 @@ impl VerbsListener {
                 }
                 continue;
             }
+            let Some(event) = self.note_event(event) else {
+                continue;
+            };
             if !cm::is_for(&event, &req) {
                 continue;
             }
@@ -433,12 +557,20 @@ impl VerbsListener {
             qkey: 0,
             lid: 0,
         };
+        let closed = Arc::new(AtomicBool::new(false));
+        self.accepted.retain(|(weak, _)| weak.strong_count() > 0);
+        self.accepted
+            .push((Arc::downgrade(&req), Arc::clone(&closed)));
+        let link = CmLink {
+            id: req,
+            channel: Arc::clone(&self.channel),
+            own_channel: false,
+            closed,
+        };
         Ok(VerbsConnection::new(
             &self.dev,
-            qp,
-            cq,
-            req,
-            Arc::clone(&self.channel),
+            (qp, cq),
+            link,
             &self.config,
             peer,
         ))
@@ -461,8 +593,8 @@ impl Listener for VerbsListener {
                 if let Some(req) = event.cm_id() {
                     self.queued.push_back(req);
                 }
-            } else {
-                tracing::debug!(kind = ?event.event_type(), "verbs listener: event for an accepted connection");
+            } else if let Some(other) = self.note_event(event) {
+                tracing::debug!(kind = ?other.event_type(), "verbs listener: unrelated rdma_cm event");
             }
         }
     }

@@ -98,8 +98,9 @@ impl Cq {
         Ok(n as usize)
     }
 
-    /// Blocks until a completion may be ready or `timeout` passes.
-    pub(crate) fn wait(&mut self, timeout: Duration) -> Result<()> {
+    /// Blocks until a completion may be ready, `also` (another descriptor, e.g. an rdma_cm
+    /// channel whose events matter to the caller) is readable, or `timeout` passes.
+    pub(crate) fn wait(&mut self, timeout: Duration, also: Option<RawFd>) -> Result<()> {
         if !self.stash.is_empty() {
             return Ok(());
         }
@@ -120,7 +121,12 @@ impl Cq {
             self.stash.extend(found);
             return Ok(());
         }
-        if wait_readable(self.channel.as_raw_fd(), timeout)? {
+        let cq_fd = self.channel.as_raw_fd();
+        let ready = match also {
+            Some(fd) => wait_readable_any(&[cq_fd, fd], timeout)?,
+            None => wait_readable_any(&[cq_fd], timeout)?,
+        };
+        if ready.first() == Some(&true) {
             self.consume_event();
         }
         Ok(())
@@ -143,20 +149,33 @@ impl Cq {
 
 /// Waits until `fd` is readable or `timeout` passes. `Ok(false)` on timeout or a signal.
 pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    Ok(wait_readable_any(&[fd], timeout)?[0])
+}
+
+/// Most descriptors one wait watches (a CQ channel and an rdma_cm channel).
+const WAIT_FDS_MAX: usize = 2;
+
+/// Waits until any of `fds` is readable or `timeout` passes; says which are. All false on a
+/// timeout or a signal.
+pub(crate) fn wait_readable_any(fds: &[RawFd], timeout: Duration) -> Result<Vec<bool>> {
+    assert!(fds.len() <= WAIT_FDS_MAX, "internal: too many descriptors");
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    // SAFETY: `pfds` holds `pfds.len()` valid pollfds for the duration of the call.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
     if rc < 0 {
         let err = std::io::Error::last_os_error();
         if err.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(false);
+            return Ok(vec![false; fds.len()]);
         }
         return Err(lib_error("poll", &err));
     }
-    Ok(rc > 0)
+    Ok(pfds.iter().map(|p| p.revents != 0).collect())
 }

@@ -401,7 +401,7 @@ impl DatagramEndpoint for VerbsDatagram {
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<()> {
-        self.recv_cq.wait(timeout)
+        self.recv_cq.wait(timeout, None)
     }
 }
 
