@@ -98,21 +98,27 @@ impl Outstanding {
             tracing::warn!(wr_id = wc.wr_id, "completion for an unknown work request");
             return None;
         };
-        let status = status_of(wc);
-        // The opcode is only defined for successful completions; on error report what we posted.
-        let with_imm = status.is_ok() && wc.opcode == ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM;
-        let op = if with_imm { Op::RecvWriteImm } else { slot.op };
-        let received = matches!(op, Op::Recv | Op::RecvWriteImm) && status.is_ok();
-        // SAFETY: the union member is a plain u32 either way; it is only read for WITH_IMM.
-        let imm =
-            with_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
-        Some(Completion {
-            wr_id: slot.wr_id,
-            op,
-            status,
-            byte_len: if received { wc.byte_len } else { 0 },
-            imm,
-        })
+        Some(completion_of(wc, slot.wr_id, slot.op))
+    }
+}
+
+/// The caller's view of a work completion for a request posted as `posted` with id `wr_id`.
+fn completion_of(wc: &ibv_wc, wr_id: u64, posted: Op) -> Completion {
+    let status = status_of(wc);
+    // The opcode is only defined for successful completions; on error report what we posted.
+    let with_imm = status.is_ok() && wc.opcode == ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM;
+    let op = if with_imm { Op::RecvWriteImm } else { posted };
+    let received = matches!(op, Op::Recv | Op::RecvWriteImm) && status.is_ok();
+    // Immediate data arrives in network byte order (`__be32`); callers get host order.
+    // SAFETY: the union member is a plain u32 either way; it is only read for WITH_IMM.
+    let imm =
+        with_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
+    Completion {
+        wr_id,
+        op,
+        status,
+        byte_len: if received { wc.byte_len } else { 0 },
+        imm,
     }
 }
 
@@ -308,6 +314,35 @@ mod tests {
         let mut wc: ibv_wc = unsafe { std::mem::zeroed() };
         wc.status = status;
         wc
+    }
+
+    #[test]
+    fn write_with_imm_completion_is_in_host_order() {
+        // Goal: a received WRITE WITH IMM is reported as RecvWriteImm with the immediate in host
+        // order (the device hands it over in network order), its byte count, the receive's id.
+        let mut w = wc(ibv_wc_status::IBV_WC_SUCCESS);
+        w.opcode = ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM;
+        w.byte_len = 300;
+        w.imm_data_invalidated_rkey_union = imm_data_invalidated_rkey_union_t {
+            imm_data: u32::from_ne_bytes([0x11, 0x22, 0x33, 0x44]),
+        };
+        let c = completion_of(&w, 7, Op::Recv);
+        assert_eq!(c.op, Op::RecvWriteImm);
+        assert_eq!(c.imm, Some(0x1122_3344));
+        assert_eq!((c.wr_id, c.byte_len), (7, 300));
+        // A failed receive keeps the posted op and reports no bytes or imm.
+        let mut f = w;
+        f.status = ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
+        let c = completion_of(&f, 7, Op::Recv);
+        assert_eq!(
+            (c.op, c.byte_len, c.imm, c.status),
+            (Op::Recv, 0, None, Err(WorkError::Flushed))
+        );
+        // Send-side completions carry no byte count.
+        let mut s = wc(ibv_wc_status::IBV_WC_SUCCESS);
+        s.opcode = ibv_wc_opcode::IBV_WC_RDMA_WRITE;
+        s.byte_len = 99;
+        assert_eq!(completion_of(&s, 1, Op::Write).byte_len, 0);
     }
 
     #[test]
