@@ -35,6 +35,7 @@ const TESTS: &[Test] = &[
     ("rc_wrong_rkey", test_wrong_rkey),
     ("rc_limits", test_limits),
     ("rc_peer_close", test_peer_close),
+    ("rc_accept_short_timeouts", test_accept_short_timeouts),
     ("ring_two_process", test_ring_two_process),
     ("ud_two_process", test_ud_two_process),
 ];
@@ -96,13 +97,9 @@ fn provider() -> R<VerbsProvider> {
     })?)
 }
 
+/// The defaults the node uses (1024-deep queues, 256-byte inline), so the lane proves them.
 fn config() -> EndpointConfig {
-    EndpointConfig {
-        send_wr: 64,
-        recv_wr: 64,
-        cq_size: 128,
-        ..Default::default()
-    }
+    EndpointConfig::default()
 }
 
 /// A connected pair in this process: (accepted side, connecting side).
@@ -454,6 +451,59 @@ fn test_peer_close() -> R {
         out[0].status == Err(WorkError::Flushed),
         format!("server receive after client close: {:?}", out[0]),
     )
+}
+
+/// Several clients connect at once while the server calls `accept` with timeouts far shorter
+/// than connection set-up takes here: every connection still arrives, and each carries data.
+fn test_accept_short_timeouts() -> R {
+    const CLIENTS: usize = 3;
+    let p = provider()?;
+    let addr = SocketAddr::new(rxe_ip(), 20108);
+    let mut listener = p.listen(addr, &config())?;
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let p = p.clone();
+            std::thread::spawn(move || -> Result<(), String> {
+                let mut conn = p
+                    .connect(addr, &config(), WAIT)
+                    .map_err(|e| e.to_string())?;
+                let tx = p.register(64, Access::NONE).map_err(|e| e.to_string())?;
+                tx.write(0, &[i as u8; 8]).map_err(|e| e.to_string())?;
+                conn.post_send(1, slice(&tx, 0, 8))
+                    .map_err(|e| e.to_string())?;
+                completions(&mut conn, 1, false).map_err(|e| e.to_string())?;
+                Ok(())
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + WAIT;
+    let mut conns = Vec::new();
+    let rx = p.register(64 * CLIENTS, Access::LOCAL_WRITE)?;
+    while conns.len() < CLIENTS {
+        ensure(
+            Instant::now() < deadline,
+            format!("only {} accepted", conns.len()),
+        )?;
+        if let Some(mut c) = listener.accept(Duration::from_millis(10))? {
+            let n = conns.len();
+            c.post_recv(n as u64, slice(&rx, 64 * n, 64))?;
+            conns.push(c);
+        }
+    }
+    let mut seen = Vec::new();
+    for c in &mut conns {
+        let got = completions(c, 1, false)?;
+        let mut b = [0u8; 8];
+        rx.read(64 * got[0].wr_id as usize, &mut b)?;
+        ensure(b.iter().all(|x| *x == b[0]), "message bytes differ")?;
+        seen.push(b[0]);
+    }
+    seen.sort_unstable();
+    ensure(seen == [0, 1, 2], format!("messages from clients {seen:?}"))?;
+    for c in clients {
+        c.join().map_err(|_| "client thread panicked")??;
+    }
+    Ok(())
 }
 
 // --- Ring-like one-sided writes between two processes -------------------------------------

@@ -86,6 +86,13 @@ pub(crate) fn expect(
     }
 }
 
+/// `now + timeout`, saturating (a caller may pass `Duration::MAX` for "no bound").
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
 /// rdma_cm takes millisecond timeouts as i32; clamp ours into 1 ms ..= i32::MAX ms.
 pub(crate) fn cm_timeout(d: Duration) -> Duration {
     d.clamp(

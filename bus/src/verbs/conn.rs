@@ -12,11 +12,10 @@
 //! connection's events arrive on its listener's channel, which `accept` reads: keep calling it.
 #![allow(unsafe_code)]
 
-use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::ibv_wc;
@@ -24,7 +23,7 @@ use sideway::ibverbs::queue_pair::{
     BasicQueuePair, QueuePair, QueuePairAttribute, QueuePairState, QueuePairType,
 };
 use sideway::rdmacm::communication_manager::{
-    ConnectionParameter, Event, EventChannel, EventType, Identifier, PortSpace,
+    ConnectionParameter, EventChannel, EventType, Identifier, PortSpace,
 };
 
 use super::cm;
@@ -36,16 +35,10 @@ use super::wr::{self, Outstanding, SendKind, Sge};
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
-use crate::provider::{Completion, Connection, Listener, LocalSlice, Op, RemoteSlice};
-
-/// Connection requests a listener queues while it finishes accepting another one; more are
-/// refused (their identifiers destroyed, so the peer sees a reject or a timeout).
-pub const ACCEPT_QUEUE_MAX: usize = 64;
-/// rdma_listen backlog (the kernel's queue of requests not yet read by us).
-const LISTEN_BACKLOG: i32 = 64;
+use crate::provider::{Completion, Connection, LocalSlice, Op, RemoteSlice};
 
 /// Whether an rdma_cm event on an established connection means the peer is gone.
-fn ends_connection(kind: &EventType) -> bool {
+pub(super) fn ends_connection(kind: &EventType) -> bool {
     matches!(
         kind,
         EventType::Disconnected
@@ -104,7 +97,7 @@ fn gid_of_ip(ip: IpAddr) -> [u8; 16] {
 }
 
 /// Creates the RC QP and its CQ with the configured depths.
-fn create_qp(dev: &Device, config: &EndpointConfig) -> Result<(BasicQueuePair, Cq)> {
+pub(super) fn create_qp(dev: &Device, config: &EndpointConfig) -> Result<(BasicQueuePair, Cq)> {
     config.validate()?;
     let cq = Cq::new(&dev.ctx, config.cq_size)?;
     let qp = dev
@@ -124,7 +117,7 @@ fn create_qp(dev: &Device, config: &EndpointConfig) -> Result<(BasicQueuePair, C
 }
 
 /// INIT, RTR, RTS with rdma_cm's attributes for this identifier.
-fn bring_up(qp: &mut BasicQueuePair, id: &Identifier) -> Result<()> {
+pub(super) fn bring_up(qp: &mut BasicQueuePair, id: &Identifier) -> Result<()> {
     for state in [
         QueuePairState::Init,
         QueuePairState::ReadyToReceive,
@@ -139,7 +132,7 @@ fn bring_up(qp: &mut BasicQueuePair, id: &Identifier) -> Result<()> {
     Ok(())
 }
 
-fn conn_param(qp: &BasicQueuePair) -> ConnectionParameter {
+pub(super) fn conn_param(qp: &BasicQueuePair) -> ConnectionParameter {
     // Defaults: one outstanding READ each way, retry 7, RNR retry 7 ("forever"): a peer that is
     // slow to post receives is back-pressure, not an error.
     let mut param = ConnectionParameter::default();
@@ -149,16 +142,16 @@ fn conn_param(qp: &BasicQueuePair) -> ConnectionParameter {
 
 /// A connection's rdma_cm side: its identifier, the channel its events arrive on and the flag
 /// that says the peer is gone.
-struct CmLink {
-    id: Arc<Identifier>,
-    channel: Arc<EventChannel>,
+pub(super) struct CmLink {
+    pub(super) id: Arc<Identifier>,
+    pub(super) channel: Arc<EventChannel>,
     /// True when `channel` carries only this connection's events (the connecting side).
-    own_channel: bool,
-    closed: Arc<AtomicBool>,
+    pub(super) own_channel: bool,
+    pub(super) closed: Arc<AtomicBool>,
 }
 
 impl VerbsConnection {
-    fn new(
+    pub(super) fn new(
         dev: &Arc<Device>,
         (qp, cq): (BasicQueuePair, Cq),
         link: CmLink,
@@ -393,7 +386,7 @@ pub(crate) fn connect(
     timeout: Duration,
 ) -> Result<VerbsConnection> {
     config.validate()?;
-    let deadline = Instant::now() + timeout;
+    let deadline = cm::deadline_after(timeout);
     let channel = cm::channel()?;
     let id = channel
         .create_id(PortSpace::Tcp)
@@ -432,174 +425,4 @@ pub(crate) fn connect(
         closed,
     };
     Ok(VerbsConnection::new(dev, (qp, cq), link, config, peer))
-}
-
-/// Listens for rdma_cm connections on one address.
-pub struct VerbsListener {
-    // Drop order: queued requests, then the listening identifier, then the channel they use.
-    queued: VecDeque<Arc<Identifier>>,
-    /// Accepted connections' identifiers and close flags: their events arrive here. Entries of
-    /// dropped connections are pruned on every accept, so this holds live connections only.
-    accepted: Vec<(Weak<Identifier>, Arc<AtomicBool>)>,
-    _id: Arc<Identifier>,
-    channel: Arc<EventChannel>,
-    dev: Arc<Device>,
-    config: EndpointConfig,
-    bind: SocketAddr,
-}
-
-impl std::fmt::Debug for VerbsListener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VerbsListener")
-            .field("bind", &self.bind)
-            .finish()
-    }
-}
-
-pub(crate) fn listen(
-    dev: &Arc<Device>,
-    bind: SocketAddr,
-    config: &EndpointConfig,
-) -> Result<VerbsListener> {
-    config.validate()?;
-    let channel = cm::channel()?;
-    let id = channel
-        .create_id(PortSpace::Tcp)
-        .map_err(|e| lib_error("rdma_create_id", &e))?;
-    id.bind_addr(bind)
-        .map_err(|e| lib_error("rdma_bind_addr", &e))?;
-    id.listen(LISTEN_BACKLOG)
-        .map_err(|e| lib_error("rdma_listen", &e))?;
-    Ok(VerbsListener {
-        queued: VecDeque::new(),
-        accepted: Vec::new(),
-        _id: id,
-        channel,
-        dev: Arc::clone(dev),
-        config: config.clone(),
-        bind,
-    })
-}
-
-impl VerbsListener {
-    /// Handles an event that is not a new request: a disconnect of an accepted connection sets
-    /// its close flag. Returns the event back if it concerns none of them.
-    fn note_event(&mut self, event: Event) -> Option<Event> {
-        let Some(id) = event.cm_id() else {
-            return Some(event);
-        };
-        let entry = self
-            .accepted
-            .iter()
-            .find(|(weak, _)| weak.upgrade().is_some_and(|a| Arc::ptr_eq(&a, &id)));
-        match entry {
-            Some((_, closed)) => {
-                if ends_connection(&event.event_type()) {
-                    closed.store(true, Ordering::Release);
-                }
-                None
-            }
-            None => Some(event),
-        }
-    }
-
-    /// Accepts one requested connection and waits for it to be established.
-    fn finish_accept(
-        &mut self,
-        req: Arc<Identifier>,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<VerbsConnection> {
-        let (mut qp, cq) = create_qp(&self.dev, &self.config)?;
-        bring_up(&mut qp, &req)?;
-        req.accept(conn_param(&qp))
-            .map_err(|e| lib_error("rdma_accept", &e))?;
-        let peer_qpn = req
-            .get_qp_attr(QueuePairState::ReadyToReceive)
-            .map(|a| a.dest_qp_num())
-            .unwrap_or(0);
-        // Events of accepted identifiers arrive on the listener's channel.
-        loop {
-            let Some(event) = cm::next_event(&self.channel, deadline)? else {
-                return Err(BusError::Timeout(timeout));
-            };
-            if event.event_type() == EventType::ConnectRequest {
-                if let Some(other) = event.cm_id() {
-                    if self.queued.len() < ACCEPT_QUEUE_MAX {
-                        self.queued.push_back(other);
-                    } else {
-                        tracing::warn!("verbs listener queue full; refusing a connection request");
-                    }
-                }
-                continue;
-            }
-            let Some(event) = self.note_event(event) else {
-                continue;
-            };
-            if !cm::is_for(&event, &req) {
-                continue;
-            }
-            match event.event_type() {
-                EventType::Established => break,
-                EventType::AddressChange | EventType::TimewaitExit => continue,
-                other => {
-                    return Err(BusError::Closed(format!(
-                        "rdma_cm {other:?} (status {}) while accepting",
-                        event.status()
-                    )))
-                }
-            }
-        }
-        // The peer's GID is not exposed by rdma_cm through sideway; the QPN is.
-        let peer = EndpointAddr::Verbs {
-            gid: [0; 16],
-            qpn: peer_qpn,
-            qkey: 0,
-            lid: 0,
-        };
-        let closed = Arc::new(AtomicBool::new(false));
-        self.accepted.retain(|(weak, _)| weak.strong_count() > 0);
-        self.accepted
-            .push((Arc::downgrade(&req), Arc::clone(&closed)));
-        let link = CmLink {
-            id: req,
-            channel: Arc::clone(&self.channel),
-            own_channel: false,
-            closed,
-        };
-        Ok(VerbsConnection::new(
-            &self.dev,
-            (qp, cq),
-            link,
-            &self.config,
-            peer,
-        ))
-    }
-}
-
-impl Listener for VerbsListener {
-    type Conn = VerbsConnection;
-
-    fn accept(&mut self, timeout: Duration) -> Result<Option<VerbsConnection>> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(req) = self.queued.pop_front() {
-                return self.finish_accept(req, deadline, timeout).map(Some);
-            }
-            let Some(event) = cm::next_event(&self.channel, deadline)? else {
-                return Ok(None);
-            };
-            if event.event_type() == EventType::ConnectRequest {
-                if let Some(req) = event.cm_id() {
-                    self.queued.push_back(req);
-                }
-            } else if let Some(other) = self.note_event(event) {
-                tracing::debug!(kind = ?other.event_type(), "verbs listener: unrelated rdma_cm event");
-            }
-        }
-    }
-
-    fn local_addr(&self) -> SocketAddr {
-        self.bind
-    }
 }

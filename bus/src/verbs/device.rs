@@ -168,7 +168,7 @@ impl Provider for VerbsProvider {
     }
 
     fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<Self::Listener> {
-        super::conn::listen(&self.dev, bind, config)
+        super::listener::listen(&self.dev, bind, config)
     }
 
     fn connect(

@@ -16,12 +16,14 @@ mod conn;
 mod cq;
 mod datagram;
 mod device;
+mod listener;
 mod region;
 mod wr;
 
-pub use conn::{VerbsConnection, VerbsListener};
+pub use conn::VerbsConnection;
 pub use datagram::{VerbsDatagram, DATAGRAM_QKEY, GRH_LEN};
 pub use device::{VerbsOptions, VerbsProvider, GID_INDEX_DEFAULT, PORT_DEFAULT};
+pub use listener::{VerbsListener, ACCEPT_QUEUE_MAX, ESTABLISH_WAIT_MAX};
 pub use region::{VerbsRegion, REGION_LEN_MAX};
 
 /// The provider's name, as in `fabric-provider` and in errors.
