@@ -303,7 +303,7 @@ fn test_wrong_rkey() -> R {
         rkey: good.rkey ^ 0x5a5a,
         ..good
     };
-    // Above max_inline so the payload is DMA-read (inline sends also fail; this is the common path).
+    // Above max_inline, so the payload is DMA-read (the common path for large writes).
     let len = 1024;
     let dst = RemoteSlice {
         region: bad,

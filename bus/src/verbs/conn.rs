@@ -7,9 +7,10 @@
 //!
 //! Because the QP is ours, rdma_cm does not move it to the error state when the peer
 //! disconnects; we do, on the DISCONNECTED event, so outstanding work completes as
-//! [`WorkError::Flushed`](crate::provider::WorkError::Flushed) and later posts fail with [`BusError::Closed`]. A connecting side reads
-//! its own event channel (in `poll` when idle, and `wait` wakes for it); an accepted
-//! connection's events arrive on its listener's channel, which `accept` reads: keep calling it.
+//! [`Flushed`](crate::provider::WorkError::Flushed) and later posts fail with
+//! [`BusError::Closed`]. A connecting side reads its own event channel (in `poll` when idle,
+//! and `wait` wakes for it); an accepted connection's events arrive on its listener's channel,
+//! which `accept` reads: keep calling it.
 #![allow(unsafe_code)]
 
 use std::net::{IpAddr, SocketAddr};
@@ -212,7 +213,8 @@ impl VerbsConnection {
         if self.own_channel && !self.closed.load(Ordering::Acquire) {
             while let Some(event) = cm::next_event(&self.channel, Instant::now())? {
                 if cm::is_for(&event, &self.id) && ends_connection(&event.event_type()) {
-                    tracing::debug!(peer = %self.peer, kind = ?event.event_type(), "verbs peer gone");
+                    let kind = event.event_type();
+                    tracing::debug!(peer = %self.peer, ?kind, "verbs peer gone");
                     self.closed.store(true, Ordering::Release);
                 }
             }

@@ -86,7 +86,8 @@ impl VerbsProvider {
     pub fn open(options: &VerbsOptions) -> Result<Self> {
         let list = DeviceList::new().map_err(|e| {
             unavailable(format!(
-                "cannot list RDMA devices ({}); rdma-core (libibverbs) and an RDMA device are needed",
+                "cannot list RDMA devices ({}); rdma-core (libibverbs) and an RDMA device \
+                 are needed",
                 error_chain(&e)
             ))
         })?;
@@ -121,13 +122,17 @@ impl VerbsProvider {
         .octets();
         if gid == [0; 16] {
             return Err(unavailable(format!(
-                "{name} port {} has no GID at index {} (give the port an IP address, or pick another gid index)",
+                "{name} port {} has no GID at index {} (give the port an IP address, or pick \
+                 another gid index)",
                 options.port, options.gid_index
             )));
         }
         let pd = ctx.alloc_pd().map_err(|e| lib_error("ibv_alloc_pd", &e))?;
+        // IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5.
         let mtu = 128usize << (port_attr.active_mtu() as u32);
-        tracing::info!(device = %name, port = options.port, gid = %Ipv6Addr::from(gid), mtu, "verbs provider open");
+        let port = options.port;
+        let shown_gid = Ipv6Addr::from(gid);
+        tracing::info!(device = %name, port, gid = %shown_gid, mtu, "verbs provider open");
         Ok(VerbsProvider {
             dev: Arc::new(Device {
                 pd,
