@@ -25,6 +25,20 @@ PACKAGES=(
     procps          # ps/pgrep/free, used by scripts and tests
     util-linux      # lscpu (machine description in BENCHMARKS.md)
     python3         # stdlib-only helpers (bench_report.py, RESP generators)
+    # verbs lane (scripts/verbs-lane.sh): soft-RoCE in a QEMU guest, DESIGN §4.3
+    qemu-system-x86   # boots Debian's stock kernel under TCG (no KVM here)
+    busybox-static    # the guest's userland
+    kmod              # modinfo: rdma_rxe module closure for the initramfs
+    cpio              # packs the initramfs
+    iproute2          # ip and rdma (rxe0 on a dummy netdev) copied into the guest
+    rdma-core         # rdma-core userspace (sideway dlopens libibverbs/librdmacm)
+    libibverbs1       # libibverbs, copied into the guest with its provider files
+    ibverbs-providers # librxe provider for the soft-RoCE device
+    librdmacm1        # rdma_cm, used for RC connection set-up
+    ibverbs-utils     # ibv_devices / ibv_devinfo: lane sanity checks
+    rdmacm-utils      # rping: lane sanity check of rdma_cm
+    cmake             # builds rdma-mummy-sys (sideway's dlopen shim over rdma-core)
+    libclang-dev      # bindgen in rdma-mummy-sys's build script needs libclang
 )
 
 APT_LISTS_MAX_AGE_MIN="${APT_LISTS_MAX_AGE_MIN:-1440}"

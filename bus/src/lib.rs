@@ -15,6 +15,7 @@ pub mod provider;
 pub mod ring;
 pub mod sim;
 pub mod stream;
+pub mod verbs;
 
 pub use access::Access;
 pub use addr::EndpointAddr;

@@ -1,0 +1,430 @@
+//! Reliable connections: RC QPs set up with rdma_cm (`RDMA_PS_TCP`), the way Valkey-over-RDMA
+//! and rping do, so a verbs Stream is wire-compatible with them.
+//!
+//! The QP is ours (created in the provider's PD, so any provider region can be named) and
+//! rdma_cm only drives the connection: we move the QP through INIT/RTR/RTS with the attributes
+//! rdma_cm computes (`rdma_init_qp_attr`) and hand its number to `rdma_connect`/`rdma_accept`.
+//!
+//! Because the QP is ours, rdma_cm does not move it to the error state when the peer
+//! disconnects; we do, on the DISCONNECTED event, so outstanding work completes as
+//! [`Flushed`](crate::provider::WorkError::Flushed) and later posts fail with
+//! [`BusError::Closed`]. A connecting side reads its own event channel (in `poll` when idle,
+//! and `wait` wakes for it); an accepted connection's events arrive on its listener's channel,
+//! which `accept` reads: keep calling it.
+#![allow(unsafe_code)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdma_mummy_sys::ibv_wc;
+use sideway::ibverbs::queue_pair::{
+    BasicQueuePair, QueuePair, QueuePairAttribute, QueuePairState, QueuePairType,
+};
+use sideway::rdmacm::communication_manager::{
+    ConnectionParameter, EventChannel, EventType, Identifier, PortSpace,
+};
+
+use super::cm;
+use super::cq::Cq;
+use super::device::Device;
+use super::lib_error;
+use super::region::VerbsRegion;
+use super::wr::{self, Outstanding, SendKind, Sge};
+use crate::addr::EndpointAddr;
+use crate::config::EndpointConfig;
+use crate::error::{BusError, Result};
+use crate::provider::{Completion, Connection, LocalSlice, Op, RemoteSlice};
+
+/// Whether an rdma_cm event on an established connection means the peer is gone.
+pub(super) fn ends_connection(kind: &EventType) -> bool {
+    matches!(
+        kind,
+        EventType::Disconnected
+            | EventType::DeviceRemoval
+            | EventType::ConnectError
+            | EventType::Unreachable
+            | EventType::Rejected
+    )
+}
+
+/// An RC connection of the `verbs` provider.
+pub struct VerbsConnection {
+    // Field order is drop order: the QP first (flushing its work), then the table that holds the
+    // regions its requests named, then its CQ, then the rdma_cm identifier and channel.
+    qp: BasicQueuePair,
+    outstanding: Outstanding,
+    cq: Cq,
+    id: Arc<Identifier>,
+    channel: Arc<EventChannel>,
+    /// True when `channel` carries only this connection's events (the connecting side).
+    own_channel: bool,
+    /// Set when rdma_cm reports the peer gone (by us, or by the listener for accepted ones).
+    closed: Arc<AtomicBool>,
+    /// Whether the QP has been moved to the error state after `closed`.
+    flushed: bool,
+    dev: Arc<Device>,
+    max_inline: usize,
+    wcs: Vec<ibv_wc>,
+    local: EndpointAddr,
+    peer: EndpointAddr,
+}
+
+impl std::fmt::Debug for VerbsConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsConnection")
+            .field("local", &self.local)
+            .field("peer", &self.peer)
+            .finish()
+    }
+}
+
+impl Drop for VerbsConnection {
+    fn drop(&mut self) {
+        // Tell the peer (its QP goes to error and flushes) before our QP is destroyed.
+        if let Err(e) = self.id.disconnect() {
+            tracing::debug!(error = %e, "rdma_disconnect on drop");
+        }
+    }
+}
+
+fn gid_of_ip(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// Creates the RC QP and its CQ with the configured depths.
+pub(super) fn create_qp(dev: &Device, config: &EndpointConfig) -> Result<(BasicQueuePair, Cq)> {
+    config.validate()?;
+    let cq = Cq::new(&dev.ctx, config.cq_size)?;
+    let qp = dev
+        .pd
+        .create_qp_builder()
+        .setup_qp_type(QueuePairType::ReliableConnection)
+        .setup_max_send_wr(config.send_wr)
+        .setup_max_recv_wr(config.recv_wr)
+        .setup_max_send_sge(1)
+        .setup_max_recv_sge(1)
+        .setup_max_inline_data(config.max_inline as u32)
+        .setup_send_cq(cq.handle())
+        .setup_recv_cq(cq.handle())
+        .build()
+        .map_err(|e| lib_error("ibv_create_qp", &e))?;
+    Ok((qp, cq))
+}
+
+/// INIT, RTR, RTS with rdma_cm's attributes for this identifier.
+pub(super) fn bring_up(qp: &mut BasicQueuePair, id: &Identifier) -> Result<()> {
+    for state in [
+        QueuePairState::Init,
+        QueuePairState::ReadyToReceive,
+        QueuePairState::ReadyToSend,
+    ] {
+        let attr = id
+            .get_qp_attr(state)
+            .map_err(|e| lib_error("rdma_init_qp_attr", &e))?;
+        qp.modify(&attr)
+            .map_err(|e| lib_error("ibv_modify_qp", &e))?;
+    }
+    Ok(())
+}
+
+pub(super) fn conn_param(qp: &BasicQueuePair) -> ConnectionParameter {
+    // Defaults: one outstanding READ each way, retry 7, RNR retry 7 ("forever"): a peer that is
+    // slow to post receives is back-pressure, not an error.
+    let mut param = ConnectionParameter::default();
+    param.setup_qp_number(qp.qp_number());
+    param
+}
+
+/// A connection's rdma_cm side: its identifier, the channel its events arrive on and the flag
+/// that says the peer is gone.
+pub(super) struct CmLink {
+    pub(super) id: Arc<Identifier>,
+    pub(super) channel: Arc<EventChannel>,
+    /// True when `channel` carries only this connection's events (the connecting side).
+    pub(super) own_channel: bool,
+    pub(super) closed: Arc<AtomicBool>,
+}
+
+impl VerbsConnection {
+    pub(super) fn new(
+        dev: &Arc<Device>,
+        (qp, cq): (BasicQueuePair, Cq),
+        link: CmLink,
+        config: &EndpointConfig,
+        peer: EndpointAddr,
+    ) -> Self {
+        let CmLink {
+            id,
+            channel,
+            own_channel,
+            closed,
+        } = link;
+        let local = EndpointAddr::Verbs {
+            gid: dev.gid,
+            qpn: qp.qp_number(),
+            qkey: 0,
+            lid: dev.lid,
+        };
+        VerbsConnection {
+            outstanding: Outstanding::new(config.send_wr, config.recv_wr),
+            qp,
+            cq,
+            id,
+            channel,
+            own_channel,
+            closed,
+            flushed: false,
+            dev: Arc::clone(dev),
+            max_inline: config.max_inline,
+            wcs: Vec::new(),
+            local,
+            peer,
+        }
+    }
+
+    fn local_sge(&self, slice: &LocalSlice<VerbsRegion>) -> Result<Sge> {
+        if !slice.region.in_pd(&self.dev.pd) {
+            return Err(BusError::Invalid {
+                what: "region",
+                reason: "registered with another provider instance".to_owned(),
+            });
+        }
+        slice.region.check(slice.offset, slice.len)?;
+        let len = u32::try_from(slice.len).map_err(|_| BusError::Invalid {
+            what: "work request length",
+            reason: format!("{} exceeds 4 GiB", slice.len),
+        })?;
+        Ok(Sge {
+            addr: slice.region.addr_of(slice.offset),
+            len,
+            lkey: slice.region.lkey(),
+        })
+    }
+
+    /// Notices a peer disconnect (reading our own channel if we have one) and, once, moves the
+    /// QP to the error state so every outstanding request completes as flushed.
+    fn check_closed(&mut self) -> Result<()> {
+        if self.own_channel && !self.closed.load(Ordering::Acquire) {
+            while let Some(event) = cm::next_event(&self.channel, Instant::now())? {
+                if cm::is_for(&event, &self.id) && ends_connection(&event.event_type()) {
+                    let kind = event.event_type();
+                    tracing::debug!(peer = %self.peer, ?kind, "verbs peer gone");
+                    self.closed.store(true, Ordering::Release);
+                }
+            }
+        }
+        if self.closed.load(Ordering::Acquire) && !self.flushed {
+            self.flushed = true;
+            let mut attr = QueuePairAttribute::new();
+            attr.setup_state(QueuePairState::Error);
+            self.qp
+                .modify(&attr)
+                .map_err(|e| lib_error("ibv_modify_qp(ERR)", &e))?;
+        }
+        Ok(())
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(BusError::Closed(format!("peer {} disconnected", self.peer)));
+        }
+        Ok(())
+    }
+
+    fn post(
+        &mut self,
+        wr_id: u64,
+        op: Op,
+        slice: LocalSlice<VerbsRegion>,
+        kind: SendKind,
+        inline: bool,
+    ) -> Result<()> {
+        self.ensure_open()?;
+        let sge = self.local_sge(&slice)?;
+        let internal = self.outstanding.insert(wr_id, op, slice.region)?;
+        // SAFETY: the QP is alive (owned by self); the SGE names memory registered in the QP's PD
+        // (checked above) that `outstanding` keeps alive until the completion.
+        let posted = unsafe { wr::post_send(self.qp.qp().as_ptr(), internal, kind, sge, inline) };
+        if posted.is_err() {
+            self.outstanding.cancel(internal);
+        }
+        posted
+    }
+}
+
+fn remote_target(src_len: usize, remote: &RemoteSlice) -> Result<(u64, u32)> {
+    if remote.len != src_len as u64 {
+        return Err(BusError::Invalid {
+            what: "remote slice",
+            reason: format!("length {} differs from the local {src_len}", remote.len),
+        });
+    }
+    match remote.offset.checked_add(remote.len) {
+        Some(end) if end <= remote.region.len => {}
+        _ => {
+            return Err(BusError::OutOfBounds {
+                offset: remote.offset,
+                len: remote.len,
+                region_len: remote.region.len,
+            })
+        }
+    }
+    let rkey = u32::try_from(remote.region.rkey).map_err(|_| BusError::Invalid {
+        what: "rkey",
+        reason: format!("{:#x} is not a 32-bit verbs rkey", remote.region.rkey),
+    })?;
+    let addr = remote
+        .region
+        .addr
+        .checked_add(remote.offset)
+        .ok_or(BusError::Invalid {
+            what: "remote slice",
+            reason: "address overflows".to_owned(),
+        })?;
+    Ok((addr, rkey))
+}
+
+impl Connection for VerbsConnection {
+    type Region = VerbsRegion;
+
+    fn post_send(&mut self, wr_id: u64, src: LocalSlice<VerbsRegion>) -> Result<()> {
+        let inline = src.len <= self.max_inline;
+        self.post(wr_id, Op::Send, src, SendKind::Send, inline)
+    }
+
+    fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<VerbsRegion>) -> Result<()> {
+        self.ensure_open()?;
+        let sge = self.local_sge(&dst)?;
+        let internal = self.outstanding.insert(wr_id, Op::Recv, dst.region)?;
+        // SAFETY: as in `post`: live QP, registered memory kept alive by `outstanding`.
+        let posted = unsafe { wr::post_recv(self.qp.qp().as_ptr(), internal, sge) };
+        if posted.is_err() {
+            self.outstanding.cancel(internal);
+        }
+        posted
+    }
+
+    fn post_write(
+        &mut self,
+        wr_id: u64,
+        src: LocalSlice<VerbsRegion>,
+        dst: RemoteSlice,
+        imm: Option<u32>,
+    ) -> Result<()> {
+        let (remote_addr, rkey) = remote_target(src.len, &dst)?;
+        let inline = src.len <= self.max_inline;
+        let kind = SendKind::Write {
+            remote_addr,
+            rkey,
+            imm,
+        };
+        self.post(wr_id, Op::Write, src, kind, inline)
+    }
+
+    fn post_read(
+        &mut self,
+        wr_id: u64,
+        dst: LocalSlice<VerbsRegion>,
+        src: RemoteSlice,
+    ) -> Result<()> {
+        let (remote_addr, rkey) = remote_target(dst.len, &src)?;
+        self.post(
+            wr_id,
+            Op::Read,
+            dst,
+            SendKind::Read { remote_addr, rkey },
+            false,
+        )
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<usize> {
+        self.wcs.clear();
+        if self.cq.poll(&mut self.wcs, max)? == 0 && max > 0 {
+            // Idle: the moment to look for a disconnect (a syscall we skip while busy).
+            let was_flushed = self.flushed;
+            self.check_closed()?;
+            if self.flushed && !was_flushed {
+                self.cq.poll(&mut self.wcs, max)?;
+            }
+        }
+        let before = out.len();
+        for wc in &self.wcs {
+            if let Some(c) = self.outstanding.complete(wc) {
+                out.push(c);
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<()> {
+        self.check_closed()?;
+        if self.flushed {
+            // Nothing more will arrive but flushed completions, which poll returns at once.
+            return Ok(());
+        }
+        let cm_fd = self.own_channel.then(|| self.channel.as_raw_fd());
+        self.cq.wait(timeout, cm_fd)
+    }
+
+    fn peer(&self) -> &EndpointAddr {
+        &self.peer
+    }
+
+    fn local(&self) -> &EndpointAddr {
+        &self.local
+    }
+}
+
+pub(crate) fn connect(
+    dev: &Arc<Device>,
+    to: SocketAddr,
+    config: &EndpointConfig,
+    timeout: Duration,
+) -> Result<VerbsConnection> {
+    config.validate()?;
+    let deadline = cm::deadline_after(timeout);
+    let channel = cm::channel()?;
+    let id = channel
+        .create_id(PortSpace::Tcp)
+        .map_err(|e| lib_error("rdma_create_id", &e))?;
+    id.resolve_addr(None, to, cm::cm_timeout(timeout))
+        .map_err(|e| lib_error("rdma_resolve_addr", &e))?;
+    cm::expect(&channel, &id, EventType::AddressResolved, deadline, timeout)?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    id.resolve_route(cm::cm_timeout(left))
+        .map_err(|e| lib_error("rdma_resolve_route", &e))?;
+    cm::expect(&channel, &id, EventType::RouteResolved, deadline, timeout)?;
+    let (mut qp, cq) = create_qp(dev, config)?;
+    id.connect(conn_param(&qp))
+        .map_err(|e| lib_error("rdma_connect", &e))?;
+    // With our own QP, rdma_cm stops at CONNECT_RESPONSE: we bring the QP up and establish.
+    cm::expect(&channel, &id, EventType::ConnectResponse, deadline, timeout)?;
+    bring_up(&mut qp, &id)?;
+    id.establish()
+        .map_err(|e| lib_error("rdma_establish", &e))?;
+    let peer_qpn = id
+        .get_qp_attr(QueuePairState::ReadyToReceive)
+        .map(|a| a.dest_qp_num())
+        .unwrap_or(0);
+    let peer = EndpointAddr::Verbs {
+        gid: gid_of_ip(to.ip()),
+        qpn: peer_qpn,
+        qkey: 0,
+        lid: 0,
+    };
+    tracing::debug!(%to, %peer, "verbs connection established");
+    let closed = Arc::new(AtomicBool::new(false));
+    let link = CmLink {
+        id,
+        channel,
+        own_channel: true,
+        closed,
+    };
+    Ok(VerbsConnection::new(dev, (qp, cq), link, config, peer))
+}

@@ -1,0 +1,51 @@
+//! The `verbs` provider (DESIGN §4.1): libibverbs and librdmacm through the `sideway` crate,
+//! which loads rdma-core at run time, so this code builds and runs on hosts without RDMA and
+//! answers [`BusError::Unavailable`](crate::BusError::Unavailable) there.
+//!
+//! - Connections are RC QPs set up with rdma_cm (`RDMA_PS_TCP`) by IP address and port.
+//! - Datagram endpoints are UD QPs addressed by GID + QPN + QKey.
+//! - Work is posted with the classic `ibv_post_send`/`ibv_post_recv` and completions read with
+//!   `ibv_poll_cq` through sideway's loaded symbols (`rdma-mummy-sys`): one code path for RC and
+//!   UD (sideway's guards have no UD address), and no completion is ever dropped by a poller that
+//!   reads ahead of what the caller asked for.
+//!
+//! Proven by the verbs lane (`scripts/verbs-lane.sh`): soft-RoCE in a QEMU guest.
+
+mod cm;
+mod conn;
+mod cq;
+mod datagram;
+mod device;
+mod listener;
+mod region;
+mod wr;
+
+pub use conn::VerbsConnection;
+pub use datagram::{VerbsDatagram, DATAGRAM_QKEY, GRH_LEN};
+pub use device::{VerbsOptions, VerbsProvider, GID_INDEX_DEFAULT, PORT_DEFAULT};
+pub use listener::{VerbsListener, ACCEPT_QUEUE_MAX, ESTABLISH_WAIT_MAX};
+pub use region::{VerbsRegion, REGION_LEN_MAX};
+
+/// The provider's name, as in `fabric-provider` and in errors.
+pub(crate) const PROVIDER: &str = "verbs";
+
+/// A provider-library error with its cause chain (sideway's errors carry the errno as source).
+pub(crate) fn lib_error(call: &'static str, err: &dyn std::error::Error) -> crate::BusError {
+    crate::BusError::Provider {
+        provider: PROVIDER,
+        call,
+        reason: error_chain(err),
+    }
+}
+
+/// `outer: inner: innermost`, so an errno behind a wrapper error is not lost.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The verbs lane (DESIGN §4.3): run the `verbs` provider's tests against a real soft-RoCE device.
+#
+# This host's kernel has no RDMA, so the lane boots Debian's stock kernel (which ships rdma_rxe)
+# under QEMU with software emulation (TCG: KVM is not usable here) and no network card, creates
+# rxe0 on a dummy netdev inside the guest and runs the tests there (scripts/rxe-vm/). The exit
+# status is the guest tests' result: 0 only if the guest printed `VERBS-LANE-RESULT: pass`.
+#
+# Usage: scripts/verbs-lane.sh [extra test binary...]
+#   Builds and runs the bus crate's guest test runner (bus/examples/verbs_lane.rs) plus any
+#   binaries given (each a `list`/`<name>` runner or a plain program; exit 0 = pass).
+# Env:
+#   VERBS_LANE_TIMEOUT_S  whole-VM bound in seconds (default 600): a hung guest fails the lane
+#   VERBS_LANE_CACHE      kernel/initramfs cache (default target/rxe-vm; not committed)
+#   VERBS_LANE_NO_DEPS=1  skip scripts/install-deps.sh (e.g. when not root and deps are present)
+#   RXE_KERNEL_VERSION    pin the Debian kernel (default: what linux-image-amd64 depends on)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+vm="$repo/scripts/rxe-vm"
+cache=${VERBS_LANE_CACHE:-$repo/target/rxe-vm}
+timeout_s=${VERBS_LANE_TIMEOUT_S:-600}
+log() { printf 'verbs-lane: %s\n' "$*" >&2; }
+
+if [[ "${VERBS_LANE_NO_DEPS:-}" != 1 ]]; then
+    "$repo/scripts/install-deps.sh"
+fi
+mkdir -p "$cache"
+
+log "building the guest test runner"
+(cd "$repo" && cargo build -q -p bus --example verbs_lane)
+bins=("$repo/target/debug/examples/verbs_lane" "$@")
+
+version=$("$vm/kernel.sh" "$cache")
+ktree="$cache/kpkg-$version"
+initrd="$cache/initrd.gz"
+"$vm/initramfs.sh" "$ktree" "$version" "$initrd" "${bins[@]}"
+
+console="$cache/console.log"
+log "booting $version under QEMU TCG (bound ${timeout_s}s); console in $console"
+# -nic none: the guest needs no network card, rxe runs over a dummy netdev. 1 GiB holds the
+# unpacked initramfs and the tests' registered memory. The console is the only output channel.
+qemu_pid=
+cleanup() { [[ -n "$qemu_pid" ]] && kill "$qemu_pid" 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+timeout --kill-after=10 "$timeout_s" \
+    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1024 \
+    -kernel "$ktree/boot/vmlinuz-$version" -initrd "$initrd" \
+    -append "console=ttyS0 quiet loglevel=3 rdinit=/init panic=-1" \
+    -nographic -no-reboot -nic none </dev/null >"$console.raw" 2>&1 &
+qemu_pid=$!
+set +e
+wait "$qemu_pid"
+qemu_rc=$?
+set -e
+qemu_pid=
+# Strip terminal escapes and carriage returns from the serial console.
+sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' "$console.raw" | tr -d '\r' >"$console"
+grep -E '^(VERBS-TEST|VERBS-LANE-SUMMARY|rxe-guest:)' "$console" >&2 || true
+
+if [[ $qemu_rc -eq 124 || $qemu_rc -eq 137 ]]; then
+    log "FAIL: the guest did not finish within ${timeout_s}s (see $console)"
+    exit 1
+fi
+result=$(grep -E '^VERBS-LANE-RESULT: ' "$console" | tail -n1 || true)
+case "$result" in
+"VERBS-LANE-RESULT: pass "*)
+    log "PASS (${result#VERBS-LANE-RESULT: })"
+    exit 0
+    ;;
+"")
+    log "FAIL: no result line from the guest (qemu exit $qemu_rc); see $console"
+    tail -n 40 "$console" >&2
+    exit 1
+    ;;
+*)
+    log "FAIL (${result#VERBS-LANE-RESULT: }); failing checks' output is in $console"
+    exit 1
+    ;;
+esac
