@@ -10,6 +10,7 @@ pub mod access;
 pub mod addr;
 pub mod config;
 pub mod error;
+pub mod ofi;
 pub mod provider;
 
 pub use access::Access;

@@ -1,0 +1,100 @@
+//! The libfabric providers we drive, and what differs between them.
+
+use std::net::SocketAddr;
+
+use super::sys;
+
+/// One libfabric provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OfiKind {
+    /// `tcp;ofi_rxm`: RDM over TCP sockets; any Linux host. Manual progress.
+    Tcp,
+    /// `shm`: RDM over shared memory between processes of one host. Manual progress.
+    Shm,
+    /// `efa`: AWS Elastic Fabric Adapter (SRD). Written from fi_efa(7) and fi_getinfo(3); it
+    /// cannot be tested without EFA hardware. What the code relies on for EFA: RDM endpoints;
+    /// `mr_mode` with FI_MR_LOCAL, FI_MR_PROV_KEY, FI_MR_VIRT_ADDR and FI_MR_ALLOCATED (all
+    /// honoured in `region.rs`); remote CQ data (4 bytes); RMA writes that land *unordered*;
+    /// RDMA read/write only on hardware that has them (`fi_getinfo` fails otherwise, and this
+    /// provider reports `Unavailable`). Addresses are EFA's raw GID+QPN+QKey bytes. Listening
+    /// by IP is not something EFA offers: `listen`/`connect` are refused for EFA (see
+    /// `provider.rs`); datagram endpoints and connections made from exchanged raw addresses are
+    /// the way to use it.
+    Efa,
+}
+
+impl OfiKind {
+    /// The name as in `fabric-provider`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OfiKind::Tcp => "ofi:tcp",
+            OfiKind::Shm => "ofi:shm",
+            OfiKind::Efa => "ofi:efa",
+        }
+    }
+
+    /// The provider name in `EndpointAddr::Ofi`.
+    pub fn addr_tag(self) -> &'static str {
+        match self {
+            OfiKind::Tcp => "tcp",
+            OfiKind::Shm => "shm",
+            OfiKind::Efa => "efa",
+        }
+    }
+
+    /// The provider string `fi_getinfo` is asked for.
+    pub fn libfabric_name(self) -> &'static str {
+        match self {
+            OfiKind::Tcp => "tcp;ofi_rxm",
+            OfiKind::Shm => "shm",
+            OfiKind::Efa => "efa",
+        }
+    }
+
+    /// Parses a `fabric-provider` value.
+    pub fn from_name(name: &str) -> Option<OfiKind> {
+        [OfiKind::Tcp, OfiKind::Shm, OfiKind::Efa]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+
+    /// The address format to ask for, when the provider needs one pinned.
+    pub fn addr_format(self) -> Option<u32> {
+        match self {
+            OfiKind::Shm => Some(sys::FI_ADDR_STR),
+            OfiKind::Tcp | OfiKind::Efa => None,
+        }
+    }
+
+    /// Whether peers find a listener by IP address and port through `fi_getinfo`.
+    pub fn listens_by_socket_addr(self) -> bool {
+        !matches!(self, OfiKind::Efa)
+    }
+}
+
+/// The shm endpoint name a listener at `addr` takes, and a connector derives: shm has no IP
+/// addresses, so the socket address is folded into a name (`fi_shm://bus_127.0.0.1_7000`). The
+/// name is a file under /dev/shm, so it carries no '/' (IPv6 ':' become '.').
+pub fn shm_name_for(addr: SocketAddr) -> Vec<u8> {
+    let ip = addr.ip().to_string().replace(':', ".");
+    let mut name = format!("fi_shm://bus_{ip}_{}", addr.port()).into_bytes();
+    name.push(0);
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_shm_names_are_file_safe() {
+        for k in [OfiKind::Tcp, OfiKind::Shm, OfiKind::Efa] {
+            assert_eq!(OfiKind::from_name(k.name()), Some(k));
+        }
+        assert_eq!(OfiKind::from_name("verbs"), None);
+        let n = shm_name_for("[::1]:7000".parse().unwrap());
+        assert_eq!(n, b"fi_shm://bus_..1_7000\0".to_vec());
+        let n = shm_name_for("127.0.0.1:7000".parse().unwrap());
+        assert_eq!(n, b"fi_shm://bus_127.0.0.1_7000\0".to_vec());
+    }
+}

@@ -1,0 +1,148 @@
+//! The `ofi` provider: libfabric 1.17 RDM endpoints for `tcp;ofi_rxm` (`ofi:tcp`), `shm`
+//! (`ofi:shm`) and `efa` (`ofi:efa`, untested here: no EFA hardware; see [`OfiKind::Efa`]).
+//!
+//! libfabric is opened at run time ([`library`]), so a host without it runs the node and gets
+//! `BusError::Unavailable` from [`OfiProvider::open`]. Our own bindings ([`sys`]) declare the
+//! 1.17 ABI; most libfabric calls are inline functions in the C headers that call through ops
+//! tables, which we call the same way.
+//!
+//! Layers: [`domain`] (one fabric + domain per provider), [`region`] (registration per the
+//! domain's `mr_mode`), [`endpoint`] (an RDM endpoint with its CQ and AV), [`rdm`] (operation
+//! contexts, bounce receives, staging), then the contract's types: [`conn`], [`listener`],
+//! [`datagram`].
+//!
+//! Progress: tcp and shm are manual-progress providers: data moves only while the process is
+//! inside a libfabric call. Every endpoint's `poll`/`wait`/`try_recv` reads its CQ each time it
+//! is called, and **a process that is the target of one-sided writes must keep polling**, or
+//! the writes (and the initiator's completions) stall.
+
+pub mod conn;
+pub mod datagram;
+pub mod domain;
+pub mod endpoint;
+pub mod handshake;
+pub mod info;
+pub mod kind;
+pub mod library;
+pub mod listener;
+pub mod open;
+pub mod rdm;
+pub mod region;
+pub mod sys;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::access::Access;
+use crate::config::EndpointConfig;
+use crate::error::BusError;
+use crate::provider::Provider;
+
+pub use conn::OfiConnection;
+pub use datagram::{OfiDatagram, DATAGRAM_MTU};
+pub use kind::OfiKind;
+pub use library::LIBFABRIC_SONAME;
+pub use listener::OfiListener;
+pub use open::OFI_SEND_MAX;
+pub use region::OfiRegion;
+
+use domain::Domain;
+use library::Library;
+
+/// A libfabric provider: one fabric and domain, shared by all its regions and endpoints.
+#[derive(Debug, Clone)]
+pub struct OfiProvider {
+    domain: Arc<Domain>,
+}
+
+impl OfiProvider {
+    /// Opens `kind` through the system's libfabric (`libfabric.so.1`).
+    pub fn open(kind: OfiKind) -> Result<Self, BusError> {
+        Self::open_with_library(kind, LIBFABRIC_SONAME)
+    }
+
+    /// Opens `kind` through the library at `library` (a soname or path).
+    pub fn open_with_library(kind: OfiKind, library: &str) -> Result<Self, BusError> {
+        let lib = Arc::new(Library::open(library)?);
+        let domain = Domain::open(lib, kind)?;
+        Ok(OfiProvider { domain })
+    }
+
+    /// Opens a provider by its `fabric-provider` name (`ofi:tcp`, `ofi:shm`, `ofi:efa`).
+    pub fn open_named(name: &str) -> Result<Self, BusError> {
+        let kind = OfiKind::from_name(name).ok_or_else(|| BusError::Invalid {
+            what: "fabric-provider",
+            reason: format!("{name:?} is not ofi:tcp, ofi:shm or ofi:efa"),
+        })?;
+        Self::open(kind)
+    }
+
+    pub fn kind(&self) -> OfiKind {
+        self.domain.kind
+    }
+
+    fn require_socket_addressing(&self) -> Result<(), BusError> {
+        if self.domain.kind.listens_by_socket_addr() {
+            Ok(())
+        } else {
+            Err(BusError::Unavailable {
+                provider: self.domain.kind.name(),
+                reason: "EFA endpoints have no IP address to listen on or connect to; \
+                         exchange raw addresses and use datagram endpoints"
+                    .into(),
+            })
+        }
+    }
+}
+
+impl Provider for OfiProvider {
+    type Region = OfiRegion;
+    type Conn = OfiConnection;
+    type Listener = OfiListener;
+    type Datagram = OfiDatagram;
+
+    fn name(&self) -> &str {
+        self.domain.kind.name()
+    }
+
+    fn register(&self, len: usize, access: Access) -> Result<OfiRegion, BusError> {
+        OfiRegion::register(&self.domain, len, access)
+    }
+
+    fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<OfiListener, BusError> {
+        self.require_socket_addressing()?;
+        OfiListener::open(&self.domain, bind, config)
+    }
+
+    fn connect(
+        &self,
+        to: SocketAddr,
+        config: &EndpointConfig,
+        timeout: Duration,
+    ) -> Result<OfiConnection, BusError> {
+        self.require_socket_addressing()?;
+        listener::connect(&self.domain, to, config, timeout)
+    }
+
+    fn datagram(&self, config: &EndpointConfig) -> Result<OfiDatagram, BusError> {
+        OfiDatagram::open(&self.domain, config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: when libfabric cannot be loaded the provider reports `Unavailable` (and names the
+    /// provider), so the node can refuse the fabric listener with a clear message.
+    #[test]
+    fn bogus_library_name_is_unavailable() {
+        let err = OfiProvider::open_with_library(OfiKind::Tcp, "libfabric-bogus.so.0").unwrap_err();
+        assert!(
+            matches!(err, BusError::Unavailable { provider: "ofi", .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("libfabric-bogus.so.0"), "{err}");
+    }
+}
