@@ -25,6 +25,8 @@ PACKAGES=(
     procps          # ps/pgrep/free, used by scripts and tests
     util-linux      # lscpu (machine description in BENCHMARKS.md)
     python3         # stdlib-only helpers (bench_report.py, RESP generators)
+    libfabric1      # the bus `ofi` provider (tcp;ofi_rxm, shm, efa), opened at run time
+    libfabric-bin   # fi_info, to see which libfabric providers a host offers
 )
 
 APT_LISTS_MAX_AGE_MIN="${APT_LISTS_MAX_AGE_MIN:-1440}"

@@ -77,6 +77,7 @@ impl OfiConnection {
         peer_raw: &[u8],
         max_inline: usize,
         recv_max: usize,
+        early: VecDeque<Event>,
     ) -> Result<Self, BusError> {
         let tag = core.domain().kind.addr_tag();
         Ok(OfiConnection {
@@ -89,7 +90,9 @@ impl OfiConnection {
             recvs: VecDeque::new(),
             arrivals: VecDeque::new(),
             done: VecDeque::new(),
-            events: VecDeque::new(),
+            // What arrived in the handshake's last poll after the ACCEPT: the peer's first
+            // messages, handled before anything newer.
+            events: early,
         })
     }
 

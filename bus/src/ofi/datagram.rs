@@ -11,6 +11,11 @@
 //!
 //! Destinations are inserted into the address vector on first use and cached, at most
 //! `AV_CACHE_MAX` of them; beyond that the oldest entry is removed from the AV.
+//!
+//! `send_to` queues the frame in a bounded outbox and hands it to the provider at once when it
+//! can; otherwise (tcp;ofi_rxm while connecting to a new peer) on later `send_to`,
+//! `try_recv` or `wait` calls. So keep calling one of those, as with every manual-progress
+//! endpoint.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -33,6 +38,10 @@ const HEADER_MAX: usize = 2 + OFI_ADDR_MAX;
 const FRAME_MAX: usize = HEADER_MAX + DATAGRAM_MTU;
 /// Peers kept in the address vector (a cluster bus talks to every node: thousands at most).
 pub const AV_CACHE_MAX: usize = 4096;
+/// Datagrams accepted by `send_to` but not yet taken by the provider (tcp;ofi_rxm refuses
+/// sends to a new peer until its connection is up, which takes progress): beyond this,
+/// `send_to` says `Full`.
+pub const OUTBOX_MAX: usize = 256;
 /// Received datagrams held between polls: the bounce buffers they sit in.
 const RECV_HOLD_MAX: usize = BOUNCE_MAX;
 const WAIT_SLEEP_MIN: Duration = Duration::from_micros(20);
@@ -42,10 +51,13 @@ pub struct OfiDatagram {
     core: RdmCore,
     local: EndpointAddr,
     tag: &'static str,
+    av_max: usize,
     av: HashMap<Vec<u8>, FiAddr>,
     av_order: VecDeque<Vec<u8>>,
     /// Received frames not yet returned: (bounce buffer, frame length).
     held: VecDeque<(u32, usize)>,
+    /// Frames waiting for the provider, with their destination's raw address.
+    outbox: VecDeque<(Vec<u8>, Vec<u8>)>,
     events: VecDeque<Event>,
 }
 
@@ -66,7 +78,7 @@ impl OfiDatagram {
             bounce_bytes: FRAME_MAX,
             staging_bytes: FRAME_MAX,
             cq_size: config.cq_size as usize,
-            av_count: AV_CACHE_MAX,
+            av_count: av_cache_max(domain),
         };
         let core = open_core(domain, Bind::Any, sizes)?;
         let tag = domain.kind.addr_tag();
@@ -74,9 +86,11 @@ impl OfiDatagram {
             local: EndpointAddr::ofi(tag, &core.ep.name)?,
             core,
             tag,
+            av_max: av_cache_max(domain),
             av: HashMap::new(),
             av_order: VecDeque::new(),
             held: VecDeque::new(),
+            outbox: VecDeque::new(),
             events: VecDeque::new(),
         })
     }
@@ -85,7 +99,7 @@ impl OfiDatagram {
         if let Some(&fi) = self.av.get(raw) {
             return Ok(fi);
         }
-        if self.av.len() >= AV_CACHE_MAX {
+        if self.av.len() >= self.av_max {
             if let Some(old) = self.av_order.pop_front() {
                 if let Some(fi) = self.av.remove(&old) {
                     self.core.ep.av_remove(fi);
@@ -98,22 +112,45 @@ impl OfiDatagram {
         Ok(fi)
     }
 
-    /// Reads the CQ once; keeps received frames, drops send completions.
+    /// Hands queued frames to the provider, oldest first, until it says "try again".
+    fn flush_outbox(&mut self) -> Result<(), BusError> {
+        while let Some((to, frame)) = self.outbox.pop_front() {
+            let fi = match self.resolve(&to) {
+                Ok(fi) => fi,
+                Err(e) => {
+                    tracing::debug!(%e, "ofi datagram to a bad address dropped");
+                    continue;
+                }
+            };
+            match self.core.send_bytes(0, &frame, fi) {
+                Ok(()) => {}
+                Err(BusError::Full { .. }) => {
+                    self.outbox.push_front((to, frame));
+                    return Ok(());
+                }
+                Err(e) => tracing::debug!(%e, "ofi datagram send failed"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the CQ once (keeps received frames, drops send completions), then sends what
+    /// waits in the outbox.
     fn progress(&mut self) -> Result<(), BusError> {
         self.core.poll(&mut self.events, BOUNCE_MAX)?;
         while let Some(event) = self.events.pop_front() {
             match event {
                 Event::Received { bounce, len } => self.held.push_back((bounce, len)),
-                Event::TxDone {
-                    status: Err(e), ..
-                } => tracing::debug!(?e, "ofi datagram send failed"),
+                Event::TxDone { status: Err(e), .. } => {
+                    tracing::debug!(?e, "ofi datagram send failed")
+                }
                 Event::RecvFailed { error } => {
                     tracing::debug!(?error, "ofi datagram receive failed")
                 }
                 Event::TxDone { .. } | Event::RemoteWriteImm { .. } => {}
             }
         }
-        Ok(())
+        self.flush_outbox()
     }
 }
 
@@ -145,21 +182,22 @@ impl DatagramEndpoint for OfiDatagram {
                 reason: format!("{} bytes > mtu {DATAGRAM_MTU}", payload.len()),
             });
         }
-        let fi = self.resolve(raw)?;
+        if self.outbox.len() >= OUTBOX_MAX {
+            self.progress()?;
+            if self.outbox.len() >= OUTBOX_MAX {
+                return Err(BusError::Full {
+                    what: "ofi datagram outbox",
+                });
+            }
+        }
         let name = &self.core.ep.name;
         let mut frame = Vec::with_capacity(2 + name.len() + payload.len());
         frame.push(VERSION);
         frame.push(name.len() as u8);
         frame.extend_from_slice(name);
         frame.extend_from_slice(payload);
-        match self.core.send_bytes(0, &frame, fi) {
-            Err(BusError::Full { .. }) => {
-                // Completions free staging buffers: collect them and try once more.
-                self.progress()?;
-                self.core.send_bytes(0, &frame, fi)
-            }
-            other => other,
-        }
+        self.outbox.push_back((raw.clone(), frame));
+        self.flush_outbox()
     }
 
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<DatagramMeta>, BusError> {
@@ -210,6 +248,13 @@ impl DatagramEndpoint for OfiDatagram {
             sleep = (sleep * 2).min(WAIT_SLEEP_MAX);
         }
     }
+}
+
+fn av_cache_max(domain: &Domain) -> usize {
+    domain
+        .kind
+        .av_count_max()
+        .map_or(AV_CACHE_MAX, |m| m.min(AV_CACHE_MAX))
 }
 
 /// Splits a frame into (sender address, payload); `None` if malformed.

@@ -91,11 +91,18 @@ impl Endpoint {
             let bind = fid_ops.bind.ok_or_else(|| missing("fi_ep_bind"))?;
             domain.check(
                 "fi_ep_bind(cq)",
-                bind(ep_fid, me.cq as *mut sys::Fid, sys::FI_TRANSMIT | sys::FI_RECV),
+                bind(
+                    ep_fid,
+                    me.cq as *mut sys::Fid,
+                    sys::FI_TRANSMIT | sys::FI_RECV,
+                ),
             )?;
             domain.check("fi_ep_bind(av)", bind(ep_fid, me.av as *mut sys::Fid, 0))?;
             let control = fid_ops.control.ok_or_else(|| missing("fi_enable"))?;
-            domain.check("fi_enable", control(ep_fid, sys::FI_ENABLE, ptr::null_mut()))?;
+            domain.check(
+                "fi_enable",
+                control(ep_fid, sys::FI_ENABLE, ptr::null_mut()),
+            )?;
             let getname = (*(*me.ep).cm)
                 .getname
                 .ok_or_else(|| missing("fi_getname"))?;
@@ -170,9 +177,18 @@ impl Endpoint {
     ) -> isize {
         // SAFETY: forwarded to the caller; ep is live.
         unsafe {
-            (*(*self.ep).msg).recv.map_or(-sys::FI_EINVAL as isize, |f| {
-                f(self.ep, buf as *mut c_void, len, desc, sys::FI_ADDR_UNSPEC, ctx)
-            })
+            (*(*self.ep).msg)
+                .recv
+                .map_or(-sys::FI_EINVAL as isize, |f| {
+                    f(
+                        self.ep,
+                        buf as *mut c_void,
+                        len,
+                        desc,
+                        sys::FI_ADDR_UNSPEC,
+                        ctx,
+                    )
+                })
         }
     }
 
@@ -190,9 +206,11 @@ impl Endpoint {
     ) -> isize {
         // SAFETY: forwarded to the caller; ep is live.
         unsafe {
-            (*(*self.ep).msg).send.map_or(-sys::FI_EINVAL as isize, |f| {
-                f(self.ep, buf as *const c_void, len, desc, to, ctx)
-            })
+            (*(*self.ep).msg)
+                .send
+                .map_or(-sys::FI_EINVAL as isize, |f| {
+                    f(self.ep, buf as *const c_void, len, desc, to, ctx)
+                })
         }
     }
 
@@ -200,9 +218,11 @@ impl Endpoint {
     pub fn inject(&mut self, buf: &[u8], to: FiAddr) -> isize {
         // SAFETY: ep is live; buf is only read during the call.
         unsafe {
-            (*(*self.ep).msg).inject.map_or(-sys::FI_EINVAL as isize, |f| {
-                f(self.ep, buf.as_ptr() as *const c_void, buf.len(), to)
-            })
+            (*(*self.ep).msg)
+                .inject
+                .map_or(-sys::FI_EINVAL as isize, |f| {
+                    f(self.ep, buf.as_ptr() as *const c_void, buf.len(), to)
+                })
         }
     }
 
@@ -227,7 +247,17 @@ impl Endpoint {
             let rma = &*(*self.ep).rma;
             match data {
                 Some(data) => rma.writedata.map_or(-sys::FI_EINVAL as isize, |f| {
-                    f(self.ep, buf as *const c_void, len, desc, data, to, addr, key, ctx)
+                    f(
+                        self.ep,
+                        buf as *const c_void,
+                        len,
+                        desc,
+                        data,
+                        to,
+                        addr,
+                        key,
+                        ctx,
+                    )
                 }),
                 None => rma.write.map_or(-sys::FI_EINVAL as isize, |f| {
                     f(self.ep, buf as *mut c_void, len, desc, to, addr, key, ctx)
@@ -253,9 +283,11 @@ impl Endpoint {
     ) -> isize {
         // SAFETY: forwarded to the caller; ep is live.
         unsafe {
-            (*(*self.ep).rma).read.map_or(-sys::FI_EINVAL as isize, |f| {
-                f(self.ep, buf as *mut c_void, len, desc, from, addr, key, ctx)
-            })
+            (*(*self.ep).rma)
+                .read
+                .map_or(-sys::FI_EINVAL as isize, |f| {
+                    f(self.ep, buf as *mut c_void, len, desc, from, addr, key, ctx)
+                })
         }
     }
 
@@ -267,9 +299,11 @@ impl Endpoint {
         // SAFETY: cq is live and was opened with FI_CQ_FORMAT_DATA, so each entry written is a
         // fi_cq_data_entry; at most entries.len() are written.
         let n = unsafe {
-            (*(*self.cq).ops).read.map_or(-sys::FI_EINVAL as isize, |f| {
-                f(self.cq, entries.as_mut_ptr() as *mut c_void, entries.len())
-            })
+            (*(*self.cq).ops)
+                .read
+                .map_or(-sys::FI_EINVAL as isize, |f| {
+                    f(self.cq, entries.as_mut_ptr() as *mut c_void, entries.len())
+                })
         };
         if n >= 0 {
             Ok(CqRead::Entries((n as usize).min(entries.len())))

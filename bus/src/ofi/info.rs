@@ -80,6 +80,13 @@ impl InfoList {
         })
     }
 
+    /// Sets the default operation flags of the first entry's transmit side (read by
+    /// `fi_endpoint`).
+    pub fn set_tx_op_flags(&mut self, flags: u64) {
+        // SAFETY: tx_attr is always allocated by fi_getinfo/fi_dupinfo; we own the list.
+        unsafe { (*self.first().tx_attr).op_flags |= flags };
+    }
+
     /// The raw source address bytes of the first entry, if any.
     pub fn src_addr(&self) -> Option<Vec<u8>> {
         let info = self.first();
@@ -87,8 +94,10 @@ impl InfoList {
             return None;
         }
         // SAFETY: libfabric guarantees src_addr points at src_addrlen bytes.
-        Some(unsafe { std::slice::from_raw_parts(info.src_addr as *const u8, info.src_addrlen) }
-            .to_vec())
+        Some(
+            unsafe { std::slice::from_raw_parts(info.src_addr as *const u8, info.src_addrlen) }
+                .to_vec(),
+        )
     }
 
     /// The raw destination address bytes of the first entry, if any.
@@ -146,7 +155,11 @@ pub enum Lookup<'a> {
 }
 
 /// Calls `fi_getinfo` for `kind` with our hints.
-pub fn getinfo(lib: &Arc<Library>, kind: OfiKind, lookup: Lookup<'_>) -> Result<InfoList, BusError> {
+pub fn getinfo(
+    lib: &Arc<Library>,
+    kind: OfiKind,
+    lookup: Lookup<'_>,
+) -> Result<InfoList, BusError> {
     // SAFETY: fi_dupinfo(NULL) is fi_allocinfo: a zeroed fi_info with every attr allocated.
     let hints = unsafe { (lib.dupinfo)(ptr::null()) };
     if hints.is_null() {

@@ -66,6 +66,32 @@ impl OfiKind {
         }
     }
 
+    /// The most address vector entries the provider accepts, if it has a limit (shm 1.17
+    /// refuses `fi_av_open` beyond its 256 peers with FI_ENOSYS).
+    pub fn av_count_max(self) -> Option<usize> {
+        match self {
+            OfiKind::Shm => Some(256),
+            OfiKind::Tcp | OfiKind::Efa => None,
+        }
+    }
+
+    /// Whether operations should complete only once delivered (FI_DELIVERY_COMPLETE), so a
+    /// completion means the target accepted them, as a verbs RC completion does.
+    /// - tcp: yes. With the default "transmit complete", tcp;ofi_rxm 1.17 reports success for a
+    ///   WRITE whose key the target rejects; with delivery complete the WRITE fails (the target
+    ///   drops the transport connection, see `rdm::TCP_REJECTED_PROV_ERRNO`).
+    /// - shm: yes, for memory protection. Observed with shm 1.17: without delivery complete a
+    ///   small WRITE with a wrong key *lands* in the target's memory and completes
+    ///   successfully. With delivery complete the target checks the key and rejects the WRITE
+    ///   (`ofi_mr_map_verify: unknown key`) but sends no answer, so the WRITE never completes
+    ///   (its send slot stays taken until the connection is dropped). So on `ofi:shm` a
+    ///   wrong-key operation shows up as a stall, never as `RemoteAccess`; callers' deadlines
+    ///   (keepalives, ack words) are what notice it.
+    /// - efa: not needed; the device completes an RDMA write after the remote ack.
+    pub fn wants_delivery_complete(self) -> bool {
+        matches!(self, OfiKind::Tcp | OfiKind::Shm)
+    }
+
     /// Whether peers find a listener by IP address and port through `fi_getinfo`.
     pub fn listens_by_socket_addr(self) -> bool {
         !matches!(self, OfiKind::Efa)
@@ -73,11 +99,14 @@ impl OfiKind {
 }
 
 /// The shm endpoint name a listener at `addr` takes, and a connector derives: shm has no IP
-/// addresses, so the socket address is folded into a name (`fi_shm://bus_127.0.0.1_7000`). The
-/// name is a file under /dev/shm, so it carries no '/' (IPv6 ':' become '.').
+/// addresses, so the socket address is folded into a name (`bus_127.0.0.1_7000`). The name
+/// has no `fi_shm://` prefix on purpose: shm 1.17 uses an unprefixed source address as the
+/// endpoint name verbatim, while a prefixed one gets `:<uid>:<endpoint index>` appended, which a
+/// connector cannot predict. The name is a file under /dev/shm, so it carries no '/' (IPv6 ':'
+/// become '.').
 pub fn shm_name_for(addr: SocketAddr) -> Vec<u8> {
     let ip = addr.ip().to_string().replace(':', ".");
-    let mut name = format!("fi_shm://bus_{ip}_{}", addr.port()).into_bytes();
+    let mut name = format!("bus_{ip}_{}", addr.port()).into_bytes();
     name.push(0);
     name
 }
@@ -93,8 +122,8 @@ mod tests {
         }
         assert_eq!(OfiKind::from_name("verbs"), None);
         let n = shm_name_for("[::1]:7000".parse().unwrap());
-        assert_eq!(n, b"fi_shm://bus_..1_7000\0".to_vec());
+        assert_eq!(n, b"bus_..1_7000\0".to_vec());
         let n = shm_name_for("127.0.0.1:7000".parse().unwrap());
-        assert_eq!(n, b"fi_shm://bus_127.0.0.1_7000\0".to_vec());
+        assert_eq!(n, b"bus_127.0.0.1_7000\0".to_vec());
     }
 }

@@ -27,6 +27,8 @@ use super::rdm::{CoreSizes, Event, RdmCore};
 
 /// HELLOs the listener can hold at once; more wait in the provider's unexpected-message queue.
 const LISTENER_BOUNCE: usize = 16;
+/// How long the listener keeps trying to send one ACCEPT (the connector waits for it).
+const ACCEPT_SEND_TIMEOUT: Duration = Duration::from_secs(2);
 /// Idle sleep while waiting for a handshake message.
 const HANDSHAKE_SLEEP: Duration = Duration::from_micros(50);
 
@@ -39,7 +41,9 @@ pub struct OfiListener {
 
 impl std::fmt::Debug for OfiListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OfiListener").field("bind", &self.bind).finish()
+        f.debug_struct("OfiListener")
+            .field("bind", &self.bind)
+            .finish()
     }
 }
 
@@ -95,13 +99,22 @@ impl OfiListener {
             nonce: hello.nonce,
             name: core.ep.name.clone(),
         };
-        core.send_bytes(0, &accept.encode(), peer_fi)?;
+        let mut events = VecDeque::new();
+        core.send_bytes_until(
+            &accept.encode(),
+            peer_fi,
+            Instant::now() + ACCEPT_SEND_TIMEOUT,
+            &mut events,
+        )?;
+        // Whatever the polls found (the ACCEPT's completion, perhaps the peer's first
+        // messages) goes to the connection.
         OfiConnection::new(
             core,
             peer_fi,
             &hello.name,
             self.config.max_inline,
             self.config.recv_wr as usize,
+            events,
         )
     }
 }
@@ -175,8 +188,12 @@ pub(crate) fn connect(
         nonce,
         name: core.ep.name.clone(),
     };
-    core.send_bytes(0, &hello.encode(), listener_fi)?;
     let mut events = VecDeque::new();
+    core.send_bytes_until(&hello.encode(), listener_fi, deadline, &mut events)
+        .map_err(|e| match e {
+            BusError::Full { .. } => BusError::Timeout(timeout),
+            e => e,
+        })?;
     loop {
         core.poll(&mut events, 16)?;
         while let Some(event) = events.pop_front() {
@@ -190,20 +207,21 @@ pub(crate) fn connect(
                         Ok(h) if h.kind == Kind::Accept && h.nonce == nonce => {
                             let peer_fi = core.ep.av_insert(&h.name)?;
                             core.ep.av_remove(listener_fi);
+                            // Messages behind the ACCEPT in this batch are the peer's first
+                            // ones: the connection handles them first.
                             return OfiConnection::new(
                                 core,
                                 peer_fi,
                                 &h.name,
                                 config.max_inline,
                                 config.recv_wr as usize,
+                                events,
                             );
                         }
                         other => tracing::debug!(?other, "ofi connect ignored a message"),
                     }
                 }
-                Event::TxDone {
-                    status: Err(e), ..
-                } => {
+                Event::TxDone { status: Err(e), .. } => {
                     return Err(BusError::Closed(format!(
                         "HELLO to {to} ({}) failed: {e:?}",
                         domain.kind.name()

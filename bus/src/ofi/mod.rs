@@ -140,7 +140,13 @@ mod tests {
     fn bogus_library_name_is_unavailable() {
         let err = OfiProvider::open_with_library(OfiKind::Tcp, "libfabric-bogus.so.0").unwrap_err();
         assert!(
-            matches!(err, BusError::Unavailable { provider: "ofi", .. }),
+            matches!(
+                err,
+                BusError::Unavailable {
+                    provider: "ofi",
+                    ..
+                }
+            ),
             "{err:?}"
         );
         assert!(err.to_string().contains("libfabric-bogus.so.0"), "{err}");

@@ -12,6 +12,7 @@ use super::handshake::HANDSHAKE_MAX;
 use super::info::{getinfo, InfoList, Lookup};
 use super::kind::{shm_name_for, OfiKind};
 use super::rdm::{CoreSizes, RdmCore, BOUNCE_MAX};
+use super::sys;
 
 /// Largest SEND on a connection. SENDs land in bounce buffers of this size (see `rdm.rs`); the
 /// fabric's SENDs are control messages (32-byte Valkey-over-RDMA records), bulk data goes by
@@ -53,12 +54,11 @@ fn endpoint_info(domain: &Arc<Domain>, bind: Bind) -> Result<InfoList, BusError>
 }
 
 /// Opens an RDM endpoint with its bookkeeping.
-pub fn open_core(
-    domain: &Arc<Domain>,
-    bind: Bind,
-    sizes: CoreSizes,
-) -> Result<RdmCore, BusError> {
-    let info = endpoint_info(domain, bind)?;
+pub fn open_core(domain: &Arc<Domain>, bind: Bind, sizes: CoreSizes) -> Result<RdmCore, BusError> {
+    let mut info = endpoint_info(domain, bind)?;
+    if domain.kind.wants_delivery_complete() {
+        info.set_tx_op_flags(sys::FI_DELIVERY_COMPLETE);
+    }
     let ep = Endpoint::open(domain, &info, sizes.cq_size, sizes.av_count)?;
     RdmCore::new(ep, sizes)
 }

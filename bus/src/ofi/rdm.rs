@@ -28,6 +28,7 @@ use crate::provider::{Op, Region, WorkError};
 
 use super::domain::Domain;
 use super::endpoint::{CqRead, Endpoint};
+use super::kind::OfiKind;
 use super::region::OfiRegion;
 use super::sys::{self, FiAddr, FiContext2};
 
@@ -70,6 +71,28 @@ enum SlotState {
         staging: Option<u32>,
     },
     Bounce(u32),
+}
+
+/// What a transmit operation carries into its slot.
+struct TxWork {
+    wr_id: u64,
+    op: Op,
+    internal: bool,
+    keep: Option<OfiRegion>,
+    staging: Option<u32>,
+}
+
+impl TxWork {
+    /// A caller's operation on `region`.
+    fn user(wr_id: u64, op: Op, region: &OfiRegion) -> TxWork {
+        TxWork {
+            wr_id,
+            op,
+            internal: false,
+            keep: Some(region.clone()),
+            staging: None,
+        }
+    }
 }
 
 /// `ctx` must be the first field: the context pointer libfabric returns is the slot's address.
@@ -125,11 +148,8 @@ impl RdmCore {
             sizes.bounce_count * sizes.bounce_bytes,
             Access::LOCAL_WRITE,
         )?;
-        let staging = OfiRegion::register(
-            &domain,
-            STAGING_MAX * sizes.staging_bytes,
-            Access::NONE,
-        )?;
+        let staging =
+            OfiRegion::register(&domain, STAGING_MAX * sizes.staging_bytes, Access::NONE)?;
         let mut core = RdmCore {
             ep,
             slots,
@@ -250,22 +270,18 @@ impl RdmCore {
     /// call. On failure the slot is returned.
     fn post_tx(
         &mut self,
-        wr_id: u64,
-        op: Op,
-        internal: bool,
-        keep: Option<OfiRegion>,
-        staging: Option<u32>,
+        work: TxWork,
         call_name: &'static str,
         call: impl FnOnce(&mut Endpoint, *mut c_void) -> isize,
     ) -> Result<(), BusError> {
         let index = self.take_tx_slot()?;
         let ctx = self.slot_ctx(index);
         self.slots[index].state = SlotState::Tx {
-            wr_id,
-            op,
-            internal,
-            _keep: keep,
-            staging,
+            wr_id: work.wr_id,
+            op: work.op,
+            internal: work.internal,
+            _keep: work.keep,
+            staging: work.staging,
         };
         let rc = call(&mut self.ep, ctx);
         if rc != 0 {
@@ -317,11 +333,7 @@ impl RdmCore {
         }
         let desc = region.desc();
         self.post_tx(
-            wr_id,
-            Op::Send,
-            false,
-            Some(region.clone()),
-            None,
+            TxWork::user(wr_id, Op::Send, region),
             "fi_send",
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
             |ep, ctx| unsafe { ep.send(buf, len, desc, to, ctx) },
@@ -357,12 +369,15 @@ impl RdmCore {
         let buf = staging.ptr_at(offset, bytes.len())?;
         let desc = staging.desc();
         let len = bytes.len();
-        let result = self.post_tx(
+        let work = TxWork {
             wr_id,
-            Op::Send,
-            true,
-            None,
-            Some(s),
+            op: Op::Send,
+            internal: true,
+            keep: None,
+            staging: Some(s),
+        };
+        let result = self.post_tx(
+            work,
             "fi_send",
             // SAFETY: the staging buffer stays reserved (not in free_staging) until the slot's
             // completion; the staging region lives as long as self.
@@ -372,6 +387,27 @@ impl RdmCore {
             self.free_staging.push(s);
         }
         result
+    }
+
+    /// `send_bytes`, retrying while the provider says "try again" (tcp;ofi_rxm does until its
+    /// connection to a new peer is up, which needs progress: hence the polls, whose events go
+    /// to `events`), until `deadline`.
+    pub fn send_bytes_until(
+        &mut self,
+        bytes: &[u8],
+        to: FiAddr,
+        deadline: std::time::Instant,
+        events: &mut VecDeque<Event>,
+    ) -> Result<(), BusError> {
+        loop {
+            match self.send_bytes(0, bytes, to) {
+                Err(BusError::Full { .. }) if std::time::Instant::now() < deadline => {
+                    self.poll(events, POLL_BATCH)?;
+                    std::thread::yield_now();
+                }
+                other => return other,
+            }
+        }
     }
 
     /// RDMA WRITE (WITH IMM when `imm` is set) of local bytes to remote `addr`/`key`.
@@ -391,16 +427,14 @@ impl RdmCore {
         let buf = region.ptr_at(offset, len)?;
         let desc = region.desc();
         self.post_tx(
-            wr_id,
-            Op::Write,
-            false,
-            Some(region.clone()),
-            None,
-            if imm.is_some() { "fi_writedata" } else { "fi_write" },
-            // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
-            |ep, ctx| unsafe {
-                ep.write(buf, len, desc, imm.map(u64::from), to, addr, key, ctx)
+            TxWork::user(wr_id, Op::Write, region),
+            if imm.is_some() {
+                "fi_writedata"
+            } else {
+                "fi_write"
             },
+            // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
+            |ep, ctx| unsafe { ep.write(buf, len, desc, imm.map(u64::from), to, addr, key, ctx) },
         )
     }
 
@@ -420,11 +454,7 @@ impl RdmCore {
         let buf = region.ptr_at(offset, len)?;
         let desc = region.desc();
         self.post_tx(
-            wr_id,
-            Op::Read,
-            false,
-            Some(region.clone()),
-            None,
+            TxWork::user(wr_id, Op::Read, region),
             "fi_read",
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
             |ep, ctx| unsafe { ep.read(buf, len, desc, from, addr, key, ctx) },
@@ -537,12 +567,19 @@ impl RdmCore {
         let slot = self.slot_of(entry.op_context);
         match slot.map(|i| (i, &self.slots[i].state)) {
             Some((i, SlotState::Tx { op, .. })) => {
-                let error = work_error(entry.err, *op, text);
+                tracing::debug!(err = entry.err, prov_errno = entry.prov_errno, %text, "ofi operation failed");
+                let error = work_error(self.domain().kind, entry.err, entry.prov_errno, *op, text);
                 Ok(Some(self.finish_tx(i, Err(error))))
             }
             Some((_, SlotState::Bounce(b))) => {
                 let b = *b;
-                let error = work_error(entry.err, Op::Recv, text);
+                let error = work_error(
+                    self.domain().kind,
+                    entry.err,
+                    entry.prov_errno,
+                    Op::Recv,
+                    text,
+                );
                 if error != WorkError::Flushed {
                     self.post_bounce(b)?;
                 }
@@ -556,19 +593,28 @@ impl RdmCore {
     }
 }
 
+/// The provider errno tcp;ofi_rxm 1.17 reports on the initiator when the target rejected a
+/// one-sided operation (unknown key or range): the target drops the transport connection
+/// (`tcpx_op_write: invalid rma iov received`), which flushes the operation with FI_ECANCELED
+/// and this `prov_errno`. A peer that dies gives ENOTCONN (107) instead. Observed, not
+/// documented by libfabric: checked by `bus/tests/ofi_two_process.rs`.
+const TCP_REJECTED_PROV_ERRNO: i32 = 2;
+
 /// Maps a libfabric error number of a failed operation to the verbs-like class callers act on.
-pub fn work_error(err: i32, op: Op, text: String) -> WorkError {
+pub fn work_error(kind: OfiKind, err: i32, prov_errno: i32, op: Op, text: String) -> WorkError {
     let err = err.saturating_abs();
+    let one_sided = matches!(op, Op::Write | Op::Read);
     match err {
+        sys::FI_ECANCELED
+            if kind == OfiKind::Tcp && one_sided && prov_errno == TCP_REJECTED_PROV_ERRNO =>
+        {
+            WorkError::RemoteAccess
+        }
         sys::FI_ECANCELED => WorkError::Flushed,
         sys::FI_EACCES | sys::FI_EKEYREJECTED => WorkError::RemoteAccess,
         // A bad key or range on a one-sided operation comes back as EINVAL or a remote I/O
         // error from some providers.
-        sys::FI_EINVAL | sys::FI_EREMOTEIO | sys::FI_EIO
-            if matches!(op, Op::Write | Op::Read) =>
-        {
-            WorkError::RemoteAccess
-        }
+        sys::FI_EINVAL | sys::FI_EREMOTEIO | sys::FI_EIO if one_sided => WorkError::RemoteAccess,
         sys::FI_ETIMEDOUT
         | sys::FI_EHOSTUNREACH
         | sys::FI_ECONNREFUSED
@@ -585,11 +631,38 @@ mod tests {
     #[test]
     fn error_numbers_map_to_work_errors() {
         let t = || "x".to_string();
-        assert_eq!(work_error(-125, Op::Send, t()), WorkError::Flushed);
-        assert_eq!(work_error(-13, Op::Write, t()), WorkError::RemoteAccess);
-        assert_eq!(work_error(22, Op::Read, t()), WorkError::RemoteAccess);
-        assert_eq!(work_error(22, Op::Send, t()), WorkError::Other("x".into()));
-        assert_eq!(work_error(-111, Op::Send, t()), WorkError::RetryExceeded);
-        assert_eq!(work_error(-265, Op::Recv, t()), WorkError::Other("x".into()));
+        let shm = OfiKind::Shm;
+        assert_eq!(work_error(shm, -125, 0, Op::Send, t()), WorkError::Flushed);
+        assert_eq!(
+            work_error(shm, -13, 0, Op::Write, t()),
+            WorkError::RemoteAccess
+        );
+        assert_eq!(
+            work_error(shm, 22, 0, Op::Read, t()),
+            WorkError::RemoteAccess
+        );
+        assert_eq!(
+            work_error(shm, 22, 0, Op::Send, t()),
+            WorkError::Other("x".into())
+        );
+        assert_eq!(
+            work_error(shm, -111, 0, Op::Send, t()),
+            WorkError::RetryExceeded
+        );
+        assert_eq!(
+            work_error(shm, -265, 0, Op::Recv, t()),
+            WorkError::Other("x".into())
+        );
+        // tcp: a rejected key flushes with prov_errno ENOENT, a dead peer with ENOTCONN.
+        let tcp = OfiKind::Tcp;
+        assert_eq!(
+            work_error(tcp, 125, 2, Op::Write, t()),
+            WorkError::RemoteAccess
+        );
+        assert_eq!(
+            work_error(tcp, 125, 107, Op::Write, t()),
+            WorkError::Flushed
+        );
+        assert_eq!(work_error(tcp, 125, 2, Op::Send, t()), WorkError::Flushed);
     }
 }

@@ -182,7 +182,7 @@ impl OfiRegion {
     }
 
     fn atomic_at(&self, offset: usize) -> Result<&AtomicU64, BusError> {
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(BusError::Invalid {
                 what: "u64 offset",
                 reason: format!("{offset} is not 8-byte aligned"),
@@ -232,7 +232,9 @@ impl Region for OfiRegion {
     }
 
     fn load_u64(&self, offset: usize) -> Result<u64, BusError> {
-        Ok(u64::from_le(self.atomic_at(offset)?.load(Ordering::Acquire)))
+        Ok(u64::from_le(
+            self.atomic_at(offset)?.load(Ordering::Acquire),
+        ))
     }
 
     fn store_u64(&self, offset: usize, value: u64) -> Result<(), BusError> {

@@ -30,6 +30,8 @@ pub const FI_REMOTE_READ: u64 = 1 << 12;
 pub const FI_REMOTE_WRITE: u64 = 1 << 13;
 pub const FI_REMOTE_CQ_DATA: u64 = 1 << 17;
 pub const FI_SOURCE: u64 = 1 << 57;
+/// Completion only once the data is placed at the target (and errors there are reported).
+pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
 /// Mode bits: the application hands each operation a `fi_context`/`fi_context2` the provider
 /// may use until completion.
 pub const FI_CONTEXT: u64 = 1 << 59;
@@ -185,7 +187,8 @@ pub struct FiOps {
     pub size: usize,
     pub close: Option<unsafe extern "C" fn(fid: *mut Fid) -> c_int>,
     pub bind: Option<unsafe extern "C" fn(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int>,
-    pub control: Option<unsafe extern "C" fn(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int>,
+    pub control:
+        Option<unsafe extern "C" fn(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int>,
     pub ops_open: Opaque,
     pub tostr: Opaque,
     pub ops_set: Opaque,
@@ -323,7 +326,12 @@ pub struct FiOpsAv {
     pub insertsvc: Opaque,
     pub insertsym: Opaque,
     pub remove: Option<
-        unsafe extern "C" fn(av: *mut FidAv, fi_addr: *mut FiAddr, count: usize, flags: u64) -> c_int,
+        unsafe extern "C" fn(
+            av: *mut FidAv,
+            fi_addr: *mut FiAddr,
+            count: usize,
+            flags: u64,
+        ) -> c_int,
     >,
     pub lookup: Opaque,
     pub straddr: Opaque,
@@ -415,7 +423,8 @@ pub struct FiOpsEp {
 #[repr(C)]
 pub struct FiOpsCm {
     pub size: usize,
-    pub setname: Option<unsafe extern "C" fn(fid: *mut Fid, addr: *mut c_void, len: usize) -> c_int>,
+    pub setname:
+        Option<unsafe extern "C" fn(fid: *mut Fid, addr: *mut c_void, len: usize) -> c_int>,
     pub getname:
         Option<unsafe extern "C" fn(fid: *mut Fid, addr: *mut c_void, len: *mut usize) -> c_int>,
     pub getpeer: Opaque,
@@ -706,7 +715,14 @@ mod layout_tests {
     fn version_and_error_numbers_match_the_c_headers() {
         assert_eq!(FI_VERSION_1_17, 65553);
         assert_eq!(
-            [FI_EAVAIL, FI_ETRUNC, FI_ECANCELED, FI_EACCES, FI_EKEYREJECTED, FI_EAGAIN],
+            [
+                FI_EAVAIL,
+                FI_ETRUNC,
+                FI_ECANCELED,
+                FI_EACCES,
+                FI_EKEYREJECTED,
+                FI_EAGAIN
+            ],
             [259, 265, 125, 13, 129, 11]
         );
     }
