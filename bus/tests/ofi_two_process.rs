@@ -4,7 +4,8 @@
 //! with `RemoteAccess` while both processes carry on, and a datagram round trip.
 //!
 //! Method: this binary (harness = false) is both sides. Run plainly, it is the initiator: for
-//! each provider it re-executes itself with `OFI_TEST_ROLE=target`, reads the target's address
+//! each provider and rendezvous (fabric, and EFA's TCP socket) it re-executes itself with
+//! `OFI_TEST_ROLE=target`, reads the target's address
 //! from its stdout, and drives the steps above, checking every completion and byte. The target
 //! answers messages and checks what lands in its memory; it exits non-zero on any surprise.
 //!
@@ -18,7 +19,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bus::ofi::{OfiKind, OfiProvider};
+use bus::ofi::{OfiKind, OfiProvider, Rendezvous};
 use bus::{
     Access, BusError, Completion, Connection, DatagramEndpoint, EndpointAddr, EndpointConfig,
     Listener, LocalSlice, Op, Provider, Region, RemoteRegion, RemoteSlice, WorkError,
@@ -167,11 +168,26 @@ fn kind_from_env() -> OfiKind {
     OfiKind::from_name(&name).unwrap()
 }
 
+fn rendezvous_from_env() -> Rendezvous {
+    match std::env::var("OFI_TEST_RENDEZVOUS").as_deref() {
+        Ok("socket") => Rendezvous::TcpSocket,
+        _ => Rendezvous::Fabric,
+    }
+}
+
+fn rendezvous_name(r: Rendezvous) -> &'static str {
+    match r {
+        Rendezvous::TcpSocket => "socket",
+        Rendezvous::Fabric => "fabric",
+    }
+}
+
 // ---------------------------------------------------------------- target (child process)
 
 fn run_target() {
     let kind = kind_from_env();
-    let provider = OfiProvider::open(kind).unwrap();
+    let rendezvous = rendezvous_from_env();
+    let provider = OfiProvider::open(kind).unwrap().with_rendezvous(rendezvous);
     let config = EndpointConfig::default();
     let data = provider
         .register(
@@ -180,9 +196,10 @@ fn run_target() {
         )
         .unwrap();
     data.write(READ_AT, &pattern(7, 4096)).unwrap();
-    // tcp picks a free port; shm's "port" only names the endpoint, so make it unique per run.
-    let port = match kind {
-        OfiKind::Shm => 20000 + (std::process::id() % 20000) as u16,
+    // A real port is picked by the system; shm's fabric "port" only names the endpoint, so
+    // make it unique per run.
+    let port = match (kind, rendezvous) {
+        (OfiKind::Shm, Rendezvous::Fabric) => 20000 + (std::process::id() % 20000) as u16,
         _ => 0,
     };
     let mut listener = provider
@@ -304,10 +321,11 @@ impl Drop for ChildGuard {
     }
 }
 
-fn spawn_target(kind: OfiKind) -> (ChildGuard, SocketAddr) {
+fn spawn_target(kind: OfiKind, rendezvous: Rendezvous) -> (ChildGuard, SocketAddr) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .env("OFI_TEST_ROLE", "target")
         .env("OFI_TEST_PROVIDER", kind.name())
+        .env("OFI_TEST_RENDEZVOUS", rendezvous_name(rendezvous))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -325,9 +343,9 @@ fn spawn_target(kind: OfiKind) -> (ChildGuard, SocketAddr) {
     (guard, addr)
 }
 
-fn run_initiator(kind: OfiKind) {
+fn run_initiator(kind: OfiKind, rendezvous: Rendezvous) {
     let provider = match OfiProvider::open(kind) {
-        Ok(p) => p,
+        Ok(p) => p.with_rendezvous(rendezvous),
         Err(e @ BusError::Unavailable { .. })
             if std::env::var_os("OFI_TEST_SKIP_UNAVAILABLE").is_some() =>
         {
@@ -336,7 +354,7 @@ fn run_initiator(kind: OfiKind) {
         }
         Err(e) => panic!("{}: {e}", kind.name()),
     };
-    let (mut child, addr) = spawn_target(kind);
+    let (mut child, addr) = spawn_target(kind, rendezvous);
     let config = EndpointConfig::default();
     let conn = provider.connect(addr, &config, STEP_TIMEOUT).unwrap();
     assert_eq!(conn.peer().provider_family(), "ofi");
@@ -476,9 +494,18 @@ fn main() {
         run_target();
         return;
     }
+    // Fabric rendezvous is the default for tcp and shm; the TCP-socket rendezvous is EFA's,
+    // run here on tcp and shm because EFA hardware is not available.
     for kind in [OfiKind::Tcp, OfiKind::Shm] {
-        eprintln!("ofi_two_process: {}", kind.name());
-        run_initiator(kind);
-        eprintln!("ofi_two_process: {} ok", kind.name());
+        for rendezvous in [Rendezvous::Fabric, Rendezvous::TcpSocket] {
+            let name = format!(
+                "{} ({} rendezvous)",
+                kind.name(),
+                rendezvous_name(rendezvous)
+            );
+            eprintln!("ofi_two_process: {name}");
+            run_initiator(kind, rendezvous);
+            eprintln!("ofi_two_process: {name} ok");
+        }
     }
 }

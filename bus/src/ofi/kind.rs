@@ -16,10 +16,9 @@ pub enum OfiKind {
     /// `mr_mode` with FI_MR_LOCAL, FI_MR_PROV_KEY, FI_MR_VIRT_ADDR and FI_MR_ALLOCATED (all
     /// honoured in `region.rs`); remote CQ data (4 bytes); RMA writes that land *unordered*;
     /// RDMA read/write only on hardware that has them (`fi_getinfo` fails otherwise, and this
-    /// provider reports `Unavailable`). Addresses are EFA's raw GID+QPN+QKey bytes. Listening
-    /// by IP is not something EFA offers: `listen`/`connect` are refused for EFA (see
-    /// `provider.rs`); datagram endpoints and connections made from exchanged raw addresses are
-    /// the way to use it.
+    /// provider reports `Unavailable`). Addresses are EFA's raw GID+QPN+QKey bytes. EFA
+    /// endpoints have no IP address, so listeners and connectors meet over a TCP socket at
+    /// the bind address ([`Rendezvous::TcpSocket`], exercised here on tcp and shm).
     Efa,
 }
 
@@ -92,10 +91,26 @@ impl OfiKind {
         matches!(self, OfiKind::Tcp | OfiKind::Shm)
     }
 
-    /// Whether peers find a listener by IP address and port through `fi_getinfo`.
-    pub fn listens_by_socket_addr(self) -> bool {
-        !matches!(self, OfiKind::Efa)
+    /// How listeners and connectors of this provider meet.
+    pub fn default_rendezvous(self) -> Rendezvous {
+        match self {
+            OfiKind::Tcp | OfiKind::Shm => Rendezvous::Fabric,
+            OfiKind::Efa => Rendezvous::TcpSocket,
+        }
     }
+}
+
+/// How a connector finds a listener and the two learn each other's endpoint names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rendezvous {
+    /// The listener is itself an RDM endpoint at the bind address (tcp: that IP and port via
+    /// `fi_getinfo(node, service)`; shm: a name derived from it); HELLO and ACCEPT travel over
+    /// the fabric.
+    Fabric,
+    /// The listener is a TCP socket at the bind address; HELLO and ACCEPT travel over it
+    /// (`rendezvous_socket.rs`), then the fabric takes over. For providers without IP
+    /// addressing (EFA); it also runs on tcp and shm, which is how it is tested here.
+    TcpSocket,
 }
 
 /// The shm endpoint name a listener at `addr` takes, and a connector derives: shm has no IP

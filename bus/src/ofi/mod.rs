@@ -28,6 +28,7 @@ pub mod listener;
 pub mod open;
 pub mod rdm;
 pub mod region;
+pub mod rendezvous_socket;
 pub mod sys;
 
 use std::net::SocketAddr;
@@ -41,7 +42,7 @@ use crate::provider::Provider;
 
 pub use conn::OfiConnection;
 pub use datagram::{OfiDatagram, DATAGRAM_MTU};
-pub use kind::OfiKind;
+pub use kind::{OfiKind, Rendezvous};
 pub use library::LIBFABRIC_SONAME;
 pub use listener::OfiListener;
 pub use open::OFI_SEND_MAX;
@@ -54,6 +55,7 @@ use library::Library;
 #[derive(Debug, Clone)]
 pub struct OfiProvider {
     domain: Arc<Domain>,
+    rendezvous: Rendezvous,
 }
 
 impl OfiProvider {
@@ -66,7 +68,10 @@ impl OfiProvider {
     pub fn open_with_library(kind: OfiKind, library: &str) -> Result<Self, BusError> {
         let lib = Arc::new(Library::open(library)?);
         let domain = Domain::open(lib, kind)?;
-        Ok(OfiProvider { domain })
+        Ok(OfiProvider {
+            domain,
+            rendezvous: kind.default_rendezvous(),
+        })
     }
 
     /// Opens a provider by its `fabric-provider` name (`ofi:tcp`, `ofi:shm`, `ofi:efa`).
@@ -82,17 +87,11 @@ impl OfiProvider {
         self.domain.kind
     }
 
-    fn require_socket_addressing(&self) -> Result<(), BusError> {
-        if self.domain.kind.listens_by_socket_addr() {
-            Ok(())
-        } else {
-            Err(BusError::Unavailable {
-                provider: self.domain.kind.name(),
-                reason: "EFA endpoints have no IP address to listen on or connect to; \
-                         exchange raw addresses and use datagram endpoints"
-                    .into(),
-            })
-        }
+    /// Uses `rendezvous` for listen/connect instead of the provider's default. Both ends must
+    /// agree. Tests use it to run EFA's TCP-socket rendezvous on tcp and shm.
+    pub fn with_rendezvous(mut self, rendezvous: Rendezvous) -> Self {
+        self.rendezvous = rendezvous;
+        self
     }
 }
 
@@ -111,8 +110,7 @@ impl Provider for OfiProvider {
     }
 
     fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<OfiListener, BusError> {
-        self.require_socket_addressing()?;
-        OfiListener::open(&self.domain, bind, config)
+        OfiListener::open(&self.domain, self.rendezvous, bind, config)
     }
 
     fn connect(
@@ -121,8 +119,7 @@ impl Provider for OfiProvider {
         config: &EndpointConfig,
         timeout: Duration,
     ) -> Result<OfiConnection, BusError> {
-        self.require_socket_addressing()?;
-        listener::connect(&self.domain, to, config, timeout)
+        listener::connect(&self.domain, self.rendezvous, to, config, timeout)
     }
 
     fn datagram(&self, config: &EndpointConfig) -> Result<OfiDatagram, BusError> {
