@@ -1,5 +1,5 @@
 //! Goal: the `ofi` provider's verbs semantics and its refusals, checked inside one process over
-//! `tcp;ofi_rxm` (both ends of a connection here; the two-process test is
+//! `tcp;ofi_rxm` and `shm` (both ends of a connection here; the two-process test is
 //! `ofi_two_process.rs`):
 //! - receives are consumed oldest first by SENDs and WRITE WITH IMMs alike, including ones
 //!   that arrived before any receive was posted;
@@ -11,6 +11,7 @@
 //! Needs libfabric (`scripts/install-deps.sh`). Run: `cargo test -p bus --test ofi_loopback`.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use bus::ofi::{OfiKind, OfiProvider, OFI_SEND_MAX};
@@ -24,8 +25,25 @@ type Reg = <OfiProvider as Provider>::Region;
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
+fn provider_of(kind: OfiKind) -> OfiProvider {
+    OfiProvider::open(kind).expect("libfabric with tcp;ofi_rxm and shm (install-deps.sh)")
+}
+
 fn provider() -> OfiProvider {
-    OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)")
+    provider_of(OfiKind::Tcp)
+}
+
+/// A bind address no other test in this run uses: tcp takes any free port, but shm turns the
+/// address into an endpoint name, so it must be unique.
+fn bind_addr(kind: OfiKind) -> SocketAddr {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let port = match kind {
+        OfiKind::Shm => {
+            20000 + (std::process::id() % 1000) as u16 * 16 + NEXT.fetch_add(1, Ordering::Relaxed)
+        }
+        _ => 0,
+    };
+    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 fn small_config() -> EndpointConfig {
@@ -40,9 +58,7 @@ fn small_config() -> EndpointConfig {
 /// Both ends of one connection: (connector side, accepted side).
 fn pair(p: &OfiProvider) -> (Conn, Conn) {
     let config = small_config();
-    let mut listener = p
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)), &config)
-        .unwrap();
+    let mut listener = p.listen(bind_addr(p.kind()), &config).unwrap();
     let addr = listener.local_addr();
     let connector = {
         let p = p.clone();
@@ -101,7 +117,13 @@ fn next_completion(want_from: &mut Conn, other: &mut Conn) -> Completion {
 
 #[test]
 fn receives_are_consumed_in_order_by_sends_and_write_imms() {
-    let p = provider();
+    for kind in [OfiKind::Tcp, OfiKind::Shm] {
+        receive_order(kind);
+    }
+}
+
+fn receive_order(kind: OfiKind) {
+    let p = provider_of(kind);
     let (mut a, mut b) = pair(&p);
     let src = p.register(4096, Access::NONE).unwrap();
     src.write(0, b"one").unwrap();
@@ -144,6 +166,9 @@ fn receives_are_consumed_in_order_by_sends_and_write_imms() {
     );
     assert_eq!(got[0].byte_len, 3);
     assert_eq!(got[1].imm, Some(7));
+    // tcp;ofi_rxm 1.17 does not report the length of a remote write (see conn.rs).
+    let imm_len_ok = got[1].byte_len == 3 || (kind == OfiKind::Tcp && got[1].byte_len == 0);
+    assert!(imm_len_ok, "{kind:?}: {:?}", got[1]);
     assert_eq!(got[2].byte_len, 5);
     let mut text = [0u8; 5];
     inbox.read(0, &mut text[..3]).unwrap();
@@ -157,7 +182,13 @@ fn receives_are_consumed_in_order_by_sends_and_write_imms() {
 
 #[test]
 fn a_send_longer_than_the_receive_fails_that_receive_only() {
-    let p = provider();
+    for kind in [OfiKind::Tcp, OfiKind::Shm] {
+        oversized_send(kind);
+    }
+}
+
+fn oversized_send(kind: OfiKind) {
+    let p = provider_of(kind);
     let (mut a, mut b) = pair(&p);
     let src = p.register(4096, Access::NONE).unwrap();
     let inbox = p.register(4096, Access::LOCAL_WRITE).unwrap();
@@ -287,4 +318,32 @@ fn datagrams_to_self_carry_the_sender_address() {
     };
     assert_eq!(&buf[..meta.len], b"hello");
     assert_eq!(&meta.from, d.local());
+}
+
+#[test]
+fn tcp_listens_on_the_unspecified_address_and_refuses_ipv6() {
+    let p = provider();
+    let mut listener = p
+        .listen("0.0.0.0:0".parse().unwrap(), &small_config())
+        .unwrap();
+    let port = listener.local_addr().port();
+    assert_ne!(port, 0, "the chosen port is reported");
+    let to = SocketAddr::from(([127, 0, 0, 1], port));
+    let connector = {
+        let p = p.clone();
+        std::thread::spawn(move || p.connect(to, &small_config(), STEP_TIMEOUT))
+    };
+    assert!(listener.accept(STEP_TIMEOUT).unwrap().is_some());
+    connector.join().unwrap().unwrap();
+
+    // The tcp domain is IPv4 (see OfiKind::addr_format): IPv6 is refused up front.
+    let v6: SocketAddr = "[::1]:7000".parse().unwrap();
+    assert!(matches!(
+        p.listen(v6, &small_config()),
+        Err(BusError::Invalid { .. })
+    ));
+    assert!(matches!(
+        p.connect(v6, &small_config(), STEP_TIMEOUT),
+        Err(BusError::Invalid { .. })
+    ));
 }

@@ -8,6 +8,10 @@
 //! IMM from the peer consumes the oldest queued buffer (a SEND's bytes are copied into it from
 //! our bounce buffer; see `rdm.rs`).
 //!
+//! `byte_len` of a `RecvWriteImm` is the length libfabric reports for the remote write: shm
+//! reports it, tcp;ofi_rxm 1.17 reports 0. Protocols that need the length carry it in the
+//! immediate (as Valkey-over-RDMA does).
+//!
 //! Progress: on tcp and shm data moves only inside libfabric calls, so both sides must keep
 //! calling `poll` (or `wait`), including a target that only receives one-sided writes: a WRITE
 //! to a process that never polls does not complete.

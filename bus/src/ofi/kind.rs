@@ -2,6 +2,8 @@
 
 use std::net::SocketAddr;
 
+use crate::error::BusError;
+
 use super::sys;
 
 /// One libfabric provider.
@@ -57,12 +59,31 @@ impl OfiKind {
             .find(|k| k.name() == name)
     }
 
-    /// The address format to ask for, when the provider needs one pinned.
+    /// The address format to ask for, when the provider needs one pinned. tcp: IPv4. One
+    /// domain serves every endpoint (regions must be usable on all of them) and a domain's
+    /// address vectors hold one format, so the family is fixed; IPv4 is what clusters here use.
+    /// IPv6 bind/connect addresses are refused with `Invalid` (see `check_socket_addr`).
     pub fn addr_format(self) -> Option<u32> {
         match self {
             OfiKind::Shm => Some(sys::FI_ADDR_STR),
-            OfiKind::Tcp | OfiKind::Efa => None,
+            OfiKind::Tcp => Some(sys::FI_SOCKADDR_IN),
+            OfiKind::Efa => None,
         }
+    }
+
+    /// Refuses a listen/connect address the provider's endpoints cannot use.
+    pub fn check_socket_addr(
+        self,
+        addr: SocketAddr,
+        rendezvous: Rendezvous,
+    ) -> Result<(), BusError> {
+        if self == OfiKind::Tcp && rendezvous == Rendezvous::Fabric && addr.is_ipv6() {
+            return Err(BusError::Invalid {
+                what: "ofi:tcp address",
+                reason: format!("{addr}: ofi:tcp endpoints are IPv4 only"),
+            });
+        }
+        Ok(())
     }
 
     /// The most address vector entries the provider accepts, if it has a limit (shm 1.17

@@ -82,7 +82,9 @@ fn open_for_peer(
     // On tcp, bind to the listener's IP (any port) so the connection is reachable the same
     // way the listener is.
     let at = match domain.kind {
-        OfiKind::Tcp if !bind.ip().is_unspecified() => Bind::At(SocketAddr::new(bind.ip(), 0)),
+        OfiKind::Tcp if bind.is_ipv4() && !bind.ip().is_unspecified() => {
+            Bind::At(SocketAddr::new(bind.ip(), 0))
+        }
         _ => Bind::Any,
     };
     let mut core = open_core(domain, at, connection_sizes(config))?;
@@ -299,7 +301,9 @@ fn connector_bind(kind: OfiKind, to: SocketAddr) -> Bind {
     let local =
         std::net::UdpSocket::bind(any).and_then(|s| s.connect(to).and_then(|()| s.local_addr()));
     match local {
-        Ok(local) => Bind::At(SocketAddr::new(local.ip(), 0)),
+        // The tcp domain is IPv4 (OfiKind::addr_format).
+        Ok(local) if local.is_ipv4() => Bind::At(SocketAddr::new(local.ip(), 0)),
+        Ok(_) => Bind::Any,
         Err(e) => {
             tracing::debug!(%e, %to, "no route found; binding the connector anywhere");
             Bind::Any

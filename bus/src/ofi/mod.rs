@@ -110,6 +110,7 @@ impl Provider for OfiProvider {
     }
 
     fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<OfiListener, BusError> {
+        self.kind().check_socket_addr(bind, self.rendezvous)?;
         OfiListener::open(&self.domain, self.rendezvous, bind, config)
     }
 
@@ -119,6 +120,7 @@ impl Provider for OfiProvider {
         config: &EndpointConfig,
         timeout: Duration,
     ) -> Result<OfiConnection, BusError> {
+        self.kind().check_socket_addr(to, self.rendezvous)?;
         listener::connect(&self.domain, self.rendezvous, to, config, timeout)
     }
 

@@ -126,8 +126,15 @@ pub struct RdmCore {
     staging_bytes: usize,
     free_staging: Vec<u32>,
     ready: VecDeque<Event>,
-    entries: Vec<sys::FiCqDataEntry>,
 }
+
+const EMPTY_ENTRY: sys::FiCqDataEntry = sys::FiCqDataEntry {
+    op_context: ptr::null_mut(),
+    flags: 0,
+    len: 0,
+    buf: ptr::null_mut(),
+    data: 0,
+};
 
 // SAFETY: the raw pointers inside the slots' contexts belong to the provider and are only
 // touched by it during calls made through `&mut self`.
@@ -161,16 +168,6 @@ impl RdmCore {
             staging_bytes: sizes.staging_bytes,
             free_staging: (0..STAGING_MAX as u32).rev().collect(),
             ready: VecDeque::new(),
-            entries: vec![
-                sys::FiCqDataEntry {
-                    op_context: ptr::null_mut(),
-                    flags: 0,
-                    len: 0,
-                    buf: ptr::null_mut(),
-                    data: 0,
-                };
-                POLL_BATCH
-            ],
         };
         for b in 0..sizes.bounce_count as u32 {
             core.post_bounce(b)?;
@@ -475,29 +472,34 @@ impl RdmCore {
             }
         }
         let want = (max - n).clamp(1, POLL_BATCH);
-        let mut entries = std::mem::take(&mut self.entries);
-        let read = self.ep.cq_read(&mut entries[..want]);
-        let result = match read {
-            Ok(CqRead::Entries(k)) => {
-                for entry in &entries[..k] {
-                    if let Some(e) = self.on_completion(entry)? {
-                        out.push_back(e);
-                        n += 1;
+        let mut batch = [EMPTY_ENTRY; POLL_BATCH];
+        match self.ep.cq_read(&mut batch[..want])? {
+            CqRead::Entries(k) => {
+                // Every entry read is handled even if one fails (they are gone from the CQ);
+                // the first failure is reported after.
+                let mut failure = None;
+                for entry in &batch[..k] {
+                    match self.on_completion(entry) {
+                        Ok(Some(e)) => {
+                            out.push_back(e);
+                            n += 1;
+                        }
+                        Ok(None) => {}
+                        Err(e) => failure = failure.or(Some(e)),
                     }
                 }
-                Ok(n)
+                if let Some(e) = failure {
+                    return Err(e);
+                }
             }
-            Ok(CqRead::ErrorAvailable) => {
+            CqRead::ErrorAvailable => {
                 if let Some(e) = self.on_error()? {
                     out.push_back(e);
                     n += 1;
                 }
-                Ok(n)
             }
-            Err(e) => Err(e),
-        };
-        self.entries = entries;
-        result
+        }
+        Ok(n)
     }
 
     fn on_completion(&mut self, entry: &sys::FiCqDataEntry) -> Result<Option<Event>, BusError> {

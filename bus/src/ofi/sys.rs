@@ -53,6 +53,7 @@ pub const FI_CQ_FORMAT_DATA: c_int = 3;
 pub const FI_WAIT_NONE: c_int = 0;
 pub const FI_THREAD_SAFE: c_int = 1;
 pub const FI_PROGRESS_MANUAL: c_int = 2;
+pub const FI_SOCKADDR_IN: u32 = 2;
 pub const FI_ADDR_STR: u32 = 9;
 /// `fi_control` command that enables an endpoint (`fi_enable`).
 pub const FI_ENABLE: c_int = 6;
@@ -714,6 +715,7 @@ mod layout_tests {
     #[test]
     fn version_and_error_numbers_match_the_c_headers() {
         assert_eq!(FI_VERSION_1_17, 65553);
+        assert_eq!((FI_SOCKADDR_IN, FI_ADDR_STR), (2, 9));
         assert_eq!(
             [
                 FI_EAVAIL,
