@@ -95,11 +95,48 @@ impl TxWork {
     }
 }
 
-/// `ctx` must be the first field: the context pointer libfabric returns is the slot's address.
-#[repr(C)]
-struct Slot {
-    ctx: FiContext2,
-    state: SlotState,
+/// The operation contexts handed to libfabric (one `fi_context2` per slot). The provider may
+/// write them at any libfabric call while an operation is outstanding, so Rust never reads,
+/// writes or borrows them: the memory is a raw allocation, and only its addresses are used.
+/// Freed after the endpoint is closed (field order in `RdmCore`).
+struct Contexts {
+    base: *mut FiContext2,
+    len: usize,
+}
+
+impl Contexts {
+    fn new(len: usize) -> Contexts {
+        let boxed: Box<[FiContext2]> = vec![[ptr::null_mut(); 8]; len].into_boxed_slice();
+        Contexts {
+            base: Box::into_raw(boxed) as *mut FiContext2,
+            len,
+        }
+    }
+
+    /// The context pointer for slot `index` (< len).
+    fn ptr(&self, index: usize) -> *mut c_void {
+        debug_assert!(index < self.len);
+        self.base.wrapping_add(index) as *mut c_void
+    }
+
+    /// The slot a context pointer from a completion belongs to, if any.
+    fn index_of(&self, ctx: *mut c_void) -> Option<usize> {
+        let offset = (ctx as usize).checked_sub(self.base as usize)?;
+        let index = offset / size_of::<FiContext2>();
+        (offset % size_of::<FiContext2>() == 0 && index < self.len).then_some(index)
+    }
+}
+
+impl Drop for Contexts {
+    fn drop(&mut self) {
+        // SAFETY: base/len came from Box::into_raw of a boxed slice of this length; the endpoint
+        // that could use them is closed (it is dropped before this).
+        unsafe {
+            drop(Box::from_raw(ptr::slice_from_raw_parts_mut(
+                self.base, self.len,
+            )))
+        };
+    }
 }
 
 /// Sizes of one core.
@@ -117,7 +154,9 @@ pub struct RdmCore {
     /// Declared first so it is dropped first: closing the endpoint ends every operation before
     /// the slots and buffers they point at are freed.
     pub ep: Endpoint,
-    slots: Box<[Slot]>,
+    contexts: Contexts,
+    /// What each slot is doing (same indices as `contexts`).
+    states: Vec<SlotState>,
     free_tx: Vec<u32>,
     tx_slots: usize,
     bounce: OfiRegion,
@@ -136,20 +175,16 @@ const EMPTY_ENTRY: sys::FiCqDataEntry = sys::FiCqDataEntry {
     data: 0,
 };
 
-// SAFETY: the raw pointers inside the slots' contexts belong to the provider and are only
-// touched by it during calls made through `&mut self`.
+// SAFETY: the contexts' memory is owned by this value and touched only by the provider during
+// calls made through `&mut self`; the regions are Send + Sync.
 unsafe impl Send for RdmCore {}
 
 impl RdmCore {
     pub fn new(ep: Endpoint, sizes: CoreSizes) -> Result<RdmCore, BusError> {
         let domain = ep.domain.clone();
         let total = sizes.tx_slots + sizes.bounce_count;
-        let slots: Box<[Slot]> = (0..total)
-            .map(|_| Slot {
-                ctx: [ptr::null_mut(); 8],
-                state: SlotState::Free,
-            })
-            .collect();
+        let contexts = Contexts::new(total);
+        let states = (0..total).map(|_| SlotState::Free).collect();
         let bounce = OfiRegion::register(
             &domain,
             sizes.bounce_count * sizes.bounce_bytes,
@@ -159,7 +194,8 @@ impl RdmCore {
             OfiRegion::register(&domain, STAGING_MAX * sizes.staging_bytes, Access::NONE)?;
         let mut core = RdmCore {
             ep,
-            slots,
+            contexts,
+            states,
             free_tx: (0..sizes.tx_slots as u32).rev().collect(),
             tx_slots: sizes.tx_slots,
             bounce,
@@ -183,17 +219,13 @@ impl RdmCore {
         self.bounce_bytes
     }
 
-    fn slot_ctx(&mut self, index: usize) -> *mut c_void {
-        &mut self.slots[index].ctx as *mut FiContext2 as *mut c_void
+    fn slot_ctx(&self, index: usize) -> *mut c_void {
+        self.contexts.ptr(index)
     }
 
     /// Maps a context pointer from a completion back to its slot index.
     fn slot_of(&self, ctx: *mut c_void) -> Option<usize> {
-        let base = self.slots.as_ptr() as usize;
-        let p = ctx as usize;
-        let offset = p.checked_sub(base)?;
-        let index = offset / size_of::<Slot>();
-        (offset % size_of::<Slot>() == 0 && index < self.slots.len()).then_some(index)
+        self.contexts.index_of(ctx)
     }
 
     fn post_bounce(&mut self, b: u32) -> Result<(), BusError> {
@@ -203,13 +235,13 @@ impl RdmCore {
             .ptr_at(b as usize * self.bounce_bytes, self.bounce_bytes)?;
         let desc = self.bounce.desc();
         let ctx = self.slot_ctx(index);
-        self.slots[index].state = SlotState::Bounce(b);
-        // SAFETY: the buffer is inside `self.bounce` and the context inside `self.slots`, both
+        self.states[index] = SlotState::Bounce(b);
+        // SAFETY: the buffer is inside `self.bounce` and the context inside `self.contexts`, both
         // owned by self and dropped after the endpoint (field order); the buffer is not handed
         // to Rust code until its completion is read (`Received`).
         let rc = unsafe { self.ep.recv(buf, self.bounce_bytes, desc, ctx) };
         if rc != 0 {
-            self.slots[index].state = SlotState::Free;
+            self.states[index] = SlotState::Free;
             return Err(self.provider_error("fi_recv", rc));
         }
         Ok(())
@@ -273,7 +305,7 @@ impl RdmCore {
     ) -> Result<(), BusError> {
         let index = self.take_tx_slot()?;
         let ctx = self.slot_ctx(index);
-        self.slots[index].state = SlotState::Tx {
+        self.states[index] = SlotState::Tx {
             wr_id: work.wr_id,
             op: work.op,
             internal: work.internal,
@@ -282,7 +314,7 @@ impl RdmCore {
         };
         let rc = call(&mut self.ep, ctx);
         if rc != 0 {
-            self.slots[index].state = SlotState::Free;
+            self.states[index] = SlotState::Free;
             self.free_tx.push(index as u32);
             return Err(self.provider_error(call_name, rc));
         }
@@ -505,7 +537,7 @@ impl RdmCore {
     fn on_completion(&mut self, entry: &sys::FiCqDataEntry) -> Result<Option<Event>, BusError> {
         let remote_data = entry.flags & sys::FI_REMOTE_CQ_DATA != 0;
         let slot = self.slot_of(entry.op_context);
-        match slot.map(|i| (i, &self.slots[i].state)) {
+        match slot.map(|i| (i, &self.states[i])) {
             Some((i, SlotState::Tx { .. })) => Ok(Some(self.finish_tx(i, Ok(())))),
             Some((_, SlotState::Bounce(b))) => {
                 let b = *b;
@@ -535,7 +567,7 @@ impl RdmCore {
     }
 
     fn finish_tx(&mut self, index: usize, status: Result<(), WorkError>) -> Event {
-        let state = std::mem::replace(&mut self.slots[index].state, SlotState::Free);
+        let state = std::mem::replace(&mut self.states[index], SlotState::Free);
         self.free_tx.push(index as u32);
         match state {
             SlotState::Tx {
@@ -567,7 +599,7 @@ impl RdmCore {
             return Ok(None);
         };
         let slot = self.slot_of(entry.op_context);
-        match slot.map(|i| (i, &self.slots[i].state)) {
+        match slot.map(|i| (i, &self.states[i])) {
             Some((i, SlotState::Tx { op, .. })) => {
                 tracing::debug!(err = entry.err, prov_errno = entry.prov_errno, %text, "ofi operation failed");
                 let error = work_error(self.domain().kind, entry.err, entry.prov_errno, *op, text);
