@@ -1,6 +1,7 @@
 /* Prints the sizes and field offsets of the libfabric 1.17 structs that bus/src/ofi/sys.rs
  * declares. Not part of the build: run it by hand against the installed headers
- * (libfabric-dev) when moving to another libfabric version, and update the consts in
+ * (libfabric-dev, not in install-deps.sh: only this by-hand check needs it) when moving to
+ * another libfabric version, and update the consts in
  * sys.rs `layout_tests`:
  *   gcc -o /tmp/layout_probe bus/src/ofi/layout_probe.c && /tmp/layout_probe
  */

@@ -15,6 +15,20 @@
 //! inside a libfabric call. Every endpoint's `poll`/`wait`/`try_recv` reads its CQ each time it
 //! is called, and **a process that is the target of one-sided writes must keep polling**, or
 //! the writes (and the initiator's completions) stall.
+//!
+//! Where `ofi` differs from verbs (each one tested, or stated where it cannot be):
+//! - SENDs carry at most [`OFI_SEND_MAX`] bytes (they land in bounce buffers; see [`rdm`]).
+//! - A first SEND or datagram to a new tcp peer may meet `Full` while rxm connects: poll and
+//!   post again (datagrams wait in a bounded outbox instead).
+//! - A WRITE/READ with a wrong key: `RemoteAccess` on tcp (and the connection is unusable
+//!   after, as an RC QP would be); on shm 1.17 it is rejected at the target but never
+//!   completes at the initiator. See [`OfiKind::wants_delivery_complete`].
+//! - `RecvWriteImm::byte_len` is 0 on tcp (libfabric does not report it); the immediate is
+//!   exact everywhere.
+//! - `ofi:tcp` endpoints are IPv4 only. EFA meets peers over a TCP socket ([`Rendezvous`]).
+//! - The target of a bad-key WRITE gets no event from libfabric (tcp drops the transport
+//!   underneath, shm drops the request): protocols detect misbehaving peers by their own
+//!   checks and deadlines.
 
 pub mod conn;
 pub mod datagram;

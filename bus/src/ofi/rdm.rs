@@ -344,7 +344,12 @@ impl RdmCore {
     ) -> Result<(), BusError> {
         self.check_region(region)?;
         let buf = region.ptr_at(offset, len)?;
-        if len <= inline_max && len <= self.domain().caps.inject_size {
+        // Injected sends hold no slot, but their made-up completions wait in `ready`: count
+        // them against the send queue so a caller that never polls meets `Full`, not growth.
+        if len <= inline_max
+            && len <= self.domain().caps.inject_size
+            && self.ready.len() < self.free_tx.len()
+        {
             // SAFETY: bounds-checked above; fi_inject copies the bytes before returning.
             let bytes = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
             let rc = self.ep.inject(bytes, to);
