@@ -87,6 +87,19 @@ impl InfoList {
         unsafe { (*self.first().tx_attr).op_flags |= flags };
     }
 
+    /// Sets the transmit and receive queue depths of the first entry (read by `fi_endpoint`),
+    /// never above what the provider offered.
+    pub fn set_queue_sizes(&mut self, tx: usize, rx: usize) {
+        // SAFETY: tx_attr and rx_attr are always allocated by fi_getinfo/fi_dupinfo; we own the
+        // list.
+        unsafe {
+            let tx_attr = &mut *self.first().tx_attr;
+            tx_attr.size = tx_attr.size.min(tx.max(1));
+            let rx_attr = &mut *self.first().rx_attr;
+            rx_attr.size = rx_attr.size.min(rx.max(1));
+        }
+    }
+
     /// The raw source address bytes of the first entry, if any.
     pub fn src_addr(&self) -> Option<Vec<u8>> {
         let info = self.first();

@@ -6,6 +6,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{c_int, CStr};
+use std::sync::{Arc, Mutex};
 
 use crate::error::BusError;
 
@@ -40,7 +41,28 @@ fn unavailable(reason: String) -> BusError {
     }
 }
 
+/// Libraries opened so far, by name, kept for the life of the process: libfabric is never
+/// unloaded. Loading it runs constructors of its provider dependencies that take ~0.4 s here
+/// (libinfinipath sleeps), and unloading it under threads its providers started would be
+/// unsound. Bounded by the few names a process opens.
+static OPENED: Mutex<Vec<(String, Arc<Library>)>> = Mutex::new(Vec::new());
+/// Distinct library names we keep open (a process uses one; tests a few).
+const OPENED_MAX: usize = 8;
+
 impl Library {
+    /// The library `name`, opened once per process.
+    pub fn shared(name: &str) -> Result<Arc<Library>, BusError> {
+        let mut opened = OPENED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, lib)) = opened.iter().find(|(n, _)| n == name) {
+            return Ok(lib.clone());
+        }
+        let lib = Arc::new(Library::open(name)?);
+        if opened.len() < OPENED_MAX {
+            opened.push((name.to_owned(), lib.clone()));
+        }
+        Ok(lib)
+    }
+
     /// Opens `name` (a soname or path) and resolves the entry points.
     pub fn open(name: &str) -> Result<Library, BusError> {
         // SAFETY: loading a shared library runs its initialisers. libfabric's only register its

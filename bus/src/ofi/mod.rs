@@ -80,7 +80,7 @@ impl OfiProvider {
 
     /// Opens `kind` through the library at `library` (a soname or path).
     pub fn open_with_library(kind: OfiKind, library: &str) -> Result<Self, BusError> {
-        let lib = Arc::new(Library::open(library)?);
+        let lib = Library::shared(library)?;
         let domain = Domain::open(lib, kind)?;
         Ok(OfiProvider {
             domain,

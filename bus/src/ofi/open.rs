@@ -59,6 +59,8 @@ pub fn open_core(domain: &Arc<Domain>, bind: Bind, sizes: CoreSizes) -> Result<R
     if domain.kind.wants_delivery_complete() {
         info.set_tx_op_flags(sys::FI_DELIVERY_COMPLETE);
     }
+    // Queue depths from the config: the provider sizes its internal buffer pools by them.
+    info.set_queue_sizes(sizes.tx_slots, sizes.bounce_count);
     let ep = Endpoint::open(domain, &info, sizes.cq_size, sizes.av_count)?;
     RdmCore::new(ep, sizes)
 }
