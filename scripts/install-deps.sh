@@ -39,6 +39,8 @@ PACKAGES=(
     rdmacm-utils      # rping: lane sanity check of rdma_cm
     cmake             # builds rdma-mummy-sys (sideway's dlopen shim over rdma-core)
     libclang-dev      # bindgen in rdma-mummy-sys's build script needs libclang
+    libfabric1      # the bus `ofi` provider (tcp;ofi_rxm, shm, efa), opened at run time
+    libfabric-bin   # fi_info, to see which libfabric providers a host offers
 )
 
 APT_LISTS_MAX_AGE_MIN="${APT_LISTS_MAX_AGE_MIN:-1440}"

@@ -1,0 +1,185 @@
+//! One fabric + domain per provider object. Every region and endpoint of the provider lives in
+//! it (so any region can be used on any connection) and holds an `Arc` to it, so the domain is
+//! closed only after all of them.
+#![allow(unsafe_code)]
+
+use std::ffi::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::BusError;
+
+use super::info::{getinfo, InfoList, Lookup};
+use super::kind::OfiKind;
+use super::library::Library;
+use super::sys;
+
+/// Remote CQ data must carry a verbs immediate (32 bits).
+const CQ_DATA_MIN: usize = 4;
+
+/// What the domain granted, read once from its `fi_info`.
+#[derive(Clone, Copy, Debug)]
+pub struct DomainCaps {
+    pub mr_mode: c_int,
+    /// Largest `fi_inject` payload (0 = none).
+    pub inject_size: usize,
+    pub max_msg_size: usize,
+    /// Whether remote CQ data consumes a posted receive (FI_RX_CQ_DATA mode).
+    pub rx_cq_data: bool,
+}
+
+impl DomainCaps {
+    pub fn virt_addr(&self) -> bool {
+        self.mr_mode & sys::FI_MR_VIRT_ADDR != 0
+    }
+    pub fn prov_key(&self) -> bool {
+        self.mr_mode & sys::FI_MR_PROV_KEY != 0
+    }
+    pub fn local_desc(&self) -> bool {
+        self.mr_mode & sys::FI_MR_LOCAL != 0
+    }
+}
+
+pub struct Domain {
+    pub lib: Arc<Library>,
+    pub kind: OfiKind,
+    /// The entry the domain was opened from; endpoints are created from copies of it.
+    pub info: InfoList,
+    pub caps: DomainCaps,
+    fabric: *mut sys::FidFabric,
+    pub(crate) raw: *mut sys::FidDomain,
+    /// Next key to request when the provider does not choose keys (no FI_MR_PROV_KEY): keys
+    /// must be unique per domain.
+    next_key: AtomicU64,
+}
+
+// SAFETY: the domain was opened with FI_THREAD_SAFE (asked in the hints; see `open`), so its
+// objects may be used from any thread; the raw pointers are owned by this value.
+unsafe impl Send for Domain {}
+// SAFETY: as above, FI_THREAD_SAFE.
+unsafe impl Sync for Domain {}
+
+impl std::fmt::Debug for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Domain")
+            .field("kind", &self.kind)
+            .field("name", &self.info.domain_name())
+            .field("caps", &self.caps)
+            .finish()
+    }
+}
+
+/// Maps a negative libfabric return code to `BusError::Provider`.
+pub fn check(lib: &Library, kind: OfiKind, call: &'static str, rc: c_int) -> Result<(), BusError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(BusError::Provider {
+            provider: kind.name(),
+            call,
+            reason: lib.strerror(rc),
+        })
+    }
+}
+
+impl Domain {
+    pub fn open(lib: Arc<Library>, kind: OfiKind) -> Result<Arc<Domain>, BusError> {
+        let list = getinfo(&lib, kind, Lookup::Any)?;
+        let info = list.dup_first()?;
+        drop(list);
+        let dom_attr = info.domain_attr();
+        if dom_attr.cq_data_size < CQ_DATA_MIN {
+            return Err(BusError::Unavailable {
+                provider: kind.name(),
+                reason: format!(
+                    "remote CQ data of {} bytes; WRITE WITH IMM needs {CQ_DATA_MIN}",
+                    dom_attr.cq_data_size
+                ),
+            });
+        }
+        if dom_attr.threading != sys::FI_THREAD_SAFE {
+            return Err(BusError::Unavailable {
+                provider: kind.name(),
+                reason: "the domain is not FI_THREAD_SAFE".into(),
+            });
+        }
+        let caps = DomainCaps {
+            mr_mode: dom_attr.mr_mode,
+            inject_size: info.tx_attr().inject_size,
+            max_msg_size: info.ep_attr().max_msg_size,
+            rx_cq_data: info.first().mode & sys::FI_RX_CQ_DATA != 0,
+        };
+        let mut fabric = ptr::null_mut();
+        // SAFETY: fabric_attr comes from fi_getinfo; fabric receives a new object on success.
+        let rc = unsafe { (lib.fabric)(info.first().fabric_attr, &mut fabric, ptr::null_mut()) };
+        check(&lib, kind, "fi_fabric", rc)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: fabric is a live fid_fabric; its ops table has `domain` (mandatory op).
+        let rc = unsafe {
+            let ops = &*(*fabric).ops;
+            match ops.domain {
+                Some(f) => f(fabric, info.as_ptr(), &mut raw, ptr::null_mut()),
+                None => -sys::FI_EINVAL,
+            }
+        };
+        if rc != 0 {
+            // SAFETY: fabric is live and closed once here.
+            unsafe { close_fid(fabric as *mut sys::Fid) };
+            check(&lib, kind, "fi_domain", rc)?;
+        }
+        tracing::debug!(provider = kind.name(), domain = %info.domain_name(), ?caps, "ofi domain open");
+        Ok(Arc::new(Domain {
+            lib,
+            kind,
+            info,
+            caps,
+            fabric,
+            raw,
+            next_key: AtomicU64::new(1),
+        }))
+    }
+
+    /// A key for a new registration when the application chooses keys.
+    pub fn next_key(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn check(&self, call: &'static str, rc: c_int) -> Result<(), BusError> {
+        check(&self.lib, self.kind, call, rc)
+    }
+}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        // SAFETY: every region and endpoint holds an Arc<Domain>, so none is left; each object
+        // is closed once, domain before fabric.
+        unsafe {
+            close_fid(self.raw as *mut sys::Fid);
+            close_fid(self.fabric as *mut sys::Fid);
+        }
+    }
+}
+
+/// `fi_close`: calls the object's close op.
+///
+/// # Safety
+/// `fid` must be a live libfabric object, not used afterwards.
+pub unsafe fn close_fid(fid: *mut sys::Fid) -> c_int {
+    if fid.is_null() {
+        return 0;
+    }
+    // SAFETY: forwarded: fid is live; every fid has an ops table with `close`.
+    unsafe {
+        match (*(*fid).ops).close {
+            Some(close) => {
+                let rc = close(fid);
+                if rc != 0 {
+                    tracing::warn!(rc, "fi_close failed");
+                }
+                rc
+            }
+            None => -sys::FI_EINVAL,
+        }
+    }
+}

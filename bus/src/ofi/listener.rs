@@ -1,0 +1,419 @@
+//! Connection set-up over connectionless RDM endpoints.
+//!
+//! A connector opens its own endpoint and sends HELLO (its endpoint name and a nonce) to the
+//! listener, then waits for ACCEPT. The listener answers each HELLO by opening a fresh endpoint
+//! for the connection (see `conn.rs` for why) and replying ACCEPT with that endpoint's name.
+//! Where HELLO and ACCEPT travel depends on the [`Rendezvous`]:
+//! - `Fabric` (tcp, shm): the listener is an RDM endpoint bound where connectors can find it
+//!   (tcp: the bind IP and port through `fi_getinfo(node, service, FI_SOURCE)`; shm: a name
+//!   derived from the socket address). ACCEPT is sent from the new endpoint, so the first
+//!   fabric message also proves the path works.
+//! - `TcpSocket` (efa): the listener is a TCP socket at the bind address.
+
+use std::collections::hash_map::RandomState;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hasher};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::EndpointConfig;
+use crate::error::BusError;
+use crate::provider::Listener;
+
+use super::conn::OfiConnection;
+use super::domain::Domain;
+use super::handshake::{Handshake, Kind, HANDSHAKE_MAX};
+use super::kind::{OfiKind, Rendezvous};
+use super::open::{connection_sizes, listener_address, open_core, sockaddr_port, Bind};
+use super::rdm::{CoreSizes, Event, RdmCore};
+use super::rendezvous_socket::{read_handshake, write_handshake};
+use super::sys::FiAddr;
+
+/// HELLOs the listener can hold at once; more wait in the provider's unexpected-message queue.
+const LISTENER_BOUNCE: usize = 16;
+/// How long the listener keeps trying to send one ACCEPT (the connector waits for it).
+const ACCEPT_SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// Idle sleep while waiting for a handshake message.
+const HANDSHAKE_SLEEP: Duration = Duration::from_micros(50);
+
+enum Meeting {
+    Fabric {
+        core: Box<RdmCore>,
+        events: VecDeque<Event>,
+    },
+    Socket(TcpListener),
+}
+
+pub struct OfiListener {
+    domain: Arc<Domain>,
+    meeting: Meeting,
+    bind: SocketAddr,
+    config: EndpointConfig,
+}
+
+impl std::fmt::Debug for OfiListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OfiListener")
+            .field("bind", &self.bind)
+            .finish()
+    }
+}
+
+fn listener_sizes() -> CoreSizes {
+    CoreSizes {
+        tx_slots: LISTENER_BOUNCE,
+        bounce_count: LISTENER_BOUNCE,
+        bounce_bytes: HANDSHAKE_MAX,
+        staging_bytes: HANDSHAKE_MAX,
+        cq_size: 4 * LISTENER_BOUNCE,
+        av_count: LISTENER_BOUNCE,
+    }
+}
+
+/// A connection endpoint for the peer named in `hello`, bound near `bind`.
+fn open_for_peer(
+    domain: &Arc<Domain>,
+    bind: SocketAddr,
+    config: &EndpointConfig,
+    hello: &Handshake,
+) -> Result<(RdmCore, FiAddr), BusError> {
+    // On tcp, bind to the listener's IP (any port) so the connection is reachable the same
+    // way the listener is.
+    let at = match domain.kind {
+        OfiKind::Tcp if bind.is_ipv4() && !bind.ip().is_unspecified() => {
+            Bind::At(SocketAddr::new(bind.ip(), 0))
+        }
+        _ => Bind::Any,
+    };
+    let mut core = open_core(domain, at, connection_sizes(config))?;
+    let peer_fi = core.ep.av_insert(&hello.name)?;
+    Ok((core, peer_fi))
+}
+
+impl OfiListener {
+    pub(crate) fn open(
+        domain: &Arc<Domain>,
+        rendezvous: Rendezvous,
+        bind: SocketAddr,
+        config: &EndpointConfig,
+    ) -> Result<Self, BusError> {
+        config.validate()?;
+        let mut bind = bind;
+        let meeting = match rendezvous {
+            Rendezvous::Fabric => {
+                let core = open_core(domain, Bind::At(bind), listener_sizes())?;
+                if domain.kind == OfiKind::Tcp && bind.port() == 0 {
+                    if let Some(port) = sockaddr_port(&core.ep.name) {
+                        bind.set_port(port);
+                    }
+                }
+                Meeting::Fabric {
+                    core: Box::new(core),
+                    events: VecDeque::new(),
+                }
+            }
+            Rendezvous::TcpSocket => {
+                let tcp = TcpListener::bind(bind)
+                    .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                    .map_err(|e| BusError::Provider {
+                        provider: domain.kind.name(),
+                        call: "bind (handshake socket)",
+                        reason: format!("{bind}: {e}"),
+                    })?;
+                if let Ok(local) = tcp.local_addr() {
+                    bind = local;
+                }
+                Meeting::Socket(tcp)
+            }
+        };
+        tracing::debug!(provider = domain.kind.name(), %bind, ?rendezvous, "ofi listening");
+        Ok(OfiListener {
+            domain: domain.clone(),
+            meeting,
+            bind,
+            config: config.clone(),
+        })
+    }
+
+    /// Answers one HELLO that came over the fabric: ACCEPT goes from the new endpoint.
+    fn answer_on_fabric(&self, hello: Handshake) -> Result<OfiConnection, BusError> {
+        let (mut core, peer_fi) = open_for_peer(&self.domain, self.bind, &self.config, &hello)?;
+        let accept = Handshake {
+            kind: Kind::Accept,
+            nonce: hello.nonce,
+            name: core.ep.name.clone(),
+        };
+        let mut events = VecDeque::new();
+        core.send_bytes_until(
+            &accept.encode(),
+            peer_fi,
+            Instant::now() + ACCEPT_SEND_TIMEOUT,
+            &mut events,
+        )?;
+        // Whatever the polls found (the ACCEPT's completion, perhaps the peer's first
+        // messages) goes to the connection.
+        self.connection(core, peer_fi, &hello.name, events)
+    }
+
+    /// Answers one HELLO that came over a TCP socket: ACCEPT goes back over it.
+    fn answer_on_socket(&self, mut stream: TcpStream) -> Result<OfiConnection, BusError> {
+        let hello = read_handshake(&mut stream)?;
+        if hello.kind != Kind::Hello {
+            return Err(BusError::Protocol("ofi handshake: expected HELLO".into()));
+        }
+        let (core, peer_fi) = open_for_peer(&self.domain, self.bind, &self.config, &hello)?;
+        let accept = Handshake {
+            kind: Kind::Accept,
+            nonce: hello.nonce,
+            name: core.ep.name.clone(),
+        };
+        write_handshake(&mut stream, &accept)?;
+        self.connection(core, peer_fi, &hello.name, VecDeque::new())
+    }
+
+    fn connection(
+        &self,
+        core: RdmCore,
+        peer_fi: FiAddr,
+        peer_name: &[u8],
+        early: VecDeque<Event>,
+    ) -> Result<OfiConnection, BusError> {
+        OfiConnection::new(
+            core,
+            peer_fi,
+            peer_name,
+            self.config.max_inline,
+            self.config.recv_wr as usize,
+            early,
+        )
+    }
+
+    /// One look for a HELLO over the fabric.
+    fn try_accept_fabric(&mut self) -> Result<Option<OfiConnection>, BusError> {
+        let Meeting::Fabric { core, events } = &mut self.meeting else {
+            return Ok(None);
+        };
+        core.poll(events, LISTENER_BOUNCE)?;
+        while let Some(event) = events.pop_front() {
+            let Event::Received { bounce, len } = event else {
+                continue;
+            };
+            let mut buf = vec![0u8; len];
+            let read = core.bounce_read(bounce, &mut buf);
+            core.release_bounce(bounce)?;
+            read?;
+            match Handshake::decode(&buf) {
+                // The rest of this batch stays in `events` for the next call.
+                Ok(hello) if hello.kind == Kind::Hello => {
+                    return self.answer_on_fabric(hello).map(Some)
+                }
+                Ok(other) => tracing::debug!(?other.kind, "ofi listener ignored a non-HELLO"),
+                Err(e) => tracing::debug!(%e, "ofi listener ignored a bad message"),
+            }
+        }
+        Ok(None)
+    }
+
+    /// One look for a HELLO over the handshake socket. A failed handshake is logged and
+    /// dropped: it must not stop the listener.
+    fn try_accept_socket(&mut self) -> Result<Option<OfiConnection>, BusError> {
+        let Meeting::Socket(tcp) = &self.meeting else {
+            return Ok(None);
+        };
+        match tcp.accept() {
+            Ok((stream, from)) => {
+                let answered = stream
+                    .set_nonblocking(false)
+                    .map_err(|e| BusError::Closed(format!("handshake socket: {e}")))
+                    .and_then(|()| self.answer_on_socket(stream));
+                match answered {
+                    Ok(conn) => Ok(Some(conn)),
+                    Err(e) => {
+                        tracing::debug!(%from, %e, "ofi handshake over TCP failed");
+                        Ok(None)
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                Ok(None)
+            }
+            Err(e) => Err(BusError::Provider {
+                provider: self.domain.kind.name(),
+                call: "accept (handshake socket)",
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+impl Listener for OfiListener {
+    type Conn = OfiConnection;
+
+    fn accept(&mut self, timeout: Duration) -> Result<Option<OfiConnection>, BusError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = match self.meeting {
+                Meeting::Fabric { .. } => self.try_accept_fabric()?,
+                Meeting::Socket(_) => self.try_accept_socket()?,
+            };
+            if found.is_some() {
+                return Ok(found);
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(HANDSHAKE_SLEEP);
+        }
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.bind
+    }
+}
+
+/// A nonce for one connection attempt (not secret: it only pairs an ACCEPT with its HELLO).
+fn nonce() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Where a connector's endpoint binds. On tcp: the local IP the kernel would route to `to`
+/// from (found with a connected UDP socket, which sends nothing), so the address in our HELLO
+/// is one the listener can reach; the provider's default is merely the first interface. Other
+/// providers have no IP addresses.
+fn connector_bind(kind: OfiKind, to: SocketAddr) -> Bind {
+    if kind != OfiKind::Tcp {
+        return Bind::Any;
+    }
+    let any: SocketAddr = if to.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let local =
+        std::net::UdpSocket::bind(any).and_then(|s| s.connect(to).and_then(|()| s.local_addr()));
+    match local {
+        // The tcp domain is IPv4 (OfiKind::addr_format).
+        Ok(local) if local.is_ipv4() => Bind::At(SocketAddr::new(local.ip(), 0)),
+        Ok(_) => Bind::Any,
+        Err(e) => {
+            tracing::debug!(%e, %to, "no route found; binding the connector anywhere");
+            Bind::Any
+        }
+    }
+}
+
+/// Connects to the listener at `to`: HELLO, then wait for the matching ACCEPT.
+pub(crate) fn connect(
+    domain: &Arc<Domain>,
+    rendezvous: Rendezvous,
+    to: SocketAddr,
+    config: &EndpointConfig,
+    timeout: Duration,
+) -> Result<OfiConnection, BusError> {
+    config.validate()?;
+    let deadline = Instant::now() + timeout;
+    let core = open_core(
+        domain,
+        connector_bind(domain.kind, to),
+        connection_sizes(config),
+    )?;
+    let hello = Handshake {
+        kind: Kind::Hello,
+        nonce: nonce(),
+        name: core.ep.name.clone(),
+    };
+    let (mut core, accept, early) = match rendezvous {
+        Rendezvous::Fabric => meet_on_fabric(domain, core, to, &hello, deadline, timeout)?,
+        Rendezvous::TcpSocket => meet_on_socket(core, to, &hello, timeout)?,
+    };
+    let peer_fi = core.ep.av_insert(&accept.name)?;
+    OfiConnection::new(
+        core,
+        peer_fi,
+        &accept.name,
+        config.max_inline,
+        config.recv_wr as usize,
+        early,
+    )
+}
+
+type Met = (RdmCore, Handshake, VecDeque<Event>);
+
+fn meet_on_socket(
+    core: RdmCore,
+    to: SocketAddr,
+    hello: &Handshake,
+    timeout: Duration,
+) -> Result<Met, BusError> {
+    let mut stream = TcpStream::connect_timeout(&to, timeout)
+        .map_err(|e| BusError::Closed(format!("handshake socket to {to}: {e}")))?;
+    write_handshake(&mut stream, hello)?;
+    let accept = read_handshake(&mut stream)?;
+    if accept.kind != Kind::Accept || accept.nonce != hello.nonce {
+        return Err(BusError::Protocol(format!(
+            "ofi handshake: {to} answered {:?} with another nonce",
+            accept.kind
+        )));
+    }
+    Ok((core, accept, VecDeque::new()))
+}
+
+fn meet_on_fabric(
+    domain: &Arc<Domain>,
+    mut core: RdmCore,
+    to: SocketAddr,
+    hello: &Handshake,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Met, BusError> {
+    let listener_raw = listener_address(domain, to)?;
+    let listener_fi = core.ep.av_insert(&listener_raw)?;
+    let mut events = VecDeque::new();
+    core.send_bytes_until(&hello.encode(), listener_fi, deadline, &mut events)
+        .map_err(|e| match e {
+            BusError::Full { .. } => BusError::Timeout(timeout),
+            e => e,
+        })?;
+    loop {
+        core.poll(&mut events, 16)?;
+        while let Some(event) = events.pop_front() {
+            match event {
+                Event::Received { bounce, len } => {
+                    let mut buf = vec![0u8; len];
+                    let read = core.bounce_read(bounce, &mut buf);
+                    core.release_bounce(bounce)?;
+                    read?;
+                    match Handshake::decode(&buf) {
+                        Ok(h) if h.kind == Kind::Accept && h.nonce == hello.nonce => {
+                            core.ep.av_remove(listener_fi);
+                            // Messages behind the ACCEPT in this batch are the peer's first
+                            // ones: the connection handles them first.
+                            return Ok((core, h, events));
+                        }
+                        other => tracing::debug!(?other, "ofi connect ignored a message"),
+                    }
+                }
+                Event::TxDone { status: Err(e), .. } => {
+                    return Err(BusError::Closed(format!(
+                        "HELLO to {to} ({}) failed: {e:?}",
+                        domain.kind.name()
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(BusError::Timeout(timeout));
+        }
+        std::thread::sleep(HANDSHAKE_SLEEP);
+    }
+}
