@@ -14,6 +14,7 @@ pub mod error;
 pub mod ofi;
 pub mod provider;
 pub mod ring;
+pub mod select;
 pub mod sim;
 pub mod stream;
 pub mod verbs;

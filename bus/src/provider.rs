@@ -175,8 +175,9 @@ pub trait DatagramEndpoint: Send + 'static {
 
 /// A fabric provider. Connections are established by IP address and port for every provider
 /// (rdma_cm on verbs, `fi_getinfo(node, service)` on ofi, an in-process registry on sim), so the
-/// node's `rdma-bind`/`rdma-port` mean the same thing everywhere.
-pub trait Provider: Send + Sync + 'static {
+/// node's `rdma-bind`/`rdma-port` mean the same thing everywhere. A provider is a cheap handle:
+/// clones share one device or domain.
+pub trait Provider: Clone + Send + Sync + 'static {
     type Region: Region;
     type Conn: Connection<Region = Self::Region>;
     type Listener: Listener<Conn = Self::Conn>;

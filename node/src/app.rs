@@ -39,12 +39,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!(%addr, "ready to accept connections (tcp)");
         tokio::spawn(listener::accept_loop(server.clone(), l));
     }
+    let fabric_listeners =
+        crate::fabric::start::start_configured(&server).context("starting the fabric listener")?;
     tokio::spawn(cron::run(server.clone()));
     wait_for_stop(&server).await;
     tracing::info!("shutting down");
     for client in server.clients.all() {
         client.kill();
     }
+    // The fabric threads see the shutdown flag and the kills; wait for them off the runtime.
+    let _ = tokio::task::spawn_blocking(move || {
+        for l in fabric_listeners {
+            l.join();
+        }
+    })
+    .await;
     crate::persistence::save_on_shutdown(&server);
     if !pidfile.is_empty() {
         let _ = std::fs::remove_file(&pidfile);

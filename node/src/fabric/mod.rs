@@ -5,6 +5,7 @@
 pub mod client;
 pub mod listener;
 pub mod poller;
+pub mod start;
 
 #[cfg(test)]
 mod tests;
