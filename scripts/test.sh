@@ -5,10 +5,13 @@
 #
 # Steps (each must pass): system packages; formatting; clippy with warnings as errors;
 # unit, property and integration tests (real node processes driven by redis-cli,
-# redis-benchmark and the `redis` client crate); a bounded fuzz run of the RESP decoder and
+# redis-benchmark, the `redis` client crate and `operator`), which include the fabric lanes
+# `sim` (in-process) and `ofi` (tcp;ofi_rxm and shm between processes); the `verbs` lane in a
+# QEMU guest with soft-RoCE (scripts/verbs-lane.sh); a bounded fuzz run of the RESP decoder and
 # the request parser.
 #
-# Environment: FUZZ_SECONDS (per fuzz target, default 30), SKIP_DEPS=1 (skip apt).
+# Environment: FUZZ_SECONDS (per fuzz target, default 30), SKIP_DEPS=1 (skip apt),
+# SKIP_VERBS_LANE=1 (skip the QEMU guest, e.g. on a laptop without qemu; CI never sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +33,11 @@ cargo build --workspace --bins --locked
 
 step "tests"
 cargo test --workspace --locked
+
+if [[ "${SKIP_VERBS_LANE:-0}" != 1 ]]; then
+    step "verbs lane (soft-RoCE in a QEMU guest)"
+    VERBS_LANE_NO_DEPS=1 bash scripts/verbs-lane.sh
+fi
 
 step "fuzz (bounded)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash scripts/fuzz.sh
