@@ -234,6 +234,12 @@ impl<C: Connection> Stream<C> {
         Ok(n)
     }
 
+    /// Bytes accepted by `write` whose WRITE has not completed yet. A graceful close waits for
+    /// 0: dropping the connection earlier may discard data still in flight.
+    pub fn unacknowledged(&self) -> u64 {
+        self.tx_accepted - self.tx_done
+    }
+
     /// Bytes `write` would accept now: bounded by the peer's advertised window and by staging.
     pub fn writable(&self) -> usize {
         let Some(peer) = self.peer_rx else {

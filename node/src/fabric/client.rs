@@ -16,8 +16,9 @@ use tokio::sync::Notify;
 pub const READ_CHUNK: usize = 64 * 1024;
 /// Read calls per turn, so one busy client cannot starve the others on its thread.
 const READS_PER_TURN_MAX: usize = 16;
-/// Turns a closing client gets to push its last replies out before it is dropped anyway.
-const CLOSING_TURNS_MAX: u32 = 10_000;
+/// How long a closing client may take to push its last replies out (the peer may have stopped
+/// reading) before it is dropped anyway.
+const CLOSING_GRACE: Duration = Duration::from_secs(2);
 
 enum State {
     Running,
@@ -28,7 +29,7 @@ enum State {
     },
     /// QUIT, a protocol error or a kill: send what is in the output, then close.
     Closing {
-        turns: u32,
+        since: Instant,
     },
 }
 
@@ -60,7 +61,9 @@ impl<C: Connection> FabricClient<C> {
     /// Sends `text` and closes: a refused connection (maxclients).
     pub fn reject(&mut self, text: &[u8]) {
         self.session.output.extend_from_slice(text);
-        self.state = State::Closing { turns: 0 };
+        self.state = State::Closing {
+            since: Instant::now(),
+        };
     }
 
     /// One non-blocking step. `now` drives the stream's keepalive; returns whether anything
@@ -93,9 +96,9 @@ impl<C: Connection> FabricClient<C> {
             self.execute();
         }
         self.write_output();
-        if let State::Closing { turns } = &mut self.state {
-            *turns += 1;
-            if self.session.output.is_empty() || *turns > CLOSING_TURNS_MAX {
+        if let State::Closing { since } = &self.state {
+            let drained = self.session.output.is_empty() && self.stream.unacknowledged() == 0;
+            if drained || since.elapsed() > CLOSING_GRACE {
                 let _ = self.stream.flush();
                 self.stream.close("closed by the server");
                 self.done = true;
@@ -116,7 +119,9 @@ impl<C: Connection> FabricClient<C> {
 
     fn start_closing(&mut self) {
         self.leave_block_if_any();
-        self.state = State::Closing { turns: 0 };
+        self.state = State::Closing {
+            since: Instant::now(),
+        };
     }
 
     fn leave_block_if_any(&mut self) {
@@ -188,7 +193,11 @@ impl<C: Connection> FabricClient<C> {
         let (step, _more) = self.session.process_input();
         match step {
             Step::Continue => {}
-            Step::Close => self.state = State::Closing { turns: 0 },
+            Step::Close => {
+                self.state = State::Closing {
+                    since: Instant::now(),
+                }
+            }
             Step::Block(block) => {
                 let deadline = block.timeout.map(|t| Instant::now() + t);
                 let look_again = self.session.enter_blocked(&block);

@@ -125,9 +125,17 @@ fn accept_loop<P: Provider>(
         let over_limit = server.clients.count() as u64 >= server.hot.maxclients.load(Relaxed);
         let session = Session::new(server.clone(), shared.clone());
         let mut client = FabricClient::new(stream, session);
+        // Protected mode as on TCP, judged by the listener's address because not every
+        // provider tells the peer's IP: without a password only a loopback listener serves.
+        let unprotected = server.hot.protected_mode.load(Relaxed)
+            && !server.hot.requirepass_set.load(Relaxed)
+            && !local.ip().is_loopback();
         if over_limit {
             Stats::add(&server.stats.rejected_connections, 1);
             client.reject(b"-ERR max number of clients reached\r\n");
+        } else if unprotected {
+            Stats::add(&server.stats.rejected_connections, 1);
+            client.reject(crate::server::listener::PROTECTED_MODE_DENIAL);
         }
         server.clients.add(shared);
         tracing::debug!(%peer, "fabric client accepted");
