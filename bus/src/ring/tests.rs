@@ -322,3 +322,51 @@ fn partition_breaks_both_sides() {
     assert!(matches!(s.writer.poll(), Err(BusError::Closed(_))));
     assert!(matches!(s.reader.poll(), Err(BusError::Closed(_))));
 }
+
+/// A provider may refuse a post with `Full` below the depth the writer was configured with
+/// (libfabric shm does when its queues toward a slow peer fill): that only delays records, it
+/// neither breaks the writer nor loses or reorders them. Method: the writer's connection has a
+/// 16-deep send queue while the writer is told 1024, so the sim refuses most of 40 appends made
+/// without polling; then everything is delivered. (Before the fix: `append` failed `Closed`.)
+#[test]
+fn provider_full_is_back_pressure_not_failure() {
+    let fabric = SimFabric::new(16, Faults::default()).unwrap();
+    let w = fabric.add_host().unwrap();
+    let r = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let shallow = EndpointConfig {
+        send_wr: crate::config::WR_MIN,
+        ..EndpointConfig::default()
+    };
+    let at = SocketAddr::from(([10, 0, 0, 7], 9000));
+    let mut l = r.listen(at, &cfg).unwrap();
+    let cw = w.connect(at, &shallow, Duration::ZERO).unwrap();
+    let cr = l.accept(Duration::ZERO).unwrap().unwrap();
+    let mut reader = RingReader::create(&r, cr, 4096).unwrap();
+    let mut writer = RingWriter::create(&w, cw, reader.advert().unwrap(), &cfg).unwrap();
+    reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
+    let records: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 40]).collect();
+    for record in &records {
+        writer.append(record).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut buf = Vec::new();
+    for _ in 0..100 {
+        if got.len() == records.len() && writer.is_drained() {
+            break;
+        }
+        fabric.run_until_idle(1000);
+        writer.poll().unwrap();
+        while let Some(_) = reader.next(&mut buf).unwrap() {
+            got.push(buf.clone());
+        }
+        reader.poll().unwrap();
+    }
+    assert!(
+        got == records,
+        "got {} of {} records",
+        got.len(),
+        records.len()
+    );
+    assert!(writer.is_drained());
+}
