@@ -542,6 +542,8 @@ fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
                     if ring_full == 1 {
                         ctrl.send(b"full");
                     }
+                    // Leave the (shared, small) CPU to the reader a moment.
+                    std::thread::yield_now();
                 }
                 Err(BusError::Full { .. }) => queue_full += 1,
                 Err(e) => panic!("append: {e}"),
@@ -567,9 +569,11 @@ fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     assert_eq!(fields[0], RING_RECORDS, "records the reader took");
     assert_eq!(fields[1], writer.head(), "the reader's consumed offset");
     eprintln!(
-        "  ring: {RING_RECORDS} records, {} bytes ({} laps), Full {ring_full}x (send queue {queue_full}x), reader waited on a landing record {}x",
+        "  ring: {RING_RECORDS} records, {} bytes ({} laps), Full {ring_full}x (send queue \
+         {queue_full}x, provider refused {}x), reader waited on a landing record {}x",
         writer.head(),
         writer.head() / RING_DATA_LEN as u64,
+        writer.provider_full(),
         fields[2]
     );
     child.expect_success(|| {

@@ -349,6 +349,7 @@ fn provider_full_is_back_pressure_not_failure() {
     for record in &records {
         writer.append(record).unwrap();
     }
+    assert!(writer.provider_full() > 0, "the sim refused posts");
     let mut got = Vec::new();
     let mut buf = Vec::new();
     for _ in 0..100 {
@@ -357,7 +358,7 @@ fn provider_full_is_back_pressure_not_failure() {
         }
         fabric.run_until_idle(1000);
         writer.poll().unwrap();
-        while let Some(_) = reader.next(&mut buf).unwrap() {
+        while reader.next(&mut buf).unwrap().is_some() {
             got.push(buf.clone());
         }
         reader.poll().unwrap();

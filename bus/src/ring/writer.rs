@@ -48,6 +48,8 @@ pub struct RingWriter<C: Connection> {
     unposted: VecDeque<(u64, usize)>,
     /// Absolute end of the last record WRITE the provider accepted: what the doorbell announces.
     posted_end: u64,
+    /// Posts the provider refused with `Full` (retried later).
+    provider_full: u64,
     acked: u64,
     tail_posted: u64,
     tail_in_flight: bool,
@@ -107,6 +109,7 @@ impl<C: Connection> RingWriter<C> {
             head: 0,
             unposted: VecDeque::new(),
             posted_end: 0,
+            provider_full: 0,
             acked: 0,
             tail_posted: 0,
             tail_in_flight: false,
@@ -135,6 +138,12 @@ impl<C: Connection> RingWriter<C> {
     /// The reader's consumed offset as last read from the ack word.
     pub fn acked(&self) -> u64 {
         self.acked
+    }
+
+    /// Times the provider refused a record or doorbell WRITE with `Full` below the configured
+    /// depth; each was retried by a later `append` or `poll`.
+    pub fn provider_full(&self) -> u64 {
+        self.provider_full
     }
 
     pub fn conn(&self) -> &C {
@@ -243,8 +252,14 @@ impl<C: Connection> RingWriter<C> {
             };
             match self.conn.post_write(WR_RECORD, src, dst, None) {
                 Ok(()) => {}
-                Err(BusError::Full { .. }) => return Ok(()),
-                Err(e) => return Err(self.break_with(format!("posting a ring record failed: {e}"))),
+                Err(BusError::Full { .. }) => {
+                    self.provider_full += 1;
+                    return Ok(());
+                }
+                Err(e) => {
+                    let why = format!("posting a ring record failed: {e}");
+                    return Err(self.break_with(why));
+                }
             }
             self.outstanding += 1;
             self.posted_end = at + total as u64;
@@ -276,8 +291,14 @@ impl<C: Connection> RingWriter<C> {
         };
         match self.conn.post_write(WR_TAIL, src, dst, None) {
             Ok(()) => {}
-            Err(BusError::Full { .. }) => return Ok(()),
-            Err(e) => return Err(self.break_with(format!("posting the ring doorbell failed: {e}"))),
+            Err(BusError::Full { .. }) => {
+                self.provider_full += 1;
+                return Ok(());
+            }
+            Err(e) => {
+                let why = format!("posting the ring doorbell failed: {e}");
+                return Err(self.break_with(why));
+            }
         }
         self.outstanding += 1;
         self.tail_in_flight = true;
