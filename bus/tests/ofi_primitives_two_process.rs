@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use bus::datagram::{frame, DatagramSocket, DatagramStats};
 use bus::ofi::{OfiKind, OfiProvider};
+use bus::ring::layout::RING_HEADER_LEN;
 use bus::ring::{decode_advert, encode_advert, RingReader, RingWriter};
 use bus::stream::{Stream, RX_SIZE_MIN};
 use bus::{
@@ -283,6 +284,7 @@ fn ring_reader(provider: &OfiProvider, kind: OfiKind, seed: u64) {
             writer_met_full = true;
         }
         if taken == RING_HOLD_AT && !writer_met_full {
+            std::thread::yield_now();
             continue;
         }
         // Bounded per round, so acks go out while records stream in.
@@ -521,7 +523,7 @@ fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     let ring_conn = provider.connect(addr, &config, PHASE_TIMEOUT).unwrap();
     let mut ctrl = Messenger::new(provider, ctrl_conn);
     let ring = decode_advert(&ctrl.recv("the ring advert")).unwrap();
-    assert_eq!(ring.len as usize, 64 + RING_DATA_LEN, "header + data area");
+    assert_eq!(ring.len as usize, RING_HEADER_LEN + RING_DATA_LEN);
     let mut writer = RingWriter::create(provider, ring_conn, ring, &config).unwrap();
     ctrl.send(&encode_advert(&writer.ack_advert().unwrap()));
 
