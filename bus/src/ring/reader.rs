@@ -223,8 +223,11 @@ impl<C: Connection> RingReader<C> {
             offset: 0,
             len: 8,
         };
-        if let Err(e) = self.conn.post_write(WR_ACK, src, dst, None) {
-            return Err(self.break_with(format!("posting the ring ack failed: {e}")));
+        match self.conn.post_write(WR_ACK, src, dst, None) {
+            Ok(()) => {}
+            // Back-pressure from the provider: the next poll publishes the offset.
+            Err(BusError::Full { .. }) => return Ok(()),
+            Err(e) => return Err(self.break_with(format!("posting the ring ack failed: {e}"))),
         }
         self.ack_in_flight = true;
         self.ack_posted = self.consumed;

@@ -16,7 +16,9 @@ use super::*;
 use crate::access::Access;
 use crate::config::EndpointConfig;
 use crate::error::BusError;
-use crate::provider::{Listener, Provider, Region};
+use crate::provider::{
+    Completion, Connection, Listener, LocalSlice, Provider, Region, RemoteSlice,
+};
 use crate::sim::{Faults, SimConnection, SimFabric, SimProvider};
 
 struct Setup {
@@ -321,4 +323,141 @@ fn partition_breaks_both_sides() {
     s.fabric.run_until_idle(100);
     assert!(matches!(s.writer.poll(), Err(BusError::Closed(_))));
     assert!(matches!(s.reader.poll(), Err(BusError::Closed(_))));
+}
+
+/// A provider may refuse a post with `Full` below the depth the writer was configured with
+/// (libfabric shm does when its queues toward a slow peer fill): that only delays records, it
+/// neither breaks the writer nor loses or reorders them. Method: the writer's connection has a
+/// 16-deep send queue while the writer is told 1024, so the sim refuses most of 40 appends made
+/// without polling; then everything is delivered. (Before the fix: `append` failed `Closed`.)
+#[test]
+fn provider_full_is_back_pressure_not_failure() {
+    let fabric = SimFabric::new(16, Faults::default()).unwrap();
+    let w = fabric.add_host().unwrap();
+    let r = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let shallow = EndpointConfig {
+        send_wr: crate::config::WR_MIN,
+        ..EndpointConfig::default()
+    };
+    let at = SocketAddr::from(([10, 0, 0, 7], 9000));
+    let mut l = r.listen(at, &cfg).unwrap();
+    let cw = w.connect(at, &shallow, Duration::ZERO).unwrap();
+    let cr = l.accept(Duration::ZERO).unwrap().unwrap();
+    let mut reader = RingReader::create(&r, cr, 4096).unwrap();
+    let mut writer = RingWriter::create(&w, cw, reader.advert().unwrap(), &cfg).unwrap();
+    reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
+    let records: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 40]).collect();
+    for record in &records {
+        writer.append(record).unwrap();
+    }
+    assert!(writer.provider_full() > 0, "the sim refused posts");
+    let mut got = Vec::new();
+    let mut buf = Vec::new();
+    for _ in 0..100 {
+        if got.len() == records.len() && writer.is_drained() {
+            break;
+        }
+        fabric.run_until_idle(1000);
+        writer.poll().unwrap();
+        while reader.next(&mut buf).unwrap().is_some() {
+            got.push(buf.clone());
+        }
+        reader.poll().unwrap();
+    }
+    assert!(
+        got == records,
+        "got {} of {} records",
+        got.len(),
+        records.len()
+    );
+    assert!(writer.is_drained());
+}
+
+/// A connection that refuses the next `refuse` WRITEs with `Full`, as a provider with its own
+/// queues full does; everything else goes to the sim.
+#[derive(Debug)]
+struct Refusing {
+    inner: SimConnection,
+    refuse: usize,
+}
+
+impl Connection for Refusing {
+    type Region = crate::sim::SimRegion;
+
+    fn post_send(&mut self, wr_id: u64, src: LocalSlice<Self::Region>) -> crate::Result<()> {
+        self.inner.post_send(wr_id, src)
+    }
+    fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<Self::Region>) -> crate::Result<()> {
+        self.inner.post_recv(wr_id, dst)
+    }
+    fn post_write(
+        &mut self,
+        wr_id: u64,
+        src: LocalSlice<Self::Region>,
+        dst: RemoteSlice,
+        imm: Option<u32>,
+    ) -> crate::Result<()> {
+        if self.refuse > 0 {
+            self.refuse -= 1;
+            return Err(BusError::Full { what: "test queue" });
+        }
+        self.inner.post_write(wr_id, src, dst, imm)
+    }
+    fn post_read(
+        &mut self,
+        wr_id: u64,
+        dst: LocalSlice<Self::Region>,
+        src: RemoteSlice,
+    ) -> crate::Result<()> {
+        self.inner.post_read(wr_id, dst, src)
+    }
+    fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> crate::Result<usize> {
+        self.inner.poll(out, max)
+    }
+    fn wait(&mut self, timeout: Duration) -> crate::Result<()> {
+        self.inner.wait(timeout)
+    }
+    fn peer(&self) -> &crate::EndpointAddr {
+        self.inner.peer()
+    }
+    fn local(&self) -> &crate::EndpointAddr {
+        self.inner.local()
+    }
+}
+
+/// The reader's ack WRITE refused with `Full` is published by a later poll; the reader does
+/// not break. (Before the fix: `poll` returned `Closed`.)
+#[test]
+fn a_refused_ack_is_published_later() {
+    let fabric = SimFabric::new(17, Faults::default()).unwrap();
+    let w = fabric.add_host().unwrap();
+    let r = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let at = SocketAddr::from(([10, 0, 0, 8], 9000));
+    let mut l = r.listen(at, &cfg).unwrap();
+    let cw = w.connect(at, &cfg, Duration::ZERO).unwrap();
+    let cr = Refusing {
+        inner: l.accept(Duration::ZERO).unwrap().unwrap(),
+        refuse: 2,
+    };
+    let ring = r
+        .register(
+            RING_HEADER_LEN + 4096,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
+        .unwrap();
+    let mut reader = RingReader::new(cr, ring, r.register(8, Access::NONE).unwrap()).unwrap();
+    let mut writer = RingWriter::create(&w, cw, reader.advert().unwrap(), &cfg).unwrap();
+    reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
+    writer.append(b"acknowledge me").unwrap();
+    fabric.run_until_idle(100);
+    let mut buf = Vec::new();
+    assert_eq!(reader.next(&mut buf).unwrap(), Some(0));
+    for _ in 0..3 {
+        reader.poll().unwrap();
+        fabric.run_until_idle(100);
+    }
+    writer.poll().unwrap();
+    assert!(writer.is_drained(), "acked {}", writer.acked());
 }

@@ -1,5 +1,12 @@
 //! The producing side of a ring: appends records with one-sided WRITEs into the reader's
 //! region, rings the tail doorbell, and reads the reader's consumed offset from its own ack word.
+//!
+//! A provider may refuse a post with `Full` even below `send_wr` (shm's own queues toward a
+//! slow peer, tcp;ofi_rxm while connecting): that is back-pressure, not failure. A record the
+//! provider refused stays staged and is posted, in order, by a later `append` or `poll`; a
+//! refused doorbell is rung again by `poll`.
+
+use std::collections::VecDeque;
 
 use crate::access::Access;
 use crate::config::EndpointConfig;
@@ -35,6 +42,14 @@ pub struct RingWriter<C: Connection> {
     ring: RemoteRegion,
     data_len: usize,
     head: u64,
+    /// Records staged but refused by the provider (`Full`): absolute start and total length,
+    /// oldest first. Bounded by the ring itself: each covers at least a record header of
+    /// unacknowledged bytes, so at most data_len / RECORD_HEADER_LEN wait.
+    unposted: VecDeque<(u64, usize)>,
+    /// Absolute end of the last record WRITE the provider accepted: what the doorbell announces.
+    posted_end: u64,
+    /// Posts the provider refused with `Full` (retried later).
+    provider_full: u64,
     acked: u64,
     tail_posted: u64,
     tail_in_flight: bool,
@@ -92,6 +107,9 @@ impl<C: Connection> RingWriter<C> {
             ring,
             data_len,
             head: 0,
+            unposted: VecDeque::new(),
+            posted_end: 0,
+            provider_full: 0,
             acked: 0,
             tail_posted: 0,
             tail_in_flight: false,
@@ -120,6 +138,12 @@ impl<C: Connection> RingWriter<C> {
     /// The reader's consumed offset as last read from the ack word.
     pub fn acked(&self) -> u64 {
         self.acked
+    }
+
+    /// Times the provider refused a record or doorbell WRITE with `Full` below the configured
+    /// depth; each was retried by a later `append` or `poll`.
+    pub fn provider_full(&self) -> u64 {
+        self.provider_full
     }
 
     pub fn conn(&self) -> &C {
@@ -182,50 +206,79 @@ impl<C: Connection> RingWriter<C> {
         if gap >= RECORD_HEADER_LEN {
             let pad_len = (gap - RECORD_HEADER_LEN) as u32;
             let header = encode_header(self.head, pad_len, KIND_PAD, &[]);
-            self.post_record(pos, &header, &[])?;
+            self.stage_record(self.head, &header, &[])?;
         }
         self.head += gap as u64;
         let at = self.head;
         let header = encode_header(at, payload.len() as u32, KIND_DATA, payload);
-        let pos = (at % self.data_len as u64) as usize;
-        self.post_record(pos, &header, payload)?;
+        self.stage_record(at, &header, payload)?;
         self.head += total as u64;
+        self.post_unposted()?;
         self.ring_doorbell()?;
         Ok(at)
     }
 
-    /// Stages `header + payload` (zero-padded to alignment) at `pos` and WRITEs it.
-    fn post_record(&mut self, pos: usize, header: &[u8], payload: &[u8]) -> Result<()> {
+    /// Stages `header + payload` (zero-padded to alignment) for absolute offset `at` and queues
+    /// its WRITE.
+    fn stage_record(&mut self, at: u64, header: &[u8], payload: &[u8]) -> Result<()> {
+        let pos = (at % self.data_len as u64) as usize;
         let total = record_total(payload.len());
         let pad = total - RECORD_HEADER_LEN - payload.len();
         self.staging.write(pos, header)?;
         self.staging.write(pos + RECORD_HEADER_LEN, payload)?;
         self.staging
             .write(pos + RECORD_HEADER_LEN + payload.len(), &[0u8; 8][..pad])?;
-        let src = LocalSlice {
-            region: self.staging.clone(),
-            offset: pos,
-            len: total,
-        };
-        let dst = RemoteSlice {
-            region: self.ring,
-            offset: (RING_HEADER_LEN + pos) as u64,
-            len: total as u64,
-        };
-        if let Err(e) = self.conn.post_write(WR_RECORD, src, dst, None) {
-            return Err(self.break_with(format!("posting a ring record failed: {e}")));
-        }
-        self.outstanding += 1;
+        self.unposted.push_back((at, total));
         Ok(())
     }
 
-    /// WRITEs the head into the reader's tail word unless one such write is still in flight.
-    /// One at a time: with unordered placement two tail writes could land in either order.
+    /// Posts queued record WRITEs, oldest first, until the provider says `Full` (they wait for
+    /// the next call). One send slot stays free for the doorbell.
+    fn post_unposted(&mut self) -> Result<()> {
+        while let Some(&(at, total)) = self.unposted.front() {
+            if self.outstanding + 1 >= self.send_wr {
+                return Ok(());
+            }
+            let pos = (at % self.data_len as u64) as usize;
+            let src = LocalSlice {
+                region: self.staging.clone(),
+                offset: pos,
+                len: total,
+            };
+            let dst = RemoteSlice {
+                region: self.ring,
+                offset: (RING_HEADER_LEN + pos) as u64,
+                len: total as u64,
+            };
+            match self.conn.post_write(WR_RECORD, src, dst, None) {
+                Ok(()) => {}
+                Err(BusError::Full { .. }) => {
+                    self.provider_full += 1;
+                    return Ok(());
+                }
+                Err(e) => {
+                    let why = format!("posting a ring record failed: {e}");
+                    return Err(self.break_with(why));
+                }
+            }
+            self.outstanding += 1;
+            self.posted_end = at + total as u64;
+            self.unposted.pop_front();
+        }
+        Ok(())
+    }
+
+    /// WRITEs the end of the posted records into the reader's tail word unless one such write
+    /// is still in flight. One at a time: with unordered placement two tail writes could land
+    /// in either order. A `Full` provider leaves it for the next `poll`.
     fn ring_doorbell(&mut self) -> Result<()> {
-        if self.tail_in_flight || self.tail_posted >= self.head {
+        if self.tail_in_flight
+            || self.tail_posted >= self.posted_end
+            || self.outstanding >= self.send_wr
+        {
             return Ok(());
         }
-        self.staging.store_u64(self.data_len, self.head)?;
+        self.staging.store_u64(self.data_len, self.posted_end)?;
         let src = LocalSlice {
             region: self.staging.clone(),
             offset: self.data_len,
@@ -236,16 +289,25 @@ impl<C: Connection> RingWriter<C> {
             offset: TAIL_OFFSET as u64,
             len: 8,
         };
-        if let Err(e) = self.conn.post_write(WR_TAIL, src, dst, None) {
-            return Err(self.break_with(format!("posting the ring doorbell failed: {e}")));
+        match self.conn.post_write(WR_TAIL, src, dst, None) {
+            Ok(()) => {}
+            Err(BusError::Full { .. }) => {
+                self.provider_full += 1;
+                return Ok(());
+            }
+            Err(e) => {
+                let why = format!("posting the ring doorbell failed: {e}");
+                return Err(self.break_with(why));
+            }
         }
         self.outstanding += 1;
         self.tail_in_flight = true;
-        self.tail_posted = self.head;
+        self.tail_posted = self.posted_end;
         Ok(())
     }
 
-    /// Reaps completions, refreshes the acknowledged offset and re-rings the doorbell.
+    /// Reaps completions, refreshes the acknowledged offset, posts records the provider
+    /// refused earlier and re-rings the doorbell.
     /// A failed work request breaks the writer: the ring is unusable, the error says why.
     pub fn poll(&mut self) -> Result<()> {
         self.check_usable()?;
@@ -267,6 +329,7 @@ impl<C: Connection> RingWriter<C> {
             return Err(self.break_with(why));
         }
         self.refresh_acked()?;
+        self.post_unposted()?;
         self.ring_doorbell()
     }
 
