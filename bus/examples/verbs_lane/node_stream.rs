@@ -2,7 +2,9 @@
 //! on the rxe address, it answers PING/SET/GET sent over a Stream (Valkey-over-RDMA framing,
 //! through `bus::select::connect_stream` as `operator` connects), including a value and a
 //! pipeline that each span several RX windows in both directions; keys written over the fabric
-//! are visible over TCP and the other way round; SHUTDOWN over the fabric stops it cleanly.
+//! are visible over TCP and the other way round; peers that send a control message of the wrong
+//! size, an unknown opcode or more than a receive holds are disconnected while the Stream client
+//! keeps being served; SHUTDOWN over the fabric stops it cleanly.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -12,8 +14,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bus::select::{connect_stream, ByteStream};
+use bus::stream::control::CONTROL_MSG_LEN;
+use bus::{Access, BusError, Connection, Op, Provider, Region, WorkError};
 
-use crate::{ensure, rxe_ip, R, WAIT};
+use crate::{config, ensure, provider, rxe_ip, slice, R, WAIT};
 
 const FABRIC_PORT: u16 = 16379;
 const TCP_PORT: u16 = 6379;
@@ -237,6 +241,42 @@ fn connect(node: &mut Node) -> R<Client> {
     }
 }
 
+/// A raw verbs peer sends `msg` as its first control message; the node must disconnect it,
+/// which our side sees as its posted receives flushed.
+fn bad_peer(what: &str, msg: &[u8]) -> R {
+    const SLOTS: usize = 4;
+    let p = provider()?;
+    let to = SocketAddr::new(rxe_ip(), FABRIC_PORT);
+    let mut conn = p.connect(to, &config(), WAIT)?;
+    // Room for the node's RegisterXferMemory and keepalives, so only our message offends.
+    let rx = p.register(SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+    for i in 0..SLOTS {
+        conn.post_recv(i as u64, slice(&rx, i * CONTROL_MSG_LEN, CONTROL_MSG_LEN))?;
+    }
+    let tx = p.register(msg.len(), Access::NONE)?;
+    tx.write(0, msg)?;
+    conn.post_send(100, slice(&tx, 0, msg.len()))?;
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    loop {
+        ensure(
+            Instant::now() < deadline,
+            format!("the node kept a peer that sent {what} ({out:?})"),
+        )?;
+        match conn.poll(&mut out, 8) {
+            Ok(_) => {}
+            Err(BusError::Closed(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        let flushed = |c: &bus::Completion| c.op == Op::Recv && c.status == Err(WorkError::Flushed);
+        if out.iter().any(flushed) {
+            println!("{what}: disconnected");
+            return Ok(());
+        }
+        conn.wait(Duration::from_millis(100))?;
+    }
+}
+
 /// One request/reply over TCP on the guest's loopback.
 fn tcp_command(args: &[&[u8]]) -> R<Vec<u8>> {
     let mut s = TcpStream::connect(("127.0.0.1", TCP_PORT))?;
@@ -311,6 +351,21 @@ fn checks(node: &mut Node) -> R {
         &c.command(&[b"GET", b"lane:tcp"])?,
         &bulk(b"over-tcp"),
         "GET over the fabric of a key set over TCP",
+    )?;
+
+    // Misbehaving peers are cut off; the well-behaved client is still served.
+    bad_peer("a 7-byte control message", b"garbage")?;
+    let mut unknown = [0u8; CONTROL_MSG_LEN];
+    unknown[0..2].copy_from_slice(&0x00ffu16.to_be_bytes());
+    bad_peer("an unknown opcode", &unknown)?;
+    bad_peer(
+        "a SEND larger than a control message",
+        &[0x5a; 4 * CONTROL_MSG_LEN],
+    )?;
+    expect_reply(
+        &c.command(&[b"PING"])?,
+        b"+PONG\r\n",
+        "PING after bad peers",
     )?;
 
     // SHUTDOWN over the fabric: no reply, the node exits by itself with status 0.
