@@ -7,7 +7,7 @@
 # status is the guest tests' result: 0 only if the guest printed `VERBS-LANE-RESULT: pass`.
 #
 # Usage: scripts/verbs-lane.sh [extra test binary...]
-#   Builds and runs the bus crate's guest test runner (bus/examples/verbs_lane.rs) plus any
+#   Builds and runs the bus crate's guest test runner (bus/examples/verbs_lane/) plus any
 #   binaries given (each a `list`/`<name>` runner or a plain program; exit 0 = pass). Also
 #   builds the node, which the runner's node_* checks start inside the guest.
 # Env:
@@ -35,7 +35,10 @@ log "building the guest test runner and the node"
 bins=("$target/debug/examples/verbs_lane" "$@")
 helpers=("$target/debug/node")
 
-version=$("$vm/kernel.sh" "$cache")
+version=$("$vm/kernel.sh" "$cache") || {
+    log "FAIL: no guest kernel (see above); the lane cannot run without it"
+    exit 1
+}
 ktree="$cache/kpkg-$version"
 initrd="$cache/initrd.gz"
 "$vm/initramfs.sh" "$ktree" "$version" "$initrd" "${bins[@]}" -- "${helpers[@]}"
