@@ -7,33 +7,41 @@
 # status is the guest tests' result: 0 only if the guest printed `VERBS-LANE-RESULT: pass`.
 #
 # Usage: scripts/verbs-lane.sh [extra test binary...]
-#   Builds and runs the bus crate's guest test runner (bus/examples/verbs_lane.rs) plus any
-#   binaries given (each a `list`/`<name>` runner or a plain program; exit 0 = pass).
+#   Builds and runs the bus crate's guest test runner (bus/examples/verbs_lane/) plus any
+#   binaries given (each a `list`/`<name>` runner or a plain program; exit 0 = pass). Also
+#   builds the node, which the runner's node_* checks start inside the guest.
 # Env:
 #   VERBS_LANE_TIMEOUT_S  whole-VM bound in seconds (default 600): a hung guest fails the lane
 #   VERBS_LANE_CACHE      kernel/initramfs cache (default target/rxe-vm; not committed)
-#   VERBS_LANE_NO_DEPS=1  skip scripts/install-deps.sh (e.g. when not root and deps are present)
+#   VERBS_LANE_NO_DEPS=1  skip scripts/install-deps.sh (e.g. when not root and deps are present);
+#                         SKIP_DEPS=1 (scripts/test.sh's switch) does the same
 #   RXE_KERNEL_VERSION    pin the Debian kernel (default: what linux-image-amd64 depends on)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 vm="$repo/scripts/rxe-vm"
-cache=${VERBS_LANE_CACHE:-$repo/target/rxe-vm}
+target=${CARGO_TARGET_DIR:-$repo/target}
+cache=${VERBS_LANE_CACHE:-$target/rxe-vm}
 timeout_s=${VERBS_LANE_TIMEOUT_S:-600}
 log() { printf 'verbs-lane: %s\n' "$*" >&2; }
 
-if [[ "${VERBS_LANE_NO_DEPS:-}" != 1 ]]; then
+if [[ "${VERBS_LANE_NO_DEPS:-}" != 1 && "${SKIP_DEPS:-}" != 1 ]]; then
     "$repo/scripts/install-deps.sh"
 fi
 mkdir -p "$cache"
 
-log "building the guest test runner"
-(cd "$repo" && cargo build -q -p bus --example verbs_lane)
-bins=("$repo/target/debug/examples/verbs_lane" "$@")
+log "building the guest test runner and the node"
+(cd "$repo" && cargo build -q --locked -p bus --example verbs_lane &&
+    cargo build -q --locked -p node --bin node)
+bins=("$target/debug/examples/verbs_lane" "$@")
+helpers=("$target/debug/node")
 
-version=$("$vm/kernel.sh" "$cache")
+version=$("$vm/kernel.sh" "$cache") || {
+    log "FAIL: no guest kernel (see above); the lane cannot run without it"
+    exit 1
+}
 ktree="$cache/kpkg-$version"
 initrd="$cache/initrd.gz"
-"$vm/initramfs.sh" "$ktree" "$version" "$initrd" "${bins[@]}"
+"$vm/initramfs.sh" "$ktree" "$version" "$initrd" "${bins[@]}" -- "${helpers[@]}"
 
 console="$cache/console.log"
 log "booting $version under QEMU TCG (bound ${timeout_s}s); console in $console"
@@ -55,7 +63,7 @@ set -e
 qemu_pid=
 # Strip terminal escapes and carriage returns from the serial console.
 sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' "$console.raw" | tr -d '\r' >"$console"
-grep -E '^(VERBS-TEST|VERBS-LANE-SUMMARY|rxe-guest:)' "$console" >&2 || true
+grep -E '^(VERBS-TEST|VERBS-LANE-SUMMARY|rxe-guest:|    )' "$console" >&2 || true
 
 if [[ $qemu_rc -eq 124 || $qemu_rc -eq 137 ]]; then
     log "FAIL: the guest did not finish within ${timeout_s}s (see $console)"

@@ -12,17 +12,22 @@ failed=0
 # Start on a fresh line: the console may still hold firmware escape codes.
 echo
 
+# A passing check's last lines (what it measured: records, bytes, rounds) follow its result
+# line, indented, with its emulated run time; a failing check's output follows in full.
 check() {
     name=$1
     shift
+    start=$(date +%s)
     if timeout "$CHECK_TIMEOUT_S" "$@" >"/tmp/$name.log" 2>&1; then
         echo "VERBS-TEST $name: pass"
+        tail -n 4 "/tmp/$name.log" | sed 's/^/    /'
         passed=$((passed + 1))
     else
         echo "VERBS-TEST $name: fail (exit $?)"
         sed 's/^/    /' "/tmp/$name.log" | tail -n 60
         failed=$((failed + 1))
     fi
+    echo "    ($(($(date +%s) - start)) s)"
 }
 
 # The device exists and libibverbs finds it through the rxe provider.

@@ -3,11 +3,20 @@
 # the RDMA tools and test binaries with every shared library they load (including the ones
 # sideway dlopens at run time and the rxe libibverbs provider), the guest /init and test plan.
 #
-# Usage: initramfs.sh <kernel tree (extracted .deb)> <kernel version> <out.cpio.gz> <binary>...
+# Usage: initramfs.sh <kernel tree (extracted .deb)> <kernel version> <out.cpio.gz> \
+#            <test binary>... [-- <helper binary>...]
+#   Test binaries go into /t and into the plan (/t/lane-bins); helper binaries (the node the
+#   tests start) only into /t. Binaries are copied without debug info when `strip` exists: a
+#   debug build of the node is ~70 MB, most of it DWARF, and the whole image is gzipped and
+#   unpacked into the guest's RAM on every run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ktree=$1 version=$2 out=$3
 shift 3
+tests=() helpers=()
+while [[ $# -gt 0 && "$1" != -- ]]; do tests+=("$1"); shift; done
+[[ $# -gt 0 ]] && shift
+helpers=("$@")
 log() { printf 'rxe-vm: %s\n' "$*" >&2; }
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/rxe-root.XXXXXX")
@@ -55,12 +64,23 @@ copy_bin() {
     cp -L "$1" "$root/t/"
     copy_with_libs "$1"
 }
+# A project binary: as copy_bin, without its debug info.
+copy_project_bin() {
+    copy_bin "$1"
+    if command -v strip >/dev/null; then
+        strip --strip-debug "$root/t/$(basename "$1")"
+    fi
+}
 
 tools=(/usr/sbin/ip /usr/bin/rdma)
 for t in ibv_devices ibv_devinfo rping; do tools+=("$(command -v "$t")"); done
-for b in "${tools[@]}" "$@"; do
+for b in "${tools[@]}"; do
     [[ -x "$b" ]] || { log "missing binary $b"; exit 1; }
     copy_bin "$b"
+done
+for b in "${tests[@]}" "${helpers[@]}"; do
+    [[ -x "$b" ]] || { log "missing binary $b"; exit 1; }
+    copy_project_bin "$b"
 done
 
 # What is dlopened at run time (ldd cannot see it): libibverbs and librdmacm by sideway, the
@@ -82,7 +102,7 @@ install -m 755 "$here/init.sh" "$root/init"
 install -m 755 "$here/guest-tests.sh" "$root/t/guest-tests.sh"
 # The plan runs these (the project's test binaries), in the order given.
 : >"$root/t/lane-bins"
-for b in "$@"; do echo "/t/$(basename "$b")" >>"$root/t/lane-bins"; done
+for b in "${tests[@]}"; do echo "/t/$(basename "$b")" >>"$root/t/lane-bins"; done
 
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out"
 log "initramfs $(du -h "$out" | cut -f1) with $(wc -l <"$root/mods/order") modules, binaries: $(ls "$root/t" | tr '\n' ' ')"

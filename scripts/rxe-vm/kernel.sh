@@ -11,6 +11,13 @@ cache=$1
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 log() { printf 'rxe-vm: %s\n' "$*" >&2; }
+# The lane cannot run without the kernel: say why plainly and fail (never skip silently).
+fail_download() {
+    log "FAIL: cannot download $1 (no network or apt mirror?). The verbs lane needs Debian's"
+    log "kernel package once (~70 MB, cached in $cache); put a linux-image-*-amd64_*.deb there"
+    log "by hand or retry with network access."
+    exit 1
+}
 
 version=${RXE_KERNEL_VERSION:-}
 if [[ -z "$version" ]]; then
@@ -35,13 +42,14 @@ if [[ -z "$deb" ]]; then
     if ! (cd "$cache" && apt-get download -q "linux-image-$version" >&2); then
         # Stale lists can name a kernel the mirror no longer has (security updates bump the
         # ABI number): refresh them once and ask again which kernel is current.
-        [[ -z "${RXE_KERNEL_VERSION:-}" ]] || exit 1
+        [[ -z "${RXE_KERNEL_VERSION:-}" ]] || fail_download "linux-image-$version"
         log "download failed; refreshing apt lists and retrying"
-        apt-get update -q >&2
+        apt-get update -q >&2 || fail_download "the apt lists (apt-get update)"
         version=$(apt-cache depends linux-image-amd64 2>/dev/null |
             grep -oE 'linux-image-[0-9][^ ]*-amd64' | head -n1 | sed 's/^linux-image-//')
         [[ -n "$version" ]] || { log "apt-cache knows no linux-image-amd64"; exit 1; }
-        (cd "$cache" && apt-get download -q "linux-image-$version" >&2)
+        (cd "$cache" && apt-get download -q "linux-image-$version" >&2) ||
+            fail_download "linux-image-$version"
     fi
     deb=$(find "$cache" -maxdepth 1 -name "linux-image-${version}_*.deb" | head -n1)
     [[ -n "$deb" ]] || { log "apt-get download linux-image-$version produced no .deb"; exit 1; }

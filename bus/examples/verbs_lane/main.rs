@@ -2,11 +2,19 @@
 //!
 //! `verbs_lane list` prints the test names; `verbs_lane <name>` runs one and exits 0 on success.
 //! The two-process tests start this same binary again as the peer process (`ring-writer`,
-//! `ud-peer`). Env: `RXE_IP` (the rxe netdev's IPv4 address, default 10.11.12.13) and `GID_IDX`
-//! (default 1, the IPv4-mapped RoCE v2 GID).
+//! `ud-peer`, `dgram-peer`); the node checks start the node binary (`NODE_BIN`, default `node`
+//! beside this binary). Env: `RXE_IP` (the rxe netdev's IPv4 address, default 10.11.12.13) and
+//! `GID_IDX` (default 1, the IPv4-mapped RoCE v2 GID).
+//!
+//! Modules: [`node_stream`] (a real node served over a verbs Stream), [`ring`] (the bus Ring
+//! between two processes), [`datagram`] (the bus Datagram framing over UD between two processes).
 //!
 //! There are no timing assertions: every wait has a generous bound (`WAIT`) that only turns a
 //! hang into a failure, because the guest runs under emulation on a shared machine.
+
+mod datagram;
+mod node_stream;
+mod ring;
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, ExitCode};
@@ -18,10 +26,10 @@ use bus::{
     Listener, LocalSlice, Op, Provider, Region, RemoteRegion, RemoteSlice, WorkError,
 };
 
-type R<T = ()> = Result<T, Box<dyn std::error::Error>>;
+pub(crate) type R<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 /// Bound on any single wait (a connection, a completion, a datagram, a child process).
-const WAIT: Duration = Duration::from_secs(90);
+pub(crate) const WAIT: Duration = Duration::from_secs(90);
 
 /// A named guest test.
 type Test = (&'static str, fn() -> R);
@@ -36,14 +44,18 @@ const TESTS: &[Test] = &[
     ("rc_limits", test_limits),
     ("rc_peer_close", test_peer_close),
     ("rc_accept_short_timeouts", test_accept_short_timeouts),
-    ("ring_two_process", test_ring_two_process),
     ("ud_two_process", test_ud_two_process),
+    ("ring_two_process", ring::test_ring_two_process),
+    ("datagram_two_process", datagram::test_datagram_two_process),
+    ("node_stream", node_stream::test_node_stream),
 ];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let Some(cmd) = args.get(1) else {
-        eprintln!("usage: verbs_lane list | <test> | ring-writer <port> | ud-peer <addr>");
+        eprintln!(
+            "usage: verbs_lane list | <test> | ring-writer <port> <seed> | ud-peer <addr> | dgram-peer <addr> <seed>"
+        );
         return ExitCode::from(2);
     };
     let result = match cmd.as_str() {
@@ -53,10 +65,14 @@ fn main() -> ExitCode {
             }
             Ok(())
         }
-        "ring-writer" => args
-            .get(2)
-            .ok_or_else(|| "ring-writer needs a port".into())
-            .and_then(|p| ring_writer(p.parse()?)),
+        "ring-writer" => match (args.get(2), args.get(3)) {
+            (Some(port), Some(seed)) => (|| ring::ring_writer(port.parse()?, seed.parse()?))(),
+            _ => Err("ring-writer needs a port and a seed".into()),
+        },
+        "dgram-peer" => match (args.get(2), args.get(3)) {
+            (Some(addr), Some(seed)) => (|| datagram::dgram_peer(addr.parse()?, seed.parse()?))(),
+            _ => Err("dgram-peer needs an address and a seed".into()),
+        },
         "ud-peer" => args
             .get(2)
             .ok_or_else(|| "ud-peer needs an address".into())
@@ -79,14 +95,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn rxe_ip() -> IpAddr {
+pub(crate) fn rxe_ip() -> IpAddr {
     std::env::var("RXE_IP")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| "10.11.12.13".parse().unwrap())
 }
 
-fn provider() -> R<VerbsProvider> {
+pub(crate) fn provider() -> R<VerbsProvider> {
     let gid_index = std::env::var("GID_IDX")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -98,7 +114,7 @@ fn provider() -> R<VerbsProvider> {
 }
 
 /// The defaults the node uses (1024-deep queues, 256-byte inline), so the lane proves them.
-fn config() -> EndpointConfig {
+pub(crate) fn config() -> EndpointConfig {
     EndpointConfig::default()
 }
 
@@ -116,7 +132,11 @@ fn pair(p: &VerbsProvider, port: u16) -> R<(VerbsConnection, VerbsConnection)> {
 }
 
 /// Polls until `n` completions arrived; fails on the first unsuccessful one unless `allow_err`.
-fn completions(conn: &mut VerbsConnection, n: usize, allow_err: bool) -> R<Vec<Completion>> {
+pub(crate) fn completions(
+    conn: &mut VerbsConnection,
+    n: usize,
+    allow_err: bool,
+) -> R<Vec<Completion>> {
     let deadline = Instant::now() + WAIT;
     let mut out = Vec::new();
     while out.len() < n {
@@ -136,7 +156,7 @@ fn completions(conn: &mut VerbsConnection, n: usize, allow_err: bool) -> R<Vec<C
     Ok(out)
 }
 
-fn slice(region: &VerbsRegion, offset: usize, len: usize) -> LocalSlice<VerbsRegion> {
+pub(crate) fn slice(region: &VerbsRegion, offset: usize, len: usize) -> LocalSlice<VerbsRegion> {
     LocalSlice {
         region: region.clone(),
         offset,
@@ -144,13 +164,13 @@ fn slice(region: &VerbsRegion, offset: usize, len: usize) -> LocalSlice<VerbsReg
     }
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
-fn ensure(cond: bool, what: impl Into<String>) -> R {
+pub(crate) fn ensure(cond: bool, what: impl Into<String>) -> R {
     if cond {
         Ok(())
     } else {
@@ -506,31 +526,13 @@ fn test_accept_short_timeouts() -> R {
     Ok(())
 }
 
-// --- Ring-like one-sided writes between two processes -------------------------------------
+// --- Peer processes ---------------------------------------------------------------------
 
-const RING_PORT: u16 = 20110;
-const RING_LEN: usize = 1 << 16;
-const RECORDS: u32 = 200;
-const RECORD_PAYLOAD: usize = 200;
-/// Record header: len u32, seq u32, checksum u32 (all little endian).
-const RECORD_HEADER: usize = 12;
-
-fn record(seq: u32) -> Vec<u8> {
-    let payload = pattern(RECORD_PAYLOAD, seq as u8);
-    let sum: u32 = payload.iter().map(|b| u32::from(*b)).sum();
-    let mut rec = Vec::with_capacity(RECORD_HEADER + RECORD_PAYLOAD);
-    rec.extend_from_slice(&(RECORD_PAYLOAD as u32).to_le_bytes());
-    rec.extend_from_slice(&seq.to_le_bytes());
-    rec.extend_from_slice(&sum.to_le_bytes());
-    rec.extend_from_slice(&payload);
-    rec
-}
-
-fn spawn_self(args: &[&str]) -> R<Child> {
+pub(crate) fn spawn_self(args: &[&str]) -> R<Child> {
     Ok(Command::new(std::env::current_exe()?).args(args).spawn()?)
 }
 
-fn wait_child(mut child: Child) -> R {
+pub(crate) fn wait_child(mut child: Child) -> R {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Some(status) = child.try_wait()? {
@@ -543,89 +545,6 @@ fn wait_child(mut child: Child) -> R {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// The reader: registers the ring, sends its descriptor to the writer by SEND, waits for the
-/// doorbell (WRITE WITH IMM, imm = bytes written) and validates every record by its header.
-fn test_ring_two_process() -> R {
-    let p = provider()?;
-    let mut listener = p.listen(SocketAddr::new(rxe_ip(), RING_PORT), &config())?;
-    let child = spawn_self(&["ring-writer", &RING_PORT.to_string()])?;
-    let result = (|| -> R {
-        let mut conn = listener.accept(WAIT)?.ok_or("writer did not connect")?;
-        let ring = p.register(RING_LEN, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
-        conn.post_recv(1, slice(&ring, 0, 0))?;
-        let desc = p.register(64, Access::NONE)?;
-        let remote = ring.remote()?;
-        desc.write(0, &remote.addr.to_le_bytes())?;
-        desc.write(8, &remote.len.to_le_bytes())?;
-        desc.write(16, &remote.rkey.to_le_bytes())?;
-        conn.post_send(2, slice(&desc, 0, 24))?;
-        let got = completions(&mut conn, 2, false)?;
-        let bell = got
-            .iter()
-            .find(|c| c.op == Op::RecvWriteImm)
-            .ok_or(format!("no doorbell: {got:?}"))?;
-        let written = bell.imm.ok_or("doorbell without imm")? as usize;
-        let expect = RECORDS as usize * (RECORD_HEADER + RECORD_PAYLOAD);
-        ensure(
-            written == expect,
-            format!("doorbell says {written} bytes, expected {expect}"),
-        )?;
-        let mut offset = 0;
-        for seq in 0..RECORDS {
-            let mut rec = vec![0; RECORD_HEADER + RECORD_PAYLOAD];
-            ring.read(offset, &mut rec)?;
-            ensure(
-                rec == record(seq),
-                format!("record {seq} at {offset} is wrong"),
-            )?;
-            offset += rec.len();
-        }
-        Ok(())
-    })();
-    let child_result = wait_child(child);
-    result.and(child_result)
-}
-
-fn ring_writer(port: u16) -> R {
-    let p = provider()?;
-    let mut conn = p.connect(SocketAddr::new(rxe_ip(), port), &config(), WAIT)?;
-    let desc = p.register(64, Access::LOCAL_WRITE)?;
-    conn.post_recv(1, slice(&desc, 0, 64))?;
-    let got = completions(&mut conn, 1, false)?;
-    ensure(got[0].byte_len == 24, format!("descriptor {:?}", got[0]))?;
-    let mut d = [0u8; 24];
-    desc.read(0, &mut d)?;
-    let ring = RemoteRegion {
-        addr: u64::from_le_bytes(d[0..8].try_into()?),
-        len: u64::from_le_bytes(d[8..16].try_into()?),
-        rkey: u64::from_le_bytes(d[16..24].try_into()?),
-    };
-    let rec_len = RECORD_HEADER + RECORD_PAYLOAD;
-    let staging = p.register(RECORDS as usize * rec_len, Access::NONE)?;
-    for seq in 0..RECORDS {
-        staging.write(seq as usize * rec_len, &record(seq))?;
-    }
-    // Post in batches within the send queue depth; the last record carries the doorbell.
-    let mut posted = 0u32;
-    let mut done = 0usize;
-    while posted < RECORDS {
-        while posted < RECORDS && posted as usize - done < 32 {
-            let off = posted as usize * rec_len;
-            let dst = RemoteSlice {
-                region: ring,
-                offset: off as u64,
-                len: rec_len as u64,
-            };
-            let imm = (posted == RECORDS - 1).then_some((RECORDS as usize * rec_len) as u32);
-            conn.post_write(u64::from(posted), slice(&staging, off, rec_len), dst, imm)?;
-            posted += 1;
-        }
-        done += completions(&mut conn, 1, false)?.len();
-    }
-    completions(&mut conn, RECORDS as usize - done, false)?;
-    Ok(())
 }
 
 // --- UD datagrams between two processes ----------------------------------------------------
@@ -734,4 +653,38 @@ fn ud_peer(to: EndpointAddr) -> R {
             None => ep.wait(Duration::from_millis(200))?,
         }
     }
+}
+
+/// A deterministic generator (splitmix64): both processes of a two-process check derive the
+/// same record sizes and contents from the seed the parent passes on the command line.
+pub(crate) struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A payload of `len` bytes that starts with `seq` (little endian) when there is room for it.
+    pub(crate) fn payload(&mut self, seq: u64, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 8);
+        out.extend_from_slice(&seq.to_le_bytes());
+        while out.len() < len {
+            out.extend_from_slice(&self.next_u64().to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+}
+
+/// A seed for a two-process check: differs per run, printed so a failure can be replayed.
+pub(crate) fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ u64::from(std::process::id()).rotate_left(32)
 }
