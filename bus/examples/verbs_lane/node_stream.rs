@@ -55,6 +55,9 @@ impl Node {
             .args(["--rdma-port", &FABRIC_PORT.to_string()])
             .args(["--rdma-bind", &rxe_ip().to_string()])
             .args(["--rdma-rx-size", &RX_SIZE.to_string()])
+            // The fabric listener is on the rxe address, not loopback, and there is no
+            // password: protected mode would refuse every client.
+            .args(["--protected-mode", "no"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
