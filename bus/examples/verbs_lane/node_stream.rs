@@ -370,6 +370,20 @@ fn checks(node: &mut Node) -> R {
         b"+PONG\r\n",
         "PING after bad peers",
     )?;
+    // ... and each one is counted (INFO fabric, read over TCP once the node has reaped them).
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let info = tcp_command(&[b"INFO", b"fabric"])?;
+        let text = String::from_utf8_lossy(&info);
+        if text.contains("fabric_protocol_errors:3\r\n") {
+            break;
+        }
+        ensure(
+            std::time::Instant::now() < deadline,
+            format!("INFO fabric never counted 3 protocol errors: {text}"),
+        )?;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 
     // SHUTDOWN over the fabric: no reply, the node exits by itself with status 0.
     c.exchange(&encode(&[b"SHUTDOWN", b"NOSAVE"]), 0)?;

@@ -77,6 +77,16 @@ impl<C: Connection> Stream<C> {
                     "the peer's advertised buffer refused our write (bad rkey or range)".into(),
                 ))
             }
+            // A receive fails (other than by a flush) only when what arrived does not fit a
+            // 32-byte command slot (verbs: local length error): the peer's fault as well.
+            Err(e)
+                if matches!(c.op, Op::Recv | Op::RecvWriteImm)
+                    && !matches!(e, WorkError::Flushed) =>
+            {
+                return Err(BusError::Protocol(format!(
+                    "a receive failed ({e:?}): the peer sent more than a control slot holds"
+                )))
+            }
             Err(e) => {
                 return Err(BusError::Closed(format!(
                     "{:?} work request failed: {e:?}",

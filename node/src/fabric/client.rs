@@ -4,6 +4,7 @@
 
 use crate::command::ctx::BlockRequest;
 use crate::server::session::{Session, Step};
+use crate::server::stats::Stats;
 use bus::stream::Stream;
 use bus::Connection;
 use std::future::Future;
@@ -114,6 +115,17 @@ impl<C: Connection> FabricClient<C> {
     /// Releases the client's server-side state. Call once, after `is_done`.
     pub fn finish(&mut self) {
         self.leave_block_if_any();
+        let st = self.stream.stats();
+        let server = &self.session.server.stats;
+        Stats::add(&server.fabric_protocol_errors, st.protocol_errors);
+        Stats::add(&server.fabric_rx_readvertised, st.rx_readvertised);
+        if st.protocol_errors > 0 {
+            tracing::info!(
+                client = self.session.client.id(),
+                reason = self.stream.close_reason().unwrap_or(""),
+                "fabric client closed for a protocol error"
+            );
+        }
         self.session.cleanup();
     }
 

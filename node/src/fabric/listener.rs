@@ -106,6 +106,7 @@ fn accept_loop<P: Provider>(
             }
         };
         Stats::add(&server.stats.connections_received, 1);
+        Stats::add(&server.stats.fabric_connections_received, 1);
         let peer = bus::Connection::peer(&conn).clone();
         let stream = match Stream::server(&provider, conn, rx_size) {
             Ok(s) => s,

@@ -4,8 +4,10 @@
 //! does not burn a core.
 
 use super::client::{FabricClient, READ_CHUNK};
+use crate::server::stats::Stats;
 use crate::server::Server;
 use bus::Connection;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +39,7 @@ pub fn run<C: Connection>(server: Arc<Server>, incoming: Receiver<Admission<C>>,
         while accepting {
             match incoming.try_recv() {
                 Ok(a) => {
+                    Stats::add(&server.stats.fabric_connected_clients, 1);
                     clients.push(a.client);
                     busy = true;
                     if clients.len().is_multiple_of(ADMIT_PER_LOOP_MAX) {
@@ -57,6 +60,7 @@ pub fn run<C: Connection>(server: Arc<Server>, incoming: Receiver<Admission<C>>,
         clients.retain_mut(|c| {
             if c.is_done() {
                 c.finish();
+                server.stats.fabric_connected_clients.fetch_sub(1, Relaxed);
                 false
             } else {
                 true

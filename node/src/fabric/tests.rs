@@ -5,6 +5,7 @@
 
 use super::listener;
 use crate::config::Config;
+use crate::server::stats::Stats;
 use crate::server::Server;
 use bus::sim::{Faults, SimFabric, SimProvider};
 use bus::stream::Stream;
@@ -127,7 +128,10 @@ fn commands_over_a_fabric_stream() {
     let got = c.recv(want.len());
     assert_eq!(got, want);
     assert_eq!(server.clients.count(), 1);
+    assert_eq!(Stats::get(&server.stats.fabric_connected_clients), 1);
+    assert!(Stats::get(&server.stats.fabric_connections_received) >= 1);
     stop(&server, l);
+    assert_eq!(Stats::get(&server.stats.fabric_connected_clients), 0);
 }
 
 #[test]

@@ -18,6 +18,12 @@ pub struct Stats {
     pub pubsub_messages: AtomicU64,
     /// Ops per second over the last cron sample (INFO instantaneous_ops_per_sec).
     pub instantaneous_ops: AtomicU64,
+    /// Fabric clients accepted, connected now, and peers closed for breaking the
+    /// Valkey-over-RDMA protocol (INFO fabric).
+    pub fabric_connections_received: AtomicU64,
+    pub fabric_connected_clients: AtomicU64,
+    pub fabric_protocol_errors: AtomicU64,
+    pub fabric_rx_readvertised: AtomicU64,
 }
 
 impl Stats {
@@ -45,6 +51,9 @@ impl Stats {
             &self.keyspace_misses,
             &self.error_replies,
             &self.pubsub_messages,
+            &self.fabric_connections_received,
+            &self.fabric_protocol_errors,
+            &self.fabric_rx_readvertised,
         ] {
             c.store(0, Relaxed);
         }

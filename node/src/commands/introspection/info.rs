@@ -23,6 +23,8 @@ const SECTIONS: &[(&str, &str, bool)] = &[
     ("errorstats", "Errorstats", true),
     ("latencystats", "Latencystats", false),
     ("cluster", "Cluster", true),
+    // Ours: the fabric listener (not in Redis, so only when asked for or with `all`).
+    ("fabric", "Fabric", false),
     ("keyspace", "Keyspace", true),
 ];
 
@@ -72,6 +74,7 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "stats" => stats(&mut s, ctx.server),
             "replication" => replication(&mut s),
             "cpu" => cpu(&mut s),
+            "fabric" => fabric(&mut s, ctx.server),
             "cluster" => s.field("cluster_enabled", 0),
             "keyspace" => {
                 let (keys, expires) = crate::commands::server::key_counts(ctx);
@@ -272,6 +275,38 @@ fn replication(s: &mut Section<'_>) {
     s.field("repl_backlog_size", 1_048_576);
     s.field("repl_backlog_first_byte_offset", 0);
     s.field("repl_backlog_histlen", 0);
+}
+
+fn fabric(s: &mut Section<'_>, server: &Server) {
+    let (port, provider, bind) = {
+        let c = server.config.read();
+        (
+            c.fabric.port,
+            c.fabric.provider.name(),
+            c.fabric.bind.join(" "),
+        )
+    };
+    let st = &server.stats;
+    s.field("fabric_enabled", u8::from(port != 0));
+    s.field("fabric_provider", provider);
+    s.field("rdma_port", port);
+    s.field("rdma_bind", bind);
+    s.field(
+        "fabric_connected_clients",
+        Stats::get(&st.fabric_connected_clients),
+    );
+    s.field(
+        "fabric_connections_received",
+        Stats::get(&st.fabric_connections_received),
+    );
+    s.field(
+        "fabric_protocol_errors",
+        Stats::get(&st.fabric_protocol_errors),
+    );
+    s.field(
+        "fabric_rx_readvertised",
+        Stats::get(&st.fabric_rx_readvertised),
+    );
 }
 
 fn cpu(s: &mut Section<'_>) {
