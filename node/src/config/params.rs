@@ -90,6 +90,9 @@ pub struct FabricConfig {
     pub max_inline: u64,
     pub send_wr: u64,
     pub recv_wr: u64,
+    /// Completion queue entries per connection; 0 means send + recv depths (the least that
+    /// holds every outstanding request).
+    pub cq_size: u64,
     /// Busy-polling threads serving fabric connections.
     pub poll_threads: usize,
     /// How long an idle polling thread spins before it backs off to a blocking wait.
@@ -106,6 +109,7 @@ impl Default for FabricConfig {
             max_inline: 256,
             send_wr: 1024,
             recv_wr: 1024,
+            cq_size: 0,
             poll_threads: 1,
             busy_poll_us: 50,
         }
@@ -544,6 +548,15 @@ pub static PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "rdma-cq-size",
+        false,
+        |c| c.fabric.cq_size.to_string(),
+        |c, v| {
+            c.fabric.cq_size = num(v, 0, bus::config::CQ_MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
         "rdma-poll-threads",
         false,
         |c| c.fabric.poll_threads.to_string(),
@@ -626,6 +639,7 @@ mod tests {
             ("rdma-max-inline", "4096"),
             ("rdma-send-wr", "8"),
             ("rdma-recv-wr", "100000"),
+            ("rdma-cq-size", "100000000"),
             ("rdma-poll-threads", "0"),
             ("rdma-bind", ""),
             ("rdma-port", "70000"),

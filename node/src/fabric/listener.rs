@@ -48,7 +48,10 @@ pub fn start<P: Provider>(
         max_inline: fabric.max_inline as usize,
         send_wr: fabric.send_wr as u32,
         recv_wr: fabric.recv_wr as u32,
-        cq_size: (fabric.send_wr + fabric.recv_wr) as u32,
+        cq_size: match fabric.cq_size {
+            0 => (fabric.send_wr + fabric.recv_wr) as u32,
+            n => n as u32,
+        },
     };
     endpoint.validate()?;
     let listener = provider.listen(bind, &endpoint)?;
