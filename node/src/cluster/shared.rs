@@ -1,0 +1,95 @@
+//! The cluster state a running node shares between its connections: the topology behind a
+//! lock, and where it is persisted. Every change that Redis would save (slot assignment,
+//! SETSLOT) is written to the config file before the command answers.
+
+use super::error::ClusterError;
+use super::id::HexId;
+use super::node::{ClusterNode, LinkState};
+use super::persist::{self, LoadError};
+use super::topology::Topology;
+use crate::config::params::CLUSTER_PORT_MAX;
+use crate::config::Config;
+use parking_lot::RwLock;
+use rand::SeedableRng;
+use std::path::PathBuf;
+
+/// The bus port is the client port plus this (Redis's `CLUSTER_PORT_INCR`).
+pub const BUS_PORT_OFFSET: u16 = 10000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("port {0} is too high for cluster mode: the bus port is the client port + 10000, so the port must be {CLUSTER_PORT_MAX} or less")]
+    PortTooHigh(u16),
+    #[error("writing the cluster config file {path}: {source}")]
+    Save {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub struct Cluster {
+    pub topology: RwLock<Topology>,
+    pub config_path: PathBuf,
+}
+
+impl Cluster {
+    /// Loads this node's identity and topology from the config file, or makes a new node
+    /// (random id and shard, no slots) and saves it, so a restart keeps the id.
+    pub fn start(config: &Config) -> Result<Cluster, StartError> {
+        if config.port > CLUSTER_PORT_MAX {
+            return Err(StartError::PortTooHigh(config.port));
+        }
+        let path = config.cluster_config_path();
+        let mut rng = rand::rngs::StdRng::from_entropy();
+        let mut topology = match persist::load(&path, &mut rng)? {
+            Some(t) => {
+                tracing::info!(path = %path.display(), id = %t.myself().id, "cluster config loaded");
+                t
+            }
+            None => {
+                let node = ClusterNode::new(HexId::random(&mut rng), HexId::random(&mut rng));
+                tracing::info!(id = %node.id, "no cluster config found, new node id");
+                Topology::new(node)
+            }
+        };
+        let me = topology.myself_mut();
+        me.port = config.port;
+        me.cport = config.port + BUS_PORT_OFFSET;
+        me.link = LinkState::Connected;
+        topology.refresh_state();
+        persist::save(&path, &topology).map_err(|source| StartError::Save {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Cluster {
+            topology: RwLock::new(topology),
+            config_path: path,
+        })
+    }
+
+    /// Applies a change and saves the result when it succeeded.
+    pub fn change<R>(
+        &self,
+        f: impl FnOnce(&mut Topology) -> Result<R, ClusterError>,
+    ) -> Result<R, ClusterError> {
+        let mut t = self.topology.write();
+        let r = f(&mut t)?;
+        self.save_locked(&t)?;
+        Ok(r)
+    }
+
+    /// CLUSTER SAVECONFIG.
+    pub fn save(&self) -> Result<(), ClusterError> {
+        let t = self.topology.read();
+        self.save_locked(&t)
+    }
+
+    fn save_locked(&self, t: &Topology) -> Result<(), ClusterError> {
+        persist::save(&self.config_path, t).map_err(|e| {
+            tracing::error!(path = %self.config_path.display(), "saving the cluster config: {e}");
+            ClusterError::Save(e.to_string())
+        })
+    }
+}
