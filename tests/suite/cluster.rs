@@ -57,7 +57,10 @@ fn a_new_node_has_an_identity_and_no_slots() {
     let port = node.port;
     assert_eq!(
         node.cli(&["CLUSTER", "NODES"]),
-        format!("{id} :{port}@{} myself,master - 0 0 0 connected", port + 10000)
+        format!(
+            "{id} :{port}@{} myself,master - 0 0 0 connected",
+            port + 10000
+        )
     );
     let info = node.cli(&["CLUSTER", "INFO"]);
     for line in [
@@ -76,8 +79,14 @@ fn a_new_node_has_an_identity_and_no_slots() {
         "CLUSTERDOWN Hash slot not served"
     );
     assert_eq!(node.cli(&["PING"]), "PONG");
-    assert_eq!(node.cli(&["CONFIG", "GET", "cluster-node-timeout"]), "cluster-node-timeout\n2000");
-    assert_eq!(node.cli(&["CONFIG", "GET", "cluster-enabled"]), "cluster-enabled\nyes");
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "cluster-node-timeout"]),
+        "cluster-node-timeout\n2000"
+    );
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "cluster-enabled"]),
+        "cluster-enabled\nyes"
+    );
     assert!(node.dir.path().join("nodes.conf").exists());
 }
 
@@ -85,25 +94,52 @@ fn a_new_node_has_an_identity_and_no_slots() {
 fn slot_commands_validate_as_redis() {
     let node = Node::start(CLUSTER);
     let cases: &[(&[&str], &str)] = &[
-        (&["ADDSLOTS"], "ERR wrong number of arguments for 'cluster|addslots' command"),
-        (&["ADDSLOTS", "5", "5"], "ERR Slot 5 specified multiple times"),
+        (
+            &["ADDSLOTS"],
+            "ERR wrong number of arguments for 'cluster|addslots' command",
+        ),
+        (
+            &["ADDSLOTS", "5", "5"],
+            "ERR Slot 5 specified multiple times",
+        ),
         (&["ADDSLOTS", "16384"], "ERR Invalid or out of range slot"),
         (&["ADDSLOTS", "1", "2", "3"], "OK"),
         (&["ADDSLOTS", "2"], "ERR Slot 2 is already busy"),
-        (&["ADDSLOTSRANGE", "1", "2", "3"], "ERR wrong number of arguments for 'cluster|addslotsrange' command"),
-        (&["ADDSLOTSRANGE", "10", "5"], "ERR start slot number 10 is greater than end slot number 5"),
+        (
+            &["ADDSLOTSRANGE", "1", "2", "3"],
+            "ERR wrong number of arguments for 'cluster|addslotsrange' command",
+        ),
+        (
+            &["ADDSLOTSRANGE", "10", "5"],
+            "ERR start slot number 10 is greater than end slot number 5",
+        ),
         (&["ADDSLOTSRANGE", "10", "20"], "OK"),
         (&["DELSLOTS", "50"], "ERR Slot 50 is already unassigned"),
         (&["DELSLOTSRANGE", "1", "3"], "OK"),
-        (&["DELSLOTSRANGE", "1", "3"], "ERR Slot 1 is already unassigned"),
+        (
+            &["DELSLOTSRANGE", "1", "3"],
+            "ERR Slot 1 is already unassigned",
+        ),
         (&["COUNTKEYSINSLOT", "16384"], "ERR Invalid slot"),
-        (&["COUNTKEYSINSLOT", "x"], "ERR value is not an integer or out of range"),
-        (&["GETKEYSINSLOT", "5", "-1"], "ERR Invalid slot or number of keys"),
-        (&["SETSLOT", "100", "bogus"], "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"),
+        (
+            &["COUNTKEYSINSLOT", "x"],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            &["GETKEYSINSLOT", "5", "-1"],
+            "ERR Invalid slot or number of keys",
+        ),
+        (
+            &["SETSLOT", "100", "bogus"],
+            "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
+        ),
         (&["SETSLOT", "100", "node", "abc"], "ERR Unknown node abc"),
         (&["KEYSLOT", "foo"], "12182"),
         (&["SAVECONFIG"], "OK"),
-        (&["INFO", "x"], "ERR wrong number of arguments for 'cluster|info' command"),
+        (
+            &["INFO", "x"],
+            "ERR wrong number of arguments for 'cluster|info' command",
+        ),
     ];
     for (args, want) in cases {
         let mut full = vec!["CLUSTER"];
@@ -111,7 +147,9 @@ fn slot_commands_validate_as_redis() {
         assert_eq!(node.cli(&full), *want, "{args:?}");
     }
     let id = node.cli(&["CLUSTER", "MYID"]);
-    assert!(node.cli(&["CLUSTER", "NODES"]).ends_with(&format!("{} 10-20", "connected")));
+    assert!(node
+        .cli(&["CLUSTER", "NODES"])
+        .ends_with(&format!("{} 10-20", "connected")));
     assert_eq!(node.cli(&["CLUSTER", "FLUSHSLOTS"]), "OK");
     assert!(node.cli(&["CLUSTER", "NODES"]).ends_with("connected"));
     // SETSLOT NODE to myself assigns the slot.
@@ -139,7 +177,8 @@ fn a_full_node_serves_redis_cli_c_and_counts_keys_by_slot() {
         cmd(&mut c, &["CLUSTER", "COUNTKEYSINSLOT", "12182"]).unwrap(),
         Value::Int(2)
     );
-    let Value::Array(keys) = cmd(&mut c, &["CLUSTER", "GETKEYSINSLOT", "12182", "10"]).unwrap() else {
+    let Value::Array(keys) = cmd(&mut c, &["CLUSTER", "GETKEYSINSLOT", "12182", "10"]).unwrap()
+    else {
         panic!("GETKEYSINSLOT is an array");
     };
     let mut keys: Vec<String> = keys
@@ -179,7 +218,10 @@ fn a_full_node_serves_redis_cli_c_and_counts_keys_by_slot() {
         ])])
     );
     let shards = node.cli(&["CLUSTER", "SHARDS"]);
-    assert!(shards.contains("master") && shards.contains("online"), "{shards}");
+    assert!(
+        shards.contains("master") && shards.contains("online"),
+        "{shards}"
+    );
     for flag in ["READONLY", "READWRITE", "ASKING"] {
         assert_eq!(node.cli(&[flag]), "OK");
     }
@@ -195,7 +237,10 @@ fn redis_cli_cluster_check_passes_on_a_full_node() {
         .expect("redis-cli");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("[OK] All nodes agree about slots configuration."), "{text}");
+    assert!(
+        text.contains("[OK] All nodes agree about slots configuration."),
+        "{text}"
+    );
     assert!(text.contains("[OK] All 16384 slots covered."), "{text}");
     assert!(text.contains("1 keys | 16384 slots | 0 slaves"), "{text}");
 }
@@ -204,10 +249,18 @@ fn redis_cli_cluster_check_passes_on_a_full_node() {
 fn unserved_slots_answer_clusterdown() {
     let node = full_node();
     assert_eq!(node.cli(&["CLUSTER", "DELSLOTS", "12182"]), "OK");
-    assert!(node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:fail"));
-    assert_eq!(node.cli(&["GET", "foo"]), "CLUSTERDOWN Hash slot not served");
+    assert!(node
+        .cli(&["CLUSTER", "INFO"])
+        .contains("cluster_state:fail"));
+    assert_eq!(
+        node.cli(&["GET", "foo"]),
+        "CLUSTERDOWN Hash slot not served"
+    );
     assert_eq!(node.cli(&["GET", "bar"]), "CLUSTERDOWN The cluster is down");
-    assert_eq!(node.cli(&["MGET", "foo", "bar"]), "CLUSTERDOWN Hash slot not served");
+    assert_eq!(
+        node.cli(&["MGET", "foo", "bar"]),
+        "CLUSTERDOWN Hash slot not served"
+    );
     assert_eq!(
         node.cli(&["MGET", "bar", "foo"]),
         "CROSSSLOT Keys in request don't hash to the same slot"
@@ -236,7 +289,10 @@ fn a_restarted_node_keeps_its_id_and_slots() {
     assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "99"]), "OK");
     let dir = node.into_dir();
     let conf = std::fs::read_to_string(dir.path().join("nodes.conf")).unwrap();
-    assert!(conf.starts_with(&id) && conf.ends_with("vars currentEpoch 0 lastVoteEpoch 0\n"), "{conf}");
+    assert!(
+        conf.starts_with(&id) && conf.ends_with("vars currentEpoch 0 lastVoteEpoch 0\n"),
+        "{conf}"
+    );
     let node = Node::start_in(dir, CLUSTER);
     assert_eq!(node.cli(&["CLUSTER", "MYID"]), id);
     assert_eq!(node.cli(&["CLUSTER", "MYSHARDID"]), shard);
@@ -249,5 +305,8 @@ fn a_corrupt_config_file_stops_the_start() {
     std::fs::write(dir.path().join("nodes.conf"), "this is not a node line\n").unwrap();
     let (status, log) = Node::start_expecting_exit(dir.path(), CLUSTER);
     assert!(!status.success());
-    assert!(log.contains("nodes.conf") && log.contains("line 1"), "{log}");
+    assert!(
+        log.contains("nodes.conf") && log.contains("line 1"),
+        "{log}"
+    );
 }

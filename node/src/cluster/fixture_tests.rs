@@ -237,7 +237,7 @@ mod round_trip {
             if i % 4 == 3 {
                 node.flags.set(bit::PFAIL, true);
             }
-            if i >= 2 && seed % (i as u64) == 0 {
+            if i >= 2 && seed.is_multiple_of(i as u64) {
                 let p = nodes[(seed as usize) % i].clone();
                 if p.is_primary() {
                     node.flags = NodeFlags(bit::SLAVE);

@@ -56,7 +56,9 @@ fn go(
 fn redirects_as_redis() {
     let t = three();
     let none: &[&str] = &[];
-    let cases: Vec<(&[&str], bool, bool, &[&str], Route)> = vec![
+    // (keys, write, asking, keys present here, expected route)
+    type Case<'a> = (&'a [&'a str], bool, bool, &'a [&'a str], Route);
+    let cases: Vec<Case<'_>> = vec![
         (&[], false, false, none, Route::Serve),
         (&["bar"], false, false, none, Route::Serve),
         (&["foo"], false, false, none, at(31003, 12182, false)),

@@ -209,7 +209,8 @@ impl Topology {
                 .zip(owns)
                 .filter(|(n, owns)| *owns && n.is_primary() && !n.is_failing())
                 .count();
-            ok = reachable >= size / 2 + 1;
+            // A majority: at least size / 2 + 1 reachable.
+            ok = reachable > size / 2;
         }
         self.state = if ok { Health::Ok } else { Health::Fail };
     }

@@ -12,7 +12,7 @@ use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
 
 const CLUSTER: &str = "cluster";
 
-/// A CLUSTER subcommand spec (Redis 7.0's arity and flags).
+/// A CLUSTER subcommand spec (arity, flags and summary as Redis 7.0.15's COMMAND DOCS).
 const fn sub(
     name: &'static str,
     arity: i32,
@@ -34,7 +34,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         -3,
         ADMIN_STALE,
         slots::addslots,
-        "Assigns new hash slots to a node.",
+        "Assign new hash slots to receiving node",
     ),
     CommandSpec {
         since: "7.0.0",
@@ -43,7 +43,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
             -4,
             ADMIN_STALE,
             slots::addslotsrange,
-            "Assigns new hash slot ranges to a node.",
+            "Assign new hash slots to receiving node",
         )
     },
     sub(
@@ -51,7 +51,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         -3,
         ADMIN_STALE,
         slots::delslots,
-        "Sets hash slots as unbound for a node.",
+        "Set hash slots as unbound in receiving node",
     ),
     CommandSpec {
         since: "7.0.0",
@@ -60,7 +60,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
             -4,
             ADMIN_STALE,
             slots::delslotsrange,
-            "Sets hash slot ranges as unbound for a node.",
+            "Set hash slots as unbound in receiving node",
         )
     },
     sub(
@@ -68,42 +68,42 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         2,
         ADMIN_STALE,
         slots::flushslots,
-        "Deletes all slots information from a node.",
+        "Delete a node's own slots information",
     ),
     sub(
         "cluster|setslot",
         -4,
         ADMIN_STALE,
         slots::setslot,
-        "Binds a hash slot to a node.",
+        "Bind a hash slot to a specific node",
     ),
     sub(
         "cluster|saveconfig",
         2,
         ADMIN_STALE,
         view::saveconfig,
-        "Forces a node to save the cluster configuration to disk.",
+        "Forces the node to save cluster state on disk",
     ),
     sub(
         "cluster|info",
         2,
         STALE,
         view::info,
-        "Returns information about the state of a node.",
+        "Provides info about Redis Cluster node state",
     ),
     sub(
         "cluster|nodes",
         2,
         STALE,
         view::nodes,
-        "Returns the cluster configuration for a node.",
+        "Get Cluster config for the node",
     ),
     sub(
         "cluster|slots",
         2,
         STALE,
         view::slots,
-        "Returns the mapping of cluster slots to nodes.",
+        "Get array of Cluster slot to node mappings",
     ),
     CommandSpec {
         since: "7.0.0",
@@ -112,16 +112,10 @@ static SUBCOMMANDS: &[CommandSpec] = &[
             2,
             STALE,
             view::shards,
-            "Returns the mapping of cluster slots to shards.",
+            "Get array of cluster slots to node mappings",
         )
     },
-    sub(
-        "cluster|myid",
-        2,
-        STALE,
-        view::myid,
-        "Returns the ID of a node.",
-    ),
+    sub("cluster|myid", 2, STALE, view::myid, "Return the node id"),
     CommandSpec {
         since: "7.2.0",
         ..sub(
@@ -129,7 +123,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
             2,
             STALE,
             view::myshardid,
-            "Returns the shard ID of a node.",
+            "Return the node's shard id",
         )
     },
     sub(
@@ -137,21 +131,21 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         3,
         STALE,
         keys::keyslot,
-        "Returns the hash slot for a key.",
+        "Returns the hash slot of the specified key",
     ),
     sub(
         "cluster|countkeysinslot",
         3,
         STALE,
         keys::countkeysinslot,
-        "Returns the number of keys in a hash slot.",
+        "Return the number of local keys in the specified hash slot",
     ),
     sub(
         "cluster|getkeysinslot",
         4,
         STALE,
         keys::getkeysinslot,
-        "Returns the key names in a hash slot.",
+        "Return local key names in the specified hash slot",
     ),
 ];
 
@@ -166,30 +160,39 @@ pub static COMMANDS: &[CommandSpec] = &[
             KeySpec::None,
             container,
             CLUSTER,
-            "A container for Redis Cluster commands.",
+            "A container for cluster commands",
         )
     },
-    sub(
-        "readonly",
-        1,
-        FAST | LOADING | STALE,
-        readonly,
-        "Enables read-only queries for a connection to a Redis Cluster replica node.",
-    ),
-    sub(
-        "readwrite",
-        1,
-        FAST | LOADING | STALE,
-        readwrite,
-        "Enables read-write queries for a connection to a Reids Cluster replica node.",
-    ),
-    sub(
-        "asking",
-        1,
-        FAST,
-        asking,
-        "Signals that a cluster client is following an -ASK redirect.",
-    ),
+    CommandSpec {
+        group: "connection",
+        ..sub(
+            "readonly",
+            1,
+            FAST | LOADING | STALE,
+            readonly,
+            "Enables read queries for a connection to a cluster replica node",
+        )
+    },
+    CommandSpec {
+        group: "connection",
+        ..sub(
+            "readwrite",
+            1,
+            FAST | LOADING | STALE,
+            readwrite,
+            "Disables read queries for a connection to a cluster replica node",
+        )
+    },
+    CommandSpec {
+        group: "connection",
+        ..sub(
+            "asking",
+            1,
+            FAST,
+            asking,
+            "Sent by cluster clients after an -ASK redirect",
+        )
+    },
 ];
 
 /// The container itself never runs: the dispatcher picks a subcommand.

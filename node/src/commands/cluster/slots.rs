@@ -24,7 +24,7 @@ pub fn delslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// Range forms take pairs: an odd count is an arity error, as Redis answers it.
 fn ranges_arg(args: &[&[u8]], name: &str) -> Result<Vec<(u16, u16)>, CmdError> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
     Ok(parse_ranges(&args[2..])?)
