@@ -88,6 +88,20 @@ fn a_new_node_has_an_identity_and_no_slots() {
         "cluster-enabled\nyes"
     );
     assert!(node.dir.path().join("nodes.conf").exists());
+    assert_eq!(
+        node.cli(&["CONFIG", "SET", "cluster-node-timeout", "5000"]),
+        "OK"
+    );
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "cluster-node-timeout"]),
+        "cluster-node-timeout\n5000"
+    );
+    assert!(node
+        .cli(&["CONFIG", "SET", "cluster-enabled", "no"])
+        .contains("can't set immutable config"));
+    assert!(node
+        .cli(&["CLUSTER", "HELP"])
+        .starts_with("CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"));
 }
 
 #[test]

@@ -140,6 +140,16 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         keys::countkeysinslot,
         "Return the number of local keys in the specified hash slot",
     ),
+    CommandSpec {
+        since: "5.0.0",
+        ..sub(
+            "cluster|help",
+            2,
+            LOADING | STALE,
+            view::help,
+            "Show helpful text about the different subcommands",
+        )
+    },
     sub(
         "cluster|getkeysinslot",
         4,
