@@ -9,7 +9,7 @@ use super::persist::{self, LoadError};
 use super::topology::Topology;
 use crate::config::params::CLUSTER_PORT_MAX;
 use crate::config::Config;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use rand::SeedableRng;
 use std::path::PathBuf;
 
@@ -32,6 +32,9 @@ pub enum StartError {
 pub struct Cluster {
     pub topology: RwLock<Topology>,
     pub config_path: PathBuf,
+    /// One writer of the config file at a time: SAVECONFIG saves under the topology's read
+    /// lock, so two of them could otherwise share the temp file.
+    save_lock: Mutex<()>,
 }
 
 impl Cluster {
@@ -54,6 +57,10 @@ impl Cluster {
                 Topology::new(node)
             }
         };
+        // No bus link survives a restart: peers are disconnected until they talk again.
+        for node in topology.nodes.iter_mut() {
+            node.link = LinkState::Disconnected;
+        }
         let me = topology.myself_mut();
         me.port = config.port;
         me.cport = config.port + BUS_PORT_OFFSET;
@@ -66,6 +73,7 @@ impl Cluster {
         Ok(Cluster {
             topology: RwLock::new(topology),
             config_path: path,
+            save_lock: Mutex::new(()),
         })
     }
 
@@ -87,9 +95,46 @@ impl Cluster {
     }
 
     fn save_locked(&self, t: &Topology) -> Result<(), ClusterError> {
+        let _one_writer = self.save_lock.lock();
         persist::save(&self.config_path, t).map_err(|e| {
             tracing::error!(path = %self.config_path.display(), "saving the cluster config: {e}");
             ClusterError::Save(e.to_string())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &std::path::Path, port: u16) -> Config {
+        let mut c = Config::default();
+        c.dir = dir.to_path_buf();
+        c.port = port;
+        c.cluster.enabled = true;
+        c
+    }
+
+    /// A new node saves its identity at once; the next start on the same file reuses it and
+    /// takes the current port; slot changes are saved before they are answered.
+    #[test]
+    fn identity_survives_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let id = first.topology.read().myself().id;
+        first.change(|t| t.add_slots(&[(5, 9)])).unwrap();
+        drop(first);
+        let again = Cluster::start(&config(dir.path(), 7001)).unwrap();
+        let t = again.topology.read();
+        assert_eq!(t.myself().id, id);
+        assert_eq!((t.myself().port, t.myself().cport), (7001, 17001));
+        assert_eq!(t.slots.ranges_of(t.myself_index()), vec![(5, 9)]);
+    }
+
+    #[test]
+    fn the_bus_port_must_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Cluster::start(&config(dir.path(), 55536)).err().unwrap();
+        assert!(e.to_string().contains("55535"), "{e}");
     }
 }
