@@ -108,9 +108,11 @@ mod tests {
     use super::*;
 
     fn config(dir: &std::path::Path, port: u16) -> Config {
-        let mut c = Config::default();
-        c.dir = dir.to_path_buf();
-        c.port = port;
+        let mut c = Config {
+            dir: dir.to_path_buf(),
+            port,
+            ..Config::default()
+        };
         c.cluster.enabled = true;
         c
     }
