@@ -28,7 +28,14 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 async fn serve(config: Config) -> anyhow::Result<()> {
     let listeners = listener::bind_all(&config.bind, config.port, config.tcp_backlog)?;
     let pidfile = config.pidfile.clone();
-    let server = Arc::new(Server::new(config));
+    let cluster = if config.cluster.enabled {
+        Some(crate::cluster::Cluster::start(&config).context("starting cluster mode")?)
+    } else {
+        None
+    };
+    let mut server = Server::new(config);
+    server.cluster = cluster;
+    let server = Arc::new(server);
     crate::persistence::load_at_start(&server).context("loading the snapshot")?;
     if !pidfile.is_empty() {
         std::fs::write(&pidfile, format!("{}\n", std::process::id()))

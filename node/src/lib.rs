@@ -5,10 +5,12 @@
 //! - [`db`]: the keyspace (shards of hash slots), values, expiry, eviction;
 //! - [`command`]: the command table, dispatch rules, and the context handlers run in;
 //! - [`commands`]: one file per command family;
+//! - [`cluster`]: cluster mode's identity, topology, routing (no network);
 //! - [`persistence`]: snapshots (SAVE/BGSAVE/load, DUMP/RESTORE payloads);
 //! - [`server`]: listeners, connections, clients, cron, shutdown.
 
 pub mod app;
+pub mod cluster;
 pub mod command;
 pub mod commands;
 pub mod config;

@@ -31,6 +31,11 @@ pub fn execute(
     if let Err(e) = admit(server, client, spec, args) {
         return reject(server, client, &mut reply, args, e, stats);
     }
+    if let Err(e) = crate::cluster::redirect::check(server, client, spec, args) {
+        stats.errors += 1;
+        crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
+        return Effects::default();
+    }
     if let Some(multi) = client.multi.as_mut() {
         if !spec.has(flags::TXN_CONTROL) {
             // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms

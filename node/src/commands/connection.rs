@@ -231,6 +231,8 @@ fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.client.multi = None;
+    ctx.client.cluster_asking = false;
+    ctx.client.cluster_readonly = false;
     ctx.client
         .shared
         .in_multi

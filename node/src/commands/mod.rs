@@ -1,5 +1,6 @@
 //! Command families, one file each. Every family exports `COMMANDS`, its table entries.
 
+pub mod cluster;
 pub mod connection;
 pub mod hashes;
 pub mod introspection;
@@ -29,4 +30,5 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     introspection::COMMANDS,
     persistence::COMMANDS,
+    cluster::COMMANDS,
 ];

@@ -125,6 +125,31 @@ pub const MAX_RDMA_POLL_THREADS: usize = 64;
 /// Longest spin before backing off: beyond a millisecond spinning only burns the core.
 pub const MAX_BUSY_POLL_US: u64 = 1000;
 
+/// Cluster mode settings (`cluster-*`, redis.conf names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// `cluster-enabled`: run as a cluster node (fixed at start).
+    pub enabled: bool,
+    /// `cluster-config-file`: where the node keeps its identity and topology, in `dir`.
+    pub config_file: String,
+    /// `cluster-node-timeout` in ms. 2000 rather than Redis's 15000: heartbeats on the
+    /// fabric are cheap, so failures can be detected sooner.
+    pub node_timeout_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            enabled: false,
+            config_file: "nodes.conf".into(),
+            node_timeout_ms: 2000,
+        }
+    }
+}
+
+/// Highest client port in cluster mode: the bus port is the client port + 10000.
+pub const CLUSTER_PORT_MAX: u16 = 65535 - 10000;
+
 /// A `save <seconds> <changes>` rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SaveRule {
@@ -162,6 +187,7 @@ pub struct Config {
     pub rdbchecksum: bool,
     /// Client traffic over the fabric (`rdma-*`, `fabric-provider`).
     pub fabric: FabricConfig,
+    pub cluster: ClusterConfig,
     /// The file this configuration came from (for CONFIG REWRITE).
     pub file: Option<PathBuf>,
 }
@@ -212,6 +238,7 @@ impl Default for Config {
             databases: 1,
             rdbchecksum: true,
             fabric: FabricConfig::default(),
+            cluster: ClusterConfig::default(),
             file: None,
         }
     }
@@ -574,6 +601,36 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }
     ),
+    param!(
+        "cluster-enabled",
+        false,
+        |c| format_bool(c.cluster.enabled),
+        |c, v| {
+            c.cluster.enabled = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-config-file",
+        false,
+        |c| c.cluster.config_file.clone(),
+        |c, v| {
+            if v.is_empty() {
+                return Err("cluster-config-file can't be empty".into());
+            }
+            c.cluster.config_file = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-node-timeout",
+        true,
+        |c| c.cluster.node_timeout_ms.to_string(),
+        |c, v| {
+            c.cluster.node_timeout_ms = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
     param!("appendonly", true, |_c| "no".into(), |_c, v| {
         if boolean(v)? {
             return Err(
@@ -605,6 +662,11 @@ impl Config {
 
     pub fn get(&self, name: &str) -> Option<String> {
         find(name).map(|p| (p.get)(self))
+    }
+
+    /// The address of the cluster config file.
+    pub fn cluster_config_path(&self) -> PathBuf {
+        self.dir.join(&self.cluster.config_file)
     }
 
     /// The address of the snapshot file.

@@ -181,6 +181,10 @@ pub struct Client {
     pub channels: std::collections::HashSet<Box<[u8]>>,
     pub patterns: std::collections::HashSet<Box<[u8]>>,
     pub shard_channels: std::collections::HashSet<Box<[u8]>>,
+    /// Cluster mode: ASKING was sent (serves one command of an importing slot).
+    pub cluster_asking: bool,
+    /// Cluster mode: READONLY was sent (a replica serves reads of its primary's slots).
+    pub cluster_readonly: bool,
 }
 
 impl Client {
@@ -195,6 +199,8 @@ impl Client {
             channels: Default::default(),
             patterns: Default::default(),
             shard_channels: Default::default(),
+            cluster_asking: false,
+            cluster_readonly: false,
         }
     }
 

@@ -42,6 +42,8 @@ pub struct Server {
     pub started_unix_ms: u64,
     /// 40 hex characters, new at every start (INFO `run_id`).
     pub run_id: String,
+    /// Cluster mode state; None unless `cluster-enabled yes` (set once at start).
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 impl Server {
@@ -63,6 +65,7 @@ impl Server {
             started: Instant::now(),
             started_unix_ms: unix_millis(),
             run_id: random_hex_id(),
+            cluster: None,
         }
     }
 

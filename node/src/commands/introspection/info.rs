@@ -75,7 +75,7 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "replication" => replication(&mut s),
             "cpu" => cpu(&mut s),
             "fabric" => fabric(&mut s, ctx.server),
-            "cluster" => s.field("cluster_enabled", 0),
+            "cluster" => s.field("cluster_enabled", u8::from(ctx.server.cluster.is_some())),
             "keyspace" => {
                 let (keys, expires) = crate::commands::server::key_counts(ctx);
                 if keys > 0 {
@@ -122,7 +122,14 @@ fn server(s: &mut Section<'_>, server: &Server) {
     s.field("redis_git_sha1", "00000000");
     s.field("redis_git_dirty", 0);
     s.field("redis_build_id", "0");
-    s.field("redis_mode", "standalone");
+    s.field(
+        "redis_mode",
+        if server.cluster.is_some() {
+            "cluster"
+        } else {
+            "standalone"
+        },
+    );
     s.field("os", host::os_description());
     s.field("arch_bits", usize::BITS);
     s.field("monotonic_clock", "POSIX clock_gettime");

@@ -1,0 +1,41 @@
+//! Cluster mode, the part that needs no network: identities, the topology (nodes, slot map,
+//! epochs), the operations that change it with Redis's checks, the config file, the replies
+//! that describe it, and the routing decision (serve, MOVED, ASK...). The bus, failure
+//! detection and the Raft-replicated topology build on these.
+//!
+//! - [`id`]: 40-hex node and shard ids;
+//! - [`flags`], [`node`]: one node as seen from here;
+//! - [`slots`]: the slot owner map and open-slot markers;
+//! - [`topology`]: the whole view, its state (ok/fail);
+//! - [`ops`], [`setslot`]: slot assignment commands as methods;
+//! - [`nodes_text`], [`config_file`], [`replies`]: CLUSTER NODES, nodes.conf, SLOTS/SHARDS/INFO;
+//! - [`persist`]: atomic writes of the config file;
+//! - [`routing`]: where a request is served;
+//! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands.
+
+pub mod config_file;
+pub mod error;
+pub mod flags;
+pub mod id;
+pub mod node;
+pub mod nodes_text;
+pub mod ops;
+pub mod persist;
+pub mod redirect;
+pub mod replies;
+pub mod routing;
+pub mod setslot;
+pub mod shared;
+pub mod slots;
+pub mod stats;
+pub mod topology;
+
+#[cfg(test)]
+mod fixture_tests;
+#[cfg(test)]
+mod routing_tests;
+
+pub use error::ClusterError;
+pub use id::{HexId, NodeId, ShardId};
+pub use shared::Cluster;
+pub use topology::Topology;

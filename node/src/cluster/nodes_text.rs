@@ -1,0 +1,93 @@
+//! CLUSTER NODES text, byte for byte as redis-server 7.0.15 prints it (redis-cli parses it
+//! to learn the whole topology), and the node lines of the config file, which add the
+//! shard id as Redis 7.2's nodes.conf does (`ip:port@cport,hostname,shard-id=...`).
+
+use super::node::ClusterNode;
+use super::topology::Topology;
+use std::fmt::Write;
+
+/// Whether a line is for CLUSTER NODES or for the config file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    Reply,
+    ConfigFile,
+}
+
+/// Writes one node's line, `\n`-terminated.
+pub fn write_node_line(t: &Topology, node: &ClusterNode, kind: LineKind, out: &mut String) {
+    let _ = write!(out, "{} {}:{}@{}", node.id, node.ip, node.port, node.cport);
+    match kind {
+        LineKind::Reply if !node.hostname.is_empty() => {
+            let _ = write!(out, ",{}", node.hostname);
+        }
+        LineKind::Reply => {}
+        LineKind::ConfigFile => {
+            let _ = write!(out, ",{},shard-id={}", node.hostname, node.shard);
+        }
+    }
+    out.push(' ');
+    node.flags.write(out);
+    match node.primary {
+        Some(p) if node.is_replica() => {
+            let _ = write!(out, " {p}");
+        }
+        _ => out.push_str(" -"),
+    }
+    let _ = write!(
+        out,
+        " {} {} {} {}",
+        node.ping_sent,
+        node.pong_received,
+        t.node_epoch(node),
+        node.link_name()
+    );
+    if let Some(index) = t.index_of(&node.id) {
+        for (start, end) in t.slots.ranges_of(index) {
+            if start == end {
+                let _ = write!(out, " {start}");
+            } else {
+                let _ = write!(out, " {start}-{end}");
+            }
+        }
+    }
+    if node.is_myself() {
+        write_open_slots(t, out);
+    }
+    out.push('\n');
+}
+
+/// `[slot->-target]` / `[slot-<-source]` markers in slot order; a slot both migrating and
+/// importing shows as migrating, as Redis prints it.
+fn write_open_slots(t: &Topology, out: &mut String) {
+    let mut migrating = t.slots.migrating.iter().peekable();
+    let mut importing = t.slots.importing.iter().peekable();
+    loop {
+        let next_m = migrating.peek().map(|(s, _)| **s);
+        let next_i = importing.peek().map(|(s, _)| **s);
+        match (next_m, next_i) {
+            (None, None) => break,
+            (Some(m), i) if i.is_none_or(|i| m <= i) => {
+                if let Some((slot, id)) = migrating.next() {
+                    let _ = write!(out, " [{slot}->-{id}]");
+                }
+                if i == Some(m) {
+                    importing.next();
+                }
+            }
+            _ => {
+                if let Some((slot, id)) = importing.next() {
+                    let _ = write!(out, " [{slot}-<-{id}]");
+                }
+            }
+        }
+    }
+}
+
+/// The CLUSTER NODES reply text: every node, in table order.
+pub fn cluster_nodes(t: &Topology) -> String {
+    let mut out = String::with_capacity(128 * t.nodes.len());
+    for node in &t.nodes {
+        write_node_line(t, node, LineKind::Reply, &mut out);
+    }
+    out
+}

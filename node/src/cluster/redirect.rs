@@ -1,0 +1,121 @@
+//! Routing applied to commands: the dispatcher asks [`check`] before a command runs or is
+//! queued, and a refusal becomes the client's MOVED/ASK/CROSSSLOT/TRYAGAIN/CLUSTERDOWN
+//! reply. Also keeps the one-shot ASKING flag.
+
+use super::routing::{route, Request, Route};
+use crate::command::spec::{flags, CommandSpec};
+use crate::command::CmdError;
+use crate::db::keyspace::shard_of_slot;
+use crate::server::{unix_millis, Client, Server};
+use proto::resp::Reply;
+use smallvec::SmallVec;
+
+/// Decides whether this node runs `args` (Ok) or redirects the client (Err with the reply).
+/// Without cluster mode, always Ok.
+pub fn check(
+    server: &Server,
+    client: &mut Client,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+) -> Result<(), CmdError> {
+    let Some(cluster) = server.cluster.as_ref() else {
+        return Ok(());
+    };
+    let asking = client.cluster_asking;
+    // ASKING holds for the next command only (for a whole transaction inside MULTI).
+    if spec.name != "asking" && client.multi.is_none() {
+        client.cluster_asking = false;
+    }
+    let mut keys: SmallVec<[&[u8]; 16]> = SmallVec::new();
+    let mut write = spec.has(flags::WRITE);
+    if spec.name == "exec" {
+        let Some(multi) = client.multi.as_ref() else {
+            return Ok(());
+        };
+        // Every queued command's keys together: a transaction runs on one node.
+        for queued in &multi.queued {
+            let queued_args: SmallVec<[&[u8]; 8]> = queued.iter().map(|a| a.as_slice()).collect();
+            let Ok(queued_spec) = crate::command::dispatch::resolve(&queued_args) else {
+                continue;
+            };
+            write |= queued_spec.has(flags::WRITE);
+            keys.extend(
+                queued_spec
+                    .key_positions(&queued_args)
+                    .into_iter()
+                    .filter_map(|i| queued.get(i).map(|a| a.as_slice())),
+            );
+        }
+        return decide(
+            server,
+            cluster,
+            &keys,
+            write,
+            asking,
+            client.cluster_readonly,
+        );
+    }
+    keys.extend(
+        spec.key_positions(args)
+            .into_iter()
+            .filter_map(|i| args.get(i).copied()),
+    );
+    if keys.is_empty() {
+        return Ok(());
+    }
+    decide(
+        server,
+        cluster,
+        &keys,
+        write,
+        asking,
+        client.cluster_readonly,
+    )
+}
+
+fn decide(
+    server: &Server,
+    cluster: &super::Cluster,
+    keys: &[&[u8]],
+    write: bool,
+    asking: bool,
+    readonly: bool,
+) -> Result<(), CmdError> {
+    let req = Request {
+        keys,
+        write,
+        asking,
+        readonly,
+    };
+    let now = unix_millis();
+    let mut exists = |key: &[u8]| {
+        let slot = proto::slot::key_slot(key);
+        let shard = server.keyspace.lock_shard(shard_of_slot(slot));
+        shard
+            .table(slot)
+            .get(key)
+            .is_some_and(|e| !e.is_expired(now))
+    };
+    let topology = cluster.topology.read();
+    match route(&topology, &req, &mut exists) {
+        Route::Serve => Ok(()),
+        other => Err(CmdError::new(other.error_text().unwrap_or_default())),
+    }
+}
+
+/// Answers a redirected command as Redis does: a redirected EXEC discards its transaction;
+/// a command refused while queueing dooms the transaction.
+pub fn reject(
+    server: &Server,
+    client: &mut Client,
+    reply: &mut Reply<'_>,
+    spec: &CommandSpec,
+    e: CmdError,
+) {
+    if spec.name == "exec" {
+        crate::commands::transactions::discard_transaction(server, client);
+    } else if let Some(multi) = client.multi.as_mut() {
+        multi.errored = true;
+    }
+    reply.error(&e.to_string());
+}

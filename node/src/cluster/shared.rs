@@ -1,0 +1,142 @@
+//! The cluster state a running node shares between its connections: the topology behind a
+//! lock, and where it is persisted. Every change that Redis would save (slot assignment,
+//! SETSLOT) is written to the config file before the command answers.
+
+use super::error::ClusterError;
+use super::id::HexId;
+use super::node::{ClusterNode, LinkState};
+use super::persist::{self, LoadError};
+use super::topology::Topology;
+use crate::config::params::CLUSTER_PORT_MAX;
+use crate::config::Config;
+use parking_lot::{Mutex, RwLock};
+use rand::SeedableRng;
+use std::path::PathBuf;
+
+/// The bus port is the client port plus this (Redis's `CLUSTER_PORT_INCR`).
+pub const BUS_PORT_OFFSET: u16 = 10000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("port {0} is too high for cluster mode: the bus port is the client port + 10000, so the port must be {CLUSTER_PORT_MAX} or less")]
+    PortTooHigh(u16),
+    #[error("writing the cluster config file {path}: {source}")]
+    Save {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub struct Cluster {
+    pub topology: RwLock<Topology>,
+    pub config_path: PathBuf,
+    /// One writer of the config file at a time: SAVECONFIG saves under the topology's read
+    /// lock, so two of them could otherwise share the temp file.
+    save_lock: Mutex<()>,
+}
+
+impl Cluster {
+    /// Loads this node's identity and topology from the config file, or makes a new node
+    /// (random id and shard, no slots) and saves it, so a restart keeps the id.
+    pub fn start(config: &Config) -> Result<Cluster, StartError> {
+        if config.port > CLUSTER_PORT_MAX {
+            return Err(StartError::PortTooHigh(config.port));
+        }
+        let path = config.cluster_config_path();
+        let mut rng = rand::rngs::StdRng::from_entropy();
+        let mut topology = match persist::load(&path, &mut rng)? {
+            Some(t) => {
+                tracing::info!(path = %path.display(), id = %t.myself().id, "cluster config loaded");
+                t
+            }
+            None => {
+                let node = ClusterNode::new(HexId::random(&mut rng), HexId::random(&mut rng));
+                tracing::info!(id = %node.id, "no cluster config found, new node id");
+                Topology::new(node)
+            }
+        };
+        // No bus link survives a restart: peers are disconnected until they talk again.
+        for node in topology.nodes.iter_mut() {
+            node.link = LinkState::Disconnected;
+        }
+        let me = topology.myself_mut();
+        me.port = config.port;
+        me.cport = config.port + BUS_PORT_OFFSET;
+        me.link = LinkState::Connected;
+        topology.refresh_state();
+        persist::save(&path, &topology).map_err(|source| StartError::Save {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Cluster {
+            topology: RwLock::new(topology),
+            config_path: path,
+            save_lock: Mutex::new(()),
+        })
+    }
+
+    /// Applies a change and saves the result when it succeeded.
+    pub fn change<R>(
+        &self,
+        f: impl FnOnce(&mut Topology) -> Result<R, ClusterError>,
+    ) -> Result<R, ClusterError> {
+        let mut t = self.topology.write();
+        let r = f(&mut t)?;
+        self.save_locked(&t)?;
+        Ok(r)
+    }
+
+    /// CLUSTER SAVECONFIG.
+    pub fn save(&self) -> Result<(), ClusterError> {
+        let t = self.topology.read();
+        self.save_locked(&t)
+    }
+
+    fn save_locked(&self, t: &Topology) -> Result<(), ClusterError> {
+        let _one_writer = self.save_lock.lock();
+        persist::save(&self.config_path, t).map_err(|e| {
+            tracing::error!(path = %self.config_path.display(), "saving the cluster config: {e}");
+            ClusterError::Save(e.to_string())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &std::path::Path, port: u16) -> Config {
+        let mut c = Config {
+            dir: dir.to_path_buf(),
+            port,
+            ..Config::default()
+        };
+        c.cluster.enabled = true;
+        c
+    }
+
+    /// A new node saves its identity at once; the next start on the same file reuses it and
+    /// takes the current port; slot changes are saved before they are answered.
+    #[test]
+    fn identity_survives_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let id = first.topology.read().myself().id;
+        first.change(|t| t.add_slots(&[(5, 9)])).unwrap();
+        drop(first);
+        let again = Cluster::start(&config(dir.path(), 7001)).unwrap();
+        let t = again.topology.read();
+        assert_eq!(t.myself().id, id);
+        assert_eq!((t.myself().port, t.myself().cport), (7001, 17001));
+        assert_eq!(t.slots.ranges_of(t.myself_index()), vec![(5, 9)]);
+    }
+
+    #[test]
+    fn the_bus_port_must_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Cluster::start(&config(dir.path(), 55536)).err().unwrap();
+        assert!(e.to_string().contains("55535"), "{e}");
+    }
+}

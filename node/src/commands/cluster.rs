@@ -1,0 +1,246 @@
+//! Cluster commands: CLUSTER (subcommands in `cluster/`), READONLY, READWRITE, ASKING.
+//! Without `cluster-enabled yes` every one answers "This instance has cluster support
+//! disabled", after the arity check, as Redis does.
+
+mod keys;
+mod slots;
+mod view;
+
+use crate::cluster::{Cluster, ClusterError};
+use crate::command::spec::{command, flags::*, KeySpec};
+use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+
+const CLUSTER: &str = "cluster";
+
+/// A CLUSTER subcommand spec (arity, flags and summary as Redis 7.0.15's COMMAND DOCS).
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: crate::command::spec::Handler,
+    summary: &'static str,
+) -> CommandSpec {
+    CommandSpec {
+        since: "3.0.0",
+        ..command(name, arity, flags, KeySpec::None, handler, CLUSTER, summary)
+    }
+}
+
+const ADMIN_STALE: u32 = ADMIN | STALE;
+
+static SUBCOMMANDS: &[CommandSpec] = &[
+    sub(
+        "cluster|addslots",
+        -3,
+        ADMIN_STALE,
+        slots::addslots,
+        "Assign new hash slots to receiving node",
+    ),
+    CommandSpec {
+        since: "7.0.0",
+        ..sub(
+            "cluster|addslotsrange",
+            -4,
+            ADMIN_STALE,
+            slots::addslotsrange,
+            "Assign new hash slots to receiving node",
+        )
+    },
+    sub(
+        "cluster|delslots",
+        -3,
+        ADMIN_STALE,
+        slots::delslots,
+        "Set hash slots as unbound in receiving node",
+    ),
+    CommandSpec {
+        since: "7.0.0",
+        ..sub(
+            "cluster|delslotsrange",
+            -4,
+            ADMIN_STALE,
+            slots::delslotsrange,
+            "Set hash slots as unbound in receiving node",
+        )
+    },
+    sub(
+        "cluster|flushslots",
+        2,
+        ADMIN_STALE,
+        slots::flushslots,
+        "Delete a node's own slots information",
+    ),
+    sub(
+        "cluster|setslot",
+        -4,
+        ADMIN_STALE,
+        slots::setslot,
+        "Bind a hash slot to a specific node",
+    ),
+    sub(
+        "cluster|saveconfig",
+        2,
+        ADMIN_STALE,
+        view::saveconfig,
+        "Forces the node to save cluster state on disk",
+    ),
+    sub(
+        "cluster|info",
+        2,
+        STALE,
+        view::info,
+        "Provides info about Redis Cluster node state",
+    ),
+    sub(
+        "cluster|nodes",
+        2,
+        STALE,
+        view::nodes,
+        "Get Cluster config for the node",
+    ),
+    sub(
+        "cluster|slots",
+        2,
+        STALE,
+        view::slots,
+        "Get array of Cluster slot to node mappings",
+    ),
+    CommandSpec {
+        since: "7.0.0",
+        ..sub(
+            "cluster|shards",
+            2,
+            STALE,
+            view::shards,
+            "Get array of cluster slots to node mappings",
+        )
+    },
+    sub("cluster|myid", 2, STALE, view::myid, "Return the node id"),
+    CommandSpec {
+        since: "7.2.0",
+        ..sub(
+            "cluster|myshardid",
+            2,
+            STALE,
+            view::myshardid,
+            "Return the node's shard id",
+        )
+    },
+    sub(
+        "cluster|keyslot",
+        3,
+        STALE,
+        keys::keyslot,
+        "Returns the hash slot of the specified key",
+    ),
+    sub(
+        "cluster|countkeysinslot",
+        3,
+        STALE,
+        keys::countkeysinslot,
+        "Return the number of local keys in the specified hash slot",
+    ),
+    CommandSpec {
+        since: "5.0.0",
+        ..sub(
+            "cluster|help",
+            2,
+            LOADING | STALE,
+            view::help,
+            "Show helpful text about the different subcommands",
+        )
+    },
+    sub(
+        "cluster|getkeysinslot",
+        4,
+        STALE,
+        keys::getkeysinslot,
+        "Return local key names in the specified hash slot",
+    ),
+];
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        since: "3.0.0",
+        subcommands: SUBCOMMANDS,
+        ..command(
+            "cluster",
+            -2,
+            0,
+            KeySpec::None,
+            container,
+            CLUSTER,
+            "A container for cluster commands",
+        )
+    },
+    CommandSpec {
+        group: "connection",
+        ..sub(
+            "readonly",
+            1,
+            FAST | LOADING | STALE,
+            readonly,
+            "Enables read queries for a connection to a cluster replica node",
+        )
+    },
+    CommandSpec {
+        group: "connection",
+        ..sub(
+            "readwrite",
+            1,
+            FAST | LOADING | STALE,
+            readwrite,
+            "Disables read queries for a connection to a cluster replica node",
+        )
+    },
+    CommandSpec {
+        group: "connection",
+        ..sub(
+            "asking",
+            1,
+            FAST,
+            asking,
+            "Sent by cluster clients after an -ASK redirect",
+        )
+    },
+];
+
+/// The container itself never runs: the dispatcher picks a subcommand.
+fn container(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    Err(CmdError::Syntax)
+}
+
+/// The cluster state, or Redis's error when cluster mode is off.
+fn cluster<'a>(ctx: &Ctx<'a>) -> Result<&'a Cluster, CmdError> {
+    ctx.server
+        .cluster
+        .as_ref()
+        .ok_or_else(|| CmdError::new("ERR This instance has cluster support disabled"))
+}
+
+impl From<ClusterError> for CmdError {
+    fn from(e: ClusterError) -> Self {
+        CmdError::new(e.to_string())
+    }
+}
+
+fn readonly(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    ctx.client.cluster_readonly = true;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn readwrite(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    ctx.client.cluster_readonly = false;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn asking(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    ctx.client.cluster_asking = true;
+    ctx.reply.ok();
+    Ok(())
+}

@@ -1,0 +1,44 @@
+//! CLUSTER KEYSLOT COUNTKEYSINSLOT GETKEYSINSLOT: the keyspace seen by hash slot (the
+//! keyspace keeps one table per slot, so counting is O(1) and listing O(keys returned)).
+
+use super::cluster;
+use crate::command::args;
+use crate::command::error::err;
+use crate::command::{CmdResult, Ctx};
+use proto::slot::SLOT_COUNT;
+
+pub fn keyslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    ctx.reply.integer(proto::slot::key_slot(args[2]) as i64);
+    Ok(())
+}
+
+pub fn countkeysinslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    let slot = args::int(args[2])?;
+    if !(0..SLOT_COUNT as i64).contains(&slot) {
+        return err("ERR Invalid slot");
+    }
+    let n = ctx.server.keyspace.count_in_slot(slot as u16);
+    ctx.reply.integer(n as i64);
+    Ok(())
+}
+
+pub fn getkeysinslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    let slot = args::int(args[2])?;
+    let count = args::int(args[3])?;
+    if count < 0 || !(0..SLOT_COUNT as i64).contains(&slot) {
+        return err("ERR Invalid slot or number of keys");
+    }
+    // The slot's table bounds the reply whatever count asks for.
+    let keys = ctx
+        .server
+        .keyspace
+        .keys_in_slot(slot as u16, usize::try_from(count).unwrap_or(usize::MAX));
+    ctx.reply.array(keys.len());
+    for k in &keys {
+        ctx.reply.bulk(k);
+    }
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! CLUSTER MYID MYSHARDID INFO NODES SLOTS SHARDS SAVECONFIG: views of the topology.
+
+use super::cluster;
+use crate::cluster::{nodes_text, replies};
+use crate::command::{CmdResult, Ctx};
+
+pub fn myid(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let id = cluster(ctx)?.topology.read().myself().id;
+    ctx.reply.bulk(id.as_bytes());
+    Ok(())
+}
+
+pub fn myshardid(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let id = cluster(ctx)?.topology.read().myself().shard;
+    ctx.reply.bulk(id.as_bytes());
+    Ok(())
+}
+
+pub fn info(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let text = replies::info(&cluster(ctx)?.topology.read());
+    ctx.reply.verbatim(text.as_bytes());
+    Ok(())
+}
+
+pub fn nodes(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let text = nodes_text::cluster_nodes(&cluster(ctx)?.topology.read());
+    ctx.reply.verbatim(text.as_bytes());
+    Ok(())
+}
+
+pub fn slots(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let c = cluster(ctx)?;
+    replies::slots(&c.topology.read(), &mut ctx.reply);
+    Ok(())
+}
+
+pub fn shards(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let c = cluster(ctx)?;
+    replies::shards(&c.topology.read(), &mut ctx.reply);
+    Ok(())
+}
+
+pub fn saveconfig(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?.save()?;
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// CLUSTER HELP: the subcommands this node implements, in Redis's help layout.
+const HELP: &[&str] = &[
+    "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ADDSLOTS <slot> [<slot> ...]",
+    "    Assign slots to current node.",
+    "ADDSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+    "    Assign slots which are between <start-slot> and <end-slot> to current node.",
+    "COUNTKEYSINSLOT <slot>",
+    "    Return the number of keys in <slot>.",
+    "DELSLOTS <slot> [<slot> ...]",
+    "    Delete slots information from current node.",
+    "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+    "    Delete slots information which are between <start-slot> and <end-slot> from current node.",
+    "GETKEYSINSLOT <slot> <count>",
+    "    Return key names stored by current node in a slot.",
+    "FLUSHSLOTS",
+    "    Delete current node own slots information.",
+    "INFO",
+    "    Return information about the cluster.",
+    "KEYSLOT <key>",
+    "    Return the hash slot for <key>.",
+    "MYID",
+    "    Return the node id.",
+    "MYSHARDID",
+    "    Return the node's shard id.",
+    "NODES",
+    "    Return cluster configuration seen by node. Output format:",
+    "    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+    "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
+    "    Set slot state.",
+    "SAVECONFIG",
+    "    Force saving cluster configuration on disk.",
+    "SLOTS",
+    "    Return information about slots range mappings. Each range is made of:",
+    "    start, end, master and replicas IP addresses, ports and ids",
+    "SHARDS",
+    "    Return information about slot range mappings and the nodes associated with them.",
+    "HELP",
+    "    Prints this help.",
+];
+
+pub fn help(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    crate::commands::introspection::reply_help(&mut ctx.reply, HELP);
+    Ok(())
+}
