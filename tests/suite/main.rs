@@ -2,6 +2,7 @@
 //! node processes through the harness in `src/lib.rs`.
 
 mod connection;
+mod fabric;
 mod hashes;
 mod keys;
 mod lists;
