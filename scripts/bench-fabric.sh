@@ -18,7 +18,7 @@
 #   PROVIDERS      fabric providers, space separated ["ofi:shm ofi:tcp"]
 #   TESTS          operator bench -t [set,get,incr,lpush,lpop,sadd,hset]
 #   CLIENTS        operator bench -c [4]
-#   N_P1, N_P16    requests per test at -P 1 and -P 16 [20000, 200000]
+#   N_P1, N_P16    requests per test at -P 1 and -P 16 [10000, 100000]
 #   ROUNDS         interleaved rounds; cells are medians over rounds [1]
 #   NODE_ARGS      extra node flags []
 #   OUT            report [BENCHMARKS.md at the repo root]
@@ -32,8 +32,8 @@ PROFILE="${PROFILE:-release}"
 PROVIDERS="${PROVIDERS:-ofi:shm ofi:tcp}"
 TESTS="${TESTS:-set,get,incr,lpush,lpop,sadd,hset}"
 CLIENTS="${CLIENTS:-4}"
-N_P1="${N_P1:-20000}"
-N_P16="${N_P16:-200000}"
+N_P1="${N_P1:-10000}"
+N_P16="${N_P16:-100000}"
 ROUNDS="${ROUNDS:-1}"
 NODE_ARGS="${NODE_ARGS:-}"
 OUT="${OUT:-$ROOT/BENCHMARKS.md}"

@@ -88,7 +88,12 @@ fn cli_prints(node: &FabricNode, args: &[&str], expected: &str) {
         stderr(&out),
         node.node.log()
     );
-    assert_eq!(stdout(&out), expected, "cli {args:?} over {}", node.provider);
+    assert_eq!(
+        stdout(&out),
+        expected,
+        "cli {args:?} over {}",
+        node.provider
+    );
 }
 
 /// `operator cli` over the fabric prints what redis-cli prints over TCP, and both transports

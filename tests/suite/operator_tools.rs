@@ -209,7 +209,11 @@ fn cli_fails_with_a_message_when_it_cannot_connect() {
     let node = Node::start(&[]);
     let out = cli(&node, &["--rdma", "PING"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("over fabric verbs"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("over fabric verbs"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

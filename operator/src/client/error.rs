@@ -20,7 +20,7 @@ pub enum ClientError {
     Fabric {
         target: String,
         provider: String,
-        source: bus::BusError,
+        source: Box<bus::BusError>,
     },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

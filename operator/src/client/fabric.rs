@@ -64,9 +64,8 @@ const LINGER_MAX: Duration = Duration::from_secs(1);
 /// the driver declares it gone: three of its keepalive periods and a second of slack. The
 /// fabric has no connection state to break (RDM on tcp and shm), so without this a client of a
 /// node that closed or died would wait forever.
-pub const PEER_SILENCE_MAX: Duration = Duration::from_secs(
-    3 * bus::stream::KEEPALIVE_INTERVAL.as_secs() + 1,
-);
+pub const PEER_SILENCE_MAX: Duration =
+    Duration::from_secs(3 * bus::stream::KEEPALIVE_INTERVAL.as_secs() + 1);
 /// Added to the connect timeout for opening the provider (loading libfabric takes ~0.4 s).
 const PROVIDER_OPEN_GRACE: Duration = Duration::from_secs(5);
 
@@ -114,7 +113,7 @@ impl FabricTransport {
         let fabric_error = |source: BusError| ClientError::Fabric {
             target: target.clone(),
             provider: provider.to_string(),
-            source,
+            source: Box::new(source),
         };
         let (ready_tx, ready_rx) = oneshot::channel();
         let (out_tx, out_rx) = mpsc::channel(TO_WIRE_CHUNKS_MAX);

@@ -138,7 +138,10 @@ async fn a_provider_that_cannot_open_is_named_with_its_reason() {
         .await
         .unwrap_err();
     assert!(matches!(err, ClientError::Fabric { .. }), "{err:?}");
-    assert!(err.to_string().contains("ofi:shm"), "lists the names: {err}");
+    assert!(
+        err.to_string().contains("ofi:shm"),
+        "lists the names: {err}"
+    );
     // verbs on a host without an RDMA device (CI) is Unavailable, with the reason.
     if let Err(err) = Client::connect(&ConnectOptions::new(fabric_target("verbs", addr))).await {
         assert!(matches!(err, ClientError::Fabric { .. }), "{err:?}");
