@@ -57,6 +57,10 @@ def section(cells: dict, machine: list, commands: list) -> str:
     out += ["### Machine and run", "", "```"]
     out += [f"{k}: {v}" for k, v in info.items()]
     out += ["```", ""]
+    if info.get("profile", "release") != "release":
+        out += [f"Built with the `{info['profile']}` profile, not `release`: on this shared "
+                "machine release builds were not allowed while the run was made, so the "
+                "absolute numbers are low for both transports; compare the ratios.", ""]
     out += ["### Method", "",
             f"- One node per provider, with its TCP listener and a fabric listener; "
             f"`operator bench -c {info.get('clients', '?')}`, one run per test so the CPU "
