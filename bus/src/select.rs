@@ -10,7 +10,7 @@ use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
 use crate::ofi::{OfiKind, OfiProvider};
 use crate::provider::Provider;
-use crate::stream::Stream;
+use crate::stream::{Stream, StreamStats};
 use crate::verbs::{VerbsOptions, VerbsProvider};
 
 /// The names `fabric-provider` and `--fabric` accept.
@@ -63,6 +63,9 @@ pub trait ByteStream: Send {
     fn wait(&mut self, timeout: Duration) -> Result<()>;
     /// See [`Stream::is_closed`].
     fn is_closed(&self) -> bool;
+    /// See [`Stream::stats`] (a client watches `control_received` to tell a live server,
+    /// which sends a keepalive every 3 s, from one that is gone).
+    fn stats(&self) -> StreamStats;
 }
 
 /// A client stream together with the provider that owns its memory registrations. Fields drop
@@ -96,6 +99,9 @@ impl<P: Provider> ByteStream for OwnedStream<P> {
     }
     fn is_closed(&self) -> bool {
         self.stream.is_closed()
+    }
+    fn stats(&self) -> StreamStats {
+        self.stream.stats().clone()
     }
 }
 

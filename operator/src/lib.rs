@@ -1,4 +1,4 @@
-//! The operator: an async Rust client library (TCP now, the fabric later), `operator cli`
+//! The operator: an async Rust client library (TCP or the fabric), `operator cli`
 //! (redis-cli-like) and `operator bench` (redis-benchmark-like, with HDR latency percentiles)
 //! (DESIGN §2). `operator cluster ...` arrives with the cluster issue.
 //!

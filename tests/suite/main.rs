@@ -3,6 +3,7 @@
 
 mod cluster;
 mod connection;
+mod fabric;
 mod hashes;
 mod keys;
 mod lists;

@@ -14,12 +14,14 @@ pub enum ClientError {
     },
     #[error("Could not connect to {target}: timed out after {after:?}")]
     ConnectTimeout { target: String, after: Duration },
-    /// `--fabric`/`--rdma`: the fabric Stream (bus, issue 3 item 4) is not plugged in yet.
-    #[error(
-        "fabric transport not built yet: provider '{provider}' needs the bus Stream, which \
-         the operator does not have yet; use TCP (-h/-p)"
-    )]
-    FabricNotBuilt { provider: String },
+    /// `--fabric`/`--rdma`: the provider is unavailable on this host (the text says why), or the
+    /// fabric connection could not be set up.
+    #[error("Could not connect to {target} over fabric {provider}: {source}")]
+    Fabric {
+        target: String,
+        provider: String,
+        source: Box<bus::BusError>,
+    },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     #[error("Server closed the connection")]

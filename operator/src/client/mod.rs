@@ -1,5 +1,5 @@
-//! The async client library: a [`Client`] over a pluggable [`Transport`] (TCP now, a fabric
-//! Stream later), replies decoded by `proto`'s RESP2/RESP3 frame codec, with bounded buffers.
+//! The async client library: a [`Client`] over a pluggable [`Transport`] (TCP or a fabric
+//! Stream), replies decoded by `proto`'s RESP2/RESP3 frame codec, with bounded buffers.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), operator::client::ClientError> {
@@ -14,8 +14,11 @@
 mod client;
 mod connection;
 mod error;
+mod fabric;
 mod transport;
 
+#[cfg(test)]
+mod fabric_tests;
 #[cfg(test)]
 mod tests;
 
@@ -24,4 +27,8 @@ pub use connection::{
     BufferLimits, Connection, READ_CHUNK_MIN, REPLY_BYTES_MAX, REQUEST_BYTES_MAX,
 };
 pub use error::ClientError;
+pub use fabric::{
+    Backoff, FabricTransport, Idle, Liveness, CHUNK_BYTES_MAX, FROM_WIRE_CHUNKS_MAX,
+    IDLE_SLEEP_MAX, IDLE_SLEEP_MIN, PEER_SILENCE_MAX, SPIN, TO_WIRE_CHUNKS_MAX,
+};
 pub use transport::{Target, Transport};

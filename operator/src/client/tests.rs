@@ -194,21 +194,6 @@ async fn closed_and_garbled_connections_are_reported() {
 }
 
 #[tokio::test]
-async fn the_fabric_target_says_it_is_not_built_yet() {
-    let options = ConnectOptions::new(Target::Fabric {
-        provider: "ofi:shm".into(),
-        host: "127.0.0.1".into(),
-        port: 1,
-    });
-    let err = Client::connect(&options).await.unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with("fabric transport not built yet"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
 async fn pushes_are_set_aside_except_subscription_confirmations() {
     let (target, _) = scripted_server(|args| {
         Some(match args[0].as_str() {

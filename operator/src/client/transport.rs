@@ -1,10 +1,10 @@
-//! Where the bytes go: a RESP byte stream over TCP now, over a fabric Stream (bus) later.
+//! Where the bytes go: a RESP byte stream over TCP or over a fabric Stream (bus).
 //!
 //! [`Target`] says where to connect; [`Transport`] is the open byte stream. It is an enum, not a
 //! trait object, so each way of moving bytes is one variant with two methods (`write_all`,
 //! `read_some`) and no poll-level adapter is needed: the bus is synchronous and polled (DESIGN
-//! §4), so its variant will drive the Stream in its own way (poll and yield, or a polling thread)
-//! behind the same two async methods, and nothing above this file changes.
+//! §4), so the fabric variant drives its Stream on a thread of its own ([`FabricTransport`])
+//! behind the same two async methods, and nothing above this file differs.
 
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::error::ClientError;
+use super::fabric::FabricTransport;
 
 /// Where to connect.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub enum Target {
         port: u16,
     },
     /// A node's fabric listener through a bus provider (`verbs`, `ofi:tcp`, `ofi:shm`, ...).
-    /// Not available yet: opening one fails with [`ClientError::FabricNotBuilt`].
+    /// A provider this host lacks fails to open with [`ClientError::Fabric`].
     Fabric {
         provider: String,
         host: String,
@@ -65,6 +66,7 @@ impl std::fmt::Display for Target {
 #[derive(Debug)]
 pub enum Transport {
     Tcp(TcpStream),
+    Fabric(FabricTransport),
 }
 
 impl Transport {
@@ -87,9 +89,13 @@ impl Transport {
                 stream.set_nodelay(true)?;
                 Ok(Transport::Tcp(stream))
             }
-            Target::Fabric { provider, .. } => Err(ClientError::FabricNotBuilt {
-                provider: provider.clone(),
-            }),
+            Target::Fabric {
+                provider,
+                host,
+                port,
+            } => Ok(Transport::Fabric(
+                FabricTransport::open(provider, host, *port, timeout).await?,
+            )),
         }
     }
 
@@ -97,6 +103,7 @@ impl Transport {
     pub async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Transport::Tcp(stream) => stream.write_all(bytes).await,
+            Transport::Fabric(fabric) => fabric.write_all(bytes).await,
         }
     }
 
@@ -105,6 +112,7 @@ impl Transport {
     pub async fn read_some(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         match self {
             Transport::Tcp(stream) => stream.read_buf(buf).await,
+            Transport::Fabric(fabric) => fabric.read_some(buf).await,
         }
     }
 }

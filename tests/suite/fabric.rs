@@ -1,0 +1,281 @@
+//! The ofi lane (issue "The fabric", item 7): real node processes serving clients over the
+//! fabric (`--rdma-port`, `ofi:tcp` and `ofi:shm` on 127.0.0.1) next to TCP, driven by the
+//! `operator` binary: `cli --fabric` prints what it prints over TCP, what one transport writes
+//! the other reads, `bench --fabric` runs without error replies and leaves exactly what it
+//! wrote, a client killed mid-stream leaves the node serving, and a provider
+//! this host lacks (verbs) stops the node at start with a clear message.
+//!
+//! Needs libfabric and redis-cli (scripts/install-deps.sh). Run:
+//! `cargo test -p integration --test suite fabric::`.
+
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use integration::{free_port, operator, Node, STARTUP_TIMEOUT};
+
+/// Longest wait for the node to notice a killed client: its keepalive (every 3 s) must fail.
+/// A bound against hanging, not a timing assertion.
+const CLEANUP_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A node with a fabric listener on `provider`, and its fabric port.
+struct FabricNode {
+    node: Node,
+    provider: &'static str,
+    rdma_port: u16,
+}
+
+impl FabricNode {
+    fn start(provider: &'static str) -> FabricNode {
+        let rdma_port = free_port();
+        let port = rdma_port.to_string();
+        let node = Node::start(&[
+            "--rdma-port",
+            &port,
+            "--rdma-bind",
+            "127.0.0.1",
+            "--fabric-provider",
+            provider,
+        ]);
+        // TCP answers first; the fabric listener comes up after the provider loads.
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while !node.log().contains("ready to accept connections (fabric)") {
+            assert!(
+                Instant::now() < deadline,
+                "no fabric listener; log: {}",
+                node.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        FabricNode {
+            node,
+            provider,
+            rdma_port,
+        }
+    }
+
+    /// `operator cli --fabric PROVIDER -p RDMA_PORT args...`.
+    fn cli(&self, args: &[&str]) -> Output {
+        let port = self.rdma_port.to_string();
+        let mut all = vec!["cli", "--fabric", self.provider, "-p", &port];
+        all.extend_from_slice(args);
+        operator(&all).output().expect("running operator cli")
+    }
+
+    /// The node's `connected_clients` as INFO over TCP reports it (redis-cli's own included).
+    fn connected_clients(&self) -> u64 {
+        let info = self.node.cli(&["INFO", "clients"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no connected_clients in INFO: {info}"))
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn cli_prints(node: &FabricNode, args: &[&str], expected: &str) {
+    let out = node.cli(args);
+    assert!(
+        out.status.success(),
+        "cli {args:?} over {}: {}\nlog: {}",
+        node.provider,
+        stderr(&out),
+        node.node.log()
+    );
+    assert_eq!(
+        stdout(&out),
+        expected,
+        "cli {args:?} over {}",
+        node.provider
+    );
+}
+
+/// `operator cli` over the fabric prints what redis-cli prints over TCP, and both transports
+/// see the same keyspace.
+fn cli_and_tcp_share_the_keyspace(provider: &'static str) {
+    let node = FabricNode::start(provider);
+    cli_prints(&node, &["PING"], "PONG\n");
+    cli_prints(&node, &["SET", "written:fabric", "over the fabric"], "OK\n");
+    cli_prints(&node, &["GET", "written:fabric"], "over the fabric\n");
+    cli_prints(&node, &["--no-raw", "GET", "missing"], "(nil)\n");
+    cli_prints(&node, &["--no-raw", "INCR", "n"], "(integer) 1\n");
+    assert_eq!(node.node.cli(&["GET", "written:fabric"]), "over the fabric");
+    assert_eq!(node.node.cli(&["SET", "written:tcp", "over tcp"]), "OK");
+    cli_prints(&node, &["GET", "written:tcp"], "over tcp\n");
+    // Interactive: several commands on one fabric connection.
+    let port = node.rdma_port.to_string();
+    let mut child = operator(&["cli", "--fabric", provider, "-p", &port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"INCR n\nGET written:tcp\nDBSIZE\n")
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "2\nover tcp\n3\n");
+}
+
+#[test]
+fn cli_over_ofi_tcp_and_tcp_share_the_keyspace() {
+    cli_and_tcp_share_the_keyspace("ofi:tcp");
+}
+
+#[test]
+fn cli_over_ofi_shm_and_tcp_share_the_keyspace() {
+    cli_and_tcp_share_the_keyspace("ofi:shm");
+}
+
+/// `operator bench --fabric ofi:shm`, pipelined over 4 connections (each its own stream):
+/// no error replies, one CSV row per test, and the node holds exactly what was written.
+#[test]
+fn bench_over_ofi_shm_runs_without_errors_and_its_writes_land() {
+    let node = FabricNode::start("ofi:shm");
+    let port = node.rdma_port.to_string();
+    let args = [
+        "bench",
+        "--fabric",
+        "ofi:shm",
+        "-p",
+        &port,
+        "-t",
+        "set,get,incr,lpush",
+        "-n",
+        "2000",
+        "-P",
+        "16",
+        "-c",
+        "4",
+        "--csv",
+    ];
+    let out = operator(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "bench failed ({}): {}\n{}\nlog: {}",
+        out.status,
+        stderr(&out),
+        stdout(&out),
+        node.node.log()
+    );
+    let csv = stdout(&out);
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    let titles: Vec<&str> = rows
+        .iter()
+        .map(|r| r.split(',').next().unwrap().trim_matches('"'))
+        .collect();
+    assert_eq!(titles, ["SET", "GET", "INCR", "LPUSH"], "{csv}");
+    for row in &rows {
+        assert!(row.ends_with(",\"0\""), "errors in {row}");
+    }
+    // Without -r every SET writes one key and INCR one counter: exact counts are checkable.
+    assert_eq!(node.node.cli(&["STRLEN", "key:__rand_int__"]), "3");
+    assert_eq!(node.node.cli(&["GET", "counter:__rand_int__"]), "2000");
+    assert_eq!(node.node.cli(&["LLEN", "mylist"]), "2000");
+}
+
+/// Starts an `operator bench` over the fabric, waits until its 2 connections are counted, and
+/// kills the process (SIGKILL: no close of any kind). Returns the client count before it.
+fn kill_a_busy_client(node: &FabricNode) -> u64 {
+    let before = node.connected_clients();
+    let port = node.rdma_port.to_string();
+    let mut bench: Child = operator(&[
+        "bench",
+        "--fabric",
+        node.provider,
+        "-p",
+        &port,
+        "-t",
+        "set",
+        "-n",
+        "100000000",
+        "-c",
+        "2",
+        "-q",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    while node.connected_clients() < before + 2 {
+        assert!(
+            Instant::now() < deadline,
+            "bench never connected; log: {}",
+            node.node.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    before
+}
+
+/// A client killed mid-stream leaves the node serving over both transports, new fabric
+/// clients included.
+fn a_killed_client_does_not_disturb_the_node(provider: &'static str) {
+    let node = FabricNode::start(provider);
+    kill_a_busy_client(&node);
+    assert_eq!(node.node.cli(&["PING"]), "PONG");
+    cli_prints(&node, &["SET", "after", "kill"], "OK\n");
+    cli_prints(&node, &["GET", "after"], "kill\n");
+}
+
+#[test]
+fn a_client_killed_mid_stream_over_ofi_tcp_does_not_disturb_the_node() {
+    a_killed_client_does_not_disturb_the_node("ofi:tcp");
+}
+
+#[test]
+fn a_client_killed_mid_stream_over_ofi_shm_does_not_disturb_the_node() {
+    a_killed_client_does_not_disturb_the_node("ofi:shm");
+}
+
+/// The killed client's connections leave INFO's count. Known gap: the node notices a dead
+/// fabric client only when a work request to it fails, and on RDM (ofi tcp, shm) there is no
+/// connection state to break: its keepalive SENDs to the dead peer do not reliably fail
+/// (observed here: shm never within 60 s, tcp only sometimes). Needs a liveness rule in the
+/// node's fabric clients (e.g. an unanswered keepalive or a silence limit).
+/// Run: `cargo test -p integration --test suite fabric:: -- --ignored`.
+#[test]
+#[ignore = "the node does not yet notice a killed ofi client (see the doc comment)"]
+fn a_killed_clients_connections_leave_the_count() {
+    for provider in ["ofi:tcp", "ofi:shm"] {
+        let node = FabricNode::start(provider);
+        let before = kill_a_busy_client(&node);
+        let deadline = Instant::now() + CLEANUP_DEADLINE;
+        while node.connected_clients() > before {
+            assert!(
+                Instant::now() < deadline,
+                "{provider}: the killed client's connections are still counted; log: {}",
+                node.node.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// verbs needs an RDMA device; on a host without one (every CI machine) the node refuses to
+/// start and says why.
+#[test]
+fn a_node_asked_for_verbs_without_a_device_exits_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let (status, log) = Node::start_expecting_exit(
+        dir.path(),
+        &["--fabric-provider", "verbs", "--rdma-port", &port],
+    );
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("verbs is unavailable"), "{log}");
+}
