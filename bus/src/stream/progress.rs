@@ -14,17 +14,29 @@ use super::{KEEPALIVE_INTERVAL, PENDING_CONTROL_MAX, POLL_BATCH, POLL_ROUNDS_MAX
 
 impl<C: Connection> Stream<C> {
     /// Drives the stream: reaps completions, handles control messages, re-posts receives, sends
-    /// queued control messages, the server's keepalive every 3 s, and flushes. `now` is any
+    /// queued control messages, keepalives every 3 s (the server's; a client's when enabled),
+    /// closes a peer silent past its limit (when set), and flushes. `now` is any
     /// monotonic clock (virtual in the simulator). A protocol violation by the peer returns
     /// `Protocol` and closes the stream; afterwards every call returns `Closed`.
     pub fn progress(&mut self, now: Duration) -> Result<()> {
         if self.closed.is_some() {
             return Err(self.closed_error());
         }
+        let heard_before = self.stats.receives;
         if let Err(e) = self.reap() {
             return Err(self.fail(e));
         }
-        if self.role == Role::Server {
+        if let Some(limit) = self.peer_silence_limit {
+            let heard = self.stats.receives;
+            let last = self.last_heard.get_or_insert(now);
+            if heard != heard_before {
+                *last = now;
+            } else if now.saturating_sub(*last) > limit {
+                let why = format!("peer silent for more than {limit:?} (no keepalive, no data)");
+                return Err(self.fail(BusError::Closed(why)));
+            }
+        }
+        if self.role == Role::Server || self.client_keepalive {
             let last = *self.last_keepalive.get_or_insert(now);
             if now.saturating_sub(last) >= KEEPALIVE_INTERVAL {
                 self.last_keepalive = Some(now);
@@ -120,6 +132,7 @@ impl<C: Connection> Stream<C> {
                     )));
                 }
                 self.rx_landed += n;
+                self.stats.receives += 1;
                 self.repost_recv(value as usize)
             }
             (KIND_CONTROL_SEND, Op::Send) => {
@@ -157,6 +170,7 @@ impl<C: Connection> Stream<C> {
 
     fn on_control(&mut self, msg: ControlMsg) -> Result<()> {
         self.stats.control_received += 1;
+        self.stats.receives += 1;
         match (msg, self.role) {
             (ControlMsg::RegisterXferMemory { addr, length, rkey }, _) => {
                 // A fresh window: start writing at its beginning (Valkey resets tx.offset).

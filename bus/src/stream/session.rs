@@ -39,6 +39,8 @@ pub struct StreamStats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub control_received: u64,
+    /// Receive completions of any kind (control messages and data): proof the peer is alive.
+    pub receives: u64,
     pub keepalives_received: u64,
     pub keepalives_sent: u64,
     /// Times this side re-advertised its drained RX buffer.
@@ -76,6 +78,12 @@ pub struct Stream<C: Connection> {
     pub(super) peer_rx: Option<RemoteRegion>,
     pub(super) peer_offset: u64,
     pub(super) last_keepalive: Option<Duration>,
+    /// When set, a peer heard from neither data nor a control message for this long is taken
+    /// for dead and the stream closes (see [`Stream::set_peer_silence_limit`]).
+    pub(super) peer_silence_limit: Option<Duration>,
+    pub(super) last_heard: Option<Duration>,
+    /// Whether this client end sends keepalives too (servers always do).
+    pub(super) client_keepalive: bool,
     pub(super) closed: Option<String>,
     pub(super) stats: StreamStats,
     pub(super) completions: Vec<Completion>,
@@ -152,12 +160,31 @@ impl<C: Connection> Stream<C> {
             peer_rx: None,
             peer_offset: 0,
             last_keepalive: None,
+            peer_silence_limit: None,
+            last_heard: None,
+            client_keepalive: false,
             closed: None,
             stats: StreamStats::default(),
             completions: Vec::with_capacity(POLL_BATCH),
         };
         stream.advertise_rx()?;
         Ok(stream)
+    }
+
+    /// Closes the stream when the peer sends nothing, not even a keepalive, for `limit`.
+    /// Needed where the provider cannot report a dead peer: libfabric's RDM endpoints (tcp,
+    /// shm) have no connection state, so a killed client would otherwise be served forever.
+    /// Verbs RC needs none (the QP and rdma_cm report it), and Valkey clients send no
+    /// keepalives, so it stays off there.
+    pub fn set_peer_silence_limit(&mut self, limit: Option<Duration>) {
+        self.peer_silence_limit = limit;
+    }
+
+    /// Makes a client end send a Keepalive every [`super::KEEPALIVE_INTERVAL`], as the server
+    /// does, so a server with a silence limit keeps it. Valkey servers accept Keepalive from
+    /// either side (a no-op).
+    pub fn set_client_keepalive(&mut self, on: bool) {
+        self.client_keepalive = on;
     }
 
     pub fn role(&self) -> Role {

@@ -220,6 +220,43 @@ fn dead_client_is_found_by_the_keepalive() {
     assert!(matches!(result, Err(BusError::Closed(_))), "{result:?}");
 }
 
+/// A server with a silence limit drops a live but silent client (one that sends no
+/// keepalives, as Valkey clients) once the limit passes, and keeps a client that sends them.
+#[test]
+fn silence_limit_drops_silent_peers_and_keeps_keepalive_senders() {
+    let limit = Duration::from_secs(5);
+    let mut silent = duo(5, Faults::default(), RX_SIZE_MIN);
+    silent.server.set_peer_silence_limit(Some(limit));
+    let mut closed = None;
+    for step in 0..100u64 {
+        silent.fabric.advance(Duration::from_millis(100));
+        let now = silent.fabric.now();
+        let _ = silent.client.progress(now);
+        if let Err(e) = silent.server.progress(now) {
+            closed = Some((step, e));
+            break;
+        }
+    }
+    let (step, err) = closed.expect("the silent client was never dropped");
+    assert!(
+        matches!(err, BusError::Closed(ref why) if why.contains("silent")),
+        "{err}"
+    );
+    // Its advert at the start counts as hearing from it: dropped just after 5 s.
+    assert!((50..=52).contains(&step), "dropped at step {step}");
+
+    let mut chatty = duo(6, Faults::default(), RX_SIZE_MIN);
+    chatty.server.set_peer_silence_limit(Some(limit));
+    chatty.client.set_client_keepalive(true);
+    for _ in 0..300 {
+        chatty.pump(Duration::from_millis(100));
+    }
+    assert!(!chatty.server.is_closed());
+    // 30 s of virtual time from a first progress at 0.1 s: keepalives at 3.1 ... 27.1 s.
+    assert_eq!(chatty.client.stats().keepalives_sent, 9);
+    assert_eq!(chatty.server.stats().keepalives_received, 9);
+}
+
 /// A raw peer: a connection, a region for its sends and receives, no Stream logic.
 struct RawPeer {
     host: SimProvider,

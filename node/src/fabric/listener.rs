@@ -17,6 +17,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// How long a fabric client may stay silent (no request, no keepalive) on a provider that
+/// cannot report a dead peer: three keepalive periods plus slack.
+pub const PEER_SILENCE_LIMIT: Duration = Duration::from_secs(10);
+
+/// libfabric's RDM endpoints (and the simulator) keep no connection state, so a killed client
+/// is invisible there; verbs RC reports it through the QP and rdma_cm, and Valkey clients send
+/// no keepalives, so verbs gets no limit.
+fn needs_silence_limit(provider: &str) -> bool {
+    provider != "verbs"
+}
+
 /// How often the accept thread looks at the shutdown flag.
 const ACCEPT_POLL: Duration = Duration::from_millis(100);
 
@@ -112,7 +123,12 @@ fn accept_loop<P: Provider>(
         Stats::add(&server.stats.fabric_connections_received, 1);
         let peer = bus::Connection::peer(&conn).clone();
         let stream = match Stream::server(&provider, conn, rx_size) {
-            Ok(s) => s,
+            Ok(mut s) => {
+                if needs_silence_limit(provider.name()) {
+                    s.set_peer_silence_limit(Some(PEER_SILENCE_LIMIT));
+                }
+                s
+            }
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "fabric stream setup failed");
                 continue;
