@@ -199,7 +199,7 @@ pub fn srq_sender(port: u16, seed: u64) -> R {
     }
     let tx = p.register(CONNS * WINDOW as usize * SLOT_LEN, Access::NONE)?;
     let mut gens: Vec<SplitMix> = (0..CONNS as u64).map(|t| generator(seed, t)).collect();
-    let mut in_flight = vec![0u64; CONNS];
+    let mut in_flight = [0u64; CONNS];
     for seq in 0..MESSAGES {
         for (tag, conn) in conns.iter_mut().enumerate() {
             if in_flight[tag] == WINDOW {

@@ -29,7 +29,7 @@ use super::cm;
 use super::cq::Cq;
 use super::device::Device;
 use super::lib_error;
-use super::qp::RcQp;
+use super::qp::{check_srq_fits, RcQp};
 use super::region::VerbsRegion;
 use super::srq::SrqShared;
 use super::srq_slots::is_srq_id;
@@ -200,7 +200,7 @@ impl VerbsConnection {
         }
         if self.closed.load(Ordering::Acquire) && !self.flushed {
             self.flushed = true;
-            self.qp.to_error()?;
+            self.qp.enter_error_state()?;
         }
         Ok(())
     }
@@ -221,7 +221,7 @@ impl VerbsConnection {
         let Some(srq) = self.qp.srq().cloned() else {
             return;
         };
-        if let Err(e) = self.qp.to_error() {
+        if let Err(e) = self.qp.enter_error_state() {
             tracing::debug!(error = %e, "moving an SRQ-attached QP to error on drop");
         }
         let mut wcs = Vec::new();
@@ -415,6 +415,9 @@ pub(crate) fn connect(
     srq: Option<&Arc<SrqShared>>,
 ) -> Result<VerbsConnection> {
     config.validate()?;
+    if let Some(srq) = srq {
+        check_srq_fits(dev, config, srq)?;
+    }
     let deadline = cm::deadline_after(timeout);
     let channel = cm::channel()?;
     let id = channel

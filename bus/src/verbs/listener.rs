@@ -23,7 +23,7 @@ use super::conn::{conn_param, ends_connection, CmLink, VerbsConnection};
 use super::cq::Cq;
 use super::device::Device;
 use super::lib_error;
-use super::qp::RcQp;
+use super::qp::{check_srq_fits, RcQp};
 use super::srq::SrqShared;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
@@ -87,6 +87,10 @@ pub(crate) fn listen(
     srq: Option<&Arc<SrqShared>>,
 ) -> Result<VerbsListener> {
     config.validate()?;
+    if let Some(srq) = srq {
+        // A mismatch found now, not on every accepted request.
+        check_srq_fits(dev, config, srq)?;
+    }
     let channel = cm::channel()?;
     let id = channel
         .create_id(PortSpace::Tcp)

@@ -123,24 +123,7 @@ impl RcQp {
             let qp = sideway_qp(dev, config, &cq)?;
             return Ok((RcQp::Own(qp), cq));
         };
-        if !srq.belongs_to(dev) {
-            return Err(BusError::Invalid {
-                what: "srq",
-                reason: "created by another provider instance".to_owned(),
-            });
-        }
-        let need = config.send_wr + srq.depth();
-        if config.cq_size < need {
-            return Err(BusError::Invalid {
-                what: "rdma-cq-size",
-                reason: format!(
-                    "{} cannot hold {} sends and the SRQ's {} receives",
-                    config.cq_size,
-                    config.send_wr,
-                    srq.depth()
-                ),
-            });
-        }
+        check_srq_fits(dev, config, srq)?;
         let cq = Cq::new(&dev.ctx, config.cq_size)?;
         let mut init = ibv_qp_init_attr {
             qp_context: std::ptr::null_mut(),
@@ -244,7 +227,7 @@ impl RcQp {
     }
 
     /// Moves the QP to the error state: outstanding work completes as flushed.
-    pub(crate) fn to_error(&mut self) -> Result<()> {
+    pub(crate) fn enter_error_state(&mut self) -> Result<()> {
         match self {
             RcQp::Own(qp) => {
                 let mut attr = QueuePairAttribute::new();
@@ -260,6 +243,33 @@ impl RcQp {
             }
         }
     }
+}
+
+/// Whether connections with `config` can be attached to `srq`: same provider instance, and a
+/// CQ that holds the send depth plus every SRQ receive (any of them may complete on it).
+pub(crate) fn check_srq_fits(
+    dev: &Arc<Device>,
+    config: &EndpointConfig,
+    srq: &SrqShared,
+) -> Result<()> {
+    if !srq.belongs_to(dev) {
+        return Err(BusError::Invalid {
+            what: "srq",
+            reason: "created by another provider instance".to_owned(),
+        });
+    }
+    if config.cq_size < config.send_wr + srq.depth() {
+        return Err(BusError::Invalid {
+            what: "rdma-cq-size",
+            reason: format!(
+                "{} cannot hold {} sends and the SRQ's {} receives",
+                config.cq_size,
+                config.send_wr,
+                srq.depth()
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn apply_cm_attr(qp: &mut BasicQueuePair, id: &Identifier, state: QueuePairState) -> Result<()> {
