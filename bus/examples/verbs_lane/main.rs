@@ -50,6 +50,7 @@ const TESTS: &[Test] = &[
     ("ring_two_process", ring::test_ring_two_process),
     ("datagram_two_process", datagram::test_datagram_two_process),
     ("srq_shared_receives", srq::test_srq_shared_receives),
+    ("srq_connect_side", srq::test_srq_connect_side),
     ("node_stream", node_stream::test_node_stream),
 ];
 

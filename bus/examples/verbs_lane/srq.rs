@@ -219,3 +219,94 @@ pub fn srq_sender(port: u16, seed: u64) -> R {
     }
     Ok(())
 }
+
+const CONNECT_SIDE_PORT: u16 = 20121;
+const CONNECT_SIDE_POOL: u32 = 4;
+const CONNECT_SIDE_MESSAGES: u64 = 12;
+
+/// Goal: the connecting side can take its receives from an SRQ too (`connect_with_srq`): SENDs
+/// through a pool smaller than their number, and a WRITE WITH IMM whose notice consumes an SRQ
+/// receive and is reported as `RecvWriteImm` with the immediate and the posted id. A CQ too
+/// small for the SRQ is refused up front with a typed error.
+pub fn test_srq_connect_side() -> R {
+    let p = provider()?;
+    let srq = p.create_srq(CONNECT_SIDE_POOL)?;
+    let addr = SocketAddr::new(rxe_ip(), CONNECT_SIDE_PORT);
+    let small_cq = bus::EndpointConfig {
+        cq_size: 2 * bus::config::WR_MIN,
+        send_wr: bus::config::WR_MIN,
+        recv_wr: bus::config::WR_MIN,
+        ..config()
+    };
+    let big_srq = p.create_srq(bus::config::WR_MIN + 1)?;
+    match p.connect_with_srq(addr, &small_cq, WAIT, &big_srq) {
+        Err(BusError::Invalid {
+            what: "rdma-cq-size",
+            ..
+        }) => {}
+        other => return Err(format!("a CQ too small for the SRQ: {other:?}").into()),
+    }
+    let mut listener = p.listen(addr, &config())?;
+    let server = std::thread::spawn(move || listener.accept(WAIT));
+    let mut client = p.connect_with_srq(addr, &config(), WAIT, &srq)?;
+    let mut server = server
+        .join()
+        .map_err(|_| "accept thread panicked")??
+        .ok_or("no connection accepted")?;
+    ensure(
+        client.uses_srq() && !server.uses_srq(),
+        "which side is on the SRQ",
+    )?;
+    let rx = p.register(
+        CONNECT_SIDE_POOL as usize * SLOT_LEN,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    )?;
+    for id in 0..u64::from(CONNECT_SIDE_POOL) {
+        srq.post_recv(id, slice(&rx, id as usize * SLOT_LEN, SLOT_LEN))?;
+    }
+    let tx = p.register(SLOT_LEN, Access::NONE)?;
+    for seq in 0..CONNECT_SIDE_MESSAGES {
+        tx.write(0, &seq.to_le_bytes())?;
+        server.post_send(seq, slice(&tx, 0, 8))?;
+        completions(&mut server, 1, false)?;
+        let got = completions(&mut client, 1, false)?;
+        let c = &got[0];
+        ensure(
+            c.op == Op::Recv && c.byte_len == 8 && c.wr_id < u64::from(CONNECT_SIDE_POOL),
+            format!("message {seq}: {c:?}"),
+        )?;
+        let at = c.wr_id as usize * SLOT_LEN;
+        let mut buf = [0u8; 8];
+        rx.read(at, &mut buf)?;
+        ensure(
+            u64::from_le_bytes(buf) == seq,
+            format!("message {seq} differs"),
+        )?;
+        srq.post_recv(c.wr_id, slice(&rx, at, SLOT_LEN))?;
+    }
+    // A WRITE WITH IMM into the last slot: its notice takes an SRQ receive.
+    let dst = bus::RemoteSlice {
+        region: rx.remote()?,
+        offset: u64::from(CONNECT_SIDE_POOL - 1) * SLOT_LEN as u64,
+        len: 8,
+    };
+    tx.write(0, &0xfeed_u64.to_le_bytes())?;
+    server.post_write(100, slice(&tx, 0, 8), dst, Some(0x0bad_cafe))?;
+    completions(&mut server, 1, false)?;
+    let got = completions(&mut client, 1, false)?;
+    ensure(
+        got[0].op == Op::RecvWriteImm
+            && got[0].imm == Some(0x0bad_cafe)
+            && got[0].wr_id < u64::from(CONNECT_SIDE_POOL),
+        format!("write with imm: {:?}", got[0]),
+    )?;
+    ensure(
+        srq.outstanding() == CONNECT_SIDE_POOL as usize - 1,
+        format!("{} outstanding after the notice", srq.outstanding()),
+    )?;
+    println!(
+        "{CONNECT_SIDE_MESSAGES} SENDs and a WRITE WITH IMM through a pool of \
+         {CONNECT_SIDE_POOL} on the connecting side"
+    );
+    Ok(())
+}
