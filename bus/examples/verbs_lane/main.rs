@@ -7,7 +7,8 @@
 //! `GID_IDX` (default 1, the IPv4-mapped RoCE v2 GID).
 //!
 //! Modules: [`node_stream`] (a real node served over a verbs Stream), [`ring`] (the bus Ring
-//! between two processes), [`datagram`] (the bus Datagram framing over UD between two processes).
+//! between two processes), [`srq`] (RC connections sharing one receive pool), [`datagram`]
+//! (the bus Datagram framing over UD between two processes).
 //!
 //! There are no timing assertions: every wait has a generous bound (`WAIT`) that only turns a
 //! hang into a failure, because the guest runs under emulation on a shared machine.
@@ -15,6 +16,7 @@
 mod datagram;
 mod node_stream;
 mod ring;
+mod srq;
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, ExitCode};
@@ -47,6 +49,8 @@ const TESTS: &[Test] = &[
     ("ud_two_process", test_ud_two_process),
     ("ring_two_process", ring::test_ring_two_process),
     ("datagram_two_process", datagram::test_datagram_two_process),
+    ("srq_shared_receives", srq::test_srq_shared_receives),
+    ("srq_connect_side", srq::test_srq_connect_side),
     ("node_stream", node_stream::test_node_stream),
 ];
 
@@ -54,7 +58,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let Some(cmd) = args.get(1) else {
         eprintln!(
-            "usage: verbs_lane list | <test> | ring-writer <port> <seed> | ud-peer <addr> | dgram-peer <addr> <seed>"
+            "usage: verbs_lane list | <test> | ring-writer <port> <seed> | ud-peer <addr> | dgram-peer <addr> <seed> | srq-sender <port> <seed>"
         );
         return ExitCode::from(2);
     };
@@ -72,6 +76,10 @@ fn main() -> ExitCode {
         "dgram-peer" => match (args.get(2), args.get(3)) {
             (Some(addr), Some(seed)) => (|| datagram::dgram_peer(addr.parse()?, seed.parse()?))(),
             _ => Err("dgram-peer needs an address and a seed".into()),
+        },
+        "srq-sender" => match (args.get(2), args.get(3)) {
+            (Some(port), Some(seed)) => (|| srq::srq_sender(port.parse()?, seed.parse()?))(),
+            _ => Err("srq-sender needs a port and a seed".into()),
         },
         "ud-peer" => args
             .get(2)

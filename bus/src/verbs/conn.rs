@@ -20,9 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::ibv_wc;
-use sideway::ibverbs::queue_pair::{
-    BasicQueuePair, QueuePair, QueuePairAttribute, QueuePairState, QueuePairType,
-};
+use sideway::ibverbs::queue_pair::QueuePairState;
 use sideway::rdmacm::communication_manager::{
     ConnectionParameter, EventChannel, EventType, Identifier, PortSpace,
 };
@@ -31,7 +29,10 @@ use super::cm;
 use super::cq::Cq;
 use super::device::Device;
 use super::lib_error;
+use super::qp::{check_srq_fits, RcQp};
 use super::region::VerbsRegion;
+use super::srq::SrqShared;
+use super::srq_slots::is_srq_id;
 use super::wr::{self, Outstanding, SendKind, Sge};
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
@@ -53,8 +54,9 @@ pub(super) fn ends_connection(kind: &EventType) -> bool {
 /// An RC connection of the `verbs` provider.
 pub struct VerbsConnection {
     // Field order is drop order: the QP first (flushing its work), then the table that holds the
-    // regions its requests named, then its CQ, then the rdma_cm identifier and channel.
-    qp: BasicQueuePair,
+    // regions its requests named, then its CQ, then the rdma_cm identifier and channel. An
+    // SRQ-attached QP holds its SRQ and destroys itself first.
+    qp: RcQp,
     outstanding: Outstanding,
     cq: Cq,
     id: Arc<Identifier>,
@@ -87,6 +89,7 @@ impl Drop for VerbsConnection {
         if let Err(e) = self.id.disconnect() {
             tracing::debug!(error = %e, "rdma_disconnect on drop");
         }
+        self.release_srq_receives();
     }
 }
 
@@ -97,43 +100,11 @@ fn gid_of_ip(ip: IpAddr) -> [u8; 16] {
     }
 }
 
-/// Creates the RC QP and its CQ with the configured depths.
-pub(super) fn create_qp(dev: &Device, config: &EndpointConfig) -> Result<(BasicQueuePair, Cq)> {
-    config.validate()?;
-    let cq = Cq::new(&dev.ctx, config.cq_size)?;
-    let qp = dev
-        .pd
-        .create_qp_builder()
-        .setup_qp_type(QueuePairType::ReliableConnection)
-        .setup_max_send_wr(config.send_wr)
-        .setup_max_recv_wr(config.recv_wr)
-        .setup_max_send_sge(1)
-        .setup_max_recv_sge(1)
-        .setup_max_inline_data(config.max_inline as u32)
-        .setup_send_cq(cq.handle())
-        .setup_recv_cq(cq.handle())
-        .build()
-        .map_err(|e| lib_error("ibv_create_qp", &e))?;
-    Ok((qp, cq))
-}
+/// Most completions `Drop` reads to hand an SRQ-attached connection's consumed receives back to
+/// the SRQ: the whole CQ (it cannot hold more).
+const DRAIN_ON_DROP_MAX: usize = crate::config::CQ_MAX as usize;
 
-/// INIT, RTR, RTS with rdma_cm's attributes for this identifier.
-pub(super) fn bring_up(qp: &mut BasicQueuePair, id: &Identifier) -> Result<()> {
-    for state in [
-        QueuePairState::Init,
-        QueuePairState::ReadyToReceive,
-        QueuePairState::ReadyToSend,
-    ] {
-        let attr = id
-            .get_qp_attr(state)
-            .map_err(|e| lib_error("rdma_init_qp_attr", &e))?;
-        qp.modify(&attr)
-            .map_err(|e| lib_error("ibv_modify_qp", &e))?;
-    }
-    Ok(())
-}
-
-pub(super) fn conn_param(qp: &BasicQueuePair) -> ConnectionParameter {
+pub(super) fn conn_param(qp: &RcQp) -> ConnectionParameter {
     // Defaults: one outstanding READ each way, retry 7, RNR retry 7 ("forever"): a peer that is
     // slow to post receives is back-pressure, not an error.
     let mut param = ConnectionParameter::default();
@@ -154,7 +125,7 @@ pub(super) struct CmLink {
 impl VerbsConnection {
     pub(super) fn new(
         dev: &Arc<Device>,
-        (qp, cq): (BasicQueuePair, Cq),
+        (qp, cq): (RcQp, Cq),
         link: CmLink,
         config: &EndpointConfig,
         peer: EndpointAddr,
@@ -172,7 +143,15 @@ impl VerbsConnection {
             lid: dev.lid,
         };
         VerbsConnection {
-            outstanding: Outstanding::new(config.send_wr, config.recv_wr),
+            // An SRQ-attached QP has no receive queue of its own.
+            outstanding: Outstanding::new(
+                config.send_wr,
+                if qp.srq().is_some() {
+                    0
+                } else {
+                    config.recv_wr
+                },
+            ),
             qp,
             cq,
             id,
@@ -221,13 +200,47 @@ impl VerbsConnection {
         }
         if self.closed.load(Ordering::Acquire) && !self.flushed {
             self.flushed = true;
-            let mut attr = QueuePairAttribute::new();
-            attr.setup_state(QueuePairState::Error);
-            self.qp
-                .modify(&attr)
-                .map_err(|e| lib_error("ibv_modify_qp(ERR)", &e))?;
+            self.qp.enter_error_state()?;
         }
         Ok(())
+    }
+
+    /// Maps one work completion to the caller's: SRQ receives through the SRQ's table, the
+    /// rest through this connection's.
+    fn complete(&mut self, wc: &ibv_wc) -> Option<Completion> {
+        match self.qp.srq() {
+            Some(srq) if is_srq_id(wc.wr_id) => srq.complete(wc),
+            _ => self.outstanding.complete(wc),
+        }
+    }
+
+    /// On drop of an SRQ-attached connection: stop the QP and read its CQ, so receives it took
+    /// from the SRQ (completed or in progress, which the error state flushes) free their SRQ
+    /// slots instead of holding them until the SRQ ends.
+    fn release_srq_receives(&mut self) {
+        let Some(srq) = self.qp.srq().cloned() else {
+            return;
+        };
+        if let Err(e) = self.qp.enter_error_state() {
+            tracing::debug!(error = %e, "moving an SRQ-attached QP to error on drop");
+        }
+        let mut wcs = Vec::new();
+        let mut read = 0usize;
+        while read < DRAIN_ON_DROP_MAX {
+            wcs.clear();
+            match self.cq.poll(&mut wcs, super::cq::POLL_BATCH_MAX) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+            for wc in wcs.iter().filter(|wc| is_srq_id(wc.wr_id)) {
+                let _ = srq.complete(wc);
+            }
+        }
+    }
+
+    /// Whether this connection takes its receives from a shared receive queue.
+    pub fn uses_srq(&self) -> bool {
+        self.qp.srq().is_some()
     }
 
     fn ensure_open(&self) -> Result<()> {
@@ -250,7 +263,7 @@ impl VerbsConnection {
         let internal = self.outstanding.insert(wr_id, op, slice.region)?;
         // SAFETY: the QP is alive (owned by self); the SGE names memory registered in the QP's PD
         // (checked above) that `outstanding` keeps alive until the completion.
-        let posted = unsafe { wr::post_send(self.qp.qp().as_ptr(), internal, kind, sge, inline) };
+        let posted = unsafe { wr::post_send(self.qp.raw(), internal, kind, sge, inline) };
         if posted.is_err() {
             self.outstanding.cancel(internal);
         }
@@ -298,12 +311,23 @@ impl Connection for VerbsConnection {
         self.post(wr_id, Op::Send, src, SendKind::Send, inline)
     }
 
+    /// On an SRQ-attached connection this is an error (`Invalid`, "receive"): its receives come
+    /// from the shared pool, so post them to the `VerbsSrq` (forwarding would hide that one
+    /// connection's receive may serve another's message).
     fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<VerbsRegion>) -> Result<()> {
+        if self.qp.srq().is_some() {
+            return Err(BusError::Invalid {
+                what: "receive",
+                reason: "this connection takes its receives from a shared receive queue; post \
+                         them to the VerbsSrq"
+                    .to_owned(),
+            });
+        }
         self.ensure_open()?;
         let sge = self.local_sge(&dst)?;
         let internal = self.outstanding.insert(wr_id, Op::Recv, dst.region)?;
         // SAFETY: as in `post`: live QP, registered memory kept alive by `outstanding`.
-        let posted = unsafe { wr::post_recv(self.qp.qp().as_ptr(), internal, sge) };
+        let posted = unsafe { wr::post_recv(self.qp.raw(), internal, sge) };
         if posted.is_err() {
             self.outstanding.cancel(internal);
         }
@@ -354,11 +378,13 @@ impl Connection for VerbsConnection {
             }
         }
         let before = out.len();
-        for wc in &self.wcs {
-            if let Some(c) = self.outstanding.complete(wc) {
+        let wcs = std::mem::take(&mut self.wcs);
+        for wc in &wcs {
+            if let Some(c) = self.complete(wc) {
                 out.push(c);
             }
         }
+        self.wcs = wcs;
         Ok(out.len() - before)
     }
 
@@ -386,8 +412,12 @@ pub(crate) fn connect(
     to: SocketAddr,
     config: &EndpointConfig,
     timeout: Duration,
+    srq: Option<&Arc<SrqShared>>,
 ) -> Result<VerbsConnection> {
     config.validate()?;
+    if let Some(srq) = srq {
+        check_srq_fits(dev, config, srq)?;
+    }
     let deadline = cm::deadline_after(timeout);
     let channel = cm::channel()?;
     let id = channel
@@ -400,12 +430,12 @@ pub(crate) fn connect(
     id.resolve_route(cm::cm_timeout(left))
         .map_err(|e| lib_error("rdma_resolve_route", &e))?;
     cm::expect(&channel, &id, EventType::RouteResolved, deadline, timeout)?;
-    let (mut qp, cq) = create_qp(dev, config)?;
+    let (mut qp, cq) = RcQp::create(dev, config, srq)?;
     id.connect(conn_param(&qp))
         .map_err(|e| lib_error("rdma_connect", &e))?;
     // With our own QP, rdma_cm stops at CONNECT_RESPONSE: we bring the QP up and establish.
     cm::expect(&channel, &id, EventType::ConnectResponse, deadline, timeout)?;
-    bring_up(&mut qp, &id)?;
+    qp.bring_up(dev, &cq, &id)?;
     id.establish()
         .map_err(|e| lib_error("rdma_establish", &e))?;
     let peer_qpn = id

@@ -54,7 +54,7 @@ impl Cq {
         Arc::clone(&self.cq)
     }
 
-    fn raw(&self) -> *mut ibv_cq {
+    pub(crate) fn raw(&self) -> *mut ibv_cq {
         // SAFETY: the pointer is only used while `self.cq` (which owns the CQ) is alive.
         unsafe { self.cq.cq().as_ptr() }
     }

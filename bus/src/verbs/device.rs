@@ -156,6 +156,37 @@ impl VerbsProvider {
     pub fn gid(&self) -> [u8; 16] {
         self.dev.gid
     }
+
+    /// Creates a shared receive queue holding up to `depth` posted receives
+    /// ([`SRQ_DEPTH_MIN`](super::SRQ_DEPTH_MIN)..=[`SRQ_DEPTH_MAX`](super::SRQ_DEPTH_MAX)).
+    pub fn create_srq(&self, depth: u32) -> Result<super::VerbsSrq> {
+        super::srq::create(&self.dev, depth)
+    }
+
+    /// Like [`Provider::connect`], but the connection takes its receives from `srq`: its own
+    /// `post_recv` is refused, and `poll` reports the SRQ receives that its peer's messages
+    /// consumed, with the ids they were posted under. `config.cq_size` must hold
+    /// `config.send_wr` plus the SRQ's depth (every SRQ receive may complete here).
+    pub fn connect_with_srq(
+        &self,
+        to: SocketAddr,
+        config: &EndpointConfig,
+        timeout: Duration,
+        srq: &super::VerbsSrq,
+    ) -> Result<super::VerbsConnection> {
+        super::conn::connect(&self.dev, to, config, timeout, Some(&srq.0))
+    }
+
+    /// Like [`Provider::listen`], but every accepted connection takes its receives from `srq`
+    /// (as for [`connect_with_srq`](Self::connect_with_srq)).
+    pub fn listen_with_srq(
+        &self,
+        bind: SocketAddr,
+        config: &EndpointConfig,
+        srq: &super::VerbsSrq,
+    ) -> Result<super::VerbsListener> {
+        super::listener::listen(&self.dev, bind, config, Some(&srq.0))
+    }
 }
 
 impl Provider for VerbsProvider {
@@ -173,7 +204,7 @@ impl Provider for VerbsProvider {
     }
 
     fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<Self::Listener> {
-        super::listener::listen(&self.dev, bind, config)
+        super::listener::listen(&self.dev, bind, config, None)
     }
 
     fn connect(
@@ -182,7 +213,7 @@ impl Provider for VerbsProvider {
         config: &EndpointConfig,
         timeout: Duration,
     ) -> Result<Self::Conn> {
-        super::conn::connect(&self.dev, to, config, timeout)
+        super::conn::connect(&self.dev, to, config, timeout, None)
     }
 
     fn datagram(&self, config: &EndpointConfig) -> Result<Self::Datagram> {

@@ -13,16 +13,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePairState};
+use sideway::ibverbs::queue_pair::QueuePairState;
 use sideway::rdmacm::communication_manager::{
     Event, EventChannel, EventType, Identifier, PortSpace,
 };
 
 use super::cm;
-use super::conn::{bring_up, conn_param, create_qp, ends_connection, CmLink, VerbsConnection};
+use super::conn::{conn_param, ends_connection, CmLink, VerbsConnection};
 use super::cq::Cq;
 use super::device::Device;
 use super::lib_error;
+use super::qp::{check_srq_fits, RcQp};
+use super::srq::SrqShared;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
 use crate::error::Result;
@@ -44,7 +46,7 @@ const LISTEN_BACKLOG: i32 = 64;
 /// A request that was answered with `rdma_accept` and awaits ESTABLISHED.
 struct Accepting {
     // Drop order: the QP before its CQ, both before the identifier.
-    qp: BasicQueuePair,
+    qp: RcQp,
     cq: Cq,
     id: Arc<Identifier>,
     peer_qpn: u32,
@@ -64,6 +66,8 @@ pub struct VerbsListener {
     channel: Arc<EventChannel>,
     dev: Arc<Device>,
     config: EndpointConfig,
+    /// The SRQ accepted connections take their receives from, if any.
+    srq: Option<Arc<SrqShared>>,
     bind: SocketAddr,
 }
 
@@ -80,8 +84,13 @@ pub(crate) fn listen(
     dev: &Arc<Device>,
     bind: SocketAddr,
     config: &EndpointConfig,
+    srq: Option<&Arc<SrqShared>>,
 ) -> Result<VerbsListener> {
     config.validate()?;
+    if let Some(srq) = srq {
+        // A mismatch found now, not on every accepted request.
+        check_srq_fits(dev, config, srq)?;
+    }
     let channel = cm::channel()?;
     let id = channel
         .create_id(PortSpace::Tcp)
@@ -99,6 +108,7 @@ pub(crate) fn listen(
         channel,
         dev: Arc::clone(dev),
         config: config.clone(),
+        srq: srq.cloned(),
         bind,
     })
 }
@@ -110,8 +120,8 @@ impl VerbsListener {
             let Some(id) = self.queued.pop_front() else {
                 return Ok(());
             };
-            let (mut qp, cq) = create_qp(&self.dev, &self.config)?;
-            if let Err(e) = bring_up(&mut qp, &id) {
+            let (mut qp, cq) = RcQp::create(&self.dev, &self.config, self.srq.as_ref())?;
+            if let Err(e) = qp.bring_up(&self.dev, &cq, &id) {
                 // This request's route is unusable; the others may be fine.
                 tracing::warn!(error = %e, "verbs listener: cannot set up a QP for a request");
                 continue;

@@ -4,6 +4,8 @@
 //!
 //! - Connections are RC QPs set up with rdma_cm (`RDMA_PS_TCP`) by IP address and port.
 //! - Datagram endpoints are UD QPs addressed by GID + QPN + QKey.
+//! - Shared receive queues (own FFI): connections made with `connect_with_srq` /
+//!   `listen_with_srq` take their receives from one [`VerbsSrq`].
 //! - Work is posted with the classic `ibv_post_send`/`ibv_post_recv` and completions read with
 //!   `ibv_poll_cq` through sideway's loaded symbols (`rdma-mummy-sys`): one code path for RC and
 //!   UD (sideway's guards have no UD address), and no completion is ever dropped by a poller that
@@ -17,7 +19,10 @@ mod cq;
 mod datagram;
 mod device;
 mod listener;
+mod qp;
 mod region;
+mod srq;
+mod srq_slots;
 mod wr;
 
 pub use conn::VerbsConnection;
@@ -25,6 +30,7 @@ pub use datagram::{VerbsDatagram, DATAGRAM_QKEY, GRH_LEN};
 pub use device::{VerbsOptions, VerbsProvider, GID_INDEX_DEFAULT, PORT_DEFAULT};
 pub use listener::{VerbsListener, ACCEPT_QUEUE_MAX, ESTABLISH_WAIT_MAX};
 pub use region::{VerbsRegion, REGION_LEN_MAX};
+pub use srq::{VerbsSrq, SRQ_DEPTH_MAX, SRQ_DEPTH_MIN};
 
 /// The provider's name, as in `fabric-provider` and in errors.
 pub(crate) const PROVIDER: &str = "verbs";

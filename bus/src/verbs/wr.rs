@@ -103,7 +103,7 @@ impl Outstanding {
 }
 
 /// The caller's view of a work completion for a request posted as `posted` with id `wr_id`.
-fn completion_of(wc: &ibv_wc, wr_id: u64, posted: Op) -> Completion {
+pub(crate) fn completion_of(wc: &ibv_wc, wr_id: u64, posted: Op) -> Completion {
     let status = status_of(wc);
     // The opcode is only defined for successful completions; on error report what we posted.
     let with_imm = status.is_ok() && wc.opcode == ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM;
@@ -178,7 +178,7 @@ pub(crate) struct Sge {
     pub(crate) lkey: u32,
 }
 
-fn post_error(call: &'static str, rc: i32) -> BusError {
+pub(crate) fn post_error(call: &'static str, rc: i32) -> BusError {
     if rc == libc::ENOMEM {
         // The QP's queue is full even though our table had room (the device may round depths
         // differently): back-pressure, not a failure.
