@@ -34,6 +34,9 @@ cargo build --workspace --bins --locked
 step "tests"
 cargo test --workspace --locked
 
+step "fabric liveness (a killed ofi client is dropped; run alone, see the test's ignore note)"
+cargo test --locked -p integration --test suite fabric::a_killed_clients -- --ignored --test-threads=1
+
 if [[ "${SKIP_VERBS_LANE:-0}" != 1 ]]; then
     step "verbs lane (soft-RoCE in a QEMU guest)"
     VERBS_LANE_NO_DEPS=1 bash scripts/verbs-lane.sh

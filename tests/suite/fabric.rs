@@ -247,6 +247,8 @@ fn a_client_killed_mid_stream_over_ofi_shm_does_not_disturb_the_node() {
 /// (observed: shm never within 60 s), so the node drops a fabric client silent for 10 s
 /// (`PEER_SILENCE_LIMIT`; live operator clients send keepalives every 3 s).
 #[test]
+#[ignore = "passes alone, failed once within the full parallel suite on 2 loaded cores (cause not \
+            found yet); scripts/test.sh runs it on its own in the 'fabric liveness' step"]
 fn a_killed_clients_connections_leave_the_count() {
     for provider in ["ofi:tcp", "ofi:shm"] {
         let node = FabricNode::start(provider);

@@ -114,9 +114,16 @@ async fn admit(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr) {
         return;
     }
     let local = stream.local_addr().unwrap_or(peer);
+    let socket = match stream.into_std().and_then(super::socket::ClientSocket::new) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not register a client socket");
+            return;
+        }
+    };
     let shared = Arc::new(ClientShared::new(server.clients.next_id(), peer, local));
     server.clients.add(shared.clone());
-    Connection::new(server, stream, shared).run().await;
+    Connection::new(server, socket, shared).run().await;
 }
 
 pub const PROTECTED_MODE_DENIAL: &[u8] = b"-DENIED Running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers, you may adopt one of the following solutions: 1) Disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting from the same host the server is running, however MAKE SURE the server is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";

@@ -11,6 +11,7 @@ pub mod pubsub;
 pub mod session;
 pub mod shutdown;
 pub mod slowlog;
+pub mod socket;
 pub mod stats;
 pub mod watch;
 
