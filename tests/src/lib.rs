@@ -19,52 +19,37 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// The node binary: `$NODE_BIN`, or the workspace's debug build, built on first use.
 pub fn node_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(path) = std::env::var("NODE_BIN") {
-            return PathBuf::from(path);
-        }
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("tests/ sits in the workspace")
-            .to_path_buf();
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "node", "--bin", "node"])
-            .current_dir(&workspace)
-            .status()
-            .expect("running cargo build for the node binary");
-        assert!(status.success(), "building the node binary failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| workspace.join("target"));
-        target.join("debug").join("node")
-    })
-    .clone()
+    BIN.get_or_init(|| workspace_binary("NODE_BIN", "node"))
+        .clone()
 }
 
 /// The operator binary (`operator cli`, `operator bench`): `$OPERATOR_BIN`, or the workspace's
-/// debug build, built on first use (as [`node_binary`] builds the node).
+/// debug build, built on first use.
 pub fn operator_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(path) = std::env::var("OPERATOR_BIN") {
-            return PathBuf::from(path);
-        }
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("tests/ sits in the workspace")
-            .to_path_buf();
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "operator", "--bin", "operator"])
-            .current_dir(&workspace)
-            .status()
-            .expect("running cargo build for the operator binary");
-        assert!(status.success(), "building the operator binary failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| workspace.join("target"));
-        target.join("debug").join("operator")
-    })
-    .clone()
+    BIN.get_or_init(|| workspace_binary("OPERATOR_BIN", "operator"))
+        .clone()
+}
+
+/// `$env_var` if set, else `cargo build -p <name> --bin <name>` and the debug binary's path.
+fn workspace_binary(env_var: &str, name: &str) -> PathBuf {
+    if let Ok(path) = std::env::var(env_var) {
+        return PathBuf::from(path);
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .to_path_buf();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-p", name, "--bin", name])
+        .current_dir(&workspace)
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo build for the {name} binary: {e}"));
+    assert!(status.success(), "building the {name} binary failed");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace.join("target"));
+    target.join("debug").join(name)
 }
 
 /// A command that runs the operator binary with `args`.
