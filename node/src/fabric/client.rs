@@ -82,9 +82,9 @@ impl<C: Connection> FabricClient<C> {
             self.done = true;
             return true;
         }
-        let shared = self.session.shared().clone();
-        if take_wakeup(&shared.wakeup) {
-            if shared.is_killed() {
+        // No Arc clone here: this runs on every turn of a busy-polling loop.
+        if take_wakeup(&self.session.shared().wakeup) {
+            if self.session.shared().is_killed() {
                 self.start_closing();
             } else {
                 self.session.take_pushes();
