@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rdma_mummy_sys::{
-    ibv_create_srq, ibv_destroy_srq, ibv_post_srq_recv, ibv_recv_wr, ibv_sge, ibv_srq,
-    ibv_srq_attr, ibv_srq_init_attr, ibv_wc,
+    ibv_create_srq, ibv_destroy_srq, ibv_post_srq_recv, ibv_recv_wr, ibv_srq, ibv_srq_attr,
+    ibv_srq_init_attr, ibv_wc,
 };
 
 use super::device::Device;
@@ -188,22 +188,13 @@ impl VerbsSrq {
 /// `srq` must be live (with a `post_srq_recv` op, checked at creation); `sge` registered in its
 /// PD and alive until the completion.
 unsafe fn post_srq_recv(srq: *mut ibv_srq, internal_id: u64, sge: Sge) -> Result<()> {
-    let mut sg = ibv_sge {
-        addr: sge.addr,
-        length: sge.len,
-        lkey: sge.lkey,
-    };
-    let mut wr = ibv_recv_wr {
-        wr_id: internal_id,
-        next: std::ptr::null_mut(),
-        sg_list: &mut sg,
-        num_sge: 1,
-    };
-    let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
-    // SAFETY: per this function's contract; the WR and SGE outlive the call (copied by it).
-    let rc = unsafe { ibv_post_srq_recv(srq, &mut wr, &mut bad) };
-    if rc != 0 {
-        return Err(super::wr::post_error("ibv_post_srq_recv", rc));
-    }
-    Ok(())
+    super::wr::with_recv_wr(internal_id, sge, |wr| {
+        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: per this function's contract; the WR and SGE outlive the call (copied by it).
+        let rc = unsafe { ibv_post_srq_recv(srq, wr, &mut bad) };
+        if rc != 0 {
+            return Err(super::wr::post_error("ibv_post_srq_recv", rc));
+        }
+        Ok(())
+    })
 }

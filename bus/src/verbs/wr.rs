@@ -285,6 +285,24 @@ pub(crate) unsafe fn post_send(
 /// # Safety
 /// As for [`post_send`]: live QP; `sge` registered in its PD and alive until the completion.
 pub(crate) unsafe fn post_recv(qp: *mut ibv_qp, internal_id: u64, sge: Sge) -> Result<()> {
+    with_recv_wr(internal_id, sge, |wr| {
+        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: per this function's contract; the WR and SGE outlive the call.
+        let rc = unsafe { ibv_post_recv(qp, wr, &mut bad) };
+        if rc != 0 {
+            return Err(post_error("ibv_post_recv", rc));
+        }
+        Ok(())
+    })
+}
+
+/// Builds the one-SGE receive work request both receive paths post (a QP's own queue and an
+/// SRQ) and hands it to `post`; the WR and its SGE live on this stack frame for the call.
+pub(crate) fn with_recv_wr<R>(
+    internal_id: u64,
+    sge: Sge,
+    post: impl FnOnce(&mut ibv_recv_wr) -> R,
+) -> R {
     let mut sg = ibv_sge {
         addr: sge.addr,
         length: sge.len,
@@ -296,13 +314,7 @@ pub(crate) unsafe fn post_recv(qp: *mut ibv_qp, internal_id: u64, sge: Sge) -> R
         sg_list: &mut sg,
         num_sge: 1,
     };
-    let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
-    // SAFETY: per this function's contract; the WR and SGE outlive the call.
-    let rc = unsafe { ibv_post_recv(qp, &mut wr, &mut bad) };
-    if rc != 0 {
-        return Err(post_error("ibv_post_recv", rc));
-    }
-    Ok(())
+    post(&mut wr)
 }
 
 #[cfg(test)]
