@@ -3,7 +3,8 @@
 //! polling thread, round-robin.
 
 use super::client::FabricClient;
-use super::poller::{self, Admission};
+use super::poller::Admission;
+use super::pollers::{self, PollerThread, Pollers};
 use crate::server::client::ClientShared;
 use crate::server::session::Session;
 use crate::server::stats::Stats;
@@ -12,7 +13,6 @@ use bus::stream::Stream;
 use bus::{EndpointConfig, Listener, Provider};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -31,19 +31,20 @@ fn needs_silence_limit(provider: &str) -> bool {
 /// How often the accept thread looks at the shutdown flag.
 const ACCEPT_POLL: Duration = Duration::from_millis(100);
 
-/// The running fabric listener: its threads, joined on shutdown.
+/// The running fabric listener: its accept thread (which owns the pollers), joined on
+/// shutdown.
 pub struct FabricListener {
     pub local: SocketAddr,
     pub provider: String,
-    threads: Vec<JoinHandle<()>>,
+    accept: JoinHandle<Vec<PollerThread>>,
 }
 
 impl FabricListener {
     /// Waits for the accept thread and the pollers to finish (after shutdown was triggered
-    /// and the clients were killed).
+    /// and the clients were killed), except pollers stuck for good.
     pub fn join(self) {
-        for t in self.threads {
-            let _ = t.join();
+        if let Ok(pollers) = self.accept.join() {
+            pollers::join_all(pollers);
         }
     }
 }
@@ -68,35 +69,22 @@ pub fn start<P: Provider>(
     let listener = provider.listen(bind, &endpoint)?;
     let local = listener.local_addr();
     let name = provider.name().to_string();
-    let mut threads = Vec::new();
-    let mut senders = Vec::new();
-    for i in 0..fabric.poll_threads.max(1) {
-        let (tx, rx) = mpsc::channel();
-        senders.push(tx);
-        let server = server.clone();
-        let t = std::thread::Builder::new()
-            .name(format!("node-fabric-{i}"))
-            .spawn(move || poller::run::<P::Conn>(server, rx, i))
-            .map_err(|e| bus::BusError::Invalid {
-                what: "fabric poller thread",
-                reason: e.to_string(),
-            })?;
-        threads.push(t);
-    }
+    let thread_error = |what: &'static str, e: std::io::Error| bus::BusError::Invalid {
+        what,
+        reason: e.to_string(),
+    };
+    let pollers = Pollers::start(server.clone(), fabric.poll_threads)
+        .map_err(|e| thread_error("fabric poller thread", e))?;
     let rx_size = fabric.rx_size as usize;
     let accept_server = server.clone();
-    let t = std::thread::Builder::new()
+    let accept = std::thread::Builder::new()
         .name("node-fabric-accept".into())
-        .spawn(move || accept_loop(accept_server, provider, listener, senders, rx_size, local))
-        .map_err(|e| bus::BusError::Invalid {
-            what: "fabric accept thread",
-            reason: e.to_string(),
-        })?;
-    threads.push(t);
+        .spawn(move || accept_loop(accept_server, provider, listener, pollers, rx_size, local))
+        .map_err(|e| thread_error("fabric accept thread", e))?;
     Ok(FabricListener {
         local,
         provider: name,
-        threads,
+        accept,
     })
 }
 
@@ -104,12 +92,12 @@ fn accept_loop<P: Provider>(
     server: Arc<Server>,
     provider: P,
     mut listener: P::Listener,
-    pollers: Vec<Sender<Admission<P::Conn>>>,
+    mut pollers: Pollers<P::Conn>,
     rx_size: usize,
     local: SocketAddr,
-) {
-    let mut next = 0usize;
+) -> Vec<PollerThread> {
     while !server.shutdown.is_triggered() {
+        pollers.watch();
         let conn = match listener.accept(ACCEPT_POLL) {
             Ok(Some(c)) => c,
             Ok(None) => continue,
@@ -159,13 +147,7 @@ fn accept_loop<P: Provider>(
         }
         server.clients.add(shared);
         tracing::debug!(%peer, "fabric client accepted");
-        if pollers[next % pollers.len()]
-            .send(Admission { client })
-            .is_err()
-        {
-            tracing::warn!("fabric poller gone; stopping the accept loop");
-            return;
-        }
-        next = next.wrapping_add(1);
+        pollers.admit(Admission { client });
     }
+    pollers.close()
 }

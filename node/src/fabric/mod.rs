@@ -5,6 +5,8 @@
 pub mod client;
 pub mod listener;
 pub mod poller;
+pub mod pollers;
+pub mod slot;
 pub mod start;
 
 #[cfg(test)]

@@ -4,11 +4,11 @@
 //! does not burn a core.
 
 use super::client::{FabricClient, READ_CHUNK};
+use super::slot::PollerSlot;
 use crate::server::stats::Stats;
 use crate::server::Server;
 use bus::Connection;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,31 +27,24 @@ pub struct Admission<C: Connection> {
 }
 
 /// Runs until shutdown and the last client is gone.
-pub fn run<C: Connection>(server: Arc<Server>, incoming: Receiver<Admission<C>>, index: usize) {
+pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
+    let index = slot.index;
     let mut clients: Vec<FabricClient<C>> = Vec::new();
+    let mut admitted = Vec::with_capacity(ADMIT_PER_LOOP_MAX);
     let mut scratch = vec![0u8; READ_CHUNK];
     let started = Instant::now();
     let mut idle_since: Option<(Instant, Duration)> = None;
     let mut sleep = IDLE_SLEEP_MIN;
-    let mut accepting = true;
     loop {
+        slot.heart.beat();
         let mut busy = false;
-        while accepting {
-            match incoming.try_recv() {
-                Ok(a) => {
-                    Stats::add(&server.stats.fabric_connected_clients, 1);
-                    clients.push(a.client);
-                    busy = true;
-                    if clients.len().is_multiple_of(ADMIT_PER_LOOP_MAX) {
-                        break;
-                    }
-                }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    accepting = false;
-                    break;
-                }
-            }
+        // Read before taking, so a client queued just before the close is still taken.
+        let closed = slot.is_closed();
+        slot.take(ADMIT_PER_LOOP_MAX, &mut admitted);
+        for a in admitted.drain(..) {
+            Stats::add(&server.stats.fabric_connected_clients, 1);
+            clients.push(a.client);
+            busy = true;
         }
         let now = started.elapsed();
         for c in clients.iter_mut() {
@@ -66,7 +59,7 @@ pub fn run<C: Connection>(server: Arc<Server>, incoming: Receiver<Admission<C>>,
                 true
             }
         });
-        if !accepting && clients.is_empty() {
+        if closed && clients.is_empty() {
             tracing::debug!(poller = index, "fabric poller stopped");
             return;
         }

@@ -171,3 +171,24 @@ fn protected_mode_refuses_fabric_clients_on_a_public_listener() {
     assert_eq!(got, want);
     stop(&server, l);
 }
+
+/// A poller stuck inside one call (here: a command waiting on a keyspace lock the test holds,
+/// standing in for libfabric shm spinning on a lock a killed peer held) does not take the
+/// listener down: after the watchdog's limit a new client is served by a replacement poller,
+/// and the stuck client gets its reply once the call returns.
+#[test]
+fn a_stuck_poller_does_not_stop_new_clients() {
+    let (server, fabric, l) = start();
+    let host = fabric.add_host().unwrap();
+    let mut stuck = Client::connect(&host, l.local);
+    stuck.call(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", b"+OK\r\n");
+    let shard = crate::db::keyspace::shard_of_slot(proto::slot::key_slot(b"k"));
+    let held = server.keyspace.lock_shard(shard);
+    stuck.send(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    let mut fresh = Client::connect(&host, l.local);
+    fresh.call(b"PING\r\n", b"+PONG\r\n");
+    drop(held);
+    assert_eq!(stuck.recv(7), b"$1\r\nv\r\n");
+    fresh.call(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"$1\r\nv\r\n");
+    stop(&server, l);
+}
