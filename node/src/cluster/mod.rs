@@ -29,6 +29,7 @@ pub mod shared;
 pub mod slots;
 pub mod stats;
 pub mod topology;
+pub mod transport;
 
 #[cfg(test)]
 mod fixture_tests;

@@ -1,0 +1,113 @@
+//! The cluster bus as the running node sees it: a fabric datagram endpoint owned by one
+//! thread ([`runtime`]) that drives the cluster core, and a TCP answerer at the bus port
+//! ([`rendezvous`]) so `CLUSTER MEET ip port` can learn the fabric address to greet.
+
+pub mod rendezvous;
+pub mod runtime;
+
+#[cfg(test)]
+mod tests;
+
+use bus::datagram::DatagramSocket;
+use bus::{EndpointAddr, EndpointConfig, Provider};
+use runtime::{BusCore, LoopStats, Request};
+use std::net::SocketAddr;
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BusStartError {
+    #[error("cluster bus endpoint ({provider}): {error}")]
+    Endpoint {
+        provider: String,
+        error: bus::BusError,
+    },
+    #[error("cluster bus port {addr}: {error}")]
+    Rendezvous {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    #[error("cluster bus thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// The running bus: ask it to MEET, stop it on shutdown.
+pub struct BusHandle {
+    /// This node's bus address (what gossip tells others to reach us by).
+    pub address: EndpointAddr,
+    pub provider: String,
+    requests: Sender<Request>,
+    thread: Option<JoinHandle<LoopStats>>,
+    answerer: Option<rendezvous::Answerer>,
+}
+
+impl BusHandle {
+    /// Where the rendezvous answers (ip:cport).
+    pub fn rendezvous_addr(&self) -> Option<SocketAddr> {
+        self.answerer.as_ref().map(|a| a.local)
+    }
+
+    /// Queues a MEET; false if the bus thread is gone.
+    pub fn meet(&self, to: EndpointAddr) -> bool {
+        self.requests.send(Request::Meet(to)).is_ok()
+    }
+
+    /// Stops the thread and returns its counters.
+    pub fn stop(mut self) -> LoopStats {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> LoopStats {
+        self.answerer = None;
+        let _ = self.requests.send(Request::Stop);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for BusHandle {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+/// Opens a datagram endpoint on `provider`, answers lookups at `rendezvous` (none if `None`),
+/// and starts the bus thread driving `core`. `make_core` receives this node's bus address.
+pub fn start<P: Provider, C: BusCore>(
+    provider: &P,
+    rendezvous: Option<SocketAddr>,
+    make_core: impl FnOnce(&EndpointAddr) -> C,
+) -> Result<BusHandle, BusStartError> {
+    let endpoint_error = |error| BusStartError::Endpoint {
+        provider: provider.name().to_string(),
+        error,
+    };
+    let ep = provider
+        .datagram(&EndpointConfig::default())
+        .map_err(endpoint_error)?;
+    let socket = DatagramSocket::new(ep).map_err(endpoint_error)?;
+    let address = socket.local().clone();
+    let answerer = match rendezvous {
+        Some(addr) => Some(
+            rendezvous::Answerer::start(addr, address.to_string())
+                .map_err(|error| BusStartError::Rendezvous { addr, error })?,
+        ),
+        None => None,
+    };
+    let core = make_core(&address);
+    let (requests, incoming) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("node-cluster-bus".into())
+        .spawn(move || runtime::run(socket, core, incoming))
+        .map_err(BusStartError::Thread)?;
+    tracing::info!(%address, provider = provider.name(), "cluster bus up");
+    Ok(BusHandle {
+        address,
+        provider: provider.name().to_string(),
+        requests,
+        thread: Some(thread),
+        answerer,
+    })
+}

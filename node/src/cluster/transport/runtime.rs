@@ -1,0 +1,105 @@
+//! The bus thread: owns the fabric datagram socket, feeds the cluster core what arrives and
+//! what the node asks (MEET), ticks it, and sends what it says. The core does no I/O
+//! (DESIGN §3.1); this loop is its only contact with the fabric and the clock.
+
+use bus::datagram::DatagramSocket;
+use bus::{DatagramEndpoint, EndpointAddr};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// How often the core is ticked (its timers have this resolution).
+pub const TICK: Duration = Duration::from_millis(100);
+/// Requests from the node taken per loop, so a flood of MEETs cannot starve the bus.
+const REQUESTS_PER_LOOP_MAX: usize = 64;
+/// Datagrams read per loop before the timers are looked at again.
+const RECV_PER_LOOP_MAX: usize = 256;
+
+/// What the node asks of the bus thread.
+#[derive(Debug)]
+pub enum Request {
+    /// CLUSTER MEET: greet the node at this bus address.
+    Meet(EndpointAddr),
+    /// Stop the thread.
+    Stop,
+}
+
+/// Messages the core wants sent.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    pub sends: Vec<(EndpointAddr, Vec<u8>)>,
+}
+
+/// The cluster logic as the bus thread drives it.
+pub trait BusCore: Send + 'static {
+    /// Largest message the core may hand the outbox for one datagram (set once at start).
+    fn set_datagram_max(&mut self, max: usize);
+    fn tick(&mut self, now_ms: u64, out: &mut Outbox);
+    fn receive(&mut self, now_ms: u64, from: &EndpointAddr, message: &[u8], out: &mut Outbox);
+    fn meet(&mut self, now_ms: u64, to: EndpointAddr, out: &mut Outbox);
+}
+
+/// Counters the loop keeps (INFO / tests).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LoopStats {
+    pub sent: u64,
+    pub send_errors: u64,
+    pub received: u64,
+}
+
+/// Runs until `Request::Stop` or the request channel closes.
+pub fn run<D: DatagramEndpoint, C: BusCore>(
+    mut socket: DatagramSocket<D>,
+    mut core: C,
+    requests: Receiver<Request>,
+) -> LoopStats {
+    let started = Instant::now();
+    let now_ms = || started.elapsed().as_millis() as u64;
+    core.set_datagram_max(socket.max_payload());
+    let mut buf = vec![0u8; socket.max_payload()];
+    let mut out = Outbox::default();
+    let mut stats = LoopStats::default();
+    let mut next_tick = Instant::now();
+    loop {
+        for _ in 0..REQUESTS_PER_LOOP_MAX {
+            match requests.try_recv() {
+                Ok(Request::Meet(to)) => core.meet(now_ms(), to, &mut out),
+                Ok(Request::Stop) | Err(TryRecvError::Disconnected) => return stats,
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+        for _ in 0..RECV_PER_LOOP_MAX {
+            match socket.recv(&mut buf) {
+                Ok(Some((from, len))) => {
+                    stats.received += 1;
+                    core.receive(now_ms(), &from, &buf[..len], &mut out);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cluster bus receive failed");
+                    break;
+                }
+            }
+        }
+        if Instant::now() >= next_tick {
+            core.tick(now_ms(), &mut out);
+            next_tick = Instant::now() + TICK;
+        }
+        for (to, message) in out.sends.drain(..) {
+            match socket.send_to(&to, &message) {
+                Ok(()) => stats.sent += 1,
+                Err(e) => {
+                    // Datagrams may be lost anyway; the core's timers resend.
+                    stats.send_errors += 1;
+                    tracing::debug!(%to, error = %e, "cluster bus send failed");
+                }
+            }
+        }
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        if !wait.is_zero() {
+            if let Err(e) = socket.wait(wait.min(TICK)) {
+                tracing::warn!(error = %e, "cluster bus wait failed");
+                std::thread::sleep(wait.min(TICK));
+            }
+        }
+    }
+}
