@@ -35,6 +35,8 @@ pub struct Cluster {
     /// One writer of the config file at a time: SAVECONFIG saves under the topology's read
     /// lock, so two of them could otherwise share the temp file.
     save_lock: Mutex<()>,
+    /// The running cluster bus, set once when it is up.
+    pub bus: std::sync::OnceLock<super::transport::BusHandle>,
 }
 
 impl Cluster {
@@ -74,6 +76,7 @@ impl Cluster {
             topology: RwLock::new(topology),
             config_path: path,
             save_lock: Mutex::new(()),
+            bus: std::sync::OnceLock::new(),
         })
     }
 

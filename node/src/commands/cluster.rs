@@ -3,6 +3,7 @@
 //! disabled", after the arity check, as Redis does.
 
 mod keys;
+mod meet;
 mod slots;
 mod view;
 
@@ -150,6 +151,14 @@ static SUBCOMMANDS: &[CommandSpec] = &[
             "Show helpful text about the different subcommands",
         )
     },
+    // Arity -3 rather than Redis's -4: one argument is a fabric address to greet directly.
+    sub(
+        "cluster|meet",
+        -3,
+        ADMIN_STALE,
+        meet::meet,
+        "Force a node cluster to handshake with another node",
+    ),
     sub(
         "cluster|getkeysinslot",
         4,

@@ -52,6 +52,11 @@ impl BusHandle {
         self.requests.send(Request::Meet(to)).is_ok()
     }
 
+    /// A sender for requests from other threads (the MEET lookups).
+    pub fn requester(&self) -> Sender<Request> {
+        self.requests.clone()
+    }
+
     /// Stops the thread and returns its counters.
     pub fn stop(mut self) -> LoopStats {
         self.stop_inner()
