@@ -1,1 +1,3 @@
+mod harness;
+mod network;
 mod unit;
