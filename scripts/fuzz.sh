@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes the RESP decoder and the server's request parser for a bounded time, with the best
+# Fuzzes the RESP decoder, the server's request parser and the cluster bus decoder for a bounded time, with the best
 # engine this machine has. Exits non-zero when an input fails a check (or nothing could run).
 #
-#   scripts/fuzz.sh [TARGET...]        targets: resp_decode request_parser (default: both)
+#   scripts/fuzz.sh [TARGET...]        targets: resp_decode request_parser bus_envelope (default: all)
 #
 # Environment:
 #   FUZZ_SECONDS  seconds per target (default 60)
@@ -27,13 +27,13 @@ engine="${FUZZ_ENGINE:-auto}"
 max_len="${FUZZ_MAX_LEN:-4096}"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(resp_decode request_parser)
+    targets=(resp_decode request_parser bus_envelope)
 fi
 for target in "${targets[@]}"; do
     case "$target" in
-        resp_decode | request_parser) ;;
+        resp_decode | request_parser | bus_envelope) ;;
         *)
-            echo "fuzz.sh: unknown target '$target' (resp_decode, request_parser)" >&2
+            echo "fuzz.sh: unknown target '$target' (resp_decode, request_parser, bus_envelope)" >&2
             exit 2
             ;;
     esac

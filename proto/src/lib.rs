@@ -3,9 +3,11 @@
 //! - [`resp`]: RESP2 and RESP3 (all types, push included), the server-side request parser
 //!   with Redis's limits and error texts, and a reply writer that speaks either version.
 //! - [`slot`]: CRC16-XMODEM key hashing into 16384 cluster slots, `{hash tag}` aware.
+//! - [`bus`]: cluster bus messages, their authenticated envelope and datagram fragments.
 //!
-//! Bus messages, the admin API, replication records and Valkey-over-RDMA control messages
+//! The admin API, replication records and Valkey-over-RDMA control messages
 //! arrive with the fabric, cluster and replication issues.
 
+pub mod bus;
 pub mod resp;
 pub mod slot;

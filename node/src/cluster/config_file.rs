@@ -6,9 +6,10 @@
 use super::flags::{bit, NodeFlags};
 use super::id::{HexId, NodeId, ShardId};
 use super::node::{ClusterNode, LinkState, HOSTNAME_MAX, IP_MAX};
-use super::nodes_text::{write_node_line, LineKind};
+use super::nodes_text::{write_node_line, LineKind, BUS_ADDR_PREFIX};
 use super::slots::{parse_slot, NodeIndex, SlotMap};
 use super::topology::{Topology, NODES_MAX};
+use proto::bus::limits::BUS_ADDR_MAX;
 use rand::Rng;
 use std::collections::HashMap;
 
@@ -152,10 +153,16 @@ fn parse_node(f: &[&str], rng: &mut impl Rng) -> Result<(ClusterNode, bool), Str
         p => Some(HexId::parse(p.as_bytes()).ok_or_else(|| format!("bad primary id '{p}'"))?),
     };
     let num = |s: &str, what: &str| s.parse::<u64>().map_err(|_| format!("bad {what} '{s}'"));
-    let link = match f[7] {
-        "connected" => LinkState::Connected,
-        "disconnected" => LinkState::Disconnected,
-        other => return Err(format!("bad link state '{other}'")),
+    // The link-state field may carry the fabric bus address instead (see nodes_text.rs).
+    let (link, bus_addr) = match f[7] {
+        "connected" => (LinkState::Connected, String::new()),
+        "disconnected" => (LinkState::Disconnected, String::new()),
+        other => match other.strip_prefix(BUS_ADDR_PREFIX) {
+            Some(addr) if !addr.is_empty() && addr.len() <= BUS_ADDR_MAX => {
+                (LinkState::Disconnected, addr.to_string())
+            }
+            _ => return Err(format!("bad link state '{other}'")),
+        },
     };
     let given = shard.is_some();
     let node = ClusterNode {
@@ -172,6 +179,7 @@ fn parse_node(f: &[&str], rng: &mut impl Rng) -> Result<(ClusterNode, bool), Str
         config_epoch: num(f[6], "config epoch")?,
         link,
         repl_offset: 0,
+        bus_addr,
     };
     Ok((node, given))
 }

@@ -11,11 +11,13 @@
 //! - [`nodes_text`], [`config_file`], [`replies`]: CLUSTER NODES, nodes.conf, SLOTS/SHARDS/INFO;
 //! - [`persist`]: atomic writes of the config file;
 //! - [`routing`]: where a request is served;
-//! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands.
+//! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands;
+//! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O.
 
 pub mod config_file;
 pub mod error;
 pub mod flags;
+pub mod gossip;
 pub mod id;
 pub mod node;
 pub mod nodes_text;

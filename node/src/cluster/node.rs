@@ -47,6 +47,9 @@ pub struct ClusterNode {
     pub link: LinkState,
     /// Replication offset last known (CLUSTER SHARDS `replication-offset`).
     pub repl_offset: u64,
+    /// Where its cluster bus is reached on the fabric: the text form of `bus::EndpointAddr`
+    /// (no spaces, no `@`); empty until known.
+    pub bus_addr: String,
 }
 
 impl ClusterNode {
@@ -66,6 +69,7 @@ impl ClusterNode {
             config_epoch: 0,
             link: LinkState::Disconnected,
             repl_offset: 0,
+            bus_addr: String::new(),
         }
     }
 

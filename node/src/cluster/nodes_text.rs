@@ -6,6 +6,17 @@ use super::node::ClusterNode;
 use super::topology::Topology;
 use std::fmt::Write;
 
+/// Marks the fabric bus address in a config-file line.
+///
+/// Where the address goes: Redis's nodes.conf has no place for it. Fields after the eighth are
+/// slots (Redis would read an extra field as slot 0), and Redis 7.2 refuses unknown
+/// `key=value` aux fields of the address field as a corrupt file (the address text has `=`
+/// and `,` besides). The eighth field, the link state, is the one Redis's loader never reads
+/// (links are always down at start), so the config file writes `bus=<address>` there when
+/// the address is known, and `connected`/`disconnected` as before when not. CLUSTER NODES
+/// keeps printing the link state.
+pub const BUS_ADDR_PREFIX: &str = "bus=";
+
 /// Whether a line is for CLUSTER NODES or for the config file.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum LineKind {
@@ -35,12 +46,16 @@ pub fn write_node_line(t: &Topology, node: &ClusterNode, kind: LineKind, out: &m
     }
     let _ = write!(
         out,
-        " {} {} {} {}",
+        " {} {} {} ",
         node.ping_sent,
         node.pong_received,
         t.node_epoch(node),
-        node.link_name()
     );
+    if kind == LineKind::ConfigFile && !node.bus_addr.is_empty() {
+        let _ = write!(out, "{BUS_ADDR_PREFIX}{}", node.bus_addr);
+    } else {
+        out.push_str(node.link_name());
+    }
     if let Some(index) = t.index_of(&node.id) {
         for (start, end) in t.slots.ranges_of(index) {
             if start == end {

@@ -82,7 +82,14 @@ impl Topology {
     }
 
     /// Builds a topology from loaded parts (the config file); `myself` must index a node.
-    pub(crate) fn from_parts(nodes: Vec<ClusterNode>, myself: NodeIndex, slots: SlotMap) -> Self {
+    pub(crate) fn from_parts(
+        mut nodes: Vec<ClusterNode>,
+        myself: NodeIndex,
+        slots: SlotMap,
+    ) -> Self {
+        if let Some(me) = nodes.get_mut(myself as usize) {
+            me.link = super::node::LinkState::Connected;
+        }
         let mut t = Topology {
             nodes,
             myself,
@@ -136,6 +143,21 @@ impl Topology {
         self.nodes.push(node);
         self.refresh_state();
         Ok((self.nodes.len() - 1) as NodeIndex)
+    }
+
+    /// Removes a node other than myself (a timed-out handshake, a duplicate); slot owners
+    /// and the myself index follow the shift of the table.
+    pub fn remove_node(&mut self, index: NodeIndex) -> Option<ClusterNode> {
+        if index == self.myself || index as usize >= self.nodes.len() {
+            return None;
+        }
+        let node = self.nodes.remove(index as usize);
+        self.slots.forget_index(index);
+        if self.myself > index {
+            self.myself -= 1;
+        }
+        self.refresh_state();
+        Some(node)
     }
 
     pub fn owner(&self, slot: u16) -> Option<&ClusterNode> {

@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 /// The fuzz targets, by the names the cargo-fuzz targets have.
-pub const TARGETS: &[&str] = &["resp_decode", "request_parser"];
+pub const TARGETS: &[&str] = &["resp_decode", "request_parser", "bus_envelope"];
 
 /// Most inputs kept for mutation: the pool is replaced at random once full.
 const POOL_MAX: usize = 4096;
@@ -51,6 +51,7 @@ pub fn run(
     let check: fn(&[u8]) = match target {
         "resp_decode" => fuzz_checks::resp_decode,
         "request_parser" => fuzz_checks::request_parser,
+        "bus_envelope" => proto::bus::fuzz_checks::bus_envelope,
         other => return Err(format!("unknown target {other:?}; targets: {TARGETS:?}")),
     };
     let mut rng = Rng::new(seed);
@@ -95,6 +96,10 @@ pub fn run(
 fn keep(target: &str, input: &[u8]) -> bool {
     match target {
         "resp_decode" => matches!(proto::resp::decode(input), Ok(Some(_))),
+        "bus_envelope" => {
+            use prost::Message as _;
+            proto::bus::BusMessage::decode(input).is_ok()
+        }
         _ => {
             let limits = proto::resp::RequestLimits::default();
             let run = fuzz_checks::run_request_parser(
@@ -269,6 +274,7 @@ fn seeds(target: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
             b"|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.1923\r\n$1\r\nb\r\n,0.0012\r\n*2\r\n:2039123\r\n:9543892\r\n".to_vec(),
             b"*3\r\n$-1\r\n*-1\r\n_\r\n".to_vec(),
         ],
+        "bus_envelope" => Vec::new(),
         _ => vec![
             b"\x00*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".to_vec(),
             b"\x08PING\r\nget \"a\\x41\" 'b'\n*0\r\n\r\n".to_vec(),
@@ -286,6 +292,9 @@ fn seeds(target: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
 fn seed_input(target: &str, rng: &mut Rng) -> Vec<u8> {
     if target == "resp_decode" {
         return random_frame(rng, 4).to_bytes().to_vec();
+    }
+    if target == "bus_envelope" {
+        return bus_seed(rng);
     }
     let mut input = vec![rng.byte()];
     for _ in 0..1 + rng.below(4) {
@@ -383,5 +392,59 @@ impl Rng {
 
     fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
+    }
+}
+
+/// A bus message made from scratch: half the time sealed with the fuzz secret, half the time
+/// the bare protobuf body (which the oracle also seals and opens).
+fn bus_seed(rng: &mut Rng) -> Vec<u8> {
+    use prost::Message as _;
+    use proto::bus::*;
+    let id = |rng: &mut Rng| -> String {
+        (0..40)
+            .map(|_| b"0123456789abcdef"[rng.below(16)] as char)
+            .collect()
+    };
+    let header = Header {
+        sender: id(rng),
+        current_epoch: rng.below(100) as u64,
+        config_epoch: rng.below(100) as u64,
+        flags: rng.below(4) as u32,
+        slots: vec![SlotRange {
+            start: rng.below(100) as u32,
+            end: 100 + rng.below(16284) as u32,
+        }],
+        ..Header::default()
+    };
+    let body = match rng.below(4) {
+        0 => Body::Ping(Gossip {
+            entries: (0..rng.below(4))
+                .map(|_| GossipEntry {
+                    node_id: id(rng),
+                    port: rng.below(65536) as u32,
+                    bus_addr: b"sim:3".to_vec(),
+                    ..GossipEntry::default()
+                })
+                .collect(),
+        }),
+        1 => Body::Fail(Fail { node_id: id(rng) }),
+        2 => Body::Update(Update {
+            node_id: id(rng),
+            config_epoch: 3,
+            slots: vec![SlotRange { start: 5, end: 9 }],
+        }),
+        _ => Body::Publish(Publish {
+            channel: b"ch".to_vec(),
+            message: (0..rng.below(20)).map(|_| rng.byte()).collect(),
+        }),
+    };
+    let msg = BusMessage {
+        header: Some(header),
+        body: Some(body),
+    };
+    if rng.below(2) == 0 {
+        seal(&msg, proto::bus::fuzz_checks::FUZZ_SECRET).unwrap_or_default()
+    } else {
+        msg.encode_to_vec()
     }
 }

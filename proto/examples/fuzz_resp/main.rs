@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release -p proto --example fuzz_resp -- [TARGET...]
 //! ```
-//! Targets: `resp_decode`, `request_parser` (default: both, one after the other).
+//! Targets: `resp_decode`, `request_parser`, `bus_envelope` (default: all, one after the other).
 //! Environment: `FUZZ_SECONDS` per target (default 20) or `FUZZ_INPUTS` (a count instead of a
 //! time, for a run that is the same on any machine), `FUZZ_SEED` (default: from the clock;
 //! printed, so a failure replays), `FUZZ_MAX_LEN` bytes per input (default 4096),

@@ -1,0 +1,113 @@
+//! The timer (Redis's `clusterCron`): handshake timeouts, the heartbeat pings and their
+//! retries, link state, PFAIL, and FAIL once enough reports are in.
+
+use super::outgoing::PingKind;
+use super::settings::{RANDOM_PING_EVERY_TICKS, RANDOM_PING_SAMPLE};
+use super::{Event, Gossip};
+use crate::cluster::flags::bit;
+use crate::cluster::node::LinkState;
+use crate::cluster::slots::NodeIndex;
+use crate::cluster::topology::Topology;
+use rand::Rng;
+
+impl Gossip {
+    pub(super) fn tick(&mut self, now_ms: u64, t: &mut Topology) {
+        self.ticks += 1;
+        self.expire_handshakes(now_ms, t);
+        if self.ticks % RANDOM_PING_EVERY_TICKS == 0 {
+            self.ping_random(now_ms, t);
+        }
+        let timeout = self.settings.node_timeout_ms;
+        let half = self.settings.ping_interval_ms();
+        for i in 0..t.nodes.len() as NodeIndex {
+            let node = &t.nodes[i as usize];
+            if node.is_myself() {
+                continue;
+            }
+            let id = node.id;
+            let addr = node.bus_addr.clone();
+            let handshake = node.flags.has(bit::HANDSHAKE);
+            let ping_sent = node.ping_sent;
+            let pong_received = node.pong_received;
+            let peer = self.peer(id).clone();
+            if handshake {
+                if now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms {
+                    self.send_ping(now_ms, t, &addr, Some(i), PingKind::Meet);
+                }
+                continue;
+            }
+            if addr.is_empty() {
+                continue;
+            }
+            let since_data = now_ms.saturating_sub(peer.data_received_ms);
+            if ping_sent != 0 && now_ms.saturating_sub(ping_sent) > half && since_data > half {
+                t.nodes[i as usize].link = LinkState::Disconnected;
+            }
+            if ping_sent == 0 && now_ms.saturating_sub(pong_received) > half {
+                self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
+            } else if ping_sent != 0
+                && now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms
+            {
+                self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
+            }
+            let ping_sent = t.nodes[i as usize].ping_sent;
+            if ping_sent != 0 {
+                let silence = now_ms.saturating_sub(ping_sent).min(since_data);
+                let node = &mut t.nodes[i as usize];
+                if silence > timeout && !node.flags.has(bit::PFAIL) && !node.flags.has(bit::FAIL) {
+                    node.flags.set(bit::PFAIL, true);
+                    self.event(Event::PFail { id });
+                }
+            }
+            if t.nodes[i as usize].flags.has(bit::PFAIL) {
+                self.mark_failing_if_needed(now_ms, t, i);
+            }
+        }
+    }
+
+    /// Handshakes unanswered for too long are forgotten.
+    fn expire_handshakes(&mut self, now_ms: u64, t: &mut Topology) {
+        let limit = self.settings.handshake_timeout_ms();
+        let expired: Vec<NodeIndex> = t
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                n.flags.has(bit::HANDSHAKE)
+                    && now_ms.saturating_sub(self.peers.get(&n.id).map_or(0, |p| p.created_ms))
+                        > limit
+            })
+            .map(|(i, _)| i as NodeIndex)
+            .collect();
+        for i in expired.into_iter().rev() {
+            if let Some(n) = t.remove_node(i) {
+                self.peers.remove(&n.id);
+                self.event(Event::HandshakeTimedOut { addr: n.bus_addr });
+            }
+        }
+    }
+
+    /// Out of a few random members with no ping pending, the one heard from least recently.
+    fn ping_random(&mut self, now_ms: u64, t: &mut Topology) {
+        let n = t.nodes.len();
+        let mut best: Option<NodeIndex> = None;
+        for _ in 0..RANDOM_PING_SAMPLE {
+            let i = self.rng.gen_range(0..n) as NodeIndex;
+            let node = &t.nodes[i as usize];
+            if node.is_myself()
+                || node.flags.has(bit::HANDSHAKE)
+                || node.ping_sent != 0
+                || node.bus_addr.is_empty()
+            {
+                continue;
+            }
+            if best.is_none_or(|b| node.pong_received < t.nodes[b as usize].pong_received) {
+                best = Some(i);
+            }
+        }
+        if let Some(i) = best {
+            let addr = t.nodes[i as usize].bus_addr.clone();
+            self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The cluster bus gossip and failure detection, as a state machine that does no I/O
+//! (protocols.md §2.2-2.7, §2.9, §2.12): fed `(now_ms, input)` and the [`Topology`], it
+//! changes the topology and returns [`Action`]s (messages to send, "save the config", events).
+//! The node wires it to the fabric's Datagram endpoint: it seals and fragments the messages
+//! of [`Action::Send`] and opens what arrives into [`Input::Receive`].
+//!
+//! - [`settings`]: timeouts;
+//! - [`peer`]: per-node liveness and failure reports;
+//! - `outgoing`: the header, the gossip section, PING/PONG/MEET/FAIL/UPDATE;
+//! - `receive`: what each message does;
+//! - `cron`: the timer (pings, handshake timeouts, PFAIL);
+//! - `failure`: failure reports, FAIL and its clearing;
+//! - `epochs`: slot ownership by config epoch, UPDATE, epoch collisions.
+
+mod convert;
+mod cron;
+mod epochs;
+mod failure;
+mod outgoing;
+pub mod peer;
+mod receive;
+pub mod settings;
+
+#[cfg(test)]
+mod tests;
+
+use super::id::NodeId;
+use super::topology::{Health, Topology};
+use peer::Peer;
+use proto::bus::{Body, BusMessage};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::collections::HashMap;
+
+pub use settings::GossipSettings;
+
+/// What the core is told.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// The timer fired; expected every [`settings::TICK_MS`].
+    Tick,
+    /// A message arrived (already opened: MAC checked, decoded, within limits) from this
+    /// fabric address.
+    Receive { from: String, msg: BusMessage },
+    /// `CLUSTER MEET` of a fabric bus address.
+    Meet { addr: String },
+}
+
+/// Something that happened, for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    HandshakeStarted {
+        addr: String,
+    },
+    HandshakeTimedOut {
+        addr: String,
+    },
+    /// A node became a member (its MEET arrived, or our handshake was answered).
+    NodeJoined {
+        id: NodeId,
+        addr: String,
+    },
+    PFail {
+        id: NodeId,
+    },
+    PFailCleared {
+        id: NodeId,
+    },
+    Fail {
+        id: NodeId,
+    },
+    FailCleared {
+        id: NodeId,
+    },
+    /// Slots were bound to `owner` by its claim or an UPDATE.
+    SlotsMoved {
+        owner: NodeId,
+        count: usize,
+    },
+    UpdateSent {
+        to: NodeId,
+        about: NodeId,
+    },
+    ConfigEpochCollision {
+        new_epoch: u64,
+    },
+    /// This primary lost its last slot and follows the node that took them (§2.9).
+    BecameReplica {
+        primary: NodeId,
+    },
+    RoleChanged {
+        id: NodeId,
+    },
+    StateChanged(Health),
+}
+
+/// What the caller must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Seal, fragment and send `msg` to this fabric address.
+    Send {
+        to: String,
+        msg: BusMessage,
+    },
+    /// The topology changed in a way the config file keeps: save it.
+    SaveConfig,
+    Event(Event),
+    /// PUBLISH, PUBLISHSHARD or RAFT from a member: for the subsystems that handle them.
+    Deliver {
+        from: NodeId,
+        body: Body,
+    },
+}
+
+/// The gossip state of one node.
+pub struct Gossip {
+    settings: GossipSettings,
+    rng: StdRng,
+    peers: HashMap<NodeId, Peer>,
+    ticks: u64,
+    out: Vec<Action>,
+    save: bool,
+    last_state: Option<Health>,
+    topology_version: u64,
+}
+
+impl Gossip {
+    /// A core whose randomness (gossip choices, handshake names) comes from `seed`.
+    pub fn new(settings: GossipSettings, seed: u64) -> Self {
+        Gossip {
+            settings,
+            rng: StdRng::seed_from_u64(seed),
+            peers: HashMap::new(),
+            ticks: 0,
+            out: Vec::new(),
+            save: false,
+            last_state: None,
+            topology_version: 0,
+        }
+    }
+
+    pub fn settings(&self) -> &GossipSettings {
+        &self.settings
+    }
+
+    /// The Raft topology version this node has applied, advertised in every header.
+    pub fn set_topology_version(&mut self, version: u64) {
+        self.topology_version = version;
+    }
+
+    /// Feeds one input; returns what to do, in order.
+    pub fn step(&mut self, now_ms: u64, input: Input, t: &mut Topology) -> Vec<Action> {
+        match input {
+            Input::Tick => self.tick(now_ms, t),
+            Input::Receive { from, msg } => self.receive(now_ms, &from, msg, t),
+            Input::Meet { addr } => self.meet(now_ms, &addr, t),
+        }
+        t.refresh_state();
+        let state = t.state();
+        if self.last_state != Some(state) {
+            if self.last_state.is_some() {
+                self.out.push(Action::Event(Event::StateChanged(state)));
+            }
+            self.last_state = Some(state);
+        }
+        if std::mem::take(&mut self.save) {
+            self.out.push(Action::SaveConfig);
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// A message of this node's with `body` (for PUBLISH and RAFT, which the core does not
+    /// originate).
+    pub fn message(&self, t: &Topology, body: Body) -> BusMessage {
+        BusMessage {
+            header: Some(self.header(t)),
+            body: Some(body),
+        }
+    }
+
+    fn peer(&mut self, id: NodeId) -> &mut Peer {
+        self.peers.entry(id).or_default()
+    }
+
+    fn event(&mut self, e: Event) {
+        self.out.push(Action::Event(e));
+    }
+}

@@ -1,0 +1,61 @@
+//! What the gossip core remembers about a node beyond [`ClusterNode`]: liveness stamps that
+//! CLUSTER NODES does not print, and the failure reports other primaries sent about it.
+//!
+//! [`ClusterNode`]: crate::cluster::node::ClusterNode
+
+use crate::cluster::id::NodeId;
+use crate::cluster::topology::NODES_MAX;
+
+/// A voting primary said, at `time_ms`, that the node is failing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailReport {
+    pub reporter: NodeId,
+    pub time_ms: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Peer {
+    /// Last time any message arrived from the node (any data counts as liveness).
+    pub data_received_ms: u64,
+    /// When the node was added (a handshake times out from here).
+    pub created_ms: u64,
+    /// When a ping (or MEET) last left for it, first or retry.
+    pub last_ping_send_ms: u64,
+    /// When it was marked FAIL.
+    pub fail_time_ms: u64,
+    /// One report per reporter, at most [`NODES_MAX`] (one per other node).
+    pub fail_reports: Vec<FailReport>,
+}
+
+impl Peer {
+    /// Adds or refreshes `reporter`'s report; true if it is new.
+    pub fn add_report(&mut self, reporter: NodeId, now_ms: u64) -> bool {
+        if let Some(r) = self
+            .fail_reports
+            .iter_mut()
+            .find(|r| r.reporter == reporter)
+        {
+            r.time_ms = now_ms;
+            return false;
+        }
+        if self.fail_reports.len() >= NODES_MAX {
+            return false;
+        }
+        self.fail_reports.push(FailReport {
+            reporter,
+            time_ms: now_ms,
+        });
+        true
+    }
+
+    pub fn remove_report(&mut self, reporter: &NodeId) {
+        self.fail_reports.retain(|r| r.reporter != *reporter);
+    }
+
+    /// Drops reports older than `validity_ms`; returns how many remain.
+    pub fn valid_reports(&mut self, now_ms: u64, validity_ms: u64) -> usize {
+        self.fail_reports
+            .retain(|r| now_ms.saturating_sub(r.time_ms) <= validity_ms);
+        self.fail_reports.len()
+    }
+}

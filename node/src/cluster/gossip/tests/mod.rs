@@ -1,0 +1,3 @@
+mod harness;
+mod network;
+mod unit;
