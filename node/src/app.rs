@@ -48,6 +48,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let fabric_listeners =
         crate::fabric::start::start_configured(&server).context("starting the fabric listener")?;
+    crate::cluster::transport::node_bus::start_node_bus(&server)
+        .context("starting the cluster bus")?;
     tokio::spawn(cron::run(server.clone()));
     wait_for_stop(&server).await;
     tracing::info!("shutting down");

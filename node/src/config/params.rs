@@ -135,7 +135,16 @@ pub struct ClusterConfig {
     /// `cluster-node-timeout` in ms. 2000 rather than Redis's 15000: heartbeats on the
     /// fabric are cheap, so failures can be detected sooner.
     pub node_timeout_ms: u64,
+    /// `cluster-secret`: the key that authenticates every bus message (HMAC-SHA256). Nodes
+    /// of one cluster must share it; a node with another secret cannot join, vote or report.
+    pub secret: String,
+    /// `cluster-announce-ip`: the client ip this node gives its peers (else learned from the
+    /// address a peer reached its bus port at).
+    pub announce_ip: String,
 }
+
+/// Longest `cluster-secret`: a key, not a document.
+pub const CLUSTER_SECRET_MAX: usize = 1024;
 
 impl Default for ClusterConfig {
     fn default() -> Self {
@@ -143,6 +152,8 @@ impl Default for ClusterConfig {
             enabled: false,
             config_file: "nodes.conf".into(),
             node_timeout_ms: 2000,
+            secret: String::new(),
+            announce_ip: String::new(),
         }
     }
 }
@@ -628,6 +639,32 @@ pub static PARAMS: &[Param] = &[
         |c| c.cluster.node_timeout_ms.to_string(),
         |c, v| {
             c.cluster.node_timeout_ms = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-secret",
+        false,
+        |c| c.cluster.secret.clone(),
+        |c, v| {
+            if v.len() > CLUSTER_SECRET_MAX {
+                return Err(format!(
+                    "cluster-secret is longer than {CLUSTER_SECRET_MAX} bytes"
+                ));
+            }
+            c.cluster.secret = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-announce-ip",
+        false,
+        |c| c.cluster.announce_ip.clone(),
+        |c, v| {
+            if !v.is_empty() && v.parse::<std::net::IpAddr>().is_err() {
+                return Err(format!("cluster-announce-ip '{v}' is not an ip address"));
+            }
+            c.cluster.announce_ip = v.to_string();
             Ok(())
         }
     ),

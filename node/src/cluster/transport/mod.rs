@@ -2,6 +2,8 @@
 //! thread ([`runtime`]) that drives the cluster core, and a TCP answerer at the bus port
 //! ([`rendezvous`]) so `CLUSTER MEET ip port` can learn the fabric address to greet.
 
+pub mod driver;
+pub mod node_bus;
 pub mod rendezvous;
 pub mod runtime;
 
@@ -36,6 +38,8 @@ pub struct BusHandle {
     /// This node's bus address (what gossip tells others to reach us by).
     pub address: EndpointAddr,
     pub provider: String,
+    /// Tells the node its own ip as a peer saw it (MEET lookups call it too).
+    pub local_ip_hook: Option<rendezvous::LocalIpHook>,
     requests: Sender<Request>,
     thread: Option<JoinHandle<LoopStats>>,
     answerer: Option<rendezvous::Answerer>,
@@ -83,6 +87,7 @@ impl Drop for BusHandle {
 pub fn start<P: Provider, C: BusCore>(
     provider: &P,
     rendezvous: Option<SocketAddr>,
+    on_local_ip: Option<rendezvous::LocalIpHook>,
     make_core: impl FnOnce(&EndpointAddr) -> C,
 ) -> Result<BusHandle, BusStartError> {
     let endpoint_error = |error| BusStartError::Endpoint {
@@ -96,7 +101,7 @@ pub fn start<P: Provider, C: BusCore>(
     let address = socket.local().clone();
     let answerer = match rendezvous {
         Some(addr) => Some(
-            rendezvous::Answerer::start(addr, address.to_string())
+            rendezvous::Answerer::start(addr, address.to_string(), on_local_ip.clone())
                 .map_err(|error| BusStartError::Rendezvous { addr, error })?,
         ),
         None => None,
@@ -111,6 +116,7 @@ pub fn start<P: Provider, C: BusCore>(
     Ok(BusHandle {
         address,
         provider: provider.name().to_string(),
+        local_ip_hook: on_local_ip,
         requests,
         thread: Some(thread),
         answerer,

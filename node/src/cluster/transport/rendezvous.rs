@@ -7,7 +7,7 @@
 //! It carries no secret: every bus message is authenticated on its own.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,10 +31,23 @@ pub enum LookupError {
     Bad(SocketAddr, String),
 }
 
+/// What a lookup learns: the peer's bus address text, and this host's ip on the way to it
+/// (a node that was never told its own ip takes it from here, as Redis takes it from the
+/// local address of a MEET connection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub address: String,
+    pub local_ip: Option<IpAddr>,
+}
+
+/// Called with this host's ip as a peer saw it (the local address of a lookup it served).
+pub type LocalIpHook = Arc<dyn Fn(IpAddr) + Send + Sync>;
+
 /// Asks the node at `at` for its bus address text.
-pub fn lookup(at: SocketAddr) -> Result<String, LookupError> {
-    let s = TcpStream::connect_timeout(&at, LOOKUP_TIMEOUT)
-        .map_err(|e| LookupError::Connect(at, e))?;
+pub fn lookup(at: SocketAddr) -> Result<Found, LookupError> {
+    let s =
+        TcpStream::connect_timeout(&at, LOOKUP_TIMEOUT).map_err(|e| LookupError::Connect(at, e))?;
+    let local_ip = s.local_addr().ok().map(|a| a.ip());
     s.set_read_timeout(Some(LOOKUP_TIMEOUT))
         .map_err(|e| LookupError::Read(at, e))?;
     let mut line = Vec::new();
@@ -48,7 +61,10 @@ pub fn lookup(at: SocketAddr) -> Result<String, LookupError> {
     let text = String::from_utf8(line).map_err(|_| LookupError::Bad(at, "not UTF-8".into()))?;
     text.parse::<bus::EndpointAddr>()
         .map_err(|e| LookupError::Bad(at, e.to_string()))?;
-    Ok(text)
+    Ok(Found {
+        address: text,
+        local_ip,
+    })
 }
 
 trait TakeBounded {
@@ -69,7 +85,11 @@ pub struct Answerer {
 }
 
 impl Answerer {
-    pub fn start(bind: SocketAddr, address: String) -> std::io::Result<Answerer> {
+    pub fn start(
+        bind: SocketAddr,
+        address: String,
+        on_local_ip: Option<LocalIpHook>,
+    ) -> std::io::Result<Answerer> {
         let listener = TcpListener::bind(bind)?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
@@ -79,7 +99,7 @@ impl Answerer {
         line.push(b'\n');
         let thread = std::thread::Builder::new()
             .name("node-bus-rendezvous".into())
-            .spawn(move || answer_loop(listener, line, theirs))?;
+            .spawn(move || answer_loop(listener, line, theirs, on_local_ip))?;
         Ok(Answerer {
             local,
             stop,
@@ -97,18 +117,24 @@ impl Drop for Answerer {
     }
 }
 
-fn answer_loop(listener: TcpListener, line: Vec<u8>, stop: Arc<AtomicBool>) {
+fn answer_loop(
+    listener: TcpListener,
+    line: Vec<u8>,
+    stop: Arc<AtomicBool>,
+    on_local_ip: Option<LocalIpHook>,
+) {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((mut s, _)) => {
+                if let (Some(hook), Ok(local)) = (&on_local_ip, s.local_addr()) {
+                    hook(local.ip());
+                }
                 // One short write per peer; a peer that does not read is not waited for.
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_write_timeout(Some(ANSWER_TIMEOUT));
                 let _ = s.write_all(&line);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(ACCEPT_POLL)
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(ACCEPT_POLL),
             Err(e) => {
                 tracing::warn!(error = %e, "bus rendezvous accept failed");
                 std::thread::sleep(ACCEPT_POLL);
@@ -124,13 +150,26 @@ mod tests {
     #[test]
     fn a_lookup_returns_the_served_address() {
         let addr = bus::EndpointAddr::Sim { id: 42 }.to_string();
-        let a = Answerer::start("127.0.0.1:0".parse().unwrap(), addr.clone()).unwrap();
-        assert_eq!(lookup(a.local).unwrap(), addr);
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let theirs = seen.clone();
+        let hook: LocalIpHook = Arc::new(move |ip| *theirs.lock().unwrap() = Some(ip));
+        let a = Answerer::start("127.0.0.1:0".parse().unwrap(), addr.clone(), Some(hook)).unwrap();
+        let found = lookup(a.local).unwrap();
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(found.address, addr);
+        assert_eq!(found.local_ip, Some(loopback));
+        // The answering side learned its own ip from the same connection.
+        assert_eq!(*seen.lock().unwrap(), Some(loopback));
     }
 
     #[test]
     fn a_closed_port_and_garbage_are_errors() {
-        let a = Answerer::start("127.0.0.1:0".parse().unwrap(), "not an address".into()).unwrap();
+        let a = Answerer::start(
+            "127.0.0.1:0".parse().unwrap(),
+            "not an address".into(),
+            None,
+        )
+        .unwrap();
         assert!(matches!(lookup(a.local), Err(LookupError::Bad(..))));
         let port = a.local;
         drop(a);

@@ -52,8 +52,13 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
     mut core: C,
     requests: Receiver<Request>,
 ) -> LoopStats {
-    let started = Instant::now();
-    let now_ms = || started.elapsed().as_millis() as u64;
+    // Wall-clock ms, as Redis's mstime(): CLUSTER NODES prints ping and pong times as unix ms.
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    };
     core.set_datagram_max(socket.max_payload());
     let mut buf = vec![0u8; socket.max_payload()];
     let mut out = Outbox::default();

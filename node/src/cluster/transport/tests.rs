@@ -48,16 +48,28 @@ fn a_meet_reaches_the_other_core_and_is_answered() {
     let fabric = SimFabric::new_realtime(3, Faults::default()).unwrap();
     let (a_host, b_host) = (fabric.add_host().unwrap(), fabric.add_host().unwrap());
     let (a_core, b_core) = (Recorder::default(), Recorder::default());
-    let a = start(&a_host, Some("127.0.0.1:0".parse().unwrap()), |_| a_core.clone()).unwrap();
-    let b = start(&b_host, Some("127.0.0.1:0".parse().unwrap()), |_| b_core.clone()).unwrap();
+    let a = start(&a_host, Some("127.0.0.1:0".parse().unwrap()), None, |_| {
+        a_core.clone()
+    })
+    .unwrap();
+    let b = start(&b_host, Some("127.0.0.1:0".parse().unwrap()), None, |_| {
+        b_core.clone()
+    })
+    .unwrap();
     let b_addr: EndpointAddr = rendezvous::lookup(b.rendezvous_addr().unwrap())
         .unwrap()
+        .address
         .parse()
         .unwrap();
     assert_eq!(b_addr, b.address);
     assert!(a.meet(b_addr));
     wait_for("the welcome", || {
-        a_core.seen.lock().unwrap().iter().any(|(_, m)| m == b"welcome")
+        a_core
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, m)| m == b"welcome")
     });
     let seen_by_b = b_core.seen.lock().unwrap().clone();
     assert_eq!(seen_by_b, vec![(a.address.clone(), b"hello".to_vec())]);

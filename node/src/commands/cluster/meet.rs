@@ -23,13 +23,12 @@ pub fn meet(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let Some(bus) = c.bus.get() else {
         return Err(CmdError::new("ERR the cluster bus is not running"));
     };
-    // args[0] is "MEET".
-    let target = match &args[1..] {
+    let target = match &args[2..] {
         [addr] => {
             let text = std::str::from_utf8(addr).unwrap_or("");
-            let addr = text.parse::<bus::EndpointAddr>().map_err(|e| {
-                CmdError::new(format!("ERR Invalid fabric address specified: {e}"))
-            })?;
+            let addr = text
+                .parse::<bus::EndpointAddr>()
+                .map_err(|e| CmdError::new(format!("ERR Invalid fabric address specified: {e}")))?;
             if !bus.meet(addr) {
                 return Err(CmdError::new("ERR the cluster bus is not running"));
             }
@@ -47,15 +46,18 @@ pub fn meet(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ));
     }
     let requests = bus.requester();
+    let learn_ip = bus.local_ip_hook.clone();
     let spawned = std::thread::Builder::new()
         .name("node-cluster-meet".into())
         .spawn(move || {
             match rendezvous::lookup(target) {
-                Ok(text) => match text.parse() {
+                Ok(found) => match found.address.parse() {
                     Ok(addr) => {
-                        let _ = requests.send(crate::cluster::transport::runtime::Request::Meet(
-                            addr,
-                        ));
+                        if let (Some(ip), Some(hook)) = (found.local_ip, &learn_ip) {
+                            hook(ip);
+                        }
+                        let _ =
+                            requests.send(crate::cluster::transport::runtime::Request::Meet(addr));
                     }
                     Err(e) => tracing::warn!(%target, error = %e, "CLUSTER MEET: bad address"),
                 },
@@ -88,9 +90,7 @@ fn parse_target(ip: &[u8], port: &[u8], cport: Option<&&[u8]>) -> Result<SocketA
     };
     let parsed: Option<IpAddr> = std::str::from_utf8(ip).ok().and_then(|s| s.parse().ok());
     match (parsed, u16::try_from(bus_port)) {
-        (Some(ip), Ok(bus_port)) if base != 0 && bus_port != 0 => {
-            Ok(SocketAddr::new(ip, bus_port))
-        }
+        (Some(ip), Ok(bus_port)) if base != 0 && bus_port != 0 => Ok(SocketAddr::new(ip, bus_port)),
         _ => Err(CmdError::new(format!(
             "ERR Invalid node address specified: {}:{}",
             text(ip),

@@ -1,0 +1,148 @@
+//! The gossip core on the bus thread: opens and reassembles what arrives, feeds the core under
+//! the topology's write lock, seals and fragments what it sends, saves the config when it
+//! says so (after the lock is released).
+
+use super::runtime::{BusCore, Outbox};
+use crate::cluster::gossip::{Action, Event, Gossip, GossipSettings, Input};
+use crate::cluster::Cluster;
+use crate::server::Server;
+use bus::EndpointAddr;
+use proto::bus::fragment::{fragment, Reassembler, ReassemblyLimits};
+use proto::bus::{envelope, Body};
+use std::sync::Arc;
+
+pub struct GossipDriver {
+    server: Arc<Server>,
+    gossip: Gossip,
+    secret: Vec<u8>,
+    reassembler: Reassembler<String>,
+    datagram_max: usize,
+    /// Messages dropped for a bad fragment, envelope or MAC (a stray or forged sender).
+    pub rejected: u64,
+}
+
+impl GossipDriver {
+    pub fn new(server: Arc<Server>, settings: GossipSettings, secret: Vec<u8>, seed: u64) -> Self {
+        GossipDriver {
+            server,
+            gossip: Gossip::new(settings, seed),
+            secret,
+            reassembler: Reassembler::new(ReassemblyLimits::default()),
+            datagram_max: 0,
+            rejected: 0,
+        }
+    }
+
+    fn cluster(&self) -> &Cluster {
+        self.server
+            .cluster
+            .as_ref()
+            .expect("the bus runs only in cluster mode")
+    }
+
+    fn step(&mut self, now_ms: u64, input: Input, out: &mut Outbox) {
+        let actions = {
+            let server = self.server.clone();
+            let cluster = server
+                .cluster
+                .as_ref()
+                .expect("the bus runs only in cluster mode");
+            let mut t = cluster.topology.write();
+            self.gossip.step(now_ms, input, &mut t)
+        };
+        let mut save = false;
+        for action in actions {
+            match action {
+                Action::Send { to, msg } => self.send(&to, &msg, out),
+                Action::SaveConfig => save = true,
+                Action::Event(e) => log_event(&e),
+                Action::Deliver { from, body } => {
+                    tracing::debug!(%from, kind = body_kind(&body), "bus delivery not handled yet");
+                }
+            }
+        }
+        if save {
+            // Failures are logged by save(); the next change saves again.
+            let _ = self.cluster().save();
+        }
+    }
+
+    fn send(&mut self, to: &str, msg: &proto::bus::BusMessage, out: &mut Outbox) {
+        let Ok(addr) = to.parse::<EndpointAddr>() else {
+            tracing::warn!(to, "gossip named a bad bus address");
+            return;
+        };
+        let sealed = match envelope::seal(msg, &self.secret) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "bus message not sealed");
+                return;
+            }
+        };
+        match fragment(&sealed, self.datagram_max) {
+            Ok(parts) => out
+                .sends
+                .extend(parts.into_iter().map(|p| (addr.clone(), p))),
+            Err(e) => tracing::warn!(error = %e, "bus message not fragmented"),
+        }
+    }
+}
+
+impl BusCore for GossipDriver {
+    fn set_datagram_max(&mut self, max: usize) {
+        self.datagram_max = max;
+    }
+
+    fn tick(&mut self, now_ms: u64, out: &mut Outbox) {
+        self.reassembler.expire(now_ms);
+        self.step(now_ms, Input::Tick, out);
+    }
+
+    fn receive(&mut self, now_ms: u64, from: &EndpointAddr, datagram: &[u8], out: &mut Outbox) {
+        let from = from.to_string();
+        let whole = match self.reassembler.push(&from, datagram, now_ms) {
+            Ok(Some(m)) => m,
+            Ok(None) => return,
+            Err(e) => {
+                self.rejected += 1;
+                tracing::debug!(%from, error = %e, "dropped a bad bus fragment");
+                return;
+            }
+        };
+        match envelope::open(&whole, &self.secret) {
+            Ok(msg) => self.step(now_ms, Input::Receive { from, msg }, out),
+            Err(e) => {
+                self.rejected += 1;
+                tracing::debug!(%from, error = %e, "dropped a bus message");
+            }
+        }
+    }
+
+    fn meet(&mut self, now_ms: u64, to: EndpointAddr, out: &mut Outbox) {
+        self.step(
+            now_ms,
+            Input::Meet {
+                addr: to.to_string(),
+            },
+            out,
+        );
+    }
+}
+
+fn body_kind(body: &Body) -> &'static str {
+    match body {
+        Body::Publish(_) => "publish",
+        Body::PublishShard(_) => "publishshard",
+        Body::Raft(_) => "raft",
+        _ => "other",
+    }
+}
+
+fn log_event(e: &Event) {
+    match e {
+        Event::Fail { .. } | Event::PFail { .. } | Event::StateChanged(_) => {
+            tracing::warn!(event = ?e, "cluster")
+        }
+        _ => tracing::info!(event = ?e, "cluster"),
+    }
+}

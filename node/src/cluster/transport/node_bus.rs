@@ -1,0 +1,114 @@
+//! Bringing the cluster bus up for a running node: the provider `fabric-provider` names, the
+//! rendezvous at the bus port on the node's first bind address, the node's own bus address and
+//! ip recorded in its topology, and the gossip core on the bus thread.
+
+use super::driver::GossipDriver;
+use super::rendezvous::LocalIpHook;
+use super::{start, BusHandle, BusStartError};
+use crate::cluster::gossip::GossipSettings;
+use crate::server::Server;
+use bus::select::{with_provider, WithProvider};
+use bus::Provider;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Weak};
+
+/// Starts the bus of a cluster-mode node and stores its handle in the cluster state.
+pub fn start_node_bus(server: &Arc<Server>) -> Result<(), BusStartError> {
+    let Some(cluster) = server.cluster.as_ref() else {
+        return Ok(());
+    };
+    let (provider, rendezvous) = {
+        let c = server.config.read();
+        let ip = match c.bind.first().map(String::as_str) {
+            None | Some("*") => Ipv4Addr::UNSPECIFIED.into(),
+            Some("::*") => Ipv6Addr::UNSPECIFIED.into(),
+            Some("localhost") => Ipv4Addr::LOCALHOST.into(),
+            Some(other) => other
+                .trim_start_matches('-')
+                .parse()
+                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        };
+        let cport = cluster.topology.read().myself().cport;
+        (
+            c.fabric.provider.name().to_string(),
+            SocketAddr::new(ip, cport),
+        )
+    };
+    let job = Job {
+        server: server.clone(),
+        rendezvous,
+    };
+    let handle = with_provider(&provider, job).map_err(|error| BusStartError::Endpoint {
+        provider: provider.clone(),
+        error,
+    })??;
+    let _ = cluster.bus.set(handle);
+    Ok(())
+}
+
+struct Job {
+    server: Arc<Server>,
+    rendezvous: SocketAddr,
+}
+
+impl WithProvider for Job {
+    type Output = Result<BusHandle, BusStartError>;
+
+    fn run<P: Provider>(self, provider: P) -> Self::Output {
+        let server = self.server;
+        let (settings, secret, announce) = {
+            let c = server.config.read();
+            let settings = GossipSettings {
+                node_timeout_ms: c.cluster.node_timeout_ms.max(1),
+                rdma_port: c.fabric.port,
+                ..GossipSettings::default()
+            };
+            (
+                settings,
+                c.cluster.secret.clone().into_bytes(),
+                c.cluster.announce_ip.clone(),
+            )
+        };
+        if !announce.is_empty() {
+            set_own_ip(&server, &announce);
+        }
+        let weak = Arc::downgrade(&server);
+        let hook: Option<LocalIpHook> = announce
+            .is_empty()
+            .then(|| Arc::new(move |ip: IpAddr| learn_own_ip(&weak, ip)) as LocalIpHook);
+        let seed = rand::random();
+        start(&provider, Some(self.rendezvous), hook, |address| {
+            if let Some(c) = server.cluster.as_ref() {
+                let _ = c.change(|t| {
+                    t.myself_mut().bus_addr = address.to_string();
+                    Ok(())
+                });
+            }
+            GossipDriver::new(server.clone(), settings, secret, seed)
+        })
+    }
+}
+
+/// Records the ip a peer reached us at, unless we know one already.
+fn learn_own_ip(server: &Weak<Server>, ip: IpAddr) {
+    let Some(server) = server.upgrade() else {
+        return;
+    };
+    let unknown = server
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.topology.read().myself().ip.is_empty());
+    if unknown && !ip.is_unspecified() {
+        set_own_ip(&server, &ip.to_string());
+        tracing::info!(%ip, "cluster: learned this node's ip from a peer");
+    }
+}
+
+fn set_own_ip(server: &Server, ip: &str) {
+    if let Some(c) = server.cluster.as_ref() {
+        let _ = c.change(|t| {
+            t.myself_mut().ip = ip.to_string();
+            Ok(())
+        });
+    }
+}
