@@ -68,6 +68,25 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A client port in 20000..30000 whose cluster bus port (+10000) is free too: ephemeral
+/// ports reach 60999, past the highest cluster port (55535). Processes running tests at the
+/// same time start from different places (the pid), and each call moves on.
+pub fn free_cluster_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7919);
+    for _ in 0..10_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + (start.wrapping_add(n.wrapping_mul(13)) % 10_000) as u16;
+        let both_free = TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok();
+        if both_free {
+            return port;
+        }
+    }
+    panic!("no free cluster port pair in 20000..40000");
+}
+
 /// Spawns the node binary on `port` with `--dir dir`, no save rules unless `extra` sets
 /// them, and its stderr going to `dir/node.log`.
 /// Starts a node process: the config file first (if any), then the harness's flags.
@@ -139,7 +158,11 @@ impl Node {
     }
 
     fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, extra: &[&str]) -> Node {
-        let port = free_port();
+        let port = if extra.contains(&"--cluster-enabled") {
+            free_cluster_port()
+        } else {
+            free_port()
+        };
         let child = spawn_node(dir.path(), config.as_deref(), port, extra);
         let node = Node {
             child: Some(child),

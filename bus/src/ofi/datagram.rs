@@ -42,6 +42,9 @@ pub const AV_CACHE_MAX: usize = 4096;
 /// sends to a new peer until its connection is up, which takes progress): beyond this,
 /// `send_to` says `Full`.
 pub const OUTBOX_MAX: usize = 256;
+/// A frame the provider kept refusing this long is dropped: datagrams may be lost anyway, and
+/// a peer that died (tcp;ofi_rxm retrying its connection) must not hold the outbox forever.
+pub const OUTBOX_AGE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 /// Received datagrams held between polls: the bounce buffers they sit in.
 const RECV_HOLD_MAX: usize = BOUNCE_MAX;
 const WAIT_SLEEP_MIN: Duration = Duration::from_micros(20);
@@ -57,7 +60,8 @@ pub struct OfiDatagram {
     /// Received frames not yet returned: (bounce buffer, frame length).
     held: VecDeque<(u32, usize)>,
     /// Frames waiting for the provider, with their destination's raw address.
-    outbox: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// (destination, frame, when queued).
+    outbox: VecDeque<(Vec<u8>, Vec<u8>, std::time::Instant)>,
     events: VecDeque<Event>,
 }
 
@@ -112,9 +116,21 @@ impl OfiDatagram {
         Ok(fi)
     }
 
-    /// Hands queued frames to the provider, oldest first, until it says "try again".
+    /// Hands queued frames to the provider, oldest first. A destination the provider says
+    /// "try again" for keeps its frames (in order) for the next round, without holding up the
+    /// frames to other destinations behind them (a dead peer must not silence the live ones).
     fn flush_outbox(&mut self) -> Result<(), BusError> {
-        while let Some((to, frame)) = self.outbox.pop_front() {
+        let mut waiting: Vec<Vec<u8>> = Vec::new();
+        let mut kept = VecDeque::new();
+        while let Some((to, frame, queued)) = self.outbox.pop_front() {
+            if queued.elapsed() > OUTBOX_AGE_MAX {
+                tracing::debug!("ofi datagram refused for too long; dropped");
+                continue;
+            }
+            if waiting.contains(&to) {
+                kept.push_back((to, frame, queued));
+                continue;
+            }
             let fi = match self.resolve(&to) {
                 Ok(fi) => fi,
                 Err(e) => {
@@ -125,12 +141,13 @@ impl OfiDatagram {
             match self.core.send_bytes(0, &frame, fi) {
                 Ok(()) => {}
                 Err(BusError::Full { .. }) => {
-                    self.outbox.push_front((to, frame));
-                    return Ok(());
+                    waiting.push(to.clone());
+                    kept.push_back((to, frame, queued));
                 }
                 Err(e) => tracing::debug!(%e, "ofi datagram send failed"),
             }
         }
+        self.outbox = kept;
         Ok(())
     }
 
@@ -196,7 +213,8 @@ impl DatagramEndpoint for OfiDatagram {
         frame.push(name.len() as u8);
         frame.extend_from_slice(name);
         frame.extend_from_slice(payload);
-        self.outbox.push_back((raw.clone(), frame));
+        self.outbox
+            .push_back((raw.clone(), frame, std::time::Instant::now()));
         self.flush_outbox()
     }
 

@@ -1,0 +1,179 @@
+//! Cluster mode across processes (issue "Cluster mode", done-when items): real node
+//! processes whose cluster bus runs on fabric datagrams (`ofi:tcp`), formed by
+//! `redis-cli --cluster create`, checked by `redis-cli --cluster check`, used by `redis-cli -c`
+//! and `redis-benchmark --cluster`; a killed node is failed by the others; a node with another
+//! cluster secret cannot join.
+
+use integration::Node;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Bound on waiting for gossip to converge or a failure to be agreed (node timeout 2 s). A
+/// bound against hanging, not a timing assertion.
+const CONVERGE_DEADLINE: Duration = Duration::from_secs(60);
+
+fn cluster_node(secret: &str) -> Node {
+    Node::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--fabric-provider",
+        "ofi:tcp",
+        "--cluster-secret",
+        secret,
+    ])
+}
+
+fn addr(n: &Node) -> String {
+    format!("127.0.0.1:{}", n.port)
+}
+
+fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd.output().expect("running a redis tool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn wait_until(what: &str, nodes: &[&Node], mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + CONVERGE_DEADLINE;
+    while !done() {
+        if Instant::now() > deadline {
+            let logs: Vec<String> = nodes.iter().map(|n| n.log()).collect();
+            panic!(
+                "timed out waiting for {what}; logs:\n{}",
+                logs.join("\n----\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Three primaries made a cluster by `redis-cli --cluster create`.
+fn create_cluster(secret: &str) -> Vec<Node> {
+    let nodes: Vec<Node> = (0..3).map(|_| cluster_node(secret)).collect();
+    let mut args = vec!["--cluster".to_string(), "create".to_string()];
+    args.extend(nodes.iter().map(addr));
+    args.push("--cluster-yes".into());
+    let (ok, text) = run(Command::new("redis-cli").args(&args));
+    assert!(ok, "redis-cli --cluster create failed:\n{text}");
+    assert!(
+        text.contains("[OK] All 16384 slots covered."),
+        "create output:\n{text}"
+    );
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("cluster_state:ok on every node", &refs, || {
+        nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+    });
+    nodes
+}
+
+#[test]
+fn redis_cli_creates_checks_and_uses_a_cluster_over_the_fabric_bus() {
+    let nodes = create_cluster("the-secret");
+    let (ok, text) = run(Command::new("redis-cli").args(["--cluster", "check", &addr(&nodes[0])]));
+    assert!(ok, "redis-cli --cluster check failed:\n{text}");
+    assert!(
+        text.contains("[OK] All nodes agree about slots configuration."),
+        "{text}"
+    );
+    assert!(
+        !text.contains("[ERR]") && !text.contains("[WARNING]"),
+        "{text}"
+    );
+    // Every node knows all three, each with its fabric bus address recorded.
+    for n in &nodes {
+        let view = n.cli(&["CLUSTER", "NODES"]);
+        assert_eq!(view.lines().count(), 3, "{view}");
+        assert!(view.lines().all(|l| l.contains(" connected")), "{view}");
+    }
+    // redis-cli -c follows MOVED across the three.
+    for i in 0..30 {
+        let key = format!("key:{i}");
+        let port = nodes[i % 3].port.to_string();
+        let (ok, out) = run(Command::new("redis-cli").args(["-c", "-p", &port, "SET", &key, "v"]));
+        assert!(ok && out.trim() == "OK", "SET {key}: {out}");
+    }
+    for i in 0..30 {
+        let key = format!("key:{i}");
+        let port = nodes[(i + 1) % 3].port.to_string();
+        let (ok, out) = run(Command::new("redis-cli").args(["-c", "-p", &port, "GET", &key]));
+        assert!(ok && out.trim() == "v", "GET {key}: {out}");
+    }
+    // redis-benchmark --cluster completes without errors.
+    let port = nodes[0].port.to_string();
+    let (ok, text) = run(Command::new("redis-benchmark").args([
+        "--cluster",
+        "-p",
+        &port,
+        "-n",
+        "3000",
+        "-c",
+        "10",
+        "-t",
+        "set,get",
+        "-q",
+    ]));
+    assert!(ok, "redis-benchmark --cluster failed:\n{text}");
+    assert!(!text.to_lowercase().contains("error"), "{text}");
+    assert!(text.contains("SET:") && text.contains("GET:"), "{text}");
+}
+
+#[test]
+fn a_killed_primary_is_failed_by_the_others() {
+    let mut nodes = create_cluster("s");
+    let victim = nodes.pop().unwrap();
+    let id = victim.cli(&["CLUSTER", "MYID"]);
+    drop(victim);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("FAIL of the killed node on both survivors", &refs, || {
+        nodes.iter().all(|n| {
+            n.cli(&["CLUSTER", "NODES"])
+                .lines()
+                .any(|l| l.starts_with(&id) && l.contains("master,fail "))
+        })
+    });
+    // Its slots are unserved, so with full coverage required the cluster is down.
+    for n in &nodes {
+        assert!(n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:fail"));
+    }
+}
+
+#[test]
+fn a_node_with_another_secret_cannot_join() {
+    let a = cluster_node("one secret");
+    let b = cluster_node("another secret");
+    let b_id = b.cli(&["CLUSTER", "MYID"]);
+    let b_port = b.port.to_string();
+    assert_eq!(a.cli(&["CLUSTER", "MEET", "127.0.0.1", &b_port]), "OK");
+    // The handshake gives up after max(node timeout, 1 s); wait past it.
+    std::thread::sleep(Duration::from_secs(5));
+    let view = a.cli(&["CLUSTER", "NODES"]);
+    assert_eq!(view.lines().count(), 1, "{view}");
+    assert!(!view.contains(&b_id), "{view}");
+    assert_eq!(b.cli(&["CLUSTER", "NODES"]).lines().count(), 1);
+}
+
+#[test]
+fn cluster_meet_rejects_bad_addresses_as_redis_does() {
+    let a = cluster_node("s");
+    assert_eq!(
+        a.cli(&["CLUSTER", "MEET", "127.0.0.1", "notaport"]),
+        "ERR Invalid base port specified: notaport"
+    );
+    assert_eq!(
+        a.cli(&["CLUSTER", "MEET", "127.0.0.1", "7000", "x"]),
+        "ERR Invalid bus port specified: x"
+    );
+    assert_eq!(
+        a.cli(&["CLUSTER", "MEET", "nohost", "7000"]),
+        "ERR Invalid node address specified: nohost:7000"
+    );
+    assert!(a
+        .cli(&["CLUSTER", "MEET", "garbage"])
+        .starts_with("ERR Invalid fabric address specified"));
+}
