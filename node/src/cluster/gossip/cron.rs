@@ -14,7 +14,7 @@ impl Gossip {
     pub(super) fn tick(&mut self, now_ms: u64, t: &mut Topology) {
         self.ticks += 1;
         self.expire_handshakes(now_ms, t);
-        if self.ticks % RANDOM_PING_EVERY_TICKS == 0 {
+        if self.ticks.is_multiple_of(RANDOM_PING_EVERY_TICKS) {
             self.ping_random(now_ms, t);
         }
         let timeout = self.settings.node_timeout_ms;
@@ -43,11 +43,11 @@ impl Gossip {
             if ping_sent != 0 && now_ms.saturating_sub(ping_sent) > half && since_data > half {
                 t.nodes[i as usize].link = LinkState::Disconnected;
             }
-            if ping_sent == 0 && now_ms.saturating_sub(pong_received) > half {
-                self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
-            } else if ping_sent != 0
-                && now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms
-            {
+            // Heartbeat when due, or a retry of a ping still unanswered.
+            let due = ping_sent == 0 && now_ms.saturating_sub(pong_received) > half;
+            let retry = ping_sent != 0
+                && now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms;
+            if due || retry {
                 self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
             }
             let ping_sent = t.nodes[i as usize].ping_sent;

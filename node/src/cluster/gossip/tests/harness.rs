@@ -59,7 +59,7 @@ impl Net {
                 me.cport = 17000 + i as u16;
                 me.bus_addr = format!("sim:{i}");
                 SimNode {
-                    gossip: Gossip::new(settings(), seed ^ (i as u64 + 1) * 0x9e37),
+                    gossip: Gossip::new(settings(), seed ^ ((i as u64 + 1) * 0x9e37)),
                     topology: Topology::new(me),
                     addr: format!("sim:{i}"),
                     alive: true,
@@ -137,7 +137,13 @@ impl Net {
                 let whole = self.nodes[dst].reassembler.push(&from, &d, now);
                 if let Ok(Some(bytes)) = whole {
                     let msg = open(&bytes, SECRET).expect("an intact message opens");
-                    self.step(dst, Input::Receive { from, msg });
+                    self.step(
+                        dst,
+                        Input::Receive {
+                            from,
+                            msg: Box::new(msg),
+                        },
+                    );
                 }
             }
             self.now = next_tick;

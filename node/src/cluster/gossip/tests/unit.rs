@@ -100,7 +100,7 @@ fn recv(g: &mut Gossip, t: &mut Topology, now: u64, from: usize, m: BusMessage) 
         now,
         Input::Receive {
             from: format!("sim:{from}"),
-            msg: m,
+            msg: Box::new(m),
         },
         t,
     )
@@ -181,7 +181,7 @@ fn a_meet_adds_its_sender_and_the_pong_completes_the_handshake() {
             _ => None,
         })
         .expect("a MEET");
-    let out = recv(&mut gb, &mut b, T0 + 1, 0, meet);
+    let out = recv(&mut gb, &mut b, T0 + 1, 0, *meet);
     assert!(events(&out).contains(&Event::NodeJoined {
         id: ids[0],
         addr: "sim:0".into()
@@ -196,7 +196,7 @@ fn a_meet_adds_its_sender_and_the_pong_completes_the_handshake() {
         .expect("a PONG back");
     assert_eq!(pong.body.as_ref().unwrap().kind(), "pong");
     assert_eq!(b.nodes[1].port, 7000);
-    let out = recv(&mut ga, &mut a, T0 + 2, 1, pong);
+    let out = recv(&mut ga, &mut a, T0 + 2, 1, *pong);
     assert!(events(&out).contains(&Event::NodeJoined {
         id: ids[1],
         addr: "sim:1".into()
