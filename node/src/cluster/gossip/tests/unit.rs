@@ -717,3 +717,76 @@ fn publish_and_raft_from_members_are_delivered() {
     assert!(!out.iter().any(|a| matches!(a, Action::Deliver { .. })));
     assert_eq!(t.stats.received[4], 2);
 }
+
+#[test]
+fn a_member_without_an_address_is_noaddr_until_it_is_heard_from() {
+    let (mut t, ids) = cluster(2);
+    t.nodes[1].bus_addr.clear();
+    let mut g = Gossip::new(settings(), 1);
+    let out = g.step(T0 + settings().ping_interval_ms() + 1, Input::Tick, &mut t);
+    assert!(sends(&out).is_empty(), "nowhere to send");
+    assert!(cluster_nodes(&t).contains(" master,noaddr - "));
+    recv(
+        &mut g,
+        &mut t,
+        T0 + 1,
+        1,
+        msg(header(ids[1], 1, 0, &[]), Body::Ping(GossipBody::default())),
+    );
+    assert_eq!(t.nodes[1].bus_addr, "sim:1");
+    assert!(!cluster_nodes(&t).contains("noaddr"));
+}
+
+#[test]
+fn gossip_about_a_node_without_an_address_starts_no_handshake() {
+    let (mut t, ids) = cluster(2);
+    let mut g = Gossip::new(settings(), 1);
+    let entry = GossipEntry {
+        node_id: stranger().to_string(),
+        flags: (bit::MASTER | bit::NOADDR) as u32,
+        bus_addr: b"sim:5".to_vec(),
+        ..GossipEntry::default()
+    };
+    let out = recv(
+        &mut g,
+        &mut t,
+        T0,
+        1,
+        msg(
+            header(ids[1], 1, 0, &[]),
+            Body::Ping(GossipBody {
+                entries: vec![entry],
+            }),
+        ),
+    );
+    assert!(!sends(&out).iter().any(|(to, _)| to == "sim:5"));
+    assert_eq!(t.nodes.len(), 2);
+}
+
+/// A bus address survives the config file (in the link field) and the node loads as
+/// disconnected, as every link is at start.
+#[test]
+fn bus_addresses_survive_the_config_file() {
+    let (mut t, _) = cluster(3);
+    t.myself_mut().bus_addr = "ofi:tcp;ofi_rxm:0a0b".into();
+    t.nodes[2].bus_addr.clear();
+    let text = config_file::render(&t);
+    assert!(text.contains(" bus=ofi:tcp;ofi_rxm:0a0b"), "{text}");
+    assert!(text.contains(" bus=sim:1"), "{text}");
+    let back = config_file::parse(&text, &mut rand::rngs::StdRng::seed_from_u64(1)).unwrap();
+    assert_eq!(back.myself().bus_addr, "ofi:tcp;ofi_rxm:0a0b");
+    assert_eq!(back.nodes[1].bus_addr, "sim:1");
+    assert_eq!(back.nodes[1].link, LinkState::Disconnected);
+    assert_eq!(back.nodes[2].bus_addr, "");
+    // CLUSTER NODES keeps the link state.
+    assert!(cluster_nodes(&back)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .contains(" disconnected"));
+    assert!(config_file::parse(
+        &text.replace("bus=sim:1", "bus="),
+        &mut rand::rngs::StdRng::seed_from_u64(1)
+    )
+    .is_err());
+}
