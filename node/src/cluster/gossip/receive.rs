@@ -24,8 +24,8 @@ impl Gossip {
         if sender_id == t.myself().id {
             return;
         }
-        // Handshake nodes carry made-up ids, so a match here is always a member.
         let is_meet = matches!(body, Body::Meet(_));
+        // Handshake nodes carry made-up ids, so a match here is always a member.
         let mut sender = t.index_of(&sender_id);
         if let Some(i) = sender {
             self.heard_from(now_ms, t, i, &h);
