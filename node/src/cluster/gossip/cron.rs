@@ -37,9 +37,11 @@ impl Gossip {
             let handshake = node.flags.has(bit::HANDSHAKE);
             let ping_sent = node.ping_sent;
             let pong_received = node.pong_received;
-            let peer = self.peer(id).clone();
+            let peer = self.peer(id);
+            let (data_received_ms, last_ping_send_ms) =
+                (peer.data_received_ms, peer.last_ping_send_ms);
             if handshake {
-                if now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms {
+                if now_ms.saturating_sub(last_ping_send_ms) >= self.settings.ping_retry_ms {
                     self.send_ping(now_ms, t, &addr, Some(i), PingKind::Meet);
                 }
                 continue;
@@ -54,14 +56,14 @@ impl Gossip {
                 }
                 continue;
             }
-            let since_data = now_ms.saturating_sub(peer.data_received_ms);
+            let since_data = now_ms.saturating_sub(data_received_ms);
             if ping_sent != 0 && now_ms.saturating_sub(ping_sent) > half && since_data > half {
                 t.nodes[i as usize].link = LinkState::Disconnected;
             }
             // Heartbeat when due, or a retry of a ping still unanswered.
             let due = ping_sent == 0 && now_ms.saturating_sub(pong_received) > half;
             let retry = ping_sent != 0
-                && now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms;
+                && now_ms.saturating_sub(last_ping_send_ms) >= self.settings.ping_retry_ms;
             if due || retry {
                 self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
             }

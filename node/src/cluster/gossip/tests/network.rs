@@ -200,3 +200,42 @@ fn stale_owner_case(seed: u64) {
     let me = net.nodes[0].topology.myself();
     assert!(me.is_replica() && me.primary == Some(node1));
 }
+
+/// Goal (§2.12): a node cut off from the others sees the cluster down (it reaches no
+/// majority of slot-owning primaries) while never failing them on its own, and the cluster
+/// is ok everywhere again once the partition heals.
+#[test]
+fn a_partitioned_minority_sees_the_cluster_down_and_recovers() {
+    use crate::cluster::topology::Health;
+    let mut net = Net::converged(NODES, 41);
+    assign_and_spread(&mut net);
+    net.cut = (1..NODES).map(|j| (0, j)).collect();
+    let timeout = settings().node_timeout_ms;
+    let down = net.run_until(3 * timeout, |net| {
+        net.nodes[0].topology.state() == Health::Fail
+    });
+    assert!(down.is_some(), "the isolated node still says ok");
+    net.run(timeout);
+    // Alone it cannot gather a quorum: the others stay suspected, not failed.
+    for j in 1..NODES {
+        let f = net.flags_of(0, j).unwrap();
+        assert!(
+            f & bit::PFAIL != 0 && f & bit::FAIL == 0,
+            "node {j}: {f:#x}"
+        );
+    }
+    net.cut.clear();
+    let back = net.run_until(5 * timeout, |net| {
+        (0..NODES).all(|i| {
+            net.nodes[i].topology.state() == Health::Ok
+                && (0..NODES).all(|j| {
+                    net.flags_of(i, j)
+                        .is_some_and(|f| f & (bit::PFAIL | bit::FAIL) == 0)
+                })
+        })
+    });
+    assert!(
+        back.is_some(),
+        "the cluster did not recover after the partition healed"
+    );
+}
