@@ -587,3 +587,25 @@ fn fuzz_seeds_open() {
         assert_eq!(seal(&msg, FUZZ_SECRET).unwrap(), *s);
     }
 }
+
+#[test]
+fn datagrams_carry_a_message_and_refuse_a_wrong_secret() {
+    let msg = ping(&id('a'));
+    let mut r = Reassembler::new(ReassemblyLimits::default());
+    let mut got = None;
+    for d in to_datagrams(&msg, SECRET, 100).unwrap() {
+        assert!(d.len() <= 100);
+        got = from_datagram(&mut r, &1, &d, SECRET, 0).unwrap();
+    }
+    assert_eq!(got, Some(msg.clone()));
+    let mut r = Reassembler::new(ReassemblyLimits::default());
+    let mut last = Ok(None);
+    for d in to_datagrams(&msg, b"other", 100).unwrap() {
+        last = from_datagram(&mut r, &1, &d, SECRET, 0);
+    }
+    assert_eq!(last, Err(DatagramError::Wire(WireError::BadMac)));
+    assert!(matches!(
+        to_datagrams(&msg, SECRET, 5),
+        Err(DatagramError::Fragment(FragmentError::MtuTooSmall { .. }))
+    ));
+}
