@@ -239,7 +239,7 @@ mod round_trip {
             }
             // The fabric address travels in the config file's link field (nodes_text.rs),
             // so a node with one loads as disconnected (myself is always connected).
-            if (i % 2 == 1 || i == 0) && seed % 3 == 0 {
+            if (i % 2 == 1 || i == 0) && seed.is_multiple_of(3) {
                 node.bus_addr = format!("verbs:gid=fe80::1,qpn={i},qkey=0x11111111,lid=0");
             }
             if i >= 2 && seed.is_multiple_of(i as u64) {

@@ -56,8 +56,9 @@ pub fn seal(msg: &BusMessage, secret: &[u8]) -> Result<Vec<u8>, WireError> {
     out.extend_from_slice(&VERSION.to_be_bytes());
     out.extend_from_slice(&(len as u32).to_be_bytes());
     out.resize(ENVELOPE_HEADER_LEN, 0);
+    // Encoding into a Vec cannot run out of room; the error path is only for the type.
     msg.encode(&mut out)
-        .map_err(|e| WireError::Decode(e.to_string()))?;
+        .map_err(|e| WireError::Invalid(e.to_string()))?;
     let tag = mac_over(secret, &out[..10], &out[ENVELOPE_HEADER_LEN..]).finalize();
     out[10..ENVELOPE_HEADER_LEN].copy_from_slice(&tag.into_bytes());
     Ok(out)

@@ -4,9 +4,11 @@
 //! hands the bytes to the fabric's Datagram endpoint.
 //!
 //! Sending: build a [`BusMessage`], [`seal`] it with the cluster secret, [`fragment`] it to
-//! the endpoint's `max_payload()`, send each datagram. Receiving: [`Reassembler::push`] each
-//! datagram; when it yields a message, [`open`] it.
+//! the endpoint's `max_payload()`, send each datagram ([`to_datagrams`] does the three).
+//! Receiving: [`Reassembler::push`] each datagram; when it yields a message, [`open`] it
+//! ([`from_datagram`] does both).
 
+pub mod datagram;
 pub mod envelope;
 pub mod error;
 pub mod fragment;
@@ -18,6 +20,7 @@ pub mod validate;
 #[cfg(test)]
 mod tests;
 
+pub use datagram::{from_datagram, to_datagrams, DatagramError};
 pub use envelope::{open, seal};
 pub use error::{FragmentError, WireError};
 pub use fragment::{fragment, Reassembler, ReassemblyLimits};

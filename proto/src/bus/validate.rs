@@ -26,11 +26,12 @@ fn check_len(what: &str, len: usize, max: usize) -> Result<(), WireError> {
     }
 }
 
-fn check_port(what: &str, port: u32) -> Result<(), WireError> {
-    if port <= u16::MAX as u32 {
+/// Ports and flag words are 16-bit values carried in 32-bit protobuf fields.
+fn check_u16(what: &str, value: u32) -> Result<(), WireError> {
+    if value <= u16::MAX as u32 {
         Ok(())
     } else {
-        Err(invalid(format!("{what} {port} is not a port")))
+        Err(invalid(format!("{what} {value} does not fit 16 bits")))
     }
 }
 
@@ -54,9 +55,9 @@ fn check_record(r: &NodeRecord) -> Result<(), WireError> {
     check_len("bus address", r.bus_addr.len(), BUS_ADDR_MAX)?;
     check_len("ip", r.ip.len(), IP_MAX)?;
     check_len("hostname", r.hostname.len(), HOSTNAME_MAX)?;
-    check_port("port", r.port)?;
-    check_port("rdma port", r.rdma_port)?;
-    check_port("bus port", r.cport)?;
+    check_u16("port", r.port)?;
+    check_u16("rdma port", r.rdma_port)?;
+    check_u16("bus port", r.cport)?;
     if !r.shard_id.is_empty() {
         check_node_id("shard id", &r.shard_id)?;
     }
@@ -68,7 +69,7 @@ fn check_header(h: &Header) -> Result<(), WireError> {
     if !h.primary.is_empty() {
         check_node_id("primary", &h.primary)?;
     }
-    check_port("flags", h.flags)?;
+    check_u16("flags", h.flags)?;
     check_slots(&h.slots)?;
     if let Some(r) = &h.record {
         check_record(r)?;
@@ -87,9 +88,9 @@ fn check_gossip(g: &Gossip) -> Result<(), WireError> {
         check_node_id("gossip node", &e.node_id)?;
         check_len("gossip ip", e.ip.len(), IP_MAX)?;
         check_len("gossip bus address", e.bus_addr.len(), BUS_ADDR_MAX)?;
-        check_port("gossip port", e.port)?;
-        check_port("gossip bus port", e.cport)?;
-        check_port("gossip flags", e.flags)?;
+        check_u16("gossip port", e.port)?;
+        check_u16("gossip bus port", e.cport)?;
+        check_u16("gossip flags", e.flags)?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Between the topology's types and the wire's.
 
 use crate::cluster::id::NodeId;
-use crate::cluster::slots::NodeIndex;
+use crate::cluster::slots::{NodeIndex, SLOT_MAX};
 use crate::cluster::topology::Topology;
 use proto::bus::SlotRange;
 
@@ -24,11 +24,13 @@ pub fn slots_of(t: &Topology, index: NodeIndex) -> Vec<SlotRange> {
     ranges_to_wire(&t.slots.ranges_of(index))
 }
 
-/// Every slot of wire ranges (validated: each within 0..=16383).
+/// Every slot of wire ranges. `open` has validated them; a range that is not within
+/// 0..=16383 (a message built by hand) is skipped rather than wrapped.
 pub fn each_slot(ranges: &[SlotRange]) -> impl Iterator<Item = u16> + '_ {
     ranges
         .iter()
-        .flat_map(|r| (r.start as u16)..=(r.end.min(crate::cluster::slots::SLOT_MAX as u32) as u16))
+        .filter(|r| r.start <= r.end && r.end <= SLOT_MAX as u32)
+        .flat_map(|r| (r.start as u16)..=(r.end as u16))
 }
 
 /// Whether two range lists name the same slots (senders always send maximal runs, but a

@@ -10,12 +10,20 @@ use crate::cluster::slots::NodeIndex;
 use crate::cluster::topology::Topology;
 use rand::Rng;
 
+/// How often state of nodes no longer in the topology is dropped: a linear scan per node,
+/// so not every tick (every 10 s at the expected tick rate).
+const PEER_SWEEP_EVERY_TICKS: u64 = 100;
+
 impl Gossip {
     pub(super) fn tick(&mut self, now_ms: u64, t: &mut Topology) {
         self.ticks += 1;
         self.expire_handshakes(now_ms, t);
-        if self.ticks % RANDOM_PING_EVERY_TICKS == 0 {
+        if self.ticks.is_multiple_of(RANDOM_PING_EVERY_TICKS) {
             self.ping_random(now_ms, t);
+        }
+        if self.ticks.is_multiple_of(PEER_SWEEP_EVERY_TICKS) {
+            // Nodes removed from the topology elsewhere (CLUSTER FORGET) leave state here.
+            self.peers.retain(|id, _| t.index_of(id).is_some());
         }
         let timeout = self.settings.node_timeout_ms;
         let half = self.settings.ping_interval_ms();
@@ -29,25 +37,34 @@ impl Gossip {
             let handshake = node.flags.has(bit::HANDSHAKE);
             let ping_sent = node.ping_sent;
             let pong_received = node.pong_received;
-            let peer = self.peer(id).clone();
+            let peer = self.peer(id);
+            let (data_received_ms, last_ping_send_ms) =
+                (peer.data_received_ms, peer.last_ping_send_ms);
             if handshake {
-                if now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms {
+                if now_ms.saturating_sub(last_ping_send_ms) >= self.settings.ping_retry_ms {
                     self.send_ping(now_ms, t, &addr, Some(i), PingKind::Meet);
                 }
                 continue;
             }
             if addr.is_empty() {
+                // A member we cannot reach (say, loaded from a Redis nodes.conf): Redis
+                // shows such nodes as `noaddr` until someone tells where they are.
+                let node = &mut t.nodes[i as usize];
+                if !node.flags.has(bit::NOADDR) {
+                    node.flags.set(bit::NOADDR, true);
+                    self.save = true;
+                }
                 continue;
             }
-            let since_data = now_ms.saturating_sub(peer.data_received_ms);
+            let since_data = now_ms.saturating_sub(data_received_ms);
             if ping_sent != 0 && now_ms.saturating_sub(ping_sent) > half && since_data > half {
                 t.nodes[i as usize].link = LinkState::Disconnected;
             }
-            if ping_sent == 0 && now_ms.saturating_sub(pong_received) > half {
-                self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
-            } else if ping_sent != 0
-                && now_ms.saturating_sub(peer.last_ping_send_ms) >= self.settings.ping_retry_ms
-            {
+            // Heartbeat when due, or a retry of a ping still unanswered.
+            let due = ping_sent == 0 && now_ms.saturating_sub(pong_received) > half;
+            let retry = ping_sent != 0
+                && now_ms.saturating_sub(last_ping_send_ms) >= self.settings.ping_retry_ms;
+            if due || retry {
                 self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
             }
             let ping_sent = t.nodes[i as usize].ping_sent;

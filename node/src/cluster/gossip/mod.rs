@@ -4,13 +4,13 @@
 //! The node wires it to the fabric's Datagram endpoint: it seals and fragments the messages
 //! of [`Action::Send`] and opens what arrives into [`Input::Receive`].
 //!
-//! - [`settings`]: timeouts;
-//! - [`peer`]: per-node liveness and failure reports;
-//! - `outgoing`: the header, the gossip section, PING/PONG/MEET/FAIL/UPDATE;
-//! - `receive`: what each message does;
-//! - `cron`: the timer (pings, handshake timeouts, PFAIL);
-//! - `failure`: failure reports, FAIL and its clearing;
-//! - `epochs`: slot ownership by config epoch, UPDATE, epoch collisions.
+//! - [`settings`] has the timeouts;
+//! - [`peer`] keeps per-node liveness and failure reports;
+//! - `outgoing` builds the header, the gossip section, PING/PONG/MEET/FAIL/UPDATE;
+//! - `receive` says what each message does;
+//! - `cron` is the timer (pings, handshake timeouts, PFAIL);
+//! - `failure` turns failure reports into FAIL, and clears it;
+//! - `epochs` binds slots by config epoch, sends UPDATE, resolves epoch collisions.
 
 mod convert;
 mod cron;
@@ -41,7 +41,7 @@ pub enum Input {
     Tick,
     /// A message arrived (already opened: MAC checked, decoded, within limits) from this
     /// fabric address.
-    Receive { from: String, msg: BusMessage },
+    Receive { from: String, msg: Box<BusMessage> },
     /// `CLUSTER MEET` of a fabric bus address.
     Meet { addr: String },
 }
@@ -100,7 +100,7 @@ pub enum Action {
     /// Seal, fragment and send `msg` to this fabric address.
     Send {
         to: String,
-        msg: BusMessage,
+        msg: Box<BusMessage>,
     },
     /// The topology changed in a way the config file keeps: save it.
     SaveConfig,
@@ -152,7 +152,7 @@ impl Gossip {
     pub fn step(&mut self, now_ms: u64, input: Input, t: &mut Topology) -> Vec<Action> {
         match input {
             Input::Tick => self.tick(now_ms, t),
-            Input::Receive { from, msg } => self.receive(now_ms, &from, msg, t),
+            Input::Receive { from, msg } => self.receive(now_ms, &from, *msg, t),
             Input::Meet { addr } => self.meet(now_ms, &addr, t),
         }
         t.refresh_state();

@@ -137,7 +137,7 @@ impl Gossip {
         }
         self.out.push(Action::Send {
             to: to.to_string(),
-            msg,
+            msg: Box::new(msg),
         });
     }
 

@@ -24,8 +24,8 @@ impl Gossip {
         if sender_id == t.myself().id {
             return;
         }
-        // Handshake nodes carry made-up ids, so a match here is always a member.
         let is_meet = matches!(body, Body::Meet(_));
+        // Handshake nodes carry made-up ids, so a match here is always a member.
         let mut sender = t.index_of(&sender_id);
         if let Some(i) = sender {
             self.heard_from(now_ms, t, i, &h);
@@ -37,7 +37,7 @@ impl Gossip {
                 }
                 self.send_ping(now_ms, t, from, sender, PingKind::Pong);
                 if let Some(i) = sender {
-                    self.apply_header(now_ms, t, i, from, &h);
+                    self.apply_header(t, i, from, &h);
                     self.process_gossip(now_ms, t, i, &g.entries);
                 }
             }
@@ -57,7 +57,7 @@ impl Gossip {
                 let Some(i) = i else { return };
                 self.heard_from(now_ms, t, i, &h);
                 self.pong_from(now_ms, t, i);
-                self.apply_header(now_ms, t, i, from, &h);
+                self.apply_header(t, i, from, &h);
                 self.process_gossip(now_ms, t, i, &g.entries);
             }
             Body::Fail(f) => {
@@ -188,15 +188,7 @@ impl Gossip {
     }
 
     /// What the header says about its sender: address, role, slots, epochs.
-    fn apply_header(
-        &mut self,
-        now_ms: u64,
-        t: &mut Topology,
-        i: NodeIndex,
-        from: &str,
-        h: &Header,
-    ) {
-        let _ = now_ms;
+    fn apply_header(&mut self, t: &mut Topology, i: NodeIndex, from: &str, h: &Header) {
         let node = &mut t.nodes[i as usize];
         if let Some(r) = &h.record {
             let addr = std::str::from_utf8(&r.bus_addr).unwrap_or("");
@@ -209,6 +201,7 @@ impl Gossip {
                 || node.hostname != r.hostname
             {
                 node.bus_addr = addr.to_string();
+                node.flags.set(bit::NOADDR, false);
                 node.port = port;
                 node.cport = cport;
                 if !r.ip.is_empty() {
@@ -297,6 +290,7 @@ impl Gossip {
                         && e.flags & bit::NOADDR as u32 == 0
                     {
                         node.bus_addr = addr;
+                        node.flags.set(bit::NOADDR, false);
                         self.save = true;
                     }
                 }

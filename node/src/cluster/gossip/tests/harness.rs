@@ -7,7 +7,7 @@ use crate::cluster::flags::bit;
 use crate::cluster::id::HexId;
 use crate::cluster::node::ClusterNode;
 use crate::cluster::topology::Topology;
-use proto::bus::{fragment, open, seal, Reassembler, ReassemblyLimits};
+use proto::bus::{from_datagram, to_datagrams, Reassembler, ReassemblyLimits};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -59,7 +59,7 @@ impl Net {
                 me.cport = 17000 + i as u16;
                 me.bus_addr = format!("sim:{i}");
                 SimNode {
-                    gossip: Gossip::new(settings(), seed ^ (i as u64 + 1) * 0x9e37),
+                    gossip: Gossip::new(settings(), seed ^ ((i as u64 + 1) * 0x9e37)),
                     topology: Topology::new(me),
                     addr: format!("sim:{i}"),
                     alive: true,
@@ -98,11 +98,11 @@ impl Net {
         for a in actions {
             match a {
                 Action::Send { to, msg } => {
-                    let sealed = seal(&msg, SECRET).expect("the core builds valid messages");
                     let Some(dst) = self.index_of_addr(&to) else {
                         continue;
                     };
-                    for d in fragment(&sealed, MTU).expect("fits the MTU") {
+                    let datagrams = to_datagrams(&msg, SECRET, MTU).expect("a valid message");
+                    for d in datagrams {
                         if self.rng.gen_bool(self.loss) || !self.reachable(i, dst) {
                             continue;
                         }
@@ -134,10 +134,16 @@ impl Net {
                     continue;
                 }
                 let now = self.now;
-                let whole = self.nodes[dst].reassembler.push(&from, &d, now);
-                if let Ok(Some(bytes)) = whole {
-                    let msg = open(&bytes, SECRET).expect("an intact message opens");
-                    self.step(dst, Input::Receive { from, msg });
+                let node = &mut self.nodes[dst];
+                let whole = from_datagram(&mut node.reassembler, &from, &d, SECRET, now);
+                if let Some(msg) = whole.expect("intact datagrams open") {
+                    self.step(
+                        dst,
+                        Input::Receive {
+                            from,
+                            msg: Box::new(msg),
+                        },
+                    );
                 }
             }
             self.now = next_tick;

@@ -9,13 +9,14 @@ use crate::cluster::nodes_text::cluster_nodes;
 const NODES: usize = 5;
 
 /// Goal: 5 nodes that each met only node 0 all learn each other by gossip, over a network
-/// losing 2% of datagrams. Method: run virtual time until every node knows every node as a
+/// losing 5% of datagrams and reordering them (up to 50 ms of delay each). Method: run virtual time until every node knows every node as a
 /// member (no handshake left); then every link shows connected and nobody is suspected.
 #[test]
 fn five_nodes_meeting_one_introducer_converge() {
     for seed in [1, 2, 3] {
         let mut net = Net::new(NODES, seed);
-        net.loss = 0.02;
+        net.loss = 0.05;
+        net.delay_max_ms = 50;
         for i in 1..NODES {
             net.meet(i, 0);
         }
@@ -63,11 +64,14 @@ fn assign_and_spread(net: &mut Net) {
 /// Goal: slot ownership claimed locally reaches every node.
 #[test]
 fn slot_ownership_spreads() {
-    let mut net = Net::converged(NODES, 11);
-    assign_and_spread(&mut net);
-    for i in 0..NODES {
-        assert_eq!(net.nodes[i].topology.slots.assigned(), 16384);
-        assert!(net.nodes[i].saves > 0);
+    for seed in [11, 12, 13] {
+        let mut net = Net::converged(NODES, seed);
+        net.loss = 0.05;
+        assign_and_spread(&mut net);
+        for i in 0..NODES {
+            assert_eq!(net.nodes[i].topology.slots.assigned(), 16384);
+            assert!(net.nodes[i].saves > 0);
+        }
     }
 }
 
@@ -76,7 +80,13 @@ fn slot_ownership_spreads() {
 /// clears everywhere.
 #[test]
 fn killed_node_fails_everywhere_and_clears_when_back() {
-    let mut net = Net::converged(NODES, 21);
+    for seed in [21, 22, 23, 24] {
+        killed_node_case(seed);
+    }
+}
+
+fn killed_node_case(seed: u64) {
+    let mut net = Net::converged(NODES, seed);
     net.loss = 0.01;
     assign_and_spread(&mut net);
     let victim = 4;
@@ -139,8 +149,14 @@ fn killed_node_fails_everywhere_and_clears_when_back() {
 /// and it gives the slots up (and, left without slots, follows their new owner).
 #[test]
 fn stale_owner_gets_updated() {
+    for seed in [31, 32, 33, 34] {
+        stale_owner_case(seed);
+    }
+}
+
+fn stale_owner_case(seed: u64) {
     let n = 3;
-    let mut net = Net::converged(n, 31);
+    let mut net = Net::converged(n, seed);
     net.nodes[0].topology.add_slots(&[(0, 100)]).unwrap();
     net.run(3_000);
     let node0 = net.id(0);
@@ -177,6 +193,49 @@ fn stale_owner_gets_updated() {
             .any(|(_, e)| matches!(e, Event::UpdateSent { to, .. } if *to == node0))
     });
     assert!(updated, "nobody sent node 0 an UPDATE");
+    assert!(
+        net.nodes[0].topology.stats.received[7] > 0,
+        "no UPDATE reached node 0"
+    );
     let me = net.nodes[0].topology.myself();
     assert!(me.is_replica() && me.primary == Some(node1));
+}
+
+/// Goal (§2.12): a node cut off from the others sees the cluster down (it reaches no
+/// majority of slot-owning primaries) while never failing them on its own, and the cluster
+/// is ok everywhere again once the partition heals.
+#[test]
+fn a_partitioned_minority_sees_the_cluster_down_and_recovers() {
+    use crate::cluster::topology::Health;
+    let mut net = Net::converged(NODES, 41);
+    assign_and_spread(&mut net);
+    net.cut = (1..NODES).map(|j| (0, j)).collect();
+    let timeout = settings().node_timeout_ms;
+    let down = net.run_until(3 * timeout, |net| {
+        net.nodes[0].topology.state() == Health::Fail
+    });
+    assert!(down.is_some(), "the isolated node still says ok");
+    net.run(timeout);
+    // Alone it cannot gather a quorum: the others stay suspected, not failed.
+    for j in 1..NODES {
+        let f = net.flags_of(0, j).unwrap();
+        assert!(
+            f & bit::PFAIL != 0 && f & bit::FAIL == 0,
+            "node {j}: {f:#x}"
+        );
+    }
+    net.cut.clear();
+    let back = net.run_until(5 * timeout, |net| {
+        (0..NODES).all(|i| {
+            net.nodes[i].topology.state() == Health::Ok
+                && (0..NODES).all(|j| {
+                    net.flags_of(i, j)
+                        .is_some_and(|f| f & (bit::PFAIL | bit::FAIL) == 0)
+                })
+        })
+    });
+    assert!(
+        back.is_some(),
+        "the cluster did not recover after the partition healed"
+    );
 }
