@@ -238,7 +238,7 @@ fn reply_key_specs(reply: &mut Reply<'_>, spec: &CommandSpec) {
             Some(first),
             Some((if last < 0 { last } else { last - first }, step)),
         ),
-        KeySpec::Custom(_) => (None, None),
+        KeySpec::Custom(_) | KeySpec::CustomWithRange { .. } => (None, None),
     };
     reply.set(1);
     reply.map(3);
