@@ -526,4 +526,163 @@ mod tests {
             "*4\r\n$7\r\nRESTORE\r\n$1\r\na\r\n$1\r\n0\r\n$1\r\nP\r\n"
         );
     }
+
+    /// A scripted target on a free port: for each connection in turn, reads what arrives
+    /// and answers that connection's replies (None: close at once without answering).
+    fn target(script: Vec<Option<&'static [u8]>>) -> u16 {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for reply in script {
+                let Ok((mut s, _)) = listener.accept() else {
+                    return;
+                };
+                let Some(reply) = reply else {
+                    continue;
+                };
+                std::thread::sleep(Duration::from_millis(30));
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(reply);
+                // Keep the connection open for the client's cache.
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_secs(5));
+                    drop(s);
+                });
+            }
+        });
+        port
+    }
+
+    fn two_keys() -> Vec<Outgoing<'static>> {
+        ["a", "b"]
+            .iter()
+            .map(|k| Outgoing {
+                key: k.as_bytes(),
+                ttl_ms: 0,
+                payload: b"P".to_vec(),
+            })
+            .collect()
+    }
+
+    fn run(links: &MigrateLinks, line: String) -> Outcome {
+        let (_, m) = parse(&line).unwrap();
+        transfer(links, &m, b"RESTORE", &two_keys())
+    }
+
+    #[test]
+    fn acknowledged_keys_and_the_link_is_cached_with_its_database() {
+        let port = target(vec![Some(b"+OK\r\n+OK\r\n+OK\r\n")]);
+        let links = MigrateLinks::default();
+        let Outcome::Replied(r) = run(
+            &links,
+            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 KEYS a b"),
+        ) else {
+            panic!("no replies");
+        };
+        assert_eq!(r.acked, [0, 1]);
+        assert!(r.target_error.is_none() && r.socket_error.is_none());
+        let link = links.take(&format!("127.0.0.1:{port}")).expect("cached");
+        assert_eq!(link.selected_db, Some(0));
+    }
+
+    #[test]
+    fn the_first_target_error_is_kept_and_other_keys_still_count() {
+        let port = target(vec![Some(
+            b"+OK\r\n-BUSYKEY Target key name already exists.\r\n+OK\r\n",
+        )]);
+        let links = MigrateLinks::default();
+        let Outcome::Replied(r) = run(
+            &links,
+            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 KEYS a b"),
+        ) else {
+            panic!("no replies");
+        };
+        assert_eq!(r.acked, [1]);
+        assert_eq!(
+            r.target_error.as_deref(),
+            Some("BUSYKEY Target key name already exists.")
+        );
+        // Still cached, but SELECT is sent again next time.
+        let link = links.take(&format!("127.0.0.1:{port}")).expect("cached");
+        assert_eq!(link.selected_db, None);
+    }
+
+    #[test]
+    fn an_auth_error_fails_every_key() {
+        let port = target(vec![Some(b"-WRONGPASS bad\r\n+OK\r\n+OK\r\n+OK\r\n")]);
+        let links = MigrateLinks::default();
+        let Outcome::Replied(r) = run(
+            &links,
+            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 AUTH x KEYS a b"),
+        ) else {
+            panic!("no replies");
+        };
+        assert!(r.acked.is_empty());
+        assert_eq!(r.target_error.as_deref(), Some("WRONGPASS bad"));
+    }
+
+    #[test]
+    fn a_broken_cached_link_is_replaced_once() {
+        // The first connection is cached, then closed by the target; the retry connects anew.
+        let port = target(vec![None, Some(b"+OK\r\n+OK\r\n+OK\r\n")]);
+        let links = MigrateLinks::default();
+        let mut stale = Link::connect("127.0.0.1", port, Duration::from_secs(1)).unwrap();
+        stale.selected_db = Some(0);
+        links.give_back(format!("127.0.0.1:{port}"), stale);
+        std::thread::sleep(Duration::from_millis(50));
+        let Outcome::Replied(r) = run(
+            &links,
+            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 KEYS a b"),
+        ) else {
+            panic!("no replies");
+        };
+        // The retry selected again (a new link has no database) and got both keys through.
+        assert_eq!(r.acked, [0, 1], "{r:?}");
+    }
+
+    #[test]
+    fn a_silent_target_is_a_read_timeout_without_retry() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let links = MigrateLinks::default();
+        let started = std::time::Instant::now();
+        let outcome = run(
+            &links,
+            format!("MIGRATE 127.0.0.1 {port} \"\" 0 200 KEYS a b"),
+        );
+        assert!(
+            matches!(outcome, Outcome::Io { writing: false }),
+            "{outcome:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(links.is_empty());
+        drop(listener);
+    }
+
+    #[test]
+    fn a_closed_port_is_a_write_error() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let links = MigrateLinks::default();
+        let outcome = run(
+            &links,
+            format!("MIGRATE 127.0.0.1 {port} \"\" 0 200 KEYS a b"),
+        );
+        assert!(
+            matches!(outcome, Outcome::Io { writing: true }),
+            "{outcome:?}"
+        );
+        let outcome = run(
+            &links,
+            "MIGRATE 127.0.0.1 notaport \"\" 0 200 KEYS a b".into(),
+        );
+        assert!(
+            matches!(outcome, Outcome::Io { writing: true }),
+            "{outcome:?}"
+        );
+    }
 }
