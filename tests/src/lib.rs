@@ -5,6 +5,7 @@
 //! failing test prints.
 
 pub mod raw;
+pub mod reference;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -117,7 +118,13 @@ impl Node {
 
     /// Starts a node in an existing directory (to restart over a saved snapshot).
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Node {
-        Self::spawn(dir, None, extra)
+        Self::spawn(dir, None, free_port(), extra)
+    }
+
+    /// Starts a node in an existing directory on a port chosen beforehand (files written
+    /// before the start name it: a cluster `nodes.conf` listing several nodes).
+    pub fn start_in_on_port(dir: tempfile::TempDir, port: u16, extra: &[&str]) -> Node {
+        Self::spawn(dir, None, port, extra)
     }
 
     /// Starts a node from a config file: `config` is written to `node.conf` in the node's
@@ -130,7 +137,7 @@ impl Node {
             .expect("temp dir");
         let path = dir.path().join("node.conf");
         std::fs::write(&path, config).expect("writing node.conf");
-        Self::spawn(dir, Some(path), extra)
+        Self::spawn(dir, Some(path), free_port(), extra)
     }
 
     /// The config file `start_with_config` wrote.
@@ -138,8 +145,7 @@ impl Node {
         self.dir.path().join("node.conf")
     }
 
-    fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, extra: &[&str]) -> Node {
-        let port = free_port();
+    fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, port: u16, extra: &[&str]) -> Node {
         let child = spawn_node(dir.path(), config.as_deref(), port, extra);
         let node = Node {
             child: Some(child),
