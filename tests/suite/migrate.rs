@@ -296,3 +296,157 @@ fn restore_asking_and_foreign_payloads_as_redis() {
         .unwrap();
     assert_eq!(restored, Value::Okay);
 }
+
+/// "CODE detail" of an error reply.
+fn error_text(e: redis::RedisError) -> String {
+    format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or(""))
+}
+
+/// Two cluster nodes that know each other from their `nodes.conf`: A owns every slot, B
+/// none. Returns (A, B, A's id, B's id).
+fn two_node_cluster() -> (Node, Node, String, String) {
+    let (pa, pb) = (free_port(), free_port());
+    let (ida, idb) = ("a1".repeat(20), "b2".repeat(20));
+    let conf = |a_is_me: bool| {
+        let (fa, fb) = if a_is_me {
+            ("myself,master", "master")
+        } else {
+            ("master", "myself,master")
+        };
+        format!(
+            "{ida} 127.0.0.1:{pa}@{ca} {fa} - 0 0 1 connected 0-16383\n\
+             {idb} 127.0.0.1:{pb}@{cb} {fb} - 0 0 2 connected\n\
+             vars currentEpoch 2 lastVoteEpoch 0\n",
+            ca = free_port(),
+            cb = free_port(),
+        )
+    };
+    let start = |port: u16, a_is_me: bool| {
+        let dir = tempfile::Builder::new()
+            .prefix("node-test-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::write(dir.path().join("nodes.conf"), conf(a_is_me)).expect("nodes.conf");
+        Node::start_in_on_port(dir, port, &["--cluster-enabled", "yes"])
+    };
+    (start(pa, true), start(pb, false), ida, idb)
+}
+
+/// What `redis-cli --cluster reshard` does for one slot, by hand: the target IMPORTING, the
+/// source MIGRATING, MIGRATE of the slot's keys (sent as RESTORE-ASKING), then SETSLOT NODE.
+/// Meanwhile the source answers ASK for keys that moved and TRYAGAIN for a split multi-key
+/// request, the target serves them after ASKING only, and MIGRATE itself runs on the source
+/// whatever keys are left.
+#[test]
+fn migrate_moves_a_slot_between_cluster_nodes() {
+    let (a, b, ida, idb) = two_node_cluster();
+    assert_eq!(a.cli(&["CLUSTER", "NODES"]).lines().count(), 2);
+    let slot = a.cli(&["CLUSTER", "KEYSLOT", "{k}"]);
+    for (k, v) in [("{k}1", "v1"), ("{k}2", "v2"), ("{k}3", "v3")] {
+        assert_eq!(a.cli(&["SET", k, v]), "OK");
+    }
+    assert_eq!(a.cli(&["PEXPIRE", "{k}3", "100000"]), "1");
+    let a_addr = format!("127.0.0.1:{}", a.port);
+    let b_addr = format!("127.0.0.1:{}", b.port);
+    let bp = b.port.to_string();
+
+    assert_eq!(
+        b.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &ida]),
+        "OK"
+    );
+    assert_eq!(
+        a.cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &idb]),
+        "OK"
+    );
+
+    // The target: a plain RESTORE is redirected to the owner, RESTORE-ASKING is served.
+    let mut ac = a.client();
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("{k}1").query(&mut ac).unwrap();
+    let mut bc = b.client();
+    let plain = redis::cmd("RESTORE")
+        .arg("{k}x")
+        .arg(0)
+        .arg(&payload)
+        .query::<Value>(&mut bc)
+        .unwrap_err();
+    assert_eq!(error_text(plain), format!("MOVED {slot} {a_addr}"));
+    let asking: Value = redis::cmd("RESTORE-ASKING")
+        .arg("{k}x")
+        .arg(0)
+        .arg(&payload)
+        .query(&mut bc)
+        .unwrap();
+    assert_eq!(asking, Value::Okay);
+    // RESTORE-ASKING did not leave an ASKING flag behind.
+    let after = redis::cmd("GET")
+        .arg("{k}x")
+        .query::<Value>(&mut bc)
+        .unwrap_err();
+    assert_eq!(error_text(after), format!("MOVED {slot} {a_addr}"));
+
+    // Destination database must be 0 in cluster mode.
+    assert_eq!(
+        a.cli(&["MIGRATE", "127.0.0.1", &bp, "{k}1", "1", "5000"]),
+        "ERR destination-db must be 0 in cluster mode"
+    );
+    let keys = a.cli(&["CLUSTER", "GETKEYSINSLOT", &slot, "10"]);
+    assert_eq!(keys.lines().count(), 3, "{keys}");
+    assert_eq!(
+        a.cli(&[
+            "MIGRATE",
+            "127.0.0.1",
+            &bp,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            "{k}1",
+            "{k}2"
+        ]),
+        "OK"
+    );
+    // The source: moved keys are asked for at the target, a split request is retried,
+    // a key still here is served, and MIGRATE of a moved key runs here (NOKEY, not ASK).
+    assert_eq!(a.cli(&["GET", "{k}1"]), format!("ASK {slot} {b_addr}"));
+    assert_eq!(
+        a.cli(&["MGET", "{k}1", "{k}3"]),
+        "TRYAGAIN Multiple keys request during rehashing of slot"
+    );
+    assert_eq!(a.cli(&["GET", "{k}3"]), "v3");
+    assert_eq!(
+        a.cli(&["MIGRATE", "127.0.0.1", &bp, "{k}1", "0", "5000"]),
+        "NOKEY"
+    );
+    // The target serves the moved keys after ASKING only; redis-cli -c follows the ASK.
+    assert_eq!(b.cli(&["GET", "{k}1"]), format!("MOVED {slot} {a_addr}"));
+    let (_, v): (Value, String) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("GET")
+        .arg("{k}2")
+        .query(&mut bc)
+        .unwrap();
+    assert_eq!(v, "v2");
+    assert_eq!(a.cli(&["-c", "GET", "{k}1"]), "v1");
+
+    // The last key keeps its TTL on the way.
+    assert_eq!(
+        a.cli(&["MIGRATE", "127.0.0.1", &bp, "{k}3", "0", "5000"]),
+        "OK"
+    );
+    let (_, ttl): (Value, i64) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("PTTL")
+        .arg("{k}3")
+        .query(&mut bc)
+        .unwrap();
+    assert!((90_000..=100_000).contains(&ttl), "{ttl}");
+    assert_eq!(a.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot]), "0");
+
+    // Ownership changes hands: now MOVED from the source, served by the target.
+    for node in [&b, &a] {
+        assert_eq!(node.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &idb]), "OK");
+    }
+    assert_eq!(a.cli(&["GET", "{k}1"]), format!("MOVED {slot} {b_addr}"));
+    assert_eq!(b.cli(&["GET", "{k}1"]), "v1");
+    assert_eq!(b.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot]), "4");
+}
