@@ -450,3 +450,62 @@ fn migrate_moves_a_slot_between_cluster_nodes() {
     assert_eq!(b.cli(&["GET", "{k}1"]), "v1");
     assert_eq!(b.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot]), "4");
 }
+
+/// `redis-cli --cluster reshard` moves slots with their keys from one node to the other, and
+/// `--cluster check` agrees afterwards.
+#[test]
+fn redis_cli_cluster_reshard_moves_slots_and_keys() {
+    let (a, b, ida, idb) = two_node_cluster();
+    // Reshard takes the lowest slots first: keys below MOVED move, 20 more stay.
+    const MOVED: u16 = 100;
+    let slot_of = |k: &String| proto::slot::key_slot(k.as_bytes());
+    let mut keys: Vec<String> = (0..20_000)
+        .map(|i| format!("key:{i}"))
+        .filter(|k| slot_of(k) < MOVED)
+        .take(60)
+        .collect();
+    keys.extend(
+        (0..20)
+            .map(|i| format!("stay:{i}"))
+            .filter(|k| slot_of(k) >= MOVED),
+    );
+    for k in &keys {
+        assert_eq!(a.cli(&["SET", k, k]), "OK");
+    }
+    let out = std::process::Command::new("redis-cli")
+        .args(["--cluster", "reshard", &format!("127.0.0.1:{}", a.port)])
+        .args(["--cluster-from", &ida, "--cluster-to", &idb])
+        .args(["--cluster-slots", &MOVED.to_string(), "--cluster-yes"])
+        .output()
+        .expect("redis-cli");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nodes = b.cli(&["CLUSTER", "NODES"]);
+    let mine = nodes
+        .lines()
+        .find(|l| l.contains("myself"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(mine.ends_with(&format!(" 0-{}", MOVED - 1)), "{nodes}");
+    // Every key is where its slot now is, and all of them are still there.
+    let (mut on_a, mut on_b) = (0, 0);
+    for k in &keys {
+        let slot = slot_of(k);
+        let holder = if slot < MOVED { &b } else { &a };
+        assert_eq!(holder.cli(&["GET", k]), *k, "{k} in slot {slot}");
+        if slot < MOVED {
+            on_b += 1;
+        } else {
+            on_a += 1;
+        }
+    }
+    assert_eq!((on_b, on_a), (60, 20));
+    assert_eq!(b.cli(&["DBSIZE"]), on_b.to_string());
+    assert_eq!(a.cli(&["DBSIZE"]), on_a.to_string());
+    let check = a.cli(&["--cluster", "check", &format!("127.0.0.1:{}", a.port)]);
+    assert!(check.contains("[OK] All 16384 slots covered."), "{check}");
+}
