@@ -5,6 +5,7 @@
 //! failing test prints.
 
 pub mod raw;
+pub mod reference;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -87,6 +88,15 @@ pub fn free_cluster_port() -> u16 {
     panic!("no free cluster port pair in 20000..40000");
 }
 
+/// The port a harness node gets: a cluster node needs room for its bus port.
+fn default_port(extra: &[&str]) -> u16 {
+    if extra.contains(&"--cluster-enabled") {
+        free_cluster_port()
+    } else {
+        free_port()
+    }
+}
+
 /// Spawns the node binary on `port` with `--dir dir`, no save rules unless `extra` sets
 /// them, and its stderr going to `dir/node.log`.
 /// Starts a node process: the config file first (if any), then the harness's flags.
@@ -136,7 +146,13 @@ impl Node {
 
     /// Starts a node in an existing directory (to restart over a saved snapshot).
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Node {
-        Self::spawn(dir, None, extra)
+        Self::spawn(dir, None, default_port(extra), extra)
+    }
+
+    /// Starts a node in an existing directory on a port chosen beforehand (files written
+    /// before the start name it: a cluster `nodes.conf` listing several nodes).
+    pub fn start_in_on_port(dir: tempfile::TempDir, port: u16, extra: &[&str]) -> Node {
+        Self::spawn(dir, None, port, extra)
     }
 
     /// Starts a node from a config file: `config` is written to `node.conf` in the node's
@@ -149,7 +165,7 @@ impl Node {
             .expect("temp dir");
         let path = dir.path().join("node.conf");
         std::fs::write(&path, config).expect("writing node.conf");
-        Self::spawn(dir, Some(path), extra)
+        Self::spawn(dir, Some(path), default_port(extra), extra)
     }
 
     /// The config file `start_with_config` wrote.
@@ -157,12 +173,7 @@ impl Node {
         self.dir.path().join("node.conf")
     }
 
-    fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, extra: &[&str]) -> Node {
-        let port = if extra.contains(&"--cluster-enabled") {
-            free_cluster_port()
-        } else {
-            free_port()
-        };
+    fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, port: u16, extra: &[&str]) -> Node {
         let child = spawn_node(dir.path(), config.as_deref(), port, extra);
         let node = Node {
             child: Some(child),

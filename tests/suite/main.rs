@@ -8,6 +8,7 @@ mod fabric;
 mod hashes;
 mod keys;
 mod lists;
+mod migrate;
 mod operator_tools;
 mod persistence;
 mod protocol;

@@ -21,7 +21,8 @@ pub fn check(
     let Some(cluster) = server.cluster.as_ref() else {
         return Ok(());
     };
-    let asking = client.cluster_asking;
+    // Commands flagged `asking` (RESTORE-ASKING) count as preceded by ASKING.
+    let asking = client.cluster_asking || spec.has(flags::ASKING);
     // ASKING holds for the next command only (for a whole transaction inside MULTI).
     if spec.name != "asking" && client.multi.is_none() {
         client.cluster_asking = false;
@@ -50,9 +51,12 @@ pub fn check(
             server,
             cluster,
             &keys,
-            write,
-            asking,
-            client.cluster_readonly,
+            Flags {
+                write,
+                asking,
+                readonly: client.cluster_readonly,
+                migrate: false,
+            },
         );
     }
     keys.extend(
@@ -67,25 +71,35 @@ pub fn check(
         server,
         cluster,
         &keys,
-        write,
-        asking,
-        client.cluster_readonly,
+        Flags {
+            write,
+            asking,
+            readonly: client.cluster_readonly,
+            migrate: spec.name == "migrate",
+        },
     )
+}
+
+/// The request's flags as routing takes them (see [`Request`]).
+struct Flags {
+    write: bool,
+    asking: bool,
+    readonly: bool,
+    migrate: bool,
 }
 
 fn decide(
     server: &Server,
     cluster: &super::Cluster,
     keys: &[&[u8]],
-    write: bool,
-    asking: bool,
-    readonly: bool,
+    flags: Flags,
 ) -> Result<(), CmdError> {
     let req = Request {
         keys,
-        write,
-        asking,
-        readonly,
+        write: flags.write,
+        asking: flags.asking,
+        readonly: flags.readonly,
+        migrate: flags.migrate,
     };
     let now = unix_millis();
     let mut exists = |key: &[u8]| {

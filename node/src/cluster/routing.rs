@@ -69,6 +69,9 @@ pub struct Request<'a> {
     pub asking: bool,
     /// The client sent READONLY (reads from replicas allowed).
     pub readonly: bool,
+    /// The command is MIGRATE: on a migrating or importing slot it runs here whatever keys
+    /// are present, so that keys can move freely while the slot is open.
+    pub migrate: bool,
 }
 
 /// Decides where `req` is served. `exists` tells whether a key is present (not expired) on
@@ -109,6 +112,9 @@ pub fn route(t: &Topology, req: &Request<'_>, exists: &mut dyn FnMut(&[u8]) -> b
         if req.write {
             return Route::ClusterDown(DownKind::ReadOnlyState);
         }
+    }
+    if (migrating || importing) && req.migrate {
+        return Route::Serve;
     }
     if migrating && missing > 0 {
         // Some keys already moved: the client must wait for the rest; all moved: ask the

@@ -46,6 +46,7 @@ fn go(
         write,
         asking,
         readonly,
+        migrate: false,
     };
     route(t, &req, &mut |k: &[u8]| {
         present.iter().any(|p| p.as_bytes() == k)
@@ -212,4 +213,28 @@ fn an_unknown_ip_prints_empty() {
         text.starts_with("MOVED ") && text.ends_with(" :6380"),
         "{text}"
     );
+}
+
+#[test]
+fn migrate_runs_here_on_an_open_slot_whatever_keys_are_present() {
+    let t = three();
+    let run = |keys: &[&str]| {
+        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        let req = Request {
+            keys: &keys,
+            write: true,
+            asking: false,
+            readonly: false,
+            migrate: true,
+        };
+        route(&t, &req, &mut |_: &[u8]| false)
+    };
+    // Migrating slot 100 with the keys gone, importing slot 6000: served here (Redis's
+    // getNodeByQuery returns myself for MIGRATE on an open slot).
+    assert_eq!(run(&["k2136"]), Route::Serve);
+    assert_eq!(run(&["{k2136}a", "{k2136}b"]), Route::Serve);
+    assert_eq!(run(&["k279"]), Route::Serve);
+    // A slot that is not open routes as any command.
+    assert_eq!(run(&["foo"]), at(31003, 12182, false));
+    assert_eq!(run(&["bar"]), Route::Serve);
 }

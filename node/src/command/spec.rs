@@ -25,6 +25,9 @@ pub mod flags {
     /// Allowed while the client is in RESP2 subscribed mode.
     pub const SUBSCRIBED_OK: u32 = 1 << 14;
     pub const MOVABLE_KEYS: u32 = 1 << 15;
+    /// Counts as preceded by ASKING: cluster routing serves it on an importing slot
+    /// (RESTORE-ASKING, which MIGRATE sends in cluster mode).
+    pub const ASKING: u32 = 1 << 16;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -36,6 +39,7 @@ pub mod flags {
         (BLOCKING, "blocking"),
         (LOADING, "loading"),
         (STALE, "stale"),
+        (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (NO_MULTI, "no_multi"),
@@ -56,6 +60,15 @@ pub enum KeySpec {
     },
     /// Computed from the arguments (numkeys-style commands); returns argument indexes.
     Custom(fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 16]>),
+    /// Computed from the arguments like `Custom`, for a command whose usual form still has
+    /// a fixed key range that `COMMAND INFO` reports (MIGRATE: 3, 3, 1; its `KEYS` form
+    /// moves the keys).
+    CustomWithRange {
+        first: i32,
+        last: i32,
+        step: i32,
+        find: fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 16]>,
+    },
 }
 
 pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> CmdResult;
@@ -109,7 +122,7 @@ impl CommandSpec {
                 }
                 out
             }
-            KeySpec::Custom(f) => f(args),
+            KeySpec::Custom(f) | KeySpec::CustomWithRange { find: f, .. } => f(args),
         }
     }
 
@@ -117,7 +130,10 @@ impl CommandSpec {
     pub fn key_triple(&self) -> (i64, i64, i64) {
         match self.keys {
             KeySpec::None | KeySpec::Custom(_) => (0, 0, 0),
-            KeySpec::Range { first, last, step } => (first as i64, last as i64, step as i64),
+            KeySpec::Range { first, last, step }
+            | KeySpec::CustomWithRange {
+                first, last, step, ..
+            } => (first as i64, last as i64, step as i64),
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod hashes;
 pub mod introspection;
 pub mod keys;
 pub mod lists;
+pub mod migration;
 pub mod persistence;
 pub mod pubsub;
 pub mod server;
@@ -30,5 +31,6 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     introspection::COMMANDS,
     persistence::COMMANDS,
+    migration::COMMANDS,
     cluster::COMMANDS,
 ];

@@ -67,6 +67,26 @@ mod tests {
             prop_assert!(value(&p).is_err());
         }
 
+        /// A hostile payload: random bytes, given a valid trailer (anyone can compute the
+        /// CRC), so the decoder sees them. It must answer an error or a value, never panic,
+        /// and never build more than the payload's size can describe.
+        #[test]
+        fn random_bodies_with_a_valid_trailer_never_panic(body in prop::collection::vec(any::<u8>(), 0..512)) {
+            let mut p = body.clone();
+            p.extend_from_slice(&VERSION.to_le_bytes());
+            let crc = crc64(&p);
+            p.extend_from_slice(&crc.to_le_bytes());
+            match value(&p) {
+                Ok(v) => prop_assert!(payload(&v).len() <= p.len() + 16 * body.len() + 16),
+                Err(e) => prop_assert!(matches!(e, PayloadError::BadData(_)), "{e}"),
+            }
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = value(&bytes);
+        }
+
         #[test]
         fn any_truncation_is_caught(v in any_value(), at in any::<prop::sample::Index>()) {
             let p = payload(&v);

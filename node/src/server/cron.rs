@@ -1,5 +1,5 @@
 //! Periodic work, `hz` times a second: active expiry, idle-client timeouts, `save` rules,
-//! the ops/sec sample and the memory reading.
+//! the ops/sec sample, the memory reading and MIGRATE's idle links.
 
 use super::stats::Stats;
 use super::{lru_clock, unix_millis, Server};
@@ -25,6 +25,7 @@ pub async fn run(server: Arc<Server>) {
         }
         active_expire(&server);
         close_idle_clients(&server);
+        server.migrate_links.close_idle(Instant::now());
         server.memory.refresh();
         crate::persistence::cron(&server);
         let (at, ops) = last_ops;

@@ -7,6 +7,7 @@ pub mod connection;
 pub mod cron;
 pub mod hot;
 pub mod listener;
+pub mod migrate_links;
 pub mod pubsub;
 pub mod session;
 pub mod shutdown;
@@ -45,6 +46,8 @@ pub struct Server {
     pub run_id: String,
     /// Cluster mode state; None unless `cluster-enabled yes` (set once at start).
     pub cluster: Option<crate::cluster::Cluster>,
+    /// MIGRATE's cached connections to target nodes.
+    pub migrate_links: migrate_links::MigrateLinks,
 }
 
 impl Server {
@@ -67,6 +70,7 @@ impl Server {
             started_unix_ms: unix_millis(),
             run_id: random_hex_id(),
             cluster: None,
+            migrate_links: migrate_links::MigrateLinks::default(),
         }
     }
 

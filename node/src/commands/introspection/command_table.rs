@@ -139,6 +139,9 @@ const DANGEROUS: &[&str] = &[
     "role",
 ];
 
+/// Commands Redis puts in @keyspace although their group is not `generic`.
+const KEYSPACE_OUTSIDE_GENERIC: &[&str] = &["restore-asking"];
+
 /// The category a command's group implies (Redis declares these per command; the group
 /// is the same information for the commands this node has).
 fn group_category(group: &str) -> Option<&'static str> {
@@ -173,6 +176,7 @@ pub fn categories(spec: &CommandSpec) -> Vec<&'static str> {
             "fast" => spec.has(FAST),
             "slow" => !spec.has(FAST),
             "blocking" => spec.has(BLOCKING),
+            "keyspace" if KEYSPACE_OUTSIDE_GENERIC.contains(&top) => true,
             // A container has only what its flags give it (`@slow`).
             other => spec.subcommands.is_empty() && group_category(spec.group) == Some(other),
         }
@@ -238,7 +242,7 @@ fn reply_key_specs(reply: &mut Reply<'_>, spec: &CommandSpec) {
             Some(first),
             Some((if last < 0 { last } else { last - first }, step)),
         ),
-        KeySpec::Custom(_) => (None, None),
+        KeySpec::Custom(_) | KeySpec::CustomWithRange { .. } => (None, None),
     };
     reply.set(1);
     reply.map(3);
@@ -496,6 +500,14 @@ mod tests {
             ["admin", "slow", "dangerous"]
         );
         assert_eq!(categories(spec("config")), ["slow"]);
+        assert_eq!(
+            categories(spec("restore-asking")),
+            ["keyspace", "write", "slow", "dangerous"]
+        );
+        assert_eq!(
+            categories(spec("migrate")),
+            ["keyspace", "write", "slow", "dangerous"]
+        );
         assert_eq!(
             categories(spec("client|kill")),
             ["admin", "slow", "dangerous", "connection"]
