@@ -14,6 +14,7 @@
 //! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands.
 
 pub mod config_file;
+pub mod consensus;
 pub mod error;
 pub mod flags;
 pub mod id;
