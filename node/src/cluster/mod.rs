@@ -15,6 +15,7 @@
 //! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O.
 
 pub mod config_file;
+pub mod consensus;
 pub mod error;
 pub mod flags;
 pub mod gossip;

@@ -88,7 +88,7 @@ impl Topology {
 
 /// Checks `ranges` slot by slot in argument order: `state` first, then repetition. Visits
 /// at most SLOT_COUNT + 1 slots: the first slot seen twice stops the loop.
-fn check_slots(
+pub(super) fn check_slots(
     map: &SlotMap,
     ranges: &[(u16, u16)],
     state: impl Fn(&SlotMap, u16) -> Result<(), ClusterError>,

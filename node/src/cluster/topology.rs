@@ -1,6 +1,7 @@
 //! This node's view of the cluster: the node table, the slot map and the epochs. Pure data
 //! and methods, no I/O: commands, the config file and (later) the bus all drive it.
 
+use super::consensus::ConsensusState;
 use super::error::ClusterError;
 use super::flags::bit;
 use super::id::NodeId;
@@ -57,6 +58,8 @@ pub struct Topology {
     pub last_vote_epoch: u64,
     pub stats: MessageStats,
     pub settings: Settings,
+    /// The Raft log's part: its version (last applied index) and the nodes it added.
+    pub consensus: ConsensusState,
     /// Cached by [`Topology::refresh_state`] so routing does not scan 16384 slots.
     state: Health,
 }
@@ -75,6 +78,7 @@ impl Topology {
             last_vote_epoch: 0,
             stats: MessageStats::default(),
             settings: Settings::default(),
+            consensus: ConsensusState::default(),
             state: Health::Fail,
         };
         t.refresh_state();
@@ -98,6 +102,7 @@ impl Topology {
             last_vote_epoch: 0,
             stats: MessageStats::default(),
             settings: Settings::default(),
+            consensus: ConsensusState::default(),
             state: Health::Fail,
         };
         t.refresh_state();
@@ -145,14 +150,17 @@ impl Topology {
         Ok((self.nodes.len() - 1) as NodeIndex)
     }
 
-    /// Removes a node other than myself (a timed-out handshake, a duplicate); slot owners
-    /// and the myself index follow the shift of the table.
+    /// Removes a node other than myself from the table (a timed-out handshake, a duplicate,
+    /// FORGET): slot owners, open-slot markers and `myself` are renumbered or dropped with
+    /// it. None for myself or an unknown index.
     pub fn remove_node(&mut self, index: NodeIndex) -> Option<ClusterNode> {
         if index == self.myself || index as usize >= self.nodes.len() {
             return None;
         }
         let node = self.nodes.remove(index as usize);
         self.slots.forget_index(index);
+        self.slots.migrating.retain(|_, id| *id != node.id);
+        self.slots.importing.retain(|_, id| *id != node.id);
         if self.myself > index {
             self.myself -= 1;
         }

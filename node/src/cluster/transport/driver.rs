@@ -110,7 +110,14 @@ impl BusCore for GossipDriver {
             }
         };
         match envelope::open(&whole, &self.secret) {
-            Ok(msg) => self.step(now_ms, Input::Receive { from, msg }, out),
+            Ok(msg) => self.step(
+                now_ms,
+                Input::Receive {
+                    from,
+                    msg: Box::new(msg),
+                },
+                out,
+            ),
             Err(e) => {
                 self.rejected += 1;
                 tracing::debug!(%from, error = %e, "dropped a bus message");

@@ -1,0 +1,97 @@
+//! raft's `MemStorage` plus the snapshot the application made. `MemStorage` builds snapshots
+//! with empty data at its commit index; a lagging learner needs the topology itself, taken at
+//! the index it was applied to, so snapshots come from here and the rest from `MemStorage`.
+
+use raft::prelude::{ConfState, Entry, Snapshot};
+use raft::storage::MemStorage;
+use raft::{GetEntriesContext, RaftState, Storage, StorageError};
+
+pub struct TopologyStorage {
+    pub mem: MemStorage,
+    /// The latest snapshot (bootstrap, compaction or received); index 0 while none.
+    snapshot: Snapshot,
+}
+
+impl TopologyStorage {
+    /// Storage of a node that has nothing yet (a joining learner).
+    pub fn empty() -> Self {
+        TopologyStorage {
+            mem: MemStorage::new(),
+            snapshot: Snapshot::default(),
+        }
+    }
+
+    /// Storage that starts from `snapshot` (the group's bootstrap state).
+    pub fn from_snapshot(snapshot: Snapshot) -> Result<Self, raft::Error> {
+        let mem = MemStorage::new();
+        mem.wl().apply_snapshot(snapshot.clone())?;
+        Ok(TopologyStorage { mem, snapshot })
+    }
+
+    /// Installs a snapshot received from the leader: it replaces the log and is what this
+    /// node will serve should it lead later.
+    pub fn install(&mut self, snapshot: Snapshot) -> Result<(), raft::Error> {
+        self.mem.wl().apply_snapshot(snapshot.clone())?;
+        self.snapshot = snapshot;
+        Ok(())
+    }
+
+    /// Keeps `snapshot` (taken at an applied index) and drops the entries before its index.
+    pub fn compact(&mut self, snapshot: Snapshot) -> Result<(), raft::Error> {
+        self.mem.wl().compact(snapshot.get_metadata().index)?;
+        self.snapshot = snapshot;
+        Ok(())
+    }
+
+    pub fn snapshot_index(&self) -> u64 {
+        self.snapshot.get_metadata().index
+    }
+
+    pub fn conf_state(&self) -> ConfState {
+        self.mem
+            .initial_state()
+            .map(|state| state.conf_state)
+            .unwrap_or_default()
+    }
+}
+
+impl Storage for TopologyStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        self.mem.initial_state()
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        self.mem.entries(low, high, max_size, context)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == self.snapshot.get_metadata().index && idx != 0 {
+            return Ok(self.snapshot.get_metadata().term);
+        }
+        self.mem.term(idx)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        self.mem.first_index()
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        self.mem.last_index()
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let index = self.snapshot.get_metadata().index;
+        if index == 0 || index < request_index {
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        }
+        Ok(self.snapshot.clone())
+    }
+}
