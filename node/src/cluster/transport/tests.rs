@@ -7,10 +7,13 @@ use bus::sim::{Faults, SimFabric};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Messages a core received, with their senders.
+type Seen = Arc<Mutex<Vec<(EndpointAddr, Vec<u8>)>>>;
+
 /// Records what it saw; answers "hello" with "welcome".
 #[derive(Clone, Default)]
 struct Recorder {
-    seen: Arc<Mutex<Vec<(EndpointAddr, Vec<u8>)>>>,
+    seen: Seen,
     ticks: Arc<Mutex<u64>>,
 }
 
