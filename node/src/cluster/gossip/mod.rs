@@ -148,6 +148,14 @@ impl Gossip {
         self.topology_version = version;
     }
 
+    /// The Raft topology version a member last advertised (None: never heard from).
+    pub fn topology_version_of(&self, id: &NodeId) -> Option<u64> {
+        self.peers
+            .get(id)
+            .filter(|p| p.data_received_ms != 0)
+            .map(|p| p.topology_version)
+    }
+
     /// Feeds one input; returns what to do, in order.
     pub fn step(&mut self, now_ms: u64, input: Input, t: &mut Topology) -> Vec<Action> {
         match input {

@@ -23,6 +23,8 @@ pub struct Peer {
     pub last_ping_send_ms: u64,
     /// When it was marked FAIL.
     pub fail_time_ms: u64,
+    /// The Raft topology version its last header advertised.
+    pub topology_version: u64,
     /// One report per reporter, at most [`NODES_MAX`] (one per other node).
     pub fail_reports: Vec<FailReport>,
 }

@@ -93,7 +93,9 @@ impl Gossip {
             node.config_epoch = h.config_epoch;
             self.save = true;
         }
-        self.peer(id).data_received_ms = now_ms;
+        let peer = self.peer(id);
+        peer.data_received_ms = now_ms;
+        peer.topology_version = h.topology_version;
         if h.current_epoch > t.current_epoch {
             t.current_epoch = h.current_epoch;
             self.save = true;

@@ -633,11 +633,13 @@ fn equal_config_epochs_are_resolved_by_the_smaller_id() {
 }
 
 #[test]
-fn larger_current_epochs_are_adopted() {
+fn larger_current_epochs_are_adopted_and_topology_versions_remembered() {
     let (mut t, ids) = cluster(2);
     let mut g = Gossip::new(settings(), 1);
     let mut h = header(ids[1], 1, 3, &[]);
     h.current_epoch = 42;
+    h.topology_version = 17;
+    assert_eq!(g.topology_version_of(&ids[1]), None);
     recv(
         &mut g,
         &mut t,
@@ -645,6 +647,7 @@ fn larger_current_epochs_are_adopted() {
         1,
         msg(h, Body::Ping(GossipBody::default())),
     );
+    assert_eq!(g.topology_version_of(&ids[1]), Some(17));
     assert_eq!(t.current_epoch, 42);
     assert_eq!(t.nodes[1].config_epoch, 3);
 }
