@@ -303,7 +303,10 @@ fn error_text(e: redis::RedisError) -> String {
 /// Two cluster nodes that know each other from their `nodes.conf`: A owns every slot, B
 /// none. Returns (A, B, A's id, B's id).
 fn two_node_cluster() -> (Node, Node, String, String) {
-    let (pa, pb) = (free_port(), free_port());
+    let (pa, pb) = (
+        integration::free_cluster_port(),
+        integration::free_cluster_port(),
+    );
     let (ida, idb) = ("a1".repeat(20), "b2".repeat(20));
     let conf = |a_is_me: bool| {
         let (fa, fb) = if a_is_me {
@@ -315,8 +318,8 @@ fn two_node_cluster() -> (Node, Node, String, String) {
             "{ida} 127.0.0.1:{pa}@{ca} {fa} - 0 0 1 connected 0-16383\n\
              {idb} 127.0.0.1:{pb}@{cb} {fb} - 0 0 2 connected\n\
              vars currentEpoch 2 lastVoteEpoch 0\n",
-            ca = free_port(),
-            cb = free_port(),
+            ca = pa + 10000,
+            cb = pb + 10000,
         )
     };
     let start = |port: u16, a_is_me: bool| {
@@ -327,7 +330,31 @@ fn two_node_cluster() -> (Node, Node, String, String) {
         std::fs::write(dir.path().join("nodes.conf"), conf(a_is_me)).expect("nodes.conf");
         Node::start_in_on_port(dir, port, &["--cluster-enabled", "yes"])
     };
-    (start(pa, true), start(pb, false), ida, idb)
+    let (a, b) = (start(pa, true), start(pb, false));
+    // The config files name each other without a fabric bus address: a MEET gives them one,
+    // after which both list the other as a connected primary with an address.
+    assert_eq!(
+        a.cli(&["CLUSTER", "MEET", "127.0.0.1", &pb.to_string()]),
+        "OK"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let linked = |n: &Node| {
+        let view = n.cli(&["CLUSTER", "NODES"]);
+        view.lines().count() == 2
+            && view
+                .lines()
+                .all(|l| l.contains(" connected") && !l.contains("noaddr"))
+    };
+    while !(linked(&a) && linked(&b)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the two nodes never linked: {}\n{}",
+            a.cli(&["CLUSTER", "NODES"]),
+            b.cli(&["CLUSTER", "NODES"])
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (a, b, ida, idb)
 }
 
 /// What `redis-cli --cluster reshard` does for one slot, by hand: the target IMPORTING, the
