@@ -29,6 +29,10 @@ pub mod storage;
 
 #[cfg(test)]
 mod apply_tests;
+#[cfg(test)]
+mod log_tests;
+#[cfg(test)]
+mod sim;
 
 pub use apply::{apply, ApplyError};
 pub use codec::CodecError;
