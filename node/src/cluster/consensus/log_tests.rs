@@ -43,6 +43,9 @@ fn three_voters_elect_exactly_one_leader() {
         for i in 0..3 {
             assert_eq!(net.log(i).leader(), Some(node_id(leader)), "seed {seed}");
             assert_eq!(net.log(i).term(), term);
+            // Each node's output told it so, once per change.
+            let last = net.nodes[i].leader_reports.last().unwrap();
+            assert_eq!((last.leader, last.term), (Some(node_id(leader)), term));
         }
         assert!(net.step_errors.is_empty(), "{:?}", net.step_errors);
     }
@@ -419,4 +422,51 @@ fn bad_bytes_to_step_are_errors_not_panics() {
     commit(&mut net, &add_node(0));
     assert_eq!(net.commands(follower).len(), 1);
     assert_eq!(net.log(follower).leader(), Some(node_id(leader)));
+}
+
+#[test]
+fn a_removed_voter_leaves_the_group_and_the_rest_still_commit() {
+    let mut net = SimNet::new(3, 0, 10);
+    let leader = net.elect(ELECTION_TICKS_MAX);
+    let gone = (leader + 1) % 3;
+    net.log(leader).propose_remove(&node_id(gone)).unwrap();
+    net.settle();
+    net.crash(gone);
+    let (voters, _) = net.log(leader).members();
+    assert_eq!(voters.len(), 2);
+    assert!(!voters.contains(&node_id(gone)));
+    // Two voters of two: both needed, both there.
+    commit(&mut net, &add_node(0));
+    let other = 3 - leader - gone;
+    assert_eq!(net.commands(other).len(), 1);
+    assert_eq!(net.commands(leader), net.commands(other));
+}
+
+#[test]
+fn node_ids_sharing_a_raft_id_are_refused() {
+    let a = crate::cluster::id::HexId::parse(b"00000000000000ab0000000000000000000000aa").unwrap();
+    let b = crate::cluster::id::HexId::parse(b"00000000000000ab0000000000000000000000bb").unwrap();
+    assert_eq!(raft_id(&a), raft_id(&b));
+    assert_eq!(
+        TopologyLog::new(a, &[a, b], &[], 0).unwrap_err(),
+        LogError::RaftIdCollision(b)
+    );
+    let mut net = SimNet::new(3, 0, 11);
+    let leader = net.elect(ELECTION_TICKS_MAX);
+    let twin = crate::cluster::id::HexId::parse(
+        format!("{}{}", &node_id(0).as_str()[..16], "f".repeat(24)).as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(
+        net.log(leader).propose_add_learner(&twin).unwrap_err(),
+        LogError::RaftIdCollision(twin)
+    );
+}
+
+/// The log is driven from runtime tasks: it must move between threads.
+#[test]
+fn the_log_can_move_between_threads() {
+    fn send<T: Send>(_: &T) {}
+    let log = TopologyLog::new(node_id(0), &[node_id(0)], &[], 0).unwrap();
+    send(&log);
 }

@@ -3,9 +3,24 @@
 //! changes in the same order and no slot has two owners in one topology version. No I/O:
 //! the log takes ticks and peer bytes and hands back bytes to send and entries to apply.
 //!
+//! A driver (the node's runtime, or the chaos simulator) runs each group member so:
+//!
+//! ```text
+//! every TICK_MS:         log.tick()
+//! bus RAFT message:      log.step(&sender, &bytes)        (errors: drop the message, log it)
+//! operator/failover:     log.propose(&command)            (NotLeader { leader } → redirect)
+//! after any of these:    let out = log.ready()?;
+//!                        send out.messages (opaque bytes, bus RAFT messages);
+//!                        out.apply_to(&mut topology);     (under the topology lock)
+//!                        if out.snapshot_due { log.compact(&topology)? }
+//! ```
+//!
+//! `topology.consensus.version` is the version gossip carries: equal versions mean equal
+//! replicated topologies.
+//!
 //! - [`codec`]: the explicit byte layout shared by commands and images;
 //! - [`command`]: [`TopologyCommand`], one per log entry;
-//! - [`apply`]: a committed command applied to a [`Topology`](super::Topology);
+//! - [`apply`](mod@apply): a committed command applied to a [`Topology`](super::Topology);
 //! - [`state`]: the log's bookkeeping inside the topology (version, nodes it added);
 //! - [`image`]: the replicated topology as one value, carried by snapshots;
 //! - [`log`]: [`TopologyLog`], the Raft group (raft-rs `RawNode`) that commits commands;

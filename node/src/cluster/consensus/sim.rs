@@ -7,7 +7,7 @@ use super::command::{NodeAddress, TopologyCommand};
 use super::image::TopologyImage;
 use super::log::TopologyLog;
 use super::log_error::LogError;
-use super::output::Committed;
+use super::output::{Committed, LeaderChange};
 use crate::cluster::id::{HexId, NodeId};
 use crate::cluster::node::ClusterNode;
 use crate::cluster::topology::Topology;
@@ -41,6 +41,8 @@ pub struct SimNode {
     /// Committed command entries in the order this node applied them, with the outcome.
     pub applied: Vec<(Committed, bool)>,
     pub restores: usize,
+    /// The leader changes this node's log reported, in order.
+    pub leader_reports: Vec<LeaderChange>,
 }
 
 pub struct SimNet {
@@ -83,6 +85,7 @@ impl SimNet {
             topology: Topology::new(ClusterNode::new(id, shard)),
             applied: Vec::new(),
             restores: 0,
+            leader_reports: Vec::new(),
         });
         self.nodes.len() - 1
     }
@@ -199,6 +202,7 @@ impl SimNet {
             log.compact(&node.topology).unwrap();
         }
         node.restores += out.restore.is_some() as usize;
+        node.leader_reports.extend(out.leader.clone());
         for entry in &out.committed {
             let ok = outcomes
                 .iter()
