@@ -11,6 +11,8 @@ use super::output::{Committed, LeaderChange};
 use crate::cluster::id::{HexId, NodeId};
 use crate::cluster::node::ClusterNode;
 use crate::cluster::topology::Topology;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Turns of ready/deliver per settle before giving up (a quiet group needs a handful).
@@ -53,6 +55,9 @@ pub struct SimNet {
     /// The first image seen at each version, and which node had it.
     images: BTreeMap<u64, (usize, TopologyImage)>,
     pub step_errors: Vec<LogError>,
+    /// Percent of messages dropped, drawn from a seeded source.
+    loss_percent: u32,
+    loss_rng: SmallRng,
 }
 
 impl SimNet {
@@ -66,6 +71,8 @@ impl SimNet {
             cut: BTreeSet::new(),
             images: BTreeMap::new(),
             step_errors: Vec::new(),
+            loss_percent: 0,
+            loss_rng: SmallRng::seed_from_u64(seed),
         };
         for n in 0..voters + learners {
             let log =
@@ -126,6 +133,11 @@ impl SimNet {
         }
     }
 
+    /// Drops `percent` of all messages from now on (0: none).
+    pub fn set_loss(&mut self, percent: u32) {
+        self.loss_percent = percent;
+    }
+
     pub fn heal(&mut self) {
         self.cut.clear();
     }
@@ -170,7 +182,9 @@ impl SimNet {
             while let Some((from, to, bytes)) = self.queue.pop_front() {
                 moved = true;
                 let Some(t) = self.index(&to) else { continue };
-                if self.cut.contains(&(from, t)) || self.nodes[from].log.is_none() {
+                let lost =
+                    self.loss_percent > 0 && self.loss_rng.gen_range(0..100) < self.loss_percent;
+                if lost || self.cut.contains(&(from, t)) || self.nodes[from].log.is_none() {
                     continue;
                 }
                 let from_id = self.nodes[from].id;
