@@ -539,6 +539,18 @@ impl TopologyLog {
                     self.raw.raft.raft_log.last_index()
                 )));
             }
+            // A success claiming entries we never wrote would have us read past our log.
+            MessageType::MsgAppendResponse
+                if !m.reject
+                    && m.term >= self.raw.raft.term
+                    && m.index > self.raw.raft.raft_log.last_index() =>
+            {
+                return Err(LogError::Inconsistent(format!(
+                    "append acknowledged up to {} past our last index {}",
+                    m.index,
+                    self.raw.raft.raft_log.last_index()
+                )));
+            }
             MessageType::MsgSnapshot => {
                 let snapshot = m.get_snapshot();
                 let payload =

@@ -418,6 +418,18 @@ fn bad_bytes_to_step_are_errors_not_panics() {
         let err = net.log(follower).step(&from, bytes).unwrap_err();
         assert!(expected(&err), "case {k}: {err:?}");
     }
+    // A forged acknowledgement to the leader, past its log.
+    let mut ack = Message::default();
+    ack.set_msg_type(MessageType::MsgAppendResponse);
+    ack.from = me;
+    ack.to = raft_id(&from);
+    ack.term = net.log(leader).term();
+    ack.index = 1_000_000;
+    let err = net
+        .log(leader)
+        .step(&node_id(follower), &ack.write_to_bytes().unwrap())
+        .unwrap_err();
+    assert!(matches!(err, LogError::Inconsistent(_)), "{err:?}");
     // Nothing was disturbed: the group still commits, the follower included.
     commit(&mut net, &add_node(0));
     assert_eq!(net.commands(follower).len(), 1);
@@ -516,4 +528,17 @@ fn a_lossy_network_still_converges() {
         "only {} slot runs",
         image.slots.len()
     );
+}
+
+/// Should raft-rs panic inside a call, the panic stays inside: the call and every later one
+/// return Poisoned, and the driver rebuilds the log.
+#[test]
+fn a_panic_inside_raft_poisons_the_log_instead_of_unwinding() {
+    let mut log = TopologyLog::new(node_id(0), &[node_id(0)], &[], 0).unwrap();
+    let result: Result<(), LogError> = log.guarded_call(|_| panic!("raft invariant broken"));
+    assert_eq!(result.unwrap_err(), LogError::Poisoned);
+    assert_eq!(log.tick().unwrap_err(), LogError::Poisoned);
+    assert_eq!(log.ready().unwrap_err(), LogError::Poisoned);
+    assert_eq!(log.propose(&add_node(0)).unwrap_err(), LogError::Poisoned);
+    assert_eq!(log.step(&node_id(1), &[]).unwrap_err(), LogError::Poisoned);
 }
