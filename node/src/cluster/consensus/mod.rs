@@ -24,7 +24,7 @@
 //! - [`state`]: the log's bookkeeping inside the topology (version, nodes it added);
 //! - [`image`]: the replicated topology as one value, carried by snapshots;
 //! - [`log`]: [`TopologyLog`], the Raft group (raft-rs `RawNode`) that commits commands;
-//!   [`membership`] its conf changes, [`output`] what each turn hands back, [`storage`] and
+//!   [`membership`] its conf changes, [`peer_check`] its checks on peer bytes, [`output`] what each turn hands back, [`storage`] and
 //!   [`snapshot`] what it keeps, [`raft_id`] how node ids become raft ids,
 //!   [`slog_bridge`] raft's logging into tracing.
 
@@ -36,6 +36,7 @@ pub mod log;
 pub mod log_error;
 pub mod membership;
 pub mod output;
+pub mod peer_check;
 pub mod raft_id;
 pub mod slog_bridge;
 pub mod snapshot;
