@@ -11,8 +11,7 @@
 //! - [`nodes_text`], [`config_file`], [`replies`]: CLUSTER NODES, nodes.conf, SLOTS/SHARDS/INFO;
 //! - [`persist`]: atomic writes of the config file;
 //! - [`routing`]: where a request is served;
-//! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands;
-//! - [`consensus`]: the Raft-replicated topology (commands, apply, the topology log).
+//! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands.
 
 pub mod config_file;
 pub mod consensus;
