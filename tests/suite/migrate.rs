@@ -507,3 +507,35 @@ fn redis_cli_cluster_reshard_moves_slots_and_keys() {
     let check = a.cli(&["--cluster", "check", &format!("127.0.0.1:{}", a.port)]);
     assert!(check.contains("[OK] All 16384 slots covered."), "{check}");
 }
+
+/// MIGRATE's passwords never reach SLOWLOG (Redis shows them as `(redacted)` too).
+#[test]
+fn migrate_passwords_are_redacted_in_the_slowlog() {
+    let (source, target) = (Node::start(&[]), Node::start(&["--requirepass", "s3cret"]));
+    let tp = target.port.to_string();
+    assert_eq!(
+        source.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        "OK"
+    );
+    assert_eq!(source.cli(&["SET", "k", "v"]), "OK");
+    assert_eq!(
+        source.cli(&[
+            "MIGRATE",
+            "127.0.0.1",
+            &tp,
+            "k",
+            "0",
+            "5000",
+            "AUTH2",
+            "default",
+            "s3cret"
+        ]),
+        "OK"
+    );
+    let log = source.cli(&["SLOWLOG", "GET", "2"]);
+    assert!(
+        log.contains("MIGRATE") && log.contains("(redacted)"),
+        "{log}"
+    );
+    assert!(!log.contains("s3cret") && !log.contains("default"), "{log}");
+}

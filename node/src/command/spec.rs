@@ -88,6 +88,9 @@ pub struct CommandSpec {
     /// Subcommands (CONFIG GET, CLIENT LIST...); when non-empty, `handler` is not called:
     /// the dispatcher picks the subcommand by the second argument.
     pub subcommands: &'static [CommandSpec],
+    /// Argument indexes holding secrets (MIGRATE's AUTH password), shown as `(redacted)`
+    /// wherever arguments are recorded (SLOWLOG), as Redis redacts them.
+    pub secrets: Option<fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 2]>>,
 }
 
 impl CommandSpec {
@@ -158,6 +161,7 @@ pub const fn command(
         summary,
         since: "1.0.0",
         subcommands: &[],
+        secrets: None,
     }
 }
 

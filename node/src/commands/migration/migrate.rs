@@ -139,6 +139,24 @@ pub(super) fn key_positions(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     (first..end).collect()
 }
 
+/// Where MIGRATE's secrets are: AUTH's password, AUTH2's username and password (up to KEYS,
+/// after which every argument is a key).
+pub(super) fn secret_positions(args: &[&[u8]]) -> SmallVec<[usize; 2]> {
+    let mut secrets = SmallVec::new();
+    let mut i = 6;
+    while i < args.len() && !is(args[i], "keys") {
+        if is(args[i], "auth") {
+            secrets.extend((i + 1..i + 2).filter(|&j| j < args.len()));
+            i += 1;
+        } else if is(args[i], "auth2") {
+            secrets.extend((i + 1..i + 3).filter(|&j| j < args.len()));
+            i += 2;
+        }
+        i += 1;
+    }
+    secrets
+}
+
 /// A key to send: its name, relative TTL in ms (0: none) and payload.
 struct Outgoing<'a> {
     key: &'a [u8],
@@ -494,6 +512,22 @@ mod tests {
             [10]
         );
         assert!(positions("MIGRATE h 1 k 0 5 KEYS a").is_empty());
+    }
+
+    #[test]
+    fn secrets_are_auth_values_before_keys() {
+        let secrets = |line: &str| {
+            let owned = argv(line);
+            let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+            secret_positions(&args).to_vec()
+        };
+        assert_eq!(secrets("MIGRATE h 1 k 0 5 COPY AUTH pw"), [8]);
+        assert_eq!(secrets("MIGRATE h 1 k 0 5 AUTH2 u p REPLACE"), [7, 8]);
+        assert_eq!(
+            secrets("MIGRATE h 1 \"\" 0 5 KEYS auth x"),
+            Vec::<usize>::new()
+        );
+        assert_eq!(secrets("MIGRATE h 1 k 0 5 AUTH"), Vec::<usize>::new());
     }
 
     #[test]
