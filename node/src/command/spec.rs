@@ -73,6 +73,9 @@ pub enum KeySpec {
 
 pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> CmdResult;
 
+/// Finds the argument indexes that hold secrets.
+pub type SecretPositions = fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 2]>;
+
 pub struct CommandSpec {
     /// Lower-case name; `parent|sub` for subcommands.
     pub name: &'static str,
@@ -90,7 +93,7 @@ pub struct CommandSpec {
     pub subcommands: &'static [CommandSpec],
     /// Argument indexes holding secrets (MIGRATE's AUTH password), shown as `(redacted)`
     /// wherever arguments are recorded (SLOWLOG), as Redis redacts them.
-    pub secrets: Option<fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 2]>>,
+    pub secrets: Option<SecretPositions>,
 }
 
 impl CommandSpec {
