@@ -248,6 +248,26 @@ fn restore_asking_and_foreign_payloads_as_redis() {
         t.run("", cli, &["RESTORE-ASKING", "y", "0"]);
         t.run("", cli, &["RESTORE", "y", "x", "garbage", "REPLACE"]);
         t.run("", cli, &["MIGRATE", "127.0.0.1", "1", "k", "0"]);
+        t.run(
+            "",
+            cli,
+            &[
+                "COMMAND", "GETKEYS", "MIGRATE", "h", "1", "k", "0", "5", "COPY",
+            ],
+        );
+        t.run(
+            "",
+            cli,
+            &[
+                "COMMAND", "GETKEYS", "MIGRATE", "h", "1", "", "0", "5", "AUTH", "keys", "KEYS",
+                "a", "b",
+            ],
+        );
+        t.run(
+            "",
+            cli,
+            &["COMMAND", "GETKEYS", "RESTORE-ASKING", "k", "0", "p"],
+        );
         t.lines
     };
     let ours = script(&|a: &[&str]| node.cli(a));
