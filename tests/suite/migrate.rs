@@ -559,3 +559,44 @@ fn migrate_passwords_are_redacted_in_the_slowlog() {
     );
     assert!(!log.contains("s3cret") && !log.contains("default"), "{log}");
 }
+
+/// A RESTORE payload is one argument, so `proto-max-bulk-len` caps it before anything is
+/// decoded: over the limit the request is refused as a protocol error, as redis-server does.
+#[test]
+fn restore_payloads_are_capped_by_proto_max_bulk_len() {
+    let node = Node::start(&[]);
+    let redis = RedisServer::start(&[]);
+    // Incompressible (redis-server compresses DUMP strings with LZF).
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let big: Vec<u8> = (0..1536 * 1024)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect();
+    for (mut c, name) in [(node.client(), "node"), (redis.client(), "redis-server")] {
+        let _: () = redis::cmd("SET")
+            .arg("big")
+            .arg(&big)
+            .query(&mut c)
+            .unwrap();
+        let payload: Vec<u8> = redis::cmd("DUMP").arg("big").query(&mut c).unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("proto-max-bulk-len")
+            .arg("1mb")
+            .query(&mut c)
+            .unwrap();
+        let r = redis::cmd("RESTORE")
+            .arg("copy")
+            .arg(0)
+            .arg(&payload)
+            .query::<Value>(&mut c);
+        let e = r.expect_err(name);
+        assert!(e.to_string().contains("invalid bulk length"), "{name}: {e}");
+    }
+    assert_eq!(node.cli(&["EXISTS", "copy"]), "0");
+    assert_eq!(node.cli(&["STRLEN", "big"]), big.len().to_string());
+}
