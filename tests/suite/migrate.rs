@@ -600,3 +600,31 @@ fn restore_payloads_are_capped_by_proto_max_bulk_len() {
     assert_eq!(node.cli(&["EXISTS", "copy"]), "0");
     assert_eq!(node.cli(&["STRLEN", "big"]), big.len().to_string());
 }
+
+/// With several io-threads, a MIGRATE waiting on a silent target does not stall the node's
+/// other clients (its worker hands them over before blocking); it still times out with
+/// Redis's IOERR and keeps the key.
+#[test]
+fn a_slow_migrate_leaves_other_clients_served_with_io_threads() {
+    let source = Node::start(&["--io-threads", "2"]);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    assert_eq!(source.cli(&["SET", "k", "v"]), "OK");
+    let started = std::time::Instant::now();
+    let migrate = std::thread::scope(|s| {
+        let running = s.spawn(|| source.cli(&["MIGRATE", "127.0.0.1", &port, "k", "0", "3000"]));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let pinged = std::time::Instant::now();
+        assert_eq!(source.cli(&["PING"]), "PONG");
+        assert!(
+            pinged.elapsed() < std::time::Duration::from_millis(1500),
+            "PING waited {:?}",
+            pinged.elapsed()
+        );
+        running.join().unwrap()
+    });
+    assert_eq!(migrate, "IOERR error or timeout reading to target instance");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(2900));
+    assert_eq!(source.cli(&["EXISTS", "k"]), "1");
+    drop(silent);
+}

@@ -15,7 +15,8 @@
 //! the same atomicity Redis gets by blocking its event loop. On the default single-threaded
 //! runtime that blocks the node for the transfer, as Redis does; on a multi-threaded runtime
 //! the worker hands its other connections to the pool first (`block_in_place`), and only
-//! clients touching the locked shards wait. A MIGRATE to this node itself therefore waits for
+//! clients touching the locked shards wait (the cron's active expiry skips a busy shard
+//! rather than wait for it). A MIGRATE to this node itself therefore waits for
 //! its timeout and fails with IOERR, as it does in Redis.
 
 use crate::command::args::{self, is};
