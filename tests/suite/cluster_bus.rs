@@ -129,6 +129,35 @@ fn redis_cli_creates_checks_and_uses_a_cluster_over_the_fabric_bus() {
     assert!(text.contains("SET:") && text.contains("GET:"), "{text}");
 }
 
+/// PUBLISH on one node reaches subscribers on the others through the bus, as in Redis Cluster;
+/// the reply counts this node's receivers only.
+#[test]
+fn publish_reaches_subscribers_on_other_nodes() {
+    let nodes = create_cluster("pubsub");
+    let mut subscriber = nodes[2].client();
+    subscriber
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.subscribe("news").unwrap();
+    let deadline = Instant::now() + CONVERGE_DEADLINE;
+    loop {
+        // Receivers on the publishing node: none.
+        assert_eq!(nodes[0].cli(&["PUBLISH", "news", "hello from 0"]), "0");
+        match pubsub.get_message() {
+            Ok(m) => {
+                assert_eq!(m.get_channel_name(), "news");
+                assert_eq!(m.get_payload::<String>().unwrap(), "hello from 0");
+                break;
+            }
+            Err(e) if e.is_timeout() => {
+                assert!(Instant::now() < deadline, "no message arrived");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 #[test]
 fn a_killed_primary_is_failed_by_the_others() {
     let mut nodes = create_cluster("s");

@@ -19,6 +19,13 @@ const RECV_PER_LOOP_MAX: usize = 256;
 pub enum Request {
     /// CLUSTER MEET: greet the node at this bus address.
     Meet(EndpointAddr),
+    /// PUBLISH (`shard` false: every node) or SPUBLISH (`shard` true: this node's shard),
+    /// for the other nodes' subscribers.
+    Publish {
+        shard: bool,
+        channel: Vec<u8>,
+        message: Vec<u8>,
+    },
     /// Stop the thread.
     Stop,
 }
@@ -36,6 +43,7 @@ pub trait BusCore: Send + 'static {
     fn tick(&mut self, now_ms: u64, out: &mut Outbox);
     fn receive(&mut self, now_ms: u64, from: &EndpointAddr, message: &[u8], out: &mut Outbox);
     fn meet(&mut self, now_ms: u64, to: EndpointAddr, out: &mut Outbox);
+    fn publish(&mut self, shard: bool, channel: Vec<u8>, message: Vec<u8>, out: &mut Outbox);
 }
 
 /// Counters the loop keeps (INFO / tests).
@@ -68,6 +76,11 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
         for _ in 0..REQUESTS_PER_LOOP_MAX {
             match requests.try_recv() {
                 Ok(Request::Meet(to)) => core.meet(now_ms(), to, &mut out),
+                Ok(Request::Publish {
+                    shard,
+                    channel,
+                    message,
+                }) => core.publish(shard, channel, message, &mut out),
                 Ok(Request::Stop) | Err(TryRecvError::Disconnected) => return stats,
                 Err(TryRecvError::Empty) => break,
             }
