@@ -622,7 +622,10 @@ fn restore_payloads_are_capped_by_proto_max_bulk_len() {
             .arg(&payload)
             .query::<Value>(&mut c);
         let e = r.expect_err(name);
-        assert!(e.to_string().contains("invalid bulk length"), "{name}: {e}");
+        // Both servers answer the protocol error and close while the client may still be
+        // sending the rest of the payload: the client then sees the reset, not the reply.
+        let refused = e.to_string().contains("invalid bulk length") || e.is_io_error();
+        assert!(refused, "{name}: {e}");
     }
     assert_eq!(node.cli(&["EXISTS", "copy"]), "0");
     assert_eq!(node.cli(&["STRLEN", "big"]), big.len().to_string());
