@@ -33,7 +33,7 @@ pub enum BusStartError {
     Thread(std::io::Error),
 }
 
-/// The running bus: ask it to MEET, stop it on shutdown.
+/// The running bus: ask it to MEET, tell it of FORGET and RESET, stop it on shutdown.
 pub struct BusHandle {
     /// This node's bus address (what gossip tells others to reach us by).
     pub address: EndpointAddr,
@@ -54,6 +54,16 @@ impl BusHandle {
     /// Queues a MEET; false if the bus thread is gone.
     pub fn meet(&self, to: EndpointAddr) -> bool {
         self.requests.send(Request::Meet(to)).is_ok()
+    }
+
+    /// Tells the core a node was forgotten (it blacklists it); false if the thread is gone.
+    pub fn forget(&self, id: crate::cluster::NodeId, addr: String) -> bool {
+        self.requests.send(Request::Forget { id, addr }).is_ok()
+    }
+
+    /// Tells the core every other node was dropped; false if the thread is gone.
+    pub fn reset(&self) -> bool {
+        self.requests.send(Request::Reset).is_ok()
     }
 
     /// A sender for requests from other threads (the MEET lookups).
