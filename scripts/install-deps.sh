@@ -149,3 +149,10 @@ fi
 # Always check, not only after an install: an earlier install (ours or
 # someone else's) may have started the service.
 stop_system_redis
+
+# The cluster tests drive the Python `redis` package's RedisCluster (a real cluster-aware
+# client), installed from PyPI for the python3 that runs the tests.
+if ! python3 -c 'import redis.cluster' 2>/dev/null; then
+    log "installing the Python redis package from PyPI"
+    python3 -m pip install --quiet --disable-pip-version-check 'redis>=5,<9'
+fi

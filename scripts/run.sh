@@ -1,13 +1,52 @@
 #!/usr/bin/env bash
-# Runs the store: builds the node (release) and starts it in the foreground.
+# Runs the store: builds the node and operator (release) and starts a local cluster of three
+# primaries on 127.0.0.1:7000-7002 whose cluster bus runs on a software fabric (libfabric's
+# tcp provider), each also serving clients over that fabric on port+1000. Ctrl-C stops them.
 #
-#   scripts/run.sh [--option value ...]      e.g. scripts/run.sh --port 7000 --maxmemory 1gb
+#   scripts/run.sh                       the local cluster (redis-cli -c -p 7000, redis-cli --cluster check 127.0.0.1:7000)
+#   scripts/run.sh --standalone [opts]   one node on 127.0.0.1:6379 in the foreground; opts use
+#                                        redis.conf names, e.g. --maxmemory 1gb
 #
-# Defaults: port 6379 on loopback, data in .work/data. Options use redis.conf names and
-# override the defaults. Stop it with Ctrl-C (SIGINT) or `redis-cli -p PORT SHUTDOWN`.
+# Env: NODES (default 3), BASE_PORT (default 7000), FABRIC (default ofi:tcp; ofi:shm or verbs
+# where present). Data and logs go to .work/cluster/PORT/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cargo build --release -p node
-mkdir -p .work/data
-exec target/release/node --port 6379 --bind 127.0.0.1 --dir .work/data "$@"
+cargo build --release -p node -p operator
+
+if [[ "${1:-}" == "--standalone" ]]; then
+    shift
+    mkdir -p .work/data
+    exec target/release/node --port 6379 --bind 127.0.0.1 --dir .work/data "$@"
+fi
+
+NODES="${NODES:-3}"
+BASE_PORT="${BASE_PORT:-7000}"
+FABRIC="${FABRIC:-ofi:tcp}"
+pids=()
+stop() {
+    kill "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+}
+trap stop EXIT INT TERM
+
+addrs=()
+for ((i = 0; i < NODES; i++)); do
+    port=$((BASE_PORT + i))
+    dir=".work/cluster/$port"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    target/release/node --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" \
+        --cluster-enabled yes --cluster-secret "${CLUSTER_SECRET:-local-cluster}" \
+        --fabric-provider "$FABRIC" --rdma-port $((port + 1000)) --rdma-bind 127.0.0.1 \
+        2>"$dir/node.log" &
+    pids+=($!)
+    addrs+=("127.0.0.1:$port")
+done
+for a in "${addrs[@]}"; do
+    until redis-cli -p "${a##*:}" PING >/dev/null 2>&1; do sleep 0.1; done
+done
+target/release/operator cluster create "${addrs[@]}"
+target/release/operator cluster status "${addrs[0]}"
+echo "cluster up: redis-cli -c -p $BASE_PORT; logs in .work/cluster/*/node.log; Ctrl-C stops it"
+wait

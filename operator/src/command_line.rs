@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "operator",
     version,
-    about = "Client tools for the node: cli and bench"
+    about = "Client tools for the node: cli, bench and cluster"
 )]
 pub struct OperatorArgs {
     #[command(subcommand)]
@@ -22,6 +22,8 @@ pub enum OperatorCommand {
     Cli(crate::cli::CliArgs),
     /// A redis-benchmark-like load generator with HDR latency percentiles.
     Bench(crate::bench::BenchArgs),
+    /// Form a cluster of nodes or show its state.
+    Cluster(crate::cluster::ClusterArgs),
 }
 
 /// Runs the chosen subcommand.
@@ -29,6 +31,7 @@ pub fn run(args: OperatorArgs) -> ExitCode {
     match args.command {
         OperatorCommand::Cli(args) => crate::cli::run(args),
         OperatorCommand::Bench(args) => crate::bench::run(args),
+        OperatorCommand::Cluster(args) => crate::cluster::run(args),
     }
 }
 

@@ -55,12 +55,14 @@ fn a_new_node_has_an_identity_and_no_slots() {
     let shard = node.cli(&["CLUSTER", "MYSHARDID"]);
     assert!(is_hex_id(&shard) && shard != id, "{shard}");
     let port = node.port;
-    assert_eq!(
-        node.cli(&["CLUSTER", "NODES"]),
-        format!(
-            "{id} :{port}@{} myself,master - 0 0 0 connected",
-            port + 10000
-        )
+    // Redis's line, with the fabric address of the node's bus as an aux field after the
+    // (empty) hostname.
+    let nodes = node.cli(&["CLUSTER", "NODES"]);
+    let head = format!("{id} :{port}@{},,fabric-address=ofi/tcp/", port + 10000);
+    assert!(nodes.starts_with(&head), "{nodes}");
+    assert!(
+        nodes.ends_with(" myself,master - 0 0 0 connected"),
+        "{nodes}"
     );
     let info = node.cli(&["CLUSTER", "INFO"]);
     for line in [
@@ -236,6 +238,7 @@ fn a_full_node_serves_redis_cli_c_and_counts_keys_by_slot() {
         shards.contains("master") && shards.contains("online"),
         "{shards}"
     );
+    assert!(shards.contains("fabric-address\nofi:tcp:"), "{shards}");
     for flag in ["READONLY", "READWRITE", "ASKING"] {
         assert_eq!(node.cli(&[flag]), "OK");
     }

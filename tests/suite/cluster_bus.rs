@@ -90,6 +90,12 @@ fn redis_cli_creates_checks_and_uses_a_cluster_over_the_fabric_bus() {
         let view = n.cli(&["CLUSTER", "NODES"]);
         assert_eq!(view.lines().count(), 3, "{view}");
         assert!(view.lines().all(|l| l.contains(" connected")), "{view}");
+        assert!(
+            view.lines().all(|l| l.contains(",fabric-address=ofi/tcp/")),
+            "{view}"
+        );
+        let shards = n.cli(&["CLUSTER", "SHARDS"]);
+        assert_eq!(shards.matches("fabric-address").count(), 3, "{shards}");
     }
     // redis-cli -c follows MOVED across the three.
     for i in 0..30 {
@@ -121,6 +127,35 @@ fn redis_cli_creates_checks_and_uses_a_cluster_over_the_fabric_bus() {
     assert!(ok, "redis-benchmark --cluster failed:\n{text}");
     assert!(!text.to_lowercase().contains("error"), "{text}");
     assert!(text.contains("SET:") && text.contains("GET:"), "{text}");
+}
+
+/// PUBLISH on one node reaches subscribers on the others through the bus, as in Redis Cluster;
+/// the reply counts this node's receivers only.
+#[test]
+fn publish_reaches_subscribers_on_other_nodes() {
+    let nodes = create_cluster("pubsub");
+    let mut subscriber = nodes[2].client();
+    subscriber
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.subscribe("news").unwrap();
+    let deadline = Instant::now() + CONVERGE_DEADLINE;
+    loop {
+        // Receivers on the publishing node: none.
+        assert_eq!(nodes[0].cli(&["PUBLISH", "news", "hello from 0"]), "0");
+        match pubsub.get_message() {
+            Ok(m) => {
+                assert_eq!(m.get_channel_name(), "news");
+                assert_eq!(m.get_payload::<String>().unwrap(), "hello from 0");
+                break;
+            }
+            Err(e) if e.is_timeout() => {
+                assert!(Instant::now() < deadline, "no message arrived");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
 }
 
 #[test]
@@ -176,4 +211,120 @@ fn cluster_meet_rejects_bad_addresses_as_redis_does() {
     assert!(a
         .cli(&["CLUSTER", "MEET", "garbage"])
         .starts_with("ERR Invalid fabric address specified"));
+}
+
+/// `redis-cli --cluster reshard` moves 1000 slots (with their keys) while the Python `redis`
+/// package's RedisCluster writes and reads a key in every slot through pipelines: the client
+/// sees no error (redirects are followed inside it) and every key holds its last write.
+#[test]
+fn a_reshard_of_1000_slots_under_a_redis_py_cluster_load_loses_nothing() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let nodes = create_cluster("reshard");
+    let dir = tempfile::tempdir().unwrap();
+    let stop = dir.path().join("stop");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/cluster_load.py");
+    let mut load = Command::new("python3")
+        .args([script, &nodes[0].port.to_string(), stop.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/install-deps.sh installs the redis package)");
+    let mut stdout = BufReader::new(load.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    if first.trim() != "ready" {
+        let out = load.wait_with_output().unwrap();
+        panic!(
+            "the python load did not start: {first}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let from = nodes[0].cli(&["CLUSTER", "MYID"]);
+    let to = nodes[1].cli(&["CLUSTER", "MYID"]);
+    let (ok, text) = run(Command::new("redis-cli").args([
+        "--cluster",
+        "reshard",
+        &addr(&nodes[0]),
+        "--cluster-from",
+        &from,
+        "--cluster-to",
+        &to,
+        "--cluster-slots",
+        "1000",
+        "--cluster-yes",
+    ]));
+    assert!(ok, "reshard failed:\n{text}");
+    // The load goes on over the new layout for a while before it stops.
+    std::thread::sleep(Duration::from_secs(2));
+    std::fs::write(&stop, b"").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = load.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the python load saw failures: {rest}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(rest.contains("errors=0 wrong_at_end=0"), "{rest}");
+    let (ok, text) = run(Command::new("redis-cli").args(["--cluster", "check", &addr(&nodes[2])]));
+    assert!(
+        ok && !text.contains("[ERR]"),
+        "check after reshard:\n{text}"
+    );
+    let owned_by_to = nodes[2]
+        .cli(&["CLUSTER", "NODES"])
+        .lines()
+        .find(|l| l.starts_with(&to))
+        .map(|l| l.to_string())
+        .unwrap();
+    // 5461..10922 (5462 slots) plus the 1000 moved from node 0.
+    let count: usize = owned_by_to
+        .split_whitespace()
+        .skip(8)
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum();
+    assert_eq!(count, 6462, "{owned_by_to}");
+}
+
+/// `operator cluster create` forms the same cluster redis-cli would (checked by
+/// `redis-cli --cluster check`), and `operator cluster status` shows it with fabric addresses.
+#[test]
+fn operator_cluster_create_and_status() {
+    let nodes: Vec<Node> = (0..3).map(|_| cluster_node("op")).collect();
+    let addrs: Vec<String> = nodes.iter().map(addr).collect();
+    let mut args = vec!["cluster", "create"];
+    args.extend(addrs.iter().map(String::as_str));
+    let out = integration::operator(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("cluster of 3 nodes is ok"), "{text}");
+    let (ok, check) = run(Command::new("redis-cli").args(["--cluster", "check", &addrs[1]]));
+    assert!(
+        ok && check.contains("[OK] All 16384 slots covered."),
+        "{check}"
+    );
+    assert!(!check.contains("[ERR]"), "{check}");
+    let out = integration::operator(&["cluster", "status", &addrs[2]])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{status}");
+    assert!(status.starts_with("cluster_state: ok"), "{status}");
+    let rows: Vec<&str> = status.lines().skip(2).collect();
+    assert_eq!(rows.len(), 3, "{status}");
+    assert!(rows
+        .iter()
+        .all(|r| r.contains("ofi:tcp:") && r.contains("primary")));
+    // A node that is already in a cluster is refused.
+    let out = integration::operator(&args).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already knows other nodes"));
 }

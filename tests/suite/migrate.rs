@@ -248,6 +248,26 @@ fn restore_asking_and_foreign_payloads_as_redis() {
         t.run("", cli, &["RESTORE-ASKING", "y", "0"]);
         t.run("", cli, &["RESTORE", "y", "x", "garbage", "REPLACE"]);
         t.run("", cli, &["MIGRATE", "127.0.0.1", "1", "k", "0"]);
+        t.run(
+            "",
+            cli,
+            &[
+                "COMMAND", "GETKEYS", "MIGRATE", "h", "1", "k", "0", "5", "COPY",
+            ],
+        );
+        t.run(
+            "",
+            cli,
+            &[
+                "COMMAND", "GETKEYS", "MIGRATE", "h", "1", "", "0", "5", "AUTH", "keys", "KEYS",
+                "a", "b",
+            ],
+        );
+        t.run(
+            "",
+            cli,
+            &["COMMAND", "GETKEYS", "RESTORE-ASKING", "k", "0", "p"],
+        );
         t.lines
     };
     let ours = script(&|a: &[&str]| node.cli(a));
@@ -303,7 +323,10 @@ fn error_text(e: redis::RedisError) -> String {
 /// Two cluster nodes that know each other from their `nodes.conf`: A owns every slot, B
 /// none. Returns (A, B, A's id, B's id).
 fn two_node_cluster() -> (Node, Node, String, String) {
-    let (pa, pb) = (free_port(), free_port());
+    let (pa, pb) = (
+        integration::free_cluster_port(),
+        integration::free_cluster_port(),
+    );
     let (ida, idb) = ("a1".repeat(20), "b2".repeat(20));
     let conf = |a_is_me: bool| {
         let (fa, fb) = if a_is_me {
@@ -315,8 +338,8 @@ fn two_node_cluster() -> (Node, Node, String, String) {
             "{ida} 127.0.0.1:{pa}@{ca} {fa} - 0 0 1 connected 0-16383\n\
              {idb} 127.0.0.1:{pb}@{cb} {fb} - 0 0 2 connected\n\
              vars currentEpoch 2 lastVoteEpoch 0\n",
-            ca = free_port(),
-            cb = free_port(),
+            ca = pa + 10000,
+            cb = pb + 10000,
         )
     };
     let start = |port: u16, a_is_me: bool| {
@@ -327,7 +350,31 @@ fn two_node_cluster() -> (Node, Node, String, String) {
         std::fs::write(dir.path().join("nodes.conf"), conf(a_is_me)).expect("nodes.conf");
         Node::start_in_on_port(dir, port, &["--cluster-enabled", "yes"])
     };
-    (start(pa, true), start(pb, false), ida, idb)
+    let (a, b) = (start(pa, true), start(pb, false));
+    // The config files name each other without a fabric bus address: a MEET gives them one,
+    // after which both list the other as a connected primary with an address.
+    assert_eq!(
+        a.cli(&["CLUSTER", "MEET", "127.0.0.1", &pb.to_string()]),
+        "OK"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let linked = |n: &Node| {
+        let view = n.cli(&["CLUSTER", "NODES"]);
+        view.lines().count() == 2
+            && view
+                .lines()
+                .all(|l| l.contains(" connected") && !l.contains("noaddr"))
+    };
+    while !(linked(&a) && linked(&b)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the two nodes never linked: {}\n{}",
+            a.cli(&["CLUSTER", "NODES"]),
+            b.cli(&["CLUSTER", "NODES"])
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (a, b, ida, idb)
 }
 
 /// What `redis-cli --cluster reshard` does for one slot, by hand: the target IMPORTING, the
@@ -506,4 +553,105 @@ fn redis_cli_cluster_reshard_moves_slots_and_keys() {
     assert_eq!(a.cli(&["DBSIZE"]), on_a.to_string());
     let check = a.cli(&["--cluster", "check", &format!("127.0.0.1:{}", a.port)]);
     assert!(check.contains("[OK] All 16384 slots covered."), "{check}");
+}
+
+/// MIGRATE's passwords never reach SLOWLOG (Redis shows them as `(redacted)` too).
+#[test]
+fn migrate_passwords_are_redacted_in_the_slowlog() {
+    let (source, target) = (Node::start(&[]), Node::start(&["--requirepass", "s3cret"]));
+    let tp = target.port.to_string();
+    assert_eq!(
+        source.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        "OK"
+    );
+    assert_eq!(source.cli(&["SET", "k", "v"]), "OK");
+    assert_eq!(
+        source.cli(&[
+            "MIGRATE",
+            "127.0.0.1",
+            &tp,
+            "k",
+            "0",
+            "5000",
+            "AUTH2",
+            "default",
+            "s3cret"
+        ]),
+        "OK"
+    );
+    let log = source.cli(&["SLOWLOG", "GET", "2"]);
+    assert!(
+        log.contains("MIGRATE") && log.contains("(redacted)"),
+        "{log}"
+    );
+    assert!(!log.contains("s3cret") && !log.contains("default"), "{log}");
+}
+
+/// A RESTORE payload is one argument, so `proto-max-bulk-len` caps it before anything is
+/// decoded: over the limit the request is refused as a protocol error, as redis-server does.
+#[test]
+fn restore_payloads_are_capped_by_proto_max_bulk_len() {
+    let node = Node::start(&[]);
+    let redis = RedisServer::start(&[]);
+    // Incompressible (redis-server compresses DUMP strings with LZF).
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let big: Vec<u8> = (0..1536 * 1024)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect();
+    for (mut c, name) in [(node.client(), "node"), (redis.client(), "redis-server")] {
+        let _: () = redis::cmd("SET")
+            .arg("big")
+            .arg(&big)
+            .query(&mut c)
+            .unwrap();
+        let payload: Vec<u8> = redis::cmd("DUMP").arg("big").query(&mut c).unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("proto-max-bulk-len")
+            .arg("1mb")
+            .query(&mut c)
+            .unwrap();
+        let r = redis::cmd("RESTORE")
+            .arg("copy")
+            .arg(0)
+            .arg(&payload)
+            .query::<Value>(&mut c);
+        let e = r.expect_err(name);
+        assert!(e.to_string().contains("invalid bulk length"), "{name}: {e}");
+    }
+    assert_eq!(node.cli(&["EXISTS", "copy"]), "0");
+    assert_eq!(node.cli(&["STRLEN", "big"]), big.len().to_string());
+}
+
+/// With several io-threads, a MIGRATE waiting on a silent target does not stall the node's
+/// other clients (its worker hands them over before blocking); it still times out with
+/// Redis's IOERR and keeps the key.
+#[test]
+fn a_slow_migrate_leaves_other_clients_served_with_io_threads() {
+    let source = Node::start(&["--io-threads", "2"]);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    assert_eq!(source.cli(&["SET", "k", "v"]), "OK");
+    let started = std::time::Instant::now();
+    let migrate = std::thread::scope(|s| {
+        let running = s.spawn(|| source.cli(&["MIGRATE", "127.0.0.1", &port, "k", "0", "3000"]));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let pinged = std::time::Instant::now();
+        assert_eq!(source.cli(&["PING"]), "PONG");
+        assert!(
+            pinged.elapsed() < std::time::Duration::from_millis(1500),
+            "PING waited {:?}",
+            pinged.elapsed()
+        );
+        running.join().unwrap()
+    });
+    assert_eq!(migrate, "IOERR error or timeout reading to target instance");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(2900));
+    assert_eq!(source.cli(&["EXISTS", "k"]), "1");
+    drop(silent);
 }

@@ -6,7 +6,8 @@
 //! beside this binary). Env: `RXE_IP` (the rxe netdev's IPv4 address, default 10.11.12.13) and
 //! `GID_IDX` (default 1, the IPv4-mapped RoCE v2 GID).
 //!
-//! Modules: [`node_stream`] (a real node served over a verbs Stream), [`ring`] (the bus Ring
+//! Modules: [`node_stream`] (a real node served over a verbs Stream), [`node_cluster`] (three
+//! nodes forming a cluster whose bus runs on verbs UD), [`ring`] (the bus Ring
 //! between two processes), [`srq`] (RC connections sharing one receive pool), [`datagram`]
 //! (the bus Datagram framing over UD between two processes).
 //!
@@ -14,6 +15,7 @@
 //! hang into a failure, because the guest runs under emulation on a shared machine.
 
 mod datagram;
+mod node_cluster;
 mod node_stream;
 mod ring;
 mod srq;
@@ -52,6 +54,7 @@ const TESTS: &[Test] = &[
     ("srq_shared_receives", srq::test_srq_shared_receives),
     ("srq_connect_side", srq::test_srq_connect_side),
     ("node_stream", node_stream::test_node_stream),
+    ("node_cluster", node_cluster::test_node_cluster),
 ];
 
 fn main() -> ExitCode {

@@ -156,7 +156,7 @@ impl Client {
 }
 
 /// One RESP command as a multi-bulk request.
-fn encode(args: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn encode(args: &[&[u8]]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
@@ -167,7 +167,7 @@ fn encode(args: &[&[u8]]) -> Vec<u8> {
 }
 
 /// Length of the complete RESP2 reply at the start of `b`, or `None` if more bytes are needed.
-fn reply_len(b: &[u8]) -> R<Option<usize>> {
+pub(crate) fn reply_len(b: &[u8]) -> R<Option<usize>> {
     let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
         return Ok(None);
     };

@@ -1,7 +1,7 @@
-//! Cluster mode, the part that needs no network: identities, the topology (nodes, slot map,
-//! epochs), the operations that change it with Redis's checks, the config file, the replies
-//! that describe it, and the routing decision (serve, MOVED, ASK...). The bus, failure
-//! detection and the Raft-replicated topology build on these.
+//! Cluster mode: identities, the topology (nodes, slot map, epochs), the operations that
+//! change it with Redis's checks, the config file, the replies that describe it, the routing
+//! decision (serve, MOVED, ASK...), the gossip core and the Raft topology log (no I/O), and
+//! the bus transport that drives the gossip core over fabric datagrams.
 //!
 //! - [`id`]: 40-hex node and shard ids;
 //! - [`flags`], [`node`]: one node as seen from here;
@@ -14,7 +14,11 @@
 //! - [`persist`]: atomic writes of the config file;
 //! - [`routing`]: where a request is served;
 //! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands;
-//! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O.
+//! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O;
+//! - [`consensus`]: the topology as a Raft-replicated state machine (raft-rs), no I/O; not
+//!   yet driven by the running node;
+//! - [`transport`]: the bus thread (fabric datagrams), the bus-port rendezvous, CLUSTER MEET's
+//!   lookups, and the gossip driver.
 
 pub mod config_epoch;
 pub mod config_file;

@@ -17,6 +17,10 @@ use std::fmt::Write;
 /// keeps printing the link state.
 pub const BUS_ADDR_PREFIX: &str = "bus=";
 
+/// The aux field naming a node's fabric bus address in CLUSTER NODES (and the key of the
+/// same in CLUSTER SHARDS).
+pub const FABRIC_ADDR_KEY: &str = "fabric-address";
+
 /// Whether a line is for CLUSTER NODES or for the config file.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum LineKind {
@@ -28,6 +32,18 @@ pub enum LineKind {
 pub fn write_node_line(t: &Topology, node: &ClusterNode, kind: LineKind, out: &mut String) {
     let _ = write!(out, "{} {}:{}@{}", node.id, node.ip, node.port, node.cport);
     match kind {
+        // The fabric address goes after the hostname as an aux field (Redis 7.2's
+        // `,hostname,key=value` shape), with its ':' written as '/' and its ',' (verbs
+        // addresses have some) as ';': redis-benchmark takes the port after the field's last
+        // ':' (Redis's `@cport` then falls off in atoi), and aux fields are split at ','.
+        LineKind::Reply if !node.bus_addr.is_empty() => {
+            let _ = write!(
+                out,
+                ",{},{FABRIC_ADDR_KEY}={}",
+                node.hostname,
+                node.bus_addr.replace(':', "/").replace(',', ";")
+            );
+        }
         LineKind::Reply if !node.hostname.is_empty() => {
             let _ = write!(out, ",{}", node.hostname);
         }

@@ -80,7 +80,8 @@ pub fn shards(t: &Topology, reply: &mut Reply<'_>) {
 }
 
 fn shard_node(n: &ClusterNode, reply: &mut Reply<'_>) {
-    reply.map(if n.hostname.is_empty() { 7 } else { 8 });
+    let fields = 7 + usize::from(!n.hostname.is_empty()) + usize::from(!n.bus_addr.is_empty());
+    reply.map(fields);
     reply.bulk(b"id");
     reply.bulk(n.id.as_bytes());
     reply.bulk(b"port");
@@ -92,6 +93,10 @@ fn shard_node(n: &ClusterNode, reply: &mut Reply<'_>) {
     if !n.hostname.is_empty() {
         reply.bulk(b"hostname");
         reply.bulk(n.hostname.as_bytes());
+    }
+    if !n.bus_addr.is_empty() {
+        reply.bulk(super::nodes_text::FABRIC_ADDR_KEY.as_bytes());
+        reply.bulk(n.bus_addr.as_bytes());
     }
     reply.bulk(b"role");
     reply.bulk(if n.is_replica() {

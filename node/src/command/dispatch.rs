@@ -227,10 +227,28 @@ fn after(
             .slowlog_max_len
             .load(std::sync::atomic::Ordering::Relaxed) as usize;
         let name = client.shared.name.lock().clone().unwrap_or_default();
-        server
-            .slowlog
-            .record(micros, args, client.shared.peer.to_string(), name, max_len);
+        let shown = redacted(spec, args);
+        server.slowlog.record(
+            micros,
+            &shown,
+            client.shared.peer.to_string(),
+            name,
+            max_len,
+        );
     }
+}
+
+/// The arguments with the command's secrets replaced by `(redacted)`.
+fn redacted<'a>(spec: &CommandSpec, args: &[&'a [u8]]) -> SmallVec<[&'a [u8]; 8]> {
+    let mut shown: SmallVec<[&[u8]; 8]> = SmallVec::from_slice(args);
+    if let Some(secrets) = spec.secrets {
+        for i in secrets(args) {
+            if let Some(a) = shown.get_mut(i) {
+                *a = b"(redacted)";
+            }
+        }
+    }
+    shown
 }
 
 /// Locks the shards of the command's keys, all shards for whole-keyspace commands.

@@ -73,6 +73,9 @@ pub enum KeySpec {
 
 pub type Handler = fn(&mut Ctx<'_>, &[&[u8]]) -> CmdResult;
 
+/// Finds the argument indexes that hold secrets.
+pub type SecretPositions = fn(&[&[u8]]) -> smallvec::SmallVec<[usize; 2]>;
+
 pub struct CommandSpec {
     /// Lower-case name; `parent|sub` for subcommands.
     pub name: &'static str,
@@ -88,6 +91,9 @@ pub struct CommandSpec {
     /// Subcommands (CONFIG GET, CLIENT LIST...); when non-empty, `handler` is not called:
     /// the dispatcher picks the subcommand by the second argument.
     pub subcommands: &'static [CommandSpec],
+    /// Argument indexes holding secrets (MIGRATE's AUTH password), shown as `(redacted)`
+    /// wherever arguments are recorded (SLOWLOG), as Redis redacts them.
+    pub secrets: Option<SecretPositions>,
 }
 
 impl CommandSpec {
@@ -158,6 +164,7 @@ pub const fn command(
         summary,
         since: "1.0.0",
         subcommands: &[],
+        secrets: None,
     }
 }
 

@@ -49,6 +49,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         since: "2.6.0",
+        secrets: Some(migrate::secret_positions),
         ..command(
             "migrate",
             -6,

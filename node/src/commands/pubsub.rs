@@ -386,13 +386,26 @@ fn deliver(ctx: &mut Ctx<'_>, kind: Kind, channel: &[u8], message: &[u8]) -> usi
     receivers
 }
 
+/// In cluster mode the other nodes' subscribers get it through the bus (PUBLISH to every
+/// node, SPUBLISH to this node's shard), as Redis Cluster propagates it; the count is this
+/// node's receivers, as in Redis.
+fn propagate(ctx: &Ctx<'_>, shard: bool, channel: &[u8], message: &[u8]) {
+    if let Some(bus) = ctx.server.cluster.as_ref().and_then(|c| c.bus.get()) {
+        if !bus.publish(shard, channel, message) {
+            tracing::warn!("cluster bus behind: a PUBLISH was not propagated");
+        }
+    }
+}
+
 fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    propagate(ctx, false, args[1], args[2]);
     let n = deliver(ctx, Kind::Channel, args[1], args[2]);
     ctx.reply.integer(n as i64);
     Ok(())
 }
 
 fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    propagate(ctx, true, args[1], args[2]);
     let n = deliver(ctx, Kind::Shard, args[1], args[2]);
     ctx.reply.integer(n as i64);
     Ok(())

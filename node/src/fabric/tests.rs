@@ -185,6 +185,13 @@ fn a_stuck_poller_does_not_stop_new_clients() {
     let shard = crate::db::keyspace::shard_of_slot(proto::slot::key_slot(b"k"));
     let held = server.keyspace.lock_shard(shard);
     stuck.send(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    // Connect once the watchdog has judged the poller stuck: a client admitted before would
+    // be taken by the stuck poller, and its clients wait with it.
+    let until = Instant::now() + DEADLINE;
+    while Stats::get(&server.stats.fabric_poller_stalls) == 0 {
+        assert!(Instant::now() < until, "the watchdog never saw the stall");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut fresh = Client::connect(&host, l.local);
     fresh.call(b"PING\r\n", b"+PONG\r\n");
     drop(held);

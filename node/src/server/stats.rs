@@ -24,6 +24,8 @@ pub struct Stats {
     pub fabric_connected_clients: AtomicU64,
     pub fabric_protocol_errors: AtomicU64,
     pub fabric_rx_readvertised: AtomicU64,
+    /// Times the fabric watchdog found a polling thread stuck inside one call.
+    pub fabric_poller_stalls: AtomicU64,
 }
 
 impl Stats {

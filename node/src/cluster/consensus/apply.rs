@@ -11,7 +11,7 @@ use crate::cluster::id::NodeId;
 use crate::cluster::node::ClusterNode;
 use crate::cluster::ops::check_slots;
 use crate::cluster::slots::NodeIndex;
-use crate::cluster::topology::Topology;
+use crate::cluster::topology::{Topology, NODES_MAX};
 
 /// Why a committed entry changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -161,9 +161,15 @@ fn add_node(
     address: &NodeAddress,
 ) -> Result<(), ApplyError> {
     let known_to_log = t.consensus.nodes.contains(&id);
+    if !known_to_log && t.consensus.nodes.len() >= LOGGED_NODES_MAX {
+        return Err(ClusterError::TooManyNodes(LOGGED_NODES_MAX).into());
+    }
     let i = match t.index_of(&id) {
         Some(i) => i,
-        None => t.add_node(ClusterNode::new(id, shard))?,
+        None => {
+            make_room(t);
+            t.add_node(ClusterNode::new(id, shard))?
+        }
     };
     let node = &mut t.nodes[i as usize];
     if !known_to_log {
@@ -179,6 +185,24 @@ fn add_node(
     node.hostname.clone_from(&address.hostname);
     t.consensus.nodes.insert(id);
     Ok(())
+}
+
+/// Most nodes the log adds: one place in the table stays for myself, so whether an AddNode
+/// fits depends only on the log's own nodes, the same on every node.
+pub const LOGGED_NODES_MAX: usize = NODES_MAX - 1;
+
+/// Frees a table place if the table is full, by dropping a node only gossip knows: the log's
+/// nodes always fit (at most LOGGED_NODES_MAX of them, plus myself).
+pub(super) fn make_room(t: &mut Topology) {
+    if t.nodes.len() < NODES_MAX {
+        return;
+    }
+    let me = t.myself_index();
+    let evict = (0..t.nodes.len() as NodeIndex)
+        .find(|&i| i != me && !t.consensus.nodes.contains(&t.nodes[i as usize].id));
+    if let Some(i) = evict {
+        t.remove_node(i);
+    }
 }
 
 fn forget_node(t: &mut Topology, id: &NodeId) -> Result<(), ApplyError> {

@@ -344,3 +344,21 @@ fn bad_images_are_refused_with_typed_errors() {
         CodecError::TooLarge { .. }
     ));
 }
+
+/// Whether an AddNode fits depends on the log's nodes only: a table filled by gossip makes
+/// room by dropping gossip-only nodes.
+#[test]
+fn a_table_full_of_gossip_nodes_still_takes_the_logs_nodes() {
+    use crate::cluster::topology::NODES_MAX;
+    let mut t = lone(1);
+    let mut n = 0u32;
+    while t.nodes.len() < NODES_MAX {
+        let gossip = HexId::parse(format!("{:040x}", 0xabc000 + n).as_bytes()).unwrap();
+        t.add_node(ClusterNode::new(gossip, shard(1))).unwrap();
+        n += 1;
+    }
+    apply(&mut t, 1, &add(2)).unwrap();
+    assert_eq!(t.nodes.len(), NODES_MAX);
+    assert!(t.index_of(&id(2)).is_some());
+    assert_eq!(t.myself().id, id(1));
+}

@@ -2,9 +2,10 @@
 //! catches up without the compacted log. Only what the log decides is in it (nodes it added,
 //! their addresses, roles and epochs, the slot map); liveness and links stay local.
 
-use super::apply::ApplyError;
+use super::apply::{make_room, ApplyError, LOGGED_NODES_MAX};
 use super::codec::{CodecError, Reader, Writer};
 use super::command::{check_address, read_address, write_address, NodeAddress};
+use crate::cluster::error::ClusterError;
 use crate::cluster::flags::bit;
 use crate::cluster::id::{NodeId, ShardId};
 use crate::cluster::node::ClusterNode;
@@ -61,7 +62,7 @@ impl TopologyImage {
                 config_epoch: n.config_epoch,
             })
             .collect();
-        nodes.sort_by(|a, b| a.id.cmp(&b.id));
+        nodes.sort_by_key(|n| n.id);
         let position = |table_index: u16| {
             let id = t.nodes[table_index as usize].id;
             nodes.binary_search_by(|n| n.id.cmp(&id)).ok()
@@ -92,6 +93,9 @@ impl TopologyImage {
                 version,
             });
         }
+        if self.nodes.len() > LOGGED_NODES_MAX {
+            return Err(ClusterError::TooManyNodes(LOGGED_NODES_MAX).into());
+        }
         let keep: BTreeSet<NodeId> = self.nodes.iter().map(|n| n.id).collect();
         let gone: Vec<NodeId> = t
             .consensus
@@ -109,7 +113,10 @@ impl TopologyImage {
         for n in &self.nodes {
             let i = match t.index_of(&n.id) {
                 Some(i) => i,
-                None => t.add_node(ClusterNode::new(n.id, n.shard))?,
+                None => {
+                    make_room(t);
+                    t.add_node(ClusterNode::new(n.id, n.shard))?
+                }
             };
             let node = &mut t.nodes[i as usize];
             node.shard = n.shard;

@@ -45,6 +45,11 @@ pub const STEP_BYTES_MAX: usize = SNAPSHOT_BYTES_MAX + 64 * 1024;
 pub const BOOTSTRAP_INDEX: u64 = 1;
 const BOOTSTRAP_TERM: u64 = 1;
 
+/// Applied entries kept past the last snapshot before a new one is due. It bounds the log's
+/// memory (topology changes are rare and mostly small; the worst case is this many
+/// COMMAND_BYTES_MAX entries, under 100 MiB) while sparing a snapshot per change.
+pub const LOG_ENTRIES_MAX: u64 = 1000;
+
 /// Bytes of a proposal's context: the proposer's raft id and its sequence number.
 const CONTEXT_LEN: usize = 16;
 
@@ -270,8 +275,10 @@ impl TopologyLog {
             members: self.member_ids(&store.conf_state()),
             image: TopologyImage::capture(topology),
         };
-        let mut snapshot = Snapshot::default();
-        snapshot.data = payload.encode().map_err(LogError::Encode)?.into();
+        let mut snapshot = Snapshot {
+            data: payload.encode().map_err(LogError::Encode)?.into(),
+            ..Snapshot::default()
+        };
         let meta = snapshot.mut_metadata();
         meta.index = self.applied;
         meta.term = store.term(self.applied)?;
@@ -298,6 +305,8 @@ impl TopologyLog {
             }
         }
         self.redraw_if_needed();
+        out.snapshot_due = self.raw.store().take_wanted()
+            || self.applied.saturating_sub(self.snapshot_index()) > LOG_ENTRIES_MAX;
         let leader = (self.raw.raft.leader_id, self.raw.raft.term);
         if leader != self.leader_reported {
             self.leader_reported = leader;
@@ -492,59 +501,6 @@ impl TopologyLog {
     ) -> Result<T, LogError> {
         self.guarded(call)
     }
-
-    fn check_message(&self, from: &NodeId, bytes: &[u8]) -> Result<Message, LogError> {
-        if bytes.len() > STEP_BYTES_MAX {
-            return Err(LogError::MessageTooLarge {
-                len: bytes.len(),
-                max: STEP_BYTES_MAX,
-            });
-        }
-        let m =
-            Message::parse_from_bytes(bytes).map_err(|e| LogError::BadMessage(e.to_string()))?;
-        if m.to != self.raw.raft.id {
-            return Err(LogError::WrongRecipient { to: m.to });
-        }
-        if m.from != raft_id(from) || m.from == 0 {
-            return Err(LogError::SenderMismatch { claimed: m.from });
-        }
-        match m.get_msg_type() {
-            // Proposals enter through `propose` on the leader only; local kinds never travel.
-            t @ (MessageType::MsgPropose
-            | MessageType::MsgHup
-            | MessageType::MsgBeat
-            | MessageType::MsgUnreachable
-            | MessageType::MsgSnapStatus
-            | MessageType::MsgCheckQuorum
-            | MessageType::MsgReadIndex
-            | MessageType::MsgReadIndexResp) => {
-                return Err(LogError::UnexpectedMessage(format!("{t:?}")))
-            }
-            MessageType::MsgHeartbeat if m.commit > self.raw.raft.raft_log.last_index() => {
-                if m.term >= self.raw.raft.term {
-                    return Err(LogError::Inconsistent(format!(
-                        "heartbeat commits {} past our last index {}",
-                        m.commit,
-                        self.raw.raft.raft_log.last_index()
-                    )));
-                }
-            }
-            MessageType::MsgSnapshot => {
-                let snapshot = m.get_snapshot();
-                let payload =
-                    SnapshotPayload::decode(&snapshot.data).map_err(LogError::BadSnapshot)?;
-                let index = snapshot.get_metadata().index;
-                if payload.image.version != index {
-                    return Err(LogError::Inconsistent(format!(
-                        "snapshot at {index} holds an image of version {}",
-                        payload.image.version
-                    )));
-                }
-            }
-            _ => {}
-        }
-        Ok(m)
-    }
 }
 
 /// The snapshot every founding member starts from: the members and an empty topology.
@@ -559,8 +515,10 @@ fn bootstrap_snapshot(voters: &[NodeId], learners: &[NodeId]) -> Result<Snapshot
             ..TopologyImage::default()
         },
     };
-    let mut snapshot = Snapshot::default();
-    snapshot.data = payload.encode().map_err(LogError::Encode)?.into();
+    let mut snapshot = Snapshot {
+        data: payload.encode().map_err(LogError::Encode)?.into(),
+        ..Snapshot::default()
+    };
     let meta = snapshot.mut_metadata();
     meta.index = BOOTSTRAP_INDEX;
     meta.term = BOOTSTRAP_TERM;

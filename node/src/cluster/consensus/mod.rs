@@ -3,13 +3,28 @@
 //! changes in the same order and no slot has two owners in one topology version. No I/O:
 //! the log takes ticks and peer bytes and hands back bytes to send and entries to apply.
 //!
+//! A driver (the node's runtime, or the chaos simulator) runs each group member so:
+//!
+//! ```text
+//! every TICK_MS:         log.tick()
+//! bus RAFT message:      log.step(&sender, &bytes)        (errors: drop the message, log it)
+//! operator/failover:     log.propose(&command)            (NotLeader { leader } → redirect)
+//! after any of these:    let out = log.ready()?;
+//!                        send out.messages (opaque bytes, bus RAFT messages);
+//!                        out.apply_to(&mut topology);     (under the topology lock)
+//!                        if out.snapshot_due { log.compact(&topology)? }
+//! ```
+//!
+//! `topology.consensus.version` is the version gossip carries: equal versions mean equal
+//! replicated topologies.
+//!
 //! - [`codec`]: the explicit byte layout shared by commands and images;
 //! - [`command`]: [`TopologyCommand`], one per log entry;
-//! - [`apply`]: a committed command applied to a [`Topology`](super::Topology);
+//! - [`apply`](mod@apply): a committed command applied to a [`Topology`](super::Topology);
 //! - [`state`]: the log's bookkeeping inside the topology (version, nodes it added);
 //! - [`image`]: the replicated topology as one value, carried by snapshots;
 //! - [`log`]: [`TopologyLog`], the Raft group (raft-rs `RawNode`) that commits commands;
-//!   [`membership`] its conf changes, [`output`] what each turn hands back, [`storage`] and
+//!   [`membership`] its conf changes, [`peer_check`] its checks on peer bytes, [`output`] what each turn hands back, [`storage`] and
 //!   [`snapshot`] what it keeps, [`raft_id`] how node ids become raft ids,
 //!   [`slog_bridge`] raft's logging into tracing.
 
@@ -21,6 +36,7 @@ pub mod log;
 pub mod log_error;
 pub mod membership;
 pub mod output;
+pub mod peer_check;
 pub mod raft_id;
 pub mod slog_bridge;
 pub mod snapshot;
@@ -29,6 +45,10 @@ pub mod storage;
 
 #[cfg(test)]
 mod apply_tests;
+#[cfg(test)]
+mod log_tests;
+#[cfg(test)]
+mod sim;
 
 pub use apply::{apply, ApplyError};
 pub use codec::CodecError;

@@ -57,6 +57,10 @@ pub struct Output {
     pub applied: Option<u64>,
     pub leader: Option<LeaderChange>,
     pub membership: Vec<MembershipChange>,
+    /// Take a snapshot now ([`TopologyLog::compact`](super::TopologyLog::compact) with the
+    /// topology this output was applied to): a peer needs a fresher one, or the log holds
+    /// more than LOG_ENTRIES_MAX entries since the last.
+    pub snapshot_due: bool,
 }
 
 impl Output {
@@ -67,6 +71,7 @@ impl Output {
             && self.applied.is_none()
             && self.leader.is_none()
             && self.membership.is_empty()
+            && !self.snapshot_due
     }
 
     /// Installs the snapshot, applies the committed commands in order and moves the version

@@ -5,11 +5,15 @@
 use raft::prelude::{ConfState, Entry, Snapshot};
 use raft::storage::MemStorage;
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct TopologyStorage {
     pub mem: MemStorage,
     /// The latest snapshot (bootstrap, compaction or received); index 0 while none.
     snapshot: Snapshot,
+    /// Set when raft asked for a snapshot this one cannot serve (too old, or taken before
+    /// the peer joined): the application should take a fresh one (TopologyLog::compact).
+    wanted: AtomicBool,
 }
 
 impl TopologyStorage {
@@ -18,6 +22,7 @@ impl TopologyStorage {
         TopologyStorage {
             mem: MemStorage::new(),
             snapshot: Snapshot::default(),
+            wanted: AtomicBool::new(false),
         }
     }
 
@@ -25,7 +30,11 @@ impl TopologyStorage {
     pub fn from_snapshot(snapshot: Snapshot) -> Result<Self, raft::Error> {
         let mem = MemStorage::new();
         mem.wl().apply_snapshot(snapshot.clone())?;
-        Ok(TopologyStorage { mem, snapshot })
+        Ok(TopologyStorage {
+            mem,
+            snapshot,
+            wanted: AtomicBool::new(false),
+        })
     }
 
     /// Installs a snapshot received from the leader: it replaces the log and is what this
@@ -41,6 +50,11 @@ impl TopologyStorage {
         self.mem.wl().compact(snapshot.get_metadata().index)?;
         self.snapshot = snapshot;
         Ok(())
+    }
+
+    /// Whether raft asked for a snapshot newer than the one held, since the last call.
+    pub fn take_wanted(&self) -> bool {
+        self.wanted.swap(false, Ordering::Relaxed)
     }
 
     pub fn snapshot_index(&self) -> u64 {
@@ -85,9 +99,15 @@ impl Storage for TopologyStorage {
         self.mem.last_index()
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        let index = self.snapshot.get_metadata().index;
-        if index == 0 || index < request_index {
+    /// The held snapshot, when it can bring `to` up: raft refuses a snapshot whose
+    /// configuration lacks the receiver, so one taken before `to` joined will not do. Else
+    /// "temporarily unavailable" (raft retries later) and a fresh one is asked for.
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        let meta = self.snapshot.get_metadata();
+        let conf = meta.get_conf_state();
+        let knows_to = conf.get_voters().contains(&to) || conf.get_learners().contains(&to);
+        if meta.index == 0 || meta.index < request_index || !knows_to {
+            self.wanted.store(true, Ordering::Relaxed);
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));

@@ -5,10 +5,11 @@
 use super::runtime::{BusCore, Outbox};
 use crate::cluster::gossip::{Action, Event, Gossip, GossipSettings, Input};
 use crate::cluster::{Cluster, NodeId};
+use crate::server::pubsub::Kind;
 use crate::server::Server;
 use bus::EndpointAddr;
 use proto::bus::fragment::{fragment, Reassembler, ReassemblyLimits};
-use proto::bus::{envelope, Body};
+use proto::bus::{envelope, Body, Publish};
 use std::sync::Arc;
 
 pub struct GossipDriver {
@@ -56,15 +57,32 @@ impl GossipDriver {
                 Action::Send { to, msg } => self.send(&to, &msg, out),
                 Action::SaveConfig => save = true,
                 Action::Event(e) => log_event(&e),
-                Action::Deliver { from, body } => {
-                    tracing::debug!(%from, kind = body_kind(&body), "bus delivery not handled yet");
-                }
+                Action::Deliver { from, body } => self.deliver(from, body),
             }
         }
         if save {
             // Failures are logged by save(); the next change saves again.
             let _ = self.cluster().save();
         }
+    }
+
+    /// A message for this node's subscribers from another node (its PUBLISH/SPUBLISH).
+    fn deliver(&self, from: crate::cluster::NodeId, body: Body) {
+        let (kind, p) = match body {
+            Body::Publish(p) => (Kind::Channel, p),
+            Body::PublishShard(p) => (Kind::Shard, p),
+            other => {
+                tracing::debug!(%from, kind = body_kind(&other), "bus delivery not handled yet");
+                return;
+            }
+        };
+        self.server
+            .pubsub
+            .publish(kind, &p.channel, &p.message, &mut |sub, bytes| {
+                if !sub.client.is_killed() {
+                    sub.deliver(bytes);
+                }
+            });
     }
 
     fn send(&mut self, to: &str, msg: &proto::bus::BusMessage, out: &mut Outbox) {
@@ -136,6 +154,36 @@ impl BusCore for GossipDriver {
                 self.rejected += 1;
                 tracing::debug!(%from, error = %e, "dropped a bus message");
             }
+        }
+    }
+
+    fn publish(&mut self, shard: bool, channel: Vec<u8>, message: Vec<u8>, out: &mut Outbox) {
+        let (msg, targets) = {
+            let server = self.server.clone();
+            let cluster = server
+                .cluster
+                .as_ref()
+                .expect("the bus runs only in cluster mode");
+            let t = cluster.topology.read();
+            let my_shard = t.myself().shard;
+            let targets: Vec<String> = t
+                .nodes
+                .iter()
+                .filter(|n| !n.is_myself() && !n.bus_addr.is_empty())
+                .filter(|n| !n.flags.has(crate::cluster::flags::bit::HANDSHAKE))
+                .filter(|n| !shard || n.shard == my_shard)
+                .map(|n| n.bus_addr.clone())
+                .collect();
+            let p = Publish { channel, message };
+            let body = if shard {
+                Body::PublishShard(p)
+            } else {
+                Body::Publish(p)
+            };
+            (self.gossip.message(&t, body), targets)
+        };
+        for to in targets {
+            self.send(&to, &msg, out);
         }
     }
 

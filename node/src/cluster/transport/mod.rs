@@ -14,8 +14,12 @@ use bus::datagram::DatagramSocket;
 use bus::{EndpointAddr, EndpointConfig, Provider};
 use runtime::{BusCore, LoopStats, Request};
 use std::net::SocketAddr;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::thread::JoinHandle;
+
+/// Requests waiting for the bus thread (MEETs, PUBLISH propagation) before new ones are
+/// refused: the thread takes them every loop, so only a stalled thread fills this.
+pub const REQUESTS_MAX: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BusStartError {
@@ -40,7 +44,7 @@ pub struct BusHandle {
     pub provider: String,
     /// Tells the node its own ip as a peer saw it (MEET lookups call it too).
     pub local_ip_hook: Option<rendezvous::LocalIpHook>,
-    requests: Sender<Request>,
+    requests: SyncSender<Request>,
     thread: Option<JoinHandle<LoopStats>>,
     answerer: Option<rendezvous::Answerer>,
 }
@@ -51,23 +55,37 @@ impl BusHandle {
         self.answerer.as_ref().map(|a| a.local)
     }
 
-    /// Queues a MEET; false if the bus thread is gone.
+    /// Queues a MEET; false if the bus thread is gone or too far behind.
     pub fn meet(&self, to: EndpointAddr) -> bool {
-        self.requests.send(Request::Meet(to)).is_ok()
+        self.requests.try_send(Request::Meet(to)).is_ok()
     }
 
-    /// Tells the core a node was forgotten (it blacklists it); false if the thread is gone.
+    /// Hands a PUBLISH/SPUBLISH to the bus for the other nodes. When the bus thread is
+    /// [`REQUESTS_MAX`] requests behind, the message is not propagated (counted by the caller
+    /// from the `false`), rather than queued without bound.
+    pub fn publish(&self, shard: bool, channel: &[u8], message: &[u8]) -> bool {
+        let r = Request::Publish {
+            shard,
+            channel: channel.to_vec(),
+            message: message.to_vec(),
+        };
+        !matches!(self.requests.try_send(r), Err(TrySendError::Full(_)))
+    }
+
+    /// Tells the core a node was forgotten (it blacklists it); false if the thread is gone
+    /// or too far behind (the command path never waits for it).
     pub fn forget(&self, id: crate::cluster::NodeId, addr: String) -> bool {
-        self.requests.send(Request::Forget { id, addr }).is_ok()
+        self.requests.try_send(Request::Forget { id, addr }).is_ok()
     }
 
-    /// Tells the core every other node was dropped; false if the thread is gone.
+    /// Tells the core every other node was dropped; false if the thread is gone or too far
+    /// behind.
     pub fn reset(&self) -> bool {
-        self.requests.send(Request::Reset).is_ok()
+        self.requests.try_send(Request::Reset).is_ok()
     }
 
     /// A sender for requests from other threads (the MEET lookups).
-    pub fn requester(&self) -> Sender<Request> {
+    pub fn requester(&self) -> SyncSender<Request> {
         self.requests.clone()
     }
 
@@ -117,7 +135,7 @@ pub fn start<P: Provider, C: BusCore>(
         None => None,
     };
     let core = make_core(&address);
-    let (requests, incoming) = mpsc::channel();
+    let (requests, incoming) = mpsc::sync_channel(REQUESTS_MAX);
     let thread = std::thread::Builder::new()
         .name("node-cluster-bus".into())
         .spawn(move || runtime::run(socket, core, incoming))

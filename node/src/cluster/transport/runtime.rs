@@ -25,6 +25,13 @@ pub enum Request {
     Forget { id: NodeId, addr: String },
     /// CLUSTER RESET: the command dropped every other node; the core forgets their state.
     Reset,
+    /// PUBLISH (`shard` false: every node) or SPUBLISH (`shard` true: this node's shard),
+    /// for the other nodes' subscribers.
+    Publish {
+        shard: bool,
+        channel: Vec<u8>,
+        message: Vec<u8>,
+    },
     /// Stop the thread.
     Stop,
 }
@@ -46,6 +53,7 @@ pub trait BusCore: Send + 'static {
     fn forget(&mut self, _now_ms: u64, _id: NodeId, _addr: String, _out: &mut Outbox) {}
     /// CLUSTER RESET; cores without a node table ignore it.
     fn reset(&mut self, _now_ms: u64, _out: &mut Outbox) {}
+    fn publish(&mut self, shard: bool, channel: Vec<u8>, message: Vec<u8>, out: &mut Outbox);
 }
 
 /// Counters the loop keeps (INFO / tests).
@@ -80,6 +88,11 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
                 Ok(Request::Meet(to)) => core.meet(now_ms(), to, &mut out),
                 Ok(Request::Forget { id, addr }) => core.forget(now_ms(), id, addr, &mut out),
                 Ok(Request::Reset) => core.reset(now_ms(), &mut out),
+                Ok(Request::Publish {
+                    shard,
+                    channel,
+                    message,
+                }) => core.publish(shard, channel, message, &mut out),
                 Ok(Request::Stop) | Err(TryRecvError::Disconnected) => return stats,
                 Err(TryRecvError::Empty) => break,
             }

@@ -36,6 +36,7 @@ impl BusCore for Recorder {
     fn meet(&mut self, _now_ms: u64, to: EndpointAddr, out: &mut Outbox) {
         out.sends.push((to, b"hello".to_vec()));
     }
+    fn publish(&mut self, _shard: bool, _channel: Vec<u8>, _message: Vec<u8>, _out: &mut Outbox) {}
 }
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {

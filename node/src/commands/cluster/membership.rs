@@ -13,7 +13,9 @@ pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     // The request goes before the reply, and the bus thread takes requests before the
     // next messages it reads; handshakes gossip starts in between are dropped by the core.
     if let Some(bus) = c.bus.get() {
-        bus.forget(node.id, node.bus_addr);
+        if !bus.forget(node.id, node.bus_addr) {
+            tracing::warn!(id = %node.id, "CLUSTER FORGET: the bus thread is behind; no blacklist");
+        }
     }
     ctx.reply.ok();
     Ok(())
@@ -39,7 +41,9 @@ pub fn reset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.effects.dirty += removed;
     }
     if let Some(bus) = c.bus.get() {
-        bus.reset();
+        if !bus.reset() {
+            tracing::warn!("CLUSTER RESET: the bus thread is behind; it forgets peers later");
+        }
     }
     ctx.reply.ok();
     Ok(())

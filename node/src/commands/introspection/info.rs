@@ -314,6 +314,7 @@ fn fabric(s: &mut Section<'_>, server: &Server) {
         "fabric_rx_readvertised",
         Stats::get(&st.fabric_rx_readvertised),
     );
+    s.field("fabric_poller_stalls", Stats::get(&st.fabric_poller_stalls));
 }
 
 fn cpu(s: &mut Section<'_>) {

@@ -15,7 +15,8 @@
 //! the same atomicity Redis gets by blocking its event loop. On the default single-threaded
 //! runtime that blocks the node for the transfer, as Redis does; on a multi-threaded runtime
 //! the worker hands its other connections to the pool first (`block_in_place`), and only
-//! clients touching the locked shards wait. A MIGRATE to this node itself therefore waits for
+//! clients touching the locked shards wait (the cron's active expiry skips a busy shard
+//! rather than wait for it). A MIGRATE to this node itself therefore waits for
 //! its timeout and fails with IOERR, as it does in Redis.
 
 use crate::command::args::{self, is};
@@ -137,6 +138,24 @@ pub(super) fn key_positions(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
         i += 1;
     }
     (first..end).collect()
+}
+
+/// Where MIGRATE's secrets are: AUTH's password, AUTH2's username and password (up to KEYS,
+/// after which every argument is a key).
+pub(super) fn secret_positions(args: &[&[u8]]) -> SmallVec<[usize; 2]> {
+    let mut secrets = SmallVec::new();
+    let mut i = 6;
+    while i < args.len() && !is(args[i], "keys") {
+        if is(args[i], "auth") {
+            secrets.extend((i + 1..i + 2).filter(|&j| j < args.len()));
+            i += 1;
+        } else if is(args[i], "auth2") {
+            secrets.extend((i + 1..i + 3).filter(|&j| j < args.len()));
+            i += 2;
+        }
+        i += 1;
+    }
+    secrets
 }
 
 /// A key to send: its name, relative TTL in ms (0: none) and payload.
@@ -494,6 +513,22 @@ mod tests {
             [10]
         );
         assert!(positions("MIGRATE h 1 k 0 5 KEYS a").is_empty());
+    }
+
+    #[test]
+    fn secrets_are_auth_values_before_keys() {
+        let secrets = |line: &str| {
+            let owned = argv(line);
+            let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+            secret_positions(&args).to_vec()
+        };
+        assert_eq!(secrets("MIGRATE h 1 k 0 5 COPY AUTH pw"), [8]);
+        assert_eq!(secrets("MIGRATE h 1 k 0 5 AUTH2 u p REPLACE"), [7, 8]);
+        assert_eq!(
+            secrets("MIGRATE h 1 \"\" 0 5 KEYS auth x"),
+            Vec::<usize>::new()
+        );
+        assert_eq!(secrets("MIGRATE h 1 k 0 5 AUTH"), Vec::<usize>::new());
     }
 
     #[test]
