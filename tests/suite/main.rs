@@ -2,6 +2,7 @@
 //! node processes through the harness in `src/lib.rs`.
 
 mod cluster;
+mod cluster_admin;
 mod cluster_bus;
 mod connection;
 mod fabric;

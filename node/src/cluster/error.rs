@@ -42,4 +42,27 @@ pub enum ClusterError {
     TooManyNodes(usize),
     #[error("ERR node {0} is already known")]
     DuplicateNode(NodeId),
+    #[error("ERR Can't replicate myself")]
+    ReplicateMyself,
+    #[error("ERR I can only replicate a master, not a replica.")]
+    ReplicateReplica,
+    #[error("ERR To set a master the node must be empty and without assigned slots.")]
+    ReplicateNotEmpty,
+    /// CLUSTER REPLICAS of a replica.
+    #[error("ERR The specified node is not a master")]
+    NotAPrimary,
+    #[error("ERR I tried hard but I can't forget myself...")]
+    ForgetMyself,
+    #[error("ERR Can't forget my master!")]
+    ForgetMyPrimary,
+    #[error("ERR CLUSTER RESET can't be called with master nodes containing keys")]
+    ResetWithKeys,
+    #[error("ERR Invalid config epoch specified: {0}")]
+    InvalidConfigEpoch(i64),
+    #[error(
+        "ERR The user can assign a config epoch only when the node does not know any other node."
+    )]
+    ConfigEpochOthersKnown,
+    #[error("ERR Node config epoch is already non-zero")]
+    ConfigEpochNonZero,
 }

@@ -8,6 +8,8 @@
 //! - [`slots`]: the slot owner map and open-slot markers;
 //! - [`topology`]: the whole view, its state (ok/fail);
 //! - [`ops`], [`setslot`]: slot assignment commands as methods;
+//! - [`replicate`], [`forget`], [`reset`], [`config_epoch`]: REPLICATE/REPLICAS, FORGET,
+//!   RESET, BUMPEPOCH/SET-CONFIG-EPOCH as methods;
 //! - [`nodes_text`], [`config_file`], [`replies`]: CLUSTER NODES, nodes.conf, SLOTS/SHARDS/INFO;
 //! - [`persist`]: atomic writes of the config file;
 //! - [`routing`]: where a request is served;
@@ -18,10 +20,12 @@
 //! - [`transport`]: the bus thread (fabric datagrams), the bus-port rendezvous, CLUSTER MEET's
 //!   lookups, and the gossip driver.
 
+pub mod config_epoch;
 pub mod config_file;
 pub mod consensus;
 pub mod error;
 pub mod flags;
+pub mod forget;
 pub mod gossip;
 pub mod id;
 pub mod node;
@@ -29,7 +33,9 @@ pub mod nodes_text;
 pub mod ops;
 pub mod persist;
 pub mod redirect;
+pub mod replicate;
 pub mod replies;
+pub mod reset;
 pub mod routing;
 pub mod setslot;
 pub mod shared;

@@ -3,6 +3,7 @@
 //! SETSLOT) is written to the config file before the command answers.
 
 use super::error::ClusterError;
+use super::gossip::view::PeerView;
 use super::id::HexId;
 use super::node::{ClusterNode, LinkState};
 use super::persist::{self, LoadError};
@@ -37,6 +38,9 @@ pub struct Cluster {
     save_lock: Mutex<()>,
     /// The running cluster bus, set once when it is up.
     pub bus: std::sync::OnceLock<super::transport::BusHandle>,
+    /// The gossip core's per-node state as of its last tick (failure reports, links),
+    /// published by the bus thread for CLUSTER COUNT-FAILURE-REPORTS and LINKS.
+    pub peer_view: RwLock<PeerView>,
 }
 
 impl Cluster {
@@ -77,6 +81,7 @@ impl Cluster {
             config_path: path,
             save_lock: Mutex::new(()),
             bus: std::sync::OnceLock::new(),
+            peer_view: RwLock::new(PeerView::default()),
         })
     }
 

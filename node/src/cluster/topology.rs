@@ -137,6 +137,19 @@ impl Topology {
         NodeId::parse(arg).and_then(|id| self.index_of(&id))
     }
 
+    /// Looks a node up by a command argument as Redis 7.0.15's `clusterLookupNode` does:
+    /// ids are case-sensitive there, so an upper-case id is an unknown node. Errors with
+    /// `Unknown node <arg>`.
+    pub fn lookup_arg(&self, arg: &[u8]) -> Result<NodeIndex, ClusterError> {
+        let lower = arg
+            .iter()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase());
+        lower
+            .then(|| self.find(arg))
+            .flatten()
+            .ok_or_else(|| ClusterError::UnknownNode(String::from_utf8_lossy(arg).into_owned()))
+    }
+
     /// Adds a node learned by MEET, gossip or the config file.
     pub fn add_node(&mut self, node: ClusterNode) -> Result<NodeIndex, ClusterError> {
         if self.nodes.len() >= NODES_MAX {
@@ -166,6 +179,18 @@ impl Topology {
         }
         self.refresh_state();
         Some(node)
+    }
+
+    /// Drops every node but myself, and with them every slot owner and open-slot marker
+    /// (CLUSTER RESET); returns how many nodes were dropped.
+    pub fn keep_only_myself(&mut self) -> usize {
+        let me = self.nodes.swap_remove(self.myself as usize);
+        let dropped = self.nodes.len();
+        self.nodes = vec![me];
+        self.myself = 0;
+        self.slots = SlotMap::default();
+        self.refresh_state();
+        dropped
     }
 
     pub fn owner(&self, slot: u16) -> Option<&ClusterNode> {

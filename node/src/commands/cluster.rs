@@ -2,8 +2,12 @@
 //! Without `cluster-enabled yes` every one answers "This instance has cluster support
 //! disabled", after the arity check, as Redis does.
 
+mod bus_state;
+mod epochs;
 mod keys;
 mod meet;
+mod membership;
+mod replicas;
 mod slots;
 mod view;
 
@@ -159,6 +163,76 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         meet::meet,
         "Force a node cluster to handshake with another node",
     ),
+    sub(
+        "cluster|replicate",
+        3,
+        ADMIN_STALE,
+        replicas::replicate,
+        "Reconfigure a node as a replica of the specified master node",
+    ),
+    CommandSpec {
+        since: "5.0.0",
+        ..sub(
+            "cluster|replicas",
+            3,
+            ADMIN_STALE,
+            replicas::replicas,
+            "List replica nodes of the specified master node",
+        )
+    },
+    sub(
+        "cluster|slaves",
+        3,
+        ADMIN_STALE,
+        replicas::replicas,
+        "List replica nodes of the specified master node",
+    ),
+    sub(
+        "cluster|forget",
+        3,
+        ADMIN_STALE,
+        membership::forget,
+        "Remove a node from the nodes table",
+    ),
+    // ALL_KEYS (not shown by COMMAND): the key check and a replica's flush are atomic.
+    sub(
+        "cluster|reset",
+        -2,
+        ADMIN_STALE | NOSCRIPT | ALL_KEYS,
+        membership::reset,
+        "Reset a Redis Cluster node",
+    ),
+    sub(
+        "cluster|bumpepoch",
+        2,
+        ADMIN_STALE,
+        epochs::bumpepoch,
+        "Advance the cluster config epoch",
+    ),
+    sub(
+        "cluster|set-config-epoch",
+        3,
+        ADMIN_STALE,
+        epochs::set_config_epoch,
+        "Set the configuration epoch in a new node",
+    ),
+    sub(
+        "cluster|count-failure-reports",
+        3,
+        ADMIN_STALE,
+        bus_state::count_failure_reports,
+        "Return the number of failure reports active for a given node",
+    ),
+    CommandSpec {
+        since: "7.0.0",
+        ..sub(
+            "cluster|links",
+            2,
+            STALE,
+            bus_state::links,
+            "Returns a list of all TCP links to and from peer nodes in cluster",
+        )
+    },
     sub(
         "cluster|getkeysinslot",
         4,

@@ -59,6 +59,10 @@ impl Gossip {
             let since_data = now_ms.saturating_sub(data_received_ms);
             if ping_sent != 0 && now_ms.saturating_sub(ping_sent) > half && since_data > half {
                 t.nodes[i as usize].link = LinkState::Disconnected;
+                // Both "links" are down (Redis frees the TCP link here and makes a new one).
+                let peer = self.peer(id);
+                peer.link_to_since_ms = 0;
+                peer.link_from_since_ms = 0;
             }
             // Heartbeat when due, or a retry of a ping still unanswered.
             let due = ping_sent == 0 && now_ms.saturating_sub(pong_received) > half;

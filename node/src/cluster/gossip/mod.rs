@@ -10,22 +10,28 @@
 //! - `receive` says what each message does;
 //! - `cron` is the timer (pings, handshake timeouts, PFAIL);
 //! - `failure` turns failure reports into FAIL, and clears it;
-//! - `epochs` binds slots by config epoch, sends UPDATE, resolves epoch collisions.
+//! - `epochs` binds slots by config epoch, sends UPDATE, resolves epoch collisions;
+//! - [`blacklist`] keeps forgotten nodes from coming back through gossip (`forget`);
+//! - [`view`] is the copy of per-node state that commands read.
 
+pub mod blacklist;
 mod convert;
 mod cron;
 mod epochs;
 mod failure;
+mod forget;
 mod outgoing;
 pub mod peer;
 mod receive;
 pub mod settings;
+pub mod view;
 
 #[cfg(test)]
 mod tests;
 
 use super::id::NodeId;
 use super::topology::{Health, Topology};
+use blacklist::Blacklist;
 use peer::Peer;
 use proto::bus::{Body, BusMessage};
 use rand::rngs::StdRng;
@@ -44,6 +50,12 @@ pub enum Input {
     Receive { from: String, msg: Box<BusMessage> },
     /// `CLUSTER MEET` of a fabric bus address.
     Meet { addr: String },
+    /// `CLUSTER FORGET`: the node leaves the topology (if the command has not removed it
+    /// already) and gossip may not add it back for [`blacklist::BLACKLIST_TTL_MS`]; `addr`
+    /// is its bus address, where handshakes gossip started meanwhile are dropped.
+    Forget { id: NodeId, addr: String },
+    /// `CLUSTER RESET`: every other node is gone, and so is what was known about them.
+    Reset,
 }
 
 /// Something that happened, for the log.
@@ -91,6 +103,13 @@ pub enum Event {
     RoleChanged {
         id: NodeId,
     },
+    NodeForgotten {
+        id: NodeId,
+    },
+    /// A handshake gossip started reached a node forgotten less than a minute ago.
+    ForgottenNodeRefused {
+        id: NodeId,
+    },
     StateChanged(Health),
 }
 
@@ -117,6 +136,7 @@ pub struct Gossip {
     settings: GossipSettings,
     rng: StdRng,
     peers: HashMap<NodeId, Peer>,
+    blacklist: Blacklist,
     ticks: u64,
     out: Vec<Action>,
     save: bool,
@@ -131,6 +151,7 @@ impl Gossip {
             settings,
             rng: StdRng::seed_from_u64(seed),
             peers: HashMap::new(),
+            blacklist: Blacklist::default(),
             ticks: 0,
             out: Vec::new(),
             save: false,
@@ -162,6 +183,8 @@ impl Gossip {
             Input::Tick => self.tick(now_ms, t),
             Input::Receive { from, msg } => self.receive(now_ms, &from, *msg, t),
             Input::Meet { addr } => self.meet(now_ms, &addr, t),
+            Input::Forget { id, addr } => self.forget(now_ms, id, &addr, t),
+            Input::Reset => self.peers.clear(),
         }
         t.refresh_state();
         let state = t.state();

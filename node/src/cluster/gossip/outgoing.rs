@@ -167,7 +167,11 @@ impl Gossip {
                     node.ping_sent = now_ms;
                 }
                 let id = node.id;
-                self.peer(id).last_ping_send_ms = now_ms;
+                let peer = self.peer(id);
+                peer.last_ping_send_ms = now_ms;
+                if peer.link_to_since_ms == 0 {
+                    peer.link_to_since_ms = now_ms;
+                }
             }
         }
         self.send(t, addr, msg);

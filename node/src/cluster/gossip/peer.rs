@@ -27,6 +27,15 @@ pub struct Peer {
     pub topology_version: u64,
     /// One report per reporter, at most [`NODES_MAX`] (one per other node).
     pub fail_reports: Vec<FailReport>,
+    /// When the first ping since the node was last unreachable left (0: none): CLUSTER
+    /// LINKS's outbound link.
+    pub link_to_since_ms: u64,
+    /// When the first message since it was last unreachable arrived (0: none): the
+    /// inbound link.
+    pub link_from_since_ms: u64,
+    /// The handshake was started by CLUSTER MEET, not by gossip: it may bring back a
+    /// forgotten node (as in Redis, only gossip is held back by the blacklist).
+    pub met_by_command: bool,
 }
 
 impl Peer {
@@ -52,6 +61,14 @@ impl Peer {
 
     pub fn remove_report(&mut self, reporter: &NodeId) {
         self.fail_reports.retain(|r| r.reporter != *reporter);
+    }
+
+    /// Reports not older than `validity_ms`, without dropping the others.
+    pub fn valid_report_count(&self, now_ms: u64, validity_ms: u64) -> usize {
+        self.fail_reports
+            .iter()
+            .filter(|r| now_ms.saturating_sub(r.time_ms) <= validity_ms)
+            .count()
     }
 
     /// Drops reports older than `validity_ms`; returns how many remain.

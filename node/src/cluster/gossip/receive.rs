@@ -95,6 +95,9 @@ impl Gossip {
         }
         let peer = self.peer(id);
         peer.data_received_ms = now_ms;
+        if peer.link_from_since_ms == 0 {
+            peer.link_from_since_ms = now_ms;
+        }
         peer.topology_version = h.topology_version;
         if h.current_epoch > t.current_epoch {
             t.current_epoch = h.current_epoch;
@@ -139,8 +142,16 @@ impl Gossip {
         id: NodeId,
     ) -> Option<NodeIndex> {
         let i = handshake_at(t, from, h)?;
+        let old = t.nodes[i as usize].id;
+        let by_command = self.peers.get(&old).is_some_and(|p| p.met_by_command);
+        if !by_command && self.blacklist.contains(&id, now_ms) {
+            // Gossip that still named the node started this before FORGET reached us.
+            t.remove_node(i);
+            self.peers.remove(&old);
+            self.event(Event::ForgottenNodeRefused { id });
+            return None;
+        }
         let node = &mut t.nodes[i as usize];
-        let old = node.id;
         node.id = id;
         node.flags.set(bit::HANDSHAKE, false);
         node.flags.set(bit::MEET, false);
@@ -297,7 +308,12 @@ impl Gossip {
                     }
                 }
                 None => {
-                    if e.flags & bit::NOADDR as u32 == 0 && !addr.is_empty() {
+                    // A node forgotten less than a minute ago stays out (Redis's
+                    // blacklist), whoever still gossips about it.
+                    if e.flags & bit::NOADDR as u32 == 0
+                        && !addr.is_empty()
+                        && !self.blacklist.contains(&id, now_ms)
+                    {
                         self.start_handshake(now_ms, t, &addr);
                     }
                 }
@@ -307,19 +323,27 @@ impl Gossip {
 
     /// CLUSTER MEET: handshake with `addr` unless a node there is known or being met.
     pub(super) fn meet(&mut self, now_ms: u64, addr: &str, t: &mut Topology) {
-        self.start_handshake(now_ms, t, addr);
+        if let Some(id) = self.start_handshake(now_ms, t, addr) {
+            self.peer(id).met_by_command = true;
+        }
     }
 
-    pub(super) fn start_handshake(&mut self, now_ms: u64, t: &mut Topology, addr: &str) {
+    /// Starts a handshake with `addr`; returns the handshake node's made-up id.
+    pub(super) fn start_handshake(
+        &mut self,
+        now_ms: u64,
+        t: &mut Topology,
+        addr: &str,
+    ) -> Option<NodeId> {
         if addr.is_empty() || t.nodes.iter().any(|n| n.bus_addr == addr) {
-            return;
+            return None;
         }
         let id = NodeId::random(&mut self.rng);
         let mut node = ClusterNode::new(id, id);
         node.flags.set(bit::HANDSHAKE, true);
         node.flags.set(bit::MEET, true);
         node.bus_addr = addr.to_string();
-        let Ok(i) = t.add_node(node) else { return };
+        let i = t.add_node(node).ok()?;
         *self.peer(id) = super::peer::Peer {
             created_ms: now_ms,
             ..Default::default()
@@ -328,6 +352,7 @@ impl Gossip {
             addr: addr.to_string(),
         });
         self.send_ping(now_ms, t, addr, Some(i), PingKind::Meet);
+        Some(id)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::runtime::{BusCore, Outbox};
 use crate::cluster::gossip::{Action, Event, Gossip, GossipSettings, Input};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, NodeId};
 use crate::server::pubsub::Kind;
 use crate::server::Server;
 use bus::EndpointAddr;
@@ -114,6 +114,20 @@ impl BusCore for GossipDriver {
     fn tick(&mut self, now_ms: u64, out: &mut Outbox) {
         self.reassembler.expire(now_ms);
         self.step(now_ms, Input::Tick, out);
+        // Once per tick, not per message: the copy is O(nodes).
+        let view = {
+            let t = self.cluster().topology.read();
+            self.gossip.peer_view(now_ms, &t)
+        };
+        *self.cluster().peer_view.write() = view;
+    }
+
+    fn forget(&mut self, now_ms: u64, id: NodeId, addr: String, out: &mut Outbox) {
+        self.step(now_ms, Input::Forget { id, addr }, out);
+    }
+
+    fn reset(&mut self, now_ms: u64, out: &mut Outbox) {
+        self.step(now_ms, Input::Reset, out);
     }
 
     fn receive(&mut self, now_ms: u64, from: &EndpointAddr, datagram: &[u8], out: &mut Outbox) {

@@ -37,7 +37,7 @@ pub enum BusStartError {
     Thread(std::io::Error),
 }
 
-/// The running bus: ask it to MEET, stop it on shutdown.
+/// The running bus: ask it to MEET, tell it of FORGET and RESET, stop it on shutdown.
 pub struct BusHandle {
     /// This node's bus address (what gossip tells others to reach us by).
     pub address: EndpointAddr,
@@ -70,6 +70,18 @@ impl BusHandle {
             message: message.to_vec(),
         };
         !matches!(self.requests.try_send(r), Err(TrySendError::Full(_)))
+    }
+
+    /// Tells the core a node was forgotten (it blacklists it); false if the thread is gone
+    /// or too far behind (the command path never waits for it).
+    pub fn forget(&self, id: crate::cluster::NodeId, addr: String) -> bool {
+        self.requests.try_send(Request::Forget { id, addr }).is_ok()
+    }
+
+    /// Tells the core every other node was dropped; false if the thread is gone or too far
+    /// behind.
+    pub fn reset(&self) -> bool {
+        self.requests.try_send(Request::Reset).is_ok()
     }
 
     /// A sender for requests from other threads (the MEET lookups).

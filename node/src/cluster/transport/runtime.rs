@@ -1,7 +1,8 @@
 //! The bus thread: owns the fabric datagram socket, feeds the cluster core what arrives and
-//! what the node asks (MEET), ticks it, and sends what it says. The core does no I/O
+//! what the node asks (MEET, FORGET, RESET), ticks it, and sends what it says. The core does no I/O
 //! (DESIGN §3.1); this loop is its only contact with the fabric and the clock.
 
+use crate::cluster::id::NodeId;
 use bus::datagram::DatagramSocket;
 use bus::{DatagramEndpoint, EndpointAddr};
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -19,6 +20,11 @@ const RECV_PER_LOOP_MAX: usize = 256;
 pub enum Request {
     /// CLUSTER MEET: greet the node at this bus address.
     Meet(EndpointAddr),
+    /// CLUSTER FORGET: the command removed the node; the core blacklists it (and drops
+    /// handshakes toward `addr`, its bus address).
+    Forget { id: NodeId, addr: String },
+    /// CLUSTER RESET: the command dropped every other node; the core forgets their state.
+    Reset,
     /// PUBLISH (`shard` false: every node) or SPUBLISH (`shard` true: this node's shard),
     /// for the other nodes' subscribers.
     Publish {
@@ -43,6 +49,10 @@ pub trait BusCore: Send + 'static {
     fn tick(&mut self, now_ms: u64, out: &mut Outbox);
     fn receive(&mut self, now_ms: u64, from: &EndpointAddr, message: &[u8], out: &mut Outbox);
     fn meet(&mut self, now_ms: u64, to: EndpointAddr, out: &mut Outbox);
+    /// CLUSTER FORGET; cores without a node table ignore it.
+    fn forget(&mut self, _now_ms: u64, _id: NodeId, _addr: String, _out: &mut Outbox) {}
+    /// CLUSTER RESET; cores without a node table ignore it.
+    fn reset(&mut self, _now_ms: u64, _out: &mut Outbox) {}
     fn publish(&mut self, shard: bool, channel: Vec<u8>, message: Vec<u8>, out: &mut Outbox);
 }
 
@@ -76,6 +86,8 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
         for _ in 0..REQUESTS_PER_LOOP_MAX {
             match requests.try_recv() {
                 Ok(Request::Meet(to)) => core.meet(now_ms(), to, &mut out),
+                Ok(Request::Forget { id, addr }) => core.forget(now_ms(), id, addr, &mut out),
+                Ok(Request::Reset) => core.reset(now_ms(), &mut out),
                 Ok(Request::Publish {
                     shard,
                     channel,

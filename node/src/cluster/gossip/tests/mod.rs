@@ -1,3 +1,4 @@
+mod forget;
 mod harness;
 mod network;
 mod unit;

@@ -1,0 +1,50 @@
+//! CLUSTER FORGET and RESET: nodes leave this node's table. Both are saved before the
+//! reply, then the bus thread is told: FORGET so its gossip core blacklists the node for a
+//! minute, RESET so it drops what it knew of the others.
+
+use super::cluster;
+use crate::cluster::reset::ResetKind;
+use crate::command::{CmdError, CmdResult, Ctx};
+use rand::SeedableRng;
+
+pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let c = cluster(ctx)?;
+    let node = c.change(|t| t.forget(args[2]))?;
+    // The request goes before the reply, and the bus thread takes requests before the
+    // next messages it reads; handshakes gossip starts in between are dropped by the core.
+    if let Some(bus) = c.bus.get() {
+        if !bus.forget(node.id, node.bus_addr) {
+            tracing::warn!(id = %node.id, "CLUSTER FORGET: the bus thread is behind; no blacklist");
+        }
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// Declared ALL_KEYS: the key check and the flush of a replica's data see one state.
+pub fn reset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let c = cluster(ctx)?;
+    if args.len() > 3 {
+        return Err(CmdError::new(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
+            String::from_utf8_lossy(args[1])
+        )));
+    }
+    let kind = ResetKind::parse(args.get(2).copied()).ok_or(CmdError::Syntax)?;
+    let keys: usize = ctx.db.shards_mut().map(|(_, s)| s.keys).sum();
+    let mut rng = rand::rngs::StdRng::from_entropy();
+    let done = c.change(|t| t.reset(kind, keys, &mut rng))?;
+    if done.flush_data {
+        // A replica no longer follows anyone: its copy of the data goes, as in Redis.
+        let removed = ctx.db.clear_held() as u64;
+        ctx.server.watches.touch_all();
+        ctx.effects.dirty += removed;
+    }
+    if let Some(bus) = c.bus.get() {
+        if !bus.reset() {
+            tracing::warn!("CLUSTER RESET: the bus thread is behind; it forgets peers later");
+        }
+    }
+    ctx.reply.ok();
+    Ok(())
+}
