@@ -5,6 +5,7 @@ use crate::sim::Sim;
 use node::cluster::flags::bit;
 use node::cluster::id::NodeId;
 use node::cluster::Topology;
+use proto::slot::SLOT_COUNT;
 use std::collections::BTreeSet;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -91,38 +92,26 @@ pub fn no_double_claims(sim: &Sim) -> Result<(), ViolationKind> {
         .map(|i| (sim.nodes[i].topology.myself().config_epoch, i))
         .collect();
     claims.sort_unstable();
-    // Slot ranges are computed only for nodes that share an epoch (rare once epochs are
-    // unique), so the check costs little per step.
+    // Slots are scanned only for nodes that share an epoch (rare once collisions are
+    // resolved), so the check costs little per step.
     for group in claims.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
-        let owned: Vec<(usize, Vec<(u16, u16)>)> = group
-            .iter()
-            .map(|&(_, i)| {
+        let nodes: Vec<usize> = group.iter().map(|&(_, i)| i).collect();
+        for slot in 0..SLOT_COUNT as u16 {
+            let mut claimants = nodes.iter().filter(|&&i| {
                 let t = &sim.nodes[i].topology;
-                (i, t.slots.ranges_of(t.myself_index()))
-            })
-            .collect();
-        for (k, (a, ra)) in owned.iter().enumerate() {
-            for (b, rb) in &owned[k + 1..] {
-                if let Some(slot) = first_overlap(ra, rb) {
-                    return Err(ViolationKind::DoubleClaim {
-                        slot,
-                        epoch: group[0].0,
-                        a: sim.nodes[*a].id(),
-                        b: sim.nodes[*b].id(),
-                    });
-                }
+                t.slots.owner(slot) == Some(t.myself_index())
+            });
+            if let (Some(&a), Some(&b)) = (claimants.next(), claimants.next()) {
+                return Err(ViolationKind::DoubleClaim {
+                    slot,
+                    epoch: group[0].0,
+                    a: sim.nodes[a].id(),
+                    b: sim.nodes[b].id(),
+                });
             }
         }
     }
     Ok(())
-}
-
-fn first_overlap(a: &[(u16, u16)], b: &[(u16, u16)]) -> Option<u16> {
-    a.iter()
-        .flat_map(|&(s1, e1)| b.iter().map(move |&(s2, e2)| (s1.max(s2), e1.min(e2))))
-        .filter(|(s, e)| s <= e)
-        .map(|(s, _)| s)
-        .min()
 }
 
 /// The slot map as (start, end, owner id) runs: comparable across nodes, whose tables
@@ -153,6 +142,23 @@ pub fn node_set(t: &Topology) -> BTreeSet<NodeId> {
 /// may be known or not (a node that joined after one died never met it). `Err` says what
 /// differs.
 pub fn converged(sim: &Sim) -> Result<(), String> {
+    members_agree(sim)?;
+    let live: Vec<usize> = sim.live().collect();
+    let Some(&first) = live.first() else {
+        return Ok(());
+    };
+    let map0 = slot_map(&sim.nodes[first].topology);
+    for &i in &live {
+        if slot_map(&sim.nodes[i].topology) != map0 {
+            return Err(format!("node {i} has another slot map than node {first}"));
+        }
+    }
+    Ok(())
+}
+
+/// The membership part of [`converged`]: the same live members everywhere, nobody live
+/// suspected by a live node.
+pub fn members_agree(sim: &Sim) -> Result<(), String> {
     let live: Vec<usize> = sim.live().collect();
     let Some(&first) = live.first() else {
         return Ok(());
@@ -163,14 +169,11 @@ pub fn converged(sim: &Sim) -> Result<(), String> {
         .collect();
     let members = |t: &Topology| -> BTreeSet<NodeId> { &node_set(t) - &dead };
     let t0 = &sim.nodes[first].topology;
-    let (set0, map0) = (members(t0), slot_map(t0));
+    let set0 = members(t0);
     for &i in &live {
         let t = &sim.nodes[i].topology;
         if members(t) != set0 {
             return Err(format!("node {i} knows other nodes than node {first}"));
-        }
-        if slot_map(t) != map0 {
-            return Err(format!("node {i} has another slot map than node {first}"));
         }
         for &j in &live {
             let id = sim.nodes[j].id();
@@ -196,5 +199,5 @@ pub fn slots_without_live_owner(sim: &Sim, i: usize) -> usize {
         .filter(|&&(_, _, o)| live.contains(&t.nodes[o as usize].id))
         .map(|&(s, e, _)| (e - s) as usize + 1)
         .sum();
-    proto::slot::SLOT_COUNT - owned
+    SLOT_COUNT - owned
 }

@@ -7,9 +7,9 @@ use crate::sim::Sim;
 use rand::Rng;
 
 /// Chance per round (100 ms) that each kind of fault starts.
-const PARTITION_CHANCE: f64 = 0.02;
-const CRASH_CHANCE: f64 = 0.02;
-const STORM_CHANCE: f64 = 0.03;
+const PARTITION_CHANCE: f64 = 0.04;
+const CRASH_CHANCE: f64 = 0.04;
+const STORM_CHANCE: f64 = 0.05;
 /// Worst weather of a storm.
 const STORM_LOSS_MAX: f64 = 0.3;
 const STORM_DUPLICATE_MAX: f64 = 0.2;
@@ -57,7 +57,7 @@ impl Faults {
         if self.partition_until.is_none() && sim.chance(PARTITION_CHANCE) {
             let groups: Vec<u8> = (0..n).map(|_| sim.rng_mut().gen_range(0..2)).collect();
             sim.net.partition(groups);
-            self.partition_until = Some(now + sim.rng_mut().gen_range(500..8_000));
+            self.partition_until = Some(now + sim.rng_mut().gen_range(500..5_000));
             self.partitions += 1;
         }
         // A minority may be down at once, at least one node.
@@ -67,7 +67,7 @@ impl Faults {
             if !live.is_empty() {
                 let victim = live[sim.rng_mut().gen_range(0..live.len())];
                 sim.crash(victim);
-                let back = now + sim.rng_mut().gen_range(300..6_000);
+                let back = now + sim.rng_mut().gen_range(300..4_000);
                 self.down.push((victim, back));
                 self.crashes += 1;
             }

@@ -80,6 +80,26 @@ impl SlotMap {
         out
     }
 
+    /// Whether each of `nodes` node indexes owns at least one slot, and how many slots have
+    /// no owner in the table: one pass over the table, no allocation per run (the cluster state is
+    /// recomputed after every bus message).
+    pub fn census(&self, nodes: usize) -> (Vec<bool>, usize) {
+        let mut owns = vec![false; nodes];
+        let mut unassigned = 0;
+        for &o in self.owners.iter() {
+            match owns.get_mut(o as usize) {
+                Some(flag) => *flag = true,
+                None => unassigned += 1,
+            }
+        }
+        (owns, unassigned)
+    }
+
+    /// Whether `node` owns at least one slot (stops at the first).
+    pub fn owns_any(&self, node: NodeIndex) -> bool {
+        self.owners.contains(&node)
+    }
+
     /// Every maximal run of slots with one owner, in slot order: (start, end, owner).
     pub fn runs(&self) -> Vec<(u16, u16, NodeIndex)> {
         let mut out: Vec<(u16, u16, NodeIndex)> = Vec::new();
