@@ -16,4 +16,4 @@ pub mod scenario;
 pub mod sim;
 
 pub use checks::{Violation, ViolationKind};
-pub use scenario::{run_seed, replay_command, Report};
+pub use scenario::{replay_command, run_seed, Report};

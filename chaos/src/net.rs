@@ -71,7 +71,14 @@ impl Net {
     }
 
     /// Puts the datagrams of one message on the wire at `now`.
-    pub fn send(&mut self, rng: &mut StdRng, now: u64, from: usize, to: usize, parts: Vec<Vec<u8>>) {
+    pub fn send(
+        &mut self,
+        rng: &mut StdRng,
+        now: u64,
+        from: usize,
+        to: usize,
+        parts: Vec<Vec<u8>>,
+    ) {
         for bytes in parts {
             self.stats.sent += 1;
             if rng.gen_bool(self.weather.loss) {

@@ -180,11 +180,15 @@ impl Run {
         let fresh = self.sim.add_node();
         self.sim.meet(fresh, introducer);
         // Its slot map lacks the dead node's slots (nobody alive claims them): members only.
-        self.wait("fresh node joined", JOIN_LIMIT_MS, |sim| checks::members_agree(sim))?;
+        self.wait("fresh node joined", JOIN_LIMIT_MS, |sim| {
+            checks::members_agree(sim)
+        })?;
 
         let ranges = {
             let t = &self.sim.nodes[introducer].topology;
-            let k = t.index_of(&victim_id).expect("the introducer knows the victim");
+            let k = t
+                .index_of(&victim_id)
+                .expect("the introducer knows the victim");
             t.slots.ranges_of(k)
         };
         let epoch = self
@@ -281,4 +285,3 @@ fn all_slots_owned(sim: &Sim) -> Result<(), String> {
     }
     Ok(())
 }
-

@@ -4,7 +4,7 @@
 
 use crate::net::{Net, Weather};
 use node::cluster::config_file;
-use node::cluster::gossip::{Action, Event, Gossip, GossipSettings, Input, settings::TICK_MS};
+use node::cluster::gossip::{settings::TICK_MS, Action, Event, Gossip, GossipSettings, Input};
 use node::cluster::id::HexId;
 use node::cluster::node::ClusterNode;
 use node::cluster::Topology;

@@ -163,5 +163,8 @@ fn a_violation_says_how_to_replay() {
         },
     };
     let text = v.to_string();
-    assert!(text.contains("seed 4242") && text.contains("CHAOS_SEED=4242 cargo test"), "{text}");
+    assert!(
+        text.contains("seed 4242") && text.contains("CHAOS_SEED=4242 cargo test"),
+        "{text}"
+    );
 }

@@ -216,7 +216,11 @@ impl Topology {
         if self.settings.require_full_coverage {
             // Every slot assigned, and no owner of one failed.
             ok = unassigned == 0
-                && !self.nodes.iter().zip(&owns).any(|(n, &o)| o && n.is_failed());
+                && !self
+                    .nodes
+                    .iter()
+                    .zip(&owns)
+                    .any(|(n, &o)| o && n.is_failed());
         }
         if ok {
             let size = self
