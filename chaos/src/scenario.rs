@@ -97,7 +97,7 @@ impl Run {
         for i in 1..n {
             self.sim.meet(i, 0);
         }
-        self.wait("boot", BOOT_LIMIT_MS, |sim| checks::members_agree(sim))?;
+        self.wait("boot", BOOT_LIMIT_MS, checks::members_agree)?;
         self.split_slots();
         self.wait("slots spread", BOOT_LIMIT_MS, |sim| {
             checks::converged(sim)?;

@@ -61,7 +61,7 @@ impl TopologyImage {
                 config_epoch: n.config_epoch,
             })
             .collect();
-        nodes.sort_by(|a, b| a.id.cmp(&b.id));
+        nodes.sort_by_key(|n| n.id);
         let position = |table_index: u16| {
             let id = t.nodes[table_index as usize].id;
             nodes.binary_search_by(|n| n.id.cmp(&id)).ok()

@@ -270,8 +270,10 @@ impl TopologyLog {
             members: self.member_ids(&store.conf_state()),
             image: TopologyImage::capture(topology),
         };
-        let mut snapshot = Snapshot::default();
-        snapshot.data = payload.encode().map_err(LogError::Encode)?.into();
+        let mut snapshot = Snapshot {
+            data: payload.encode().map_err(LogError::Encode)?.into(),
+            ..Snapshot::default()
+        };
         let meta = snapshot.mut_metadata();
         meta.index = self.applied;
         meta.term = store.term(self.applied)?;
@@ -520,14 +522,15 @@ impl TopologyLog {
             | MessageType::MsgReadIndexResp) => {
                 return Err(LogError::UnexpectedMessage(format!("{t:?}")))
             }
-            MessageType::MsgHeartbeat if m.commit > self.raw.raft.raft_log.last_index() => {
-                if m.term >= self.raw.raft.term {
-                    return Err(LogError::Inconsistent(format!(
-                        "heartbeat commits {} past our last index {}",
-                        m.commit,
-                        self.raw.raft.raft_log.last_index()
-                    )));
-                }
+            MessageType::MsgHeartbeat
+                if m.commit > self.raw.raft.raft_log.last_index()
+                    && m.term >= self.raw.raft.term =>
+            {
+                return Err(LogError::Inconsistent(format!(
+                    "heartbeat commits {} past our last index {}",
+                    m.commit,
+                    self.raw.raft.raft_log.last_index()
+                )));
             }
             MessageType::MsgSnapshot => {
                 let snapshot = m.get_snapshot();
@@ -559,8 +562,10 @@ fn bootstrap_snapshot(voters: &[NodeId], learners: &[NodeId]) -> Result<Snapshot
             ..TopologyImage::default()
         },
     };
-    let mut snapshot = Snapshot::default();
-    snapshot.data = payload.encode().map_err(LogError::Encode)?.into();
+    let mut snapshot = Snapshot {
+        data: payload.encode().map_err(LogError::Encode)?.into(),
+        ..Snapshot::default()
+    };
     let meta = snapshot.mut_metadata();
     meta.index = BOOTSTRAP_INDEX;
     meta.term = BOOTSTRAP_TERM;
