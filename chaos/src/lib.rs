@@ -1,4 +1,19 @@
-//! Fault injection (DESIGN §2, §3.1): seeded simulation of many nodes on the `sim` fabric and
-//! process-level chaos (kill -9, pause, partitions) with checkers.
+//! Fault injection (DESIGN §2, §3.1): a seeded, deterministic simulation of a cluster of
+//! gossip cores in one process, with checkers.
 //!
-//! Empty for now: the cluster and replication issues bring the state machines it drives.
+//! - [`net`]: the simulated network: virtual time, per-datagram delay, loss, duplication and
+//!   reordering, partitions; every message sealed, fragmented, reassembled and opened;
+//! - [`sim`]: the nodes (topology + gossip core), crashes and restarts from the saved
+//!   config file, the step loop and the trace hash;
+//! - [`faults`]: the seeded fault schedule;
+//! - [`checks`]: the invariants, run after every step;
+//! - [`scenario`]: one run from a seed, [`run_seed`].
+
+pub mod checks;
+pub mod faults;
+pub mod net;
+pub mod scenario;
+pub mod sim;
+
+pub use checks::{Violation, ViolationKind};
+pub use scenario::{replay_command, run_seed, Report};

@@ -66,18 +66,40 @@ impl SlotMap {
 
     /// Slots owned by `node`, as inclusive ranges in slot order.
     pub fn ranges_of(&self, node: NodeIndex) -> Vec<(u16, u16)> {
+        // Skips to each run with `position` (a tight scan): every bus message sent or
+        // received asks this once.
         let mut out: Vec<(u16, u16)> = Vec::new();
-        for (slot, &o) in self.owners.iter().enumerate() {
-            if o != node {
-                continue;
-            }
-            let slot = slot as u16;
-            match out.last_mut() {
-                Some(last) if last.1 + 1 == slot => last.1 = slot,
-                _ => out.push((slot, slot)),
-            }
+        let mut at = 0;
+        while let Some(skip) = self.owners[at..].iter().position(|&o| o == node) {
+            let start = at + skip;
+            let len = self.owners[start..]
+                .iter()
+                .position(|&o| o != node)
+                .unwrap_or(self.owners.len() - start);
+            out.push((start as u16, (start + len - 1) as u16));
+            at = start + len;
         }
         out
+    }
+
+    /// Whether each of `nodes` node indexes owns at least one slot, and how many slots have
+    /// no owner in the table: one pass over the table, no allocation per run (the cluster state is
+    /// recomputed after every bus message).
+    pub fn census(&self, nodes: usize) -> (Vec<bool>, usize) {
+        let mut owns = vec![false; nodes];
+        let mut unassigned = 0;
+        for &o in self.owners.iter() {
+            match owns.get_mut(o as usize) {
+                Some(flag) => *flag = true,
+                None => unassigned += 1,
+            }
+        }
+        (owns, unassigned)
+    }
+
+    /// Whether `node` owns at least one slot (stops at the first).
+    pub fn owns_any(&self, node: NodeIndex) -> bool {
+        self.owners.contains(&node)
     }
 
     /// Every maximal run of slots with one owner, in slot order: (start, end, owner).
@@ -137,6 +159,14 @@ mod tests {
             vec![(0, 2, 3), (3, 3, 1), (5, 5, 3), (16383, 16383, 3)]
         );
         assert_eq!(m.assigned(), 6);
+        assert_eq!(m.ranges_of(1), vec![(3, 3)]);
+        assert_eq!(m.ranges_of(7), vec![]);
+        assert!(m.owns_any(1) && m.owns_any(3) && !m.owns_any(0));
+        // Node 7 is past a 4-node table: its (none) slots count with the unassigned.
+        assert_eq!(m.census(4), (vec![false, true, false, true], 16384 - 6));
+        m.set_owner(9, Some(7));
+        assert_eq!(m.census(4).1, 16384 - 6);
+        m.set_owner(9, None);
         m.forget_index(1);
         assert_eq!(m.owner(3), None);
         assert_eq!(m.owner(0), Some(2));

@@ -218,12 +218,7 @@ impl Topology {
 
     /// Primaries owning at least one slot (`cluster_size`).
     pub fn size(&self) -> usize {
-        let mut owns = vec![false; self.nodes.len()];
-        for (_, _, o) in self.slots.runs() {
-            if let Some(flag) = owns.get_mut(o as usize) {
-                *flag = true;
-            }
-        }
+        let (owns, _) = self.slots.census(self.nodes.len());
         self.nodes
             .iter()
             .zip(owns)
@@ -238,31 +233,32 @@ impl Topology {
     /// Recomputes the cluster state (Redis's `clusterUpdateState`): down when a slot is
     /// unserved under full coverage, or when a majority of slot-owning primaries is failing.
     pub fn refresh_state(&mut self) {
+        // One pass over the slots serves coverage and both counts: this runs after every
+        // bus message.
+        let (owns, unassigned) = self.slots.census(self.nodes.len());
+        let owning = |n: &ClusterNode, owns: bool| owns && n.is_primary();
         let mut ok = true;
         if self.settings.require_full_coverage {
-            for slot in 0..proto::slot::SLOT_COUNT as u16 {
-                match self.owner(slot) {
-                    Some(n) if !n.is_failed() => {}
-                    _ => {
-                        ok = false;
-                        break;
-                    }
-                }
-            }
+            // Every slot assigned, and no owner of one failed.
+            ok = unassigned == 0
+                && !self
+                    .nodes
+                    .iter()
+                    .zip(&owns)
+                    .any(|(n, &o)| o && n.is_failed());
         }
         if ok {
-            let size = self.size();
-            let mut owns = vec![false; self.nodes.len()];
-            for (_, _, o) in self.slots.runs() {
-                if let Some(flag) = owns.get_mut(o as usize) {
-                    *flag = true;
-                }
-            }
+            let size = self
+                .nodes
+                .iter()
+                .zip(&owns)
+                .filter(|(n, &owns)| owning(n, owns))
+                .count();
             let reachable = self
                 .nodes
                 .iter()
-                .zip(owns)
-                .filter(|(n, owns)| *owns && n.is_primary() && !n.is_failing())
+                .zip(&owns)
+                .filter(|(n, &owns)| owning(n, owns) && !n.is_failing())
                 .count();
             // A majority: at least size / 2 + 1 reachable.
             ok = reachable > size / 2;

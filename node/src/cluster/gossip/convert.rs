@@ -49,16 +49,10 @@ pub fn same_slots(a: &[SlotRange], b: &[SlotRange]) -> bool {
 
 /// Whether each node owns at least one slot, by index.
 pub fn owners(t: &Topology) -> Vec<bool> {
-    let mut owns = vec![false; t.nodes.len()];
-    for (_, _, o) in t.slots.runs() {
-        if let Some(flag) = owns.get_mut(o as usize) {
-            *flag = true;
-        }
-    }
-    owns
+    t.slots.census(t.nodes.len()).0
 }
 
 /// A primary owning slots: its failure reports count (Redis's voting primary).
 pub fn is_voting(t: &Topology, index: NodeIndex) -> bool {
-    t.node(index).is_some_and(|n| n.is_primary()) && !t.slots.ranges_of(index).is_empty()
+    t.node(index).is_some_and(|n| n.is_primary()) && t.slots.owns_any(index)
 }

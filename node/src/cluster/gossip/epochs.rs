@@ -49,7 +49,7 @@ impl Gossip {
         ranges: &[SlotRange],
     ) {
         let me = t.myself_index();
-        let i_had_slots = t.myself().is_primary() && !t.slots.ranges_of(me).is_empty();
+        let i_had_slots = t.myself().is_primary() && t.slots.owns_any(me);
         let mut moved = 0usize;
         let mut took_mine = false;
         for slot in each_slot(ranges) {
@@ -76,7 +76,7 @@ impl Gossip {
             owner,
             count: moved,
         });
-        if i_had_slots && took_mine && t.slots.ranges_of(me).is_empty() {
+        if i_had_slots && took_mine && !t.slots.owns_any(me) {
             let myself = t.myself_mut();
             myself.flags.set(bit::MASTER, false);
             myself.flags.set(bit::SLAVE, true);

@@ -57,7 +57,7 @@ impl Gossip {
             return;
         }
         let id = node.id;
-        let owns_slots = node.is_primary() && !t.slots.ranges_of(i).is_empty();
+        let owns_slots = node.is_primary() && t.slots.owns_any(i);
         if owns_slots {
             let failed_for = now_ms.saturating_sub(self.peer(id).fail_time_ms);
             if failed_for <= self.settings.fail_undo_ms() {

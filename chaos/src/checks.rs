@@ -1,0 +1,203 @@
+//! The invariants. [`Checker::after_step`] runs after every simulation round; the
+//! convergence checks run when the scenario waits for the cluster to settle.
+
+use crate::sim::Sim;
+use node::cluster::flags::bit;
+use node::cluster::id::NodeId;
+use node::cluster::Topology;
+use proto::slot::SLOT_COUNT;
+use std::collections::BTreeSet;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ViolationKind {
+    /// Two nodes claim one slot with the same config epoch: no rule can decide between
+    /// them, so parts of the cluster may route the slot differently for good.
+    #[error("slot {slot} claimed by {a} and {b}, both at config epoch {epoch}")]
+    DoubleClaim {
+        slot: u16,
+        epoch: u64,
+        a: NodeId,
+        b: NodeId,
+    },
+    /// An epoch a node has used went back (typically: not saved before a crash).
+    #[error("node {node}: {what} went back from {from} to {to}")]
+    EpochWentBack {
+        node: NodeId,
+        what: &'static str,
+        from: u64,
+        to: u64,
+    },
+    #[error("no convergence within {limit_ms} ms ({phase}): {detail}")]
+    NoConvergence {
+        phase: &'static str,
+        limit_ms: u64,
+        detail: String,
+    },
+    #[error("restart of {node} failed: {reason}")]
+    RestartFailed { node: NodeId, reason: String },
+}
+
+/// A failed run: what broke, when, and how to replay it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("seed {seed} at {at_ms} ms: {kind}\n  replay: {}", crate::replay_command(*.seed))]
+pub struct Violation {
+    pub seed: u64,
+    pub at_ms: u64,
+    pub kind: ViolationKind,
+}
+
+/// Keeps what the checks compare across steps (the epochs each node has used).
+#[derive(Default)]
+pub struct Checker {
+    /// Per node: (current epoch, own config epoch) seen so far.
+    epochs: Vec<(u64, u64)>,
+}
+
+impl Checker {
+    pub fn after_step(&mut self, sim: &Sim) -> Result<(), ViolationKind> {
+        no_double_claims(sim)?;
+        self.epochs_never_go_back(sim)
+    }
+
+    fn epochs_never_go_back(&mut self, sim: &Sim) -> Result<(), ViolationKind> {
+        self.epochs.resize(sim.nodes.len(), (0, 0));
+        for i in sim.live() {
+            let t = &sim.nodes[i].topology;
+            let now = (t.current_epoch, t.myself().config_epoch);
+            let (was_current, was_config) = self.epochs[i];
+            let went_back = |what, from, to| ViolationKind::EpochWentBack {
+                node: sim.nodes[i].id(),
+                what,
+                from,
+                to,
+            };
+            if now.0 < was_current {
+                return Err(went_back("current epoch", was_current, now.0));
+            }
+            if now.1 < was_config {
+                return Err(went_back("config epoch", was_config, now.1));
+            }
+            self.epochs[i] = now;
+        }
+        Ok(())
+    }
+}
+
+/// What a live primary says it serves (what its headers carry): its slots at its config
+/// epoch. No two such claims may share a slot and an epoch.
+pub fn no_double_claims(sim: &Sim) -> Result<(), ViolationKind> {
+    let mut claims: Vec<(u64, usize)> = sim
+        .live()
+        .filter(|&i| sim.nodes[i].topology.myself().is_primary())
+        .map(|i| (sim.nodes[i].topology.myself().config_epoch, i))
+        .collect();
+    claims.sort_unstable();
+    // Slots are scanned only for nodes that share an epoch (rare once collisions are
+    // resolved), so the check costs little per step.
+    for group in claims.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
+        let nodes: Vec<usize> = group.iter().map(|&(_, i)| i).collect();
+        for slot in 0..SLOT_COUNT as u16 {
+            let mut claimants = nodes.iter().filter(|&&i| {
+                let t = &sim.nodes[i].topology;
+                t.slots.owner(slot) == Some(t.myself_index())
+            });
+            if let (Some(&a), Some(&b)) = (claimants.next(), claimants.next()) {
+                return Err(ViolationKind::DoubleClaim {
+                    slot,
+                    epoch: group[0].0,
+                    a: sim.nodes[a].id(),
+                    b: sim.nodes[b].id(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The slot map as (start, end, owner id) runs: comparable across nodes, whose tables
+/// index nodes differently.
+pub fn slot_map(t: &Topology) -> Vec<(u16, u16, NodeId)> {
+    let mut out: Vec<(u16, u16, NodeId)> = Vec::new();
+    for (start, end, owner) in t.slots.runs() {
+        let id = t.nodes[owner as usize].id;
+        match out.last_mut() {
+            Some(last) if last.2 == id && last.1 + 1 == start => last.1 = end,
+            _ => out.push((start, end, id)),
+        }
+    }
+    out
+}
+
+/// Members this node knows (handshakes excluded).
+pub fn node_set(t: &Topology) -> BTreeSet<NodeId> {
+    t.nodes
+        .iter()
+        .filter(|n| !n.flags.has(bit::HANDSHAKE))
+        .map(|n| n.id)
+        .collect()
+}
+
+/// Whether every live node (all mutually reachable) holds the same node set, containing
+/// every live node, and the same slot map, with no live node suspecting another. Dead nodes
+/// may be known or not (a node that joined after one died never met it). `Err` says what
+/// differs.
+pub fn converged(sim: &Sim) -> Result<(), String> {
+    members_agree(sim)?;
+    let live: Vec<usize> = sim.live().collect();
+    let Some(&first) = live.first() else {
+        return Ok(());
+    };
+    let map0 = slot_map(&sim.nodes[first].topology);
+    for &i in &live {
+        if slot_map(&sim.nodes[i].topology) != map0 {
+            return Err(format!("node {i} has another slot map than node {first}"));
+        }
+    }
+    Ok(())
+}
+
+/// The membership part of [`converged`]: the same live members everywhere, nobody live
+/// suspected by a live node.
+pub fn members_agree(sim: &Sim) -> Result<(), String> {
+    let live: Vec<usize> = sim.live().collect();
+    let Some(&first) = live.first() else {
+        return Ok(());
+    };
+    let dead: BTreeSet<NodeId> = (0..sim.nodes.len())
+        .filter(|&i| !sim.nodes[i].alive)
+        .map(|i| sim.nodes[i].id())
+        .collect();
+    let members = |t: &Topology| -> BTreeSet<NodeId> { &node_set(t) - &dead };
+    let t0 = &sim.nodes[first].topology;
+    let set0 = members(t0);
+    for &i in &live {
+        let t = &sim.nodes[i].topology;
+        if members(t) != set0 {
+            return Err(format!("node {i} knows other nodes than node {first}"));
+        }
+        for &j in &live {
+            let id = sim.nodes[j].id();
+            let Some(k) = t.index_of(&id) else {
+                return Err(format!("node {i} does not know live node {j}"));
+            };
+            if t.nodes[k as usize].flags.has(bit::FAIL | bit::PFAIL) && i != j {
+                return Err(format!("node {i} suspects live node {j}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Slots not owned by a live node in node `i`'s view.
+pub fn slots_without_live_owner(sim: &Sim, i: usize) -> usize {
+    let live: BTreeSet<NodeId> = sim.live().map(|j| sim.nodes[j].id()).collect();
+    let t = &sim.nodes[i].topology;
+    let owned: usize = t
+        .slots
+        .runs()
+        .iter()
+        .filter(|&&(_, _, o)| live.contains(&t.nodes[o as usize].id))
+        .map(|&(s, e, _)| (e - s) as usize + 1)
+        .sum();
+    SLOT_COUNT - owned
+}

@@ -1,0 +1,257 @@
+//! The simulated cluster: nodes (a topology and a gossip core each) on the simulated
+//! network, one virtual clock, and a hash of everything that happened (the trace) so that
+//! two runs of one seed can be compared.
+
+use crate::net::{Net, Weather};
+use node::cluster::config_file;
+use node::cluster::gossip::{settings::TICK_MS, Action, Event, Gossip, GossipSettings, Input};
+use node::cluster::id::HexId;
+use node::cluster::node::ClusterNode;
+use node::cluster::Topology;
+use proto::bus::{from_datagram, to_datagrams, Reassembler, ReassemblyLimits};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The cluster secret every simulated node shares.
+pub const SECRET: &[u8] = b"chaos cluster secret";
+/// A verbs UD-like payload limit: big PINGs travel as several fragments.
+pub const MTU: usize = 1000;
+/// Virtual start time (ms): far from 0 so "never" (0) and "long ago" differ.
+pub const START_MS: u64 = 1_000_000;
+/// Most nodes a simulation holds (the initial ones plus replacements).
+pub const NODES_MAX: usize = 16;
+
+pub fn gossip_settings() -> GossipSettings {
+    GossipSettings {
+        node_timeout_ms: 2_000,
+        ping_retry_ms: 300,
+        ..GossipSettings::default()
+    }
+}
+
+pub struct SimNode {
+    /// This node as first created: what a restart without a config file starts from.
+    pub origin: ClusterNode,
+    pub addr: String,
+    pub topology: Topology,
+    pub gossip: Gossip,
+    pub reassembler: Reassembler<String>,
+    pub alive: bool,
+    /// The config file as last saved (nodes.conf); a restart loads it.
+    pub saved: Option<String>,
+    pub restarts: u32,
+    pub events: u64,
+    /// Datagrams the node refused (bad fragment, envelope or MAC).
+    pub rejected: u64,
+}
+
+impl SimNode {
+    pub fn id(&self) -> HexId {
+        self.origin.id
+    }
+}
+
+pub struct Sim {
+    pub seed: u64,
+    pub nodes: Vec<SimNode>,
+    pub net: Net,
+    pub now: u64,
+    /// Drives the network and every scenario choice; cores get their own seeds.
+    pub rng: StdRng,
+    trace: u64,
+}
+
+impl Sim {
+    pub fn new(seed: u64, nodes: usize) -> Sim {
+        let mut sim = Sim {
+            seed,
+            nodes: Vec::new(),
+            net: Net::new(Weather::CALM),
+            now: START_MS,
+            rng: StdRng::seed_from_u64(seed),
+            trace: FNV_OFFSET,
+        };
+        for _ in 0..nodes {
+            sim.add_node();
+        }
+        sim
+    }
+
+    /// A fresh node that knows only itself; returns its index.
+    pub fn add_node(&mut self) -> usize {
+        let i = self.nodes.len();
+        assert!(i < NODES_MAX, "more than {NODES_MAX} simulated nodes");
+        let mut me = ClusterNode::new(HexId::random(&mut self.rng), HexId::random(&mut self.rng));
+        me.ip = format!("10.0.0.{}", i + 1);
+        me.port = 7000 + i as u16;
+        me.cport = 17000 + i as u16;
+        me.bus_addr = address(i);
+        let gossip = Gossip::new(gossip_settings(), self.core_seed(i, 0));
+        self.nodes.push(SimNode {
+            topology: Topology::new(me.clone()),
+            origin: me,
+            addr: address(i),
+            gossip,
+            reassembler: Reassembler::new(ReassemblyLimits::default()),
+            alive: true,
+            saved: None,
+            restarts: 0,
+            events: 0,
+            rejected: 0,
+        });
+        i
+    }
+
+    fn core_seed(&self, i: usize, restarts: u32) -> u64 {
+        self.seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(((i as u64) << 32) | restarts as u64)
+    }
+
+    /// kill -9: the process and everything it did not save are gone.
+    pub fn crash(&mut self, i: usize) {
+        self.record(&[2, i as u8]);
+        self.nodes[i].alive = false;
+    }
+
+    /// Starts a crashed node again: same id, topology loaded from its saved config file,
+    /// a fresh gossip core.
+    pub fn restart(&mut self, i: usize) -> Result<(), config_file::ParseError> {
+        self.record(&[3, i as u8]);
+        let restarts = self.nodes[i].restarts + 1;
+        let seed = self.core_seed(i, restarts);
+        let node = &mut self.nodes[i];
+        let topology = match &node.saved {
+            Some(text) => config_file::parse(text, &mut StdRng::seed_from_u64(seed))?,
+            None => Topology::new(node.origin.clone()),
+        };
+        node.topology = topology;
+        node.gossip = Gossip::new(gossip_settings(), seed);
+        node.reassembler = Reassembler::new(ReassemblyLimits::default());
+        node.restarts = restarts;
+        node.alive = true;
+        Ok(())
+    }
+
+    /// An operator changed node i's topology by hand (CLUSTER ADDSLOTS...): it saves.
+    pub fn save(&mut self, i: usize) {
+        let text = config_file::render(&self.nodes[i].topology);
+        self.nodes[i].saved = Some(text);
+    }
+
+    pub fn meet(&mut self, i: usize, j: usize) {
+        let addr = self.nodes[j].addr.clone();
+        self.step(i, Input::Meet { addr });
+    }
+
+    /// Feeds one input to node i and carries out what it returns.
+    pub fn step(&mut self, i: usize, input: Input) {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        let actions = node.gossip.step(now, input, &mut node.topology);
+        for action in actions {
+            match action {
+                Action::Send { to, msg } => {
+                    let Some(dst) = index_of_address(&to).filter(|&d| d < self.nodes.len()) else {
+                        continue;
+                    };
+                    // A message the wire format refuses is never sent: the core's bug, seen
+                    // as a missing message (and a different trace).
+                    let Ok(parts) = to_datagrams(&msg, SECRET, MTU) else {
+                        self.record(&[4, i as u8]);
+                        continue;
+                    };
+                    self.net.send(&mut self.rng, now, i, dst, parts);
+                }
+                Action::SaveConfig => self.save(i),
+                Action::Event(e) => {
+                    self.nodes[i].events += 1;
+                    self.record_event(i, &e);
+                }
+                Action::Deliver { .. } => {}
+            }
+        }
+    }
+
+    /// One round: delivers every datagram due before the next tick boundary, then ticks
+    /// every live node.
+    pub fn round(&mut self) {
+        let next_tick = (self.now / TICK_MS + 1) * TICK_MS;
+        while let Some((at, d)) = self.net.next_due(next_tick) {
+            self.now = self.now.max(at);
+            self.deliver(d.from, d.to, &d.bytes);
+        }
+        self.now = next_tick;
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].alive {
+                self.nodes[i].reassembler.expire(self.now);
+                self.step(i, Input::Tick);
+            }
+        }
+    }
+
+    fn deliver(&mut self, from: usize, to: usize, bytes: &[u8]) {
+        if !self.nodes[to].alive {
+            return;
+        }
+        let mut h = [0u8; 17];
+        h[0] = 1;
+        h[1..9].copy_from_slice(&self.now.to_le_bytes());
+        h[9..17].copy_from_slice(&((from as u64) << 32 | to as u64).to_le_bytes());
+        self.record(&h);
+        self.record(bytes);
+        let sender = address(from);
+        let node = &mut self.nodes[to];
+        match from_datagram(&mut node.reassembler, &sender, bytes, SECRET, self.now) {
+            Ok(Some(msg)) => self.step(
+                to,
+                Input::Receive {
+                    from: sender,
+                    msg: Box::new(msg),
+                },
+            ),
+            Ok(None) => {}
+            Err(_) => node.rejected += 1,
+        }
+    }
+
+    /// Hash of everything delivered, every event, crash and restart so far.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace
+    }
+
+    fn record_event(&mut self, i: usize, e: &Event) {
+        let text = format!("{} {i} {e:?}", self.now);
+        self.record(text.as_bytes());
+    }
+
+    fn record(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.trace = (self.trace ^ b as u64).wrapping_mul(FNV_PRIME);
+        }
+    }
+
+    pub fn live(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].alive)
+    }
+
+    pub fn rng_mut(&mut self) -> &mut StdRng {
+        &mut self.rng
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.rng.gen_bool(p)
+    }
+}
+
+/// FNV-1a: stable across builds and platforms, unlike std's hasher.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+pub fn address(i: usize) -> String {
+    format!("sim:{i}")
+}
+
+fn index_of_address(addr: &str) -> Option<usize> {
+    addr.strip_prefix("sim:")?.parse().ok()
+}
