@@ -328,3 +328,41 @@ fn operator_cluster_create_and_status() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("already knows other nodes"));
 }
+
+/// `operator cluster create --replicas 1` on six nodes: three primaries with the slots, each
+/// followed by one replica, as every node and `redis-cli --cluster check` see it.
+#[test]
+fn operator_cluster_create_with_replicas() {
+    let nodes: Vec<Node> = (0..6).map(|_| cluster_node("replicas")).collect();
+    let addrs: Vec<String> = nodes.iter().map(addr).collect();
+    let mut args = vec!["cluster", "create", "--replicas", "1"];
+    args.extend(addrs.iter().map(String::as_str));
+    let out = integration::operator(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.matches("replica ").count(), 3, "{text}");
+    let primary_ids: Vec<String> = nodes[..3]
+        .iter()
+        .map(|n| n.cli(&["CLUSTER", "MYID"]))
+        .collect();
+    for (i, replica) in nodes[3..].iter().enumerate() {
+        let me = replica.cli(&["CLUSTER", "NODES"]);
+        let line = me.lines().find(|l| l.contains("myself")).unwrap();
+        assert!(
+            line.contains("myself,slave") && line.contains(&primary_ids[i]),
+            "{me}"
+        );
+    }
+    let (ok, check) = run(Command::new("redis-cli").args(["--cluster", "check", &addrs[0]]));
+    assert!(ok && !check.contains("[ERR]"), "{check}");
+    assert!(check.contains("1 slaves"), "{check}");
+    let out = integration::operator(&["cluster", "status", &addrs[4]])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(status.matches(" replica ").count(), 3, "{status}");
+}

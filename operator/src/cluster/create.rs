@@ -53,22 +53,22 @@ pub async fn create(
             .text(&["CLUSTER", "MEET", &host, &port.to_string()])
             .await?;
     }
-    wait_until_all_known(&mut nodes, addrs.len(), false).await?;
+    wait_until_all_known(&mut nodes, addrs.len(), None).await?;
     for &(r, p) in &layout.replicas {
         nodes[r].text(&["CLUSTER", "REPLICATE", &ids[p]]).await?;
         report.push_str(&format!("replica {} of {}\n", nodes[r].addr, nodes[p].addr));
     }
-    wait_until_all_known(&mut nodes, addrs.len(), true).await?;
+    wait_until_all_known(&mut nodes, addrs.len(), Some(layout.replicas.len())).await?;
     report.push_str(&format!("cluster of {} nodes is ok\n", addrs.len()));
     Ok(report)
 }
 
-/// Waits until every node lists `count` nodes, none in handshake, and (if `ok`) says
-/// `cluster_state:ok`.
+/// Waits until every node lists `count` nodes, none in handshake, and (with `replicas` given)
+/// that many of them as replicas, and says `cluster_state:ok`.
 async fn wait_until_all_known(
     nodes: &mut [NodeSession],
     count: usize,
-    ok: bool,
+    replicas: Option<usize>,
 ) -> Result<(), String> {
     let deadline = Instant::now() + JOIN_TIMEOUT;
     loop {
@@ -76,7 +76,14 @@ async fn wait_until_all_known(
         for n in nodes.iter_mut() {
             let rows = parse_nodes(&n.text(&["CLUSTER", "NODES"]).await?)?;
             let joined = rows.len() == count && rows.iter().all(|r| !r.has_flag("handshake"));
-            done &= joined && (!ok || n.info_field("cluster_state").await? == "ok");
+            done &= joined
+                && match replicas {
+                    None => true,
+                    Some(want) => {
+                        rows.iter().filter(|r| r.has_flag("slave")).count() == want
+                            && n.info_field("cluster_state").await? == "ok"
+                    }
+                };
             if !done {
                 break;
             }
