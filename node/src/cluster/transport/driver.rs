@@ -8,9 +8,12 @@ use crate::cluster::{Cluster, NodeId};
 use crate::server::pubsub::Kind;
 use crate::server::Server;
 use bus::EndpointAddr;
-use proto::bus::fragment::{fragment, Reassembler, ReassemblyLimits};
-use proto::bus::{envelope, Body, Publish};
+use proto::bus::fragment::{Reassembler, ReassemblyLimits};
+use proto::bus::{from_datagram, to_datagrams, Body, BusMessage, Publish};
 use std::sync::Arc;
+
+/// The bus is started only for a node in cluster mode (node_bus.rs), so `server.cluster` is set.
+const IN_CLUSTER_MODE: &str = "the bus runs only in cluster mode";
 
 pub struct GossipDriver {
     server: Arc<Server>,
@@ -18,8 +21,6 @@ pub struct GossipDriver {
     secret: Vec<u8>,
     reassembler: Reassembler<String>,
     datagram_max: usize,
-    /// Messages dropped for a bad fragment, envelope or MAC (a stray or forged sender).
-    pub rejected: u64,
 }
 
 impl GossipDriver {
@@ -30,24 +31,17 @@ impl GossipDriver {
             secret,
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             datagram_max: 0,
-            rejected: 0,
         }
     }
 
     fn cluster(&self) -> &Cluster {
-        self.server
-            .cluster
-            .as_ref()
-            .expect("the bus runs only in cluster mode")
+        self.server.cluster.as_ref().expect(IN_CLUSTER_MODE)
     }
 
     fn step(&mut self, now_ms: u64, input: Input, out: &mut Outbox) {
         let actions = {
-            let server = self.server.clone();
-            let cluster = server
-                .cluster
-                .as_ref()
-                .expect("the bus runs only in cluster mode");
+            // Field by field, so the topology guard and the gossip core borrow apart.
+            let cluster = self.server.cluster.as_ref().expect(IN_CLUSTER_MODE);
             let mut t = cluster.topology.write();
             self.gossip.step(now_ms, input, &mut t)
         };
@@ -85,24 +79,29 @@ impl GossipDriver {
             });
     }
 
-    fn send(&mut self, to: &str, msg: &proto::bus::BusMessage, out: &mut Outbox) {
-        let Ok(addr) = to.parse::<EndpointAddr>() else {
-            tracing::warn!(to, "gossip named a bad bus address");
-            return;
-        };
-        let sealed = match envelope::seal(msg, &self.secret) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "bus message not sealed");
-                return;
-            }
-        };
-        match fragment(&sealed, self.datagram_max) {
-            Ok(parts) => out
-                .sends
-                .extend(parts.into_iter().map(|p| (addr.clone(), p))),
-            Err(e) => tracing::warn!(error = %e, "bus message not fragmented"),
+    fn send(&mut self, to: &str, msg: &BusMessage, out: &mut Outbox) {
+        if let Some(datagrams) = self.datagrams(msg) {
+            fan_out(&[to.to_string()], datagrams, out);
         }
+    }
+
+    /// `msg` sealed and cut to the datagram size, once however many nodes it goes to.
+    fn datagrams(&self, msg: &BusMessage) -> Option<Vec<Vec<u8>>> {
+        to_datagrams(msg, &self.secret, self.datagram_max)
+            .map_err(|e| tracing::warn!(error = %e, "bus message not sent"))
+            .ok()
+    }
+}
+
+/// Queues the same datagrams for each target address.
+fn fan_out(targets: &[String], datagrams: Vec<Vec<u8>>, out: &mut Outbox) {
+    for to in targets {
+        let Ok(addr) = to.parse::<EndpointAddr>() else {
+            tracing::warn!(to, "a bad bus address");
+            continue;
+        };
+        out.sends
+            .extend(datagrams.iter().map(|d| (addr.clone(), d.clone())));
     }
 }
 
@@ -132,17 +131,8 @@ impl BusCore for GossipDriver {
 
     fn receive(&mut self, now_ms: u64, from: &EndpointAddr, datagram: &[u8], out: &mut Outbox) {
         let from = from.to_string();
-        let whole = match self.reassembler.push(&from, datagram, now_ms) {
-            Ok(Some(m)) => m,
-            Ok(None) => return,
-            Err(e) => {
-                self.rejected += 1;
-                tracing::debug!(%from, error = %e, "dropped a bad bus fragment");
-                return;
-            }
-        };
-        match envelope::open(&whole, &self.secret) {
-            Ok(msg) => self.step(
+        match from_datagram(&mut self.reassembler, &from, datagram, &self.secret, now_ms) {
+            Ok(Some(msg)) => self.step(
                 now_ms,
                 Input::Receive {
                     from,
@@ -150,21 +140,15 @@ impl BusCore for GossipDriver {
                 },
                 out,
             ),
-            Err(e) => {
-                self.rejected += 1;
-                tracing::debug!(%from, error = %e, "dropped a bus message");
-            }
+            Ok(None) => {}
+            // A stray or forged sender, or a torn fragment: dropped, as Redis drops bad packets.
+            Err(e) => tracing::debug!(%from, error = %e, "dropped a bus datagram"),
         }
     }
 
     fn publish(&mut self, shard: bool, channel: Vec<u8>, message: Vec<u8>, out: &mut Outbox) {
         let (msg, targets) = {
-            let server = self.server.clone();
-            let cluster = server
-                .cluster
-                .as_ref()
-                .expect("the bus runs only in cluster mode");
-            let t = cluster.topology.read();
+            let t = self.cluster().topology.read();
             let my_shard = t.myself().shard;
             let targets: Vec<String> = t
                 .nodes
@@ -182,8 +166,8 @@ impl BusCore for GossipDriver {
             };
             (self.gossip.message(&t, body), targets)
         };
-        for to in targets {
-            self.send(&to, &msg, out);
+        if let Some(datagrams) = self.datagrams(&msg) {
+            fan_out(&targets, datagrams, out);
         }
     }
 
