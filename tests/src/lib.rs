@@ -4,6 +4,7 @@
 //! A node is killed when its handle drops; its log stays in its directory, whose path a
 //! failing test prints.
 
+pub mod cluster;
 pub mod raw;
 pub mod reference;
 
@@ -58,6 +59,20 @@ pub fn operator(args: &[&str]) -> Command {
     let mut command = Command::new(operator_binary());
     command.args(args);
     command
+}
+
+/// `redis-cli -p PORT args...`: its standard output without trailing newlines (redis-cli ends
+/// error replies with an extra one).
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("running redis-cli (scripts/install-deps.sh installs it)");
+    String::from_utf8_lossy(&out.stdout)
+        .trim_end_matches('\n')
+        .to_string()
 }
 
 /// A free TCP port on loopback (bound then released; a race with other processes is
@@ -246,15 +261,7 @@ impl Node {
     /// Runs `redis-cli -p PORT args...` and returns its standard output without trailing
     /// newlines (redis-cli ends error replies with an extra one).
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
-            .arg("-p")
-            .arg(self.port.to_string())
-            .args(args)
-            .output()
-            .expect("running redis-cli (scripts/install-deps.sh installs it)");
-        String::from_utf8_lossy(&out.stdout)
-            .trim_end_matches('\n')
-            .to_string()
+        redis_cli(self.port, args)
     }
 
     /// The node's log so far.

@@ -50,15 +50,7 @@ impl RedisServer {
 
     /// Runs `redis-cli -p PORT args...`, output as `Node::cli` gives it.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
-            .arg("-p")
-            .arg(self.port.to_string())
-            .args(args)
-            .output()
-            .expect("running redis-cli");
-        String::from_utf8_lossy(&out.stdout)
-            .trim_end_matches('\n')
-            .to_string()
+        crate::redis_cli(self.port, args)
     }
 
     pub fn client(&self) -> redis::Connection {

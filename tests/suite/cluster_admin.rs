@@ -4,81 +4,14 @@
 //! whose bus runs on `ofi:tcp`, formed by `redis-cli --cluster create`; error texts are
 //! compared with redis-server 7.0.15 in cluster mode where the situation is the same on both.
 
+use integration::cluster::{create_cluster as create_with, wait_until, CONVERGE_DEADLINE};
 use integration::reference::RedisServer;
 use integration::{cmd, Node};
 use redis::Value;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Bound on waiting for gossip to spread a change (node timeout 2 s). A bound against
-/// hanging, not a timing assertion.
-const CONVERGE_DEADLINE: Duration = Duration::from_secs(60);
-
-fn cluster_node() -> Node {
-    Node::start(&[
-        "--cluster-enabled",
-        "yes",
-        "--fabric-provider",
-        "ofi:tcp",
-        "--cluster-secret",
-        "admin-secret",
-    ])
-}
-
-fn addr(n: &Node) -> String {
-    format!("127.0.0.1:{}", n.port)
-}
-
-fn wait_until(what: &str, nodes: &[&Node], mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + CONVERGE_DEADLINE;
-    while !done() {
-        if Instant::now() > deadline {
-            let logs: Vec<String> = nodes.iter().map(|n| n.log()).collect();
-            panic!(
-                "timed out waiting for {what}; logs:\n{}",
-                logs.join("\n----\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Three primaries made a cluster by `redis-cli --cluster create`, then `extra` empty nodes
-/// met by the first and known to everyone.
 fn create_cluster(extra: usize) -> Vec<Node> {
-    let mut nodes: Vec<Node> = (0..3).map(|_| cluster_node()).collect();
-    let mut args = vec!["--cluster".to_string(), "create".to_string()];
-    args.extend(nodes.iter().map(addr));
-    args.push("--cluster-yes".into());
-    let out = Command::new("redis-cli")
-        .args(&args)
-        .output()
-        .expect("redis-cli");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        text.contains("[OK] All 16384 slots covered."),
-        "create output:\n{text}"
-    );
-    for _ in 0..extra {
-        let n = cluster_node();
-        let port = n.port.to_string();
-        assert_eq!(nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]), "OK");
-        nodes.push(n);
-    }
-    let total = nodes.len();
-    let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until("every node to know every node", &refs, || {
-        nodes.iter().all(|n| {
-            let view = n.cli(&["CLUSTER", "NODES"]);
-            view.lines().count() == total && !view.contains("handshake")
-        })
-    });
-    wait_until("cluster_state:ok on every node", &refs, || {
-        nodes
-            .iter()
-            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
-    });
-    nodes
+    create_with("admin-secret", extra)
 }
 
 fn id(n: &Node) -> String {

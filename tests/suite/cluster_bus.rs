@@ -4,72 +4,14 @@
 //! and `redis-benchmark --cluster`; a killed node is failed by the others; a node with another
 //! cluster secret cannot join.
 
+use integration::cluster::{addr, cluster_node, run, wait_until, CONVERGE_DEADLINE};
 use integration::Node;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Bound on waiting for gossip to converge or a failure to be agreed (node timeout 2 s). A
-/// bound against hanging, not a timing assertion.
-const CONVERGE_DEADLINE: Duration = Duration::from_secs(60);
-
-fn cluster_node(secret: &str) -> Node {
-    Node::start(&[
-        "--cluster-enabled",
-        "yes",
-        "--fabric-provider",
-        "ofi:tcp",
-        "--cluster-secret",
-        secret,
-    ])
-}
-
-fn addr(n: &Node) -> String {
-    format!("127.0.0.1:{}", n.port)
-}
-
-fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd.output().expect("running a redis tool");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-fn wait_until(what: &str, nodes: &[&Node], mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + CONVERGE_DEADLINE;
-    while !done() {
-        if Instant::now() > deadline {
-            let logs: Vec<String> = nodes.iter().map(|n| n.log()).collect();
-            panic!(
-                "timed out waiting for {what}; logs:\n{}",
-                logs.join("\n----\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Three primaries made a cluster by `redis-cli --cluster create`.
 fn create_cluster(secret: &str) -> Vec<Node> {
-    let nodes: Vec<Node> = (0..3).map(|_| cluster_node(secret)).collect();
-    let mut args = vec!["--cluster".to_string(), "create".to_string()];
-    args.extend(nodes.iter().map(addr));
-    args.push("--cluster-yes".into());
-    let (ok, text) = run(Command::new("redis-cli").args(&args));
-    assert!(ok, "redis-cli --cluster create failed:\n{text}");
-    assert!(
-        text.contains("[OK] All 16384 slots covered."),
-        "create output:\n{text}"
-    );
-    let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until("cluster_state:ok on every node", &refs, || {
-        nodes
-            .iter()
-            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
-    });
-    nodes
+    integration::cluster::create_cluster(secret, 0)
 }
 
 #[test]
@@ -298,13 +240,8 @@ fn operator_cluster_create_and_status() {
     let addrs: Vec<String> = nodes.iter().map(addr).collect();
     let mut args = vec!["cluster", "create"];
     args.extend(addrs.iter().map(String::as_str));
-    let out = integration::operator(&args).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, text) = run(&mut integration::operator(&args));
+    assert!(ok, "{text}");
     assert!(text.contains("cluster of 3 nodes is ok"), "{text}");
     let (ok, check) = run(Command::new("redis-cli").args(["--cluster", "check", &addrs[1]]));
     assert!(
@@ -312,11 +249,10 @@ fn operator_cluster_create_and_status() {
         "{check}"
     );
     assert!(!check.contains("[ERR]"), "{check}");
-    let out = integration::operator(&["cluster", "status", &addrs[2]])
-        .output()
-        .unwrap();
-    let status = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{status}");
+    let (ok, status) = run(&mut integration::operator(&[
+        "cluster", "status", &addrs[2],
+    ]));
+    assert!(ok, "{status}");
     assert!(status.starts_with("cluster_state: ok"), "{status}");
     let rows: Vec<&str> = status.lines().skip(2).collect();
     assert_eq!(rows.len(), 3, "{status}");
@@ -324,9 +260,11 @@ fn operator_cluster_create_and_status() {
         .iter()
         .all(|r| r.contains("ofi:tcp:") && r.contains("primary")));
     // A node that is already in a cluster is refused.
-    let out = integration::operator(&args).output().unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("already knows other nodes"));
+    let (ok, refused) = run(&mut integration::operator(&args));
+    assert!(
+        !ok && refused.contains("already knows other nodes"),
+        "{refused}"
+    );
 }
 
 /// `operator cluster create --replicas 1` on six nodes: three primaries with the slots, each
@@ -337,13 +275,8 @@ fn operator_cluster_create_with_replicas() {
     let addrs: Vec<String> = nodes.iter().map(addr).collect();
     let mut args = vec!["cluster", "create", "--replicas", "1"];
     args.extend(addrs.iter().map(String::as_str));
-    let out = integration::operator(&args).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, text) = run(&mut integration::operator(&args));
+    assert!(ok, "{text}");
     assert_eq!(text.matches("replica ").count(), 3, "{text}");
     let primary_ids: Vec<String> = nodes[..3]
         .iter()
@@ -360,9 +293,9 @@ fn operator_cluster_create_with_replicas() {
     let (ok, check) = run(Command::new("redis-cli").args(["--cluster", "check", &addrs[0]]));
     assert!(ok && !check.contains("[ERR]"), "{check}");
     assert!(check.contains("1 slaves"), "{check}");
-    let out = integration::operator(&["cluster", "status", &addrs[4]])
-        .output()
-        .unwrap();
-    let status = String::from_utf8_lossy(&out.stdout);
+    let (ok, status) = run(&mut integration::operator(&[
+        "cluster", "status", &addrs[4],
+    ]));
+    assert!(ok, "{status}");
     assert_eq!(status.matches(" replica ").count(), 3, "{status}");
 }

@@ -1,0 +1,88 @@
+//! Cluster helpers the cluster suites share: nodes whose bus runs on `ofi:tcp`, a cluster of
+//! three primaries made by `redis-cli --cluster create`, and a bounded wait for gossip.
+
+use crate::Node;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Bound on waiting for gossip to converge or a failure to be agreed (node timeout 2 s). A
+/// bound against hanging, not a timing assertion.
+pub const CONVERGE_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A cluster-mode node whose bus runs on `ofi:tcp` with `secret`.
+pub fn cluster_node(secret: &str) -> Node {
+    Node::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--fabric-provider",
+        "ofi:tcp",
+        "--cluster-secret",
+        secret,
+    ])
+}
+
+/// `127.0.0.1:PORT` of a node.
+pub fn addr(n: &Node) -> String {
+    format!("127.0.0.1:{}", n.port)
+}
+
+/// Runs a tool; whether it succeeded, and its stdout then stderr.
+pub fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd.output().expect("running a redis tool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Polls `done` until it holds; past [`CONVERGE_DEADLINE`] panics with the nodes' logs.
+pub fn wait_until(what: &str, nodes: &[&Node], mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + CONVERGE_DEADLINE;
+    while !done() {
+        if Instant::now() > deadline {
+            let logs: Vec<String> = nodes.iter().map(|n| n.log()).collect();
+            panic!(
+                "timed out waiting for {what}; logs:\n{}",
+                logs.join("\n----\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Three primaries made a cluster by `redis-cli --cluster create`, then `extra` empty nodes
+/// met by the first; returns once every node knows every node and says `cluster_state:ok`.
+pub fn create_cluster(secret: &str, extra: usize) -> Vec<Node> {
+    let mut nodes: Vec<Node> = (0..3).map(|_| cluster_node(secret)).collect();
+    let mut args = vec!["--cluster".to_string(), "create".to_string()];
+    args.extend(nodes.iter().map(addr));
+    args.push("--cluster-yes".into());
+    let (ok, text) = run(Command::new("redis-cli").args(&args));
+    assert!(ok, "redis-cli --cluster create failed:\n{text}");
+    assert!(
+        text.contains("[OK] All 16384 slots covered."),
+        "create output:\n{text}"
+    );
+    for _ in 0..extra {
+        let n = cluster_node(secret);
+        let port = n.port.to_string();
+        assert_eq!(nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]), "OK");
+        nodes.push(n);
+    }
+    let total = nodes.len();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("every node to know every node", &refs, || {
+        nodes.iter().all(|n| {
+            let view = n.cli(&["CLUSTER", "NODES"]);
+            view.lines().count() == total && !view.contains("handshake")
+        })
+    });
+    wait_until("cluster_state:ok on every node", &refs, || {
+        nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+    });
+    nodes
+}
