@@ -32,11 +32,13 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
     let mut clients: Vec<FabricClient<C>> = Vec::new();
     let mut admitted = Vec::with_capacity(ADMIT_PER_LOOP_MAX);
     let mut scratch = vec![0u8; READ_CHUNK];
-    let started = Instant::now();
+    // One clock read per loop serves both the streams' keepalives and the heartbeat.
+    let started = slot.heart.epoch();
     let mut idle_since: Option<(Instant, Duration)> = None;
     let mut sleep = IDLE_SLEEP_MIN;
     loop {
-        slot.heart.beat();
+        let now = started.elapsed();
+        slot.heart.beat_at(now);
         let mut busy = false;
         // Read before taking, so a client queued just before the close is still taken.
         let closed = slot.is_closed();
@@ -46,7 +48,6 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
             clients.push(a.client);
             busy = true;
         }
-        let now = started.elapsed();
         for c in clients.iter_mut() {
             busy |= c.turn(now, &mut scratch);
         }

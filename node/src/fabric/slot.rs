@@ -42,9 +42,19 @@ impl Heartbeat {
         }
     }
 
-    /// Called by the poller at the start of every loop.
+    /// The instant heartbeat times count from.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// Called by the poller at the start of every loop, with the time since [`Self::epoch`].
+    pub fn beat_at(&self, since_epoch: std::time::Duration) {
+        self.beat_ms.store(since_epoch.as_millis() as u64, Relaxed);
+    }
+
+    /// A beat now (a poller about to start).
     pub fn beat(&self) {
-        self.beat_ms.store(self.now_ms(), Relaxed);
+        self.beat_at(self.epoch.elapsed());
     }
 
     /// How long since the poller last started a loop.
