@@ -120,15 +120,20 @@ impl OfiDatagram {
     /// "try again" for keeps its frames (in order) for the next round, without holding up the
     /// frames to other destinations behind them (a dead peer must not silence the live ones).
     fn flush_outbox(&mut self) -> Result<(), BusError> {
+        // At most OUTBOX_MAX destinations, so a linear list is enough.
         let mut waiting: Vec<Vec<u8>> = Vec::new();
-        let mut kept = VecDeque::new();
-        while let Some((to, frame, queued)) = self.outbox.pop_front() {
+        // One pass in queue order; what stays is rotated to the back, so order is kept and the
+        // deque keeps its allocation.
+        for _ in 0..self.outbox.len() {
+            let Some((to, frame, queued)) = self.outbox.pop_front() else {
+                break;
+            };
             if queued.elapsed() > OUTBOX_AGE_MAX {
                 tracing::debug!("ofi datagram refused for too long; dropped");
                 continue;
             }
             if waiting.contains(&to) {
-                kept.push_back((to, frame, queued));
+                self.outbox.push_back((to, frame, queued));
                 continue;
             }
             let fi = match self.resolve(&to) {
@@ -142,12 +147,11 @@ impl OfiDatagram {
                 Ok(()) => {}
                 Err(BusError::Full { .. }) => {
                     waiting.push(to.clone());
-                    kept.push_back((to, frame, queued));
+                    self.outbox.push_back((to, frame, queued));
                 }
                 Err(e) => tracing::debug!(%e, "ofi datagram send failed"),
             }
         }
-        self.outbox = kept;
         Ok(())
     }
 
