@@ -6,7 +6,7 @@ use node::cluster::flags::bit;
 use node::cluster::id::NodeId;
 use node::cluster::Topology;
 use proto::slot::SLOT_COUNT;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ViolationKind {
@@ -35,6 +35,15 @@ pub enum ViolationKind {
     },
     #[error("restart of {node} failed: {reason}")]
     RestartFailed { node: NodeId, reason: String },
+    /// Two nodes of one topology group at one version hold different replicated topologies
+    /// (slot owners or roles): the log did not keep them in step.
+    #[error("nodes {a} and {b} differ at topology version {version} of group {group}")]
+    VersionsDiverged {
+        group: NodeId,
+        version: u64,
+        a: NodeId,
+        b: NodeId,
+    },
 }
 
 /// A failed run: what broke, when, and how to replay it.
@@ -51,12 +60,51 @@ pub struct Violation {
 pub struct Checker {
     /// Per node: (current epoch, own config epoch) seen so far.
     epochs: Vec<(u64, u64)>,
+    /// Per node: the (group, version) last fingerprinted, so a node is hashed again only
+    /// when its version moves.
+    seen: Vec<Option<(NodeId, u64)>>,
+    /// (group, version) → (fingerprint of the replicated topology, first node there).
+    versions: HashMap<(NodeId, u64), (u64, NodeId)>,
 }
 
 impl Checker {
     pub fn after_step(&mut self, sim: &Sim) -> Result<(), ViolationKind> {
         no_double_claims(sim)?;
+        self.one_topology_per_version(sim)?;
         self.epochs_never_go_back(sim)
+    }
+
+    /// Every node of a group at one version holds one slot map and one set of roles: so no
+    /// slot has two owners in one topology version anywhere.
+    fn one_topology_per_version(&mut self, sim: &Sim) -> Result<(), ViolationKind> {
+        self.seen.resize(sim.nodes.len(), None);
+        for i in sim.live() {
+            let node = &sim.nodes[i];
+            let Some(group) = node.core.agent.group() else {
+                continue;
+            };
+            let version = node.topology.consensus.version;
+            if version == 0 || self.seen[i] == Some((group, version)) {
+                continue;
+            }
+            self.seen[i] = Some((group, version));
+            let fp = fingerprint(&node.topology);
+            match self.versions.get(&(group, version)) {
+                Some(&(other, first)) if other != fp => {
+                    return Err(ViolationKind::VersionsDiverged {
+                        group,
+                        version,
+                        a: first,
+                        b: node.id(),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    self.versions.insert((group, version), (fp, node.id()));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn epochs_never_go_back(&mut self, sim: &Sim) -> Result<(), ViolationKind> {
@@ -65,6 +113,12 @@ impl Checker {
             let t = &sim.nodes[i].topology;
             let now = (t.current_epoch, t.myself().config_epoch);
             let (was_current, was_config) = self.epochs[i];
+            self.epochs[i] = now;
+            // In a topology group epochs are the log's (an entry's index), taken from the
+            // group's snapshot when joining: they may step back then, and decide nothing.
+            if sim.nodes[i].core.in_group() {
+                continue;
+            }
             let went_back = |what, from, to| ViolationKind::EpochWentBack {
                 node: sim.nodes[i].id(),
                 what,
@@ -77,7 +131,6 @@ impl Checker {
             if now.1 < was_config {
                 return Err(went_back("config epoch", was_config, now.1));
             }
-            self.epochs[i] = now;
         }
         Ok(())
     }
@@ -112,6 +165,30 @@ pub fn no_double_claims(sim: &Sim) -> Result<(), ViolationKind> {
         }
     }
     Ok(())
+}
+
+/// FNV-1a of what the log replicates: slot owners by id, and the role of every node it
+/// added.
+pub fn fingerprint(t: &Topology) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for (start, end, owner) in slot_map(t) {
+        eat(&start.to_be_bytes());
+        eat(&end.to_be_bytes());
+        eat(owner.as_bytes());
+    }
+    for id in &t.consensus.nodes {
+        eat(id.as_bytes());
+        if let Some(n) = t.index_of(id).map(|k| &t.nodes[k as usize]) {
+            eat(&[n.is_primary() as u8]);
+            eat(n.primary.as_ref().map_or(&[][..], |p| p.as_bytes()));
+        }
+    }
+    h
 }
 
 /// The slot map as (start, end, owner id) runs: comparable across nodes, whose tables
@@ -150,10 +227,35 @@ pub fn converged(sim: &Sim) -> Result<(), String> {
     let map0 = slot_map(&sim.nodes[first].topology);
     for &i in &live {
         if slot_map(&sim.nodes[i].topology) != map0 {
-            return Err(format!("node {i} has another slot map than node {first}"));
+            return Err(format!(
+                "node {i} ({}) has another slot map than node {first} ({})",
+                describe(sim, i),
+                describe(sim, first)
+            ));
         }
     }
     Ok(())
+}
+
+/// A node's standing in its topology group, for failure messages.
+pub fn describe(sim: &Sim, i: usize) -> String {
+    let n = &sim.nodes[i];
+    let a = &n.core.agent;
+    let short = |id: Option<NodeId>| id.map_or("-".to_string(), |id| id.as_str()[..8].to_string());
+    let (voters, learners) = a.members();
+    format!(
+        "id {} group {} version {} leader {} voters {} learners {} slots {:?}",
+        short(Some(n.id())),
+        short(a.group()),
+        n.topology.consensus.version,
+        short(a.leader()),
+        voters.len(),
+        learners.len(),
+        slot_map(&n.topology)
+            .iter()
+            .map(|(s, e, o)| format!("{s}-{e}:{}", &o.as_str()[..6]))
+            .collect::<Vec<_>>()
+    )
 }
 
 /// The membership part of [`converged`]: the same live members everywhere, nobody live

@@ -6,12 +6,14 @@
 //! - [`sim`]: the nodes (topology + gossip core), crashes and restarts from the saved
 //!   config file, the step loop and the trace hash;
 //! - [`faults`]: the seeded fault schedule;
+//! - [`operator`]: topology changes as an admin makes them (proposals in a group);
 //! - [`checks`]: the invariants, run after every step;
 //! - [`scenario`]: one run from a seed, [`run_seed`].
 
 pub mod checks;
 pub mod faults;
 pub mod net;
+pub mod operator;
 pub mod scenario;
 pub mod sim;
 

@@ -5,7 +5,9 @@
 use crate::checks::{self, Checker, Violation, ViolationKind};
 use crate::faults::Faults;
 use crate::net::{NetStats, Weather};
+use crate::operator::{take_over_by_epoch, Operator};
 use crate::sim::{Sim, START_MS};
+use node::cluster::consensus::TopologyCommand;
 use node::cluster::flags::bit;
 use proto::slot::SLOT_COUNT;
 use rand::Rng;
@@ -40,6 +42,10 @@ pub struct Report {
     pub replace_ms: u64,
     /// Hash of the whole trace: two runs of one seed give the same.
     pub trace_hash: u64,
+    /// Highest Raft topology version a live node reached (0: no group was founded).
+    pub topology_version: u64,
+    /// Live nodes in a topology group at the end.
+    pub grouped: usize,
 }
 
 /// The command that replays `seed`.
@@ -98,11 +104,7 @@ impl Run {
             self.sim.meet(i, 0);
         }
         self.wait("boot", BOOT_LIMIT_MS, checks::members_agree)?;
-        self.split_slots();
-        self.wait("slots spread", BOOT_LIMIT_MS, |sim| {
-            checks::converged(sim)?;
-            all_slots_owned(sim)
-        })?;
+        self.split_slots()?;
 
         self.inject_faults()?;
         let failed = self.faults.heal_all(&mut self.sim, self.calm);
@@ -125,17 +127,43 @@ impl Run {
         Ok(())
     }
 
-    /// Each node adds its share of the slots, as `CLUSTER ADDSLOTSRANGE` on each would.
-    fn split_slots(&mut self) {
+    /// Each node adds its share of the slots, as `CLUSTER ADDSLOTSRANGE` on each would: by
+    /// itself while it is in no topology group, else by a proposal (retried until its
+    /// slots are its own in its view).
+    fn split_slots(&mut self) -> Result<u64, ViolationKind> {
         let n = self.sim.nodes.len();
-        for i in 0..n {
+        let share = move |i: usize| {
             let start = i * SLOT_COUNT / n;
             let end = (i + 1) * SLOT_COUNT / n - 1;
-            let t = &mut self.sim.nodes[i].topology;
-            t.add_slots(&[(start as u16, end as u16)])
-                .expect("slots start unassigned");
-            self.sim.save(i);
-        }
+            (start as u16, end as u16)
+        };
+        let mut operator = Operator::default();
+        self.wait_acting(
+            "slots spread",
+            BOOT_LIMIT_MS,
+            |sim| {
+                for i in 0..n {
+                    let (start, end) = share(i);
+                    let t = &sim.nodes[i].topology;
+                    let me = t.myself_index();
+                    if (start..=end).any(|s| t.slots.owner(s) != Some(me)) {
+                        let node = t.myself().id;
+                        operator.change(
+                            sim,
+                            i,
+                            TopologyCommand::AssignSlots {
+                                node,
+                                ranges: vec![(start, end)],
+                            },
+                        );
+                    }
+                }
+            },
+            |sim| {
+                checks::converged(sim)?;
+                all_slots_owned(sim)
+            },
+        )
     }
 
     fn inject_faults(&mut self) -> Result<(), ViolationKind> {
@@ -191,36 +219,57 @@ impl Run {
                 .expect("the introducer knows the victim");
             t.slots.ranges_of(k)
         };
-        let epoch = self
-            .sim
-            .live()
-            .map(|i| self.sim.nodes[i].topology.current_epoch)
-            .max()
-            .unwrap_or(0)
-            + 1;
-        let t = &mut self.sim.nodes[fresh].topology;
-        t.current_epoch = epoch;
-        t.myself_mut().config_epoch = epoch;
-        let me = t.myself_index();
-        for (start, end) in ranges {
-            for slot in start..=end {
-                t.slots.set_owner(slot, Some(me));
-            }
-        }
-        self.sim.save(fresh);
-        self.replace_ms = self.wait("slots owned again", SETTLE_LIMIT_MS, |sim| {
-            checks::converged(sim)?;
-            all_slots_owned(sim)
-        })?;
+        let fresh_id = self.sim.nodes[fresh].id();
+        let mut operator = Operator::default();
+        self.replace_ms = self.wait_acting(
+            "slots owned again",
+            SETTLE_LIMIT_MS,
+            |sim| {
+                if !sim.nodes[introducer].core.in_group() {
+                    take_over_by_epoch(sim, fresh, &ranges);
+                    return;
+                }
+                let t = &sim.nodes[introducer].topology;
+                let victim_owns = ranges.iter().any(|&(s, e)| {
+                    (s..=e).any(|slot| t.owner(slot).is_some_and(|o| o.id == victim_id))
+                });
+                // The fresh node must be in the group's topology before it can own slots.
+                if !t.consensus.nodes.contains(&fresh_id) {
+                    return;
+                }
+                if victim_owns {
+                    operator.change(
+                        sim,
+                        introducer,
+                        TopologyCommand::RemoveSlots {
+                            ranges: ranges.clone(),
+                        },
+                    );
+                } else {
+                    operator.change(
+                        sim,
+                        introducer,
+                        TopologyCommand::AssignSlots {
+                            node: fresh_id,
+                            ranges: ranges.clone(),
+                        },
+                    );
+                }
+            },
+            |sim| {
+                checks::converged(sim)?;
+                all_slots_owned(sim)
+            },
+        )?;
         Ok(())
     }
 
-    /// Runs rounds until `done` holds (checked after every round) or `limit_ms` passes;
-    /// returns the time it took.
-    fn wait(
+    /// [`Self::wait`], calling `act` before every round (an operator who retries).
+    fn wait_acting(
         &mut self,
         phase: &'static str,
         limit_ms: u64,
+        mut act: impl FnMut(&mut Sim),
         done: impl Fn(&Sim) -> Result<(), String>,
     ) -> Result<u64, ViolationKind> {
         let start = self.sim.now;
@@ -236,8 +285,20 @@ impl Run {
                     detail: outcome.err().unwrap_or_default(),
                 });
             }
+            act(&mut self.sim);
             self.round()?;
         }
+    }
+
+    /// Runs rounds until `done` holds (checked after every round) or `limit_ms` passes;
+    /// returns the time it took.
+    fn wait(
+        &mut self,
+        phase: &'static str,
+        limit_ms: u64,
+        done: impl Fn(&Sim) -> Result<(), String>,
+    ) -> Result<u64, ViolationKind> {
+        self.wait_acting(phase, limit_ms, |_| {}, done)
     }
 
     fn round(&mut self) -> Result<(), ViolationKind> {
@@ -271,6 +332,17 @@ impl Run {
             heal_ms: self.heal_ms,
             replace_ms: self.replace_ms,
             trace_hash: self.sim.trace_hash(),
+            topology_version: self
+                .sim
+                .live()
+                .map(|i| self.sim.nodes[i].topology.consensus.version)
+                .max()
+                .unwrap_or(0),
+            grouped: self
+                .sim
+                .live()
+                .filter(|&i| self.sim.nodes[i].core.in_group())
+                .count(),
         }
     }
 }

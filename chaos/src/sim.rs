@@ -3,8 +3,11 @@
 //! two runs of one seed can be compared.
 
 use crate::net::{Net, Weather};
+use node::cluster::agent::{AgentSettings, ProposeError};
 use node::cluster::config_file;
-use node::cluster::gossip::{settings::TICK_MS, Action, Event, Gossip, GossipSettings, Input};
+use node::cluster::consensus::TopologyCommand;
+use node::cluster::core::{ClusterCore, CoreAction, CoreInput};
+use node::cluster::gossip::{settings::TICK_MS, Event, GossipSettings, Input};
 use node::cluster::id::HexId;
 use node::cluster::node::ClusterNode;
 use node::cluster::Topology;
@@ -34,7 +37,10 @@ pub struct SimNode {
     pub origin: ClusterNode,
     pub addr: String,
     pub topology: Topology,
-    pub gossip: Gossip,
+    /// Gossip and the topology agent; a waiting change is named by a number.
+    pub core: ClusterCore<u64>,
+    /// Outcomes of this node's topology changes, by the number [`Sim::propose`] gave.
+    pub replies: Vec<(u64, Result<(), ProposeError>)>,
     pub reassembler: Reassembler<String>,
     pub alive: bool,
     /// The config file as last saved (nodes.conf); a restart loads it.
@@ -59,10 +65,19 @@ pub struct Sim {
     /// Drives the network and every scenario choice; cores get their own seeds.
     pub rng: StdRng,
     trace: u64,
+    next_waiter: u64,
+    /// Settings of the topology agents made from now on.
+    pub agent_settings: AgentSettings,
 }
 
 impl Sim {
     pub fn new(seed: u64, nodes: usize) -> Sim {
+        Sim::with_agents(seed, nodes, AgentSettings::default())
+    }
+
+    /// A simulation whose nodes' topology agents use `agent` (a founding delay that never
+    /// ends keeps the cluster on gossip alone).
+    pub fn with_agents(seed: u64, nodes: usize, agent: AgentSettings) -> Sim {
         let mut sim = Sim {
             seed,
             nodes: Vec::new(),
@@ -70,6 +85,8 @@ impl Sim {
             now: START_MS,
             rng: StdRng::seed_from_u64(seed),
             trace: FNV_OFFSET,
+            next_waiter: 0,
+            agent_settings: agent,
         };
         for _ in 0..nodes {
             sim.add_node();
@@ -86,12 +103,18 @@ impl Sim {
         me.port = 7000 + i as u16;
         me.cport = 17000 + i as u16;
         me.bus_addr = address(i);
-        let gossip = Gossip::new(gossip_settings(), self.core_seed(i, 0));
+        let core = ClusterCore::new(
+            me.id,
+            gossip_settings(),
+            self.agent_settings.clone(),
+            self.core_seed(i, 0),
+        );
         self.nodes.push(SimNode {
             topology: Topology::new(me.clone()),
             origin: me,
             addr: address(i),
-            gossip,
+            core,
+            replies: Vec::new(),
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             alive: true,
             saved: None,
@@ -125,8 +148,13 @@ impl Sim {
             Some(text) => config_file::parse(text, &mut StdRng::seed_from_u64(seed))?,
             None => Topology::new(node.origin.clone()),
         };
+        node.core = ClusterCore::new(
+            node.origin.id,
+            gossip_settings(),
+            self.agent_settings.clone(),
+            seed,
+        );
         node.topology = topology;
-        node.gossip = Gossip::new(gossip_settings(), seed);
         node.reassembler = Reassembler::new(ReassemblyLimits::default());
         node.restarts = restarts;
         node.alive = true;
@@ -144,14 +172,31 @@ impl Sim {
         self.step(i, Input::Meet { addr });
     }
 
+    /// Hands node i a topology change (what CLUSTER ADDSLOTS... does on a node in a
+    /// group); its outcome lands in the node's `replies` under the returned number.
+    pub fn propose(&mut self, i: usize, command: TopologyCommand) -> u64 {
+        let waiter = self.next_waiter;
+        self.next_waiter += 1;
+        self.run_core(i, CoreInput::Propose { command, waiter });
+        waiter
+    }
+
     /// Feeds one input to node i and carries out what it returns.
     pub fn step(&mut self, i: usize, input: Input) {
+        self.run_core(i, CoreInput::Gossip(input));
+    }
+
+    fn run_core(&mut self, i: usize, input: CoreInput<u64>) {
         let now = self.now;
         let node = &mut self.nodes[i];
-        let actions = node.gossip.step(now, input, &mut node.topology);
+        let actions = node.core.step(now, input, &mut node.topology);
         for action in actions {
             match action {
-                Action::Send { to, msg } => {
+                CoreAction::Reply { waiter, result } => {
+                    self.record(&[5, i as u8, result.is_ok() as u8]);
+                    self.nodes[i].replies.push((waiter, result));
+                }
+                CoreAction::Send { to, msg } => {
                     let Some(dst) = index_of_address(&to).filter(|&d| d < self.nodes.len()) else {
                         continue;
                     };
@@ -163,12 +208,12 @@ impl Sim {
                     };
                     self.net.send(&mut self.rng, now, i, dst, parts);
                 }
-                Action::SaveConfig => self.save(i),
-                Action::Event(e) => {
+                CoreAction::SaveConfig => self.save(i),
+                CoreAction::Event(e) => {
                     self.nodes[i].events += 1;
                     self.record_event(i, &e);
                 }
-                Action::Deliver { .. } => {}
+                CoreAction::Deliver { .. } => {}
             }
         }
     }

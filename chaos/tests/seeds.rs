@@ -4,6 +4,7 @@
 use chaos::checks::{self, Checker, ViolationKind};
 use chaos::sim::Sim;
 use chaos::{run_seed, Report};
+use node::cluster::agent::AgentSettings;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Seeds run by default: enough to meet the issue's 500 per CI run.
@@ -63,6 +64,17 @@ fn many_seeds_pass_every_checker() {
         assert!(partitions > count / 2, "too few partitions: {partitions}");
         assert!(lost > 0 && duplicated > 0);
     }
+    // The topology is Raft's in every run: a group was founded and every node (all are alive
+    // at the end) is in it.
+    for r in &reports {
+        assert!(
+            r.topology_version > 0 && r.grouped == r.nodes,
+            "seed {}: {} of the live nodes in a group, version {}",
+            r.seed,
+            r.grouped,
+            r.topology_version
+        );
+    }
     let sizes: std::collections::BTreeSet<usize> = reports.iter().map(|r| r.nodes).collect();
     eprintln!(
         "{count} seeds: sizes {sizes:?}, {crashes} crashes, {partitions} partitions, \
@@ -76,6 +88,12 @@ fn many_seeds_pass_every_checker() {
 #[test]
 fn replay_one_seed() {
     if let Some(seed) = env_u64("CHAOS_SEED") {
+        // RUST_LOG=node=debug shows what the cores did (the simulator's clock is virtual:
+        // log times are wall times).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let report = run_or_panic(seed);
         eprintln!("{report:#?}");
     }
@@ -95,7 +113,19 @@ fn one_seed_twice_gives_one_trace() {
 
 /// A converged 3-node cluster with the slots split, for the checker tests.
 fn converged_cluster() -> Sim {
-    let mut sim = Sim::new(5, 3);
+    converged_cluster_with(AgentSettings::default())
+}
+
+/// The same on gossip alone: no topology group is ever founded.
+fn gossip_only_cluster() -> Sim {
+    converged_cluster_with(AgentSettings {
+        founding_quiet_ms: u64::MAX,
+        ..AgentSettings::default()
+    })
+}
+
+fn converged_cluster_with(agents: AgentSettings) -> Sim {
+    let mut sim = Sim::with_agents(5, 3, agents);
     sim.meet(1, 0);
     sim.meet(2, 0);
     for (i, range) in [(0, (0, 5000)), (1, (5001, 10000)), (2, (10001, 16383))] {
@@ -112,7 +142,7 @@ fn converged_cluster() -> Sim {
 /// node's config epoch is caught.
 #[test]
 fn a_forged_double_owner_is_caught() {
-    let mut sim = converged_cluster();
+    let mut sim = gossip_only_cluster();
     assert_eq!(checks::no_double_claims(&sim), Ok(()));
     let epoch0 = sim.nodes[0].topology.myself().config_epoch;
     let t = &mut sim.nodes[1].topology;
@@ -131,7 +161,7 @@ fn a_forged_double_owner_is_caught() {
 /// epoch that went back after a restart, is reported.
 #[test]
 fn divergence_and_lost_epochs_are_caught() {
-    let mut sim = converged_cluster();
+    let mut sim = gossip_only_cluster();
     let mut checker = Checker::default();
     checker.after_step(&sim).unwrap();
     let node0 = sim.nodes[0].id();
@@ -147,6 +177,25 @@ fn divergence_and_lost_epochs_are_caught() {
     assert!(matches!(
         checker.after_step(&sim),
         Err(ViolationKind::EpochWentBack { .. })
+    ));
+}
+
+/// Goal: the per-version checker can fail: two nodes of one group at one topology version
+/// with different slot owners are reported.
+#[test]
+fn two_topologies_at_one_version_are_caught() {
+    let mut sim = converged_cluster();
+    let group = sim.nodes[0].core.agent.group();
+    assert!(group.is_some(), "the calm cluster founded a group");
+    assert!((0..3).all(|i| sim.nodes[i].core.agent.group() == group));
+    Checker::default().after_step(&sim).unwrap();
+    let node0 = sim.nodes[0].id();
+    let t = &mut sim.nodes[2].topology;
+    let other = t.index_of(&node0).unwrap();
+    t.slots.set_owner(16000, Some(other));
+    assert!(matches!(
+        Checker::default().after_step(&sim),
+        Err(ViolationKind::VersionsDiverged { .. })
     ));
 }
 

@@ -15,14 +15,17 @@
 //! - [`routing`]: where a request is served;
 //! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands;
 //! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O;
-//! - [`consensus`]: the topology as a Raft-replicated state machine (raft-rs), no I/O; not
-//!   yet driven by the running node;
+//! - [`consensus`]: the topology as a Raft-replicated state machine (raft-rs), no I/O;
+//! - [`agent`]: this node's part in the topology group (founding, joining, proposals, the
+//!   leader's upkeep), no I/O; [`core`]: gossip and agent as one core;
 //! - [`transport`]: the bus thread (fabric datagrams), the bus-port rendezvous, CLUSTER MEET's
 //!   lookups, and the gossip driver.
 
+pub mod agent;
 pub mod config_epoch;
 pub mod config_file;
 pub mod consensus;
+pub mod core;
 pub mod error;
 pub mod flags;
 pub mod forget;

@@ -3,8 +3,12 @@
 
 /// Largest encoded message (before fragmentation). A PING naming every node of a
 /// [`NODES_MAX`]-node cluster in gossip (about 400 B an entry with a long fabric address)
-/// plus a header listing 16384 single-slot ranges stays below it.
-pub const MESSAGE_MAX: usize = 1 << 20;
+/// plus a header listing 16384 single-slot ranges stays below it, and so does a Raft
+/// snapshot of the largest topology (1 MiB image plus raft's framing).
+pub const MESSAGE_MAX: usize = 2 << 20;
+
+/// Largest topology command a RAFTPROPOSE carries (the node's own bound is lower).
+pub const RAFT_COMMAND_MAX: usize = 128 * 1024;
 
 /// Most nodes a cluster has (Redis Cluster's design limit); bounds gossip sections.
 pub const NODES_MAX: usize = 1000;

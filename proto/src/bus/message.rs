@@ -132,6 +132,24 @@ pub struct Publish {
 pub struct Raft {
     #[prost(bytes = "vec", tag = "1")]
     pub data: Vec<u8>,
+    /// The topology group (its founder's node id, 40 hex): a node in one group ignores
+    /// another's traffic, and a node in none joins the group that addresses it.
+    #[prost(string, tag = "2")]
+    pub group: String,
+}
+
+/// A follower's topology change for the group's leader to propose on its behalf.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct RaftPropose {
+    /// The topology group, as in [`Raft`].
+    #[prost(string, tag = "1")]
+    pub group: String,
+    /// The proposer's own name for the proposal (it recognises the entry by it).
+    #[prost(uint64, tag = "2")]
+    pub seq: u64,
+    /// The command in the topology log's encoding.
+    #[prost(bytes = "vec", tag = "3")]
+    pub command: Vec<u8>,
 }
 
 /// What a message is, with its body.
@@ -153,6 +171,8 @@ pub enum Body {
     PublishShard(Publish),
     #[prost(message, tag = "9")]
     Raft(Raft),
+    #[prost(message, tag = "10")]
+    RaftPropose(RaftPropose),
 }
 
 /// One bus message: the header and one body.
@@ -160,7 +180,7 @@ pub enum Body {
 pub struct BusMessage {
     #[prost(message, optional, tag = "1")]
     pub header: Option<Header>,
-    #[prost(oneof = "Body", tags = "2, 3, 4, 5, 6, 7, 8, 9")]
+    #[prost(oneof = "Body", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10")]
     pub body: Option<Body>,
 }
 
@@ -176,6 +196,7 @@ impl Body {
             Body::Publish(_) => "publish",
             Body::PublishShard(_) => "publishshard",
             Body::Raft(_) => "raft",
+            Body::RaftPropose(_) => "raftpropose",
         }
     }
 }

@@ -25,6 +25,6 @@ pub use envelope::{open, seal};
 pub use error::{FragmentError, WireError};
 pub use fragment::{fragment, Reassembler, ReassemblyLimits};
 pub use message::{
-    Body, BusMessage, Fail, Gossip, GossipEntry, Header, NodeRecord, Publish, Raft, SlotRange,
-    Update,
+    Body, BusMessage, Fail, Gossip, GossipEntry, Header, NodeRecord, Publish, Raft, RaftPropose,
+    SlotRange, Update,
 };

@@ -86,6 +86,12 @@ fn every_kind_round_trips_through_the_envelope() {
         }),
         Body::Raft(Raft {
             data: vec![1, 2, 3],
+            group: id('f'),
+        }),
+        Body::RaftPropose(RaftPropose {
+            group: id('f'),
+            seq: 9,
+            command: vec![1, 4],
         }),
     ];
     for body in bodies {
@@ -514,7 +520,14 @@ fn any_body() -> impl Strategy<Value = Body> {
             .prop_map(|(channel, message)| Body::Publish(Publish { channel, message })),
         (any::<Vec<u8>>(), any::<Vec<u8>>())
             .prop_map(|(channel, message)| Body::PublishShard(Publish { channel, message })),
-        any::<Vec<u8>>().prop_map(|data| Body::Raft(Raft { data })),
+        (any::<Vec<u8>>(), any_id()).prop_map(|(data, group)| Body::Raft(Raft { data, group })),
+        (any_id(), any::<u64>(), any::<Vec<u8>>()).prop_map(|(group, seq, command)| {
+            Body::RaftPropose(RaftPropose {
+                group,
+                seq,
+                command,
+            })
+        }),
     ]
 }
 

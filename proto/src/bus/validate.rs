@@ -110,6 +110,10 @@ pub fn check_message(m: &BusMessage) -> Result<(), WireError> {
             check_len("channel", p.channel.len(), CHANNEL_MAX)
         }
         // Opaque: raft's codec checks its own bytes; the size is bounded by MESSAGE_MAX.
-        Body::Raft(_) => Ok(()),
+        Body::Raft(r) => check_node_id("topology group", &r.group),
+        Body::RaftPropose(p) => {
+            check_node_id("topology group", &p.group)?;
+            check_len("topology command", p.command.len(), RAFT_COMMAND_MAX)
+        }
     }
 }

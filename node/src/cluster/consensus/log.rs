@@ -92,6 +92,30 @@ impl TopologyLog {
         learners: &[NodeId],
         seed: u64,
     ) -> Result<Self, LogError> {
+        Self::start(me, voters, learners, TopologyImage::default(), seed)
+    }
+
+    /// Founds a group whose bootstrap snapshot holds `image` (what the founder's nodes
+    /// agreed before the group existed), so that every member starts from it, not from an
+    /// empty topology. The image's version becomes [`BOOTSTRAP_INDEX`]; the founder sets its
+    /// own topology to it (ready() hands out no snapshot a log started from).
+    pub fn found(
+        me: NodeId,
+        voters: &[NodeId],
+        learners: &[NodeId],
+        image: TopologyImage,
+        seed: u64,
+    ) -> Result<Self, LogError> {
+        Self::start(me, voters, learners, image, seed)
+    }
+
+    fn start(
+        me: NodeId,
+        voters: &[NodeId],
+        learners: &[NodeId],
+        image: TopologyImage,
+        seed: u64,
+    ) -> Result<Self, LogError> {
         if voters.len() > VOTERS_MAX {
             return Err(LogError::TooManyVoters {
                 count: voters.len(),
@@ -113,7 +137,7 @@ impl TopologyLog {
             if !voters.contains(&me) && !learners.contains(&me) {
                 return Err(LogError::NotAMember(me));
             }
-            TopologyStorage::from_snapshot(bootstrap_snapshot(voters, learners)?)?
+            TopologyStorage::from_snapshot(bootstrap_snapshot(voters, learners, image)?)?
         };
         let config = Config {
             id: raft_id(&me),
@@ -220,6 +244,40 @@ impl TopologyLog {
         self.guarded(|raw| raw.propose(context, data).map_err(LogError::from))?;
         self.next_proposal += 1;
         Ok(id)
+    }
+
+    /// Names a proposal this node will hand to the leader itself ([`Self::propose_as`] on
+    /// the leader): when the entry commits, [`Committed::proposal`] carries this id here.
+    pub fn reserve_proposal(&mut self) -> ProposalId {
+        let id = ProposalId(self.next_proposal);
+        self.next_proposal += 1;
+        id
+    }
+
+    /// Proposes a command on behalf of `origin`, which named it `id` (a follower's
+    /// proposal forwarded over the bus); only the leader accepts. The entry carries the
+    /// origin's raft id, so the origin recognises it when it commits.
+    pub fn propose_as(
+        &mut self,
+        origin: &NodeId,
+        id: ProposalId,
+        command: &TopologyCommand,
+    ) -> Result<(), LogError> {
+        if self.poisoned {
+            return Err(LogError::Poisoned);
+        }
+        self.require_leader()?;
+        let data = command.encode().map_err(LogError::Encode)?;
+        let mut context = Vec::with_capacity(CONTEXT_LEN);
+        context.extend_from_slice(&raft_id(origin).to_be_bytes());
+        context.extend_from_slice(&id.0.to_be_bytes());
+        self.guarded(|raw| raw.propose(context, data).map_err(LogError::from))
+    }
+
+    /// Starts an election now instead of after the election timeout (a group's founder,
+    /// alone, leads at once).
+    pub fn campaign(&mut self) -> Result<(), LogError> {
+        self.guarded(|raw| raw.campaign().map_err(LogError::from))
     }
 
     /// Adds a voter (refused past [`VOTERS_MAX`]) or promotes a learner.
@@ -503,8 +561,13 @@ impl TopologyLog {
     }
 }
 
-/// The snapshot every founding member starts from: the members and an empty topology.
-fn bootstrap_snapshot(voters: &[NodeId], learners: &[NodeId]) -> Result<Snapshot, LogError> {
+/// The snapshot every founding member starts from: the members and the founder's image
+/// (empty in tests that start groups with `new`).
+fn bootstrap_snapshot(
+    voters: &[NodeId],
+    learners: &[NodeId],
+    image: TopologyImage,
+) -> Result<Snapshot, LogError> {
     let mut members: Vec<NodeId> = voters.iter().chain(learners).copied().collect();
     members.sort();
     members.dedup();
@@ -512,7 +575,7 @@ fn bootstrap_snapshot(voters: &[NodeId], learners: &[NodeId]) -> Result<Snapshot
         members,
         image: TopologyImage {
             version: BOOTSTRAP_INDEX,
-            ..TopologyImage::default()
+            ..image
         },
     };
     let mut snapshot = Snapshot {

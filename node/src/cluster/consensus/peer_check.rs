@@ -18,7 +18,7 @@ impl TopologyLog {
                 max: STEP_BYTES_MAX,
             });
         }
-        let m =
+        let mut m =
             Message::parse_from_bytes(bytes).map_err(|e| LogError::BadMessage(e.to_string()))?;
         if m.to != self.raw().raft.id {
             return Err(LogError::WrongRecipient { to: m.to });
@@ -38,15 +38,12 @@ impl TopologyLog {
             | MessageType::MsgReadIndexResp) => {
                 return Err(LogError::UnexpectedMessage(format!("{t:?}")))
             }
-            MessageType::MsgHeartbeat
-                if m.commit > self.raw().raft.raft_log.last_index()
-                    && m.term >= self.raw().raft.term =>
-            {
-                return Err(LogError::Inconsistent(format!(
-                    "heartbeat commits {} past our last index {}",
-                    m.commit,
-                    self.raw().raft.raft_log.last_index()
-                )));
+            // A leader that believes we hold entries we lost (a restart without our state)
+            // sends heartbeats committing past our log, which raft-rs treats as corruption.
+            // Clamped, the heartbeat is answered, the leader finds our log short and sends
+            // what is missing (a snapshot at worst).
+            MessageType::MsgHeartbeat if m.commit > self.raw().raft.raft_log.last_index() => {
+                m.commit = self.raw().raft.raft_log.last_index();
             }
             // A success claiming entries we never wrote would have us read past our log.
             MessageType::MsgAppendResponse

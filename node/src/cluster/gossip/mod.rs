@@ -142,6 +142,9 @@ pub struct Gossip {
     save: bool,
     last_state: Option<Health>,
     topology_version: u64,
+    /// Set while this node is in a topology group: slot ownership, roles and config epochs
+    /// of the group's nodes change only by the Raft log, never by what headers claim.
+    consensus: bool,
 }
 
 impl Gossip {
@@ -157,6 +160,7 @@ impl Gossip {
             save: false,
             last_state: None,
             topology_version: 0,
+            consensus: false,
         }
     }
 
@@ -167,6 +171,19 @@ impl Gossip {
     /// The Raft topology version this node has applied, advertised in every header.
     pub fn set_topology_version(&mut self, version: u64) {
         self.topology_version = version;
+    }
+
+    /// Whether the Raft log owns the topology (see the `consensus` field).
+    pub fn set_consensus_mode(&mut self, on: bool) {
+        self.consensus = on;
+    }
+
+    /// What a member's last header claimed: (slot ranges, its primary if a replica).
+    pub fn claims_of(&self, id: &NodeId) -> Option<(&[(u16, u16)], Option<NodeId>)> {
+        self.peers
+            .get(id)
+            .filter(|p| p.data_received_ms != 0)
+            .map(|p| (p.claimed_slots.as_slice(), p.claimed_primary))
     }
 
     /// The Raft topology version a member last advertised (None: never heard from).

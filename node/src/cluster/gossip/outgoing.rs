@@ -34,7 +34,7 @@ pub fn stat_index(body: &Body) -> usize {
         Body::Update(_) => 7,
         Body::PublishShard(_) => 10,
         // Raft has no Redis counterpart; it is counted with module messages.
-        Body::Raft(_) => 9,
+        Body::Raft(_) | Body::RaftPropose(_) => 9,
     }
 }
 

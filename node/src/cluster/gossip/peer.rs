@@ -25,6 +25,12 @@ pub struct Peer {
     pub fail_time_ms: u64,
     /// The Raft topology version its last header advertised.
     pub topology_version: u64,
+    /// What its last header claimed: the slots it (or its primary) serves, and its primary
+    /// if it says it is a replica. Once this node is in a topology group these claims no
+    /// longer change the topology; the group's leader reads them to take in a node that
+    /// is not in the group yet.
+    pub claimed_slots: Vec<(u16, u16)>,
+    pub claimed_primary: Option<NodeId>,
     /// One report per reporter, at most [`NODES_MAX`] (one per other node).
     pub fail_reports: Vec<FailReport>,
     /// When the first ping since the node was last unreachable left (0: none): CLUSTER

@@ -68,11 +68,15 @@ impl Gossip {
                 }
             }
             Body::Update(u) => {
-                if sender.is_some() {
+                // In a topology group, slots move by the log only.
+                if sender.is_some() && !self.consensus {
                     self.apply_update(t, &u);
                 }
             }
-            body @ (Body::Publish(_) | Body::PublishShard(_) | Body::Raft(_)) => {
+            body @ (Body::Publish(_)
+            | Body::PublishShard(_)
+            | Body::Raft(_)
+            | Body::RaftPropose(_)) => {
                 if sender.is_some() {
                     self.out.push(Action::Deliver {
                         from: sender_id,
@@ -89,7 +93,8 @@ impl Gossip {
         node.link = LinkState::Connected;
         let id = node.id;
         let is_primary_claim = h.flags & bit::MASTER as u32 != 0;
-        if is_primary_claim && h.config_epoch > node.config_epoch {
+        let epoch_is_logged = self.consensus && t.consensus.nodes.contains(&node.id);
+        if is_primary_claim && !epoch_is_logged && h.config_epoch > node.config_epoch {
             node.config_epoch = h.config_epoch;
             self.save = true;
         }
@@ -99,6 +104,14 @@ impl Gossip {
             peer.link_from_since_ms = now_ms;
         }
         peer.topology_version = h.topology_version;
+        peer.claimed_slots.clear();
+        peer.claimed_slots
+            .extend(h.slots.iter().map(|r| (r.start as u16, r.end as u16)));
+        peer.claimed_primary = if h.flags & bit::SLAVE as u32 != 0 {
+            parse_id(&h.primary)
+        } else {
+            None
+        };
         if h.current_epoch > t.current_epoch {
             t.current_epoch = h.current_epoch;
             self.save = true;
@@ -230,6 +243,14 @@ impl Gossip {
                 }
             }
             node.repl_offset = r.repl_offset;
+        }
+        if self.consensus {
+            // Roles of the group's nodes come from the log; a node outside it is shown as it
+            // says it is until the leader takes it in.
+            if !t.consensus.nodes.contains(&t.nodes[i as usize].id) {
+                self.apply_role(t, i, h);
+            }
+            return;
         }
         self.apply_role(t, i, h);
         self.apply_claims(t, i, from, h);

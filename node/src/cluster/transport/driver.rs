@@ -186,7 +186,7 @@ fn body_kind(body: &Body) -> &'static str {
     match body {
         Body::Publish(_) => "publish",
         Body::PublishShard(_) => "publishshard",
-        Body::Raft(_) => "raft",
+        Body::Raft(_) | Body::RaftPropose(_) => "raft",
         _ => "other",
     }
 }

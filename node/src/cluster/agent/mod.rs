@@ -1,0 +1,242 @@
+//! The topology agent: the part of a node that runs its membership of the Raft topology
+//! group (DESIGN.md §1), as a core without I/O fed `(now_ms, input)` next to the gossip
+//! core. It
+//!
+//! - founds a group once nodes have met (`founding`): the node with the smallest id among a
+//!   settled set of reachable nodes starts a group whose bootstrap snapshot is what gossip
+//!   had agreed (every node, replica links, slot owners), so the cluster's first replicated
+//!   topology is the one `redis-cli --cluster create` built;
+//! - joins the group that addresses it (a node outside any group takes the first group whose
+//!   Raft traffic reaches it; the leader sends it a snapshot);
+//! - as leader, takes in nodes that are not in the group yet and keeps up to five voters
+//!   (`reconcile`);
+//! - turns topology changes into proposals, forwarding a follower's to the leader, and
+//!   answers each waiting command when its entry applies or times out (`pending`).
+//!
+//! While a node is in no group (alone, or before founding) the topology changes locally
+//! the way Redis changes it, by gossip and config epochs; callers check [`TopologyAgent::in_group`].
+
+mod founding;
+mod pending;
+mod reconcile;
+mod turn;
+
+use super::consensus::{ApplyError, LogError, TopologyCommand, TopologyLog};
+use super::gossip::Gossip;
+use super::id::NodeId;
+use super::topology::Topology;
+use pending::Pending;
+use reconcile::Attempts;
+
+/// Timing of the agent; the defaults suit a fabric bus with 100 ms gossip ticks.
+#[derive(Clone, Debug)]
+pub struct AgentSettings {
+    /// How long the set of reachable nodes must stay unchanged before the smallest id founds
+    /// a group: a MEET burst (redis-cli meets every node at once) settles first.
+    pub founding_quiet_ms: u64,
+    /// How long a command waits for its change to apply before it is answered with an error.
+    pub proposal_timeout_ms: u64,
+    /// How long the leader waits before it proposes the same step for a node again (a
+    /// proposal can be lost with a leader change).
+    pub reconcile_retry_ms: u64,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            founding_quiet_ms: 1000,
+            proposal_timeout_ms: 5000,
+            reconcile_retry_ms: 1000,
+        }
+    }
+}
+
+/// What the agent is told. `W` is how the caller names a waiting command (a channel on the
+/// node, a number in the simulator).
+#[derive(Debug)]
+pub enum AgentInput<W> {
+    /// The timer; expected about every 100 ms (raft ticks are counted from `now_ms`).
+    Tick,
+    /// A RAFT bus message from a member.
+    Raft {
+        from: NodeId,
+        group: NodeId,
+        data: Vec<u8>,
+    },
+    /// A RAFTPROPOSE bus message: a follower's change for this node to propose if it leads.
+    Forwarded {
+        from: NodeId,
+        group: NodeId,
+        seq: u64,
+        command: Vec<u8>,
+    },
+    /// A command's topology change; the answer comes as [`AgentAction::Reply`].
+    Propose { command: TopologyCommand, waiter: W },
+    /// CLUSTER RESET: this node leaves its group (and forgets it).
+    Leave,
+}
+
+/// What the caller must do.
+#[derive(Debug)]
+pub enum AgentAction<W> {
+    /// Send a RAFT bus message to the member `to`.
+    Raft {
+        to: NodeId,
+        group: NodeId,
+        data: Vec<u8>,
+    },
+    /// Send a RAFTPROPOSE bus message to the leader `to`.
+    Forward {
+        to: NodeId,
+        group: NodeId,
+        seq: u64,
+        command: Vec<u8>,
+    },
+    /// Answer the waiting command.
+    Reply {
+        waiter: W,
+        result: Result<(), ProposeError>,
+    },
+    /// The replicated topology changed: save the config file.
+    SaveConfig,
+}
+
+/// Why a topology change was not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    #[error("this node is not in a topology group yet")]
+    NotInGroup,
+    #[error("the topology group has no leader this node can reach")]
+    NoLeader,
+    #[error("the topology change was not committed within {0} ms")]
+    Timeout(u64),
+    #[error("{0} topology changes are already waiting")]
+    Busy(usize),
+    /// Committed but refused when applied (the topology changed since it was checked).
+    #[error("{0}")]
+    Refused(ApplyError),
+    #[error("{0}")]
+    Log(LogError),
+}
+
+/// A node's group: who founded it (its name on the bus) and this node's Raft log.
+pub(crate) struct Group {
+    pub id: NodeId,
+    pub log: TopologyLog,
+}
+
+pub struct TopologyAgent<W> {
+    me: NodeId,
+    settings: AgentSettings,
+    seed: u64,
+    group: Option<Group>,
+    /// Wall time up to which raft ticks were given.
+    raft_clock_ms: u64,
+    founding: founding::Watch,
+    pending: Pending<W>,
+    attempts: Attempts,
+    out: Vec<AgentAction<W>>,
+    save: bool,
+}
+
+impl<W> TopologyAgent<W> {
+    pub fn new(me: NodeId, settings: AgentSettings, seed: u64) -> Self {
+        TopologyAgent {
+            me,
+            settings,
+            seed,
+            group: None,
+            raft_clock_ms: 0,
+            founding: founding::Watch::default(),
+            pending: Pending::default(),
+            attempts: Attempts::default(),
+            out: Vec::new(),
+            save: false,
+        }
+    }
+
+    /// Whether topology changes go through the group's log (else they apply locally).
+    pub fn in_group(&self) -> bool {
+        self.group.is_some()
+    }
+
+    /// The group's name (its founder's id).
+    pub fn group(&self) -> Option<NodeId> {
+        self.group.as_ref().map(|g| g.id)
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.group.as_ref().is_some_and(|g| g.log.is_leader())
+    }
+
+    pub fn leader(&self) -> Option<NodeId> {
+        self.group.as_ref().and_then(|g| g.log.leader())
+    }
+
+    /// The group's voters and learners as this node knows them.
+    pub fn members(&self) -> (Vec<NodeId>, Vec<NodeId>) {
+        self.group
+            .as_ref()
+            .map(|g| g.log.members())
+            .unwrap_or_default()
+    }
+
+    /// Feeds one input; returns what to do, in order. `gossip` tells who is reachable and
+    /// what nodes outside the group claim.
+    pub fn step(
+        &mut self,
+        now_ms: u64,
+        input: AgentInput<W>,
+        t: &mut Topology,
+        gossip: &Gossip,
+    ) -> Vec<AgentAction<W>> {
+        match input {
+            AgentInput::Tick => self.tick(now_ms, t, gossip),
+            AgentInput::Raft { from, group, data } => self.receive(now_ms, from, group, &data, t),
+            AgentInput::Forwarded {
+                from,
+                group,
+                seq,
+                command,
+            } => self.forwarded(from, group, seq, &command),
+            AgentInput::Propose { command, waiter } => self.propose(now_ms, command, waiter),
+            AgentInput::Leave => self.leave(),
+        }
+        self.turn(now_ms, t);
+        if std::mem::take(&mut self.save) {
+            self.out.push(AgentAction::SaveConfig);
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    fn tick(&mut self, now_ms: u64, t: &mut Topology, gossip: &Gossip) {
+        if self.group.is_none() {
+            self.consider_founding(now_ms, t, gossip);
+            return;
+        }
+        self.tick_raft(now_ms);
+        for waiter in self.pending.expire(now_ms) {
+            let timeout = self.settings.proposal_timeout_ms;
+            self.reply(waiter, Err(ProposeError::Timeout(timeout)));
+        }
+        if self.is_leader() {
+            self.reconcile(now_ms, t, gossip);
+        }
+    }
+
+    fn reply(&mut self, waiter: W, result: Result<(), ProposeError>) {
+        self.out.push(AgentAction::Reply { waiter, result });
+    }
+
+    /// CLUSTER RESET: the group is left behind; waiting commands learn it.
+    fn leave(&mut self) {
+        if let Some(g) = self.group.take() {
+            tracing::info!(group = %g.id, "left the topology group");
+        }
+        for waiter in self.pending.drain() {
+            self.reply(waiter, Err(ProposeError::NotInGroup));
+        }
+        self.founding = founding::Watch::default();
+        self.attempts = Attempts::default();
+    }
+}

@@ -1,0 +1,197 @@
+//! The agent's Raft traffic: peer bytes in, proposals (own or forwarded), raft ticks, and
+//! the Ready turn that sends messages, applies committed changes to the topology and
+//! answers the commands that waited for them.
+
+use super::{AgentAction, Group, ProposeError, TopologyAgent};
+use crate::cluster::consensus::log::TICK_MS;
+use crate::cluster::consensus::{
+    ApplyError, LogError, MemberRole, ProposalId, TopologyCommand, TopologyLog,
+};
+use crate::cluster::flags::bit;
+use crate::cluster::id::NodeId;
+use crate::cluster::topology::Topology;
+
+/// Ready turns per input: a one-voter group commits a proposal on its second turn; more
+/// turns than this in one step only mean a busy log, which the next input drains.
+const TURNS_PER_STEP_MAX: usize = 8;
+/// Raft ticks given at once after a stall (a paused process must not fire every timer it
+/// missed: the election timeout alone is 10-20 ticks).
+const CATCH_UP_TICKS_MAX: u64 = 5;
+
+impl<W> TopologyAgent<W> {
+    pub(super) fn tick_raft(&mut self, now_ms: u64) {
+        let Some(g) = &mut self.group else { return };
+        let due = now_ms.saturating_sub(self.raft_clock_ms) / TICK_MS;
+        if due > CATCH_UP_TICKS_MAX {
+            self.raft_clock_ms = now_ms;
+        } else {
+            self.raft_clock_ms += due * TICK_MS;
+        }
+        for _ in 0..due.min(CATCH_UP_TICKS_MAX) {
+            if let Err(e) = g.log.tick() {
+                tracing::warn!(error = %e, "topology log tick");
+            }
+        }
+    }
+
+    /// Starts or joins `group` with `log` (its raft clock starts now).
+    pub(super) fn enter(&mut self, now_ms: u64, id: NodeId, log: TopologyLog) {
+        tracing::info!(group = %id, "in the topology group");
+        self.group = Some(Group { id, log });
+        self.raft_clock_ms = now_ms;
+    }
+
+    pub(super) fn receive(
+        &mut self,
+        now_ms: u64,
+        from: NodeId,
+        group: NodeId,
+        data: &[u8],
+        t: &Topology,
+    ) {
+        if self.group.is_none() {
+            // Only a member we know (handshake done) can bring this node into its group.
+            let known = t
+                .index_of(&from)
+                .is_some_and(|i| !t.nodes[i as usize].flags.has(bit::HANDSHAKE));
+            if !known {
+                return;
+            }
+            match TopologyLog::new(self.me, &[], &[], self.seed) {
+                Ok(log) => self.enter(now_ms, group, log),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot join the topology group");
+                    return;
+                }
+            }
+        }
+        let Some(g) = &mut self.group else { return };
+        if g.id != group {
+            tracing::debug!(%from, %group, ours = %g.id, "raft message of another group dropped");
+            return;
+        }
+        if let Err(e) = g.log.step(&from, data) {
+            tracing::debug!(%from, error = %e, "raft message refused");
+            if e == LogError::Poisoned {
+                self.drop_poisoned();
+            }
+        }
+    }
+
+    pub(super) fn forwarded(&mut self, from: NodeId, group: NodeId, seq: u64, command: &[u8]) {
+        let Some(g) = &mut self.group else { return };
+        if g.id != group || !g.log.is_leader() {
+            // The proposer times out and its command answers with an error.
+            return;
+        }
+        let command = match TopologyCommand::decode(command) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%from, error = %e, "undecodable forwarded topology change");
+                return;
+            }
+        };
+        if let Err(e) = g.log.propose_as(&from, ProposalId(seq), &command) {
+            tracing::debug!(%from, error = %e, "forwarded topology change not proposed");
+        }
+    }
+
+    pub(super) fn propose(&mut self, now_ms: u64, command: TopologyCommand, waiter: W) {
+        if self.pending.is_full() {
+            let n = self.pending.len();
+            return self.reply(waiter, Err(ProposeError::Busy(n)));
+        }
+        let deadline = now_ms + self.settings.proposal_timeout_ms;
+        let Some(g) = &mut self.group else {
+            return self.reply(waiter, Err(ProposeError::NotInGroup));
+        };
+        if g.log.is_leader() {
+            match g.log.propose(&command) {
+                Ok(id) => self.pending.insert(id, waiter, deadline),
+                Err(e) => self.reply(waiter, Err(ProposeError::Log(e))),
+            }
+            return;
+        }
+        let Some(leader) = g.log.leader() else {
+            return self.reply(waiter, Err(ProposeError::NoLeader));
+        };
+        let bytes = match command.encode() {
+            Ok(b) => b,
+            Err(e) => return self.reply(waiter, Err(ProposeError::Log(LogError::Encode(e)))),
+        };
+        let id = g.log.reserve_proposal();
+        let group = g.id;
+        self.pending.insert(id, waiter, deadline);
+        self.out.push(AgentAction::Forward {
+            to: leader,
+            group,
+            seq: id.0,
+            command: bytes,
+        });
+    }
+
+    /// Ready turns until the log has nothing more: messages out, committed changes into
+    /// `t`, waiting commands answered.
+    pub(super) fn turn(&mut self, _now_ms: u64, t: &mut Topology) {
+        for _ in 0..TURNS_PER_STEP_MAX {
+            let Some(g) = &mut self.group else { return };
+            let out = match g.log.ready() {
+                Ok(out) => out,
+                Err(e) => {
+                    tracing::warn!(error = %e, "topology log turn failed");
+                    if e == LogError::Poisoned {
+                        self.drop_poisoned();
+                    }
+                    return;
+                }
+            };
+            if out.is_empty() {
+                return;
+            }
+            let group = g.id;
+            for (to, data) in out.messages.iter().cloned() {
+                self.out.push(AgentAction::Raft { to, group, data });
+            }
+            let outcomes = out.apply_to(t);
+            if out.applied.is_some() || out.restore.is_some() {
+                self.save = true;
+            }
+            if out.snapshot_due {
+                if let Err(e) = g.log.compact(t) {
+                    tracing::warn!(error = %e, "topology snapshot not taken");
+                }
+            }
+            for entry in &out.committed {
+                let Some(id) = entry.proposal else { continue };
+                let Some(waiter) = self.pending.take(id) else {
+                    continue;
+                };
+                let result = match outcomes.iter().find(|(i, _)| *i == entry.index) {
+                    Some((_, Err(ApplyError::AlreadyApplied { .. }))) | Some((_, Ok(()))) => Ok(()),
+                    Some((_, Err(e))) => Err(ProposeError::Refused(e.clone())),
+                    None => Ok(()),
+                };
+                self.reply(waiter, result);
+            }
+            let removed = out
+                .membership
+                .iter()
+                .any(|m| m.applied && m.role == MemberRole::Removed && m.node == Some(self.me));
+            if removed {
+                tracing::warn!("removed from the topology group");
+                self.leave();
+                return;
+            }
+        }
+    }
+
+    /// raft-rs failed inside a call: the log is dropped, and the leader's next message
+    /// starts a fresh one that catches up by snapshot.
+    fn drop_poisoned(&mut self) {
+        tracing::error!("topology log poisoned; rejoining the group from a snapshot");
+        self.group = None;
+        for waiter in self.pending.drain() {
+            self.reply(waiter, Err(ProposeError::Log(LogError::Poisoned)));
+        }
+    }
+}
