@@ -65,4 +65,7 @@ pub enum ClusterError {
     ConfigEpochOthersKnown,
     #[error("ERR Node config epoch is already non-zero")]
     ConfigEpochNonZero,
+    /// A topology change the Raft group did not make (no leader, timeout, refused on apply).
+    #[error("ERR topology change not made: {0}")]
+    Topology(String),
 }

@@ -147,3 +147,20 @@ pub fn info(t: &Topology) -> String {
     field("total_cluster_links_buffer_limit_exceeded", &0);
     out
 }
+
+/// CLUSTER INFO's lines on the Raft topology group (ours; Redis has none): the group (its
+/// founder's id, `-` while in none), the topology version, the leader and the members.
+pub fn group_info(g: &super::shared::GroupView, out: &mut String) {
+    let id = |n: &Option<super::id::NodeId>| n.map_or("-".to_string(), |n| n.to_string());
+    let _ = write!(
+        out,
+        "cluster_topology_group:{}\r\ncluster_topology_version:{}\r\n\
+         cluster_topology_leader:{}\r\ncluster_topology_voters:{}\r\n\
+         cluster_topology_learners:{}\r\n",
+        id(&g.group),
+        g.version,
+        id(&g.leader),
+        g.voters,
+        g.learners
+    );
+}

@@ -46,6 +46,9 @@ impl Topology {
         }
         let was_replica = self.myself().is_replica();
         self.keep_only_myself();
+        // The node leaves its topology group too (the bus's agent drops its log): it is in
+        // none, and says version 0 so that a group's leader may take it in again.
+        self.consensus = Default::default();
         let me = self.myself_mut();
         if was_replica {
             me.flags.set(bit::SLAVE, false);

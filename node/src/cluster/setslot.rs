@@ -117,7 +117,7 @@ impl Topology {
     }
 
     /// The primary named by `arg`: MIGRATING/IMPORTING and NODE word "unknown" differently.
-    fn primary_by_arg(
+    pub(crate) fn primary_by_arg(
         &self,
         arg: &[u8],
         migration: bool,

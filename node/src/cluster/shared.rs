@@ -2,6 +2,8 @@
 //! lock, and where it is persisted. Every change that Redis would save (slot assignment,
 //! SETSLOT) is written to the config file before the command answers.
 
+use super::agent::AgentSettings;
+use super::consensus::TopologyCommand;
 use super::error::ClusterError;
 use super::gossip::view::PeerView;
 use super::id::HexId;
@@ -13,6 +15,7 @@ use crate::config::Config;
 use parking_lot::{Mutex, RwLock};
 use rand::SeedableRng;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The bus port is the client port plus this (Redis's `CLUSTER_PORT_INCR`).
 pub const BUS_PORT_OFFSET: u16 = 10000;
@@ -30,8 +33,25 @@ pub enum StartError {
     },
 }
 
+/// This node's standing in the Raft topology group, as the bus thread last published it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupView {
+    /// The group (its founder's id); None while the node is in none.
+    pub group: Option<super::id::NodeId>,
+    pub leader: Option<super::id::NodeId>,
+    pub voters: usize,
+    pub learners: usize,
+    /// The topology version (last applied log index).
+    pub version: u64,
+}
+
+/// How long a command waits for its topology change beyond the agent's own timeout (which
+/// answers first): the bus thread may be slow to take the request.
+const PROPOSAL_WAIT_SLACK: Duration = Duration::from_secs(1);
+
 pub struct Cluster {
     pub topology: RwLock<Topology>,
+    group: RwLock<GroupView>,
     pub config_path: PathBuf,
     /// One writer of the config file at a time: SAVECONFIG saves under the topology's read
     /// lock, so two of them could otherwise share the temp file.
@@ -82,6 +102,7 @@ impl Cluster {
             save_lock: Mutex::new(()),
             bus: std::sync::OnceLock::new(),
             peer_view: RwLock::new(PeerView::default()),
+            group: RwLock::new(GroupView::default()),
         })
     }
 
@@ -94,6 +115,44 @@ impl Cluster {
         let r = f(&mut t)?;
         self.save_locked(&t)?;
         Ok(r)
+    }
+
+    pub fn group_view(&self) -> GroupView {
+        self.group.read().clone()
+    }
+
+    pub(crate) fn set_group_view(&self, view: GroupView) {
+        let mut g = self.group.write();
+        if *g != view {
+            *g = view;
+        }
+    }
+
+    /// Whether topology changes go through the Raft group (else they apply here, as Redis
+    /// applies them).
+    pub fn in_group(&self) -> bool {
+        self.group.read().group.is_some()
+    }
+
+    /// Commits a topology change through the group and waits until it applied here (or
+    /// failed). Blocks the calling thread for up to the agent's proposal timeout: topology
+    /// changes are rare admin commands, and the reply must not come before the change.
+    pub fn propose(&self, command: TopologyCommand) -> Result<(), ClusterError> {
+        let not_made = |why: String| ClusterError::Topology(why);
+        let bus = self
+            .bus
+            .get()
+            .ok_or_else(|| not_made("the cluster bus is not running".into()))?;
+        let outcome = bus
+            .propose(command)
+            .ok_or_else(|| not_made("the cluster bus is too busy".into()))?;
+        let wait = Duration::from_millis(AgentSettings::default().proposal_timeout_ms)
+            + PROPOSAL_WAIT_SLACK;
+        match outcome.recv_timeout(wait) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(not_made(e.to_string())),
+            Err(_) => Err(not_made("no answer from the cluster bus".into())),
+        }
     }
 
     /// CLUSTER SAVECONFIG.

@@ -3,6 +3,7 @@
 //! disabled", after the arity check, as Redis does.
 
 mod bus_state;
+mod change;
 mod epochs;
 mod keys;
 mod meet;

@@ -1,9 +1,14 @@
-//! The gossip core on the bus thread: opens and reassembles what arrives, feeds the core under
-//! the topology's write lock, seals and fragments what it sends, saves the config when it
-//! says so (after the lock is released).
+//! The cluster core (gossip and the topology agent) on the bus thread: opens and reassembles
+//! what arrives, feeds the core under the topology's write lock, seals and fragments what it
+//! sends, saves the config when it says so (after the lock is released), answers proposals,
+//! and publishes the node's standing in the topology group for commands to read.
 
-use super::runtime::{BusCore, Outbox};
-use crate::cluster::gossip::{Action, Event, Gossip, GossipSettings, Input};
+use super::runtime::{BusCore, Outbox, ProposalReply};
+use crate::cluster::agent::AgentSettings;
+use crate::cluster::consensus::TopologyCommand;
+use crate::cluster::core::{ClusterCore, CoreAction, CoreInput};
+use crate::cluster::gossip::{Event, GossipSettings, Input};
+use crate::cluster::shared::GroupView;
 use crate::cluster::{Cluster, NodeId};
 use crate::server::pubsub::Kind;
 use crate::server::Server;
@@ -17,17 +22,24 @@ const IN_CLUSTER_MODE: &str = "the bus runs only in cluster mode";
 
 pub struct GossipDriver {
     server: Arc<Server>,
-    gossip: Gossip,
+    core: ClusterCore<ProposalReply>,
     secret: Vec<u8>,
     reassembler: Reassembler<String>,
     datagram_max: usize,
 }
 
 impl GossipDriver {
-    pub fn new(server: Arc<Server>, settings: GossipSettings, secret: Vec<u8>, seed: u64) -> Self {
+    pub fn new(
+        server: Arc<Server>,
+        me: NodeId,
+        settings: GossipSettings,
+        agent: AgentSettings,
+        secret: Vec<u8>,
+        seed: u64,
+    ) -> Self {
         GossipDriver {
             server,
-            gossip: Gossip::new(settings, seed),
+            core: ClusterCore::new(me, settings, agent, seed),
             secret,
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             datagram_max: 0,
@@ -39,19 +51,38 @@ impl GossipDriver {
     }
 
     fn step(&mut self, now_ms: u64, input: Input, out: &mut Outbox) {
-        let actions = {
-            // Field by field, so the topology guard and the gossip core borrow apart.
+        self.run(now_ms, CoreInput::Gossip(input), out);
+    }
+
+    fn run(&mut self, now_ms: u64, input: CoreInput<ProposalReply>, out: &mut Outbox) {
+        let (actions, view) = {
+            // Field by field, so the topology guard and the core borrow apart.
             let cluster = self.server.cluster.as_ref().expect(IN_CLUSTER_MODE);
             let mut t = cluster.topology.write();
-            self.gossip.step(now_ms, input, &mut t)
+            let actions = self.core.step(now_ms, input, &mut t);
+            let agent = &self.core.agent;
+            let (voters, learners) = agent.members();
+            let view = GroupView {
+                group: agent.group(),
+                leader: agent.leader(),
+                voters: voters.len(),
+                learners: learners.len(),
+                version: t.consensus.version,
+            };
+            (actions, view)
         };
+        self.cluster().set_group_view(view);
         let mut save = false;
         for action in actions {
             match action {
-                Action::Send { to, msg } => self.send(&to, &msg, out),
-                Action::SaveConfig => save = true,
-                Action::Event(e) => log_event(&e),
-                Action::Deliver { from, body } => self.deliver(from, body),
+                CoreAction::Send { to, msg } => self.send(&to, &msg, out),
+                CoreAction::SaveConfig => save = true,
+                CoreAction::Event(e) => log_event(&e),
+                CoreAction::Deliver { from, body } => self.deliver(from, body),
+                // The command waits on the other end, or gave up (then nobody reads this).
+                CoreAction::Reply { waiter, result } => {
+                    let _ = waiter.try_send(result);
+                }
             }
         }
         if save {
@@ -116,7 +147,7 @@ impl BusCore for GossipDriver {
         // Once per tick, not per message: the copy is O(nodes).
         let view = {
             let t = self.cluster().topology.read();
-            self.gossip.peer_view(now_ms, &t)
+            self.core.gossip.peer_view(now_ms, &t)
         };
         *self.cluster().peer_view.write() = view;
     }
@@ -164,11 +195,28 @@ impl BusCore for GossipDriver {
             } else {
                 Body::Publish(p)
             };
-            (self.gossip.message(&t, body), targets)
+            (self.core.gossip.message(&t, body), targets)
         };
         if let Some(datagrams) = self.datagrams(&msg) {
             fan_out(&targets, datagrams, out);
         }
+    }
+
+    fn propose(
+        &mut self,
+        now_ms: u64,
+        command: TopologyCommand,
+        reply: ProposalReply,
+        out: &mut Outbox,
+    ) {
+        self.run(
+            now_ms,
+            CoreInput::Propose {
+                command,
+                waiter: reply,
+            },
+            out,
+        );
     }
 
     fn meet(&mut self, now_ms: u64, to: EndpointAddr, out: &mut Outbox) {

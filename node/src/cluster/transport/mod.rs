@@ -84,6 +84,19 @@ impl BusHandle {
         self.requests.try_send(Request::Reset).is_ok()
     }
 
+    /// Hands a topology change to the bus thread; the outcome arrives on the returned
+    /// receiver. None if the thread is gone or too far behind.
+    pub fn propose(
+        &self,
+        command: crate::cluster::consensus::TopologyCommand,
+    ) -> Option<std::sync::mpsc::Receiver<Result<(), crate::cluster::agent::ProposeError>>> {
+        let (reply, outcome) = mpsc::sync_channel(1);
+        self.requests
+            .try_send(Request::Propose { command, reply })
+            .ok()
+            .map(|_| outcome)
+    }
+
     /// A sender for requests from other threads (the MEET lookups).
     pub fn requester(&self) -> SyncSender<Request> {
         self.requests.clone()

@@ -5,6 +5,7 @@
 use super::driver::GossipDriver;
 use super::rendezvous::LocalIpHook;
 use super::{start, BusHandle, BusStartError};
+use crate::cluster::agent::AgentSettings;
 use crate::cluster::gossip::GossipSettings;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
@@ -84,7 +85,19 @@ impl WithProvider for Job {
                     Ok(())
                 });
             }
-            GossipDriver::new(server.clone(), settings, secret, seed)
+            let me = server
+                .cluster
+                .as_ref()
+                .map(|c| c.topology.read().myself().id)
+                .expect("the bus runs only in cluster mode");
+            GossipDriver::new(
+                server.clone(),
+                me,
+                settings,
+                AgentSettings::default(),
+                secret,
+                seed,
+            )
         })
     }
 }

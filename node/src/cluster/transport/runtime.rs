@@ -2,6 +2,8 @@
 //! what the node asks (MEET, FORGET, RESET), ticks it, and sends what it says. The core does no I/O
 //! (DESIGN §3.1); this loop is its only contact with the fabric and the clock.
 
+use crate::cluster::agent::ProposeError;
+use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::id::NodeId;
 use bus::datagram::DatagramSocket;
 use bus::{DatagramEndpoint, EndpointAddr};
@@ -32,9 +34,17 @@ pub enum Request {
         channel: Vec<u8>,
         message: Vec<u8>,
     },
+    /// A topology change for the Raft group; the outcome goes to `reply`.
+    Propose {
+        command: TopologyCommand,
+        reply: ProposalReply,
+    },
     /// Stop the thread.
     Stop,
 }
+
+/// Where a proposal's outcome goes (room for the one answer, so the bus thread never waits).
+pub type ProposalReply = std::sync::mpsc::SyncSender<Result<(), ProposeError>>;
 
 /// Messages the core wants sent.
 #[derive(Debug, Default)]
@@ -54,6 +64,16 @@ pub trait BusCore: Send + 'static {
     /// CLUSTER RESET; cores without a node table ignore it.
     fn reset(&mut self, _now_ms: u64, _out: &mut Outbox) {}
     fn publish(&mut self, shard: bool, channel: Vec<u8>, message: Vec<u8>, out: &mut Outbox);
+    /// A topology change; cores without a topology group answer that they have none.
+    fn propose(
+        &mut self,
+        _now_ms: u64,
+        _command: TopologyCommand,
+        reply: ProposalReply,
+        _out: &mut Outbox,
+    ) {
+        let _ = reply.try_send(Err(ProposeError::NotInGroup));
+    }
 }
 
 /// Counters the loop keeps (INFO / tests).
@@ -93,6 +113,9 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
                     channel,
                     message,
                 }) => core.publish(shard, channel, message, &mut out),
+                Ok(Request::Propose { command, reply }) => {
+                    core.propose(now_ms(), command, reply, &mut out)
+                }
                 Ok(Request::Stop) | Err(TryRecvError::Disconnected) => return stats,
                 Err(TryRecvError::Empty) => break,
             }

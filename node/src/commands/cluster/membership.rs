@@ -1,15 +1,24 @@
 //! CLUSTER FORGET and RESET: nodes leave this node's table. Both are saved before the
-//! reply, then the bus thread is told: FORGET so its gossip core blacklists the node for a
-//! minute, RESET so it drops what it knew of the others.
+//! reply (in a topology group, FORGET is committed by the group first), then the bus
+//! thread is told: FORGET so its gossip core blacklists the node for a minute, RESET so it
+//! drops what it knew of the others and leaves its topology group.
 
 use super::cluster;
+use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::reset::ResetKind;
 use crate::command::{CmdError, CmdResult, Ctx};
 use rand::SeedableRng;
 
 pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
-    let node = c.change(|t| t.forget(args[2]))?;
+    let node = if c.in_group() {
+        // Redis's checks on a copy, then the group removes the node everywhere.
+        let node = c.topology.read().clone().forget(args[2])?;
+        c.propose(TopologyCommand::ForgetNode { id: node.id })?;
+        node
+    } else {
+        c.change(|t| t.forget(args[2]))?
+    };
     // The request goes before the reply, and the bus thread takes requests before the
     // next messages it reads; handshakes gossip starts in between are dropped by the core.
     if let Some(bus) = c.bus.get() {

@@ -1,15 +1,29 @@
 //! CLUSTER REPLICATE, REPLICAS and SLAVES. REPLICATE changes the topology only (flags,
-//! primary, shard), saved before the reply: the node then advertises itself as a replica
+//! primary, shard), saved before the reply (in a topology group, committed by it first): the node then advertises itself as a replica
 //! on the bus; copying the primary's data is replication's job, not done here yet.
 
+use super::change::change_topology;
 use super::cluster;
+use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::nodes_text::{write_node_line, LineKind};
 use crate::command::{CmdResult, Ctx};
 
 pub fn replicate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
     let keys = ctx.server.keyspace.key_count();
-    c.change(|t| t.replicate(args[2], keys))?;
+    change_topology(
+        c,
+        |t| {
+            t.replicate(args[2], keys)?;
+            Ok(t.myself().primary)
+        },
+        |t, primary| {
+            Some(TopologyCommand::SetReplicaOf {
+                replica: t.myself().id,
+                primary: primary?,
+            })
+        },
+    )?;
     ctx.reply.ok();
     Ok(())
 }

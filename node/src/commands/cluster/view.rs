@@ -17,7 +17,9 @@ pub fn myshardid(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 }
 
 pub fn info(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    let text = replies::info(&cluster(ctx)?.topology.read());
+    let c = cluster(ctx)?;
+    let mut text = replies::info(&c.topology.read());
+    replies::group_info(&c.group_view(), &mut text);
     ctx.reply.verbatim(text.as_bytes());
     Ok(())
 }
