@@ -284,7 +284,10 @@ mod tests {
         for i in 0..REPLICAS_MAX {
             acks.attach(i, 0, 0).unwrap();
         }
-        assert_eq!(acks.attach(REPLICAS_MAX, 0, 0), Err(AckError::TooManyReplicas));
+        assert_eq!(
+            acks.attach(REPLICAS_MAX, 0, 0),
+            Err(AckError::TooManyReplicas)
+        );
         // Re-attaching a known replica is not a new one.
         assert!(acks.attach(0, 5, 0).is_ok());
     }

@@ -155,7 +155,10 @@ mod tests {
         assert_eq!(a.push(1, b"abc", &mut out), Ok(3));
         assert_eq!(a.push(4, b"de", &mut out), Ok(2));
         assert_eq!(out, b"abcde");
-        assert_eq!((a.next_offset(), a.released_offset(), a.held_bytes()), (6, 5, 0));
+        assert_eq!(
+            (a.next_offset(), a.released_offset(), a.held_bytes()),
+            (6, 5, 0)
+        );
     }
 
     #[test]
@@ -199,7 +202,11 @@ mod tests {
         a.push(5, b"abc", &mut out).unwrap();
         assert_eq!(
             a.push(9, b"de", &mut out),
-            Err(ApplyOrderError::BytesFull { held: 5, max: 4, waiting_for: 1 })
+            Err(ApplyOrderError::BytesFull {
+                held: 5,
+                max: 4,
+                waiting_for: 1
+            })
         );
         assert_eq!(a.held_bytes(), 3);
         // The record at the gap is released whatever the bound.

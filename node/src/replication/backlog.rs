@@ -160,11 +160,13 @@ impl<'a> BacklogRange<'a> {
     pub fn records(&self, max: usize) -> impl Iterator<Item = (u64, &'a [u8])> + 'a {
         let max = max.max(1);
         let mut offset = self.from_offset;
-        self.chunks().flat_map(move |c| c.chunks(max)).map(move |piece| {
-            let at = offset;
-            offset += piece.len() as u64;
-            (at, piece)
-        })
+        self.chunks()
+            .flat_map(move |c| c.chunks(max))
+            .map(move |piece| {
+                let at = offset;
+                offset += piece.len() as u64;
+                (at, piece)
+            })
     }
 
     pub fn to_vec(&self) -> Vec<u8> {
@@ -194,7 +196,10 @@ mod tests {
     fn offsets_follow_redis() {
         let mut b = Backlog::new(10, 0).unwrap();
         // Empty: the first byte held would be the next one written.
-        assert_eq!((b.master_repl_offset(), b.start_offset(), b.histlen()), (0, 1, 0));
+        assert_eq!(
+            (b.master_repl_offset(), b.start_offset(), b.histlen()),
+            (0, 1, 0)
+        );
         assert_eq!(b.append(b"hello"), 5);
         assert_eq!((b.start_offset(), b.histlen()), (1, 5));
         assert_eq!(b.append(b"worldwide"), 14);
@@ -216,7 +221,10 @@ mod tests {
         b.append(b"abc");
         assert_eq!(b.range(102).unwrap().to_vec(), b"bc");
         b.reset(500);
-        assert_eq!((b.master_repl_offset(), b.start_offset(), b.histlen()), (500, 501, 0));
+        assert_eq!(
+            (b.master_repl_offset(), b.start_offset(), b.histlen()),
+            (500, 501, 0)
+        );
         assert!(b.range(102).is_none());
     }
 

@@ -77,7 +77,11 @@ pub enum FullResyncReason {
     /// No backlog yet (nothing was ever replicated from here).
     NoBacklog,
     /// Same history, but the bytes are no longer (or not yet) in the backlog.
-    OutOfBacklog { requested: u64, start: u64, end: u64 },
+    OutOfBacklog {
+        requested: u64,
+        start: u64,
+        end: u64,
+    },
 }
 
 /// The primary's answer.
@@ -161,9 +165,14 @@ pub fn decide(
 /// What the replica reads back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PsyncReply {
-    FullResync { replid: ReplId, offset: u64 },
+    FullResync {
+        replid: ReplId,
+        offset: u64,
+    },
     /// Continue; `Some` when the primary's history has a new id.
-    Continue { new_replid: Option<ReplId> },
+    Continue {
+        new_replid: Option<ReplId>,
+    },
     /// `-NOMASTERLINK` / `-LOADING`: the primary cannot serve yet; retry later.
     TryLater(String),
     /// Any other error: the primary does not do PSYNC.
@@ -230,7 +239,14 @@ mod tests {
     }
 
     fn ask(ids: &ReplicationIds, b: Option<&Backlog>, id: ReplId, off: u64) -> PsyncDecision {
-        decide(ids, b, 30, &PsyncRequest { history: Some((id, off)) })
+        decide(
+            ids,
+            b,
+            30,
+            &PsyncRequest {
+                history: Some((id, off)),
+            },
+        )
     }
 
     #[test]
@@ -240,7 +256,10 @@ mod tests {
         for off in [21, 25, 31] {
             assert_eq!(
                 ask(&ids, Some(&b), me, off),
-                PsyncDecision::Continue { from: off, new_replid: None }
+                PsyncDecision::Continue {
+                    from: off,
+                    new_replid: None
+                }
             );
         }
         assert_eq!(
@@ -248,16 +267,27 @@ mod tests {
             PsyncDecision::FullResync {
                 replid: me,
                 offset: 30,
-                reason: FullResyncReason::OutOfBacklog { requested: 20, start: 21, end: 31 }
+                reason: FullResyncReason::OutOfBacklog {
+                    requested: 20,
+                    start: 21,
+                    end: 31
+                }
             }
         );
         assert!(matches!(
             ask(&ids, Some(&b), me, 32),
-            PsyncDecision::FullResync { reason: FullResyncReason::OutOfBacklog { .. }, .. }
+            PsyncDecision::FullResync {
+                reason: FullResyncReason::OutOfBacklog { .. },
+                ..
+            }
         ));
         assert!(matches!(
             ask(&ids, None, me, 25),
-            PsyncDecision::FullResync { reason: FullResyncReason::NoBacklog, offset: 30, .. }
+            PsyncDecision::FullResync {
+                reason: FullResyncReason::NoBacklog,
+                offset: 30,
+                ..
+            }
         ));
     }
 
@@ -271,7 +301,10 @@ mod tests {
         let stranger = ReplId::random(&mut rng(9));
         assert!(matches!(
             ask(&ids, Some(&b), stranger, 25),
-            PsyncDecision::FullResync { reason: FullResyncReason::ReplidMismatch, .. }
+            PsyncDecision::FullResync {
+                reason: FullResyncReason::ReplidMismatch,
+                ..
+            }
         ));
     }
 
@@ -284,7 +317,13 @@ mod tests {
         let new = ids.replid();
         b.append(b"more");
         let d = ask(&ids, Some(&b), old, 31);
-        assert_eq!(d, PsyncDecision::Continue { from: 31, new_replid: Some(new) });
+        assert_eq!(
+            d,
+            PsyncDecision::Continue {
+                from: 31,
+                new_replid: Some(new)
+            }
+        );
         assert_eq!(d.reply_line(), format!("+CONTINUE {new}"));
         // A sibling that claims bytes of the old history we never had.
         assert_eq!(
@@ -292,7 +331,10 @@ mod tests {
             PsyncDecision::FullResync {
                 replid: new,
                 offset: 34,
-                reason: FullResyncReason::PastSecondReplidOffset { requested: 33, max: 31 }
+                reason: FullResyncReason::PastSecondReplidOffset {
+                    requested: 33,
+                    max: 31
+                }
             }
         );
     }
@@ -309,8 +351,14 @@ mod tests {
             PsyncRequest::from_replica(None).to_args(),
             vec![b"PSYNC".to_vec(), b"?".to_vec(), b"-1".to_vec()]
         );
-        assert_eq!(PsyncRequest::parse(&[b"PSYNC", b"?"]), Err(PsyncError::Arity));
-        assert_eq!(PsyncRequest::parse(&[b"PSYNC", b"?", b"x"]), Err(PsyncError::BadOffset));
+        assert_eq!(
+            PsyncRequest::parse(&[b"PSYNC", b"?"]),
+            Err(PsyncError::Arity)
+        );
+        assert_eq!(
+            PsyncRequest::parse(&[b"PSYNC", b"?", b"x"]),
+            Err(PsyncError::BadOffset)
+        );
     }
 
     #[test]
@@ -318,7 +366,10 @@ mod tests {
         let id = ReplId::random(&mut rng(4));
         assert_eq!(
             parse_reply(format!("+FULLRESYNC {id} 77").as_bytes()).unwrap(),
-            PsyncReply::FullResync { replid: id, offset: 77 }
+            PsyncReply::FullResync {
+                replid: id,
+                offset: 77
+            }
         );
         assert_eq!(
             parse_reply(b"+CONTINUE").unwrap(),
@@ -326,10 +377,18 @@ mod tests {
         );
         assert_eq!(
             parse_reply(format!("+CONTINUE {id}").as_bytes()).unwrap(),
-            PsyncReply::Continue { new_replid: Some(id) }
+            PsyncReply::Continue {
+                new_replid: Some(id)
+            }
         );
-        assert!(matches!(parse_reply(b"-LOADING busy").unwrap(), PsyncReply::TryLater(_)));
-        assert!(matches!(parse_reply(b"-ERR unknown command").unwrap(), PsyncReply::Error(_)));
+        assert!(matches!(
+            parse_reply(b"-LOADING busy").unwrap(),
+            PsyncReply::TryLater(_)
+        ));
+        assert!(matches!(
+            parse_reply(b"-ERR unknown command").unwrap(),
+            PsyncReply::Error(_)
+        ));
         assert!(parse_reply(b"+FULLRESYNC nothex 1").is_err());
         assert!(parse_reply(b"+OK").is_err());
     }
