@@ -9,8 +9,10 @@
 //! - [`backlog`]: the offset-addressed byte ring partial resyncs are served from;
 //! - [`psync`]: the primary's continue/full-sync decision and the replica's request/reply;
 //! - [`propagate`]: an executed write rewritten into deterministic commands, RESP-encoded;
+//! - [`record`]: a ring record's payload: the stream offset of its first byte, the bytes;
 //! - [`apply_order`]: a replica's reorder buffer: records released strictly by offset;
-//! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`.
+//! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`;
+//! - [`wait`]: clients waiting for acknowledgements (WAIT, synchronous writes).
 
 pub mod ack;
 pub mod apply_order;
@@ -18,3 +20,8 @@ pub mod backlog;
 pub mod ids;
 pub mod propagate;
 pub mod psync;
+pub mod record;
+pub mod wait;
+
+#[cfg(test)]
+mod scenario_tests;
