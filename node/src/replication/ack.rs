@@ -125,6 +125,9 @@ impl<K: Ord> ReplicaAcks<K> {
         let Some(r) = self.replicas.get_mut(key) else {
             return;
         };
+        // An ack past what was written cannot be true (a stale word from another history):
+        // it must not make WAIT count bytes nobody has.
+        let acked = acked.min(master_repl_offset);
         if acked > r.offset || acked >= master_repl_offset {
             r.last_ack_ms = now_ms;
         }
@@ -235,8 +238,10 @@ mod tests {
         assert_eq!(acks.best_offset(), Some(150));
         acks.observe(&"b", 90, 150, 20); // a stale read never moves back
         assert_eq!(acks.get(&"b").unwrap().offset, 150);
+        acks.observe(&"a", 900, 150, 20); // nor past what was written
+        assert_eq!(acks.get(&"a").unwrap().offset, 150);
         assert!(acks.detach(&"b").is_some());
-        assert_eq!(acks.count_acked(100), 1);
+        assert_eq!(acks.count_acked(150), 1);
     }
 
     #[test]

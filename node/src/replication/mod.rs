@@ -9,6 +9,7 @@
 //! - [`backlog`]: the offset-addressed byte ring partial resyncs are served from;
 //! - [`psync`]: the primary's continue/full-sync decision and the replica's request/reply;
 //! - [`propagate`]: an executed write rewritten into deterministic commands, RESP-encoded;
+//! - [`outgoing`]: what one request (a command, an EXEC) adds to the stream;
 //! - [`record`]: a ring record's payload: the stream offset of its first byte, the bytes;
 //! - [`apply_order`]: a replica's reorder buffer: records released strictly by offset;
 //! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`;
@@ -18,6 +19,7 @@ pub mod ack;
 pub mod apply_order;
 pub mod backlog;
 pub mod ids;
+pub mod outgoing;
 pub mod propagate;
 pub mod psync;
 pub mod record;
