@@ -91,13 +91,17 @@ pub fn propagate(argv: &[&[u8]], effect: &WriteEffect) -> Result<Vec<Argv>, Prop
         (b"set", effect) => vec![rewrite_set(argv, effect).map_err(|e| match e {
             SetProblem::NeedsExpiry => missing("the absolute expiry"),
             SetProblem::Unexpected => unexpected(&name, effect),
+            SetProblem::BadArgs => PropagateError::BadArgs { command: command() },
         })?],
 
         (b"getex", WriteEffect::ExpiresAtMs(at)) => {
             vec![cmd(&[b"PEXPIREAT", arg(1)?, &num(*at)])]
         }
         (b"getex", WriteEffect::Persisted) => vec![cmd(&[b"PERSIST", arg(1)?])],
-        (b"getex", WriteEffect::None) => Vec::new(),
+        // Without options GETEX changes nothing; with them the caller must say what it did,
+        // or a TTL change would silently never reach the replica.
+        (b"getex", WriteEffect::None) if argv.len() <= 2 => Vec::new(),
+        (b"getex", WriteEffect::None) => return Err(missing("what GETEX did to the TTL")),
 
         (b"incrbyfloat", WriteEffect::NewValue(v)) => {
             vec![cmd(&[b"SET", arg(1)?, v, b"KEEPTTL"])]
@@ -213,6 +217,7 @@ pub fn encode_stream(commands: &[Argv]) -> Vec<u8> {
 enum SetProblem {
     NeedsExpiry,
     Unexpected,
+    BadArgs,
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL] as what it did:
@@ -220,7 +225,7 @@ enum SetProblem {
 fn rewrite_set(argv: &[&[u8]], effect: &WriteEffect) -> Result<Argv, SetProblem> {
     let (key, value) = match argv {
         [_, key, value, ..] => (*key, *value),
-        _ => return Err(SetProblem::Unexpected),
+        _ => return Err(SetProblem::BadArgs),
     };
     let mut has_expiry = false;
     let mut keep_ttl = false;

@@ -129,6 +129,14 @@ fn getex_becomes_pexpireat_persist_or_nothing() {
         one(&["DEL", "k"])
     );
     assert!(run(&["getex", "k"], WriteEffect::None).unwrap().is_empty());
+    assert!(matches!(
+        run(&["getex", "k", "PERSIST"], WriteEffect::None),
+        Err(PropagateError::MissingEffect { .. })
+    ));
+    assert!(matches!(
+        run(&["SET", "k"], WriteEffect::None),
+        Err(PropagateError::BadArgs { .. })
+    ));
 }
 
 #[test]
