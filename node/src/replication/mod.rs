@@ -13,7 +13,8 @@
 //! - [`record`]: a ring record's payload: the stream offset of its first byte, the bytes;
 //! - [`apply_order`]: a replica's reorder buffer: records released strictly by offset;
 //! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`;
-//! - [`wait`]: clients waiting for acknowledgements (WAIT, synchronous writes).
+//! - [`wait`]: clients waiting for acknowledgements (WAIT, synchronous writes);
+//! - [`report`]: INFO replication fields and the ROLE reply.
 
 pub mod ack;
 pub mod apply_order;
@@ -23,6 +24,7 @@ pub mod outgoing;
 pub mod propagate;
 pub mod psync;
 pub mod record;
+pub mod report;
 pub mod wait;
 
 #[cfg(test)]
