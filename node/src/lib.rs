@@ -7,6 +7,7 @@
 //! - [`commands`]: one file per command family;
 //! - [`cluster`]: cluster mode's identity, topology, routing (no network);
 //! - [`persistence`]: snapshots (SAVE/BGSAVE/load, DUMP/RESTORE payloads);
+//! - [`replication`]: replication ids, backlog, PSYNC, propagation, offsets (no I/O);
 //! - [`server`]: listeners, connections, clients, cron, shutdown.
 
 pub mod app;
@@ -18,4 +19,5 @@ pub mod fabric;
 pub use config::load::Invocation;
 pub mod db;
 pub mod persistence;
+pub mod replication;
 pub mod server;

@@ -1,0 +1,31 @@
+//! Replication's core without I/O (DESIGN §5, issue 5): the pieces a primary and its replicas
+//! need to agree on one offset-numbered stream of write commands. The fabric (Ring WRITEs,
+//! ack words) and the node's runtime drive them; the chaos crate can drive them the same way.
+//!
+//! Offsets are Redis's throughout: stream bytes are numbered from 1, `master_repl_offset` is
+//! the last byte written or processed, and a PSYNC names the first byte wanted.
+//!
+//! - [`ids`]: replication id and the previous id kept across a promotion;
+//! - [`backlog`]: the offset-addressed byte ring partial resyncs are served from;
+//! - [`psync`]: the primary's continue/full-sync decision and the replica's request/reply;
+//! - [`propagate`]: an executed write rewritten into deterministic commands, RESP-encoded;
+//! - [`outgoing`]: what one request (a command, an EXEC) adds to the stream;
+//! - [`record`]: a ring record's payload: the stream offset of its first byte, the bytes;
+//! - [`apply_order`]: a replica's reorder buffer: records released strictly by offset;
+//! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`;
+//! - [`wait`]: clients waiting for acknowledgements (WAIT, synchronous writes);
+//! - [`report`]: INFO replication fields and the ROLE reply.
+
+pub mod ack;
+pub mod apply_order;
+pub mod backlog;
+pub mod ids;
+pub mod outgoing;
+pub mod propagate;
+pub mod psync;
+pub mod record;
+pub mod report;
+pub mod wait;
+
+#[cfg(test)]
+mod scenario_tests;
