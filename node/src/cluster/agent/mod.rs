@@ -137,6 +137,17 @@ pub struct TopologyAgent<W> {
     attempts: Attempts,
     out: Vec<AgentAction<W>>,
     save: bool,
+    /// What this node had made of itself by hand before it joined a group (REPLICATE,
+    /// ADDSLOTS while the group was being founded), proposed again once it holds the
+    /// group's snapshot, since the snapshot replaces it.
+    prejoin: Option<PreJoin>,
+}
+
+/// This node's own role and slots as they were when it joined a group.
+#[derive(Debug)]
+pub(crate) struct PreJoin {
+    pub primary: Option<NodeId>,
+    pub slots: Vec<(u16, u16)>,
 }
 
 impl<W> TopologyAgent<W> {
@@ -152,6 +163,7 @@ impl<W> TopologyAgent<W> {
             attempts: Attempts::default(),
             out: Vec::new(),
             save: false,
+            prejoin: None,
         }
     }
 

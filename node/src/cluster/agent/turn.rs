@@ -2,7 +2,7 @@
 //! the Ready turn that sends messages, applies committed changes to the topology and
 //! answers the commands that waited for them.
 
-use super::{AgentAction, Group, ProposeError, TopologyAgent};
+use super::{AgentAction, Group, PreJoin, ProposeError, TopologyAgent};
 use crate::cluster::consensus::log::TICK_MS;
 use crate::cluster::consensus::{
     ApplyError, LogError, MemberRole, ProposalId, TopologyCommand, TopologyLog,
@@ -58,7 +58,14 @@ impl<W> TopologyAgent<W> {
                 return;
             }
             match TopologyLog::new(self.me, &[], &[], self.seed) {
-                Ok(log) => self.enter(now_ms, group, log),
+                Ok(log) => {
+                    let me = t.myself();
+                    self.prejoin = Some(PreJoin {
+                        primary: me.primary.filter(|_| me.is_replica()),
+                        slots: t.slots.ranges_of(t.myself_index()),
+                    });
+                    self.enter(now_ms, group, log)
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot join the topology group");
                     return;
@@ -153,6 +160,7 @@ impl<W> TopologyAgent<W> {
                 self.out.push(AgentAction::Raft { to, group, data });
             }
             let outcomes = out.apply_to(t);
+            let restored = out.restore.is_some();
             if out.applied.is_some() || out.restore.is_some() {
                 self.save = true;
             }
@@ -173,6 +181,11 @@ impl<W> TopologyAgent<W> {
                 };
                 self.reply(waiter, result);
             }
+            if restored {
+                if let Some(prejoin) = self.prejoin.take() {
+                    self.reassert(prejoin, t);
+                }
+            }
             let removed = out
                 .membership
                 .iter()
@@ -183,6 +196,66 @@ impl<W> TopologyAgent<W> {
                 return;
             }
         }
+    }
+
+    /// Proposes again what this node had made of itself before joining, where the group's
+    /// snapshot lacks it: following its primary, or else its slots nobody owns.
+    fn reassert(&mut self, prejoin: PreJoin, t: &Topology) {
+        let me = t.myself();
+        let mut wanted = Vec::new();
+        if let Some(p) = prejoin.primary {
+            if t.consensus.nodes.contains(&p) && me.primary != Some(p) {
+                wanted.push(TopologyCommand::SetReplicaOf {
+                    replica: self.me,
+                    primary: p,
+                });
+            }
+        } else if me.is_primary() {
+            let free: Vec<(u16, u16)> = prejoin
+                .slots
+                .iter()
+                .flat_map(|&(s, e)| s..=e)
+                .filter(|&slot| t.slots.owner(slot).is_none())
+                .fold(Vec::new(), |mut runs: Vec<(u16, u16)>, slot| {
+                    match runs.last_mut() {
+                        Some(last) if last.1 + 1 == slot => last.1 = slot,
+                        _ => runs.push((slot, slot)),
+                    }
+                    runs
+                });
+            if !free.is_empty() {
+                wanted.push(TopologyCommand::AssignSlots {
+                    node: self.me,
+                    ranges: free,
+                });
+            }
+        }
+        for command in wanted {
+            tracing::info!(?command, "proposing again what this node held before joining");
+            self.propose_unattended(command);
+        }
+    }
+
+    /// A proposal nobody waits for: proposed if this node leads, else handed to the leader
+    /// (lost if there is none; the next join or the leader's upkeep covers it).
+    fn propose_unattended(&mut self, command: TopologyCommand) {
+        let Some(g) = &mut self.group else { return };
+        if g.log.is_leader() {
+            if let Err(e) = g.log.propose(&command) {
+                tracing::debug!(error = %e, "proposal not made");
+            }
+            return;
+        }
+        let (Some(leader), Ok(bytes)) = (g.log.leader(), command.encode()) else {
+            return;
+        };
+        let id = g.log.reserve_proposal();
+        self.out.push(AgentAction::Forward {
+            to: leader,
+            group: g.id,
+            seq: id.0,
+            command: bytes,
+        });
     }
 
     /// raft-rs failed inside a call: the log is dropped, and the leader's next message
