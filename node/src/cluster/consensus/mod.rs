@@ -26,14 +26,22 @@
 //! - [`log`]: [`TopologyLog`], the Raft group (raft-rs `RawNode`) that commits commands;
 //!   [`membership`] its conf changes, [`peer_check`] its checks on peer bytes, [`output`] what each turn hands back, [`storage`] and
 //!   [`snapshot`] what it keeps, [`raft_id`] how node ids become raft ids,
-//!   [`slog_bridge`] raft's logging into tracing.
+//!   [`slog_bridge`] raft's logging into tracing;
+//! - [`log_file`]: the log kept across restarts ([`TopologyLog::open`],
+//!   [`TopologyLog::with_file`]) in the file of [`durable`] ([`durable_record`] its framing,
+//!   [`durable_load`] its replay, [`durable_error`] its errors).
 
 pub mod apply;
 pub mod codec;
 pub mod command;
+pub mod durable;
+pub mod durable_error;
+pub mod durable_load;
+pub mod durable_record;
 pub mod image;
 pub mod log;
 pub mod log_error;
+pub mod log_file;
 pub mod membership;
 pub mod output;
 pub mod peer_check;
@@ -46,6 +54,8 @@ pub mod storage;
 #[cfg(test)]
 mod apply_tests;
 #[cfg(test)]
+mod durable_tests;
+#[cfg(test)]
 mod log_tests;
 #[cfg(test)]
 mod sim;
@@ -53,6 +63,7 @@ mod sim;
 pub use apply::{apply, ApplyError};
 pub use codec::CodecError;
 pub use command::{NodeAddress, TopologyCommand};
+pub use durable_error::DurableError;
 pub use image::TopologyImage;
 pub use log::TopologyLog;
 pub use log_error::LogError;
