@@ -60,6 +60,8 @@ pub struct DurableLog {
     /// A commit index learned after a turn, written ahead of the next records.
     noted: Option<HardState>,
     records_since_rewrite: usize,
+    /// Rewrites since this file was opened or created.
+    rewrites: u64,
     /// Set by a failed write: nothing more may be appended.
     failed: bool,
 }
@@ -105,6 +107,7 @@ impl DurableLog {
             pending: Vec::new(),
             noted: None,
             records_since_rewrite: 0,
+            rewrites: 0,
             failed: false,
         })
     }
@@ -116,6 +119,11 @@ impl DurableLog {
     /// Bytes on disk.
     pub fn len(&self) -> u64 {
         self.len
+    }
+
+    /// Rewrites since this file was opened or created.
+    pub fn rewrites(&self) -> u64 {
+        self.rewrites
     }
 
     pub fn is_empty(&self) -> bool {
@@ -177,7 +185,9 @@ impl DurableLog {
             io("cannot rename the new log file to", &self.path)(e)
         })?;
         sync_dir(&self.path)?;
+        let rewrites = self.rewrites + 1;
         *self = Self::append_to(&self.path)?;
+        self.rewrites = rewrites;
         Ok(())
     }
 

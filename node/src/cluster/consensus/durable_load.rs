@@ -109,6 +109,12 @@ fn read_record(reader: &mut BufReader<File>, remaining: u64) -> std::io::Result<
     let mut header = [0u8; HEADER_LEN];
     reader.read_exact(&mut header)?;
     let header = Header::parse(&header);
+    if !header.is_intact() {
+        return Ok(Scanned::Bad {
+            reason: "header checksum mismatch".into(),
+            end: None,
+        });
+    }
     let len = header.len as usize;
     if len > RECORD_BYTES_MAX {
         return Ok(Scanned::Bad {

@@ -1,11 +1,14 @@
-//! One record of the topology log file: kind (1 byte), payload length (u32 LE), CRC-64 (u64
-//! LE, CRC-64/XZ over kind, length and payload), then the payload: a raft protobuf message.
-//! The checksum lets a load tell a record cut short by a crash from one damaged later.
+//! One record of the topology log file: kind (1 byte), payload length (u32 LE), record
+//! checksum (u64 LE, CRC-64/XZ over kind, length and payload), header checksum (u32 LE, the
+//! low half of the CRC-64 over the 13 bytes before it), then the payload: a raft protobuf
+//! message. The checksums let a load tell a record cut short by a crash from one damaged
+//! later; the header's own one keeps a damaged length from passing for a record that runs
+//! past the end of the file (which would look like a crash mid-write).
 
 use super::durable_error::DurableError;
 use super::log::STEP_BYTES_MAX;
 
-pub const HEADER_LEN: usize = 1 + 4 + 8;
+pub const HEADER_LEN: usize = 1 + 4 + 8 + 4;
 
 /// Largest payload: what one peer message may carry (a snapshot with raft's framing), since
 /// every record holds something that came in one (or the node's own, smaller, snapshot).
@@ -43,7 +46,10 @@ pub fn encode(kind: RecordKind, payload: &[u8], out: &mut Vec<u8>) -> Result<(),
     let len = payload.len() as u32;
     out.push(kind as u8);
     out.extend_from_slice(&len.to_le_bytes());
+    let start = out.len();
     out.extend_from_slice(&checksum(kind as u8, len, payload).to_le_bytes());
+    let head = header_checksum(&out[start - 5..]);
+    out.extend_from_slice(&head.to_le_bytes());
     out.extend_from_slice(payload);
     Ok(())
 }
@@ -54,6 +60,8 @@ pub struct Header {
     pub kind: u8,
     pub len: u32,
     crc: u64,
+    /// Whether the header's own checksum holds.
+    intact: bool,
 }
 
 impl Header {
@@ -62,17 +70,33 @@ impl Header {
         len.copy_from_slice(&bytes[1..5]);
         let mut crc = [0u8; 8];
         crc.copy_from_slice(&bytes[5..13]);
+        let mut head = [0u8; 4];
+        head.copy_from_slice(&bytes[13..17]);
         Header {
             kind: bytes[0],
             len: u32::from_le_bytes(len),
             crc: u64::from_le_bytes(crc),
+            intact: header_checksum(&bytes[..13]) == u32::from_le_bytes(head),
         }
+    }
+
+    /// Whether kind and length are as written (the payload is checked by [`Self::matches`]).
+    pub fn is_intact(&self) -> bool {
+        self.intact
     }
 
     /// Whether `payload` is the one this header was written with.
     pub fn matches(&self, payload: &[u8]) -> bool {
-        payload.len() == self.len as usize && checksum(self.kind, self.len, payload) == self.crc
+        self.intact
+            && payload.len() == self.len as usize
+            && checksum(self.kind, self.len, payload) == self.crc
     }
+}
+
+fn header_checksum(bytes: &[u8]) -> u32 {
+    let mut digest = crc64fast::Digest::new();
+    digest.write(bytes);
+    digest.sum64() as u32
 }
 
 fn checksum(kind: u8, len: u32, payload: &[u8]) -> u64 {

@@ -1,1 +1,476 @@
+//! Tests of the durable topology log: the file's replay rules (truncation, torn tails,
+//! corruption), and groups whose members restart from their files: they keep their term and
+//! vote, rejoin and keep committing, restore their topology after compaction, and no crash
+//! point (even mid-write) loses a committed entry.
 
+use super::command::TopologyCommand;
+use super::durable::{DurableLog, StoredState, MAGIC};
+use super::durable_error::DurableError;
+use super::durable_load::load;
+use super::durable_record::{encode, RecordKind};
+use super::log::TopologyLog;
+use super::log_error::LogError;
+use super::raft_id::raft_id;
+use super::sim::{add_node, node_id, SimNet};
+use super::TopologyImage;
+use crate::cluster::id::{HexId, NodeId};
+use crate::cluster::node::ClusterNode;
+use crate::cluster::topology::Topology;
+use protobuf::Message as _;
+use raft::prelude::{Entry, HardState, Message, MessageType, Snapshot};
+use std::path::{Path, PathBuf};
+
+const ELECTION_TICKS_MAX: usize = 200;
+
+fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
+    Entry {
+        index,
+        term,
+        data: data.to_vec().into(),
+        ..Entry::default()
+    }
+}
+
+fn hard_state(term: u64, vote: u64, commit: u64) -> HardState {
+    HardState {
+        term,
+        vote,
+        commit,
+        ..HardState::default()
+    }
+}
+
+/// A file written record by record, as the log would; returns each record's offset.
+fn write_file(path: &Path, records: &[(RecordKind, Vec<u8>)]) -> Vec<u64> {
+    let mut bytes = MAGIC.to_vec();
+    let mut offsets = Vec::new();
+    for (kind, payload) in records {
+        offsets.push(bytes.len() as u64);
+        encode(*kind, payload, &mut bytes).unwrap();
+    }
+    std::fs::write(path, bytes).unwrap();
+    offsets
+}
+
+fn e(index: u64, term: u64, data: &[u8]) -> (RecordKind, Vec<u8>) {
+    (
+        RecordKind::Entry,
+        entry(index, term, data).write_to_bytes().unwrap(),
+    )
+}
+
+fn hs(term: u64, vote: u64, commit: u64) -> (RecordKind, Vec<u8>) {
+    (
+        RecordKind::HardState,
+        hard_state(term, vote, commit).write_to_bytes().unwrap(),
+    )
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn replay_follows_raft_append_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    assert!(load(&path).unwrap().is_none(), "no file, nothing to load");
+    write_file(
+        &path,
+        &[
+            hs(1, 0, 0),
+            e(1, 1, b"a"),
+            e(2, 1, b"b"),
+            e(3, 1, b"c"),
+            hs(2, 7, 2),
+            // A new leader overwrites the uncommitted suffix from index 3 on.
+            e(3, 2, b"C"),
+            hs(2, 7, 3),
+        ],
+    );
+    let state = load(&path).unwrap().unwrap().state;
+    let got: Vec<(u64, u64, Vec<u8>)> = state
+        .entries
+        .iter()
+        .map(|e| (e.index, e.term, e.data.to_vec()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, 1, b"a".to_vec()),
+            (2, 1, b"b".to_vec()),
+            (3, 2, b"C".to_vec())
+        ]
+    );
+    assert_eq!(state.hard_state, hard_state(2, 7, 3));
+    // A commit noted past the log (its entries torn away) is brought back inside it.
+    write_file(&path, &[e(1, 1, b"a"), hs(1, 1, 9)]);
+    assert_eq!(load(&path).unwrap().unwrap().state.hard_state.commit, 1);
+}
+
+#[test]
+fn a_snapshot_record_replaces_the_entries_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let mut snapshot = Snapshot::default();
+    snapshot.mut_metadata().index = 5;
+    snapshot.mut_metadata().term = 3;
+    snapshot.data = b"image".to_vec().into();
+    let snap = (RecordKind::Snapshot, snapshot.write_to_bytes().unwrap());
+    write_file(
+        &path,
+        &[e(1, 1, b"a"), hs(2, 0, 1), snap.clone(), e(6, 3, b"f")],
+    );
+    let state = load(&path).unwrap().unwrap().state;
+    assert_eq!(state.snapshot, snapshot);
+    assert_eq!(state.entries, vec![entry(6, 3, b"f")]);
+    assert_eq!((state.hard_state.term, state.hard_state.commit), (3, 5));
+    // Entries must continue the log: one at or before the snapshot, or past a gap, is damage.
+    for bad in [e(5, 3, b"x"), e(8, 3, b"x")] {
+        let offsets = write_file(&path, &[snap.clone(), e(6, 3, b"f"), bad]);
+        match load(&path).unwrap_err() {
+            DurableError::Corrupt { offset, .. } => assert_eq!(offset, offsets[2]),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_torn_tail_is_dropped_and_the_file_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let records = [e(1, 1, b"a"), e(2, 1, b"b"), hs(1, 1, 2)];
+    let offsets = write_file(&path, &records);
+    let whole = file_len(&path);
+    let last = offsets[2];
+    // Cut inside the last record's header, inside its payload, and its checksum wrong.
+    for cut in [last + 3, whole - 1] {
+        write_file(&path, &records);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let loaded = load(&path).unwrap().unwrap();
+        assert_eq!(loaded.dropped, cut - last);
+        assert_eq!(loaded.state.entries.len(), 2);
+        assert_eq!(loaded.state.hard_state, HardState::default());
+        assert_eq!(file_len(&path), last, "the torn record is cut off");
+    }
+    write_file(&path, &records);
+    let mut bytes = std::fs::read(&path).unwrap();
+    *bytes.last_mut().unwrap() ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(load(&path).unwrap().unwrap().dropped, whole - last);
+    // A file system may leave zeros past the last write: dropped too.
+    write_file(&path, &records);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0u8; 300]);
+    std::fs::write(&path, &bytes).unwrap();
+    let loaded = load(&path).unwrap().unwrap();
+    assert_eq!(loaded.dropped, 300);
+    assert_eq!(loaded.state.hard_state, hard_state(1, 1, 2));
+}
+
+#[test]
+fn damage_before_the_tail_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let records = [e(1, 1, b"a"), e(2, 1, b"bbbb"), hs(1, 1, 2)];
+    let offsets = write_file(&path, &records);
+    let pristine = std::fs::read(&path).unwrap();
+    // Any flipped byte of the middle record (header or payload).
+    for at in offsets[1]..offsets[2] {
+        let mut bytes = pristine.clone();
+        bytes[at as usize] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        match load(&path) {
+            Err(DurableError::Corrupt { offset, .. }) => assert_eq!(offset, offsets[1]),
+            other => panic!("byte {at}: {other:?}"),
+        }
+        assert_eq!(file_len(&path), pristine.len() as u64, "nothing truncated");
+    }
+    // A checksummed record of a kind this code does not know.
+    let mut bytes = MAGIC.to_vec();
+    encode(
+        RecordKind::Entry,
+        &entry(1, 1, b"a").write_to_bytes().unwrap(),
+        &mut bytes,
+    )
+    .unwrap();
+    bytes[MAGIC.len()] = 9;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(load(&path), Err(DurableError::Corrupt { .. })));
+    // Not a log file at all.
+    std::fs::write(&path, b"hello world, not a raft log").unwrap();
+    assert!(matches!(
+        load(&path),
+        Err(DurableError::Corrupt { offset: 0, .. })
+    ));
+    // Opened as a topology log, the error is typed too (never a panic).
+    write_file(&path, &records);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[offsets[1] as usize + 20] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        TopologyLog::open(node_id(0), &path, 0),
+        Err(LogError::Durable(DurableError::Corrupt { .. }))
+    ));
+}
+
+#[test]
+fn a_new_log_never_overwrites_an_existing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let ids = [node_id(0)];
+    let log = TopologyLog::new(ids[0], &ids, &[], 0)
+        .unwrap()
+        .with_file(&path)
+        .unwrap();
+    drop(log);
+    assert_eq!(
+        TopologyLog::new(ids[0], &ids, &[], 0)
+            .unwrap()
+            .with_file(&path)
+            .unwrap_err(),
+        LogError::Durable(DurableError::Exists(path.clone()))
+    );
+    assert_eq!(
+        DurableLog::create(&path, &StoredState::default()).unwrap_err(),
+        DurableError::Exists(path.clone())
+    );
+    assert!(TopologyLog::open(ids[0], &dir.path().join("none"), 0)
+        .unwrap()
+        .is_none());
+}
+
+/// A request for `to`'s vote from `from` in `term`, with a log as long as the bootstrap one.
+fn vote_request(from: &NodeId, to: &NodeId, term: u64) -> Vec<u8> {
+    let mut m = Message::default();
+    m.set_msg_type(MessageType::MsgRequestVote);
+    m.from = raft_id(from);
+    m.to = raft_id(to);
+    m.term = term;
+    m.index = 1;
+    m.log_term = 1;
+    m.write_to_bytes().unwrap()
+}
+
+/// Whether the turn's output grants `to` its vote (None: no answer to `to`).
+fn vote_granted(log: &mut TopologyLog, to: &NodeId) -> Option<bool> {
+    let out = log.ready().unwrap();
+    out.messages
+        .iter()
+        .filter(|(n, _)| n == to)
+        .map(|(_, b)| Message::parse_from_bytes(b).unwrap())
+        .find(|m| m.get_msg_type() == MessageType::MsgRequestVoteResponse)
+        .map(|m| !m.reject)
+}
+
+#[test]
+fn a_restarted_voter_keeps_its_term_and_never_votes_twice_in_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let ids = [node_id(0), node_id(1), node_id(2)];
+    let (a, b, me) = (ids[0], ids[1], ids[2]);
+    let mut log = TopologyLog::new(me, &ids, &[], 5)
+        .unwrap()
+        .with_file(&path)
+        .unwrap();
+    log.ready().unwrap();
+    let before = log.file().unwrap().len();
+    log.step(&a, &vote_request(&a, &me, 5)).unwrap();
+    assert_eq!(vote_granted(&mut log, &a), Some(true));
+    assert!(
+        log.file().unwrap().len() > before,
+        "the vote was on disk when its answer was handed out"
+    );
+    drop(log);
+
+    let mut log = TopologyLog::open(me, &path, 6).unwrap().unwrap();
+    assert_eq!(log.term(), 5);
+    log.step(&b, &vote_request(&b, &me, 5)).unwrap();
+    assert_eq!(
+        vote_granted(&mut log, &b),
+        Some(false),
+        "voted twice in term 5"
+    );
+    // The candidate it voted for may ask again (a lost answer) and is granted again.
+    log.step(&a, &vote_request(&a, &me, 5)).unwrap();
+    assert_eq!(vote_granted(&mut log, &a), Some(true));
+    // A later term is a new vote.
+    log.step(&b, &vote_request(&b, &me, 6)).unwrap();
+    assert_eq!(vote_granted(&mut log, &b), Some(true));
+    drop(log);
+    assert_eq!(TopologyLog::open(me, &path, 7).unwrap().unwrap().term(), 6);
+
+    // The check can fail: a log without its file would have voted for b in term 5.
+    let mut forgetful = TopologyLog::new(me, &ids, &[], 5).unwrap();
+    forgetful.step(&b, &vote_request(&b, &me, 5)).unwrap();
+    assert_eq!(vote_granted(&mut forgetful, &b), Some(true));
+}
+
+fn log_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("node-{i}.log"))
+}
+
+fn fresh_topology(id: NodeId) -> Topology {
+    Topology::new(ClusterNode::new(id, HexId::parse(&[b'f'; 40]).unwrap()))
+}
+
+/// A group of `voters` whose members all write their files under `dir`.
+fn durable_net(voters: usize, seed: u64, dir: &Path) -> SimNet {
+    let mut net = SimNet::new(voters, 0, seed);
+    for i in 0..voters {
+        let log = net.nodes[i].log.take().unwrap();
+        net.nodes[i].log = Some(log.with_file(&log_path(dir, i)).unwrap());
+    }
+    net
+}
+
+/// Node `i` restarts: its log comes back from its file, its topology starts empty.
+fn restart(net: &mut SimNet, dir: &Path, i: usize, seed: u64) {
+    net.crash(i);
+    let log = TopologyLog::open(node_id(i), &log_path(dir, i), seed)
+        .unwrap()
+        .expect("the file is there");
+    assert_eq!(log.applied(), log.snapshot_index());
+    let node = &mut net.nodes[i];
+    node.log = Some(log);
+    node.topology = fresh_topology(node_id(i));
+    node.applied.clear();
+    node.restores = 0;
+}
+
+fn commit(net: &mut SimNet, command: &TopologyCommand) {
+    let leader = net.elect(ELECTION_TICKS_MAX);
+    net.log(leader).propose(command).unwrap();
+    net.settle();
+}
+
+fn assign(n: usize, start: u16, end: u16) -> TopologyCommand {
+    TopologyCommand::AssignSlots {
+        node: node_id(n),
+        ranges: vec![(start, end)],
+    }
+}
+
+#[test]
+fn a_member_restarted_from_its_file_rejoins_and_the_group_keeps_committing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut net = durable_net(3, 21, dir.path());
+    for c in [add_node(0), add_node(1), add_node(2), assign(0, 0, 99)] {
+        commit(&mut net, &c);
+    }
+    let leader = net.elect(ELECTION_TICKS_MAX);
+    let follower = (leader + 1) % 3;
+    let term = net.log(follower).term();
+    net.crash(follower);
+    // Two of three still commit while it is down.
+    commit(&mut net, &assign(1, 100, 199));
+    restart(&mut net, dir.path(), follower, 99);
+    assert!(net.log(follower).term() >= term);
+    commit(&mut net, &assign(2, 200, 299));
+    let expected = net.commands(leader);
+    assert_eq!(expected.len(), 6);
+    assert_eq!(
+        net.commands(follower),
+        expected,
+        "re-applied from its own file and the leader"
+    );
+    // Now the leader restarts: the other two elect, and it comes back as a member.
+    restart(&mut net, dir.path(), leader, 98);
+    commit(&mut net, &assign(0, 300, 399));
+    net.run(30);
+    let image = TopologyImage::capture(&net.nodes[0].topology);
+    for i in 0..3 {
+        assert_eq!(
+            TopologyImage::capture(&net.nodes[i].topology),
+            image,
+            "node {i}"
+        );
+        assert_eq!(net.nodes[i].topology.owner(350).unwrap().id, node_id(0));
+    }
+    assert!(net.step_errors.is_empty(), "{:?}", net.step_errors);
+}
+
+#[test]
+fn the_whole_group_restarts_from_its_files_and_keeps_every_committed_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut net = durable_net(3, 22, dir.path());
+    for c in [
+        add_node(0),
+        add_node(1),
+        assign(0, 0, 999),
+        assign(1, 1000, 1999),
+    ] {
+        commit(&mut net, &c);
+    }
+    let before = net.commands(0);
+    let image = TopologyImage::capture(&net.nodes[0].topology);
+    for i in 0..3 {
+        restart(&mut net, dir.path(), i, 50 + i as u64);
+    }
+    // Nothing new is committed before the group has a leader again; then every node
+    // re-applies what was committed before, from its own file.
+    net.elect(ELECTION_TICKS_MAX);
+    net.run(5);
+    for i in 0..3 {
+        assert_eq!(net.commands(i), before, "node {i}");
+        assert_eq!(
+            TopologyImage::capture(&net.nodes[i].topology).slots,
+            image.slots
+        );
+    }
+    commit(&mut net, &assign(0, 2000, 2999));
+    for i in 0..3 {
+        assert_eq!(net.commands(i).len(), before.len() + 1);
+    }
+}
+
+#[test]
+fn compaction_shrinks_the_file_and_a_reopen_restores_the_same_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut net = durable_net(3, 23, dir.path());
+    for n in 0..3 {
+        commit(&mut net, &add_node(n));
+    }
+    for k in 0..30u16 {
+        commit(&mut net, &assign(k as usize % 3, k * 10, k * 10 + 9));
+    }
+    let node = 1;
+    let path = log_path(dir.path(), node);
+    let before = file_len(&path);
+    let topology = net.nodes[node].topology.clone();
+    let image = TopologyImage::capture(&topology);
+    net.log(node).compact(&topology).unwrap();
+    assert_eq!(net.log(node).snapshot_index(), image.version);
+    let after = file_len(&path);
+    assert!(after < before, "compaction left {after} of {before} bytes");
+    assert_eq!(net.log(node).file().unwrap().rewrites(), 1);
+
+    // Reopened with an empty topology: the first turn restores the snapshot's image.
+    net.crash(node);
+    let mut log = TopologyLog::open(node_id(node), &path, 7).unwrap().unwrap();
+    assert_eq!(log.applied(), image.version);
+    assert_eq!(log.snapshot_index(), image.version);
+    let out = log.ready().unwrap();
+    assert_eq!(out.restore.as_ref(), Some(&image));
+    let mut restored = fresh_topology(node_id(node));
+    out.apply_to(&mut restored);
+    assert_eq!(TopologyImage::capture(&restored), image);
+    // Applied to the topology it already had, the same output changes nothing.
+    let mut kept = topology.clone();
+    out.apply_to(&mut kept);
+    assert_eq!(TopologyImage::capture(&kept), image);
+    // Back in the group, it follows what commits next.
+    net.nodes[node].log = Some(log);
+    net.nodes[node].topology = restored;
+    commit(&mut net, &assign(0, 5000, 5100));
+    let leader = net.elect(ELECTION_TICKS_MAX);
+    assert_eq!(
+        TopologyImage::capture(&net.nodes[node].topology),
+        TopologyImage::capture(&net.nodes[leader].topology)
+    );
+}
