@@ -54,6 +54,8 @@ pub mod storage;
 #[cfg(test)]
 mod apply_tests;
 #[cfg(test)]
+mod crash_sim;
+#[cfg(test)]
 mod durable_tests;
 #[cfg(test)]
 mod log_tests;
