@@ -597,3 +597,103 @@ fn random_crash_points_never_lose_a_committed_entry() {
         );
     }
 }
+
+/// A node that joins with a file gets the group's snapshot by message; the install rewrites
+/// its file, and after a restart it comes back from that snapshot, able to address the
+/// members it learned from it.
+#[test]
+fn a_joiner_keeps_the_snapshot_it_was_sent_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut net = durable_net(3, 24, dir.path());
+    for c in [add_node(0), add_node(1), add_node(3), assign(0, 0, 8000)] {
+        commit(&mut net, &c);
+    }
+    for i in 0..3 {
+        let topology = net.nodes[i].topology.clone();
+        net.log(i).compact(&topology).unwrap();
+    }
+    let path = log_path(dir.path(), 3);
+    let joiner_log = TopologyLog::new(node_id(3), &[], &[], 31)
+        .unwrap()
+        .with_file(&path)
+        .unwrap();
+    let joiner = net.push(joiner_log);
+    let leader = net.elect(ELECTION_TICKS_MAX);
+    net.log(leader).propose_add_learner(&node_id(3)).unwrap();
+    net.run(20);
+    assert_eq!(net.nodes[joiner].restores, 1);
+    assert_eq!(
+        net.log(joiner).file().unwrap().rewrites(),
+        1,
+        "the install rewrote the file"
+    );
+    let snapshot_index = net.log(joiner).snapshot_index();
+    assert!(snapshot_index > 1);
+
+    restart(&mut net, dir.path(), joiner, 32);
+    assert_eq!(net.log(joiner).snapshot_index(), snapshot_index);
+    assert_eq!(
+        net.log(joiner).members().0.len(),
+        3,
+        "voters addressable again"
+    );
+    commit(&mut net, &assign(1, 8001, 9000));
+    net.run(5);
+    assert_eq!(
+        TopologyImage::capture(&net.nodes[joiner].topology),
+        TopologyImage::capture(&net.nodes[leader].topology)
+    );
+    assert_eq!(
+        net.nodes[joiner].topology.owner(8500).unwrap().id,
+        node_id(1)
+    );
+}
+
+/// A write that fails leaves the log poisoned: raft believes something is on disk that may
+/// not be, so it must not go on answering peers.
+#[test]
+fn a_failed_write_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("node");
+    std::fs::create_dir(&sub).unwrap();
+    let mut net = durable_net(3, 25, &sub);
+    commit(&mut net, &add_node(0));
+    // The directory is gone: the compaction's rewrite cannot make its temp file.
+    std::fs::remove_dir_all(&sub).unwrap();
+    let topology = net.nodes[0].topology.clone();
+    assert!(matches!(
+        net.log(0).compact(&topology).unwrap_err(),
+        LogError::Durable(DurableError::Io { .. })
+    ));
+    assert_eq!(net.log(0).tick().unwrap_err(), LogError::Poisoned);
+    assert_eq!(net.log(0).ready().unwrap_err(), LogError::Poisoned);
+}
+
+/// Records pile up (one hard state per vote or commit, entries replaced on conflicts); past
+/// REWRITE_RECORDS_MAX of them the next turn rewrites the file down to the live state.
+#[test]
+fn a_file_full_of_old_records_is_rewritten_to_the_live_state() {
+    use super::durable::REWRITE_RECORDS_MAX;
+    use super::storage::TopologyStorage;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let state = StoredState {
+        entries: vec![entry(1, 1, b"a")],
+        hard_state: hard_state(1, 0, 1),
+        ..StoredState::default()
+    };
+    let store = TopologyStorage::restored(state.clone()).unwrap();
+    let mut file = DurableLog::create(&path, &state).unwrap();
+    let fresh = file.len();
+    // Turns of 100 entries, each replacing the one before at index 2.
+    let batch: Vec<Entry> = (0..100).map(|t| entry(2, t + 2, b"x")).collect();
+    for _ in 0..REWRITE_RECORDS_MAX / batch.len() {
+        file.save_turn(&store, false, &batch, None).unwrap();
+    }
+    assert_eq!(file.rewrites(), 0);
+    assert!(file.len() > fresh + REWRITE_RECORDS_MAX as u64 * 4);
+    file.save_turn(&store, false, &[], None).unwrap();
+    assert_eq!(file.rewrites(), 1);
+    assert_eq!(file.len(), fresh, "only the live state is left");
+    assert_eq!(load(&path).unwrap().unwrap().state, state);
+}

@@ -1,11 +1,21 @@
 //! The Raft-replicated topology (DESIGN.md §1): the slot map, shard membership and roles
 //! change only through commands a Raft group has committed, so every node applies the same
-//! changes in the same order and no slot has two owners in one topology version. No I/O:
-//! the log takes ticks and peer bytes and hands back bytes to send and entries to apply.
+//! changes in the same order and no slot has two owners in one topology version. The log
+//! takes ticks and peer bytes and hands back bytes to send and entries to apply; its only
+//! I/O is its own file (when given one), written inside `ready` before anything that
+//! acknowledges what it holds is handed out.
 //!
 //! A driver (the node's runtime, or the chaos simulator) runs each group member so:
 //!
 //! ```text
+//! at start:              let path = dir.join(durable::FILE_NAME);
+//!                        let log = match TopologyLog::open(me, &path, seed)? {
+//!                            Some(log) => log,    (a restart: term, vote, log kept)
+//!                            None => TopologyLog::new(me, &voters, &learners, seed)?
+//!                                        .with_file(&path)?,
+//!                        };
+//!                        (Durable(Corrupt) → refuse to start: never start a new log over it;
+//!                         Poisoned or Durable(_) later → drop the log and open it again)
 //! every TICK_MS:         log.tick()
 //! bus RAFT message:      log.step(&sender, &bytes)        (errors: drop the message, log it)
 //! operator/failover:     log.propose(&command)            (NotLeader { leader } → redirect)
