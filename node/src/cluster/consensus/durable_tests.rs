@@ -697,3 +697,20 @@ fn a_file_full_of_old_records_is_rewritten_to_the_live_state() {
     assert_eq!(file.len(), fresh, "only the live state is left");
     assert_eq!(load(&path).unwrap().unwrap().state, state);
 }
+
+#[test]
+fn storage_refuses_entries_that_do_not_follow_the_snapshot() {
+    use super::storage::TopologyStorage;
+    let gap = StoredState {
+        entries: vec![entry(1, 1, b"a"), entry(3, 1, b"c")],
+        ..StoredState::default()
+    };
+    assert!(TopologyStorage::restored(gap).is_err());
+    let ok = StoredState {
+        entries: vec![entry(1, 1, b"a"), entry(2, 1, b"b")],
+        hard_state: hard_state(1, 0, 2),
+        ..StoredState::default()
+    };
+    let store = TopologyStorage::restored(ok.clone()).unwrap();
+    assert_eq!(store.stored_state().unwrap(), ok);
+}

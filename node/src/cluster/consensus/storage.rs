@@ -41,6 +41,12 @@ impl TopologyStorage {
     /// Storage as a node's log file left it: the snapshot, the entries after it (contiguous,
     /// as the load checked) and the hard state (its commit inside the log).
     pub fn restored(state: StoredState) -> Result<Self, raft::Error> {
+        // raft's storage panics on a gap; refuse one here instead.
+        let first = state.snapshot.get_metadata().index + 1;
+        let contiguous = (first..).zip(&state.entries).all(|(i, e)| e.index == i);
+        if !contiguous {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
         let mem = MemStorage::new();
         {
             let mut core = mem.wl();
