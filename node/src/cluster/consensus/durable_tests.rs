@@ -714,3 +714,71 @@ fn storage_refuses_entries_that_do_not_follow_the_snapshot() {
     let store = TopologyStorage::restored(ok.clone()).unwrap();
     assert_eq!(store.stored_state().unwrap(), ok);
 }
+
+mod replay_properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn records() -> Vec<(RecordKind, Vec<u8>)> {
+        vec![
+            hs(1, 0, 0),
+            e(1, 1, b"first"),
+            e(2, 1, b"second"),
+            hs(2, 5, 2),
+            e(3, 2, b"third"),
+            hs(2, 5, 3),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A crash may cut the file anywhere past its first bytes: the load keeps exactly
+        /// the records wholly written and truncates the rest.
+        #[test]
+        fn any_cut_keeps_the_whole_records_before_it(cut_at in 0.0f64..1.0) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("log");
+            let recs = records();
+            let offsets = write_file(&path, &recs);
+            let whole = file_len(&path);
+            let cut = MAGIC.len() as u64 + ((whole - MAGIC.len() as u64) as f64 * cut_at) as u64;
+            std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut).unwrap();
+            // Where each record ends; the cut keeps those ending at or before it.
+            let ends: Vec<u64> = offsets.iter().skip(1).copied().chain([whole]).collect();
+            let kept = ends.iter().filter(|&&end| end <= cut).count();
+            write_file(&dir.path().join("prefix"), &recs[..kept]);
+            let expected = load(&dir.path().join("prefix")).unwrap().unwrap().state;
+            let loaded = load(&path).unwrap().unwrap();
+            prop_assert_eq!(loaded.state, expected);
+            let kept_len = if kept == 0 { MAGIC.len() as u64 } else { ends[kept - 1] };
+            prop_assert_eq!(file_len(&path), kept_len);
+        }
+
+        /// Whatever follows the magic, a load answers (a state or a typed error), never panics.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("log");
+            let mut file = MAGIC.to_vec();
+            file.extend_from_slice(&bytes);
+            std::fs::write(&path, &file).unwrap();
+            let _ = load(&path);
+        }
+
+        /// Flipping bytes of a valid file never panics either, opened as a whole log included.
+        #[test]
+        fn damaged_files_never_panic(flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 1..4)) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("log");
+            write_file(&path, &records());
+            let mut bytes = std::fs::read(&path).unwrap();
+            let n = bytes.len();
+            for (at, x) in flips {
+                bytes[at % n] ^= x;
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let _ = TopologyLog::open(node_id(0), &path, 0);
+        }
+    }
+}
