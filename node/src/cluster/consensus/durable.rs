@@ -16,6 +16,7 @@ use super::durable_error::{io, DurableError};
 use super::durable_record::{encode, RecordKind};
 use super::log::LOG_ENTRIES_MAX;
 use super::storage::TopologyStorage;
+use crate::cluster::id::{NodeId, ID_LEN};
 use raft::prelude::{Entry, HardState, Snapshot};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -23,6 +24,16 @@ use std::path::{Path, PathBuf};
 
 /// The file's first bytes: what it is and the record format's version.
 pub const MAGIC: &[u8; 9] = b"TOPORAFT\x01";
+
+/// The magic, then the owner's node id (40 hex digits): a log is one node's memory of its
+/// votes and must not be taken up by another (a node id reset, a copied directory).
+pub const FILE_HEADER_LEN: usize = MAGIC.len() + ID_LEN;
+
+pub fn file_header(owner: &NodeId) -> Vec<u8> {
+    let mut header = MAGIC.to_vec();
+    header.extend_from_slice(owner.as_bytes());
+    header
+}
 
 /// The usual file name, inside the node's directory.
 pub const FILE_NAME: &str = "topology-raft.log";
@@ -52,6 +63,7 @@ pub struct StoredState {
 
 pub struct DurableLog {
     path: PathBuf,
+    owner: NodeId,
     /// Opened for appending.
     file: File,
     /// Bytes in the file (all synced: records wait in `pending` until a sync).
@@ -76,12 +88,12 @@ impl std::fmt::Debug for DurableLog {
 }
 
 impl DurableLog {
-    /// Creates the file holding `state`; refuses an existing one (it may hold a vote).
-    pub fn create(path: &Path, state: &StoredState) -> Result<Self, DurableError> {
+    /// Creates `owner`'s file holding `state`; refuses an existing one (it may hold a vote).
+    pub fn create(path: &Path, owner: &NodeId, state: &StoredState) -> Result<Self, DurableError> {
         if path.exists() {
             return Err(DurableError::Exists(path.to_path_buf()));
         }
-        let tmp = write_temp(path, state)?;
+        let tmp = write_temp(path, owner, state)?;
         // A hard link fails if the name exists, so a file made meanwhile is not clobbered.
         let linked = fs::hard_link(&tmp, path);
         let _ = fs::remove_file(&tmp);
@@ -90,11 +102,11 @@ impl DurableLog {
             _ => io("cannot link", path)(e),
         })?;
         sync_dir(path)?;
-        Self::append_to(path)
+        Self::append_to(path, owner)
     }
 
     /// The file at `path`, already loaded (see [`super::durable_load::load`]), for appending.
-    pub fn append_to(path: &Path) -> Result<Self, DurableError> {
+    pub fn append_to(path: &Path, owner: &NodeId) -> Result<Self, DurableError> {
         let file = OpenOptions::new()
             .append(true)
             .open(path)
@@ -102,6 +114,7 @@ impl DurableLog {
         let len = file.metadata().map_err(io("cannot stat", path))?.len();
         Ok(DurableLog {
             path: path.to_path_buf(),
+            owner: *owner,
             file,
             len,
             pending: Vec::new(),
@@ -127,7 +140,7 @@ impl DurableLog {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len <= MAGIC.len() as u64
+        self.len <= FILE_HEADER_LEN as u64
     }
 
     /// Persists one ready turn: rewrites when `snapshot_installed` or the file is due for it,
@@ -179,14 +192,14 @@ impl DurableLog {
     pub fn rewrite(&mut self, state: &StoredState) -> Result<(), DurableError> {
         self.check()?;
         self.failed = true;
-        let tmp = write_temp(&self.path, state)?;
+        let tmp = write_temp(&self.path, &self.owner, state)?;
         fs::rename(&tmp, &self.path).map_err(|e| {
             let _ = fs::remove_file(&tmp);
             io("cannot rename the new log file to", &self.path)(e)
         })?;
         sync_dir(&self.path)?;
         let rewrites = self.rewrites + 1;
-        *self = Self::append_to(&self.path)?;
+        *self = Self::append_to(&self.path, &self.owner)?;
         self.rewrites = rewrites;
         Ok(())
     }
@@ -233,7 +246,7 @@ impl DurableLog {
 }
 
 /// Writes `state` to a temp file beside `path` and fsyncs it; returns the temp file's path.
-fn write_temp(path: &Path, state: &StoredState) -> Result<PathBuf, DurableError> {
+fn write_temp(path: &Path, owner: &NodeId, state: &StoredState) -> Result<PathBuf, DurableError> {
     let tmp = temp_path(path);
     let result = (|| {
         let file = OpenOptions::new()
@@ -243,8 +256,7 @@ fn write_temp(path: &Path, state: &StoredState) -> Result<PathBuf, DurableError>
             .open(&tmp)
             .map_err(io("cannot create", &tmp))?;
         let mut out = BufWriter::new(file);
-        let mut buf = Vec::new();
-        buf.extend_from_slice(MAGIC);
+        let mut buf = file_header(owner);
         if !state.snapshot.is_empty() {
             encode(RecordKind::Snapshot, &bytes(&state.snapshot)?, &mut buf)?;
         }

@@ -2,6 +2,7 @@
 //! [`LogError`](super::LogError), which carries them, so I/O errors keep their kind and text
 //! rather than the `std::io::Error` itself.
 
+use crate::cluster::id::NodeId;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,6 +24,9 @@ pub enum DurableError {
         offset: u64,
         reason: String,
     },
+    /// The file is another node's log (the node id changed, or a directory was copied).
+    #[error("{path} is the topology log of node {owner}")]
+    OtherNode { path: PathBuf, owner: NodeId },
     #[error("record of {len} bytes, at most {max}")]
     RecordTooLarge { len: usize, max: usize },
     #[error("{path} holds {len} bytes, at most {max}")]

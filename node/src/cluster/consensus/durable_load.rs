@@ -5,9 +5,10 @@
 //! it was never acknowledged, so it is dropped and the file truncated before it. Anything
 //! else that does not check out is [`DurableError::Corrupt`].
 
-use super::durable::{StoredState, FILE_BYTES_MAX, MAGIC};
+use super::durable::{StoredState, FILE_BYTES_MAX, FILE_HEADER_LEN, MAGIC};
 use super::durable_error::{io, DurableError};
 use super::durable_record::{Header, RecordKind, HEADER_LEN, RECORD_BYTES_MAX};
+use crate::cluster::id::{HexId, NodeId};
 use protobuf::Message as _;
 use raft::prelude::{Entry, HardState, Snapshot};
 use std::fs::{File, OpenOptions};
@@ -17,6 +18,8 @@ use std::path::Path;
 /// What a load found.
 #[derive(Debug)]
 pub struct Loaded {
+    /// The node whose log this is.
+    pub owner: NodeId,
     pub state: StoredState,
     /// Bytes of a torn tail dropped (0: none).
     pub dropped: u64,
@@ -45,13 +48,15 @@ pub fn load(path: &Path) -> Result<Option<Loaded>, DurableError> {
         reason,
     };
     let mut reader = BufReader::new(file);
-    let mut magic = [0u8; MAGIC.len()];
+    let mut header = [0u8; FILE_HEADER_LEN];
     // The file is created whole (temp file and link), so a short or foreign start is damage.
-    if reader.read_exact(&mut magic).is_err() || magic != *MAGIC {
+    if reader.read_exact(&mut header).is_err() || header[..MAGIC.len()] != *MAGIC {
         return Err(corrupt(0, "not a topology log file".into()));
     }
+    let owner = HexId::parse(&header[MAGIC.len()..])
+        .ok_or_else(|| corrupt(MAGIC.len() as u64, "owner is not a node id".into()))?;
     let mut replay = Replay::default();
-    let mut offset = MAGIC.len() as u64;
+    let mut offset = FILE_HEADER_LEN as u64;
     while offset < file_len {
         match read_record(&mut reader, file_len - offset).map_err(io("cannot read", path))? {
             Scanned::Record { kind, payload } => {
@@ -82,6 +87,7 @@ pub fn load(path: &Path) -> Result<Option<Loaded>, DurableError> {
         f.sync_all().map_err(io("cannot fsync", path))?;
     }
     Ok(Some(Loaded {
+        owner,
         state: replay.finish(),
         dropped,
     }))

@@ -4,7 +4,7 @@
 //! point (even mid-write) loses a committed entry.
 
 use super::command::TopologyCommand;
-use super::durable::{DurableLog, StoredState, MAGIC};
+use super::durable::{file_header, DurableLog, StoredState, FILE_HEADER_LEN};
 use super::durable_error::DurableError;
 use super::durable_load::load;
 use super::durable_record::{encode, RecordKind};
@@ -42,7 +42,7 @@ fn hard_state(term: u64, vote: u64, commit: u64) -> HardState {
 
 /// A file written record by record, as the log would; returns each record's offset.
 fn write_file(path: &Path, records: &[(RecordKind, Vec<u8>)]) -> Vec<u64> {
-    let mut bytes = MAGIC.to_vec();
+    let mut bytes = file_header(&node_id(0));
     let mut offsets = Vec::new();
     for (kind, payload) in records {
         offsets.push(bytes.len() as u64);
@@ -192,14 +192,14 @@ fn damage_before_the_tail_is_a_typed_error() {
         assert_eq!(file_len(&path), pristine.len() as u64, "nothing truncated");
     }
     // A checksummed record of a kind this code does not know.
-    let mut bytes = MAGIC.to_vec();
+    let mut bytes = file_header(&node_id(0));
     encode(
         RecordKind::Entry,
         &entry(1, 1, b"a").write_to_bytes().unwrap(),
         &mut bytes,
     )
     .unwrap();
-    bytes[MAGIC.len()] = 9;
+    bytes[FILE_HEADER_LEN] = 9;
     std::fs::write(&path, &bytes).unwrap();
     assert!(matches!(load(&path), Err(DurableError::Corrupt { .. })));
     // Not a log file at all.
@@ -237,12 +237,21 @@ fn a_new_log_never_overwrites_an_existing_file() {
         LogError::Durable(DurableError::Exists(path.clone()))
     );
     assert_eq!(
-        DurableLog::create(&path, &StoredState::default()).unwrap_err(),
+        DurableLog::create(&path, &ids[0], &StoredState::default()).unwrap_err(),
         DurableError::Exists(path.clone())
     );
     assert!(TopologyLog::open(ids[0], &dir.path().join("none"), 0)
         .unwrap()
         .is_none());
+    // Another node (a new node id, a copied directory) does not take it up.
+    assert_eq!(
+        TopologyLog::open(node_id(1), &path, 0).unwrap_err(),
+        LogError::Durable(DurableError::OtherNode {
+            path: path.clone(),
+            owner: ids[0]
+        })
+    );
+    assert!(TopologyLog::open(ids[0], &path, 0).unwrap().is_some());
 }
 
 /// A request for `to`'s vote from `from` in `term`, with a log as long as the bootstrap one.
@@ -683,7 +692,7 @@ fn a_file_full_of_old_records_is_rewritten_to_the_live_state() {
         ..StoredState::default()
     };
     let store = TopologyStorage::restored(state.clone()).unwrap();
-    let mut file = DurableLog::create(&path, &state).unwrap();
+    let mut file = DurableLog::create(&path, &node_id(0), &state).unwrap();
     let fresh = file.len();
     // Turns of 100 entries, each replacing the one before at index 2.
     let batch: Vec<Entry> = (0..100).map(|t| entry(2, t + 2, b"x")).collect();
@@ -742,7 +751,7 @@ mod replay_properties {
             let recs = records();
             let offsets = write_file(&path, &recs);
             let whole = file_len(&path);
-            let cut = MAGIC.len() as u64 + ((whole - MAGIC.len() as u64) as f64 * cut_at) as u64;
+            let cut = FILE_HEADER_LEN as u64 + ((whole - FILE_HEADER_LEN as u64) as f64 * cut_at) as u64;
             std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut).unwrap();
             // Where each record ends; the cut keeps those ending at or before it.
             let ends: Vec<u64> = offsets.iter().skip(1).copied().chain([whole]).collect();
@@ -751,7 +760,7 @@ mod replay_properties {
             let expected = load(&dir.path().join("prefix")).unwrap().unwrap().state;
             let loaded = load(&path).unwrap().unwrap();
             prop_assert_eq!(loaded.state, expected);
-            let kept_len = if kept == 0 { MAGIC.len() as u64 } else { ends[kept - 1] };
+            let kept_len = if kept == 0 { FILE_HEADER_LEN as u64 } else { ends[kept - 1] };
             prop_assert_eq!(file_len(&path), kept_len);
         }
 
@@ -760,7 +769,7 @@ mod replay_properties {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("log");
-            let mut file = MAGIC.to_vec();
+            let mut file = file_header(&node_id(0));
             file.extend_from_slice(&bytes);
             std::fs::write(&path, &file).unwrap();
             let _ = load(&path);

@@ -8,6 +8,7 @@
 //! them as already applied and changes nothing; one that starts empty is rebuilt.
 
 use super::durable::DurableLog;
+use super::durable_error::DurableError;
 use super::durable_load::load;
 use super::log::{TopologyLog, BOOTSTRAP_INDEX};
 use super::log_error::LogError;
@@ -21,11 +22,11 @@ use std::path::Path;
 
 impl TopologyLog {
     /// Writes this (new) log's state to a new file at `path` and keeps it up to date from
-    /// now on. Refuses an existing file ([`DurableError::Exists`](super::durable_error::DurableError)):
+    /// now on. Refuses an existing file ([`DurableError::Exists`]):
     /// it may hold a vote this node must keep, so [`Self::open`] it instead.
     pub fn with_file(mut self, path: &Path) -> Result<Self, LogError> {
         let state = self.raw().store().stored_state()?;
-        let file = DurableLog::create(path, &state)?;
+        let file = DurableLog::create(path, &self.me(), &state)?;
         self.attach(file, None, 0);
         Ok(self)
     }
@@ -36,6 +37,13 @@ impl TopologyLog {
         let Some(loaded) = load(path)? else {
             return Ok(None);
         };
+        if loaded.owner != me {
+            return Err(DurableError::OtherNode {
+                path: path.to_path_buf(),
+                owner: loaded.owner,
+            }
+            .into());
+        }
         let state = loaded.state;
         let mut directory = Directory::default();
         directory.check(&me)?;
@@ -76,7 +84,7 @@ impl TopologyLog {
             .map(|id| id.0 + 1)
             .max()
             .unwrap_or(0);
-        let file = DurableLog::append_to(path)?;
+        let file = DurableLog::append_to(path, &me)?;
         log.attach(file, reopened, next_proposal);
         tracing::info!(
             path = %path.display(),
