@@ -46,9 +46,10 @@ pub const REWRITE_RECORDS_MAX: usize = 4 * LOG_ENTRIES_MAX as usize;
 /// File bytes past which the next turn rewrites (large replaced entries).
 pub const REWRITE_BYTES_MAX: u64 = 128 * 1024 * 1024;
 
-/// Largest file a load accepts: a rewrite starts below REWRITE_BYTES_MAX-ish live state
-/// (LOG_ENTRIES_MAX command entries of at most 96 KiB, a snapshot, uncommitted entries) and
-/// appends at most REWRITE_BYTES_MAX plus one turn before the next.
+/// Largest file a load accepts (a load holds the live entries in memory). A turn rewrites
+/// once the file passes REWRITE_BYTES_MAX, and the live state a rewrite leaves is at most
+/// about LOG_ENTRIES_MAX entries of up to 96 KiB, the uncommitted entries and a snapshot
+/// (about 100 MiB): a file past this was not written by this code.
 pub const FILE_BYTES_MAX: u64 = 2 * REWRITE_BYTES_MAX + 128 * 1024 * 1024;
 
 /// What the file holds once replayed: raft's storage state.
@@ -139,6 +140,7 @@ impl DurableLog {
         self.rewrites
     }
 
+    /// Whether the file holds no record (only its header).
     pub fn is_empty(&self) -> bool {
         self.len <= FILE_HEADER_LEN as u64
     }
