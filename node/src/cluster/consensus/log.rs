@@ -3,6 +3,8 @@
 //! [`VOTERS_MAX`] voters decide; every other node follows as a learner.
 
 use super::command::TopologyCommand;
+use super::durable::DurableLog;
+use super::durable_error::DurableError;
 use super::image::TopologyImage;
 use super::log_error::LogError;
 use super::output::{Committed, LeaderChange, MemberRole, MembershipChange, Output, ProposalId};
@@ -68,6 +70,13 @@ pub struct TopologyLog {
     /// (leader raft id, term) last reported.
     leader_reported: (u64, u64),
     poisoned: bool,
+    /// The file that keeps term, vote, entries and snapshot across restarts (None: memory
+    /// only, as in tests, until [`Self::with_file`]).
+    file: Option<DurableLog>,
+    /// Set when reopened from a file: the snapshot image (and its index) the first turn hands
+    /// out, so that a topology starting empty reaches the snapshot before the entries after
+    /// it are applied again.
+    reopened: Option<(u64, TopologyImage)>,
 }
 
 impl std::fmt::Debug for TopologyLog {
@@ -139,11 +148,23 @@ impl TopologyLog {
             }
             TopologyStorage::from_snapshot(bootstrap_snapshot(voters, learners, image)?)?
         };
+        let applied = if joining { 0 } else { BOOTSTRAP_INDEX };
+        Self::start(me, directory, storage, applied, seed)
+    }
+
+    /// A log over `storage`, whose entries up to `applied` the topology already holds.
+    pub(super) fn start(
+        me: NodeId,
+        directory: Directory,
+        storage: TopologyStorage,
+        applied: u64,
+        seed: u64,
+    ) -> Result<Self, LogError> {
         let config = Config {
             id: raft_id(&me),
             election_tick: ELECTION_TICKS,
             heartbeat_tick: HEARTBEAT_TICKS,
-            applied: if joining { 0 } else { BOOTSTRAP_INDEX },
+            applied,
             max_size_per_msg: APPEND_BYTES_MAX,
             max_inflight_msgs: INFLIGHT_MAX,
             // A leader cut off from a majority steps down; a rejoining node does not disrupt
@@ -164,9 +185,11 @@ impl TopologyLog {
             directory,
             rng: SmallRng::seed_from_u64(seed),
             next_proposal: 0,
-            applied: if joining { 0 } else { BOOTSTRAP_INDEX },
+            applied,
             leader_reported: (0, 0),
             poisoned: false,
+            file: None,
+            reopened: None,
         };
         log.draw_election_timeout();
         Ok(log)
@@ -342,7 +365,7 @@ impl TopologyLog {
         meta.term = store.term(self.applied)?;
         meta.set_conf_state(store.conf_state());
         self.raw.mut_store().compact(snapshot)?;
-        Ok(())
+        self.persist(|file, store| file.rewrite_from(store))
     }
 
     /// One turn of raft-rs's Ready loop: persist new entries and hard state, collect the
@@ -352,6 +375,10 @@ impl TopologyLog {
             return Err(LogError::Poisoned);
         }
         let mut out = Output::default();
+        if let Some((index, image)) = self.reopened.take() {
+            out.applied = Some(index);
+            out.restore = Some(image);
+        }
         if self.raw.has_ready() {
             let result = catch_unwind(AssertUnwindSafe(|| self.ready_turn(&mut out)));
             match result {
@@ -380,7 +407,8 @@ impl TopologyLog {
         let mut rd = self.raw.ready();
         let mut snapshots_sent = Vec::new();
         self.send(rd.take_messages(), out, &mut snapshots_sent);
-        if !rd.snapshot().is_empty() {
+        let installed = !rd.snapshot().is_empty();
+        if installed {
             let snapshot = rd.snapshot().clone();
             let payload = SnapshotPayload::decode(&snapshot.data).map_err(LogError::BadSnapshot)?;
             for m in &payload.members {
@@ -399,6 +427,8 @@ impl TopologyLog {
         if let Some(hs) = rd.hs() {
             self.raw.mut_store().mem.wl().set_hardstate(hs.clone());
         }
+        // Raft's rule: what acknowledges these entries or this vote leaves once they are on disk.
+        self.persist(|file, store| file.save_turn(store, installed, rd.entries(), rd.hs()))?;
         self.send(rd.take_persisted_messages(), out, &mut snapshots_sent);
         let mut light = self.raw.advance(rd);
         if let Some(commit) = light.commit_index() {
@@ -408,6 +438,9 @@ impl TopologyLog {
                 .wl()
                 .mut_hard_state()
                 .set_commit(commit);
+            if let Some(file) = self.file.as_mut() {
+                file.note_hard_state(self.raw.store().mem.rl().hard_state().clone());
+            }
         }
         self.send(light.take_messages(), out, &mut snapshots_sent);
         self.apply_entries(light.take_committed_entries(), out)?;
@@ -464,7 +497,7 @@ impl TopologyLog {
         Ok(())
     }
 
-    fn own_proposal(&self, context: &[u8]) -> Option<ProposalId> {
+    pub(super) fn own_proposal(&self, context: &[u8]) -> Option<ProposalId> {
         if context.len() != CONTEXT_LEN {
             return None;
         }
@@ -535,6 +568,41 @@ impl TopologyLog {
     fn draw_election_timeout(&mut self) {
         let t = self.rng.gen_range(ELECTION_TICKS..2 * ELECTION_TICKS);
         self.raw.raft.set_randomized_election_timeout(t);
+    }
+
+    /// Runs a write to the log file, if there is one. A failed write poisons the log: raft
+    /// believes something is on disk that may not be, and must not answer peers on it.
+    fn persist(
+        &mut self,
+        write: impl FnOnce(&mut DurableLog, &TopologyStorage) -> Result<(), DurableError>,
+    ) -> Result<(), LogError> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = write(file, self.raw.store()) {
+            self.poisoned = true;
+            tracing::error!(error = %e, "topology log file write failed; the log must be reopened");
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Starts writing to `file` (see [`super::log_file`]); `reopened` as the field says,
+    /// `next_proposal` past the proposal ids the file's entries already carry.
+    pub(super) fn attach(
+        &mut self,
+        file: DurableLog,
+        reopened: Option<(u64, TopologyImage)>,
+        next_proposal: u64,
+    ) {
+        self.file = Some(file);
+        self.reopened = reopened;
+        self.next_proposal = self.next_proposal.max(next_proposal);
+    }
+
+    /// The log file this log writes to, if any.
+    pub fn file(&self) -> Option<&DurableLog> {
+        self.file.as_ref()
     }
 
     pub(super) fn raw(&self) -> &RawNode<TopologyStorage> {

@@ -2,6 +2,7 @@
 //! run into. One enum so the driver can branch (NotLeader → redirect, Poisoned → rebuild).
 
 use super::codec::CodecError;
+use super::durable_error::DurableError;
 use crate::cluster::id::NodeId;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +47,10 @@ pub enum LogError {
     /// longer trusted and this log must be rebuilt (a new log catches up by snapshot).
     #[error("the raft state machine failed and must be rebuilt")]
     Poisoned,
+    /// The log file could not be read or written. After a failed write the log is poisoned
+    /// too: raft believes something is on disk that may not be; reopen the file.
+    #[error("topology log file: {0}")]
+    Durable(#[from] DurableError),
 }
 
 impl From<raft::Error> for LogError {

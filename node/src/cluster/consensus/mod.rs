@@ -1,11 +1,21 @@
 //! The Raft-replicated topology (DESIGN.md §1): the slot map, shard membership and roles
 //! change only through commands a Raft group has committed, so every node applies the same
-//! changes in the same order and no slot has two owners in one topology version. No I/O:
-//! the log takes ticks and peer bytes and hands back bytes to send and entries to apply.
+//! changes in the same order and no slot has two owners in one topology version. The log
+//! takes ticks and peer bytes and hands back bytes to send and entries to apply; its only
+//! I/O is its own file (when given one), written inside `ready` before anything that
+//! acknowledges what it holds is handed out.
 //!
 //! A driver (the node's runtime, or the chaos simulator) runs each group member so:
 //!
 //! ```text
+//! at start:              let path = dir.join(durable::FILE_NAME);
+//!                        let log = match TopologyLog::open(me, &path, seed)? {
+//!                            Some(log) => log,    (a restart: term, vote, log kept)
+//!                            None => TopologyLog::new(me, &voters, &learners, seed)?
+//!                                        .with_file(&path)?,
+//!                        };
+//!                        (Durable(Corrupt) → refuse to start: never start a new log over it;
+//!                         Poisoned or Durable(_) later → drop the log and open it again)
 //! every TICK_MS:         log.tick()
 //! bus RAFT message:      log.step(&sender, &bytes)        (errors: drop the message, log it)
 //! operator/failover:     log.propose(&command)            (NotLeader { leader } → redirect)
@@ -26,14 +36,22 @@
 //! - [`log`]: [`TopologyLog`], the Raft group (raft-rs `RawNode`) that commits commands;
 //!   [`membership`] its conf changes, [`peer_check`] its checks on peer bytes, [`output`] what each turn hands back, [`storage`] and
 //!   [`snapshot`] what it keeps, [`raft_id`] how node ids become raft ids,
-//!   [`slog_bridge`] raft's logging into tracing.
+//!   [`slog_bridge`] raft's logging into tracing;
+//! - [`log_file`]: the log kept across restarts ([`TopologyLog::open`],
+//!   [`TopologyLog::with_file`]) in the file of [`durable`] ([`durable_record`] its framing,
+//!   [`durable_load`] its replay, [`durable_error`] its errors).
 
 pub mod apply;
 pub mod codec;
 pub mod command;
+pub mod durable;
+pub mod durable_error;
+pub mod durable_load;
+pub mod durable_record;
 pub mod image;
 pub mod log;
 pub mod log_error;
+pub mod log_file;
 pub mod membership;
 pub mod output;
 pub mod peer_check;
@@ -46,6 +64,10 @@ pub mod storage;
 #[cfg(test)]
 mod apply_tests;
 #[cfg(test)]
+mod crash_sim;
+#[cfg(test)]
+mod durable_tests;
+#[cfg(test)]
 mod log_tests;
 #[cfg(test)]
 mod sim;
@@ -53,6 +75,7 @@ mod sim;
 pub use apply::{apply, ApplyError};
 pub use codec::CodecError;
 pub use command::{NodeAddress, TopologyCommand};
+pub use durable_error::DurableError;
 pub use image::TopologyImage;
 pub use log::TopologyLog;
 pub use log_error::LogError;

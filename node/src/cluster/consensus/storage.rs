@@ -2,6 +2,7 @@
 //! with empty data at its commit index; a lagging learner needs the topology itself, taken at
 //! the index it was applied to, so snapshots come from here and the rest from `MemStorage`.
 
+use super::durable::StoredState;
 use raft::prelude::{ConfState, Entry, Snapshot};
 use raft::storage::MemStorage;
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
@@ -34,6 +35,49 @@ impl TopologyStorage {
             mem,
             snapshot,
             wanted: AtomicBool::new(false),
+        })
+    }
+
+    /// Storage as a node's log file left it: the snapshot, the entries after it (contiguous,
+    /// as the load checked) and the hard state (its commit inside the log).
+    pub fn restored(state: StoredState) -> Result<Self, raft::Error> {
+        // raft's storage panics on a gap; refuse one here instead.
+        let first = state.snapshot.get_metadata().index + 1;
+        let contiguous = (first..).zip(&state.entries).all(|(i, e)| e.index == i);
+        if !contiguous {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let mem = MemStorage::new();
+        {
+            let mut core = mem.wl();
+            if !state.snapshot.is_empty() {
+                core.apply_snapshot(state.snapshot.clone())?;
+            }
+            core.append(&state.entries)?;
+            core.set_hardstate(state.hard_state);
+        }
+        Ok(TopologyStorage {
+            mem,
+            snapshot: state.snapshot,
+            wanted: AtomicBool::new(false),
+        })
+    }
+
+    /// What the log file must hold to bring this storage back: the snapshot, the entries
+    /// after it and the hard state.
+    pub fn stored_state(&self) -> Result<StoredState, raft::Error> {
+        let low = self.mem.first_index()?.max(self.snapshot_index() + 1);
+        let high = self.mem.last_index()? + 1;
+        let entries = if low < high {
+            self.mem
+                .entries(low, high, None, GetEntriesContext::empty(false))?
+        } else {
+            Vec::new()
+        };
+        Ok(StoredState {
+            snapshot: self.snapshot.clone(),
+            entries,
+            hard_state: self.mem.initial_state()?.hard_state,
         })
     }
 
