@@ -3,6 +3,7 @@
 //! two runs of one seed can be compared.
 
 use crate::net::{Net, Weather};
+use node::cluster::agent::store::GroupStore;
 use node::cluster::agent::{AgentSettings, ProposeError};
 use node::cluster::config_file;
 use node::cluster::consensus::TopologyCommand;
@@ -39,6 +40,8 @@ pub struct SimNode {
     pub topology: Topology,
     /// Gossip and the topology agent; a waiting change is named by a number.
     pub core: ClusterCore<u64>,
+    /// Its disk: where its topology group (Raft log) survives crashes.
+    pub dir: tempfile::TempDir,
     /// Outcomes of this node's topology changes, by the number [`Sim::propose`] gave.
     pub replies: Vec<(u64, Result<(), ProposeError>)>,
     pub reassembler: Reassembler<String>,
@@ -103,17 +106,21 @@ impl Sim {
         me.port = 7000 + i as u16;
         me.cport = 17000 + i as u16;
         me.bus_addr = address(i);
-        let core = ClusterCore::new(
+        let dir = sim_dir();
+        let core = ClusterCore::with_store(
             me.id,
             gossip_settings(),
             self.agent_settings.clone(),
             self.core_seed(i, 0),
-        );
+            GroupStore::new(dir.path()),
+        )
+        .expect("a fresh directory holds no group");
         self.nodes.push(SimNode {
             topology: Topology::new(me.clone()),
             origin: me,
             addr: address(i),
             core,
+            dir,
             replies: Vec::new(),
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             alive: true,
@@ -139,21 +146,26 @@ impl Sim {
 
     /// Starts a crashed node again: same id, topology loaded from its saved config file,
     /// a fresh gossip core.
-    pub fn restart(&mut self, i: usize) -> Result<(), config_file::ParseError> {
+    pub fn restart(&mut self, i: usize) -> Result<(), String> {
         self.record(&[3, i as u8]);
         let restarts = self.nodes[i].restarts + 1;
         let seed = self.core_seed(i, restarts);
         let node = &mut self.nodes[i];
         let topology = match &node.saved {
-            Some(text) => config_file::parse(text, &mut StdRng::seed_from_u64(seed))?,
+            Some(text) => config_file::parse(text, &mut StdRng::seed_from_u64(seed))
+                .map_err(|e| e.to_string())?,
             None => Topology::new(node.origin.clone()),
         };
-        node.core = ClusterCore::new(
+        // The Raft log was written before every message that depended on it: reopening it is
+        // what a real restart does. A damaged log would refuse the start.
+        node.core = ClusterCore::with_store(
             node.origin.id,
             gossip_settings(),
             self.agent_settings.clone(),
             seed,
-        );
+            GroupStore::new(node.dir.path()),
+        )
+        .map_err(|e| format!("topology log: {e}"))?;
         node.topology = topology;
         node.reassembler = Reassembler::new(ReassemblyLimits::default());
         node.restarts = restarts;
@@ -299,4 +311,16 @@ pub fn address(i: usize) -> String {
 
 fn index_of_address(addr: &str) -> Option<usize> {
     addr.strip_prefix("sim:")?.parse().ok()
+}
+
+/// A node's disk: on tmpfs where there is one (fsync costs nothing there, and a simulated
+/// crash loses only what the process held, not what the kernel had).
+fn sim_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    let made = if shm.is_dir() {
+        tempfile::Builder::new().prefix("chaos-").tempdir_in(shm)
+    } else {
+        tempfile::Builder::new().prefix("chaos-").tempdir()
+    };
+    made.expect("a temporary directory")
 }

@@ -3,6 +3,7 @@
 //! RAFT traffic from members to the agent; the agent's RAFT messages leave as bus messages
 //! with this node's header, addressed by the recipient's bus address.
 
+use super::agent::store::{GroupStore, StoreError};
 use super::agent::{AgentAction, AgentInput, AgentSettings, ProposeError, TopologyAgent};
 use super::consensus::TopologyCommand;
 use super::gossip::{Action, Event, Gossip, GossipSettings, Input};
@@ -52,6 +53,21 @@ impl<W> ClusterCore<W> {
             gossip: Gossip::new(gossip, seed),
             agent: TopologyAgent::new(me, agent, seed.rotate_left(17) ^ 0x5eed),
         }
+    }
+
+    /// A core whose topology group survives restarts in `store` (see
+    /// [`TopologyAgent::with_store`]).
+    pub fn with_store(
+        me: NodeId,
+        gossip: GossipSettings,
+        agent: AgentSettings,
+        seed: u64,
+        store: GroupStore,
+    ) -> Result<Self, StoreError> {
+        Ok(ClusterCore {
+            gossip: Gossip::new(gossip, seed),
+            agent: TopologyAgent::with_store(me, agent, seed.rotate_left(17) ^ 0x5eed, store)?,
+        })
     }
 
     /// Whether topology changes go through the Raft group (else they apply locally, as

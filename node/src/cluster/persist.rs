@@ -52,7 +52,12 @@ pub fn load(path: &Path, rng: &mut impl Rng) -> Result<Option<Topology>, LoadErr
 
 /// Writes the file atomically.
 pub fn save(path: &Path, t: &Topology) -> std::io::Result<()> {
-    let text = config_file::render(t);
+    write_atomically(path, config_file::render(t).as_bytes())
+}
+
+/// Replaces `path` with `bytes` so that a crash leaves the old file or the new one, never a
+/// mix: temp file, fsync, rename, fsync of the directory.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -68,7 +73,7 @@ pub fn save(path: &Path, t: &Topology) -> std::io::Result<()> {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;
         // The rename is durable only once the directory entry is.

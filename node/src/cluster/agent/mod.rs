@@ -19,6 +19,7 @@
 mod founding;
 mod pending;
 mod reconcile;
+pub mod store;
 mod turn;
 
 use super::consensus::{ApplyError, LogError, TopologyCommand, TopologyLog};
@@ -27,6 +28,7 @@ use super::id::NodeId;
 use super::topology::Topology;
 use pending::Pending;
 use reconcile::Attempts;
+use store::{GroupStore, StoreError};
 
 /// Timing of the agent; the defaults suit a fabric bus with 100 ms gossip ticks.
 #[derive(Clone, Debug)]
@@ -141,6 +143,8 @@ pub struct TopologyAgent<W> {
     /// ADDSLOTS while the group was being founded), proposed again once it holds the
     /// group's snapshot, since the snapshot replaces it.
     prejoin: Option<PreJoin>,
+    /// Where the group survives restarts (None: in memory only, as in unit tests).
+    store: Option<GroupStore>,
 }
 
 /// This node's own role and slots as they were when it joined a group.
@@ -164,7 +168,27 @@ impl<W> TopologyAgent<W> {
             out: Vec::new(),
             save: false,
             prejoin: None,
+            store: None,
         }
+    }
+
+    /// An agent whose group is kept in `store`: a node that was in a group when it stopped
+    /// is in it again, with its Raft state (its first turn restores the topology from the
+    /// log's snapshot and replays the entries after it). A damaged log is an error: a
+    /// voter that forgot its vote could elect two leaders, so the node must not start.
+    pub fn with_store(
+        me: NodeId,
+        settings: AgentSettings,
+        seed: u64,
+        store: GroupStore,
+    ) -> Result<Self, StoreError> {
+        let mut agent = Self::new(me, settings, seed);
+        if let Some((id, log)) = store.open(me, seed)? {
+            tracing::info!(group = %id, "back in the topology group");
+            agent.group = Some(Group { id, log });
+        }
+        agent.store = Some(store);
+        Ok(agent)
     }
 
     /// Whether topology changes go through the group's log (else they apply locally).
@@ -244,6 +268,11 @@ impl<W> TopologyAgent<W> {
     fn leave(&mut self) {
         if let Some(g) = self.group.take() {
             tracing::info!(group = %g.id, "left the topology group");
+        }
+        if let Some(store) = &self.store {
+            if let Err(e) = store.forget() {
+                tracing::error!(error = %e, "the files of the group left behind stay");
+            }
         }
         for waiter in self.pending.drain() {
             self.reply(waiter, Err(ProposeError::NotInGroup));

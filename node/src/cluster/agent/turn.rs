@@ -21,6 +21,10 @@ const CATCH_UP_TICKS_MAX: u64 = 5;
 impl<W> TopologyAgent<W> {
     pub(super) fn tick_raft(&mut self, now_ms: u64) {
         let Some(g) = &mut self.group else { return };
+        if self.raft_clock_ms == 0 {
+            // Reopened from the store: the clock starts at the first tick.
+            self.raft_clock_ms = now_ms;
+        }
         let due = now_ms.saturating_sub(self.raft_clock_ms) / TICK_MS;
         if due > CATCH_UP_TICKS_MAX {
             self.raft_clock_ms = now_ms;
@@ -36,6 +40,17 @@ impl<W> TopologyAgent<W> {
 
     /// Starts or joins `group` with `log` (its raft clock starts now).
     pub(super) fn enter(&mut self, now_ms: u64, id: NodeId, log: TopologyLog) {
+        let log = match &self.store {
+            None => log,
+            Some(store) => match store.attach(id, log) {
+                Ok(log) => log,
+                Err(e) => {
+                    // A member without its log on disk could vote twice after a restart.
+                    tracing::error!(error = %e, "cannot keep the topology log; not joining");
+                    return;
+                }
+            },
+        };
         tracing::info!(group = %id, "in the topology group");
         self.group = Some(Group { id, log });
         self.raft_clock_ms = now_ms;
@@ -231,7 +246,10 @@ impl<W> TopologyAgent<W> {
             }
         }
         for command in wanted {
-            tracing::info!(?command, "proposing again what this node held before joining");
+            tracing::info!(
+                ?command,
+                "proposing again what this node held before joining"
+            );
             self.propose_unattended(command);
         }
     }
@@ -261,8 +279,19 @@ impl<W> TopologyAgent<W> {
     /// raft-rs failed inside a call: the log is dropped, and the leader's next message
     /// starts a fresh one that catches up by snapshot.
     fn drop_poisoned(&mut self) {
+        let group = self.group.take();
+        if let (Some(store), Some(g)) = (&self.store, group) {
+            match store.open(self.me, self.seed ^ g.log.term()) {
+                Ok(Some((id, log))) => {
+                    tracing::error!("topology log poisoned; reopened from its file");
+                    self.group = Some(Group { id, log });
+                    return;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "topology log file unusable"),
+            }
+        }
         tracing::error!("topology log poisoned; rejoining the group from a snapshot");
-        self.group = None;
         for waiter in self.pending.drain() {
             self.reply(waiter, Err(ProposeError::Log(LogError::Poisoned)));
         }

@@ -101,7 +101,7 @@ impl TopologyLog {
         learners: &[NodeId],
         seed: u64,
     ) -> Result<Self, LogError> {
-        Self::start(me, voters, learners, TopologyImage::default(), seed)
+        Self::bootstrap(me, voters, learners, TopologyImage::default(), seed)
     }
 
     /// Founds a group whose bootstrap snapshot holds `image` (what the founder's nodes
@@ -115,10 +115,10 @@ impl TopologyLog {
         image: TopologyImage,
         seed: u64,
     ) -> Result<Self, LogError> {
-        Self::start(me, voters, learners, image, seed)
+        Self::bootstrap(me, voters, learners, image, seed)
     }
 
-    fn start(
+    fn bootstrap(
         me: NodeId,
         voters: &[NodeId],
         learners: &[NodeId],

@@ -56,7 +56,9 @@ impl TopologyLog {
             for m in &payload.members {
                 directory.learn(m);
             }
-            if snapshot_index > BOOTSTRAP_INDEX {
+            // A founder's bootstrap snapshot holds the topology it founded with; only an
+            // empty one (groups started with `new`) has nothing to give back.
+            if snapshot_index > BOOTSTRAP_INDEX || !payload.image.nodes.is_empty() {
                 reopened = Some((snapshot_index, payload.image));
             }
         }

@@ -4,10 +4,9 @@
 //! and publishes the node's standing in the topology group for commands to read.
 
 use super::runtime::{BusCore, Outbox, ProposalReply};
-use crate::cluster::agent::AgentSettings;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::core::{ClusterCore, CoreAction, CoreInput};
-use crate::cluster::gossip::{Event, GossipSettings, Input};
+use crate::cluster::gossip::{Event, Input};
 use crate::cluster::shared::GroupView;
 use crate::cluster::{Cluster, NodeId};
 use crate::server::pubsub::Kind;
@@ -29,17 +28,10 @@ pub struct GossipDriver {
 }
 
 impl GossipDriver {
-    pub fn new(
-        server: Arc<Server>,
-        me: NodeId,
-        settings: GossipSettings,
-        agent: AgentSettings,
-        secret: Vec<u8>,
-        seed: u64,
-    ) -> Self {
+    pub fn new(server: Arc<Server>, core: ClusterCore<ProposalReply>, secret: Vec<u8>) -> Self {
         GossipDriver {
             server,
-            core: ClusterCore::new(me, settings, agent, seed),
+            core,
             secret,
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             datagram_max: 0,

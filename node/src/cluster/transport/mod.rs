@@ -35,6 +35,10 @@ pub enum BusStartError {
     },
     #[error("cluster bus thread: {0}")]
     Thread(std::io::Error),
+    /// The topology group's files in `dir` could not be opened (a damaged Raft log: the node
+    /// must not start and vote with a state it lost).
+    #[error("topology group: {0}")]
+    Topology(crate::cluster::agent::store::StoreError),
 }
 
 /// The running bus: ask it to MEET, tell it of FORGET and RESET, stop it on shutdown.

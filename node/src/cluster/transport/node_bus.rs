@@ -5,7 +5,9 @@
 use super::driver::GossipDriver;
 use super::rendezvous::LocalIpHook;
 use super::{start, BusHandle, BusStartError};
+use crate::cluster::agent::store::GroupStore;
 use crate::cluster::agent::AgentSettings;
+use crate::cluster::core::ClusterCore;
 use crate::cluster::gossip::GossipSettings;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
@@ -78,6 +80,24 @@ impl WithProvider for Job {
             .is_empty()
             .then(|| Arc::new(move |ip: IpAddr| learn_own_ip(&weak, ip)) as LocalIpHook);
         let seed = rand::random();
+        let (me, dir) = {
+            let cluster = server
+                .cluster
+                .as_ref()
+                .expect("the bus runs only in cluster mode");
+            (
+                cluster.topology.read().myself().id,
+                server.config.read().dir.clone(),
+            )
+        };
+        let core = ClusterCore::with_store(
+            me,
+            settings,
+            AgentSettings::default(),
+            seed,
+            GroupStore::new(&dir),
+        )
+        .map_err(BusStartError::Topology)?;
         start(&provider, Some(self.rendezvous), hook, |address| {
             if let Some(c) = server.cluster.as_ref() {
                 let _ = c.change(|t| {
@@ -85,19 +105,7 @@ impl WithProvider for Job {
                     Ok(())
                 });
             }
-            let me = server
-                .cluster
-                .as_ref()
-                .map(|c| c.topology.read().myself().id)
-                .expect("the bus runs only in cluster mode");
-            GossipDriver::new(
-                server.clone(),
-                me,
-                settings,
-                AgentSettings::default(),
-                secret,
-                seed,
-            )
+            GossipDriver::new(server.clone(), core, secret)
         })
     }
 }
