@@ -184,6 +184,7 @@ fn a_reshard_of_1000_slots_under_a_redis_py_cluster_load_loses_nothing() {
     }
     let from = nodes[0].cli(&["CLUSTER", "MYID"]);
     let to = nodes[1].cli(&["CLUSTER", "MYID"]);
+    let version_before = topology_version(&nodes[2]);
     let (ok, text) = run(Command::new("redis-cli").args([
         "--cluster",
         "reshard",
@@ -230,6 +231,26 @@ fn a_reshard_of_1000_slots_under_a_redis_py_cluster_load_loses_nothing() {
         })
         .sum();
     assert_eq!(count, 6462, "{owned_by_to}");
+    // Each moved slot was bound by a Raft entry (SETSLOT NODE as a proposal), which every
+    // node applied: a third node's topology version moved by at least the 1000 slots.
+    wait_until(
+        "every node at one topology version",
+        &nodes.iter().collect::<Vec<_>>(),
+        || {
+            let v = topology_version(&nodes[0]);
+            nodes.iter().all(|n| topology_version(n) == v)
+        },
+    );
+    let moved = topology_version(&nodes[2]) - version_before;
+    assert!(moved >= 1000, "topology version moved by {moved}");
+}
+
+fn topology_version(n: &Node) -> u64 {
+    n.cli(&["CLUSTER", "INFO"])
+        .lines()
+        .find_map(|l| l.strip_prefix("cluster_topology_version:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// `operator cluster create` forms the same cluster redis-cli would (checked by

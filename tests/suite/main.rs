@@ -18,5 +18,6 @@ mod server;
 mod sets;
 mod strings;
 mod tools;
+mod topology_group;
 mod transactions;
 mod zsets;

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 pub const TICK: Duration = Duration::from_millis(100);
 /// Requests from the node taken per loop, so a flood of MEETs cannot starve the bus.
 const REQUESTS_PER_LOOP_MAX: usize = 64;
+/// Longest wait for datagrams before the request queue is looked at again: the fabric wait
+/// cannot be woken from another thread, and a command waiting on its topology change (a
+/// reshard sends one SETSLOT per slot, serially) should not wait for a tick.
+const REQUEST_PICKUP_MAX: Duration = Duration::from_millis(5);
 /// Datagrams read per loop before the timers are looked at again.
 const RECV_PER_LOOP_MAX: usize = 256;
 
@@ -149,9 +153,10 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
         }
         let wait = next_tick.saturating_duration_since(Instant::now());
         if !wait.is_zero() {
-            if let Err(e) = socket.wait(wait.min(TICK)) {
+            let wait = wait.min(REQUEST_PICKUP_MAX);
+            if let Err(e) = socket.wait(wait) {
                 tracing::warn!(error = %e, "cluster bus wait failed");
-                std::thread::sleep(wait.min(TICK));
+                std::thread::sleep(wait);
             }
         }
     }

@@ -1,0 +1,205 @@
+//! The Raft topology group across processes (issue "Cluster mode", item 4): nodes made a
+//! cluster by `redis-cli --cluster create` found one group; every topology change is a
+//! proposal committed by it, from whichever node it is sent to; a killed member restarts
+//! into its group from its log; the group elects a new leader when its leader dies.
+
+use integration::cluster::{addr, cluster_node, run, wait_until};
+use integration::Node;
+use std::process::Command;
+
+/// A field of CLUSTER INFO.
+fn info(n: &Node, field: &str) -> String {
+    let text = n.cli(&["CLUSTER", "INFO"]);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn version(n: &Node) -> u64 {
+    info(n, "cluster_topology_version").parse().unwrap_or(0)
+}
+
+/// Waits until every node is in one group with one version, a leader and `voters` voters.
+fn wait_for_one_group(nodes: &[&Node], voters: usize) -> String {
+    let mut group = String::new();
+    wait_until("one topology group on every node", nodes, || {
+        let groups: Vec<String> = nodes
+            .iter()
+            .map(|n| info(n, "cluster_topology_group"))
+            .collect();
+        let versions: Vec<u64> = nodes.iter().map(|n| version(n)).collect();
+        group = groups[0].clone();
+        group != "-"
+            && groups.iter().all(|g| *g == group)
+            && versions.iter().all(|v| *v == versions[0] && *v > 0)
+            && nodes
+                .iter()
+                .all(|n| info(n, "cluster_topology_leader") != "-")
+            && info(nodes[0], "cluster_topology_voters") == voters.to_string()
+    });
+    group
+}
+
+fn leader_index(nodes: &[&Node]) -> usize {
+    let leader = info(nodes[0], "cluster_topology_leader");
+    nodes
+        .iter()
+        .position(|n| n.cli(&["CLUSTER", "MYID"]) == leader)
+        .expect("the leader is one of the nodes")
+}
+
+/// The owner id of `slot` as node `n` sees it (CLUSTER NODES), None if unassigned.
+fn owner_of(n: &Node, slot: u16) -> Option<String> {
+    n.cli(&["CLUSTER", "NODES"]).lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let owns = f.iter().skip(8).any(|r| match r.split_once('-') {
+            Some((a, b)) => {
+                a.parse::<u16>().is_ok_and(|a| a <= slot)
+                    && b.parse::<u16>().is_ok_and(|b| slot <= b)
+            }
+            None => r.parse::<u16>() == Ok(slot),
+        });
+        owns.then(|| f[0].to_string())
+    })
+}
+
+#[test]
+fn a_created_cluster_is_one_group_and_changes_commit_through_it_from_any_node() {
+    let nodes = integration::cluster::create_cluster("group", 0);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let group = wait_for_one_group(&refs, 3);
+    assert_eq!(group.len(), 40, "{group}");
+    let leader = leader_index(&refs);
+    let follower = (leader + 1) % 3;
+    let before = version(&nodes[follower]);
+    // A follower's change is forwarded to the leader, committed, applied everywhere, and
+    // answered only once it applied on the follower.
+    let slot0_owner = owner_of(&nodes[0], 0).expect("slot 0 is assigned");
+    assert_eq!(nodes[follower].cli(&["CLUSTER", "DELSLOTS", "0"]), "OK");
+    assert_eq!(owner_of(&nodes[follower], 0), None);
+    assert!(version(&nodes[follower]) > before);
+    wait_until("slot 0 unassigned everywhere", &refs, || {
+        nodes.iter().all(|n| owner_of(n, 0).is_none())
+    });
+    // Redis's checks still answer first, with Redis's words, and change nothing.
+    let busy = nodes[follower].cli(&["CLUSTER", "ADDSLOTS", "1"]);
+    assert_eq!(busy, "ERR Slot 1 is already busy");
+    // The slot goes back to its owner, proposed there.
+    let owner = nodes
+        .iter()
+        .find(|n| n.cli(&["CLUSTER", "MYID"]) == slot0_owner)
+        .unwrap();
+    assert_eq!(owner.cli(&["CLUSTER", "ADDSLOTS", "0"]), "OK");
+    wait_until("slot 0 back everywhere", &refs, || {
+        nodes
+            .iter()
+            .all(|n| owner_of(n, 0).as_deref() == Some(&slot0_owner))
+    });
+    let (ok, text) = run(Command::new("redis-cli").args(["--cluster", "check", &addr(&nodes[2])]));
+    assert!(ok && !text.contains("[ERR]"), "{text}");
+}
+
+#[test]
+fn a_killed_member_restarts_into_its_group_and_catches_up() {
+    let mut nodes = integration::cluster::create_cluster("restart", 0);
+    let group = {
+        let refs: Vec<&Node> = nodes.iter().collect();
+        wait_for_one_group(&refs, 3)
+    };
+    let leader = {
+        let refs: Vec<&Node> = nodes.iter().collect();
+        leader_index(&refs)
+    };
+    let victim = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+    let port = nodes[victim].port;
+    let dir = nodes.remove(victim).into_dir();
+    let (victim_after, other_after) = if victim < other {
+        (victim, other - 1)
+    } else {
+        (victim, other)
+    };
+    // While it is down the others still commit (two of three voters).
+    assert_eq!(
+        nodes[other_after].cli(&["CLUSTER", "DELSLOTS", "16383"]),
+        "OK"
+    );
+    let restarted = Node::start_in_on_port(
+        dir,
+        port,
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--fabric-provider",
+            "ofi:tcp",
+            "--cluster-secret",
+            "restart",
+        ],
+    );
+    nodes.insert(victim_after, restarted);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    assert_eq!(wait_for_one_group(&refs, 3), group);
+    assert!(
+        nodes[victim_after]
+            .log()
+            .contains("back in the topology group"),
+        "{}",
+        nodes[victim_after].log()
+    );
+    wait_until(
+        "the restarted node sees the change made while it was down",
+        &refs,
+        || owner_of(&nodes[victim_after], 16383).is_none(),
+    );
+}
+
+#[test]
+fn the_group_elects_a_new_leader_when_its_leader_dies() {
+    let mut nodes = integration::cluster::create_cluster("leader", 0);
+    let leader = {
+        let refs: Vec<&Node> = nodes.iter().collect();
+        wait_for_one_group(&refs, 3);
+        leader_index(&refs)
+    };
+    let old_leader = nodes[leader].cli(&["CLUSTER", "MYID"]);
+    drop(nodes.remove(leader));
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("a new leader", &refs, || {
+        nodes.iter().all(|n| {
+            let l = info(n, "cluster_topology_leader");
+            l != "-" && l != old_leader
+        })
+    });
+    // The survivors still change the topology.
+    assert_eq!(nodes[0].cli(&["CLUSTER", "DELSLOTS", "8000"]), "OK");
+    wait_until("the change on both survivors", &refs, || {
+        nodes.iter().all(|n| owner_of(n, 8000).is_none())
+    });
+}
+
+/// A node met after the group was founded is taken in by the leader: it joins the group
+/// and its own slots (given by hand before it met anyone) become the group's.
+#[test]
+fn a_node_met_later_is_taken_in_with_its_slots() {
+    let nodes3 = integration::cluster::create_cluster("later", 0);
+    let refs: Vec<&Node> = nodes3.iter().collect();
+    wait_for_one_group(&refs, 3);
+    assert_eq!(nodes3[0].cli(&["CLUSTER", "DELSLOTS", "100"]), "OK");
+    let late = cluster_node("later");
+    assert_eq!(late.cli(&["CLUSTER", "ADDSLOTS", "100"]), "OK");
+    let port = late.port.to_string();
+    assert_eq!(
+        nodes3[1].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]),
+        "OK"
+    );
+    let late_id = late.cli(&["CLUSTER", "MYID"]);
+    let mut all: Vec<&Node> = nodes3.iter().collect();
+    all.push(&late);
+    wait_for_one_group(&all, 4);
+    wait_until("the late node's slot in the group", &all, || {
+        all.iter()
+            .all(|n| owner_of(n, 100).as_deref() == Some(&late_id))
+    });
+}
