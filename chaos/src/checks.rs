@@ -37,9 +37,8 @@ pub enum ViolationKind {
     RestartFailed { node: NodeId, reason: String },
     /// Two nodes of one topology group at one version hold different replicated topologies
     /// (slot owners or roles): the log did not keep them in step.
-    #[error("nodes {a} and {b} differ at topology version {version} of group {group}")]
+    #[error("nodes {a} and {b} of one topology group differ at version {version}")]
     VersionsDiverged {
-        group: NodeId,
         version: u64,
         a: NodeId,
         b: NodeId,
@@ -92,7 +91,6 @@ impl Checker {
             match self.versions.get(&(group, version)) {
                 Some(&(other, first)) if other != fp => {
                     return Err(ViolationKind::VersionsDiverged {
-                        group,
                         version,
                         a: first,
                         b: node.id(),

@@ -225,7 +225,7 @@ impl Sim {
                     self.nodes[i].events += 1;
                     self.record_event(i, &e);
                 }
-                CoreAction::Deliver { .. } => {}
+                CoreAction::Deliver { .. } | CoreAction::Forgotten { .. } => {}
             }
         }
     }

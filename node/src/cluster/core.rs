@@ -40,6 +40,11 @@ pub enum CoreAction<W> {
         waiter: W,
         result: Result<(), ProposeError>,
     },
+    /// The group forgot this node (gossip keeps it out already): CLUSTER FORGET of it here
+    /// answers OK once, as it would had it run here first.
+    Forgotten {
+        id: NodeId,
+    },
 }
 
 pub struct ClusterCore<W> {
@@ -130,11 +135,36 @@ impl<W> ClusterCore<W> {
             }
         }
         for input in agent_inputs {
-            for action in self.agent.step(now_ms, input, t, &self.gossip) {
+            let actions = self.agent.step(now_ms, input, t, &self.gossip);
+            for action in actions {
+                if let AgentAction::Forgotten { id, addr } = action {
+                    out.extend(self.gossip_forget(now_ms, id, addr, t));
+                    continue;
+                }
                 self.agent_action(action, t, &mut out);
             }
         }
         self.sync_gossip(t);
+        out
+    }
+
+    /// A node the group forgot: gossip blacklists it as CLUSTER FORGET would.
+    fn gossip_forget(
+        &mut self,
+        now_ms: u64,
+        id: NodeId,
+        addr: String,
+        t: &mut Topology,
+    ) -> Vec<CoreAction<W>> {
+        let mut out = vec![CoreAction::Forgotten { id }];
+        for action in self.gossip.step(now_ms, Input::Forget { id, addr }, t) {
+            match action {
+                Action::Send { to, msg } => out.push(CoreAction::Send { to, msg }),
+                Action::SaveConfig => out.push(CoreAction::SaveConfig),
+                Action::Event(e) => out.push(CoreAction::Event(e)),
+                Action::Deliver { .. } => {}
+            }
+        }
         out
     }
 
@@ -178,6 +208,7 @@ impl<W> ClusterCore<W> {
                 return out.push(CoreAction::Reply { waiter, result })
             }
             AgentAction::SaveConfig => return out.push(CoreAction::SaveConfig),
+            AgentAction::Forgotten { .. } => return,
         };
         let Some(addr) = t
             .index_of(&to)

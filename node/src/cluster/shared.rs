@@ -6,7 +6,7 @@ use super::agent::AgentSettings;
 use super::consensus::TopologyCommand;
 use super::error::ClusterError;
 use super::gossip::view::PeerView;
-use super::id::HexId;
+use super::id::{HexId, NodeId};
 use super::node::{ClusterNode, LinkState};
 use super::persist::{self, LoadError};
 use super::topology::Topology;
@@ -15,7 +15,7 @@ use crate::config::Config;
 use parking_lot::{Mutex, RwLock};
 use rand::SeedableRng;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The bus port is the client port plus this (Redis's `CLUSTER_PORT_INCR`).
 pub const BUS_PORT_OFFSET: u16 = 10000;
@@ -49,9 +49,17 @@ pub struct GroupView {
 /// answers first): the bus thread may be slow to take the request.
 const PROPOSAL_WAIT_SLACK: Duration = Duration::from_secs(1);
 
+/// Nodes the group forgot that this node has not answered a FORGET for yet, at most this
+/// many (older ones go first): one per node of the largest cluster.
+const FORGOTTEN_MAX: usize = super::topology::NODES_MAX;
+/// How long such a FORGET is answered OK: gossip's blacklist period.
+const FORGOTTEN_TTL: Duration = Duration::from_millis(super::gossip::blacklist::BLACKLIST_TTL_MS);
+
 pub struct Cluster {
     pub topology: RwLock<Topology>,
     group: RwLock<GroupView>,
+    /// See [`Cluster::take_forgotten`].
+    forgotten: Mutex<std::collections::VecDeque<(NodeId, Instant)>>,
     pub config_path: PathBuf,
     /// One writer of the config file at a time: SAVECONFIG saves under the topology's read
     /// lock, so two of them could otherwise share the temp file.
@@ -103,6 +111,7 @@ impl Cluster {
             bus: std::sync::OnceLock::new(),
             peer_view: RwLock::new(PeerView::default()),
             group: RwLock::new(GroupView::default()),
+            forgotten: Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -125,6 +134,31 @@ impl Cluster {
         let mut g = self.group.write();
         if *g != view {
             *g = view;
+        }
+    }
+
+    /// The group forgot `id` (a FORGET committed, perhaps sent to another node).
+    pub(crate) fn note_forgotten(&self, id: NodeId) {
+        let mut f = self.forgotten.lock();
+        if f.len() >= FORGOTTEN_MAX {
+            f.pop_front();
+        }
+        f.push_back((id, Instant::now()));
+    }
+
+    /// Whether the group forgot `id` within the blacklist period and this node has not said
+    /// so yet. `redis-cli --cluster del-node` sends FORGET to every node and needs an OK
+    /// from each, as Redis (where each node forgets by itself) gives: the first FORGET of
+    /// a node the group forgot answers OK here, a second one "Unknown node", as in Redis.
+    pub fn take_forgotten(&self, id: &NodeId) -> bool {
+        let mut f = self.forgotten.lock();
+        f.retain(|(_, at)| at.elapsed() < FORGOTTEN_TTL);
+        match f.iter().position(|(n, _)| n == id) {
+            Some(i) => {
+                f.remove(i);
+                true
+            }
+            None => false,
         }
     }
 

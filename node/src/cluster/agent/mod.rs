@@ -101,6 +101,9 @@ pub enum AgentAction<W> {
     },
     /// The replicated topology changed: save the config file.
     SaveConfig,
+    /// The group forgot this node (a committed FORGET): gossip must keep it out for the
+    /// blacklist period, as if CLUSTER FORGET had run here. `addr` is its bus address.
+    Forgotten { id: NodeId, addr: String },
 }
 
 /// Why a topology change was not made.

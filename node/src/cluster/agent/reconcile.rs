@@ -145,7 +145,9 @@ fn adoption(t: &Topology, gossip: &Gossip, id: NodeId) -> Vec<TopologyCommand> {
 /// What a node outside the group claims that the group can grant: following a node of the
 /// group, or else the slots it claims that nobody in the group owns.
 fn claims(t: &Topology, gossip: &Gossip, id: NodeId) -> Vec<TopologyCommand> {
-    let (claimed, primary) = gossip.claims_of(&id).unwrap_or((&[], None));
+    let (claimed, primary) = gossip
+        .claims_of(&id)
+        .map_or((&[][..], None), |c| (c.slots, c.primary));
     let Some(i) = t.index_of(&id) else {
         return Vec::new();
     };

@@ -174,7 +174,22 @@ impl<W> TopologyAgent<W> {
             for (to, data) in out.messages.iter().cloned() {
                 self.out.push(AgentAction::Raft { to, group, data });
             }
+            let forgotten: Vec<(NodeId, String)> = out
+                .committed
+                .iter()
+                .filter_map(|c| match &c.command {
+                    Ok(TopologyCommand::ForgetNode { id }) => t
+                        .index_of(id)
+                        .map(|i| (*id, t.nodes[i as usize].bus_addr.clone())),
+                    _ => None,
+                })
+                .collect();
             let outcomes = out.apply_to(t);
+            for (id, addr) in forgotten {
+                if t.index_of(&id).is_none() {
+                    self.out.push(AgentAction::Forgotten { id, addr });
+                }
+            }
             let restored = out.restore.is_some();
             if out.applied.is_some() || out.restore.is_some() {
                 self.save = true;

@@ -40,6 +40,14 @@ use std::collections::HashMap;
 
 pub use settings::GossipSettings;
 
+/// What a member's last header claimed: the slot ranges it (or its primary) serves, and
+/// its primary if it says it is a replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claims<'a> {
+    pub slots: &'a [(u16, u16)],
+    pub primary: Option<NodeId>,
+}
+
 /// What the core is told.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
@@ -178,12 +186,15 @@ impl Gossip {
         self.consensus = on;
     }
 
-    /// What a member's last header claimed: (slot ranges, its primary if a replica).
-    pub fn claims_of(&self, id: &NodeId) -> Option<(&[(u16, u16)], Option<NodeId>)> {
+    /// What a member's last header claimed.
+    pub fn claims_of(&self, id: &NodeId) -> Option<Claims<'_>> {
         self.peers
             .get(id)
             .filter(|p| p.data_received_ms != 0)
-            .map(|p| (p.claimed_slots.as_slice(), p.claimed_primary))
+            .map(|p| Claims {
+                slots: &p.claimed_slots,
+                primary: p.claimed_primary,
+            })
     }
 
     /// The Raft topology version a member last advertised (None: never heard from).

@@ -72,6 +72,7 @@ impl GossipDriver {
                 CoreAction::Event(e) => log_event(&e),
                 CoreAction::Deliver { from, body } => self.deliver(from, body),
                 // The command waits on the other end, or gave up (then nobody reads this).
+                CoreAction::Forgotten { id } => self.cluster().note_forgotten(id),
                 CoreAction::Reply { waiter, result } => {
                     let _ = waiter.try_send(result);
                 }

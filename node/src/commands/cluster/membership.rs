@@ -6,6 +6,7 @@
 use super::cluster;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::reset::ResetKind;
+use crate::cluster::{ClusterError, HexId};
 use crate::command::{CmdError, CmdResult, Ctx};
 use rand::SeedableRng;
 
@@ -13,8 +14,21 @@ pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
     let node = if c.in_group() {
         // Redis's checks on a copy, then the group removes the node everywhere.
-        let node = c.topology.read().clone().forget(args[2])?;
+        let checked = c.topology.read().clone().forget(args[2]);
+        let node = match checked {
+            Ok(node) => node,
+            // Forgotten by the group through another node: gossip keeps it out already.
+            Err(ClusterError::UnknownNode(_))
+                if HexId::parse(args[2]).is_some_and(|id| c.take_forgotten(&id)) =>
+            {
+                ctx.reply.ok();
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
         c.propose(TopologyCommand::ForgetNode { id: node.id })?;
+        // Forgotten here by this very command: a second FORGET of it is "Unknown node".
+        c.take_forgotten(&node.id);
         node
     } else {
         c.change(|t| t.forget(args[2]))?
