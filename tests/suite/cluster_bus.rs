@@ -275,6 +275,14 @@ fn operator_cluster_create_and_status() {
     ]));
     assert!(ok, "{status}");
     assert!(status.starts_with("cluster_state: ok"), "{status}");
+    assert!(
+        status
+            .lines()
+            .next()
+            .unwrap()
+            .contains("topology: version "),
+        "{status}"
+    );
     let rows: Vec<&str> = status.lines().skip(2).collect();
     assert_eq!(rows.len(), 3, "{status}");
     assert!(rows

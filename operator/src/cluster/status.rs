@@ -7,9 +7,14 @@ pub async fn status(addr: &str, password: Option<&str>) -> Result<String, String
     let mut node = NodeSession::open(addr, password).await?;
     let state = node.info_field("cluster_state").await?;
     let epoch = node.info_field("cluster_current_epoch").await?;
+    let version = node.info_field("cluster_topology_version").await?;
+    let leader = node.info_field("cluster_topology_leader").await?;
+    let voters = node.info_field("cluster_topology_voters").await?;
+    let learners = node.info_field("cluster_topology_learners").await?;
     let rows = parse_nodes(&node.text(&["CLUSTER", "NODES"]).await?)?;
     let mut out = format!(
-        "cluster_state: {state}  current_epoch: {epoch}  nodes: {}\n",
+        "cluster_state: {state}  current_epoch: {epoch}  nodes: {}  topology: version {version} \
+         leader {leader} voters {voters} learners {learners}\n",
         rows.len()
     );
     out.push_str(&format!(
