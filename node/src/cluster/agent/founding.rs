@@ -14,20 +14,29 @@ use crate::cluster::flags::bit;
 use crate::cluster::gossip::Gossip;
 use crate::cluster::id::NodeId;
 use crate::cluster::node::{ClusterNode, LinkState};
+use crate::cluster::slots::NodeIndex;
 use crate::cluster::topology::Topology;
 use proto::slot::SLOT_COUNT;
 use std::collections::BTreeSet;
 
-/// The set of other nodes last seen, and since when.
+/// What this node's topology looked like at the last tick (a hash of its nodes, their
+/// roles and the slot owners), and since when it has not changed.
 #[derive(Default)]
 pub(super) struct Watch {
-    known: Vec<NodeId>,
+    signature: u64,
     since_ms: u64,
 }
 
 /// A node counts for founding once its handshake is done and it has an address.
 pub(super) fn is_member(n: &ClusterNode) -> bool {
     !n.is_myself() && !n.flags.has(bit::HANDSHAKE) && !n.flags.has(bit::NOADDR)
+}
+
+/// A node the group is founded with: every member. A member that is down holds founding
+/// up until it returns or is forgotten: leaving it out would let each side of a partition
+/// found a group of its own (a failed flag can be stale on one side).
+fn is_founding_member(n: &ClusterNode) -> bool {
+    is_member(n)
 }
 
 /// Reachable now: linked, and not suspected.
@@ -46,18 +55,30 @@ pub(super) fn address_of(n: &ClusterNode) -> NodeAddress {
 
 impl<W> TopologyAgent<W> {
     pub(super) fn consider_founding(&mut self, now_ms: u64, t: &mut Topology, gossip: &Gossip) {
+        let signature = signature(t);
+        if signature != self.founding.signature {
+            self.founding = Watch {
+                signature,
+                since_ms: now_ms,
+            };
+            return;
+        }
         let mut known: Vec<NodeId> = t
             .nodes
             .iter()
-            .filter(|n| is_member(n))
+            .filter(|n| is_founding_member(n))
             .map(|n| n.id)
             .collect();
         known.sort();
-        if known != self.founding.known {
-            self.founding = Watch {
-                known,
-                since_ms: now_ms,
-            };
+        // The group starts from this node's view: only once it has stood still, no slot of
+        // ours is being moved, and every member claims what we believe it holds (a reshard
+        // in flight, or a claim not yet spread, would otherwise be cut off by the snapshot).
+        if !t.slots.migrating.is_empty()
+            || !t.slots.importing.is_empty()
+            || !claims_agree(t, gossip)
+        {
+            tracing::trace!("not founding: slots in flight or claims not agreed yet");
+            self.founding.since_ms = now_ms;
             return;
         }
         let settled =
@@ -65,13 +86,24 @@ impl<W> TopologyAgent<W> {
         let Some(smallest) = known.first() else {
             return;
         };
-        let all_reachable = t.nodes.iter().filter(|n| is_member(n)).all(is_reachable);
+        let all_reachable = t
+            .nodes
+            .iter()
+            .filter(|n| is_founding_member(n))
+            .all(is_reachable);
         // A node already in a group takes this one in; founding a second group would split
         // the cluster.
         let someone_grouped = known
             .iter()
             .any(|id| gossip.topology_version_of(id).unwrap_or(0) > 0);
         if !settled || !all_reachable || someone_grouped || *smallest < self.me {
+            tracing::trace!(
+                settled,
+                all_reachable,
+                someone_grouped,
+                smallest = *smallest < self.me,
+                "not founding"
+            );
             return;
         }
         self.found(now_ms, t);
@@ -83,7 +115,7 @@ impl<W> TopologyAgent<W> {
         let mut others: Vec<NodeId> = t
             .nodes
             .iter()
-            .filter(|n| is_member(n))
+            .filter(|n| is_founding_member(n))
             .map(|n| n.id)
             .collect();
         others.sort();
@@ -123,4 +155,40 @@ impl<W> TopologyAgent<W> {
         self.save = true;
         self.enter(now_ms, self.me, log);
     }
+}
+
+/// A hash of what founding would capture: the nodes, their roles, the slot owners.
+fn signature(t: &Topology) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut ids: Vec<(NodeId, bool, Option<NodeId>)> = t
+        .nodes
+        .iter()
+        .filter(|n| !n.flags.has(bit::HANDSHAKE))
+        .map(|n| (n.id, n.is_primary(), n.primary))
+        .collect();
+    ids.sort();
+    ids.hash(&mut h);
+    for (start, end, owner) in t.slots.runs() {
+        (start, end, t.nodes[owner as usize].id).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Whether every member's last header claims what `t` says of it: a primary its slots, a
+/// replica its primary.
+fn claims_agree(t: &Topology, gossip: &Gossip) -> bool {
+    t.nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| is_founding_member(n))
+        .all(|(i, n)| {
+            let Some(c) = gossip.claims_of(&n.id) else {
+                return false;
+            };
+            if n.is_replica() {
+                return c.primary == n.primary;
+            }
+            c.primary.is_none() && c.slots == t.slots.ranges_of(i as NodeIndex).as_slice()
+        })
 }

@@ -22,6 +22,7 @@ mod reconcile;
 pub mod store;
 mod turn;
 
+use super::consensus::log::BOOTSTRAP_INDEX;
 use super::consensus::{ApplyError, LogError, TopologyCommand, TopologyLog};
 use super::gossip::Gossip;
 use super::id::NodeId;
@@ -41,6 +42,11 @@ pub struct AgentSettings {
     /// How long the leader waits before it proposes the same step for a node again (a
     /// proposal can be lost with a leader change).
     pub reconcile_retry_ms: u64,
+    /// How long a member waits for its group to get going (a joiner for its first snapshot,
+    /// a founder for its first commit) before it gives the group up: a founder that died
+    /// right after founding must not leave the others waiting for it for good. Nothing was
+    /// committed in such a group, so nothing is lost by leaving it.
+    pub abandon_ms: u64,
 }
 
 impl Default for AgentSettings {
@@ -49,6 +55,7 @@ impl Default for AgentSettings {
             founding_quiet_ms: 1000,
             proposal_timeout_ms: 5000,
             reconcile_retry_ms: 1000,
+            abandon_ms: 10_000,
         }
     }
 }
@@ -146,6 +153,8 @@ pub struct TopologyAgent<W> {
     /// ADDSLOTS while the group was being founded), proposed again once it holds the
     /// group's snapshot, since the snapshot replaces it.
     prejoin: Option<PreJoin>,
+    /// Since when this node's group has committed nothing past its bootstrap (None: it has).
+    unstarted_since_ms: Option<u64>,
     /// Where the group survives restarts (None: in memory only, as in unit tests).
     store: Option<GroupStore>,
 }
@@ -171,6 +180,7 @@ impl<W> TopologyAgent<W> {
             out: Vec::new(),
             save: false,
             prejoin: None,
+            unstarted_since_ms: None,
             store: None,
         }
     }
@@ -253,6 +263,9 @@ impl<W> TopologyAgent<W> {
             self.consider_founding(now_ms, t, gossip);
             return;
         }
+        if self.abandon_if_never_started(now_ms, t) {
+            return;
+        }
         self.tick_raft(now_ms);
         for waiter in self.pending.expire(now_ms) {
             let timeout = self.settings.proposal_timeout_ms;
@@ -261,6 +274,26 @@ impl<W> TopologyAgent<W> {
         if self.is_leader() {
             self.reconcile(now_ms, t, gossip);
         }
+    }
+
+    /// Leaves a group that never committed anything past its bootstrap within
+    /// `abandon_ms` (see [`AgentSettings::abandon_ms`]); true if it left.
+    fn abandon_if_never_started(&mut self, now_ms: u64, t: &mut Topology) -> bool {
+        if t.consensus.version > BOOTSTRAP_INDEX {
+            self.unstarted_since_ms = None;
+            return false;
+        }
+        let since = *self.unstarted_since_ms.get_or_insert(now_ms);
+        if now_ms.saturating_sub(since) < self.settings.abandon_ms {
+            return false;
+        }
+        tracing::warn!("the topology group never started; leaving it");
+        self.leave();
+        // Nothing was decided by the group: this node says version 0 again and may be
+        // taken in by (or found) a group that works.
+        t.consensus = Default::default();
+        self.save = true;
+        true
     }
 
     fn reply(&mut self, waiter: W, result: Result<(), ProposeError>) {
@@ -282,5 +315,7 @@ impl<W> TopologyAgent<W> {
         }
         self.founding = founding::Watch::default();
         self.attempts = Attempts::default();
+        self.unstarted_since_ms = None;
+        self.prejoin = None;
     }
 }
