@@ -112,6 +112,12 @@ impl<C: Connection> ReplicaLink<C> {
         self.applied
     }
 
+    /// Times the ring's doorbell announced records that had not validly landed yet (WRITEs
+    /// placed out of order or still in flight): the link waited rather than read them.
+    pub fn ring_not_ready(&self) -> u64 {
+        self.reader.not_ready()
+    }
+
     /// Whether a full sync's snapshot is arriving (stream bytes wait behind it).
     pub fn loading(&self) -> bool {
         self.snapshot.in_progress()

@@ -192,6 +192,10 @@ fn a_hundred_thousand_writes_arrive_byte_for_byte_despite_reordering() {
     assert_eq!(p.shipper.acked_offset(), backlog.master_repl_offset());
     assert_eq!(p.link.applied_offset(), backlog.master_repl_offset());
     assert_eq!(p.shipper.counters().stream_bytes, expected.len() as u64);
+    assert!(
+        p.link.ring_not_ready() > 0,
+        "no WRITE ever landed out of order"
+    );
 }
 
 #[test]
@@ -386,4 +390,80 @@ fn a_snapshot_past_the_replicas_limit_is_refused() {
         }
     }
     panic!("the oversized snapshot was not refused");
+}
+
+/// The same link over libfabric's `tcp;ofi_rxm` between two endpoints of this process, in real
+/// time: 20k writes arrive byte for byte and the primary sees them applied.
+#[test]
+fn writes_arrive_over_ofi_tcp_in_one_process() {
+    use bus::ofi::{OfiKind, OfiProvider};
+    use std::time::Instant;
+
+    const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+    let provider =
+        OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
+    let cfg = EndpointConfig::default();
+    let mut listener = provider
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)), &cfg)
+        .unwrap();
+    let addr = listener.local_addr();
+    let connector = {
+        let p = provider.clone();
+        let cfg = cfg.clone();
+        std::thread::spawn(move || p.connect(addr, &cfg, STEP_TIMEOUT).unwrap())
+    };
+    let replica_conn = listener
+        .accept(STEP_TIMEOUT)
+        .unwrap()
+        .expect("no connection");
+    let primary_conn = connector.join().unwrap();
+
+    let mut link = ReplicaLink::create(&provider, replica_conn, limits(64 << 10), 0).unwrap();
+    let ring = LinkRequest::decode(
+        &LinkRequest {
+            ring: link.ring_advert().unwrap(),
+            psync: PsyncRequest::from_replica(None),
+        }
+        .encode(),
+    )
+    .unwrap()
+    .ring;
+    let mut shipper = Shipper::create(
+        &provider,
+        primary_conn,
+        ring,
+        &cfg,
+        ShipStart::Continue { from: 1 },
+    )
+    .unwrap();
+    let (ring_ack, applied_word) = shipper.adverts().unwrap();
+    link.connect_primary(ring_ack, applied_word).unwrap();
+
+    let mut backlog = Backlog::new(4 << 20, 0).unwrap();
+    let (mut expected, mut executed, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    let mut written = 0;
+    let mut last_acked = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while written < 20_000 || shipper.acked_offset() < backlog.master_repl_offset() {
+        assert!(
+            Instant::now() < deadline,
+            "stalled at {}",
+            shipper.acked_offset()
+        );
+        for _ in 0..20.min(20_000 - written) {
+            let c = command(written);
+            backlog.append(&c);
+            expected.extend_from_slice(&c);
+            written += 1;
+        }
+        let progress = shipper.pump(&backlog).unwrap();
+        assert!(progress.acked_offset >= last_acked);
+        last_acked = progress.acked_offset;
+        out.clear();
+        link.poll(&mut out).unwrap();
+        executed.extend_from_slice(&out);
+        link.publish_applied(link.released_offset()).unwrap();
+    }
+    assert!(executed == expected, "the replica's stream differs");
+    assert_eq!(shipper.acked_offset(), link.applied_offset());
 }
