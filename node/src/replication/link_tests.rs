@@ -467,3 +467,59 @@ fn writes_arrive_over_ofi_tcp_in_one_process() {
     assert!(executed == expected, "the replica's stream differs");
     assert_eq!(shipper.acked_offset(), link.applied_offset());
 }
+
+#[test]
+fn a_partial_resync_continues_from_the_replicas_offset() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut backlog = Backlog::new(1 << 20, 0).unwrap();
+    let mut all = Vec::new();
+    for i in 0..200 {
+        let c = command(i);
+        backlog.append(&c);
+        all.extend_from_slice(&c);
+    }
+    let processed = command(0).len() as u64 * 120;
+    let start = ShipStart::Continue {
+        from: processed + 1,
+    };
+    let mut p = connect(8, reordering(), limits(4096), processed, start);
+    assert_eq!(p.shipper.acked_offset(), processed);
+    p.drain(&backlog, &mut rng);
+    assert!(
+        p.executed == all[processed as usize..],
+        "the resent tail differs"
+    );
+    assert_eq!(p.link.applied_offset(), backlog.master_repl_offset());
+}
+
+#[test]
+fn a_replica_acking_past_what_was_shipped_is_a_typed_error() {
+    use bus::ring::RingReader;
+
+    let fabric = SimFabric::new(9, Faults::default()).unwrap();
+    let primary = fabric.add_host().unwrap();
+    let replica = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let at = SocketAddr::from(([10, 0, 0, 2], 9200));
+    let mut listener = replica.listen(at, &cfg).unwrap();
+    let primary_conn = primary.connect(at, &cfg, Duration::ZERO).unwrap();
+    let replica_conn = listener.accept(Duration::ZERO).unwrap().unwrap();
+    // A rogue replica: a bare ring reader that publishes whatever it likes.
+    let mut rogue = RingReader::create(&replica, replica_conn, 4096).unwrap();
+    let start = ShipStart::Continue { from: 11 };
+    let mut shipper =
+        Shipper::create(&primary, primary_conn, rogue.advert().unwrap(), &cfg, start).unwrap();
+    let (ring_ack, applied_word) = shipper.adverts().unwrap();
+    rogue.set_writer_ack(ring_ack).unwrap();
+    rogue.set_progress_target(applied_word).unwrap();
+    let mut backlog = Backlog::new(1 << 20, 0).unwrap();
+    backlog.append(&[b'y'; 20]);
+    shipper.pump(&backlog).unwrap();
+    rogue.publish_progress(21);
+    rogue.poll().unwrap();
+    fabric.advance(Duration::from_millis(1));
+    match shipper.pump(&backlog) {
+        Err(ShipError::AckPastShipped { acked, shipped }) => assert_eq!((acked, shipped), (21, 20)),
+        other => panic!("expected AckPastShipped, got {other:?}"),
+    }
+}
