@@ -8,6 +8,8 @@
 //! it tolerates WRITEs placed out of order (EFA) and never trusts "the last byte changed". It
 //! publishes its consumed offset by a one-sided WRITE into the writer's ack word; the writer
 //! never overwrites bytes the reader has not acknowledged (`append` returns `Full`).
+//! The reader can also publish a second monotone word of its owner's (a replica's applied
+//! offset, which trails consumption) into a region the writer's side advertised.
 //!
 //! Neither side needs posted receives: no RNR, and the same code runs on providers whose
 //! one-sided writes raise no completion at the target. The format is in [`layout`].

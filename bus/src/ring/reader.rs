@@ -14,6 +14,9 @@ use super::layout::{
 };
 
 const WR_ACK: u64 = 3;
+const WR_PROGRESS: u64 = 4;
+/// Bytes of the ack source: the consumed offset at 0, the caller's progress word at 8.
+const ACK_SRC_LEN: usize = 16;
 /// Completions reaped per poll call.
 const POLL_BATCH: usize = 16;
 
@@ -31,9 +34,22 @@ pub struct RingReader<C: Connection> {
     consumed: u64,
     ack_posted: u64,
     ack_in_flight: bool,
+    /// The caller's second word (replication: the applied offset), published like the ack.
+    progress: ProgressWord,
     broken: Option<String>,
     completions: Vec<Completion>,
     not_ready: u64,
+}
+
+/// A monotone u64 the reader's owner wants in a region of the writer's side, beyond the
+/// ring's own consumed offset (which only frees ring space): e.g. a replica's applied
+/// replication offset. Published with one WRITE in flight at a time, as the ack.
+#[derive(Debug, Default)]
+struct ProgressWord {
+    target: Option<RemoteRegion>,
+    wanted: u64,
+    posted: u64,
+    in_flight: bool,
 }
 
 impl<C: Connection> RingReader<C> {
@@ -47,12 +63,13 @@ impl<C: Connection> RingReader<C> {
             RING_HEADER_LEN + data_len,
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         )?;
-        let ack_src = provider.register(8, Access::NONE)?;
+        let ack_src = provider.register(ACK_SRC_LEN, Access::NONE)?;
         Self::new(conn, ring, ack_src)
     }
 
     /// As `create`, with regions the caller registered: `ring` with REMOTE_WRITE (its length
-    /// minus the header is the data area), `ack_src` of at least 8 bytes. The ring is zeroed;
+    /// minus the header is the data area), `ack_src` of at least 8 bytes (16 to publish a
+    /// progress word, see [`set_progress_target`](Self::set_progress_target)). The ring is zeroed;
     /// no writer may be writing into it yet.
     pub fn new(conn: C, ring: C::Region, ack_src: C::Region) -> Result<Self> {
         let data_len = ring.len().saturating_sub(RING_HEADER_LEN);
@@ -78,6 +95,7 @@ impl<C: Connection> RingReader<C> {
             consumed: 0,
             ack_posted: 0,
             ack_in_flight: false,
+            progress: ProgressWord::default(),
             broken: None,
             completions: Vec::with_capacity(POLL_BATCH),
             not_ready: 0,
@@ -99,6 +117,34 @@ impl<C: Connection> RingReader<C> {
         }
         self.writer_ack = Some(ack);
         Ok(())
+    }
+
+    /// Where to publish the caller's progress word (a region of at least 8 bytes the writer's
+    /// side registered with REMOTE_WRITE and advertised). Needs a 16-byte ack source.
+    pub fn set_progress_target(&mut self, target: RemoteRegion) -> Result<()> {
+        if target.len < 8 || self.ack_src.len() < ACK_SRC_LEN {
+            return Err(BusError::Invalid {
+                what: "ring progress word",
+                reason: format!(
+                    "target of {} bytes (needs 8), ack source of {} bytes (needs {ACK_SRC_LEN})",
+                    target.len,
+                    self.ack_src.len()
+                ),
+            });
+        }
+        self.progress.target = Some(target);
+        Ok(())
+    }
+
+    /// Asks `poll` to publish `value` into the progress target. Values never move back: a
+    /// smaller one than already asked for is ignored.
+    pub fn publish_progress(&mut self, value: u64) {
+        self.progress.wanted = self.progress.wanted.max(value);
+    }
+
+    /// The last progress value whose WRITE was posted.
+    pub fn progress_posted(&self) -> u64 {
+        self.progress.posted
     }
 
     /// Absolute offset just past the last record handed out.
@@ -196,8 +242,10 @@ impl<C: Connection> RingReader<C> {
         }
         let mut failure = None;
         for c in self.completions.drain(..) {
-            if c.wr_id == WR_ACK {
-                self.ack_in_flight = false;
+            match c.wr_id {
+                WR_ACK => self.ack_in_flight = false,
+                WR_PROGRESS => self.progress.in_flight = false,
+                _ => {}
             }
             if let Err(e) = c.status {
                 failure.get_or_insert(format!("ring ack write failed: {e:?}"));
@@ -206,6 +254,12 @@ impl<C: Connection> RingReader<C> {
         if let Some(why) = failure {
             return Err(self.break_with(why));
         }
+        self.post_progress()?;
+        self.post_ack()
+    }
+
+    /// WRITEs the consumed offset into the writer's ack word if it moved and none is in flight.
+    fn post_ack(&mut self) -> Result<()> {
         let Some(target) = self.writer_ack else {
             return Ok(());
         };
@@ -231,6 +285,40 @@ impl<C: Connection> RingReader<C> {
         }
         self.ack_in_flight = true;
         self.ack_posted = self.consumed;
+        Ok(())
+    }
+
+    /// WRITEs the progress word if it moved and none is in flight.
+    fn post_progress(&mut self) -> Result<()> {
+        let p = &self.progress;
+        let Some(target) = p.target else {
+            return Ok(());
+        };
+        if p.in_flight || p.wanted <= p.posted {
+            return Ok(());
+        }
+        let value = p.wanted;
+        self.ack_src.store_u64(8, value)?;
+        let src = LocalSlice {
+            region: self.ack_src.clone(),
+            offset: 8,
+            len: 8,
+        };
+        let dst = RemoteSlice {
+            region: target,
+            offset: 0,
+            len: 8,
+        };
+        match self.conn.post_write(WR_PROGRESS, src, dst, None) {
+            Ok(()) => {}
+            // Back-pressure from the provider: the next poll publishes the value.
+            Err(BusError::Full { .. }) => return Ok(()),
+            Err(e) => {
+                return Err(self.break_with(format!("posting the ring progress word failed: {e}")))
+            }
+        }
+        self.progress.in_flight = true;
+        self.progress.posted = value;
         Ok(())
     }
 

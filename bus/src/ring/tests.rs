@@ -461,3 +461,30 @@ fn a_refused_ack_is_published_later() {
     writer.poll().unwrap();
     assert!(writer.is_drained(), "acked {}", writer.acked());
 }
+
+#[test]
+fn the_progress_word_lands_monotone_in_the_writers_region() {
+    let mut s = setup(11, reordering(), 4096);
+    let word = s
+        .writer_host
+        .register(8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    s.reader
+        .set_progress_target(word.remote().unwrap())
+        .unwrap();
+    for value in [5u64, 9, 7, 40] {
+        s.reader.publish_progress(value);
+        s.reader.poll().unwrap();
+    }
+    // Bound: each round moves time by 50 µs; the sim's delays are at most 60 µs.
+    for _ in 0..100 {
+        s.fabric.advance(Duration::from_micros(50));
+        s.reader.poll().unwrap();
+    }
+    assert_eq!(word.load_u64(0).unwrap(), 40);
+    assert_eq!(s.reader.progress_posted(), 40);
+    let too_small = s.writer_host.register(4, Access::REMOTE_WRITE);
+    if let Ok(r) = too_small {
+        assert!(s.reader.set_progress_target(r.remote().unwrap()).is_err());
+    }
+}

@@ -14,18 +14,30 @@
 //! - [`apply_order`]: a replica's reorder buffer: records released strictly by offset;
 //! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`;
 //! - [`wait`]: clients waiting for acknowledgements (WAIT, synchronous writes);
-//! - [`report`]: INFO replication fields and the ROLE reply.
+//! - [`report`]: INFO replication fields and the ROLE reply;
+//! - [`handshake`]: the messages that set a link up (ring advert, PSYNC, ack words, decision);
+//! - [`link_frame`]: a ring record on a link: stream bytes or a full sync's snapshot pieces;
+//! - [`fullsync`]: a snapshot cut into frames and reassembled within a limit;
+//! - [`ship`]: the primary's end of a link (backlog → ring WRITEs, applied offset back);
+//! - [`link`]: the replica's end (ring → in-order stream bytes, applied offset published).
 
 pub mod ack;
 pub mod apply_order;
 pub mod backlog;
+pub mod fullsync;
+pub mod handshake;
 pub mod ids;
+pub mod link;
+pub mod link_frame;
 pub mod outgoing;
 pub mod propagate;
 pub mod psync;
 pub mod record;
 pub mod report;
+pub mod ship;
 pub mod wait;
 
+#[cfg(test)]
+mod link_tests;
 #[cfg(test)]
 mod scenario_tests;
