@@ -38,11 +38,7 @@ pub enum ViolationKind {
     /// Two nodes of one topology group at one version hold different replicated topologies
     /// (slot owners or roles): the log did not keep them in step.
     #[error("nodes {a} and {b} of one topology group differ at version {version}")]
-    VersionsDiverged {
-        version: u64,
-        a: NodeId,
-        b: NodeId,
-    },
+    VersionsDiverged { version: u64, a: NodeId, b: NodeId },
 }
 
 /// A failed run: what broke, when, and how to replay it.

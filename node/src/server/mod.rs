@@ -9,6 +9,7 @@ pub mod hot;
 pub mod listener;
 pub mod migrate_links;
 pub mod pubsub;
+pub mod replication;
 pub mod session;
 pub mod shutdown;
 pub mod slowlog;
@@ -48,11 +49,22 @@ pub struct Server {
     pub cluster: Option<crate::cluster::Cluster>,
     /// MIGRATE's cached connections to target nodes.
     pub migrate_links: migrate_links::MigrateLinks,
+    /// Replication ids, backlog, replicas' acknowledgements, WAITing clients.
+    pub replication: replication::Replication,
 }
 
 impl Server {
     pub fn new(config: Config) -> Self {
         let hot = hot::HotConfig::from(&config);
+        let replication = replication::Replication::new(
+            crate::replication::ids::ReplicationIds::new(&mut rand::thread_rng()),
+            config.repl_backlog_size as usize,
+        );
+        if config.repl_backlog_eager {
+            if let Err(e) = replication.ensure_backlog() {
+                tracing::error!(error = %e, "cannot create the replication backlog");
+            }
+        }
         Server {
             keyspace: Keyspace::new(),
             config: RwLock::new(config),
@@ -71,6 +83,7 @@ impl Server {
             run_id: random_hex_id(),
             cluster: None,
             migrate_links: migrate_links::MigrateLinks::default(),
+            replication,
         }
     }
 
@@ -85,6 +98,17 @@ impl Server {
         }
         config.set(name, value)?;
         self.hot.update(&config);
+        match param.name {
+            "repl-backlog-size" => self
+                .replication
+                .set_backlog_size(config.repl_backlog_size as usize)
+                .map_err(|e| e.to_string())?,
+            "repl-backlog-eager" if config.repl_backlog_eager => self
+                .replication
+                .ensure_backlog()
+                .map_err(|e| e.to_string())?,
+            _ => {}
+        }
         Ok(())
     }
 }
