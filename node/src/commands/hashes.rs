@@ -6,6 +6,7 @@
 
 mod random;
 
+use crate::replication::propagate::WriteEffect;
 use crate::command::args;
 use crate::command::error::err;
 use crate::command::scan::{self, Extra};
@@ -230,6 +231,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let text = super::strings::human_float(next);
     hash.insert(args[2].into(), text.as_bytes().into());
+    ctx.replicate(|| WriteEffect::NewValue(text.as_bytes().to_vec()));
     ctx.modified(args[1]);
     ctx.reply.bulk(text.as_bytes());
     Ok(())

@@ -1,6 +1,7 @@
 //! Periodic work, `hz` times a second: active expiry, idle-client timeouts, `save` rules,
 //! the ops/sec sample, the memory reading and MIGRATE's idle links.
 
+use crate::replication::outgoing::Outgoing;
 use super::stats::Stats;
 use super::{lru_clock, unix_millis, Server};
 use crate::db::keyspace::SHARD_COUNT;
@@ -72,10 +73,25 @@ pub fn active_expire(server: &Server) {
         let shard = {
             let mut locked =
                 Locked::from_guard(&server.keyspace, shard_idx, shard, now, lru_clock(now));
+            let replicating = server.replication.active();
+            if replicating {
+                locked.record_removed();
+            }
             for key in &due {
                 locked.remove(key);
             }
             expired_total += locked.expired;
+            if replicating {
+                // Replicas never expire keys on their own clock: they get these DELs, fed
+                // while the shard is still locked.
+                let mut outgoing = Outgoing::default();
+                for key in locked.take_removed() {
+                    outgoing.key_removed(&key);
+                }
+                if !outgoing.is_empty() {
+                    server.replication.feed(&mut outgoing);
+                }
+            }
             locked
         };
         drop(shard);

@@ -1,6 +1,7 @@
 //! Time to live: EXPIRE PEXPIRE EXPIREAT PEXPIREAT (with Redis 7.0's NX XX GT LT), TTL PTTL
 //! EXPIRETIME PEXPIRETIME PERSIST.
 
+use crate::replication::propagate::WriteEffect;
 use crate::command::args::{self, is};
 use crate::command::error::err;
 use crate::command::{CmdError, CmdResult, Ctx};
@@ -80,8 +81,10 @@ fn expire_generic(
     }
     if when <= now {
         ctx.db.remove(key);
+        ctx.replicate(|| WriteEffect::KeyDeleted);
     } else {
         ctx.db.set_expiry(key, when as u64);
+        ctx.replicate(|| WriteEffect::ExpiresAtMs(when as u64));
     }
     ctx.modified(key);
     ctx.reply.integer(1);

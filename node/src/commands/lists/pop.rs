@@ -1,6 +1,7 @@
 //! Commands that take elements out of lists: LPOP RPOP LMOVE RPOPLPUSH LMPOP, and the cores
 //! the blocking forms share with them.
 
+use crate::replication::propagate::WriteEffect;
 use super::edit::push_into;
 use super::{list_mut, End};
 use crate::command::args::{self, is};
@@ -193,7 +194,14 @@ pub(super) fn mpop_core<'k>(
 ) -> Result<Option<Popped<'k>>, CmdError> {
     for &key in keys {
         match pop_from(ctx, key, end, count) {
-            Ok(Some(popped)) if !popped.is_empty() => return Ok(Some((key, popped))),
+            Ok(Some(popped)) if !popped.is_empty() => {
+                // Which key served and how much is all a replica needs (a plain pop).
+                ctx.replicate(|| WriteEffect::Served {
+                    key: key.to_vec(),
+                    count: popped.len(),
+                });
+                return Ok(Some((key, popped)));
+            }
             Ok(_) => {}
             Err(_) if skip_wrong_type => {}
             Err(e) => return Err(e),

@@ -3,6 +3,7 @@
 //! it is decoded, and decoding is bounded by the payload's own size (`persistence::format`);
 //! the payload itself is one argument, so `proto-max-bulk-len` already caps it.
 
+use crate::replication::propagate::WriteEffect;
 use crate::command::args::{self, is};
 use crate::command::error::err;
 use crate::command::{CmdError, CmdResult, Ctx};
@@ -88,6 +89,7 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if expires_at != 0 && expires_at <= now {
         // Already expired: the key is not created (and a replaced one stays deleted).
         if deleted {
+            ctx.replicate(|| WriteEffect::KeyDeleted);
             ctx.modified(key);
         }
         ctx.reply.ok();
@@ -106,6 +108,9 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         entry.freq = freq;
     }
     ctx.db.insert(key, entry);
+    if expires_at != 0 {
+        ctx.replicate(|| WriteEffect::ExpiresAtMs(expires_at));
+    }
     ctx.modified(key);
     if wakes {
         ctx.signal_ready(key);
