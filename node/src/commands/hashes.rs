@@ -6,7 +6,6 @@
 
 mod random;
 
-use crate::replication::propagate::WriteEffect;
 use crate::command::args;
 use crate::command::error::err;
 use crate::command::scan::{self, Extra};
@@ -14,6 +13,7 @@ use crate::command::spec::{command, flags::*, KEY1};
 use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::value::HashValue;
 use crate::db::{Locked, Value};
+use crate::replication::propagate::WriteEffect;
 
 const GROUP: &str = "hash";
 

@@ -1,12 +1,12 @@
 //! Strings: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET MSETNX APPEND STRLEN
 //! INCR DECR INCRBY DECRBY INCRBYFLOAT GETRANGE SETRANGE.
 
-use crate::replication::propagate::WriteEffect;
 use crate::command::args::{self, is};
 use crate::command::error::err;
 use crate::command::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1};
 use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::{Entry, Value};
+use crate::replication::propagate::WriteEffect;
 
 pub static COMMANDS: &[CommandSpec] = &[
     command("get", 2, READONLY | FAST, KEY1, get, "string", "Returns the string value of a key."),

@@ -1,11 +1,11 @@
 //! Periodic work, `hz` times a second: active expiry, idle-client timeouts, `save` rules,
 //! the ops/sec sample, the memory reading and MIGRATE's idle links.
 
-use crate::replication::outgoing::Outgoing;
 use super::stats::Stats;
 use super::{lru_clock, unix_millis, Server};
 use crate::db::keyspace::SHARD_COUNT;
 use crate::db::Locked;
+use crate::replication::outgoing::Outgoing;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

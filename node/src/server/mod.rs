@@ -10,6 +10,8 @@ pub mod listener;
 pub mod migrate_links;
 pub mod pubsub;
 pub mod replication;
+#[cfg(test)]
+mod replication_tests;
 pub mod session;
 pub mod shutdown;
 pub mod slowlog;

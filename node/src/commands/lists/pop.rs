@@ -1,13 +1,13 @@
 //! Commands that take elements out of lists: LPOP RPOP LMOVE RPOPLPUSH LMPOP, and the cores
 //! the blocking forms share with them.
 
-use crate::replication::propagate::WriteEffect;
 use super::edit::push_into;
 use super::{list_mut, End};
 use crate::command::args::{self, is};
 use crate::command::{CmdError, CmdResult, Ctx};
 use crate::db::value::ListValue;
 use crate::db::Value;
+use crate::replication::propagate::WriteEffect;
 
 /// Removes up to `n` elements from `end` (never more than the list holds, so `n` may be any
 /// user-given number).

@@ -1,10 +1,10 @@
 //! SPOP key [count] and SRANDMEMBER key [count].
 
-use crate::replication::propagate::WriteEffect;
 use super::set_at;
 use crate::command::args;
 use crate::command::sample::{self, Count};
 use crate::command::{CmdError, CmdResult, Ctx};
+use crate::replication::propagate::WriteEffect;
 use rand::Rng;
 
 pub fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

@@ -4,12 +4,12 @@
 //! with a COUNT in RESP3, where each pair is nested; BZPOPMIN/MAX answer [key, member, score];
 //! ZMPOP/BZMPOP answer [key, [[member, score], ...]] in both protocols.
 
-use crate::replication::propagate::WriteEffect;
 use super::zset_at;
 use crate::command::args::{self, is};
 use crate::command::ctx::{BlockRequest, TimeoutReply};
 use crate::command::{CmdError, CmdResult, Ctx};
 use crate::db::zset::ZSet;
+use crate::replication::propagate::WriteEffect;
 use proto::resp::Reply;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
