@@ -225,3 +225,64 @@ fn min_replicas_to_write_refuses_writes_not_reads() {
     s.set_config("min-replicas-to-write", "0").unwrap();
     assert_eq!(run(&s, &mut c, &["SET", "k", "v"]), b"+OK\r\n");
 }
+
+/// A client over an in-memory stream: WAIT blocks its connection (not the thread) until a
+/// replica's acknowledgement covers its last write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_is_answered_when_a_replica_acknowledges() {
+    use super::connection::Connection;
+    use super::replication::ReplicaAddr;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let s = Arc::new(server(true));
+    let (mut io, theirs) = tokio::io::duplex(64 * 1024);
+    let addr = "127.0.0.1:1".parse().expect("address");
+    let shared = Arc::new(ClientShared::new(s.clients.next_id(), addr, addr));
+    s.clients.add(shared.clone());
+    tokio::spawn(Connection::new(s.clone(), theirs, shared).run());
+    let replica = ReplicaAddr {
+        ip: "10.0.0.2".into(),
+        port: 7001,
+    };
+    s.replication.attach_replica(1, replica, 0, 0).unwrap();
+    s.replication.replica_online(1, super::unix_millis());
+
+    async fn read_n(io: &mut tokio::io::DuplexStream, n: usize) -> Vec<u8> {
+        let mut got = vec![0; n];
+        tokio::time::timeout(Duration::from_secs(10), io.read_exact(&mut got))
+            .await
+            .expect("reply in time")
+            .expect("read");
+        got
+    }
+    io.write_all(
+        b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(read_n(&mut io, 5).await, b"+OK\r\n");
+    // Blocked: nothing comes until the replica acknowledges the SET's offset.
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(100), io.read(&mut byte)).await;
+    assert!(early.is_err(), "WAIT answered before any ack");
+    assert_eq!(s.blocking.blocked_clients(), 1);
+    let offset = s.replication.master_repl_offset();
+    s.replication
+        .observe_ack(1, offset - 1, super::unix_millis());
+    let early = tokio::time::timeout(Duration::from_millis(50), io.read(&mut byte)).await;
+    assert!(early.is_err(), "WAIT answered by an ack short of its write");
+    s.replication.observe_ack(1, offset, super::unix_millis());
+    assert_eq!(read_n(&mut io, 4).await, b":1\r\n");
+    // ROLE lists the replica with its acknowledged offset.
+    io.write_all(b"*1\r\n$4\r\nROLE\r\n").await.unwrap();
+    let o = offset.to_string();
+    let expect = format!(
+        "*3\r\n$6\r\nmaster\r\n:{o}\r\n*1\r\n*3\r\n$8\r\n10.0.0.2\r\n$4\r\n7001\r\n${}\r\n{o}\r\n",
+        o.len()
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&read_n(&mut io, expect.len()).await),
+        expect
+    );
+}
