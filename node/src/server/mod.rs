@@ -99,19 +99,24 @@ impl Server {
             return Err(format!("can't set immutable config '{}'", param.name));
         }
         config.set(name, value)?;
-        self.hot.update(&config);
-        match param.name {
-            "repl-backlog-size" => self
-                .replication
-                .set_backlog_size(config.repl_backlog_size as usize)
-                .map_err(|e| e.to_string())?,
-            "repl-backlog-eager" if config.repl_backlog_eager => self
-                .replication
-                .ensure_backlog()
-                .map_err(|e| e.to_string())?,
-            _ => {}
-        }
+        self.config_applied(&config);
         Ok(())
+    }
+
+    /// Brings the running state in line with a changed config (CONFIG SET): the hot mirror,
+    /// the backlog's size, an eager backlog.
+    pub fn config_applied(&self, config: &Config) {
+        self.hot.update(config);
+        let backlog = self
+            .replication
+            .set_backlog_size(config.repl_backlog_size as usize)
+            .and_then(|()| match config.repl_backlog_eager {
+                true => self.replication.ensure_backlog(),
+                false => Ok(()),
+            });
+        if let Err(e) = backlog {
+            tracing::error!(error = %e, "replication backlog not changed");
+        }
     }
 }
 

@@ -112,7 +112,7 @@ impl Replication {
     /// `repl-backlog-size` changed: the backlog (if any) keeps its newest bytes that fit.
     pub fn set_backlog_size(&self, size: usize) -> Result<(), BacklogError> {
         let mut s = self.state.lock();
-        if let Some(b) = s.backlog.as_mut() {
+        if let Some(b) = s.backlog.as_mut().filter(|b| b.size() != size) {
             b.resize(size)?;
         }
         s.backlog_size = size;
