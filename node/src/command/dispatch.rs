@@ -152,13 +152,16 @@ fn admit(
     Ok(())
 }
 
-/// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): two
-/// relaxed loads unless the check is on.
+/// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): one
+/// relaxed load while the check is off (the default).
 fn good_replicas_enough(server: &Server) -> bool {
     let hot = &server.hot;
     let to_write = hot.min_replicas_to_write.load(Relaxed);
+    if to_write == 0 {
+        return true;
+    }
     let max_lag = hot.min_replicas_max_lag.load(Relaxed);
-    if to_write == 0 || max_lag == 0 {
+    if max_lag == 0 {
         return true;
     }
     server

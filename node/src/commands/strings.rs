@@ -160,15 +160,19 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if o.keep_ttl {
         ctx.db.set_keep_ttl(key, Value::string(value));
     } else {
-        let mut entry = Entry::new(Value::string(value), ctx.db.lru_clock);
-        entry.expires_at = o.expires_at.unwrap_or(0);
-        ctx.db.insert(key, entry);
-        if let Some(at) = o.expires_at {
-            if at <= ctx.db.now {
+        match o.expires_at {
+            // Already past: the key ends up deleted, whatever it held.
+            Some(at) if at <= ctx.db.now => {
                 ctx.db.remove(key);
                 ctx.replicate(|| WriteEffect::KeyDeleted);
-            } else {
-                ctx.replicate(|| WriteEffect::ExpiresAtMs(at));
+            }
+            at => {
+                let mut entry = Entry::new(Value::string(value), ctx.db.lru_clock);
+                entry.expires_at = at.unwrap_or(0);
+                ctx.db.insert(key, entry);
+                if let Some(at) = at {
+                    ctx.replicate(|| WriteEffect::ExpiresAtMs(at));
+                }
             }
         }
     }

@@ -286,3 +286,13 @@ async fn wait_is_answered_when_a_replica_acknowledges() {
         expect
     );
 }
+
+#[test]
+fn a_set_whose_expiry_is_past_deletes_the_key_once() {
+    let s = server(true);
+    let mut c = client();
+    run(&s, &mut c, &["SET", "k", "old"]);
+    let got = captured(&s, &mut c, &["SET", "k", "v", "PXAT", "1"]);
+    assert_eq!(got, vec![argv(&["DEL", "k"])]);
+    assert_eq!(run(&s, &mut c, &["EXISTS", "k"]), b":0\r\n");
+}
