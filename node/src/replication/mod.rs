@@ -15,6 +15,11 @@
 //! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`;
 //! - [`wait`]: clients waiting for acknowledgements (WAIT, synchronous writes);
 //! - [`report`]: INFO replication fields and the ROLE reply.
+//!
+//! The running node holds them in [`crate::server::replication::Replication`]: the dispatcher
+//! captures each request's writes into an [`outgoing::Outgoing`] (handlers say what they
+//! decided through `Ctx::replicate`) and feeds it to the backlog while the request's shards
+//! are still locked; WAIT, ROLE, INFO and `min-replicas-to-write` read it there.
 
 pub mod ack;
 pub mod apply_order;

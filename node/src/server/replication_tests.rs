@@ -296,3 +296,24 @@ fn a_set_whose_expiry_is_past_deletes_the_key_once() {
     assert_eq!(got, vec![argv(&["DEL", "k"])]);
     assert_eq!(run(&s, &mut c, &["EXISTS", "k"]), b":0\r\n");
 }
+
+#[test]
+fn active_expiry_and_eviction_send_dels() {
+    let s = server(true);
+    let mut c = client();
+    run(&s, &mut c, &["SET", "gone", "v", "PX", "1"]);
+    run(&s, &mut c, &["SET", "kept", "v"]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let before = s.replication.master_repl_offset();
+    super::cron::active_expire(&s);
+    assert_eq!(stream_since(&s, before), vec![argv(&["DEL", "gone"])]);
+
+    // Over maxmemory with allkeys-random, the write first evicts: the replica deletes the
+    // victim before it sets the new key.
+    s.set_config("maxmemory-policy", "allkeys-random").unwrap();
+    s.set_config("maxmemory", "1").unwrap();
+    let before = s.replication.master_repl_offset();
+    run(&s, &mut c, &["SET", "new", "v"]);
+    let got = stream_since(&s, before);
+    assert!(got.contains(&argv(&["DEL", "kept"])), "{got:?}");
+}
