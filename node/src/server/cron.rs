@@ -83,12 +83,11 @@ pub fn active_expire(server: &Server) {
             expired_total += locked.expired;
             if replicating {
                 // Replicas never expire keys on their own clock: they get these DELs, fed
-                // while the shard is still locked.
+                // while the shard is still locked, each on its own as Redis propagates them
+                // (no transaction for the replica to hold open).
                 let mut outgoing = Outgoing::default();
                 for key in locked.take_removed() {
                     outgoing.key_removed(&key);
-                }
-                if !outgoing.is_empty() {
                     server.replication.feed(&mut outgoing);
                 }
             }
