@@ -17,6 +17,7 @@ use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::ReplicationIds;
 use crate::replication::outgoing::Outgoing;
+use crate::replication::psync::{self, PsyncDecision, PsyncRequest};
 use crate::replication::report::{self, ReplicaLine, Role};
 use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
@@ -158,7 +159,8 @@ impl Replication {
 
     /// Reads the backlog from `from_offset` (the first byte wanted) under its lock: `f` gets
     /// `None` when there is no backlog or those bytes are no longer (or not yet) held, which
-    /// means the replica needs a full sync. Writers wait while `f` runs: copy, do not block.
+    /// means the replica needs a full sync. Writers wait while `f` runs: copy, do not block,
+    /// and never lock keyspace shards in `f` (writers hold shards while they take this lock).
     pub fn read_backlog<R>(
         &self,
         from_offset: u64,
@@ -168,9 +170,16 @@ impl Replication {
         f(s.backlog.as_ref().and_then(|b| b.range(from_offset)))
     }
 
-    /// The replication ids and offset a PSYNC is answered with (`+FULLRESYNC <id> <offset>`).
+    /// The replication ids (`+FULLRESYNC <id> <offset>`, INFO).
     pub fn ids(&self) -> ReplicationIds {
         self.state.lock().ids
+    }
+
+    /// The primary's answer to a replica's PSYNC, decided against the ids and backlog as they
+    /// are now (one lock, so the offset and the held range agree).
+    pub fn psync(&self, req: &PsyncRequest) -> PsyncDecision {
+        let s = self.state.lock();
+        psync::decide(&s.ids, s.backlog.as_ref(), self.offset.load(Relaxed), req)
     }
 
     /// A replica attached at `offset` (being synced, not yet online). Creates the backlog.
@@ -350,6 +359,24 @@ mod tests {
         // Idempotent: a second call keeps the history.
         r.ensure_backlog().unwrap();
         assert_eq!(r.master_repl_offset(), 2 * len);
+        // A replica that has the first SET continues from the second; one with an unknown
+        // history syncs fully at the current offset.
+        let replid = r.ids().replid();
+        let known = PsyncRequest {
+            history: Some((replid, len + 1)),
+        };
+        assert_eq!(
+            r.psync(&known),
+            PsyncDecision::Continue {
+                from: len + 1,
+                new_replid: None
+            }
+        );
+        let stranger = PsyncRequest { history: None };
+        assert!(matches!(
+            r.psync(&stranger),
+            PsyncDecision::FullResync { offset, .. } if offset == 2 * len
+        ));
     }
 
     #[test]
