@@ -14,6 +14,7 @@ mod operator_tools;
 mod persistence;
 mod protocol;
 mod pubsub;
+mod replication;
 mod server;
 mod sets;
 mod strings;

@@ -1,6 +1,8 @@
 //! What a command handler works with.
 
 use crate::db::{Key, Locked};
+use crate::replication::outgoing::Outgoing;
+use crate::replication::propagate::WriteEffect;
 use crate::server::{Client, Server};
 use proto::resp::Reply;
 use smallvec::SmallVec;
@@ -23,6 +25,11 @@ pub enum TimeoutReply {
     NullArray,
     /// `$-1` (RESP3 `_`).
     NullBulk,
+    /// WAIT: the count of replicas that acknowledged `offset` when the timeout passed. Only a
+    /// caller that can see the acknowledgements answers it truly
+    /// ([`Session::time_out_blocked`](crate::server::session::Session::time_out_blocked));
+    /// `write` answers 0, what a WAIT that cannot wait finds with no replica attached.
+    ReplicaAcks { offset: u64 },
 }
 
 impl TimeoutReply {
@@ -30,6 +37,7 @@ impl TimeoutReply {
         match self {
             TimeoutReply::NullArray => reply.null_array(),
             TimeoutReply::NullBulk => reply.null(),
+            TimeoutReply::ReplicaAcks { .. } => reply.integer(0),
         }
     }
 }
@@ -47,6 +55,11 @@ pub struct Effects {
     pub block: Option<BlockRequest>,
     /// Close the connection once the reply is written (QUIT, protocol errors, CLIENT KILL).
     pub close: bool,
+    /// What the write decided that its arguments do not say (an absolute expiry, popped
+    /// members), for the replication stream. Set through [`Ctx::replicate`].
+    pub repl: WriteEffect,
+    /// The replication stream this request produces, fed to the backlog by the dispatcher.
+    pub outgoing: Outgoing,
 }
 
 pub struct Ctx<'a> {
@@ -57,9 +70,19 @@ pub struct Ctx<'a> {
     pub effects: Effects,
     /// True while executing the commands of an EXEC (blocking commands do not block).
     pub in_exec: bool,
+    /// Writes are fed to a replication backlog (read once per request).
+    pub replicating: bool,
 }
 
 impl Ctx<'_> {
+    /// Records what the write decided for its replicas. `effect` runs only while writes are
+    /// replicated, so a handler pays nothing (no allocation) otherwise.
+    pub fn replicate(&mut self, effect: impl FnOnce() -> WriteEffect) {
+        if self.replicating {
+            self.effects.repl = effect();
+        }
+    }
+
     /// Records a change to the dataset for `save` rules and WATCH.
     pub fn modified(&mut self, key: &[u8]) {
         self.effects.dirty += 1;

@@ -7,11 +7,13 @@ use super::spec::{flags, CommandSpec};
 use super::table;
 use crate::db::keyspace::shard_of_slot;
 use crate::db::Locked;
+use crate::replication::ack::NOREPLICAS_ERROR;
 use crate::server::stats::LocalStats;
 use crate::server::{lru_clock, unix_millis, Client, Server};
 use bytes::BytesMut;
 use proto::resp::Reply;
 use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 /// Runs one client request (`args[0]` is the command name) and writes its reply to `out`.
@@ -45,6 +47,7 @@ pub fn execute(
             if let Err(e) = queued {
                 return reject(server, client, &mut reply, args, e, stats);
             }
+            multi.write |= spec.has(flags::WRITE);
             reply.simple(b"QUEUED");
             return Effects::default();
         }
@@ -140,8 +143,30 @@ fn admit(
             "ERR Command not allowed inside a transaction",
         ));
     }
-    let _ = (server, args);
+    let write = spec.has(flags::WRITE)
+        || (spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.write));
+    if write && !good_replicas_enough(server) {
+        return Err(CmdError::new(NOREPLICAS_ERROR));
+    }
+    let _ = args;
     Ok(())
+}
+
+/// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): one
+/// relaxed load while the check is off (the default).
+fn good_replicas_enough(server: &Server) -> bool {
+    let hot = &server.hot;
+    let to_write = hot.min_replicas_to_write.load(Relaxed);
+    if to_write == 0 {
+        return true;
+    }
+    let max_lag = hot.min_replicas_max_lag.load(Relaxed);
+    if max_lag == 0 {
+        return true;
+    }
+    server
+        .replication
+        .writes_allowed(unix_millis(), to_write as usize, max_lag)
 }
 
 /// Locks the command's shards and runs its handler.
@@ -154,7 +179,11 @@ pub fn run(
     stats: &mut LocalStats,
 ) -> Effects {
     let now = unix_millis();
-    let db = lock_for(server, spec, args, now);
+    let replicating = server.replication.active();
+    let mut db = lock_for(server, spec, args, now);
+    if replicating {
+        db.record_removed();
+    }
     let started = Instant::now();
     let mut ctx = Ctx {
         server,
@@ -163,14 +192,20 @@ pub fn run(
         reply,
         effects: Effects::default(),
         in_exec: false,
+        replicating,
     };
     run_in(&mut ctx, spec, args, stats);
     let Ctx {
         db,
-        effects,
+        mut effects,
         client,
         ..
     } = ctx;
+    // Into the stream while the shards are still locked: no later write to these keys can
+    // be appended before this one.
+    if !effects.outgoing.is_empty() {
+        client.repl_offset = server.replication.feed(&mut effects.outgoing);
+    }
     let expired = db.expired;
     // WATCHes are invalidated while the shards are still locked: an EXEC locking them next
     // must find its watch dirty.
@@ -192,13 +227,33 @@ pub fn run_in(
     stats: &mut LocalStats,
 ) {
     let (hits_before, misses_before) = (ctx.db.hits, ctx.db.misses);
+    let dirty_before = ctx.effects.dirty;
     if let Err(e) = (spec.handler)(ctx, args) {
         stats.errors += 1;
         ctx.reply.error(&e.to_string());
     }
+    if ctx.replicating {
+        capture(ctx, spec, args, dirty_before);
+    }
     if spec.has(flags::READONLY) {
         stats.hits += (ctx.db.hits - hits_before) as u64;
         stats.misses += (ctx.db.misses - misses_before) as u64;
+    }
+}
+
+/// Adds what the handler just did to the request's replication stream: a DEL for each key it
+/// found expired (first: it happened first), then the write rewritten if it changed the
+/// dataset. A write that cannot be rewritten is logged, never failed: the client's command
+/// did run.
+fn capture(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[&[u8]], dirty_before: u64) {
+    for key in ctx.db.take_removed() {
+        ctx.effects.outgoing.key_removed(&key);
+    }
+    let effect = std::mem::take(&mut ctx.effects.repl);
+    if spec.has(flags::WRITE) && ctx.effects.dirty != dirty_before {
+        if let Err(e) = ctx.effects.outgoing.command(args, &effect) {
+            tracing::error!(command = spec.name, error = %e, "write not replicated");
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use crate::command::spec::{command, flags::*, KEY1};
 use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::value::HashValue;
 use crate::db::{Locked, Value};
+use crate::replication::propagate::WriteEffect;
 
 const GROUP: &str = "hash";
 
@@ -230,6 +231,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let text = super::strings::human_float(next);
     hash.insert(args[2].into(), text.as_bytes().into());
+    ctx.replicate(|| WriteEffect::NewValue(text.as_bytes().to_vec()));
     ctx.modified(args[1]);
     ctx.reply.bulk(text.as_bytes());
     Ok(())

@@ -9,6 +9,7 @@ pub mod lists;
 pub mod migration;
 pub mod persistence;
 pub mod pubsub;
+pub mod replication;
 pub mod server;
 pub mod sets;
 pub mod strings;
@@ -33,4 +34,5 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     persistence::COMMANDS,
     migration::COMMANDS,
     cluster::COMMANDS,
+    replication::COMMANDS,
 ];

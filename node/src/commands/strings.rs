@@ -6,6 +6,7 @@ use crate::command::error::err;
 use crate::command::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1};
 use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::{Entry, Value};
+use crate::replication::propagate::WriteEffect;
 
 pub static COMMANDS: &[CommandSpec] = &[
     command("get", 2, READONLY | FAST, KEY1, get, "string", "Returns the string value of a key."),
@@ -159,11 +160,20 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if o.keep_ttl {
         ctx.db.set_keep_ttl(key, Value::string(value));
     } else {
-        let mut entry = Entry::new(Value::string(value), ctx.db.lru_clock);
-        entry.expires_at = o.expires_at.unwrap_or(0);
-        ctx.db.insert(key, entry);
-        if o.expires_at.is_some_and(|at| at <= ctx.db.now) {
-            ctx.db.remove(key);
+        match o.expires_at {
+            // Already past: the key ends up deleted, whatever it held.
+            Some(at) if at <= ctx.db.now => {
+                ctx.db.remove(key);
+                ctx.replicate(|| WriteEffect::KeyDeleted);
+            }
+            at => {
+                let mut entry = Entry::new(Value::string(value), ctx.db.lru_clock);
+                entry.expires_at = at.unwrap_or(0);
+                ctx.db.insert(key, entry);
+                if let Some(at) = at {
+                    ctx.replicate(|| WriteEffect::ExpiresAtMs(at));
+                }
+            }
         }
     }
     ctx.modified(key);
@@ -194,6 +204,7 @@ fn set_with_ttl(ctx: &mut Ctx<'_>, args: &[&[u8]], unit_ms: i64, name: &str) -> 
     let mut entry = Entry::new(Value::string(args[3]), ctx.db.lru_clock);
     entry.expires_at = at;
     ctx.db.insert(args[1], entry);
+    ctx.replicate(|| WriteEffect::ExpiresAtMs(at));
     ctx.modified(args[1]);
     ctx.reply.ok();
     Ok(())
@@ -273,10 +284,15 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     match change {
         Some(at) if at != 0 && at <= now => {
             ctx.db.remove(args[1]);
+            ctx.replicate(|| WriteEffect::KeyDeleted);
             ctx.modified(args[1]);
         }
         Some(at) => {
             ctx.db.set_expiry(args[1], at);
+            ctx.replicate(|| match at {
+                0 => WriteEffect::Persisted,
+                at => WriteEffect::ExpiresAtMs(at),
+            });
             ctx.modified(args[1]);
         }
         None => {}
@@ -443,6 +459,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let text = human_float(next);
     ctx.db
         .set_keep_ttl(args[1], Value::Str(text.as_bytes().into()));
+    ctx.replicate(|| WriteEffect::NewValue(text.as_bytes().to_vec()));
     ctx.modified(args[1]);
     ctx.reply.bulk(text.as_bytes());
     Ok(())

@@ -196,6 +196,14 @@ pub struct Config {
     pub slowlog_max_len: u64,
     pub databases: u32,
     pub rdbchecksum: bool,
+    /// `repl-backlog-size`: bytes of the replication stream kept for partial resyncs.
+    pub repl_backlog_size: u64,
+    /// `repl-backlog-eager` (ours): create the backlog at start instead of at the first
+    /// replica's attach, so that the stream is recorded from the first write.
+    pub repl_backlog_eager: bool,
+    /// `min-replicas-to-write` / `min-replicas-max-lag` (0 disables the check).
+    pub min_replicas_to_write: u64,
+    pub min_replicas_max_lag: u64,
     /// Client traffic over the fabric (`rdma-*`, `fabric-provider`).
     pub fabric: FabricConfig,
     pub cluster: ClusterConfig,
@@ -248,6 +256,10 @@ impl Default for Config {
             slowlog_max_len: 128,
             databases: 1,
             rdbchecksum: true,
+            repl_backlog_size: crate::replication::backlog::REPL_BACKLOG_SIZE_DEFAULT as u64,
+            repl_backlog_eager: false,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 10,
             fabric: FabricConfig::default(),
             cluster: ClusterConfig::default(),
             file: None,
@@ -260,6 +272,8 @@ impl Default for Config {
 pub const MAX_QUERY_BUFFER_LIMIT: u64 = u32::MAX as u64;
 /// Most io-threads: more buy nothing on the machines this runs on and cost memory.
 pub const MAX_IO_THREADS: usize = 128;
+/// Smallest `repl-backlog-size`: Redis's `CONFIG_REPL_BACKLOG_MIN_SIZE` (16 KiB).
+pub const REPL_BACKLOG_SIZE_MIN: u64 = 16 * 1024;
 /// Most clients a node accepts; each costs at least a socket and two buffers.
 pub const MAX_MAXCLIENTS: u64 = 1_000_000;
 
@@ -665,6 +679,45 @@ pub static PARAMS: &[Param] = &[
                 return Err(format!("cluster-announce-ip '{v}' is not an ip address"));
             }
             c.cluster.announce_ip = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-backlog-size",
+        true,
+        |c| c.repl_backlog_size.to_string(),
+        |c, v| {
+            // Redis raises anything smaller to its 16 KiB minimum rather than refusing it.
+            c.repl_backlog_size =
+                memory(v, crate::replication::backlog::REPL_BACKLOG_SIZE_MAX as u64)?
+                    .max(REPL_BACKLOG_SIZE_MIN);
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-backlog-eager",
+        true,
+        |c| format_bool(c.repl_backlog_eager),
+        |c, v| {
+            c.repl_backlog_eager = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "min-replicas-to-write",
+        true,
+        |c| c.min_replicas_to_write.to_string(),
+        |c, v| {
+            c.min_replicas_to_write = num(v, 0, i32::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "min-replicas-max-lag",
+        true,
+        |c| c.min_replicas_max_lag.to_string(),
+        |c, v| {
+            c.min_replicas_max_lag = num(v, 0, i32::MAX as u64)?;
             Ok(())
         }
     ),

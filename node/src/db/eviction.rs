@@ -68,7 +68,26 @@ fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut 
                 now,
                 lru_clock(now),
             );
-            if locked.remove(&key).is_some() || locked.expired > 0 {
+            let replicating = server.replication.active();
+            if replicating {
+                locked.record_removed();
+            }
+            let evicted = locked.remove(&key).is_some();
+            if replicating {
+                // The replica deletes what the primary evicted (or found expired), fed while
+                // the shard is still locked.
+                let mut outgoing = crate::replication::outgoing::Outgoing::default();
+                for expired in locked.take_removed() {
+                    outgoing.key_removed(&expired);
+                }
+                if evicted {
+                    outgoing.key_removed(&key);
+                }
+                if !outgoing.is_empty() {
+                    server.replication.feed(&mut outgoing);
+                }
+            }
+            if evicted || locked.expired > 0 {
                 Stats::add(&server.stats.evicted_keys, 1);
                 if server.watches.active() {
                     server.watches.touch(&[key]);

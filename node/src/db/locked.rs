@@ -26,7 +26,14 @@ pub struct Locked<'a> {
     /// Lookups that found a live key, and that found none (INFO keyspace_hits/misses).
     pub hits: u32,
     pub misses: u32,
+    /// Names of the keys lazy expiry deleted, kept only while writes are replicated
+    /// ([`Locked::record_removed`]): each becomes a DEL in the replication stream.
+    removed: Option<Vec<Key>>,
 }
+
+/// Expired keys one command may record for its replicas. A command reaches only the keys it
+/// names, so this is never reached by well-formed requests; it bounds one that walks far.
+pub const REMOVED_KEYS_MAX: usize = 1 << 20;
 
 impl<'a> Locked<'a> {
     /// Locks the given shards, which must be sorted ascending without duplicates.
@@ -45,6 +52,7 @@ impl<'a> Locked<'a> {
             expired: 0,
             hits: 0,
             misses: 0,
+            removed: None,
         };
         for &s in shards {
             locked.guards.insert(s, keyspace.lock_shard(s));
@@ -71,6 +79,7 @@ impl<'a> Locked<'a> {
             expired: 0,
             hits: 0,
             misses: 0,
+            removed: None,
         };
         locked.guards.insert(shard, guard);
         locked
@@ -79,6 +88,32 @@ impl<'a> Locked<'a> {
     pub fn lock_all(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
         let all: Vec<usize> = (0..SHARD_COUNT).collect();
         Self::lock(keyspace, &all, now, lru_clock)
+    }
+
+    /// Starts recording the names of keys deleted because they had expired (see
+    /// [`Locked::take_removed`]).
+    pub fn record_removed(&mut self) {
+        self.removed.get_or_insert_with(Vec::new);
+    }
+
+    /// The expired keys deleted since the last call (none unless recording).
+    pub fn take_removed(&mut self) -> Vec<Key> {
+        match self.removed.as_mut() {
+            Some(keys) if !keys.is_empty() => std::mem::take(keys),
+            _ => Vec::new(),
+        }
+    }
+
+    fn note_removed(&mut self, key: &[u8]) {
+        if let Some(keys) = self.removed.as_mut() {
+            if keys.len() < REMOVED_KEYS_MAX {
+                keys.push(key.into());
+            } else {
+                tracing::error!(
+                    "a command expired more than {REMOVED_KEYS_MAX} keys; replicas keep the rest"
+                );
+            }
+        }
     }
 
     /// Tells the view the slot of one of the command's key arguments (already computed to
@@ -263,6 +298,7 @@ impl<'a> Locked<'a> {
         match old {
             Some(o) if o.is_expired(now) => {
                 self.expired += 1;
+                self.note_removed(key);
                 None
             }
             other => other,
@@ -293,6 +329,7 @@ impl<'a> Locked<'a> {
         }
         if old.is_expired(now) {
             self.expired += 1;
+            self.note_removed(key);
             return None;
         }
         Some(old)
@@ -337,6 +374,7 @@ impl<'a> Locked<'a> {
                 shard.expiry.remove();
             }
             self.expired += 1;
+            self.note_removed(key);
         }
     }
 

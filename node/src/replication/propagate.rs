@@ -162,6 +162,10 @@ pub fn propagate(argv: &[&[u8]], effect: &WriteEffect) -> Result<Vec<Argv>, Prop
             WriteEffect::None,
         ) => return Err(missing("the key that served the pop")),
 
+        // MIGRATE's handler records each key it moved away as a DEL (`Outgoing::key_removed`):
+        // the command itself must never reach a replica, which would migrate again.
+        (b"migrate", WriteEffect::None) => Vec::new(),
+
         (b"eval" | b"evalsha" | b"eval_ro" | b"evalsha_ro" | b"fcall" | b"fcall_ro", _) => {
             return Err(unexpected(&name, effect))
         }

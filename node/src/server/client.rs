@@ -147,6 +147,8 @@ pub struct MultiState {
     pub denyoom: bool,
     /// Bytes held by `queued`, as counted against [`MAX_QUEUED_BYTES`].
     pub bytes: usize,
+    /// A queued command writes: EXEC is a write for `min-replicas-to-write`.
+    pub write: bool,
 }
 
 impl MultiState {
@@ -185,6 +187,9 @@ pub struct Client {
     pub cluster_asking: bool,
     /// Cluster mode: READONLY was sent (a replica serves reads of its primary's slots).
     pub cluster_readonly: bool,
+    /// The replication offset just past this client's last write (Redis's `woff`): what WAIT
+    /// waits for replicas to acknowledge.
+    pub repl_offset: u64,
 }
 
 impl Client {
@@ -201,6 +206,7 @@ impl Client {
             shard_channels: Default::default(),
             cluster_asking: false,
             cluster_readonly: false,
+            repl_offset: 0,
         }
     }
 

@@ -5,6 +5,7 @@ use super::stats::Stats;
 use super::{lru_clock, unix_millis, Server};
 use crate::db::keyspace::SHARD_COUNT;
 use crate::db::Locked;
+use crate::replication::outgoing::Outgoing;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,10 +73,24 @@ pub fn active_expire(server: &Server) {
         let shard = {
             let mut locked =
                 Locked::from_guard(&server.keyspace, shard_idx, shard, now, lru_clock(now));
+            let replicating = server.replication.active();
+            if replicating {
+                locked.record_removed();
+            }
             for key in &due {
                 locked.remove(key);
             }
             expired_total += locked.expired;
+            if replicating {
+                // Replicas never expire keys on their own clock: they get these DELs, fed
+                // while the shard is still locked, each on its own as Redis propagates them
+                // (no transaction for the replica to hold open).
+                let mut outgoing = Outgoing::default();
+                for key in locked.take_removed() {
+                    outgoing.key_removed(&key);
+                    server.replication.feed(&mut outgoing);
+                }
+            }
             locked
         };
         drop(shard);

@@ -15,6 +15,9 @@ pub struct HotConfig {
     pub maxclients: AtomicU64,
     pub slowlog_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicU64,
+    /// `min-replicas-to-write` and `min-replicas-max-lag`, read by every write's admission.
+    pub min_replicas_to_write: AtomicU64,
+    pub min_replicas_max_lag: AtomicU64,
 }
 
 const POLICIES: [EvictionPolicy; 6] = [
@@ -40,6 +43,8 @@ impl From<&Config> for HotConfig {
             maxclients: AtomicU64::new(0),
             slowlog_slower_than: AtomicU64::new(0),
             slowlog_max_len: AtomicU64::new(0),
+            min_replicas_to_write: AtomicU64::new(0),
+            min_replicas_max_lag: AtomicU64::new(0),
         };
         hot.update(c);
         hot
@@ -73,6 +78,10 @@ impl HotConfig {
             Relaxed,
         );
         self.slowlog_max_len.store(c.slowlog_max_len, Relaxed);
+        self.min_replicas_to_write
+            .store(c.min_replicas_to_write, Relaxed);
+        self.min_replicas_max_lag
+            .store(c.min_replicas_max_lag, Relaxed);
     }
 
     pub fn policy(&self) -> EvictionPolicy {

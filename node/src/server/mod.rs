@@ -9,6 +9,9 @@ pub mod hot;
 pub mod listener;
 pub mod migrate_links;
 pub mod pubsub;
+pub mod replication;
+#[cfg(test)]
+mod replication_tests;
 pub mod session;
 pub mod shutdown;
 pub mod slowlog;
@@ -48,11 +51,22 @@ pub struct Server {
     pub cluster: Option<crate::cluster::Cluster>,
     /// MIGRATE's cached connections to target nodes.
     pub migrate_links: migrate_links::MigrateLinks,
+    /// Replication ids, backlog, replicas' acknowledgements, WAITing clients.
+    pub replication: replication::Replication,
 }
 
 impl Server {
     pub fn new(config: Config) -> Self {
         let hot = hot::HotConfig::from(&config);
+        let replication = replication::Replication::new(
+            crate::replication::ids::ReplicationIds::new(&mut rand::thread_rng()),
+            config.repl_backlog_size as usize,
+        );
+        if config.repl_backlog_eager {
+            if let Err(e) = replication.ensure_backlog() {
+                tracing::error!(error = %e, "cannot create the replication backlog");
+            }
+        }
         Server {
             keyspace: Keyspace::new(),
             config: RwLock::new(config),
@@ -71,6 +85,7 @@ impl Server {
             run_id: random_hex_id(),
             cluster: None,
             migrate_links: migrate_links::MigrateLinks::default(),
+            replication,
         }
     }
 
@@ -84,8 +99,24 @@ impl Server {
             return Err(format!("can't set immutable config '{}'", param.name));
         }
         config.set(name, value)?;
-        self.hot.update(&config);
+        self.config_applied(&config);
         Ok(())
+    }
+
+    /// Brings the running state in line with a changed config (CONFIG SET): the hot mirror,
+    /// the backlog's size, an eager backlog.
+    pub fn config_applied(&self, config: &Config) {
+        self.hot.update(config);
+        let backlog = self
+            .replication
+            .set_backlog_size(config.repl_backlog_size as usize)
+            .and_then(|()| match config.repl_backlog_eager {
+                true => self.replication.ensure_backlog(),
+                false => Ok(()),
+            });
+        if let Err(e) = backlog {
+            tracing::error!(error = %e, "replication backlog not changed");
+        }
     }
 }
 

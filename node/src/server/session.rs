@@ -6,7 +6,7 @@
 use super::client::{Client, ClientShared};
 use super::stats::LocalStats;
 use super::Server;
-use crate::command::ctx::{BlockRequest, Effects};
+use crate::command::ctx::{BlockRequest, Effects, TimeoutReply};
 use crate::command::dispatch;
 use bytes::{Buf, BytesMut};
 use proto::resp::request::Parsed;
@@ -172,7 +172,13 @@ impl Session {
     /// Answers a blocked command whose timeout passed.
     pub fn time_out_blocked(&mut self, block: &BlockRequest) {
         let mut reply = proto::resp::Reply::new(&mut self.output, self.client.protocol);
-        block.timeout_reply.write(&mut reply);
+        match block.timeout_reply {
+            // WAIT answers how many replicas acknowledged by now.
+            TimeoutReply::ReplicaAcks { offset } => {
+                reply.integer(self.server.replication.count_acked(offset) as i64)
+            }
+            other => other.write(&mut reply),
+        }
     }
 
     /// Leaves the blocked state.
@@ -180,6 +186,9 @@ impl Session {
         let shared = &self.client.shared;
         shared.blocked.store(false, Relaxed);
         self.server.blocking.unregister(&block.keys, shared);
+        if matches!(block.timeout_reply, TimeoutReply::ReplicaAcks { .. }) {
+            self.server.replication.cancel_wait(shared);
+        }
     }
 
     /// Moves queued pub/sub pushes into the output.

@@ -7,7 +7,6 @@ use crate::server::stats::Stats;
 use crate::server::Server;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::OnceLock;
 
 /// Sections in output order, with whether `INFO` without arguments includes them.
 const SECTIONS: &[(&str, &str, bool)] = &[
@@ -72,7 +71,7 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "memory" => memory(&mut s, ctx.server),
             "persistence" => persistence(&mut s, ctx.server),
             "stats" => stats(&mut s, ctx.server),
-            "replication" => replication(&mut s),
+            "replication" => replication(&mut s, ctx.server),
             "cpu" => cpu(&mut s),
             "fabric" => fabric(&mut s, ctx.server),
             "cluster" => s.field("cluster_enabled", u8::from(ctx.server.cluster.is_some())),
@@ -264,24 +263,11 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     s.field("dump_payload_sanitizations", 0);
 }
 
-/// The replication id of a primary without replicas; new at every start like Redis's.
-fn replication_id() -> &'static str {
-    static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(crate::server::random_hex_id)
-}
-
-fn replication(s: &mut Section<'_>) {
-    s.field("role", "master");
-    s.field("connected_slaves", 0);
-    s.field("master_failover_state", "no-failover");
-    s.field("master_replid", replication_id());
-    s.field("master_replid2", "0".repeat(40));
-    s.field("master_repl_offset", 0);
-    s.field("second_repl_offset", -1);
-    s.field("repl_backlog_active", 0);
-    s.field("repl_backlog_size", 1_048_576);
-    s.field("repl_backlog_first_byte_offset", 0);
-    s.field("repl_backlog_histlen", 0);
+/// `# Replication`: the fields replication's report builds, in Redis 7's order.
+fn replication(s: &mut Section<'_>, server: &Server) {
+    for (name, value) in server.replication.info_fields(crate::server::unix_millis()) {
+        s.field(&name, value);
+    }
 }
 
 fn fabric(s: &mut Section<'_>, server: &Server) {

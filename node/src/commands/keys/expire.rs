@@ -4,6 +4,7 @@
 use crate::command::args::{self, is};
 use crate::command::error::err;
 use crate::command::{CmdError, CmdResult, Ctx};
+use crate::replication::propagate::WriteEffect;
 
 /// Which keys an EXPIRE may change, by their current TTL.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,8 +81,10 @@ fn expire_generic(
     }
     if when <= now {
         ctx.db.remove(key);
+        ctx.replicate(|| WriteEffect::KeyDeleted);
     } else {
         ctx.db.set_expiry(key, when as u64);
+        ctx.replicate(|| WriteEffect::ExpiresAtMs(when as u64));
     }
     ctx.modified(key);
     ctx.reply.integer(1);

@@ -263,6 +263,7 @@ fn run_in_exec(server: &Server, args: &[&str]) -> (String, Effects) {
         reply: Reply::new(&mut out, ProtocolVersion::Resp2),
         effects: Effects::default(),
         in_exec: true,
+        replicating: false,
     };
     dispatch::run_in(&mut ctx, spec, &args, &mut LocalStats::default());
     let effects = std::mem::take(&mut ctx.effects);

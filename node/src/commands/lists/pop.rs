@@ -7,6 +7,7 @@ use crate::command::args::{self, is};
 use crate::command::{CmdError, CmdResult, Ctx};
 use crate::db::value::ListValue;
 use crate::db::Value;
+use crate::replication::propagate::WriteEffect;
 
 /// Removes up to `n` elements from `end` (never more than the list holds, so `n` may be any
 /// user-given number).
@@ -193,7 +194,14 @@ pub(super) fn mpop_core<'k>(
 ) -> Result<Option<Popped<'k>>, CmdError> {
     for &key in keys {
         match pop_from(ctx, key, end, count) {
-            Ok(Some(popped)) if !popped.is_empty() => return Ok(Some((key, popped))),
+            Ok(Some(popped)) if !popped.is_empty() => {
+                // Which key served and how much is all a replica needs (a plain pop).
+                ctx.replicate(|| WriteEffect::Served {
+                    key: key.to_vec(),
+                    count: popped.len(),
+                });
+                return Ok(Some((key, popped)));
+            }
             Ok(_) => {}
             Err(_) if skip_wrong_type => {}
             Err(e) => return Err(e),

@@ -407,6 +407,10 @@ pub(super) fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         for &i in &replies.acked {
             if ctx.db.remove(keys[i].key).is_some() {
                 ctx.modified(keys[i].key);
+                // Replicas delete what moved; they must never migrate it themselves.
+                if ctx.replicating {
+                    ctx.effects.outgoing.key_removed(keys[i].key);
+                }
             }
         }
     }

@@ -8,6 +8,7 @@ use crate::command::error::err;
 use crate::command::{CmdError, CmdResult, Ctx};
 use crate::db::{Entry, Value};
 use crate::persistence::dump;
+use crate::replication::propagate::WriteEffect;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct RestoreOptions {
@@ -88,6 +89,7 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if expires_at != 0 && expires_at <= now {
         // Already expired: the key is not created (and a replaced one stays deleted).
         if deleted {
+            ctx.replicate(|| WriteEffect::KeyDeleted);
             ctx.modified(key);
         }
         ctx.reply.ok();
@@ -106,6 +108,9 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         entry.freq = freq;
     }
     ctx.db.insert(key, entry);
+    if expires_at != 0 {
+        ctx.replicate(|| WriteEffect::ExpiresAtMs(expires_at));
+    }
     ctx.modified(key);
     if wakes {
         ctx.signal_ready(key);

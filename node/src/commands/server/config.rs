@@ -151,7 +151,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         (param.set)(&mut next, value).map_err(|reason| set_failed(name, &reason))?;
     }
     *config = next;
-    ctx.server.hot.update(&config);
+    ctx.server.config_applied(&config);
     drop(config);
     tracing::info!(
         params = ?changes.iter().map(|(p, _, _)| p.name).collect::<Vec<_>>(),

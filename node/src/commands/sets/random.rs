@@ -4,6 +4,7 @@ use super::set_at;
 use crate::command::args;
 use crate::command::sample::{self, Count};
 use crate::command::{CmdError, CmdResult, Ctx};
+use crate::replication::propagate::WriteEffect;
 use rand::Rng;
 
 pub fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -20,6 +21,9 @@ pub fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let i = rng.gen_range(0..set.len());
         let member = set.swap_remove_index(i);
         ctx.db.remove_if_empty(key);
+        if let Some(m) = &member {
+            ctx.replicate(|| WriteEffect::Popped(vec![m.to_vec()]));
+        }
         ctx.modified(key);
         match member {
             Some(m) => ctx.reply.bulk(&m),
@@ -42,20 +46,34 @@ pub fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         for member in set.iter() {
             ctx.reply.bulk(member);
         }
+        let popped: Vec<Vec<u8>> = if ctx.replicating {
+            set.iter().map(|m| m.to_vec()).collect()
+        } else {
+            Vec::new()
+        };
         ctx.db.remove(key);
+        ctx.replicate(|| WriteEffect::Popped(popped));
         ctx.modified(key);
         return Ok(());
     }
     // count < len: each pop is O(1), and the reply holds fewer members than the set did.
     let count = count as usize;
     ctx.reply.set(count);
+    let replicating = ctx.replicating;
+    let mut popped = Vec::new();
     for _ in 0..count {
         let i = rng.gen_range(0..set.len());
         match set.swap_remove_index(i) {
-            Some(m) => ctx.reply.bulk(&m),
+            Some(m) => {
+                ctx.reply.bulk(&m);
+                if replicating {
+                    popped.push(m.to_vec());
+                }
+            }
             None => ctx.reply.null(),
         }
     }
+    ctx.replicate(|| WriteEffect::Popped(popped));
     ctx.modified(key);
     Ok(())
 }

@@ -9,6 +9,7 @@ use crate::command::args::{self, is};
 use crate::command::ctx::{BlockRequest, TimeoutReply};
 use crate::command::{CmdError, CmdResult, Ctx};
 use crate::db::zset::ZSet;
+use crate::replication::propagate::WriteEffect;
 use proto::resp::Reply;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,11 +112,12 @@ fn pop_first_available(
         if z.is_empty() {
             continue;
         }
-        match count {
+        let served = match count {
             None => {
                 reply.array(3);
                 reply.bulk(key);
                 pop_into(z, end, 1, Shape::Flat, reply);
+                1
             }
             Some(count) => {
                 let n = count.min(z.len());
@@ -123,8 +125,13 @@ fn pop_first_available(
                 reply.bulk(key);
                 reply.array(n);
                 pop_into(z, end, n, Shape::Nested, reply);
+                n
             }
-        }
+        };
+        ctx.replicate(|| WriteEffect::Served {
+            key: key.to_vec(),
+            count: served,
+        });
         ctx.db.remove_if_empty(key);
         ctx.modified(key);
         return Ok(true);

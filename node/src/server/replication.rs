@@ -1,0 +1,414 @@
+//! Replication as the running node holds it: the replication ids, the backlog every write is
+//! appended to once it exists, the replicas' acknowledgements and the clients waiting on them
+//! (WAIT). The no-I/O cores live in [`crate::replication`]; this is the shared state that the
+//! dispatcher feeds and the shipper (which moves backlog bytes to replicas) reads.
+//!
+//! The backlog is created lazily, as Redis's `createReplicationBacklog` at the first replica's
+//! attach, by [`Replication::ensure_backlog`], and then kept: from then on every write feeds
+//! it. Before it exists the dispatcher pays one relaxed atomic load per command and nothing
+//! else ([`Replication::active`]). `repl-backlog-eager yes` creates it at start (or when set),
+//! for nodes that expect replicas and for tests that watch the stream.
+//!
+//! Lock order: keyspace shards, then this state's mutex. The dispatcher feeds while it still
+//! holds the command's shards, so the stream's order is the order writes touched each key.
+
+use super::client::ClientShared;
+use crate::replication::ack::ReplicaAcks;
+use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
+use crate::replication::ids::ReplicationIds;
+use crate::replication::outgoing::Outgoing;
+use crate::replication::psync::{self, PsyncDecision, PsyncRequest};
+use crate::replication::report::{self, ReplicaLine, Role};
+use crate::replication::wait::{WaitError, WaitQueue, Waiter};
+use parking_lot::{Condvar, Mutex};
+use proto::resp::Frame;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The key the shipper names a replica by (its link), chosen by whoever attaches it.
+pub type ReplicaId = u64;
+
+/// A client blocked in WAIT, compared by client id.
+#[derive(Clone)]
+pub struct WaitingClient(pub Arc<ClientShared>);
+
+impl PartialEq for WaitingClient {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+/// Where a replica listens (INFO `slaveN:ip=..,port=..`, ROLE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaAddr {
+    pub ip: String,
+    pub port: u16,
+}
+
+struct State {
+    ids: ReplicationIds,
+    backlog: Option<Backlog>,
+    /// The size the backlog has or will be created with (`repl-backlog-size`).
+    backlog_size: usize,
+    /// One request's stream bytes, encoded here and appended: reused so that feeding does not
+    /// allocate once it has grown to the largest request seen.
+    scratch: Vec<u8>,
+    acks: ReplicaAcks<ReplicaId>,
+    addrs: BTreeMap<ReplicaId, ReplicaAddr>,
+    waiters: WaitQueue<WaitingClient>,
+}
+
+pub struct Replication {
+    /// A backlog exists: every write is fed to it. The one check on the hot path.
+    active: AtomicBool,
+    /// `master_repl_offset`, mirrored for lock-free readers (shippers polling for new bytes).
+    offset: AtomicU64,
+    state: Mutex<State>,
+    /// Signalled after every append, for shipper threads that sleep until bytes arrive.
+    new_bytes: Condvar,
+}
+
+/// The largest scratch buffer kept between requests; a huge request's buffer is released.
+const SCRATCH_KEEP_MAX: usize = 1 << 20;
+
+impl Replication {
+    pub fn new(ids: ReplicationIds, backlog_size: usize) -> Self {
+        Replication {
+            active: AtomicBool::new(false),
+            offset: AtomicU64::new(0),
+            state: Mutex::new(State {
+                ids,
+                backlog: None,
+                backlog_size,
+                scratch: Vec::new(),
+                acks: ReplicaAcks::default(),
+                addrs: BTreeMap::new(),
+                waiters: WaitQueue::default(),
+            }),
+            new_bytes: Condvar::new(),
+        }
+    }
+
+    /// Whether writes are being fed to a backlog (one relaxed load: the dispatcher's check).
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.active.load(Relaxed)
+    }
+
+    /// Creates the backlog if there is none (a replica attaches; `repl-backlog-eager`). It
+    /// continues at the current `master_repl_offset`. Idempotent.
+    pub fn ensure_backlog(&self) -> Result<(), BacklogError> {
+        let mut s = self.state.lock();
+        if s.backlog.is_none() {
+            let offset = self.offset.load(Relaxed);
+            s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
+            self.active.store(true, Relaxed);
+            tracing::info!(size = s.backlog_size, offset, "replication backlog created");
+        }
+        Ok(())
+    }
+
+    /// `repl-backlog-size` changed: the backlog (if any) keeps its newest bytes that fit.
+    pub fn set_backlog_size(&self, size: usize) -> Result<(), BacklogError> {
+        let mut s = self.state.lock();
+        if let Some(b) = s.backlog.as_mut().filter(|b| b.size() != size) {
+            b.resize(size)?;
+        }
+        s.backlog_size = size;
+        Ok(())
+    }
+
+    /// Appends what one request wrote to the backlog and returns the new `master_repl_offset`
+    /// (the request's write offset, which WAIT waits for). Call while the request's shards
+    /// are still locked. Wakes shippers.
+    pub fn feed(&self, outgoing: &mut Outgoing) -> u64 {
+        let mut s = self.state.lock();
+        let s = &mut *s;
+        let mut scratch = std::mem::take(&mut s.scratch);
+        scratch.clear();
+        outgoing.finish_into(&mut scratch);
+        let offset = match s.backlog.as_mut() {
+            Some(b) => b.append(&scratch),
+            // No backlog (never here when `active`): the stream has no reader to keep it for.
+            None => self.offset.load(Relaxed),
+        };
+        if scratch.capacity() <= SCRATCH_KEEP_MAX {
+            s.scratch = scratch;
+        }
+        self.offset.store(offset, Relaxed);
+        self.new_bytes.notify_all();
+        offset
+    }
+
+    /// `master_repl_offset`: the number of the last stream byte written.
+    pub fn master_repl_offset(&self) -> u64 {
+        self.offset.load(Relaxed)
+    }
+
+    /// For a shipper thread: sleeps until the stream has passed `offset` or `timeout` passes;
+    /// returns `master_repl_offset`.
+    pub fn wait_for_bytes(&self, offset: u64, timeout: Duration) -> u64 {
+        let mut s = self.state.lock();
+        if self.offset.load(Relaxed) <= offset {
+            let _ = self.new_bytes.wait_for(&mut s, timeout);
+        }
+        self.offset.load(Relaxed)
+    }
+
+    /// Reads the backlog from `from_offset` (the first byte wanted) under its lock: `f` gets
+    /// `None` when there is no backlog or those bytes are no longer (or not yet) held, which
+    /// means the replica needs a full sync. Writers wait while `f` runs: copy, do not block,
+    /// and never lock keyspace shards in `f` (writers hold shards while they take this lock).
+    pub fn read_backlog<R>(
+        &self,
+        from_offset: u64,
+        f: impl FnOnce(Option<BacklogRange<'_>>) -> R,
+    ) -> R {
+        let s = self.state.lock();
+        f(s.backlog.as_ref().and_then(|b| b.range(from_offset)))
+    }
+
+    /// The replication ids (`+FULLRESYNC <id> <offset>`, INFO).
+    pub fn ids(&self) -> ReplicationIds {
+        self.state.lock().ids
+    }
+
+    /// The primary's answer to a replica's PSYNC, decided against the ids and backlog as they
+    /// are now (one lock, so the offset and the held range agree).
+    pub fn psync(&self, req: &PsyncRequest) -> PsyncDecision {
+        let s = self.state.lock();
+        psync::decide(&s.ids, s.backlog.as_ref(), self.offset.load(Relaxed), req)
+    }
+
+    /// A replica attached at `offset` (being synced, not yet online). Creates the backlog.
+    pub fn attach_replica(
+        &self,
+        id: ReplicaId,
+        addr: ReplicaAddr,
+        offset: u64,
+        now_ms: u64,
+    ) -> Result<(), crate::replication::ack::AckError> {
+        if let Err(e) = self.ensure_backlog() {
+            tracing::error!(error = %e, "cannot create the replication backlog");
+        }
+        let mut s = self.state.lock();
+        s.acks.attach(id, offset, now_ms)?;
+        s.addrs.insert(id, addr);
+        Ok(())
+    }
+
+    /// The replica finished its sync and streams.
+    pub fn replica_online(&self, id: ReplicaId, now_ms: u64) {
+        let mut s = self.state.lock();
+        s.acks.set_online(&id, now_ms);
+        self.answer_waiters(&mut s, now_ms);
+    }
+
+    /// The replica's ack word read `acked`: counts for WAIT and `min-replicas-to-write`, and
+    /// wakes the clients whose WAIT it satisfies.
+    pub fn observe_ack(&self, id: ReplicaId, acked: u64, now_ms: u64) {
+        let mut s = self.state.lock();
+        let offset = self.offset.load(Relaxed);
+        s.acks.observe(&id, acked, offset, now_ms);
+        self.answer_waiters(&mut s, now_ms);
+    }
+
+    pub fn detach_replica(&self, id: ReplicaId) {
+        let mut s = self.state.lock();
+        s.acks.detach(&id);
+        s.addrs.remove(&id);
+    }
+
+    fn answer_waiters(&self, s: &mut State, now_ms: u64) {
+        if s.waiters.is_empty() {
+            return;
+        }
+        for done in s.waiters.poll(&s.acks, now_ms) {
+            // The client runs WAIT again and finds its count (see `wait`).
+            done.client.0.wakeup.notify_one();
+        }
+    }
+
+    /// Online replicas that acknowledged `offset` (WAIT's count).
+    pub fn count_acked(&self, offset: u64) -> usize {
+        self.state.lock().acks.count_acked(offset)
+    }
+
+    /// WAIT: the count now if it reaches `numreplicas` (`Ok(Ok(n))`), else the client is
+    /// queued until acknowledgements satisfy it (`Ok(Err(n))`, the count so far). A client
+    /// queued again replaces its previous entry. The caller times the wait out.
+    pub fn wait(
+        &self,
+        client: &Arc<ClientShared>,
+        offset: u64,
+        numreplicas: usize,
+    ) -> Result<Result<usize, usize>, WaitError> {
+        let mut s = self.state.lock();
+        let s = &mut *s;
+        let waiting = WaitingClient(client.clone());
+        s.waiters.cancel(&waiting);
+        let waiter = Waiter {
+            client: waiting,
+            offset,
+            numreplicas,
+            deadline_ms: None,
+        };
+        Ok(match s.waiters.wait(waiter, &s.acks)? {
+            Some(done) => Ok(done.acked),
+            None => Err(s.acks.count_acked(offset)),
+        })
+    }
+
+    /// The client stopped waiting (answered, timed out, gone).
+    pub fn cancel_wait(&self, client: &Arc<ClientShared>) {
+        let mut s = self.state.lock();
+        if !s.waiters.is_empty() {
+            s.waiters.cancel(&WaitingClient(client.clone()));
+        }
+    }
+
+    /// `min-replicas-to-write` / `min-replicas-max-lag`: whether a write may run now.
+    pub fn writes_allowed(&self, now_ms: u64, min_to_write: usize, max_lag_secs: u64) -> bool {
+        self.state
+            .lock()
+            .acks
+            .writes_allowed(now_ms, min_to_write, max_lag_secs)
+    }
+
+    fn replica_lines(s: &State, now_ms: u64) -> Vec<ReplicaLine> {
+        s.acks
+            .iter()
+            .map(|(id, ack)| {
+                let addr = s.addrs.get(id);
+                ReplicaLine {
+                    ip: addr.map(|a| a.ip.clone()).unwrap_or_default(),
+                    port: addr.map_or(0, |a| a.port),
+                    online: ack.online,
+                    offset: ack.offset,
+                    lag_secs: ack.lag_secs(now_ms),
+                }
+            })
+            .collect()
+    }
+
+    /// INFO's `# Replication` fields, in Redis 7's order.
+    pub fn info_fields(&self, now_ms: u64) -> Vec<(String, String)> {
+        let s = self.state.lock();
+        let replicas = Self::replica_lines(&s, now_ms);
+        let mut fields = report::info_fields(
+            &Role::Primary,
+            &s.ids,
+            s.backlog.as_ref(),
+            self.offset.load(Relaxed),
+            &replicas,
+        );
+        if s.backlog.is_none() {
+            // Without a backlog INFO still shows the size one would be created with.
+            if let Some(f) = fields.iter_mut().find(|(k, _)| k == "repl_backlog_size") {
+                f.1 = s.backlog_size.to_string();
+            }
+        }
+        fields
+    }
+
+    /// The ROLE reply.
+    pub fn role_reply(&self, now_ms: u64) -> Frame {
+        let s = self.state.lock();
+        let replicas = Self::replica_lines(&s, now_ms);
+        report::role_reply(&Role::Primary, self.offset.load(Relaxed), &replicas)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::propagate::WriteEffect;
+    use rand::SeedableRng;
+
+    fn replication() -> Replication {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        Replication::new(ReplicationIds::new(&mut rng), 1 << 10)
+    }
+
+    fn feed_set(r: &Replication, key: &[u8]) -> u64 {
+        let mut out = Outgoing::default();
+        out.command(&[b"SET", key, b"v"], &WriteEffect::None)
+            .unwrap();
+        r.feed(&mut out)
+    }
+
+    #[test]
+    fn inactive_until_a_backlog_exists_then_offsets_move() {
+        let r = replication();
+        assert!(!r.active());
+        r.ensure_backlog().unwrap();
+        assert!(r.active());
+        let first = feed_set(&r, b"k");
+        let len = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".len() as u64;
+        assert_eq!(first, len);
+        assert_eq!(feed_set(&r, b"k"), 2 * len);
+        assert_eq!(r.master_repl_offset(), 2 * len);
+        let held = r.read_backlog(len + 1, |range| range.map(|r| r.to_vec()));
+        assert_eq!(
+            held.as_deref(),
+            Some(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"[..])
+        );
+        assert!(r.read_backlog(0, |range| range.is_none()));
+        // Idempotent: a second call keeps the history.
+        r.ensure_backlog().unwrap();
+        assert_eq!(r.master_repl_offset(), 2 * len);
+        // A replica that has the first SET continues from the second; one with an unknown
+        // history syncs fully at the current offset.
+        let replid = r.ids().replid();
+        let known = PsyncRequest {
+            history: Some((replid, len + 1)),
+        };
+        assert_eq!(
+            r.psync(&known),
+            PsyncDecision::Continue {
+                from: len + 1,
+                new_replid: None
+            }
+        );
+        let stranger = PsyncRequest { history: None };
+        assert!(matches!(
+            r.psync(&stranger),
+            PsyncDecision::FullResync { offset, .. } if offset == 2 * len
+        ));
+    }
+
+    #[test]
+    fn wait_counts_acks_and_wakes_the_waiter() {
+        let r = replication();
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let client = Arc::new(ClientShared::new(9, addr, addr));
+        let at = ReplicaAddr {
+            ip: "10.0.0.2".into(),
+            port: 7001,
+        };
+        r.attach_replica(1, at, 0, 0).unwrap();
+        let offset = feed_set(&r, b"k");
+        // Not online yet: counts for nothing.
+        assert_eq!(r.wait(&client, offset, 1).unwrap(), Err(0));
+        r.replica_online(1, 10);
+        r.observe_ack(1, offset - 1, 20);
+        assert_eq!(r.count_acked(offset), 0);
+        r.observe_ack(1, offset, 30);
+        assert_eq!(r.count_acked(offset), 1);
+        assert_eq!(r.wait(&client, offset, 1).unwrap(), Ok(1));
+        r.cancel_wait(&client);
+        let info = r.info_fields(30);
+        let get = |k: &str| info.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("connected_slaves").as_deref(), Some("1"));
+        assert_eq!(
+            get("slave0").as_deref(),
+            Some(format!("ip=10.0.0.2,port=7001,state=online,offset={offset},lag=0").as_str())
+        );
+        assert!(r.writes_allowed(30, 1, 10));
+        assert!(!r.writes_allowed(30_000, 1, 10));
+        r.detach_replica(1);
+        assert!(!r.writes_allowed(30, 1, 10));
+    }
+}

@@ -1,0 +1,195 @@
+//! Replication as a client of a primary sees it, against a real node: INFO replication in
+//! Redis 7's field order, the backlog's offset moving with writes once the backlog exists,
+//! ROLE, WAIT without replicas, and `min-replicas-to-write`.
+
+use integration::{cmd, Node};
+use redis::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The `# Replication` section as (field, value) pairs, in order.
+fn replication_fields(c: &mut redis::Connection) -> Vec<(String, String)> {
+    let text: String = redis::cmd("INFO").arg("replication").query(c).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.split_once(':').expect("field:value");
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn field(fields: &[(String, String)], name: &str) -> String {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no {name} in {fields:?}"))
+}
+
+fn offset(c: &mut redis::Connection) -> u64 {
+    field(&replication_fields(c), "master_repl_offset")
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn info_replication_follows_redis_and_the_offset_moves_with_writes() {
+    let node = Node::start(&[]);
+    let mut c = node.client();
+    let fields = replication_fields(&mut c);
+    let names: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+    // redis-server 7.0's order for a primary without replicas.
+    assert_eq!(
+        names,
+        [
+            "role",
+            "connected_slaves",
+            "master_failover_state",
+            "master_replid",
+            "master_replid2",
+            "master_repl_offset",
+            "second_repl_offset",
+            "repl_backlog_active",
+            "repl_backlog_size",
+            "repl_backlog_first_byte_offset",
+            "repl_backlog_histlen",
+        ]
+    );
+    assert_eq!(field(&fields, "role"), "master");
+    let replid = field(&fields, "master_replid");
+    assert!(replid.len() == 40 && replid.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(field(&fields, "master_replid2"), "0".repeat(40));
+    assert_eq!(field(&fields, "repl_backlog_size"), "1048576");
+    // No backlog yet: writes are not recorded.
+    cmd(&mut c, &["SET", "k", "v"]).unwrap();
+    assert_eq!(offset(&mut c), 0);
+    assert_eq!(
+        field(&replication_fields(&mut c), "repl_backlog_active"),
+        "0"
+    );
+
+    // The backlog exists from now on: every write moves the offset by its encoded length.
+    cmd(&mut c, &["CONFIG", "SET", "repl-backlog-size", "64kb"]).unwrap();
+    cmd(&mut c, &["CONFIG", "SET", "repl-backlog-eager", "yes"]).unwrap();
+    let fields = replication_fields(&mut c);
+    assert_eq!(field(&fields, "repl_backlog_active"), "1");
+    assert_eq!(field(&fields, "repl_backlog_size"), "65536");
+    assert_eq!(field(&fields, "master_replid"), replid);
+    cmd(&mut c, &["SET", "k", "v"]).unwrap();
+    let set_len = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".len() as u64;
+    assert_eq!(offset(&mut c), set_len);
+    cmd(&mut c, &["GET", "k"]).unwrap();
+    assert_eq!(offset(&mut c), set_len, "reads are not replicated");
+    cmd(&mut c, &["DEL", "k"]).unwrap();
+    let fields = replication_fields(&mut c);
+    let del_len = b"*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n".len() as u64;
+    assert_eq!(
+        field(&fields, "master_repl_offset"),
+        (set_len + del_len).to_string()
+    );
+    assert_eq!(field(&fields, "repl_backlog_first_byte_offset"), "1");
+    assert_eq!(
+        field(&fields, "repl_backlog_histlen"),
+        (set_len + del_len).to_string()
+    );
+}
+
+#[test]
+fn role_of_a_primary_without_replicas() {
+    let node = Node::start(&["--repl-backlog-eager", "yes"]);
+    let mut c = node.client();
+    cmd(&mut c, &["SET", "a", "b"]).unwrap();
+    let expected = offset(&mut c) as i64;
+    assert!(expected > 0);
+    match cmd(&mut c, &["ROLE"]).unwrap() {
+        Value::Array(items) => {
+            assert_eq!(items.len(), 3);
+            assert_eq!(items[0], Value::BulkString(b"master".to_vec()));
+            assert_eq!(items[1], Value::Int(expected));
+            assert_eq!(items[2], Value::Array(vec![]));
+        }
+        other => panic!("ROLE answered {other:?}"),
+    }
+    assert!(cmd(&mut c, &["ROLE", "x"]).is_err());
+}
+
+#[test]
+fn wait_without_replicas() {
+    let node = Node::start(&["--repl-backlog-eager", "yes"]);
+    let mut c = node.client();
+    cmd(&mut c, &["SET", "k", "v"]).unwrap();
+    assert_eq!(cmd(&mut c, &["WAIT", "0", "0"]).unwrap(), Value::Int(0));
+    let started = Instant::now();
+    assert_eq!(cmd(&mut c, &["WAIT", "1", "100"]).unwrap(), Value::Int(0));
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(2),
+        "WAIT 1 100 took {took:?}"
+    );
+    // The connection is usable after the wait, and other clients were never held up.
+    assert_eq!(
+        cmd(&mut c, &["GET", "k"]).unwrap(),
+        Value::BulkString(b"v".to_vec())
+    );
+    let err = cmd(&mut c, &["WAIT", "1", "-5"]).unwrap_err();
+    assert!(err.to_string().contains("timeout is negative"), "{err}");
+}
+
+#[test]
+fn min_replicas_to_write_refuses_writes() {
+    let node = Node::start(&[]);
+    let mut c = node.client();
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "min-replicas-max-lag"]),
+        "min-replicas-max-lag\n10"
+    );
+    cmd(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "1"]).unwrap();
+    // redis-cli prints the error reply as Redis words it.
+    assert_eq!(
+        node.cli(&["SET", "k", "v"]),
+        "NOREPLICAS Not enough good replicas to write."
+    );
+    assert_eq!(node.cli(&["GET", "k"]), "");
+    cmd(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "0"]).unwrap();
+    assert_eq!(node.cli(&["SET", "k", "v"]), "OK");
+}
+
+#[test]
+fn redis_benchmark_is_error_free_while_the_backlog_records() {
+    let node = Node::start(&["--repl-backlog-eager", "yes"]);
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-p",
+            &node.port.to_string(),
+            "-t",
+            "set,get,incr,lpush,spop",
+            "-c",
+            "20",
+            "-n",
+            "3000",
+            "-P",
+            "16",
+            "--csv",
+        ])
+        .output()
+        .expect("running redis-benchmark (scripts/install-deps.sh installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "redis-benchmark failed: {stderr}\n{stdout}"
+    );
+    assert!(
+        !stderr.contains("Error") && !stdout.contains("Error"),
+        "errors from the node: {stderr}\n{stdout}"
+    );
+    let mut c = node.client();
+    // At least the 3000 SETs were recorded.
+    assert!(offset(&mut c) > 3000 * 30, "offset {}", offset(&mut c));
+    assert!(
+        !node.log().contains("write not replicated"),
+        "a write could not be rewritten:\n{}",
+        node.log()
+    );
+}
