@@ -24,6 +24,8 @@ pub const HEAL_LIMIT_MS: u64 = 30_000;
 pub const FAIL_LIMIT_MS: u64 = 20_000;
 pub const JOIN_LIMIT_MS: u64 = 20_000;
 pub const SETTLE_LIMIT_MS: u64 = 20_000;
+/// Chance per round (100 ms) that the operator moves a slot during the fault spell.
+pub const MOVE_CHANCE_PER_ROUND: f64 = 0.2;
 
 /// What a passing run did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +48,8 @@ pub struct Report {
     pub topology_version: u64,
     /// Live nodes in a topology group at the end.
     pub grouped: usize,
+    /// Topology changes the operator made through the group that were answered OK.
+    pub proposals_ok: usize,
 }
 
 /// The command that replays `seed`.
@@ -166,14 +170,53 @@ impl Run {
         )
     }
 
+    /// The fault spell; meanwhile an operator keeps moving single slots between primaries
+    /// through the topology group, from random nodes (the change must never give a slot two
+    /// owners at one topology version, whatever the network does to the proposals).
     fn inject_faults(&mut self) -> Result<(), ViolationKind> {
         let end = self.sim.now + FAULT_MS;
+        let mut operator = Operator::default();
         while self.sim.now < end {
             let failed = self.faults.on_round(&mut self.sim, self.calm);
             self.restart_failures(failed)?;
+            if self.sim.chance(MOVE_CHANCE_PER_ROUND) {
+                self.move_a_slot(&mut operator);
+            }
             self.round()?;
         }
         Ok(())
+    }
+
+    /// Proposes, at a random live node in a group, that a random slot go to a random primary
+    /// of the group.
+    fn move_a_slot(&mut self, operator: &mut Operator) {
+        let live: Vec<usize> = self
+            .sim
+            .live()
+            .filter(|&i| self.sim.nodes[i].core.in_group())
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let at = live[self.sim.rng_mut().gen_range(0..live.len())];
+        let primaries: Vec<_> = {
+            let t = &self.sim.nodes[at].topology;
+            t.nodes
+                .iter()
+                .filter(|n| n.is_primary() && t.consensus.nodes.contains(&n.id))
+                .map(|n| n.id)
+                .collect()
+        };
+        if primaries.is_empty() {
+            return;
+        }
+        let node = primaries[self.sim.rng_mut().gen_range(0..primaries.len())];
+        let slot = self.sim.rng_mut().gen_range(0..SLOT_COUNT as u16);
+        operator.change(
+            &mut self.sim,
+            at,
+            TopologyCommand::SetSlotNode { slot, node },
+        );
     }
 
     /// A live primary with slots (in node 0's view of the converged cluster).
@@ -343,6 +386,12 @@ impl Run {
                 .live()
                 .filter(|&i| self.sim.nodes[i].core.in_group())
                 .count(),
+            proposals_ok: self
+                .sim
+                .nodes
+                .iter()
+                .map(|n| n.replies.iter().filter(|(_, r)| r.is_ok()).count())
+                .sum(),
         }
     }
 }

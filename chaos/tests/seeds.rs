@@ -76,10 +76,19 @@ fn many_seeds_pass_every_checker() {
         grouped * 100 >= count * 95,
         "only {grouped} of {count} runs ended in one topology group"
     );
+    // The operator's slot moves during the faults (and its other changes) did commit.
+    let proposals: usize = reports.iter().map(|r| r.proposals_ok).sum();
+    if count >= 50 {
+        assert!(
+            proposals as u64 > count * 5,
+            "only {proposals} proposals committed"
+        );
+    }
     let sizes: std::collections::BTreeSet<usize> = reports.iter().map(|r| r.nodes).collect();
     eprintln!(
         "{count} seeds ({grouped} ended in one topology group): sizes {sizes:?}, {crashes} crashes, {partitions} partitions, \
-         {lost} datagrams lost, {duplicated} duplicated; slowest heal {} ms, replace {} ms",
+         {lost} datagrams lost, {duplicated} duplicated, {proposals} proposals committed; \
+         slowest heal {} ms, replace {} ms",
         reports.iter().map(|r| r.heal_ms).max().unwrap_or(0),
         reports.iter().map(|r| r.replace_ms).max().unwrap_or(0),
     );
