@@ -113,3 +113,58 @@ fn a_follower_proposal_commits_everywhere_and_a_voter_loss_is_survived() {
         describe_all(&sim)
     );
 }
+
+/// A founder that dies right after founding (before any other member got its snapshot) is
+/// given up by the others after `abandon_ms`; once the dead node is forgotten they found a
+/// working group without it.
+#[test]
+fn a_group_whose_founder_dies_at_once_is_given_up() {
+    let mut sim = Sim::new(21, 3);
+    for i in 0..3 {
+        let start = (i * 16384 / 3) as u16;
+        let end = ((i + 1) * 16384 / 3 - 1) as u16;
+        sim.nodes[i].topology.add_slots(&[(start, end)]).unwrap();
+    }
+    sim.meet(1, 0);
+    sim.meet(2, 0);
+    let founder = loop {
+        sim.round();
+        if let Some(i) = (0..3).find(|&i| sim.nodes[i].core.agent.group().is_some()) {
+            break i;
+        }
+        assert!(sim.now < chaos::sim::START_MS + 30_000, "no group founded");
+    };
+    let dead_group = sim.nodes[founder].core.agent.group();
+    sim.crash(founder);
+    rounds(&mut sim, 200);
+    let others: Vec<usize> = (0..3).filter(|&i| i != founder).collect();
+    // The dead group is given up; founding a new one waits for the dead node (it could be
+    // on the other side of a partition) until the operator forgets it, as on Redis.
+    for &i in &others {
+        assert_eq!(
+            sim.nodes[i].core.agent.group(),
+            None,
+            "{}",
+            describe_all(&sim)
+        );
+    }
+    let dead = sim.nodes[founder].id();
+    for &i in &others {
+        let addr = {
+            let t = &mut sim.nodes[i].topology;
+            let node = t.forget(dead.as_bytes()).expect("a known node");
+            node.bus_addr
+        };
+        sim.step(i, node::cluster::gossip::Input::Forget { id: dead, addr });
+    }
+    rounds(&mut sim, 100);
+    for &i in &others {
+        let a = &sim.nodes[i].core.agent;
+        assert!(
+            a.group().is_some() && a.group() != dead_group,
+            "{}",
+            describe_all(&sim)
+        );
+        assert!(a.leader().is_some(), "{}", describe_all(&sim));
+    }
+}

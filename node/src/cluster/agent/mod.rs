@@ -38,6 +38,8 @@ pub struct AgentSettings {
     /// a group: a MEET burst (redis-cli meets every node at once) settles first.
     pub founding_quiet_ms: u64,
     /// How long a command waits for its change to apply before it is answered with an error.
+    /// The command holds its connection's thread meanwhile (topology changes are rare admin
+    /// commands; a group without a known leader answers at once), so this stays short.
     pub proposal_timeout_ms: u64,
     /// How long the leader waits before it proposes the same step for a node again (a
     /// proposal can be lost with a leader change).
@@ -53,7 +55,7 @@ impl Default for AgentSettings {
     fn default() -> Self {
         AgentSettings {
             founding_quiet_ms: 1000,
-            proposal_timeout_ms: 5000,
+            proposal_timeout_ms: 3000,
             reconcile_retry_ms: 1000,
             abandon_ms: 10_000,
         }
