@@ -65,22 +65,26 @@ impl GossipDriver {
         };
         self.cluster().set_group_view(view);
         let mut save = false;
+        let mut replies = Vec::new();
         for action in actions {
             match action {
                 CoreAction::Send { to, msg } => self.send(&to, &msg, out),
                 CoreAction::SaveConfig => save = true,
                 CoreAction::Event(e) => log_event(&e),
                 CoreAction::Deliver { from, body } => self.deliver(from, body),
-                // The command waits on the other end, or gave up (then nobody reads this).
                 CoreAction::Forgotten { id } => self.cluster().note_forgotten(id),
-                CoreAction::Reply { waiter, result } => {
-                    let _ = waiter.try_send(result);
-                }
+                CoreAction::Reply { waiter, result } => replies.push((waiter, result)),
             }
         }
         if save {
             // Failures are logged by save(); the next change saves again.
             let _ = self.cluster().save();
+        }
+        // After the save: a command is answered once its change is in the config file, as
+        // Redis answers topology commands. The command waits on the other end, or gave up
+        // (then nobody reads this).
+        for (waiter, result) in replies {
+            let _ = waiter.try_send(result);
         }
     }
 
