@@ -39,7 +39,7 @@ pub struct AgentSettings {
     pub founding_quiet_ms: u64,
     /// How long a command waits for its change to apply before it is answered with an error.
     /// The command holds its connection's thread meanwhile (topology changes are rare admin
-    /// commands; a group without a known leader answers at once), so this stays short.
+    /// commands), so this stays short; a change waits for a leader to be known within it.
     pub proposal_timeout_ms: u64,
     /// How long the leader waits before it proposes the same step for a node again (a
     /// proposal can be lost with a leader change).
@@ -155,6 +155,8 @@ pub struct TopologyAgent<W> {
     /// ADDSLOTS while the group was being founded), proposed again once it holds the
     /// group's snapshot, since the snapshot replaces it.
     prejoin: Option<PreJoin>,
+    /// Changes waiting for a leader to be known: (command, waiter, deadline).
+    parked: std::collections::VecDeque<(TopologyCommand, W, u64)>,
     /// Since when this node's group has committed nothing past its bootstrap (None: it has).
     unstarted_since_ms: Option<u64>,
     /// Where the group survives restarts (None: in memory only, as in unit tests).
@@ -182,6 +184,7 @@ impl<W> TopologyAgent<W> {
             out: Vec::new(),
             save: false,
             prejoin: None,
+            parked: std::collections::VecDeque::new(),
             unstarted_since_ms: None,
             store: None,
         }
@@ -254,6 +257,8 @@ impl<W> TopologyAgent<W> {
             AgentInput::Leave => self.leave(),
         }
         self.turn(now_ms, t);
+        self.release_parked(now_ms);
+        self.turn(now_ms, t);
         if std::mem::take(&mut self.save) {
             self.out.push(AgentAction::SaveConfig);
         }
@@ -313,6 +318,9 @@ impl<W> TopologyAgent<W> {
             }
         }
         for waiter in self.pending.drain() {
+            self.reply(waiter, Err(ProposeError::NotInGroup));
+        }
+        for (_, waiter, _) in std::mem::take(&mut self.parked) {
             self.reply(waiter, Err(ProposeError::NotInGroup));
         }
         self.founding = founding::Watch::default();

@@ -14,6 +14,9 @@ use crate::cluster::topology::Topology;
 /// Ready turns per input: a one-voter group commits a proposal on its second turn; more
 /// turns than this in one step only mean a busy log, which the next input drains.
 const TURNS_PER_STEP_MAX: usize = 8;
+/// Changes waiting for a leader to be known, at most (beyond them: Busy). Parked only for
+/// the moments a group has no known leader, so a few suffice.
+pub(super) const PARKED_MAX: usize = 64;
 /// Raft ticks given at once after a stall (a paused process must not fire every timer it
 /// missed: the election timeout alone is 10-20 ticks).
 const CATCH_UP_TICKS_MAX: u64 = 5;
@@ -119,11 +122,17 @@ impl<W> TopologyAgent<W> {
     }
 
     pub(super) fn propose(&mut self, now_ms: u64, command: TopologyCommand, waiter: W) {
-        if self.pending.is_full() {
-            let n = self.pending.len();
+        if self.pending.is_full() || self.parked.len() >= PARKED_MAX {
+            let n = self.pending.len() + self.parked.len();
             return self.reply(waiter, Err(ProposeError::Busy(n)));
         }
         let deadline = now_ms + self.settings.proposal_timeout_ms;
+        self.propose_by(command, waiter, deadline);
+    }
+
+    /// Proposes now if a leader is known; else parks the change until one is (a group
+    /// being founded, or between two leaders) or its deadline passes.
+    fn propose_by(&mut self, command: TopologyCommand, waiter: W, deadline: u64) {
         let Some(g) = &mut self.group else {
             return self.reply(waiter, Err(ProposeError::NotInGroup));
         };
@@ -135,7 +144,8 @@ impl<W> TopologyAgent<W> {
             return;
         }
         let Some(leader) = g.log.leader() else {
-            return self.reply(waiter, Err(ProposeError::NoLeader));
+            self.parked.push_back((command, waiter, deadline));
+            return;
         };
         let bytes = match command.encode() {
             Ok(b) => b,
@@ -150,6 +160,27 @@ impl<W> TopologyAgent<W> {
             seq: id.0,
             command: bytes,
         });
+    }
+
+    /// Parked changes go out once a leader is known; those past their deadline are answered
+    /// "no leader".
+    pub(super) fn release_parked(&mut self, now_ms: u64) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let leader_known = self
+            .group
+            .as_ref()
+            .is_some_and(|g| g.log.is_leader() || g.log.leader().is_some());
+        for (command, waiter, deadline) in std::mem::take(&mut self.parked) {
+            if deadline <= now_ms {
+                self.reply(waiter, Err(ProposeError::NoLeader));
+            } else if leader_known || self.group.is_none() {
+                self.propose_by(command, waiter, deadline);
+            } else {
+                self.parked.push_back((command, waiter, deadline));
+            }
+        }
     }
 
     /// Ready turns until the log has nothing more: messages out, committed changes into
