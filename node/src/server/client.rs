@@ -190,6 +190,9 @@ pub struct Client {
     /// The replication offset just past this client's last write (Redis's `woff`): what WAIT
     /// waits for replicas to acknowledge.
     pub repl_offset: u64,
+    /// This is a replica's link to its primary executing the replication stream: its writes
+    /// are allowed although the node is a read-only replica.
+    pub primary_link: bool,
 }
 
 impl Client {
@@ -201,6 +204,7 @@ impl Client {
             multi: None,
             watch: None,
             subscribed: false,
+            primary_link: false,
             channels: Default::default(),
             patterns: Default::default(),
             shard_channels: Default::default(),
