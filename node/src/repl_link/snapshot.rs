@@ -83,3 +83,64 @@ pub fn load(server: &Server, bytes: &[u8]) -> Result<LoadStats, LoadSnapshotErro
     let mut decoder = Decoder::new(body, body.len() as u64);
     Ok(load_from(&server.keyspace, &mut decoder, now)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::db::{Entry, Value};
+    use crate::replication::outgoing::Outgoing;
+    use crate::replication::propagate::WriteEffect;
+
+    fn put(server: &Server, key: &[u8], value: &[u8], expires_at: u64) {
+        let now = unix_millis();
+        let mut db = Locked::lock_all(&server.keyspace, now, 0);
+        let mut e = Entry::new(Value::Str(value.into()), 0);
+        e.expires_at = expires_at;
+        db.insert(key, e);
+    }
+
+    fn get(server: &Server, key: &[u8]) -> Option<(Vec<u8>, u64)> {
+        let db = Locked::lock_all(&server.keyspace, unix_millis(), 0);
+        db.get_shared(key).map(|e| match &e.value {
+            Value::Str(b) => (b.to_vec(), e.expires_at),
+            other => panic!("unexpected value {other:?}"),
+        })
+    }
+
+    /// Goal: a full sync's snapshot carries the keyspace and the offset it was taken at, and
+    /// loading it replaces (not merges into) the replica's dataset; a damaged one is refused.
+    #[test]
+    fn a_snapshot_replaces_the_replicas_dataset_and_names_its_offset() {
+        let primary = Server::new(Config::default());
+        primary.replication.ensure_backlog().unwrap();
+        let mut out = Outgoing::default();
+        out.command(&[b"SET", b"a", b"1"], &WriteEffect::None)
+            .unwrap();
+        let fed = primary.replication.feed(&mut out);
+        let later = unix_millis() + 100_000;
+        put(&primary, b"a", b"1", 0);
+        put(&primary, b"t", b"x", later);
+        put(&primary, b"gone", b"x", 1);
+        let snap = take(&primary);
+        assert_eq!(snap.offset, fed);
+
+        let replica = Server::new(Config::default());
+        put(&replica, b"stale", b"y", 0);
+        let stats = load(&replica, &snap.bytes).unwrap();
+        assert_eq!(stats.keys, 2);
+        assert_eq!(get(&replica, b"a"), Some((b"1".to_vec(), 0)));
+        assert_eq!(get(&replica, b"t"), Some((b"x".to_vec(), later)));
+        assert_eq!(get(&replica, b"gone"), None);
+        assert_eq!(get(&replica, b"stale"), None);
+
+        let mut bad = snap.bytes.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 1;
+        assert!(matches!(
+            load(&replica, &bad),
+            Err(LoadSnapshotError::Checksum { .. })
+        ));
+        assert!(matches!(load(&replica, &[1, 2]), Err(LoadSnapshotError::Short(2))));
+    }
+}
