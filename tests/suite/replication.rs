@@ -297,6 +297,15 @@ fn a_replica_follows_its_primary_over_the_fabric() {
     assert_eq!(field(&fields, "master_link_status"), "up");
     let primary_fields = replication_fields(&mut p);
     assert_eq!(field(&primary_fields, "connected_slaves"), "1");
+    assert!(
+        field(&primary_fields, "slave0").contains("state=online"),
+        "{primary_fields:?}"
+    );
+    let Value::Array(role) = cmd(&mut r, &["ROLE"]).unwrap() else {
+        panic!("ROLE is not an array");
+    };
+    assert_eq!(role[0], Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[3], Value::BulkString(b"connected".to_vec()));
 
     assert_eq!(
         cmd(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap(),

@@ -141,6 +141,9 @@ mod tests {
             load(&replica, &bad),
             Err(LoadSnapshotError::Checksum { .. })
         ));
-        assert!(matches!(load(&replica, &[1, 2]), Err(LoadSnapshotError::Short(2))));
+        assert!(matches!(
+            load(&replica, &[1, 2]),
+            Err(LoadSnapshotError::Short(2))
+        ));
     }
 }
