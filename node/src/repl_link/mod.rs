@@ -5,9 +5,11 @@
 //!
 //! - [`primary`]: the `repl-fabric-port` listener and a shipper thread per replica;
 //! - [`replica`]: the link thread of a replica (setup over TCP, stream over the ring);
+//! - [`apply`]: the stream executed as the primary's client, the offset to acknowledge;
 //! - [`control`]: the replica's RESP-over-TCP setup connection;
 //! - [`snapshot`]: a full sync's snapshot, consistent with its offset, and its load.
 
+pub mod apply;
 pub mod control;
 pub mod primary;
 pub mod replica;

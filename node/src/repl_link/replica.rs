@@ -9,6 +9,7 @@
 //! dispatcher as the primary's client (no replies; writes allowed on a read-only replica),
 //! and publishes the applied offset at whole-command boundaries.
 
+use super::apply::{ApplyError, StreamApplier};
 use super::control::{Control, ControlError};
 use super::primary::endpoint_config;
 use super::snapshot;
@@ -19,13 +20,11 @@ use crate::replication::ids::ReplId;
 use crate::replication::link::{LinkLimits, ReplicaLink};
 use crate::replication::psync::PsyncRequest;
 use crate::replication::report::LinkState;
-use crate::server::client::ClientShared;
-use crate::server::session::{Session, Step};
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
 use bus::{Connection, Provider};
 use proto::resp::Frame;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,8 +51,8 @@ pub enum ReplicaLinkError {
     Load(#[from] snapshot::LoadSnapshotError),
     #[error("unexpected reply to {0}")]
     Reply(&'static str),
-    #[error("the primary's stream is not valid RESP commands")]
-    Stream,
+    #[error("{0}")]
+    Apply(#[from] ApplyError),
     #[error("REPLICAOF changed")]
     Stale,
 }
@@ -180,15 +179,7 @@ fn apply_loop<C: Connection>(
     replid: ReplId,
     mut synced: bool,
 ) -> Result<(), ReplicaLinkError> {
-    let unspecified = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
-    let shared = Arc::new(ClientShared::new(
-        server.clients.next_id(),
-        unspecified,
-        unspecified,
-    ));
-    let mut session = Session::new(server.clone(), shared);
-    session.client.authenticated = true;
-    session.client.primary_link = true;
+    let mut applier = StreamApplier::new(server, link.applied_offset());
     let mut released = Vec::new();
     while server.replica_of.is_current(generation) {
         if server.shutdown.is_triggered() {
@@ -196,40 +187,26 @@ fn apply_loop<C: Connection>(
         }
         released.clear();
         let polled = link.poll(&mut released)?;
-        if !released.is_empty() {
-            session.input.extend_from_slice(&released);
-            loop {
-                let (step, more) = session.process_input();
-                // The primary's client gets no replies.
-                session.output.clear();
-                if matches!(step, Step::Close) {
-                    return Err(ReplicaLinkError::Stream);
-                }
-                if !more {
-                    break;
-                }
-            }
-        }
-        // Bytes of a command not yet complete stay in the input: the applied offset stops
-        // before them.
-        let mut applied = link.released_offset() - session.input.len() as u64;
+        applier.push(&released)?;
         if let Some(snap) = polled.snapshot {
             let stats = snapshot::load(server, &snap.bytes)?;
             tracing::info!(keys = stats.keys, offset = snap.offset, "full sync loaded");
-            session.input.clear();
-            applied = snap.offset;
+            applier.reset(snap.offset);
             synced = true;
             server
                 .replica_of
                 .set_state(generation, LinkState::Connected);
         }
-        link.publish_applied(applied)?;
+        link.publish_applied(applier.applied())?;
         // Before a full sync's snapshot is loaded the dataset is not this history's: a
         // reconnect must not continue it.
         if synced {
-            server
-                .replica_of
-                .set_offsets(generation, replid, link.released_offset(), applied);
+            server.replica_of.set_offsets(
+                generation,
+                replid,
+                link.released_offset(),
+                applier.applied(),
+            );
         }
         if polled.released == 0 {
             std::thread::sleep(IDLE_POLL);
