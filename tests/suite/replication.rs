@@ -228,7 +228,8 @@ fn get(c: &mut redis::Connection, key: &str) -> Option<String> {
 
 /// Goal: REPLICAOF links a replica to its primary over the fabric; what was there before
 /// arrives by full sync, every later write (SET, INCR, EXPIRE, a MULTI) by the ring stream;
-/// WAIT counts the replica; the replica refuses clients' writes until REPLICAOF NO ONE.
+/// WAIT counts the replica; a killed link resyncs partially; the replica refuses clients'
+/// writes until REPLICAOF NO ONE.
 /// Method: two node processes on `ofi:tcp` (127.0.0.1), driven over TCP.
 #[test]
 fn a_replica_follows_its_primary_over_the_fabric() {

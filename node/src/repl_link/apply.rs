@@ -44,6 +44,10 @@ impl StreamApplier {
             unspecified,
             unspecified,
         ));
+        shared.primary_link.store(true, Relaxed);
+        // Listed (CLIENT LIST TYPE master) and killable: a kill drops the link, which then
+        // reconnects and resyncs (partially when the primary still has the bytes).
+        server.clients.add(shared.clone());
         let mut session = Session::new(server.clone(), shared);
         session.client.authenticated = true;
         session.client.primary_link = true;
@@ -54,6 +58,11 @@ impl StreamApplier {
             executed,
             applied: executed,
         }
+    }
+
+    /// CLIENT KILL (TYPE master) was given: the link must be dropped.
+    pub fn killed(&self) -> bool {
+        self.session.shared().is_killed()
     }
 
     /// The offset the replica may acknowledge.
@@ -70,7 +79,15 @@ impl StreamApplier {
         self.executed = offset;
         self.applied = offset;
     }
+}
 
+impl Drop for StreamApplier {
+    fn drop(&mut self) {
+        self.session.cleanup();
+    }
+}
+
+impl StreamApplier {
     /// Executes every whole command in `bytes` (the stream's next bytes, in order).
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), ApplyError> {
         self.pending.extend_from_slice(bytes);

@@ -18,7 +18,7 @@ use bus::select::{with_provider, WithProvider};
 use bus::{Connection, EndpointConfig, Listener, Provider};
 use parking_lot::Mutex;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -201,7 +201,12 @@ fn accept_loop<P: Provider>(
     let mut pending: Vec<(String, P::Conn, Instant)> = Vec::new();
     let mut waiting: Vec<LinkAsk> = Vec::new();
     let next_id = AtomicU64::new(1);
+    // The running links by replica address: a replica that links again (its link dropped,
+    // CLIENT KILL TYPE master) supersedes its older link, which stops at once rather than
+    // after REPLICA_SILENCE_LIMIT. Entries of ended threads are pruned.
+    let mut links: Vec<(ReplicaAddr, Arc<AtomicBool>)> = Vec::new();
     while !server.shutdown.is_triggered() {
+        links.retain(|(_, stop)| Arc::strong_count(stop) > 1 && !stop.load(Relaxed));
         match listener.accept(ACCEPT_POLL) {
             Ok(Some(conn)) => {
                 let peer = conn.peer().to_string();
@@ -226,8 +231,15 @@ fn accept_loop<P: Provider>(
             match found {
                 Some(i) => {
                     let (_, conn, _) = pending.remove(i);
+                    for (_, stop) in links.iter().filter(|(addr, _)| *addr == ask.addr) {
+                        stop.store(true, Relaxed);
+                    }
                     let id = next_id.fetch_add(1, Relaxed);
-                    let answer = start_link(&server, &provider, conn, &config, id, &ask);
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let answer = start_link(&server, &provider, conn, &config, id, &ask, &stop);
+                    if answer.is_ok() {
+                        links.push((ask.addr.clone(), stop));
+                    }
                     let _ = ask.reply.send(answer);
                 }
                 None if now >= ask.deadline => {
@@ -252,6 +264,7 @@ fn start_link<P: Provider>(
     config: &EndpointConfig,
     id: ReplicaId,
     ask: &LinkAsk,
+    stop: &Arc<AtomicBool>,
 ) -> Result<Vec<u8>, String> {
     // The backlog must exist before a snapshot's offset is read: the bytes after it are kept.
     server
@@ -299,9 +312,10 @@ fn start_link<P: Provider>(
         .attach_replica(id, ask.addr.clone(), 0, unix_millis())
         .map_err(|e| format!("ERR {e}"))?;
     let thread_server = server.clone();
+    let thread_stop = stop.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("node-repl-ship-{id}"))
-        .spawn(move || ship_loop(thread_server, shipper, id, last_applied));
+        .spawn(move || ship_loop(thread_server, shipper, id, last_applied, thread_stop));
     if let Err(e) = spawned {
         server.replication.detach_replica(id);
         return Err(format!("ERR replication thread: {e}"));
@@ -318,6 +332,7 @@ fn ship_loop<C: Connection>(
     mut shipper: Shipper<C>,
     id: ReplicaId,
     online_at: u64,
+    stop: Arc<AtomicBool>,
 ) {
     let size = mirror_size(shipper.ring_data_len());
     let mut mirror = match Backlog::new(size, shipper.next_offset() - 1) {
@@ -331,6 +346,10 @@ fn ship_loop<C: Connection>(
     let mut online = false;
     let mut behind_since: Option<Instant> = None;
     while !server.shutdown.is_triggered() {
+        if stop.load(Relaxed) {
+            tracing::info!(replica = id, "replica linked again; this link ends");
+            break;
+        }
         // Copy what the mirror has room for (its unshipped part stays under one ring).
         let unshipped = mirror.master_repl_offset() + 1 - shipper.next_offset();
         let room = (size / 2).saturating_sub(unshipped as usize);

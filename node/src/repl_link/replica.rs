@@ -53,6 +53,8 @@ pub enum ReplicaLinkError {
     Reply(&'static str),
     #[error("{0}")]
     Apply(#[from] ApplyError),
+    #[error("the link's client was killed")]
+    Killed,
     #[error("REPLICAOF changed")]
     Stale,
 }
@@ -184,6 +186,9 @@ fn apply_loop<C: Connection>(
     while server.replica_of.is_current(generation) {
         if server.shutdown.is_triggered() {
             return Ok(());
+        }
+        if applier.killed() {
+            return Err(ReplicaLinkError::Killed);
         }
         released.clear();
         let polled = link.poll(&mut released)?;

@@ -41,6 +41,8 @@ pub struct ClientShared {
     pub pushes: Mutex<BytesMut>,
     /// Wakes the connection: pushes queued, killed, or a blocked key became ready.
     pub wakeup: Notify,
+    /// A replica's session executing its primary's stream (CLIENT LIST/KILL TYPE master).
+    pub primary_link: AtomicBool,
 }
 
 impl ClientShared {
@@ -65,6 +67,7 @@ impl ClientShared {
             killed: AtomicBool::new(false),
             pushes: Mutex::new(BytesMut::new()),
             wakeup: Notify::new(),
+            primary_link: AtomicBool::new(false),
         }
     }
 
