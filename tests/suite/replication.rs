@@ -315,3 +315,35 @@ fn a_replica_follows_its_primary_over_the_fabric() {
     assert_eq!(cmd(&mut r, &["SET", "x", "1"]).unwrap(), Value::Okay);
     assert_eq!(field(&replication_fields(&mut r), "role"), "master");
 }
+
+/// Goal: the `replicaof` directive makes a node start as a replica: it syncs at start and
+/// refuses clients' writes. Method: two node processes on `ofi:tcp`, the replica started with
+/// `--replicaof "<host> <port>"`.
+#[test]
+fn the_replicaof_directive_follows_from_the_start() {
+    let repl_port = free_port().to_string();
+    let fabric = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
+    let mut primary_args = fabric.to_vec();
+    primary_args.extend(["--repl-fabric-port", &repl_port]);
+    let primary = Node::start(&primary_args);
+    wait_for_log(&primary, "accepting replication links (fabric)");
+    let mut p = primary.client();
+    cmd(&mut p, &["SET", "k", "1"]).unwrap();
+    let target = format!("127.0.0.1 {}", primary.port);
+    let mut replica_args = fabric.to_vec();
+    replica_args.extend(["--replicaof", &target]);
+    let replica = Node::start(&replica_args);
+    eventually("the full sync", &replica, |c| {
+        get(c, "k").as_deref() == Some("1")
+    });
+    let mut r = replica.client();
+    assert_eq!(
+        cmd(&mut r, &["CONFIG", "GET", "replicaof"]).unwrap(),
+        Value::Array(vec![
+            Value::BulkString(b"replicaof".to_vec()),
+            Value::BulkString(target.into_bytes()),
+        ])
+    );
+    let refused = cmd(&mut r, &["INCR", "k"]).unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused:?}");
+}
