@@ -104,7 +104,9 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// REPLCONF: `listening-port`, `capa`, `ack` and friends are accepted (Redis replicas send
 /// them); ours: `RDMA-PORT` (where the replication listener is) and `RDMA-LINK <endpoint>
 /// <listening-port> <LinkRequest>` (link the fabric connection from `endpoint`; the reply is
-/// the `LinkAccept`).
+/// the `LinkAccept`). RDMA-LINK holds the connection's runtime thread until the link is set
+/// up (at most `LINK_SETUP_TIMEOUT`; a full sync builds its snapshot in that time): rare, and
+/// bounded, but other clients of that thread wait meanwhile.
 fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let Some(sub) = args.get(1) else {
         ctx.reply.ok();
