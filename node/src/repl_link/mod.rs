@@ -4,6 +4,7 @@
 //! (primary) and [`crate::server::replica_of`] (replica).
 //!
 //! - [`primary`]: the `repl-fabric-port` listener and a shipper thread per replica;
+//! - [`ship_thread`]: the primary's thread per replica link (backlog → ring, acks back);
 //! - [`replica`]: the link thread of a replica (setup over TCP, stream over the ring);
 //! - [`apply`]: the stream executed as the primary's client, the offset to acknowledge;
 //! - [`control`]: the replica's RESP-over-TCP setup connection;
@@ -13,6 +14,7 @@ pub mod apply;
 pub mod control;
 pub mod primary;
 pub mod replica;
+pub mod ship_thread;
 pub mod snapshot;
 
 use crate::server::replica_of::FollowOutcome;
