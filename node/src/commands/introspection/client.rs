@@ -92,8 +92,11 @@ struct Caller {
 /// not track (fd, buffer internals) carry plausible constants.
 fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
     let mut flags = String::new();
-    if ClientType::of(c) == ClientType::PubSub {
-        flags.push('P');
+    match ClientType::of(c) {
+        ClientType::PubSub => flags.push('P'),
+        // Redis's CLIENT_MASTER flag: the replica's link to its primary.
+        ClientType::Master => flags.push('M'),
+        _ => {}
     }
     let in_multi = c.in_multi.load(Relaxed);
     if in_multi {
