@@ -50,6 +50,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         crate::fabric::start::start_configured(&server).context("starting the fabric listener")?;
     crate::cluster::transport::node_bus::start_node_bus(&server)
         .context("starting the cluster bus")?;
+    crate::repl_link::primary::start_configured(&server)
+        .context("starting the replication link listener")?;
+    start_replicaof(&server)?;
     tokio::spawn(cron::run(server.clone()));
     wait_for_stop(&server).await;
     tracing::info!("shutting down");
@@ -68,6 +71,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&pidfile);
     }
     tracing::info!("bye");
+    Ok(())
+}
+
+/// The `replicaof <host> <port>` directive: follow that primary from the start.
+fn start_replicaof(server: &Arc<Server>) -> anyhow::Result<()> {
+    let directive = server.config.read().replicaof.clone();
+    let mut parts = directive.split_whitespace();
+    let (Some(host), Some(port)) = (parts.next(), parts.next()) else {
+        return Ok(());
+    };
+    if server.cluster.is_some() {
+        anyhow::bail!("replicaof is not allowed in cluster mode");
+    }
+    let port: u16 = port.parse().context("replicaof port")?;
+    crate::repl_link::follow(server, host, port).context("starting replication")?;
     Ok(())
 }
 

@@ -19,5 +19,6 @@ pub mod fabric;
 pub use config::load::Invocation;
 pub mod db;
 pub mod persistence;
+pub mod repl_link;
 pub mod replication;
 pub mod server;

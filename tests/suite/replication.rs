@@ -1,8 +1,9 @@
 //! Replication as a client of a primary sees it, against a real node: INFO replication in
 //! Redis 7's field order, the backlog's offset moving with writes once the backlog exists,
-//! ROLE, WAIT without replicas, and `min-replicas-to-write`.
+//! ROLE, WAIT without replicas, and `min-replicas-to-write`; and a replica following its
+//! primary over the fabric (`ofi:tcp`) in two node processes.
 
-use integration::{cmd, Node};
+use integration::{cmd, free_port, Node, STARTUP_TIMEOUT};
 use redis::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -192,4 +193,209 @@ fn redis_benchmark_is_error_free_while_the_backlog_records() {
         "a write could not be rewritten:\n{}",
         node.log()
     );
+}
+
+/// Waits until `node`'s log holds `line`.
+fn wait_for_log(node: &Node, line: &str) {
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    while !node.log().contains(line) {
+        assert!(
+            Instant::now() < deadline,
+            "no '{line}'; log: {}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `check` on the replica until it holds or `what` times out.
+fn eventually(what: &str, replica: &Node, mut check: impl FnMut(&mut redis::Connection) -> bool) {
+    let mut c = replica.client();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check(&mut c) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not on the replica in time; replica log:\n{}",
+            replica.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn get(c: &mut redis::Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(c).unwrap()
+}
+
+/// Goal: REPLICAOF links a replica to its primary over the fabric; what was there before
+/// arrives by full sync, every later write (SET, INCR, EXPIRE, a MULTI) by the ring stream;
+/// WAIT counts the replica; a killed link resyncs partially; the replica refuses clients'
+/// writes until REPLICAOF NO ONE.
+/// Method: two node processes on `ofi:tcp` (127.0.0.1), driven over TCP.
+#[test]
+fn a_replica_follows_its_primary_over_the_fabric() {
+    let repl_port = free_port().to_string();
+    let fabric = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
+    let mut primary_args = fabric.to_vec();
+    primary_args.extend(["--repl-fabric-port", &repl_port]);
+    let primary = Node::start(&primary_args);
+    wait_for_log(&primary, "accepting replication links (fabric)");
+    let replica = Node::start(&fabric);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    cmd(&mut p, &["SET", "before", "1"]).unwrap();
+    cmd(&mut r, &["SET", "stale", "x"]).unwrap();
+
+    let port = primary.port.to_string();
+    assert_eq!(
+        cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]).unwrap(),
+        Value::Okay
+    );
+    assert_eq!(
+        cmd(&mut r, &["SLAVEOF", "127.0.0.1", &port]).unwrap(),
+        Value::SimpleString("OK Already connected to specified master".into())
+    );
+    // The full sync replaces the replica's dataset with the primary's.
+    eventually("the full sync", &replica, |c| {
+        get(c, "before").as_deref() == Some("1")
+    });
+    assert_eq!(get(&mut r, "stale"), None);
+
+    cmd(&mut p, &["SET", "k", "v"]).unwrap();
+    for _ in 0..3 {
+        cmd(&mut p, &["INCR", "counter"]).unwrap();
+    }
+    cmd(&mut p, &["SET", "t", "v"]).unwrap();
+    cmd(&mut p, &["EXPIRE", "t", "100"]).unwrap();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("m1")
+        .arg("a")
+        .ignore()
+        .cmd("INCR")
+        .arg("counter")
+        .ignore()
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(
+        cmd(&mut p, &["WAIT", "1", "1000"]).unwrap(),
+        Value::Int(1),
+        "primary log:\n{}",
+        primary.log()
+    );
+    eventually("the stream", &replica, |c| {
+        get(c, "counter").as_deref() == Some("4") && get(c, "m1").as_deref() == Some("a")
+    });
+    assert_eq!(get(&mut r, "k").as_deref(), Some("v"));
+    let ttl: i64 = redis::cmd("TTL").arg("t").query(&mut r).unwrap();
+    assert!((1..=100).contains(&ttl), "ttl {ttl}");
+
+    let refused = cmd(&mut r, &["SET", "x", "1"]).unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused:?}");
+    let fields = replication_fields(&mut r);
+    assert_eq!(field(&fields, "role"), "slave");
+    assert_eq!(field(&fields, "master_port"), port);
+    assert_eq!(field(&fields, "master_link_status"), "up");
+    let primary_fields = replication_fields(&mut p);
+    assert_eq!(field(&primary_fields, "connected_slaves"), "1");
+    assert!(
+        field(&primary_fields, "slave0").contains("state=online"),
+        "{primary_fields:?}"
+    );
+    let Value::Array(role) = cmd(&mut r, &["ROLE"]).unwrap() else {
+        panic!("ROLE is not an array");
+    };
+    assert_eq!(role[0], Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[3], Value::BulkString(b"connected".to_vec()));
+
+    assert_eq!(
+        cmd(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap(),
+        Value::Okay
+    );
+    assert_eq!(cmd(&mut r, &["SET", "x", "1"]).unwrap(), Value::Okay);
+    assert_eq!(field(&replication_fields(&mut r), "role"), "master");
+}
+
+/// Goal: the `replicaof` directive makes a node start as a replica: it syncs at start and
+/// refuses clients' writes. Method: two node processes on `ofi:tcp`, the replica started with
+/// `--replicaof "<host> <port>"`.
+#[test]
+fn the_replicaof_directive_follows_from_the_start() {
+    let repl_port = free_port().to_string();
+    let fabric = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
+    let mut primary_args = fabric.to_vec();
+    primary_args.extend(["--repl-fabric-port", &repl_port]);
+    let primary = Node::start(&primary_args);
+    wait_for_log(&primary, "accepting replication links (fabric)");
+    let mut p = primary.client();
+    cmd(&mut p, &["SET", "k", "1"]).unwrap();
+    let target = format!("127.0.0.1 {}", primary.port);
+    let mut replica_args = fabric.to_vec();
+    replica_args.extend(["--replicaof", &target]);
+    let replica = Node::start(&replica_args);
+    eventually("the full sync", &replica, |c| {
+        get(c, "k").as_deref() == Some("1")
+    });
+    let mut r = replica.client();
+    assert_eq!(
+        cmd(&mut r, &["CONFIG", "GET", "replicaof"]).unwrap(),
+        Value::Array(vec![
+            Value::BulkString(b"replicaof".to_vec()),
+            Value::BulkString(target.into_bytes()),
+        ])
+    );
+    let refused = cmd(&mut r, &["INCR", "k"]).unwrap_err();
+    assert_eq!(refused.code(), Some("READONLY"), "{refused:?}");
+}
+
+/// Goal: a full sync taken while writes keep coming loses none and applies none twice: the
+/// snapshot and its offset agree, so after the sync the replica equals the primary.
+/// Method: 20000 keys (a snapshot of many ring records), REPLICAOF given while another client
+/// INCRs a counter 3000 times; then WAIT, and the counter and DBSIZE compared.
+#[test]
+fn a_full_sync_under_writes_loses_and_repeats_nothing() {
+    let repl_port = free_port().to_string();
+    let fabric = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
+    let mut primary_args = fabric.to_vec();
+    primary_args.extend(["--repl-fabric-port", &repl_port]);
+    let primary = Node::start(&primary_args);
+    wait_for_log(&primary, "accepting replication links (fabric)");
+    let replica = Node::start(&fabric);
+    let mut p = primary.client();
+    for batch in 0..20 {
+        let mut pipe = redis::pipe();
+        for i in 0..1000 {
+            pipe.cmd("SET")
+                .arg(format!("key:{batch}:{i}"))
+                .arg("x".repeat(40))
+                .ignore();
+        }
+        let _: () = pipe.query(&mut p).unwrap();
+    }
+    let writer_url = primary.url();
+    let writer = std::thread::spawn(move || {
+        let mut w = redis::Client::open(writer_url)
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for _ in 0..3000 {
+            let _: i64 = redis::cmd("INCR").arg("counter").query(&mut w).unwrap();
+        }
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let mut r = replica.client();
+    let port = primary.port.to_string();
+    cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]).unwrap();
+    writer.join().unwrap();
+    assert_eq!(
+        cmd(&mut p, &["WAIT", "1", "5000"]).unwrap(),
+        Value::Int(1),
+        "replica log:\n{}",
+        replica.log()
+    );
+    eventually("the counter", &replica, |c| {
+        get(c, "counter").as_deref() == Some("3000")
+    });
+    let size: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(size, 20001);
 }

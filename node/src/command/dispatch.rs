@@ -119,6 +119,9 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static CommandSpec, CmdError> {
     Ok(spec)
 }
 
+/// Redis's refusal of a normal client's write on a replica.
+pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a read only replica.";
+
 /// Checks that apply before a command may run or be queued.
 fn admit(
     server: &Server,
@@ -145,6 +148,9 @@ fn admit(
     }
     let write = spec.has(flags::WRITE)
         || (spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.write));
+    if write && server.replica_of.is_replica() && !client.primary_link {
+        return Err(CmdError::new(READONLY_REPLICA_ERROR));
+    }
     if write && !good_replicas_enough(server) {
         return Err(CmdError::new(NOREPLICAS_ERROR));
     }

@@ -1,4 +1,5 @@
-//! Replication commands clients send to a primary: WAIT and ROLE.
+//! Replication commands: WAIT and ROLE (clients of a primary), REPLICAOF / SLAVEOF (make this
+//! node follow a primary or stop), REPLCONF (a replica setting its link up).
 
 use crate::command::args;
 use crate::command::ctx::{BlockRequest, TimeoutReply};
@@ -33,7 +34,116 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Returns the replication role.",
         )
     },
+    CommandSpec {
+        since: "5.0.0",
+        ..command(
+            "replicaof",
+            3,
+            ADMIN | NOSCRIPT | STALE,
+            KeySpec::None,
+            replicaof,
+            "server",
+            "Configures a server as replica of another, or promotes it to a master.",
+        )
+    },
+    CommandSpec {
+        since: "1.0.0",
+        ..command(
+            "slaveof",
+            3,
+            ADMIN | NOSCRIPT | STALE,
+            KeySpec::None,
+            replicaof,
+            "server",
+            "Sets a Redis server as a replica of another, or promotes it to being a master.",
+        )
+    },
+    CommandSpec {
+        since: "3.0.0",
+        ..command(
+            "replconf",
+            -1,
+            ADMIN | NOSCRIPT | LOADING | STALE,
+            KeySpec::None,
+            replconf,
+            "server",
+            "An internal command for configuring the replication stream.",
+        )
+    },
 ];
+
+/// REPLICAOF host port | NO ONE (Redis's `replicaofCommand`): follow a primary (its link
+/// starts in the background) or stop following and accept writes again.
+fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if ctx.server.cluster.is_some() {
+        return err("ERR REPLICAOF not allowed in cluster mode.");
+    }
+    if args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one") {
+        if ctx.server.replica_of.stop() {
+            tracing::info!("MASTER MODE enabled (user request)");
+        }
+        ctx.reply.ok();
+        return Ok(());
+    }
+    let port = args::int(args[2])?;
+    let port = u16::try_from(port)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| CmdError::new("ERR Invalid master port"))?;
+    let host = String::from_utf8_lossy(args[1]).into_owned();
+    match crate::repl_link::follow(ctx.server, &host, port) {
+        Ok(true) => ctx.reply.ok(),
+        Ok(false) => ctx
+            .reply
+            .simple(b"OK Already connected to specified master"),
+        Err(e) => return Err(CmdError::new(format!("ERR {e}"))),
+    }
+    Ok(())
+}
+
+/// REPLCONF: `listening-port`, `capa`, `ack` and friends are accepted (Redis replicas send
+/// them); ours: `RDMA-PORT` (where the replication listener is) and `RDMA-LINK <endpoint>
+/// <listening-port> <LinkRequest>` (link the fabric connection from `endpoint`; the reply is
+/// the `LinkAccept`). RDMA-LINK holds the connection's runtime thread until the link is set
+/// up (at most `LINK_SETUP_TIMEOUT`; a full sync builds its snapshot in that time): rare, and
+/// bounded, but other clients of that thread wait meanwhile.
+fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let Some(sub) = args.get(1) else {
+        ctx.reply.ok();
+        return Ok(());
+    };
+    if sub.eq_ignore_ascii_case(b"rdma-port") {
+        match ctx.server.repl_links.port() {
+            0 => return err("ERR this node accepts no replication links (repl-fabric-port 0)"),
+            p => ctx.reply.integer(i64::from(p)),
+        }
+        return Ok(());
+    }
+    if sub.eq_ignore_ascii_case(b"rdma-link") {
+        let [_, _, endpoint, port, request] = args else {
+            return Err(CmdError::Syntax);
+        };
+        let port = u16::try_from(args::int(port)?).map_err(|_| CmdError::Syntax)?;
+        let request = crate::replication::handshake::LinkRequest::decode(request)
+            .map_err(|e| CmdError::new(format!("ERR {e}")))?;
+        let addr = crate::server::replication::ReplicaAddr {
+            ip: ctx.client.shared.peer.ip().to_string(),
+            port,
+        };
+        let endpoint = String::from_utf8_lossy(endpoint).into_owned();
+        match ctx.server.repl_links.link(endpoint, request, addr) {
+            Ok(accept) => ctx.reply.bulk(&accept),
+            Err(e) => return Err(CmdError::new(e)),
+        }
+        return Ok(());
+    }
+    // Redis's other subcommands (listening-port, ip-address, capa, ack, getack): accepted.
+    if args.len() % 2 == 1 {
+        ctx.reply.ok();
+        return Ok(());
+    }
+    Err(CmdError::Syntax)
+}
 
 /// Longest WAIT timeout honoured: Redis refuses only what overflows its clock; a year is
 /// more than any client waits.
@@ -77,7 +187,10 @@ fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// ROLE: `master <offset> [[ip port offset] ...]`.
 fn role(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    let frame = ctx.server.replication.role_reply(unix_millis());
+    let frame = ctx
+        .server
+        .replication
+        .role_reply(ctx.server.replica_of.primary_link().as_ref(), unix_millis());
     let mut out = bytes::BytesMut::new();
     proto::resp::encode::encode(&frame, &mut out);
     ctx.reply.raw(&out);

@@ -204,6 +204,15 @@ pub struct Config {
     /// `min-replicas-to-write` / `min-replicas-max-lag` (0 disables the check).
     pub min_replicas_to_write: u64,
     pub min_replicas_max_lag: u64,
+    /// `repl-fabric-port` (ours): where a primary accepts replicas' replication links on the
+    /// fabric (`fabric-provider`); 0 (the default) accepts none, and REPLICAOF against this
+    /// node fails its handshake.
+    pub repl_fabric_port: u16,
+    /// `repl-ring-size` (ours): the data bytes of the ring a replica registers for its
+    /// primary's WRITEs.
+    pub repl_ring_size: u64,
+    /// `replicaof <host> <port>`: start as a replica of that primary ("" when none).
+    pub replicaof: String,
     /// Client traffic over the fabric (`rdma-*`, `fabric-provider`).
     pub fabric: FabricConfig,
     pub cluster: ClusterConfig,
@@ -260,6 +269,9 @@ impl Default for Config {
             repl_backlog_eager: false,
             min_replicas_to_write: 0,
             min_replicas_max_lag: 10,
+            repl_fabric_port: 0,
+            repl_ring_size: REPL_RING_SIZE_DEFAULT,
+            replicaof: String::new(),
             fabric: FabricConfig::default(),
             cluster: ClusterConfig::default(),
             file: None,
@@ -274,6 +286,12 @@ pub const MAX_QUERY_BUFFER_LIMIT: u64 = u32::MAX as u64;
 pub const MAX_IO_THREADS: usize = 128;
 /// Smallest `repl-backlog-size`: Redis's `CONFIG_REPL_BACKLOG_MIN_SIZE` (16 KiB).
 pub const REPL_BACKLOG_SIZE_MIN: u64 = 16 * 1024;
+/// `repl-ring-size`: 1 MiB holds a few thousand typical commands in flight per replica.
+pub const REPL_RING_SIZE_DEFAULT: u64 = 1 << 20;
+/// Smallest ring: a record must fit a useful share of a command.
+pub const REPL_RING_SIZE_MIN: u64 = 64 * 1024;
+/// Largest ring: registered memory per replica is pinned.
+pub const REPL_RING_SIZE_MAX: u64 = 1 << 30;
 /// Most clients a node accepts; each costs at least a socket and two buffers.
 pub const MAX_MAXCLIENTS: u64 = 1_000_000;
 
@@ -694,6 +712,38 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }
     ),
+    param!(
+        "repl-fabric-port",
+        false,
+        |c| c.repl_fabric_port.to_string(),
+        |c, v| {
+            c.repl_fabric_port = num::<u16>(v, 0, 65535)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-ring-size",
+        true,
+        |c| c.repl_ring_size.to_string(),
+        |c, v| {
+            // The ring's data area must be a multiple of its record alignment.
+            let bytes = memory(v, REPL_RING_SIZE_MAX)?.max(REPL_RING_SIZE_MIN);
+            c.repl_ring_size = bytes / 64 * 64;
+            Ok(())
+        }
+    ),
+    param!("replicaof", false, |c| c.replicaof.clone(), |c, v| {
+        let v = v.trim();
+        if !v.is_empty() {
+            let mut parts = v.split_whitespace();
+            let (Some(_host), Some(port), None) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(format!("replicaof '{v}' is not '<host> <port>'"));
+            };
+            num::<u16>(port, 1, 65535)?;
+        }
+        c.replicaof = v.to_string();
+        Ok(())
+    }),
     param!(
         "repl-backlog-eager",
         true,

@@ -123,7 +123,7 @@ impl SnapshotState {
         let _ = self.owner.set(Arc::downgrade(server));
     }
 
-    pub(super) fn owner(&self) -> Option<Arc<Server>> {
+    pub(crate) fn owner(&self) -> Option<Arc<Server>> {
         self.owner.get().and_then(Weak::upgrade)
     }
 

@@ -41,6 +41,8 @@ pub struct ClientShared {
     pub pushes: Mutex<BytesMut>,
     /// Wakes the connection: pushes queued, killed, or a blocked key became ready.
     pub wakeup: Notify,
+    /// A replica's session executing its primary's stream (CLIENT LIST/KILL TYPE master).
+    pub primary_link: AtomicBool,
 }
 
 impl ClientShared {
@@ -65,6 +67,7 @@ impl ClientShared {
             killed: AtomicBool::new(false),
             pushes: Mutex::new(BytesMut::new()),
             wakeup: Notify::new(),
+            primary_link: AtomicBool::new(false),
         }
     }
 
@@ -190,6 +193,9 @@ pub struct Client {
     /// The replication offset just past this client's last write (Redis's `woff`): what WAIT
     /// waits for replicas to acknowledge.
     pub repl_offset: u64,
+    /// This is a replica's link to its primary executing the replication stream: its writes
+    /// are allowed although the node is a read-only replica.
+    pub primary_link: bool,
 }
 
 impl Client {
@@ -201,6 +207,7 @@ impl Client {
             multi: None,
             watch: None,
             subscribed: false,
+            primary_link: false,
             channels: Default::default(),
             patterns: Default::default(),
             shard_channels: Default::default(),

@@ -41,6 +41,11 @@ pub async fn run(server: Arc<Server>) {
 
 /// Deletes due keys from every shard, a bounded number per shard.
 pub fn active_expire(server: &Server) {
+    // A replica expires nothing on its own clock (Redis's `activeExpireCycle` runs only on
+    // primaries): its primary's DELs arrive in the stream, so both stay identical.
+    if server.replica_of.is_replica() {
+        return;
+    }
     let now = unix_millis();
     let mut expired_total = 0;
     for shard_idx in 0..SHARD_COUNT {

@@ -9,6 +9,7 @@ pub mod hot;
 pub mod listener;
 pub mod migrate_links;
 pub mod pubsub;
+pub mod replica_of;
 pub mod replication;
 #[cfg(test)]
 mod replication_tests;
@@ -53,6 +54,10 @@ pub struct Server {
     pub migrate_links: migrate_links::MigrateLinks,
     /// Replication ids, backlog, replicas' acknowledgements, WAITing clients.
     pub replication: replication::Replication,
+    /// The primary this node follows (REPLICAOF), if any.
+    pub replica_of: replica_of::ReplicaOf,
+    /// The primary's replication-link acceptor, once `repl-fabric-port` listens.
+    pub repl_links: crate::repl_link::primary::LinkDesk,
 }
 
 impl Server {
@@ -86,6 +91,8 @@ impl Server {
             cluster: None,
             migrate_links: migrate_links::MigrateLinks::default(),
             replication,
+            replica_of: replica_of::ReplicaOf::default(),
+            repl_links: crate::repl_link::primary::LinkDesk::default(),
         }
     }
 

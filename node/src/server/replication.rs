@@ -18,7 +18,7 @@ use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::ReplicationIds;
 use crate::replication::outgoing::Outgoing;
 use crate::replication::psync::{self, PsyncDecision, PsyncRequest};
-use crate::replication::report::{self, ReplicaLine, Role};
+use crate::replication::report::{self, PrimaryLink, ReplicaLine, Role};
 use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
 use proto::resp::Frame;
@@ -294,11 +294,12 @@ impl Replication {
     }
 
     /// INFO's `# Replication` fields, in Redis 7's order.
-    pub fn info_fields(&self, now_ms: u64) -> Vec<(String, String)> {
+    pub fn info_fields(&self, link: Option<&PrimaryLink>, now_ms: u64) -> Vec<(String, String)> {
         let s = self.state.lock();
         let replicas = Self::replica_lines(&s, now_ms);
+        let role = link.map_or(Role::Primary, Role::Replica);
         let mut fields = report::info_fields(
-            &Role::Primary,
+            &role,
             &s.ids,
             s.backlog.as_ref(),
             self.offset.load(Relaxed),
@@ -314,10 +315,11 @@ impl Replication {
     }
 
     /// The ROLE reply.
-    pub fn role_reply(&self, now_ms: u64) -> Frame {
+    pub fn role_reply(&self, link: Option<&PrimaryLink>, now_ms: u64) -> Frame {
         let s = self.state.lock();
         let replicas = Self::replica_lines(&s, now_ms);
-        report::role_reply(&Role::Primary, self.offset.load(Relaxed), &replicas)
+        let role = link.map_or(Role::Primary, Role::Replica);
+        report::role_reply(&role, self.offset.load(Relaxed), &replicas)
     }
 }
 
@@ -399,7 +401,7 @@ mod tests {
         assert_eq!(r.count_acked(offset), 1);
         assert_eq!(r.wait(&client, offset, 1).unwrap(), Ok(1));
         r.cancel_wait(&client);
-        let info = r.info_fields(30);
+        let info = r.info_fields(None, 30);
         let get = |k: &str| info.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("connected_slaves").as_deref(), Some("1"));
         assert_eq!(

@@ -45,8 +45,8 @@ fn getname(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Client kinds as CLIENT LIST TYPE and CLIENT KILL TYPE name them. A node has no
-/// replication links yet, so no client is a master or a replica.
+/// Client kinds as CLIENT LIST TYPE and CLIENT KILL TYPE name them. A replica's link to its
+/// primary is `master`; replicas' links on a primary are fabric threads, not clients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClientType {
     Normal,
@@ -69,7 +69,12 @@ impl ClientType {
     }
 
     fn of(client: &ClientShared) -> ClientType {
-        if client.subscription_count() > 0 {
+        if client
+            .primary_link
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            ClientType::Master
+        } else if client.subscription_count() > 0 {
             ClientType::PubSub
         } else {
             ClientType::Normal
@@ -87,8 +92,11 @@ struct Caller {
 /// not track (fd, buffer internals) carry plausible constants.
 fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
     let mut flags = String::new();
-    if ClientType::of(c) == ClientType::PubSub {
-        flags.push('P');
+    match ClientType::of(c) {
+        ClientType::PubSub => flags.push('P'),
+        // Redis's CLIENT_MASTER flag: the replica's link to its primary.
+        ClientType::Master => flags.push('M'),
+        _ => {}
     }
     let in_multi = c.in_multi.load(Relaxed);
     if in_multi {

@@ -265,7 +265,10 @@ fn stats(s: &mut Section<'_>, server: &Server) {
 
 /// `# Replication`: the fields replication's report builds, in Redis 7's order.
 fn replication(s: &mut Section<'_>, server: &Server) {
-    for (name, value) in server.replication.info_fields(crate::server::unix_millis()) {
+    for (name, value) in server.replication.info_fields(
+        server.replica_of.primary_link().as_ref(),
+        crate::server::unix_millis(),
+    ) {
         s.field(&name, value);
     }
 }

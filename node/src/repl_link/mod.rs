@@ -1,0 +1,43 @@
+//! Replication's runtime over the fabric (issue 5): the threads that move the stream from a
+//! primary's backlog into its replicas' rings and apply it there. The cores they drive (no
+//! I/O) are in [`crate::replication`]; the shared state in [`crate::server::replication`]
+//! (primary) and [`crate::server::replica_of`] (replica).
+//!
+//! - [`primary`]: the `repl-fabric-port` listener and a shipper thread per replica;
+//! - [`ship_thread`]: the primary's thread per replica link (backlog → ring, acks back);
+//! - [`replica`]: the link thread of a replica (setup over TCP, stream over the ring);
+//! - [`apply`]: the stream executed as the primary's client, the offset to acknowledge;
+//! - [`control`]: the replica's RESP-over-TCP setup connection;
+//! - [`snapshot`]: a full sync's snapshot, consistent with its offset, and its load.
+
+pub mod apply;
+pub mod control;
+pub mod primary;
+pub mod replica;
+pub mod ship_thread;
+pub mod snapshot;
+
+use crate::server::replica_of::FollowOutcome;
+use crate::server::Server;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("the node is not started yet")]
+    NotStarted,
+    #[error("cannot start the replication thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// Makes this node a replica of `host:port` (REPLICAOF, `replicaof`): `Ok(true)` when a new
+/// link was started, `Ok(false)` when that primary was already followed.
+pub fn follow(server: &Server, host: &str, port: u16) -> Result<bool, FollowError> {
+    let owner = server.snapshot.owner().ok_or(FollowError::NotStarted)?;
+    match server.replica_of.follow(host, port) {
+        FollowOutcome::AlreadyFollowing => Ok(false),
+        FollowOutcome::Started(generation) => {
+            tracing::info!(host, port, "connecting to MASTER (REPLICAOF)");
+            replica::start(&owner, generation)?;
+            Ok(true)
+        }
+    }
+}

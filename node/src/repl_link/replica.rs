@@ -1,0 +1,221 @@
+//! The replica's side: one thread per REPLICAOF generation that sets the link up and applies
+//! the primary's stream.
+//!
+//! Setup: over TCP to the primary's client port `REPLCONF RDMA-PORT` (where its replication
+//! listener is), then a fabric connection there, the ring registered on it
+//! ([`ReplicaLink`]), and `REPLCONF RDMA-LINK <endpoint> <listening-port> <LinkRequest>`,
+//! answered with the `LinkAccept`. From then on only the fabric carries anything: the primary
+//! WRITEs into the ring, this thread polls it, executes the released commands through the
+//! dispatcher as the primary's client (no replies; writes allowed on a read-only replica),
+//! and publishes the applied offset at whole-command boundaries.
+
+use super::apply::{ApplyError, StreamApplier};
+use super::control::{Control, ControlError};
+use super::primary::endpoint_config;
+use super::snapshot;
+use crate::replication::apply_order::REORDER_BYTES_MAX_DEFAULT;
+use crate::replication::fullsync::SNAPSHOT_BYTES_MAX_DEFAULT;
+use crate::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
+use crate::replication::ids::ReplId;
+use crate::replication::link::{LinkLimits, ReplicaLink};
+use crate::replication::psync::PsyncRequest;
+use crate::replication::report::LinkState;
+use crate::server::Server;
+use bus::select::{with_provider, WithProvider};
+use bus::{Connection, Provider};
+use proto::resp::Frame;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// TCP connect and each setup reply (the primary may build a snapshot before answering).
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The fabric connection to the primary's replication listener.
+const FABRIC_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause between attempts after a failed or dropped link.
+const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+/// Sleep when a poll found nothing: bounds the CPU an idle link costs and the ack latency.
+const IDLE_POLL: Duration = Duration::from_micros(500);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaLinkError {
+    #[error("{0}")]
+    Control(#[from] ControlError),
+    #[error("fabric: {0}")]
+    Bus(#[from] bus::BusError),
+    #[error("link: {0}")]
+    Link(#[from] crate::replication::link::LinkError),
+    #[error("handshake: {0}")]
+    Handshake(#[from] crate::replication::handshake::HandshakeError),
+    #[error("full sync load: {0}")]
+    Load(#[from] snapshot::LoadSnapshotError),
+    #[error("unexpected reply to {0}")]
+    Reply(&'static str),
+    #[error("{0}")]
+    Apply(#[from] ApplyError),
+    #[error("the link's client was killed")]
+    Killed,
+    #[error("REPLICAOF changed")]
+    Stale,
+}
+
+/// Starts the link thread of `generation` (from REPLICAOF or `replicaof`).
+pub fn start(server: &Arc<Server>, generation: u64) -> std::io::Result<()> {
+    let server = server.clone();
+    std::thread::Builder::new()
+        .name("node-repl-link".into())
+        .spawn(move || run(server, generation))
+        .map(drop)
+}
+
+fn run(server: Arc<Server>, generation: u64) {
+    let provider = server.config.read().fabric.provider.name().to_string();
+    while server.replica_of.is_current(generation) && !server.shutdown.is_triggered() {
+        server
+            .replica_of
+            .set_state(generation, LinkState::Connecting);
+        let job = LinkJob {
+            server: server.clone(),
+            generation,
+        };
+        let result = with_provider(&provider, job).map_err(ReplicaLinkError::from);
+        match result.and_then(|r| r) {
+            Ok(()) | Err(ReplicaLinkError::Stale) => {}
+            Err(e) => tracing::warn!(error = %e, "replication link to the primary failed"),
+        }
+        server.replica_of.set_state(generation, LinkState::Connect);
+        std::thread::sleep(RECONNECT_DELAY);
+    }
+    tracing::info!(generation, "replication link ended");
+}
+
+struct LinkJob {
+    server: Arc<Server>,
+    generation: u64,
+}
+
+impl WithProvider for LinkJob {
+    type Output = Result<(), ReplicaLinkError>;
+
+    fn run<P: Provider>(self, provider: P) -> Self::Output {
+        let (link, replid, synced) = set_up(&self.server, self.generation, &provider)?;
+        apply_loop(&self.server, self.generation, link, replid, synced)
+    }
+}
+
+/// The handshake: returns the connected link and the history it follows.
+fn set_up<P: Provider>(
+    server: &Arc<Server>,
+    generation: u64,
+    provider: &P,
+) -> Result<(ReplicaLink<P::Conn>, ReplId, bool), ReplicaLinkError> {
+    let (host, port) = server
+        .replica_of
+        .target(generation)
+        .ok_or(ReplicaLinkError::Stale)?;
+    let mut control = Control::connect(&host, port, CONTROL_TIMEOUT)?;
+    let fabric_port = match control.call(&[b"REPLCONF", b"RDMA-PORT"])? {
+        Frame::Integer(p) if (1..=65535).contains(&p) => p as u16,
+        _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-PORT")),
+    };
+    let primary_ip = control.peer()?.ip();
+    let config = endpoint_config(server);
+    let conn = provider.connect(
+        SocketAddr::new(primary_ip, fabric_port),
+        &config,
+        FABRIC_CONNECT_TIMEOUT,
+    )?;
+    let endpoint = conn.local().to_string();
+    server
+        .replica_of
+        .set_state(generation, LinkState::Handshake);
+    let history = server.replica_of.history(generation);
+    let limits = LinkLimits {
+        ring_data_len: server.config.read().repl_ring_size as usize,
+        reorder_bytes_max: REORDER_BYTES_MAX_DEFAULT,
+        snapshot_bytes_max: SNAPSHOT_BYTES_MAX_DEFAULT,
+    };
+    let processed = history.map_or(0, |(_, o)| o);
+    let mut link = ReplicaLink::create(provider, conn, limits, processed)?;
+    let request = LinkRequest {
+        ring: link.ring_advert()?,
+        psync: PsyncRequest::from_replica(history),
+    };
+    let my_port = server.config.read().port.to_string();
+    let accept = match control.call(&[
+        b"REPLCONF",
+        b"RDMA-LINK",
+        endpoint.as_bytes(),
+        my_port.as_bytes(),
+        &request.encode(),
+    ])? {
+        Frame::Bulk(b) => LinkAccept::decode(&b)?,
+        _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-LINK")),
+    };
+    link.connect_primary(accept.ring_ack, accept.applied_word)?;
+    let (replid, synced) = match accept.decision {
+        LinkDecision::FullResync { replid, offset } => {
+            tracing::info!(%replid, offset, "full sync from the primary");
+            server.replica_of.set_state(generation, LinkState::Sync);
+            (replid, false)
+        }
+        LinkDecision::Continue { new_replid } => {
+            let replid = new_replid
+                .or(history.map(|(id, _)| id))
+                .ok_or(ReplicaLinkError::Reply("PSYNC continue without a history"))?;
+            tracing::info!(%replid, processed, "partial resync from the primary");
+            server
+                .replica_of
+                .set_state(generation, LinkState::Connected);
+            (replid, true)
+        }
+    };
+    Ok((link, replid, synced))
+}
+
+/// Polls the ring and executes what it releases until the link fails or REPLICAOF changes.
+fn apply_loop<C: Connection>(
+    server: &Arc<Server>,
+    generation: u64,
+    mut link: ReplicaLink<C>,
+    replid: ReplId,
+    mut synced: bool,
+) -> Result<(), ReplicaLinkError> {
+    let mut applier = StreamApplier::new(server, link.applied_offset());
+    let mut released = Vec::new();
+    while server.replica_of.is_current(generation) {
+        if server.shutdown.is_triggered() {
+            return Ok(());
+        }
+        if applier.killed() {
+            return Err(ReplicaLinkError::Killed);
+        }
+        released.clear();
+        let polled = link.poll(&mut released)?;
+        applier.push(&released)?;
+        if let Some(snap) = polled.snapshot {
+            let stats = snapshot::load(server, &snap.bytes)?;
+            tracing::info!(keys = stats.keys, offset = snap.offset, "full sync loaded");
+            applier.reset(snap.offset);
+            synced = true;
+            server
+                .replica_of
+                .set_state(generation, LinkState::Connected);
+        }
+        link.publish_applied(applier.applied())?;
+        // Before a full sync's snapshot is loaded the dataset is not this history's: a
+        // reconnect must not continue it.
+        if synced {
+            server.replica_of.set_offsets(
+                generation,
+                replid,
+                link.released_offset(),
+                applier.applied(),
+            );
+        }
+        if polled.released == 0 {
+            std::thread::sleep(IDLE_POLL);
+        }
+    }
+    Err(ReplicaLinkError::Stale)
+}

@@ -1,0 +1,149 @@
+//! The snapshot a full sync ships, consistent with a replication offset, and its load on the
+//! replica. Same format as SAVE's files (`persistence::format`).
+//!
+//! Consistency: writers append to the backlog while they still hold their shards, so with
+//! every shard held no write is in flight: the offset read then is exactly the stream position
+//! of the dataset being serialized. The price is that writes wait while the snapshot is built
+//! (it is copied into memory, not written to disk); a fork-less background snapshot is left for
+//! later (issue 5).
+
+use crate::db::Locked;
+use crate::persistence::format::{
+    crc64, put_aux, put_end, put_entry, put_header, Decoder, FormatError,
+};
+use crate::persistence::load::{load_from, LoadStats};
+use crate::server::{lru_clock, unix_millis, Server};
+
+/// A snapshot of every live key and the replication offset it corresponds to.
+pub struct ConsistentSnapshot {
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// Serializes the keyspace with all shards held and reads `master_repl_offset` under them.
+/// The backlog must already exist (so the bytes after `offset` are being kept).
+pub fn take(server: &Server) -> ConsistentSnapshot {
+    let now = unix_millis();
+    let mut db = Locked::lock_all(&server.keyspace, now, lru_clock(now));
+    let offset = server.replication.master_repl_offset();
+    let mut bytes = Vec::new();
+    put_header(&mut bytes);
+    put_aux(
+        &mut bytes,
+        b"node-ver",
+        env!("CARGO_PKG_VERSION").as_bytes(),
+    );
+    put_aux(&mut bytes, b"repl-offset", offset.to_string().as_bytes());
+    for (_, shard) in db.shards_mut() {
+        for table in shard.tables.iter() {
+            for (key, entry) in table.iter() {
+                if !entry.is_expired(now) {
+                    put_entry(&mut bytes, key, entry.expires_at, &entry.value);
+                }
+            }
+        }
+    }
+    drop(db);
+    put_end(&mut bytes);
+    let crc = crc64(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    ConsistentSnapshot { offset, bytes }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadSnapshotError {
+    #[error("snapshot of {0} bytes is shorter than its checksum")]
+    Short(usize),
+    #[error("snapshot checksum {stored:#x} does not match {computed:#x}")]
+    Checksum { stored: u64, computed: u64 },
+    #[error("snapshot: {0}")]
+    Format(#[from] FormatError),
+}
+
+/// Replaces the dataset with `bytes` (a full sync): every key goes, then the snapshot's
+/// entries are inserted. WATCHers see every key touched.
+pub fn load(server: &Server, bytes: &[u8]) -> Result<LoadStats, LoadSnapshotError> {
+    let Some(body_len) = bytes.len().checked_sub(8) else {
+        return Err(LoadSnapshotError::Short(bytes.len()));
+    };
+    let (body, stored) = bytes.split_at(body_len);
+    let mut word = [0u8; 8];
+    word.copy_from_slice(stored);
+    let stored = u64::from_le_bytes(word);
+    let computed = crc64(body);
+    if stored != computed {
+        return Err(LoadSnapshotError::Checksum { stored, computed });
+    }
+    let now = unix_millis();
+    {
+        let mut db = Locked::lock_all(&server.keyspace, now, lru_clock(now));
+        db.clear_held();
+    }
+    server.watches.touch_all();
+    let mut decoder = Decoder::new(body, body.len() as u64);
+    Ok(load_from(&server.keyspace, &mut decoder, now)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::db::{Entry, Value};
+    use crate::replication::outgoing::Outgoing;
+    use crate::replication::propagate::WriteEffect;
+
+    fn put(server: &Server, key: &[u8], value: &[u8], expires_at: u64) {
+        let now = unix_millis();
+        let mut db = Locked::lock_all(&server.keyspace, now, 0);
+        let mut e = Entry::new(Value::Str(value.into()), 0);
+        e.expires_at = expires_at;
+        db.insert(key, e);
+    }
+
+    fn get(server: &Server, key: &[u8]) -> Option<(Vec<u8>, u64)> {
+        let db = Locked::lock_all(&server.keyspace, unix_millis(), 0);
+        db.get_shared(key).map(|e| match &e.value {
+            Value::Str(b) => (b.to_vec(), e.expires_at),
+            other => panic!("unexpected value {other:?}"),
+        })
+    }
+
+    /// Goal: a full sync's snapshot carries the keyspace and the offset it was taken at, and
+    /// loading it replaces (not merges into) the replica's dataset; a damaged one is refused.
+    #[test]
+    fn a_snapshot_replaces_the_replicas_dataset_and_names_its_offset() {
+        let primary = Server::new(Config::default());
+        primary.replication.ensure_backlog().unwrap();
+        let mut out = Outgoing::default();
+        out.command(&[b"SET", b"a", b"1"], &WriteEffect::None)
+            .unwrap();
+        let fed = primary.replication.feed(&mut out);
+        let later = unix_millis() + 100_000;
+        put(&primary, b"a", b"1", 0);
+        put(&primary, b"t", b"x", later);
+        put(&primary, b"gone", b"x", 1);
+        let snap = take(&primary);
+        assert_eq!(snap.offset, fed);
+
+        let replica = Server::new(Config::default());
+        put(&replica, b"stale", b"y", 0);
+        let stats = load(&replica, &snap.bytes).unwrap();
+        assert_eq!(stats.keys, 2);
+        assert_eq!(get(&replica, b"a"), Some((b"1".to_vec(), 0)));
+        assert_eq!(get(&replica, b"t"), Some((b"x".to_vec(), later)));
+        assert_eq!(get(&replica, b"gone"), None);
+        assert_eq!(get(&replica, b"stale"), None);
+
+        let mut bad = snap.bytes.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 1;
+        assert!(matches!(
+            load(&replica, &bad),
+            Err(LoadSnapshotError::Checksum { .. })
+        ));
+        assert!(matches!(
+            load(&replica, &[1, 2]),
+            Err(LoadSnapshotError::Short(2))
+        ));
+    }
+}
