@@ -222,6 +222,19 @@ fn eventually(what: &str, replica: &Node, mut check: impl FnMut(&mut redis::Conn
     }
 }
 
+/// Fabric flags for a node whose replication links run on `ofi:tcp` over loopback.
+const FABRIC: [&str; 4] = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
+
+/// A primary accepting replication links on a free fabric port, once it says so.
+fn fabric_primary() -> Node {
+    let repl_port = free_port().to_string();
+    let mut args = FABRIC.to_vec();
+    args.extend(["--repl-fabric-port", &repl_port]);
+    let primary = Node::start(&args);
+    wait_for_log(&primary, "accepting replication links (fabric)");
+    primary
+}
+
 fn get(c: &mut redis::Connection, key: &str) -> Option<String> {
     redis::cmd("GET").arg(key).query(c).unwrap()
 }
@@ -233,13 +246,8 @@ fn get(c: &mut redis::Connection, key: &str) -> Option<String> {
 /// Method: two node processes on `ofi:tcp` (127.0.0.1), driven over TCP.
 #[test]
 fn a_replica_follows_its_primary_over_the_fabric() {
-    let repl_port = free_port().to_string();
-    let fabric = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
-    let mut primary_args = fabric.to_vec();
-    primary_args.extend(["--repl-fabric-port", &repl_port]);
-    let primary = Node::start(&primary_args);
-    wait_for_log(&primary, "accepting replication links (fabric)");
-    let replica = Node::start(&fabric);
+    let primary = fabric_primary();
+    let replica = Node::start(&FABRIC);
     let mut p = primary.client();
     let mut r = replica.client();
     cmd(&mut p, &["SET", "before", "1"]).unwrap();
@@ -321,16 +329,11 @@ fn a_replica_follows_its_primary_over_the_fabric() {
 /// `--replicaof "<host> <port>"`.
 #[test]
 fn the_replicaof_directive_follows_from_the_start() {
-    let repl_port = free_port().to_string();
-    let fabric = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
-    let mut primary_args = fabric.to_vec();
-    primary_args.extend(["--repl-fabric-port", &repl_port]);
-    let primary = Node::start(&primary_args);
-    wait_for_log(&primary, "accepting replication links (fabric)");
+    let primary = fabric_primary();
     let mut p = primary.client();
     cmd(&mut p, &["SET", "k", "1"]).unwrap();
     let target = format!("127.0.0.1 {}", primary.port);
-    let mut replica_args = fabric.to_vec();
+    let mut replica_args = FABRIC.to_vec();
     replica_args.extend(["--replicaof", &target]);
     let replica = Node::start(&replica_args);
     eventually("the full sync", &replica, |c| {
@@ -354,13 +357,8 @@ fn the_replicaof_directive_follows_from_the_start() {
 /// INCRs a counter 3000 times; then WAIT, and the counter and DBSIZE compared.
 #[test]
 fn a_full_sync_under_writes_loses_and_repeats_nothing() {
-    let repl_port = free_port().to_string();
-    let fabric = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
-    let mut primary_args = fabric.to_vec();
-    primary_args.extend(["--repl-fabric-port", &repl_port]);
-    let primary = Node::start(&primary_args);
-    wait_for_log(&primary, "accepting replication links (fabric)");
-    let replica = Node::start(&fabric);
+    let primary = fabric_primary();
+    let replica = Node::start(&FABRIC);
     let mut p = primary.client();
     for batch in 0..20 {
         let mut pipe = redis::pipe();

@@ -257,8 +257,9 @@ impl<W> TopologyAgent<W> {
             AgentInput::Leave => self.leave(),
         }
         self.turn(now_ms, t);
-        self.release_parked(now_ms);
-        self.turn(now_ms, t);
+        if self.release_parked(now_ms) {
+            self.turn(now_ms, t);
+        }
         if std::mem::take(&mut self.save) {
             self.out.push(AgentAction::SaveConfig);
         }

@@ -163,24 +163,27 @@ impl<W> TopologyAgent<W> {
     }
 
     /// Parked changes go out once a leader is known; those past their deadline are answered
-    /// "no leader".
-    pub(super) fn release_parked(&mut self, now_ms: u64) {
+    /// "no leader". True if any went out (the log then has a turn to take).
+    pub(super) fn release_parked(&mut self, now_ms: u64) -> bool {
         if self.parked.is_empty() {
-            return;
+            return false;
         }
         let leader_known = self
             .group
             .as_ref()
             .is_some_and(|g| g.log.is_leader() || g.log.leader().is_some());
+        let mut released = false;
         for (command, waiter, deadline) in std::mem::take(&mut self.parked) {
             if deadline <= now_ms {
                 self.reply(waiter, Err(ProposeError::NoLeader));
             } else if leader_known || self.group.is_none() {
                 self.propose_by(command, waiter, deadline);
+                released = true;
             } else {
                 self.parked.push_back((command, waiter, deadline));
             }
         }
+        released
     }
 
     /// Ready turns until the log has nothing more: messages out, committed changes into
