@@ -266,25 +266,11 @@ impl<C: Connection> RingReader<C> {
         if self.ack_in_flight || self.consumed <= self.ack_posted {
             return Ok(());
         }
-        self.ack_src.store_u64(0, self.consumed)?;
-        let src = LocalSlice {
-            region: self.ack_src.clone(),
-            offset: 0,
-            len: 8,
-        };
-        let dst = RemoteSlice {
-            region: target,
-            offset: 0,
-            len: 8,
-        };
-        match self.conn.post_write(WR_ACK, src, dst, None) {
-            Ok(()) => {}
-            // Back-pressure from the provider: the next poll publishes the offset.
-            Err(BusError::Full { .. }) => return Ok(()),
-            Err(e) => return Err(self.break_with(format!("posting the ring ack failed: {e}"))),
+        let value = self.consumed;
+        if self.post_word(WR_ACK, 0, value, target, "ring ack")? {
+            self.ack_in_flight = true;
+            self.ack_posted = value;
         }
-        self.ack_in_flight = true;
-        self.ack_posted = self.consumed;
         Ok(())
     }
 
@@ -298,10 +284,27 @@ impl<C: Connection> RingReader<C> {
             return Ok(());
         }
         let value = p.wanted;
-        self.ack_src.store_u64(8, value)?;
+        if self.post_word(WR_PROGRESS, 8, value, target, "ring progress word")? {
+            self.progress.in_flight = true;
+            self.progress.posted = value;
+        }
+        Ok(())
+    }
+
+    /// WRITEs `value`, staged at byte `at` of the write-source buffer, into the 8-byte word
+    /// `target`; false under the provider's back-pressure (the next poll tries again).
+    fn post_word(
+        &mut self,
+        wr_id: u64,
+        at: usize,
+        value: u64,
+        target: RemoteRegion,
+        what: &str,
+    ) -> Result<bool> {
+        self.ack_src.store_u64(at, value)?;
         let src = LocalSlice {
             region: self.ack_src.clone(),
-            offset: 8,
+            offset: at,
             len: 8,
         };
         let dst = RemoteSlice {
@@ -309,17 +312,11 @@ impl<C: Connection> RingReader<C> {
             offset: 0,
             len: 8,
         };
-        match self.conn.post_write(WR_PROGRESS, src, dst, None) {
-            Ok(()) => {}
-            // Back-pressure from the provider: the next poll publishes the value.
-            Err(BusError::Full { .. }) => return Ok(()),
-            Err(e) => {
-                return Err(self.break_with(format!("posting the ring progress word failed: {e}")))
-            }
+        match self.conn.post_write(wr_id, src, dst, None) {
+            Ok(()) => Ok(true),
+            Err(BusError::Full { .. }) => Ok(false),
+            Err(e) => Err(self.break_with(format!("posting the {what} failed: {e}"))),
         }
-        self.progress.in_flight = true;
-        self.progress.posted = value;
-        Ok(())
     }
 
     fn break_with(&mut self, why: String) -> BusError {
