@@ -209,7 +209,9 @@ pub fn run(
     } = ctx;
     // Into the stream while the shards are still locked: no later write to these keys can
     // be appended before this one.
-    if !effects.outgoing.is_empty() {
+    // A replica's history is its primary's stream, mirrored byte for byte by the link
+    // (repl_link::apply): what it executes itself is never added to it.
+    if !effects.outgoing.is_empty() && !server.replica_of.is_replica() {
         client.repl_offset = server.replication.feed(&mut effects.outgoing);
     }
     let expired = db.expired;

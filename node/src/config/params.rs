@@ -206,7 +206,7 @@ pub struct Config {
     pub min_replicas_max_lag: u64,
     /// `repl-fabric-port` (ours): where a primary accepts replicas' replication links on the
     /// fabric (`fabric-provider`); 0 (the default) accepts none, and REPLICAOF against this
-    /// node fails its handshake.
+    /// node fails its handshake, except in cluster mode, where 0 listens on a free port.
     pub repl_fabric_port: u16,
     /// `repl-ring-size` (ours): the data bytes of the ring a replica registers for its
     /// primary's WRITEs.
