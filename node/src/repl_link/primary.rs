@@ -315,6 +315,13 @@ fn start_link<P: Provider>(
         server.replication.detach_replica(id);
         return Err(format!("ERR replication thread: {e}"));
     }
-    tracing::info!(replica = id, ip = %ask.addr.ip, port = ask.addr.port, "replica linked");
+    // The fabric endpoint names the provider the link runs on (the verbs lane checks it).
+    tracing::info!(
+        replica = id,
+        ip = %ask.addr.ip,
+        port = ask.addr.port,
+        peer = %ask.peer,
+        "replica linked"
+    );
     Ok(accept.encode())
 }
