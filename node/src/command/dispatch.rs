@@ -119,6 +119,9 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static CommandSpec, CmdError> {
     Ok(spec)
 }
 
+/// Redis's answer while a replica loads its primary's snapshot.
+pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory";
+
 /// Redis's refusal of a normal client's write on a replica.
 pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a read only replica.";
 
@@ -145,6 +148,9 @@ fn admit(
         return Err(CmdError::new(
             "ERR Command not allowed inside a transaction",
         ));
+    }
+    if server.replica_of.is_loading() && !spec.has(flags::LOADING) && !client.primary_link {
+        return Err(CmdError::new(LOADING_ERROR));
     }
     let write = spec.has(flags::WRITE)
         || (spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.write));

@@ -208,7 +208,10 @@ fn apply_loop<C: Connection>(
         if let Some(snap) = polled.snapshot {
             // From the first key replaced on, the dataset is no history's until it is whole.
             server.replication.forget_history();
-            let stats = snapshot::load(server, &snap.bytes)?;
+            server.replica_of.set_loading(true);
+            let loaded = snapshot::load(server, &snap.bytes);
+            server.replica_of.set_loading(false);
+            let stats = loaded?;
             server.replication.adopt_history(replid, snap.offset);
             tracing::info!(keys = stats.keys, offset = snap.offset, "full sync loaded");
             applier.reset(snap.offset);

@@ -45,6 +45,9 @@ pub struct ReplicaOf {
     /// old link runs any more (a promoted node's own writes never interleave with its old
     /// primary's). Lock order: this gate, then `following`.
     apply_gate: Mutex<()>,
+    /// A full sync's snapshot is being loaded: clients get `-LOADING` (the dataset is
+    /// half-replaced).
+    loading: AtomicBool,
 }
 
 impl ReplicaOf {
@@ -85,6 +88,16 @@ impl ReplicaOf {
         self.generation.fetch_add(1, Relaxed);
         self.active.store(false, Relaxed);
         f.take().is_some()
+    }
+
+    /// Whether a full sync's snapshot is being loaded now.
+    #[inline]
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Relaxed)
+    }
+
+    pub fn set_loading(&self, loading: bool) {
+        self.loading.store(loading, Relaxed);
     }
 
     /// For a link thread about to execute stream bytes: holds off `follow` and `stop` until
