@@ -27,35 +27,132 @@ fn shards(nodes: &[Node]) -> Vec<(usize, usize)> {
     pairs
 }
 
-/// Writes `count` keys, following MOVED to the owner as a cluster client does.
-fn write_keys(entry: &Node, prefix: &str, count: usize) {
-    let mut cons: std::collections::HashMap<u16, redis::Connection> = Default::default();
-    for i in 0..count {
-        let key = format!("{prefix}:{i}");
-        let mut port = entry.port;
-        for _hop in 0..3 {
-            let con = cons.entry(port).or_insert_with(|| {
-                redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-                    .unwrap()
-                    .get_connection()
-                    .unwrap()
-            });
-            let reply: redis::RedisResult<String> =
-                redis::cmd("SET").arg(&key).arg(format!("v{i}")).query(con);
-            match reply {
-                Ok(ok) => {
-                    assert_eq!(ok, "OK");
-                    break;
+/// A cluster client in miniature: one connection per node, MOVED followed to the owner.
+struct Routed {
+    entry: u16,
+    cons: std::collections::HashMap<u16, redis::Connection>,
+}
+
+impl Routed {
+    fn new(entry: &Node) -> Self {
+        Routed {
+            entry: entry.port,
+            cons: Default::default(),
+        }
+    }
+
+    fn call<T: redis::FromRedisValue>(&mut self, args: &[&str]) -> redis::RedisResult<T> {
+        let mut port = self.entry;
+        let mut last = None;
+        for _hop in 0..4 {
+            let con = match self.cons.entry(port) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+                    v.insert(client.get_connection()?)
                 }
+            };
+            let mut cmd = redis::cmd(args[0]);
+            for a in &args[1..] {
+                cmd.arg(*a);
+            }
+            match cmd.query(con) {
                 Err(e) if e.kind() == redis::ErrorKind::Moved => {
                     // (owner "host:port", slot)
                     let (owner, _) = e.redirect_node().expect("a MOVED target");
                     port = owner.rsplit(':').next().unwrap().parse().unwrap();
+                    last = Some(e);
                 }
-                Err(e) => panic!("SET {key}: {e}"),
+                other => return other,
             }
         }
+        Err(last.expect("a redirect"))
     }
+}
+
+/// Writes `count` keys `prefix:i` = `vi` through `entry`.
+fn write_keys(entry: &Node, prefix: &str, count: usize) {
+    let mut routed = Routed::new(entry);
+    for i in 0..count {
+        let key = format!("{prefix}:{i}");
+        let ok: String = routed
+            .call(&["SET", &key, &format!("v{i}")])
+            .unwrap_or_else(|e| panic!("SET {key}: {e}"));
+        assert_eq!(ok, "OK");
+    }
+}
+
+/// Reads back every key `write_keys` wrote.
+fn assert_keys(entry: &Node, prefix: &str, count: usize) {
+    let mut routed = Routed::new(entry);
+    for i in 0..count {
+        let key = format!("{prefix}:{i}");
+        let v: Option<String> = routed
+            .call(&["GET", &key])
+            .unwrap_or_else(|e| panic!("GET {key}: {e}"));
+        assert_eq!(v, Some(format!("v{i}")), "{key} lost");
+    }
+}
+
+/// Waits until the six nodes form three primary/replica pairs with every replica's link up;
+/// returns the pairs (primary index, replica index).
+fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until(
+        "three primaries with a replica each, links up",
+        &refs,
+        || {
+            let pairs = shards(nodes);
+            pairs.len() == 3
+                && pairs
+                    .iter()
+                    .all(|&(_, r)| info_field(&nodes[r], "master_link_status") == "up")
+        },
+    );
+    wait_until(
+        "one topology group with a leader on every node",
+        &refs,
+        || {
+            let groups: Vec<String> = nodes
+                .iter()
+                .map(|n| cluster_info(n, "cluster_topology_group"))
+                .collect();
+            groups[0] != "-"
+                && groups.iter().all(|g| *g == groups[0])
+                && nodes
+                    .iter()
+                    .all(|n| cluster_info(n, "cluster_topology_leader") != "-")
+        },
+    );
+    shards(nodes)
+}
+
+/// A CLUSTER INFO field.
+fn cluster_info(n: &Node, field: &str) -> String {
+    n.cli(&["CLUSTER", "INFO"])
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Whether every node's CLUSTER NODES has `replica` following `primary`, which owns slots.
+fn everyone_sees_pair(nodes: &[Node], primary: usize, replica: usize) -> bool {
+    let pid = nodes[primary].cli(&["CLUSTER", "MYID"]);
+    let rid = nodes[replica].cli(&["CLUSTER", "MYID"]);
+    nodes.iter().all(|n| {
+        let view = n.cli(&["CLUSTER", "NODES"]);
+        let line = |id: &str| {
+            view.lines()
+                .find(|l| l.starts_with(id))
+                .unwrap_or("")
+                .to_string()
+        };
+        let p = line(&pid);
+        let r = line(&rid);
+        p.contains("master") && p.split(' ').count() > 8 && r.contains("slave") && r.contains(&pid)
+    })
 }
 
 /// Goal: `redis-cli --cluster create --cluster-replicas 1` on six nodes gives three primaries
@@ -66,15 +163,7 @@ fn write_keys(entry: &Node, prefix: &str, count: usize) {
 fn create_with_replicas_gives_every_primary_a_replica_in_sync() {
     let nodes = create_cluster_with_replicas("replicas", &[]);
     let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until("three primaries with a replica each", &refs, || {
-        shards(&nodes).len() == 3
-    });
-    let pairs = shards(&nodes);
-    wait_until("every replica's link up", &refs, || {
-        pairs
-            .iter()
-            .all(|&(_, r)| info_field(&nodes[r], "master_link_status") == "up")
-    });
+    let pairs = wait_for_pairs(&nodes);
     write_keys(&nodes[0], "k", 60);
     for &(p, r) in &pairs {
         assert_eq!(nodes[p].cli(&["WAIT", "1", "5000"]), "1");
@@ -130,4 +219,53 @@ fn create_with_replicas_gives_every_primary_a_replica_in_sync() {
 /// Redis's key slot (CRC16 of the key or its hash tag, mod 16384).
 fn slot_of(key: &str) -> u16 {
     proto::slot::key_slot(key.as_bytes())
+}
+
+/// Goal: CLUSTER FAILOVER switches a primary and its replica with no write lost (the primary
+/// pauses, the replica catches up, the topology group commits the promotion); the demoted
+/// primary follows the promoted one and resyncs partially (the id it knew lives on as the
+/// new primary's replid2); FORCE switches them back; Redis's errors for a primary and a bad
+/// option.
+/// Method: six real nodes on `ofi:tcp`, keys written before, CLUSTER NODES on every node.
+#[test]
+fn cluster_failover_switches_roles_without_losing_writes() {
+    let nodes = create_cluster_with_replicas("manual", &[]);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    assert_eq!(
+        nodes[p].cli(&["CLUSTER", "FAILOVER"]),
+        "ERR You should send CLUSTER FAILOVER to a replica"
+    );
+    assert!(nodes[r]
+        .cli(&["CLUSTER", "FAILOVER", "NOW"])
+        .contains("syntax error"));
+    write_keys(&nodes[0], "m", 100);
+
+    assert_eq!(nodes[r].cli(&["CLUSTER", "FAILOVER"]), "OK");
+    wait_until(
+        "the replica promoted, the primary its replica",
+        &refs,
+        || everyone_sees_pair(&nodes, r, p),
+    );
+    wait_until("the old primary's link to the new one", &refs, || {
+        info_field(&nodes[p], "master_link_status") == "up"
+    });
+    assert!(
+        nodes[p].log().contains("partial resync from the primary"),
+        "the demoted primary did not continue its history:\n{}",
+        nodes[p].log()
+    );
+    assert_keys(&nodes[0], "m", 100);
+    write_keys(&nodes[0], "after", 20);
+
+    assert_eq!(nodes[p].cli(&["CLUSTER", "FAILOVER", "FORCE"]), "OK");
+    wait_until("switched back by FORCE", &refs, || {
+        everyone_sees_pair(&nodes, p, r)
+    });
+    wait_until("the link back", &refs, || {
+        info_field(&nodes[r], "master_link_status") == "up"
+    });
+    assert_keys(&nodes[0], "m", 100);
+    assert_keys(&nodes[0], "after", 20);
 }

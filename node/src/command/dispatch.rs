@@ -38,6 +38,18 @@ pub fn execute(
         crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
         return Effects::default();
     }
+    // After the cluster's redirect, as Redis's `processCommand` orders them: a replica
+    // answers MOVED for its primary's slots, READONLY only for what it would serve.
+    if is_write(spec, client) && server.replica_of.is_replica() && !client.primary_link {
+        return reject(
+            server,
+            client,
+            &mut reply,
+            args,
+            CmdError::new(READONLY_REPLICA_ERROR),
+            stats,
+        );
+    }
     if let Some(multi) = client.multi.as_mut() {
         if !spec.has(flags::TXN_CONTROL) {
             // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
@@ -119,6 +131,10 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static CommandSpec, CmdError> {
     Ok(spec)
 }
 
+/// A write while the primary pauses for a manual failover: cluster clients retry TRYAGAIN,
+/// and find the slot moved to the promoted replica (MOVED) once the failover is done.
+pub const FAILOVER_PAUSE_ERROR: &str = "TRYAGAIN Writes are paused for a manual failover";
+
 /// Redis's answer while a replica loads its primary's snapshot.
 pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory";
 
@@ -152,16 +168,18 @@ fn admit(
     if server.replica_of.is_loading() && !spec.has(flags::LOADING) && !client.primary_link {
         return Err(CmdError::new(LOADING_ERROR));
     }
-    let write = spec.has(flags::WRITE)
-        || (spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.write));
-    if write && server.replica_of.is_replica() && !client.primary_link {
-        return Err(CmdError::new(READONLY_REPLICA_ERROR));
-    }
+    let write = is_write(spec, client);
     if write && !good_replicas_enough(server) {
         return Err(CmdError::new(NOREPLICAS_ERROR));
     }
     let _ = args;
     Ok(())
+}
+
+/// Whether the command writes (EXEC of a transaction that queued a write does).
+fn is_write(spec: &CommandSpec, client: &Client) -> bool {
+    spec.has(flags::WRITE)
+        || (spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.write))
 }
 
 /// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): one
@@ -193,6 +211,16 @@ pub fn run(
     let now = unix_millis();
     let replicating = server.replication.active();
     let mut db = lock_for(server, spec, args, now);
+    // Checked with the command's shards held: REPLCONF FAILOVER-PAUSE sets the pause, then
+    // takes every shard once, so a write either sees the pause or has fed the stream
+    // before the offset it answers is read.
+    if server.replication.writes_paused(now) && !client.primary_link && is_write(spec, client) {
+        drop(db);
+        stats.errors += 1;
+        let mut reply = reply;
+        reply.error(FAILOVER_PAUSE_ERROR);
+        return Effects::default();
+    }
     if replicating {
         db.record_removed();
     }

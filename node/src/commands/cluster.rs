@@ -5,6 +5,7 @@
 mod bus_state;
 mod change;
 mod epochs;
+mod failover;
 mod keys;
 mod meet;
 mod membership;
@@ -163,6 +164,13 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         ADMIN_STALE,
         meet::meet,
         "Force a node cluster to handshake with another node",
+    ),
+    sub(
+        "cluster|failover",
+        -2,
+        ADMIN_STALE,
+        failover::failover,
+        "Forces a replica to perform a manual failover of its master",
     ),
     sub(
         "cluster|replicate",

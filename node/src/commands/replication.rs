@@ -72,6 +72,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
+/// Longest write pause a replica may ask for (Redis pauses for twice its 5 s manual
+/// failover timeout).
+pub const FAILOVER_PAUSE_MS_MAX: u64 = 10_000;
+
 /// REPLICAOF host port | NO ONE (Redis's `replicaofCommand`): follow a primary (its link
 /// starts in the background) or stop following and accept writes again.
 fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -118,6 +122,24 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             0 => return err("ERR this node accepts no replication links (repl-fabric-port 0)"),
             p => ctx.reply.integer(i64::from(p)),
         }
+        return Ok(());
+    }
+    if sub.eq_ignore_ascii_case(b"failover-pause") {
+        // A replica of ours coordinates CLUSTER FAILOVER: pause clients' writes, then answer
+        // the offset every write admitted before the pause ends at. Writes feed the backlog
+        // while they hold their shards, so with every shard taken once, none is half-fed.
+        let [_, _, ms] = args else {
+            return Err(CmdError::Syntax);
+        };
+        let ms = u64::try_from(args::int(ms)?)
+            .ok()
+            .filter(|ms| (1..=FAILOVER_PAUSE_MS_MAX).contains(ms))
+            .ok_or_else(|| CmdError::new("ERR invalid pause time"))?;
+        let replication = &ctx.server.replication;
+        replication.pause_writes(unix_millis() + ms);
+        ctx.server.keyspace.barrier();
+        ctx.reply
+            .integer(i64::try_from(replication.master_repl_offset()).unwrap_or(i64::MAX));
         return Ok(());
     }
     if sub.eq_ignore_ascii_case(b"rdma-link") {

@@ -94,6 +94,14 @@ impl Keyspace {
         self.shards[shard].lock()
     }
 
+    /// Takes and releases every shard in turn: a write that held any of them when this
+    /// started has finished (and fed the replication stream) when this returns.
+    pub fn barrier(&self) {
+        for shard in 0..SHARD_COUNT {
+            drop(self.lock_shard(shard));
+        }
+    }
+
     pub fn try_lock_shard(&self, shard: usize) -> Option<MutexGuard<'_, Shard>> {
         self.shards[shard].try_lock()
     }

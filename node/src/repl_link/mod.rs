@@ -9,11 +9,13 @@
 //! - [`apply`]: the stream executed as the primary's client, the offset to acknowledge;
 //! - [`control`]: the replica's RESP-over-TCP setup connection;
 //! - [`snapshot`]: a full sync's snapshot, consistent with its offset, and its load;
-//! - [`cluster_role`]: in cluster mode, the topology's role for this node made real.
+//! - [`cluster_role`]: in cluster mode, the topology's role for this node made real;
+//! - [`manual_failover`]: CLUSTER FAILOVER's coordination with the primary.
 
 pub mod apply;
 pub mod cluster_role;
 pub mod control;
+pub mod manual_failover;
 pub mod primary;
 pub mod replica;
 pub mod ship_thread;

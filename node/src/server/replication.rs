@@ -68,6 +68,9 @@ pub struct Replication {
     state: Mutex<State>,
     /// Signalled after every append, for shipper threads that sleep until bytes arrive.
     new_bytes: Condvar,
+    /// Clients' writes are refused until this unix time (ms): a replica is catching up for a
+    /// manual failover (CLUSTER FAILOVER), Redis's `clientsPause` for it.
+    writes_paused_until_ms: AtomicU64,
 }
 
 /// The largest scratch buffer kept between requests; a huge request's buffer is released.
@@ -88,7 +91,19 @@ impl Replication {
                 waiters: WaitQueue::default(),
             }),
             new_bytes: Condvar::new(),
+            writes_paused_until_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Refuses clients' writes until `until_ms` (a manual failover's pause).
+    pub fn pause_writes(&self, until_ms: u64) {
+        self.writes_paused_until_ms.store(until_ms, Relaxed);
+    }
+
+    /// Whether clients' writes are paused now (one relaxed load on the write path).
+    #[inline]
+    pub fn writes_paused(&self, now_ms: u64) -> bool {
+        self.writes_paused_until_ms.load(Relaxed) > now_ms
     }
 
     /// Whether writes are being fed to a backlog (one relaxed load: the dispatcher's check).

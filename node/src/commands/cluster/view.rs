@@ -48,8 +48,7 @@ pub fn saveconfig(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// CLUSTER HELP: Redis 7.0.15's lines in its order (FAILOVER left out: not implemented),
-/// plus MYSHARDID (7.2).
+/// CLUSTER HELP: Redis 7.0.15's lines in its order, plus MYSHARDID (7.2).
 const HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "ADDSLOTS <slot> [<slot> ...]",
@@ -66,6 +65,8 @@ const HELP: &[&str] = &[
     "    Delete slots information from current node.",
     "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
     "    Delete slots information which are between <start-slot> and <end-slot> from current node.",
+    "FAILOVER [FORCE|TAKEOVER]",
+    "    Promote current replica node to being a master.",
     "FORGET <node-id>",
     "    Remove a node from the cluster.",
     "GETKEYSINSLOT <slot> <count>",
