@@ -269,3 +269,68 @@ fn cluster_failover_switches_roles_without_losing_writes() {
     assert_keys(&nodes[0], "m", 100);
     assert_keys(&nodes[0], "after", 20);
 }
+
+/// Goal: automatic failover. A primary killed with SIGKILL under `repl-sync-acks 1` is
+/// replaced by its replica (the topology group's leader promotes it once the primary is
+/// FAIL), which then accepts writes; no acknowledged write is lost; the killed node, restarted,
+/// rejoins as a replica of the promoted one and catches up.
+/// Method: six real nodes on `ofi:tcp` with a 1 s node timeout; CLUSTER NODES everywhere.
+#[test]
+fn a_killed_primary_is_replaced_by_its_replica_with_no_acknowledged_write_lost() {
+    let mut nodes = create_cluster_with_replicas(
+        "auto",
+        &["--cluster-node-timeout", "1000", "--repl-sync-acks", "1"],
+    );
+    let pairs = wait_for_pairs(&nodes);
+    write_keys(&nodes[0], "a", 200);
+    let (p, r) = pairs[0];
+    let entry = if p == 0 || r == 0 { pairs[1].0 } else { 0 };
+    let port = nodes[p].port;
+    let dead = nodes.remove(p);
+    let dir = dead.into_dir();
+    // Indexes after the removal.
+    let r = if r > p { r - 1 } else { r };
+    let entry = if entry > p { entry - 1 } else { entry };
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("the replica promoted", &refs, || {
+        nodes[r]
+            .cli(&["CLUSTER", "NODES"])
+            .lines()
+            .any(|l| l.contains("myself,master") && l.split(' ').count() > 8)
+    });
+    assert_keys(&nodes[entry], "a", 200);
+    write_keys(&nodes[entry], "b", 50);
+
+    let restarted = Node::start_in_on_port(
+        dir,
+        port,
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--fabric-provider",
+            "ofi:tcp",
+            "--cluster-secret",
+            "auto",
+            "--cluster-node-timeout",
+            "1000",
+            "--repl-sync-acks",
+            "1",
+        ],
+    );
+    nodes.push(restarted);
+    let back = nodes.len() - 1;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until(
+        "the old primary back as the new one's replica",
+        &refs,
+        || {
+            info_field(&nodes[back], "role") == "slave"
+                && info_field(&nodes[back], "master_link_status") == "up"
+        },
+    );
+    let primary_offset = info_field(&nodes[r], "master_repl_offset");
+    wait_until("caught up", &refs, || {
+        info_field(&nodes[back], "master_repl_offset") == primary_offset
+    });
+    assert_keys(&nodes[entry], "b", 50);
+}

@@ -117,6 +117,13 @@ fn decide(
     };
     let topology = cluster.topology.read();
     match route(&topology, &req, &mut exists) {
+        // Served here only while this node holds its serving lease: cut off from the
+        // majority, a primary stops before a replica can be promoted in its place.
+        Route::Serve if !cluster.serving() => Err(CmdError::new(
+            Route::ClusterDown(super::routing::DownKind::State)
+                .error_text()
+                .unwrap_or_default(),
+        )),
         Route::Serve => Ok(()),
         other => Err(CmdError::new(other.error_text().unwrap_or_default())),
     }

@@ -69,6 +69,9 @@ pub struct Cluster {
     /// The gossip core's per-node state as of its last tick (failure reports, links),
     /// published by the bus thread for CLUSTER COUNT-FAILURE-REPORTS and LINKS.
     pub peer_view: RwLock<PeerView>,
+    /// This node's serving lease (gossip `in_majority`, in a topology group), set by the bus
+    /// thread after every step: keyed commands are served only while it holds.
+    serving: std::sync::atomic::AtomicBool,
 }
 
 impl Cluster {
@@ -112,7 +115,27 @@ impl Cluster {
             peer_view: RwLock::new(PeerView::default()),
             group: RwLock::new(GroupView::default()),
             forgotten: Mutex::new(std::collections::VecDeque::new()),
+            serving: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// Whether keyed commands may be served here now (one relaxed load).
+    #[inline]
+    pub fn serving(&self) -> bool {
+        self.serving.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_serving(&self, serving: bool) {
+        let was = self
+            .serving
+            .swap(serving, std::sync::atomic::Ordering::Relaxed);
+        if was != serving {
+            if serving {
+                tracing::info!("in touch with a majority of the primaries again: serving");
+            } else {
+                tracing::warn!("cut off from the majority of the primaries: not serving");
+            }
+        }
     }
 
     /// Applies a change and saves the result when it succeeded.

@@ -213,6 +213,7 @@ pub struct Config {
     /// `repl-sync-acks` (ours): a write is answered only once this many replicas have
     /// acknowledged its offset (0, the default: answered at once, as Redis). An answered write
     /// then survives the loss of its primary: failover promotes the replica that holds most.
+    /// In cluster mode replicas the cluster holds FAIL are not waited for (server/sync_acks.rs).
     pub repl_sync_acks: u64,
     /// `repl-sync-timeout` (ours, ms): how long such a write waits for its acknowledgements
     /// before it is answered `-NOREPLICAS` (it was applied here and may survive or not).

@@ -2,7 +2,7 @@
 //! retries, link state, PFAIL, and FAIL once enough reports are in.
 
 use super::outgoing::PingKind;
-use super::settings::{RANDOM_PING_EVERY_TICKS, RANDOM_PING_SAMPLE};
+use super::settings::{RANDOM_PING_EVERY_TICKS, RANDOM_PING_SAMPLE, TICK_MS};
 use super::{Event, Gossip};
 use crate::cluster::flags::bit;
 use crate::cluster::node::LinkState;
@@ -16,17 +16,25 @@ const PEER_SWEEP_EVERY_TICKS: u64 = 100;
 
 impl Gossip {
     pub(super) fn tick(&mut self, now_ms: u64, t: &mut Topology) {
-        self.ticks += 1;
+        // The runtime may tick more often than TICK_MS (a short node timeout wants finer
+        // failure detection); the periodic chores still run per TICK_MS of time.
+        let period = now_ms / TICK_MS;
+        let new_period = self.last_tick_period != Some(period);
+        self.last_tick_period = Some(period);
+        if new_period {
+            self.ticks += 1;
+        }
         self.expire_handshakes(now_ms, t);
-        if self.ticks.is_multiple_of(RANDOM_PING_EVERY_TICKS) {
+        if new_period && self.ticks.is_multiple_of(RANDOM_PING_EVERY_TICKS) {
             self.ping_random(now_ms, t);
         }
-        if self.ticks.is_multiple_of(PEER_SWEEP_EVERY_TICKS) {
+        if new_period && self.ticks.is_multiple_of(PEER_SWEEP_EVERY_TICKS) {
             // Nodes removed from the topology elsewhere (CLUSTER FORGET) leave state here.
             self.peers.retain(|id, _| t.index_of(id).is_some());
         }
         let timeout = self.settings.node_timeout_ms;
         let half = self.settings.ping_interval_ms();
+        let heartbeat = self.settings.heartbeat_ms();
         for i in 0..t.nodes.len() as NodeIndex {
             let node = &t.nodes[i as usize];
             if node.is_myself() {
@@ -65,7 +73,7 @@ impl Gossip {
                 peer.link_from_since_ms = 0;
             }
             // Heartbeat when due, or a retry of a ping still unanswered.
-            let due = ping_sent == 0 && now_ms.saturating_sub(pong_received) > half;
+            let due = ping_sent == 0 && now_ms.saturating_sub(pong_received) > heartbeat;
             let retry = ping_sent != 0
                 && now_ms.saturating_sub(last_ping_send_ms) >= self.settings.ping_retry_ms;
             if due || retry {

@@ -148,6 +148,8 @@ pub struct Gossip {
     peers: HashMap<NodeId, Peer>,
     blacklist: Blacklist,
     ticks: u64,
+    /// The TICK_MS period of the last tick (`now / TICK_MS`).
+    last_tick_period: Option<u64>,
     out: Vec<Action>,
     save: bool,
     last_state: Option<Health>,
@@ -166,6 +168,7 @@ impl Gossip {
             peers: HashMap::new(),
             blacklist: Blacklist::default(),
             ticks: 0,
+            last_tick_period: None,
             out: Vec::new(),
             save: false,
             last_state: None,

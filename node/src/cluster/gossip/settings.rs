@@ -43,9 +43,23 @@ impl GossipSettings {
         self.node_timeout_ms.max(1000)
     }
 
-    /// Nodes not heard from for this long are pinged (Redis: half the node timeout).
+    /// A link silent for this long with a ping pending is considered broken (Redis: half
+    /// the node timeout).
     pub fn ping_interval_ms(&self) -> u64 {
         self.node_timeout_ms / 2
+    }
+
+    /// Nodes not heard from for this long are pinged: a quarter of the node timeout (Redis:
+    /// half), so that every peer is heard well within the serving lease (`quorum.rs`, half
+    /// the node timeout) and a primary does not stop serving between two heartbeats.
+    pub fn heartbeat_ms(&self) -> u64 {
+        self.node_timeout_ms / 4
+    }
+
+    /// How often the runtime should tick the core: a twentieth of the node timeout, between
+    /// 10 and TICK_MS ms, so failure detection is not coarser than the timeout allows.
+    pub fn tick_interval_ms(&self) -> u64 {
+        (self.node_timeout_ms / 20).clamp(10, TICK_MS)
     }
 
     pub fn fail_report_validity_ms(&self) -> u64 {

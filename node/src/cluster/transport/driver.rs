@@ -47,7 +47,7 @@ impl GossipDriver {
     }
 
     fn run(&mut self, now_ms: u64, input: CoreInput<ProposalReply>, out: &mut Outbox) {
-        let (actions, view) = {
+        let (actions, view, serving) = {
             // Field by field, so the topology guard and the core borrow apart.
             let cluster = self.server.cluster.as_ref().expect(IN_CLUSTER_MODE);
             let mut t = cluster.topology.write();
@@ -56,6 +56,8 @@ impl GossipDriver {
             let actions = self.core.step(now_ms, input, &mut t);
             let agent = &self.core.agent;
             let (voters, learners) = agent.members();
+            // Outside a group nothing fails over, so nothing needs the lease.
+            let serving = agent.group().is_none() || self.core.gossip.in_majority(now_ms, &t);
             let view = GroupView {
                 group: agent.group(),
                 leader: agent.leader(),
@@ -63,9 +65,10 @@ impl GossipDriver {
                 learners: learners.len(),
                 version: t.consensus.version,
             };
-            (actions, view)
+            (actions, view, serving)
         };
         self.cluster().set_group_view(view);
+        self.cluster().set_serving(serving);
         let mut save = false;
         let mut replies = Vec::new();
         for action in actions {
@@ -139,6 +142,10 @@ fn fan_out(targets: &[String], datagrams: Vec<Vec<u8>>, out: &mut Outbox) {
 impl BusCore for GossipDriver {
     fn set_datagram_max(&mut self, max: usize) {
         self.datagram_max = max;
+    }
+
+    fn tick_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.core.gossip.settings().tick_interval_ms())
     }
 
     fn tick(&mut self, now_ms: u64, out: &mut Outbox) {

@@ -61,6 +61,10 @@ pub trait BusCore: Send + 'static {
     /// Largest message the core may hand the outbox for one datagram (set once at start).
     fn set_datagram_max(&mut self, max: usize);
     fn tick(&mut self, now_ms: u64, out: &mut Outbox);
+    /// How often to tick: [`TICK`] unless the core's timers want finer steps.
+    fn tick_interval(&self) -> Duration {
+        TICK
+    }
     fn receive(&mut self, now_ms: u64, from: &EndpointAddr, message: &[u8], out: &mut Outbox);
     fn meet(&mut self, now_ms: u64, to: EndpointAddr, out: &mut Outbox);
     /// CLUSTER FORGET; cores without a node table ignore it.
@@ -139,7 +143,7 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
         }
         if Instant::now() >= next_tick {
             core.tick(now_ms(), &mut out);
-            next_tick = Instant::now() + TICK;
+            next_tick = Instant::now() + core.tick_interval();
         }
         for (to, message) in out.sends.drain(..) {
             match socket.send_to(&to, &message) {
