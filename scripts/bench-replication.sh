@@ -24,6 +24,11 @@
 #   CLIENTS        redis-benchmark -c [50]
 #   ROUNDS         rounds; cells are medians over rounds [3]
 #   INTERVAL       sampling interval in seconds [0.05]
+#   BACKLOG        repl-backlog-size of both primaries; "" = the servers' default (1mb) [64mb]
+#                  (redis-server streams to a connected replica from its output buffer, not
+#                  from the backlog; our primary ships from the backlog, and a replica further
+#                  behind than it drops its link and must resync)
+#   REDIS_ARGS, NODE_ARGS   extra flags for both redis-servers / both nodes []
 #   PRIMARY_CPU, REPLICA_CPU, BENCH_CPU   taskset CPU lists; "" = not pinned [1, 1, 0]
 #   OUT            report [BENCHMARKS.md at the repo root]
 #   KEEP_TMP=1     keep the temp dir (logs, raw JSON)
@@ -39,6 +44,9 @@ PIPELINE="${PIPELINE:-16}"
 CLIENTS="${CLIENTS:-50}"
 ROUNDS="${ROUNDS:-3}"
 INTERVAL="${INTERVAL:-0.05}"
+BACKLOG="${BACKLOG-64mb}"
+REDIS_ARGS="${REDIS_ARGS:-}"
+NODE_ARGS="${NODE_ARGS:-}"
 PRIMARY_CPU="${PRIMARY_CPU-1}"
 REPLICA_CPU="${REPLICA_CPU-1}"
 BENCH_CPU="${BENCH_CPU-0}"
@@ -127,13 +135,14 @@ start_pair() {
     dir="$TMP/r$round-${setup/:/-}"
     mkdir -p "$dir/primary" "$dir/replica"
     PRIMARY_PORT="$(free_port)"; REPLICA_PORT="$(free_port)"; REPL_FABRIC_PORT="$(free_port)"
-    local primary_cmd replica_cmd
+    local primary_cmd replica_cmd backlog=""
+    if [[ -n "$BACKLOG" ]]; then backlog=" --repl-backlog-size $BACKLOG"; fi
     if [[ "$setup" == redis ]]; then
-        primary_cmd="$(pin "$PRIMARY_CPU") redis-server --port $PRIMARY_PORT --bind 127.0.0.1 --save '' --appendonly no --repl-diskless-sync-delay 0 --daemonize no --dir $dir/primary"
-        replica_cmd="$(pin "$REPLICA_CPU") redis-server --port $REPLICA_PORT --bind 127.0.0.1 --save '' --appendonly no --daemonize no --dir $dir/replica --replicaof 127.0.0.1 $PRIMARY_PORT"
+        primary_cmd="$(pin "$PRIMARY_CPU") redis-server --port $PRIMARY_PORT --bind 127.0.0.1 --save '' --appendonly no --repl-diskless-sync-delay 0 --daemonize no --dir $dir/primary$backlog $REDIS_ARGS"
+        replica_cmd="$(pin "$REPLICA_CPU") redis-server --port $REPLICA_PORT --bind 127.0.0.1 --save '' --appendonly no --daemonize no --dir $dir/replica --replicaof 127.0.0.1 $PRIMARY_PORT $REDIS_ARGS"
     else
-        primary_cmd="$(pin "$PRIMARY_CPU") $NODE_BIN --port $PRIMARY_PORT --bind 127.0.0.1 --save '' --dir $dir/primary --fabric-provider $setup --rdma-bind 127.0.0.1 --repl-fabric-port $REPL_FABRIC_PORT"
-        replica_cmd="$(pin "$REPLICA_CPU") $NODE_BIN --port $REPLICA_PORT --bind 127.0.0.1 --save '' --dir $dir/replica --fabric-provider $setup --rdma-bind 127.0.0.1 --replicaof '127.0.0.1 $PRIMARY_PORT'"
+        primary_cmd="$(pin "$PRIMARY_CPU") $NODE_BIN --port $PRIMARY_PORT --bind 127.0.0.1 --save '' --dir $dir/primary --fabric-provider $setup --rdma-bind 127.0.0.1 --repl-fabric-port $REPL_FABRIC_PORT$backlog $NODE_ARGS"
+        replica_cmd="$(pin "$REPLICA_CPU") $NODE_BIN --port $REPLICA_PORT --bind 127.0.0.1 --save '' --dir $dir/replica --fabric-provider $setup --rdma-bind 127.0.0.1 --replicaof '127.0.0.1 $PRIMARY_PORT' $NODE_ARGS"
     fi
     eval "$primary_cmd" >"$dir/primary.log" 2>&1 &
     PIDS+=($!)
@@ -186,6 +195,7 @@ done
     echo "requests: $N per test, -P $PIPELINE, -c $CLIENTS"
     echo "rounds: $ROUNDS"
     echo "sampling: every ${INTERVAL} s"
+    echo "repl-backlog-size: ${BACKLOG:-server default}"
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S')"
 } >"$TMP/machine.txt"
 
