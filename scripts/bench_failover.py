@@ -138,6 +138,12 @@ class Server:
                          "--repl-fabric-port", str(repl_port),
                          *shlex.split(args.node_args)]
         self.log_path = os.path.join(dir_, "server.log")
+        names = {str(port): "$PORT", dir_: "$DIR"}
+        if kind != "redis":
+            names[str(repl_port)] = "$REPL_FABRIC_PORT"
+            names[args.node_bin] = "node"
+        # The command as the report shows it: this run's ports and paths by name.
+        self.shown = " ".join(shlex.quote(names.get(a, a)) for a in self.argv)
 
     def start(self) -> None:
         with open(self.log_path, "ab") as logf:
@@ -484,7 +490,7 @@ def main() -> int:
             port = free_port(taken)
             SERVERS.append(Server(args, port, os.path.join(args.workdir, f"n{i}-{port}"),
                                   args.server, args.timeout_ms, taken))
-        emit({"kind": "command", "argv": SERVERS[0].argv})
+        emit({"kind": "command", "command": SERVERS[0].shown})
         for s in SERVERS:
             s.start()
         create = ["redis-cli", "--cluster", "create",
@@ -511,8 +517,12 @@ def main() -> int:
             view = cluster_nodes(SERVERS[0].port if SERVERS[0].proc.poll() is None
                                  else SERVERS[1].port)
             first = SHARD_FIRST_SLOTS[it % SHARDS]
-            primary = next(n for n in view if "master" in n["flags"] and owns(n, first))
-            replica = next(n for n in view if n["master"] == primary["id"])
+            primary = next((n for n in view if "master" in n["flags"] and owns(n, first)), None)
+            if primary is None:
+                raise Failure(f"iteration {it + 1}: no primary owns slot {first}")
+            replica = next((n for n in view if n["master"] == primary["id"]), None)
+            if replica is None:
+                raise Failure(f"iteration {it + 1}: primary {primary['port']} has no replica")
             victim = by_port[primary["port"]]
             probe_key = next(k for k in (f"probe:{j}" for j in range(100000))
                              if owns(primary, key_slot(k)))
