@@ -8,9 +8,9 @@ with unique values, routed by slot, one at a time; a write counts as acknowledge
 answers OK, and for redis-server (which has no synchronous replication) it is followed by
 `WAIT 1 <wait-ms>`, whose answer is recorded too. Then, ITERATIONS times:
   1. kill -9 the primary of the next shard (shards taken in turn);
-  2. probe its replica every PROBE_INTERVAL: ROLE (promoted when it says master) and a SET of
-     a key in one of the killed primary's slots; failover time = kill -> first OK to that SET
-     (kill -> promotion is recorded too). If the promoted replica accepts no write within
+  2. probe its replica every PROBE_INTERVAL: CLUSTER NODES (promoted when it flags itself
+     `myself,master`) and a SET of a key in one of the killed primary's slots; failover
+     time = kill -> first OK to that SET (kill -> promotion is recorded too). If the promoted replica accepts no write within
      PROMOTED_WRITE_GRACE_S (our node with `repl-sync-acks 1` may wait for a replica that
      only the restart brings back), the killed node is restarted anyway and probing goes on;
   3. restart the killed node (same port, dir and flags): it must rejoin as a replica;
@@ -143,7 +143,7 @@ class Server:
             names[str(repl_port)] = "$REPL_FABRIC_PORT"
             names[args.node_bin] = "node"
         # The command as the report shows it: this run's ports and paths by name.
-        self.shown = " ".join(shlex.quote(names.get(a, a)) for a in self.argv)
+        self.shown = " ".join(names.get(a, shlex.quote(a)) for a in self.argv)
 
     def start(self) -> None:
         with open(self.log_path, "ab") as logf:
@@ -387,7 +387,11 @@ def healthy(servers) -> str:
             reps = [n for n in view if n["master"] == m["id"]]
             if len(reps) != 1:
                 return f"port {s.port}: primary {m['port']} has {len(reps)} replicas"
+    flagged = {n["port"] for n in views[0][1] if "slave" in n["flags"]}
     for port, info in offsets.items():
+        if port in flagged and info.get("role") != "slave":
+            return (f"port {port} is a replica in CLUSTER NODES but INFO replication says "
+                    f"role:{info.get('role')} (no replication link)")
         if info.get("role") == "slave":
             if info.get("master_link_status") != "up":
                 return f"replica {port}: link {info.get('master_link_status')}"
@@ -412,6 +416,15 @@ def wait_healthy(servers, timeout_s: float, what: str) -> float:
     raise Failure(f"{what}: cluster not healthy after {timeout_s:.0f} s ({why})")
 
 
+def myself_is_primary(c: Conn) -> bool:
+    """Whether the node behind `c` flags itself `myself,master` in CLUSTER NODES."""
+    for line in c.call("CLUSTER", "NODES").splitlines():
+        f = line.split()
+        if len(f) > 2 and "myself" in f[2].split(","):
+            return "master" in f[2].split(",")
+    return False
+
+
 def probe_failover(victim: Server, replica_port: int, probe_key: str, timeout_s: float,
                    t_kill: float, restart) -> tuple:
     """(promoted_s, write_s) after t_kill; calls restart() once (after the write succeeds,
@@ -421,20 +434,23 @@ def probe_failover(victim: Server, replica_port: int, probe_key: str, timeout_s:
     restarted = False
     c = None
     n = 0
+    last = "nothing"
     while time.monotonic() < deadline:
         now = time.monotonic()
         try:
             if c is None:
                 c = Conn(replica_port, timeout=PROBE_SOCKET_TIMEOUT_S)
-            if promoted is None:
-                role = c.call("ROLE")
-                if isinstance(role, list) and role and role[0] == "master":
-                    promoted = now - t_kill
+            if promoted is None and myself_is_primary(c):
+                promoted = now - t_kill
             n += 1
             c.send(("SET", probe_key, f"probe-{n}"))
-            if c.read() == "OK":
+            reply = c.read()
+            if reply == "OK":
                 wrote = time.monotonic() - t_kill
-        except (OSError, ReplyError, ValueError):
+            else:
+                last = str(reply)
+        except (OSError, ReplyError, ValueError) as e:
+            last = repr(e)
             if c:
                 c.close()
             c = None
@@ -452,9 +468,11 @@ def probe_failover(victim: Server, replica_port: int, probe_key: str, timeout_s:
     if not restarted:
         restart()
     if wrote is None:
-        state = "promoted but no write accepted" if promoted else "replica never promoted"
+        state = (f"promoted after {promoted * 1000:.0f} ms but no write accepted" if promoted
+                 else "replica never promoted")
         raise Failure(f"no failover within {timeout_s:.0f} s of killing port {victim.port} "
-                      f"({state}; replica port {replica_port})")
+                      f"({state}; replica port {replica_port}; its last answer to SET "
+                      f"{probe_key}: {last})")
     return promoted, wrote
 
 

@@ -90,14 +90,15 @@ def section(runs: dict, commands: dict, machine: list) -> str:
            "counts as *replicated* when WAIT answers 1 (for our node every acknowledged write "
            "counts as replicated).",
            "- Each iteration kills (`kill -9`) the primary of the next shard in turn, then "
-           "probes its replica every 5 ms with `ROLE` and a SET of a key in one of the killed "
-           "primary's slots. **Failover time** = kill -> first OK to that SET from the new "
-           "primary; *promoted* = kill -> ROLE says master.",
+           "probes its replica every 5 ms with `CLUSTER NODES` and a SET of a key in one of the "
+           "killed primary's slots. **Failover time** = kill -> first OK to that SET from the "
+           "new primary; *promoted* = kill -> the replica flags itself `myself,master`.",
            "- The killed node is restarted (same port, dir and flags) once the write "
            "succeeded (or 3 s after a promotion that accepts no write); it must rejoin as a "
            "replica. The next step waits until every node says `cluster_state:ok` and sees 3 "
-           "primaries with one replica each and no failure flags, and every replica's link is "
-           "up and within 64 KiB of its primary's offset.",
+           "primaries with one replica each and no failure flags, and every node flagged a "
+           "replica says `role:slave` in INFO replication with its link up and its applied "
+           "offset within 64 KiB of its primary's.",
            "- Then every key acknowledged since the previous check is read back from its "
            "current owner; **lost** = missing or another value. At the end every key "
            "acknowledged in the run is read back once more.",
