@@ -60,7 +60,7 @@ DRIVER_PID=""
 kill_servers() {
     local pid
     while read -r pid; do
-        if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$TMP/"; then
+        if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$TMP/"; then
             kill -9 "$pid" 2>/dev/null || true
         fi
     done <"$PIDFILE"

@@ -64,6 +64,7 @@ done
 
 TMP="$(mktemp -d /tmp/bench-replication.XXXXXX)"
 PIDS=()
+DRIVER_PID=""
 stop_all() {
     local pid
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -71,6 +72,7 @@ stop_all() {
     PIDS=()
 }
 cleanup() {
+    if [[ -n "$DRIVER_PID" ]]; then kill "$DRIVER_PID" 2>/dev/null || true; wait "$DRIVER_PID" 2>/dev/null || true; fi
     stop_all
     if [[ "${KEEP_TMP:-0}" == 1 ]]; then echo "bench-replication: kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
@@ -144,13 +146,14 @@ start_pair() {
         primary_cmd="$(pin "$PRIMARY_CPU") $NODE_BIN --port $PRIMARY_PORT --bind 127.0.0.1 --save '' --dir $dir/primary --fabric-provider $setup --rdma-bind 127.0.0.1 --repl-fabric-port $REPL_FABRIC_PORT$backlog $NODE_ARGS"
         replica_cmd="$(pin "$REPLICA_CPU") $NODE_BIN --port $REPLICA_PORT --bind 127.0.0.1 --save '' --dir $dir/replica --fabric-provider $setup --rdma-bind 127.0.0.1 --replicaof '127.0.0.1 $PRIMARY_PORT' $NODE_ARGS"
     fi
-    eval "$primary_cmd" >"$dir/primary.log" 2>&1 &
+    # exec: the pid kept is the server's own (taskset execs it too), so stop_all reaches it.
+    eval "exec $primary_cmd" >"$dir/primary.log" 2>&1 &
     PIDS+=($!)
     wait_ping "$PRIMARY_PORT" "${PIDS[-1]}" "$dir/primary.log"
     if [[ "$setup" != redis ]]; then
         wait_log "$dir/primary.log" 'accepting replication links (fabric)' "${PIDS[-1]}"
     fi
-    eval "$replica_cmd" >"$dir/replica.log" 2>&1 &
+    eval "exec $replica_cmd" >"$dir/replica.log" 2>&1 &
     PIDS+=($!)
     wait_ping "$REPLICA_PORT" "${PIDS[-1]}" "$dir/replica.log"
     if ((round == 1)); then
@@ -169,13 +172,20 @@ for round in $(seq 1 "$ROUNDS"); do
         start_pair "$setup" "$round"
         for test in ${TESTS//,/ }; do
             echo "bench-replication: round $round $setup $test -n $N -P $PIPELINE" >&2
-            if ! out="$(timeout "$RUN_TIMEOUT" python3 "$SCRIPT_DIR/bench_replication_run.py" \
+            # In the background and waited for, so that INT/TERM reach the trap at once.
+            timeout "$RUN_TIMEOUT" python3 "$SCRIPT_DIR/bench_replication_run.py" \
                 --primary "$PRIMARY_PORT" --replica "$REPLICA_PORT" --test "$test" \
                 -n "$N" -P "$PIPELINE" -c "$CLIENTS" --interval "$INTERVAL" \
-                --bench-prefix "$(pin "$BENCH_CPU")" --label "$setup")"; then
+                --bench-prefix "$(pin "$BENCH_CPU")" --label "$setup" >"$TMP/run.json" &
+            DRIVER_PID=$!
+            rc=0
+            wait "$DRIVER_PID" || rc=$?
+            DRIVER_PID=""
+            if ((rc != 0)); then
                 echo "bench-replication: $setup $test failed; logs in $TMP (KEEP_TMP=1 keeps them)" >&2
                 exit 1
             fi
+            out="$(cat "$TMP/run.json")"
             echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["round"]=int(sys.argv[1]); print(json.dumps(d))' "$round" >>"$RESULTS"
             if ((round == 1)); then note_command "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["command"])' <<<"$out")"; fi
         done

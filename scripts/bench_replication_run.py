@@ -14,92 +14,35 @@ Steps, each bounded by a timeout (a failure prints why and exits 1, never hangs)
      as fast as a round trip allows until its applied offset reaches it.
 Prints one JSON object: stream bytes and bytes/s over the load, redis-benchmark's rps, lag
 percentiles over the samples taken during the load, and the catch-up time. Stdlib only
-(RESP over a plain socket), so the sampler itself costs the servers one INFO per reading.
+(bench_resp.py), so the sampler itself costs the servers one INFO per reading.
 
 usage: bench_replication_run.py --primary PORT --replica PORT --test set -n N -P 16 -c 50
 """
 import argparse
 import json
 import shlex
-import socket
-import statistics
+import signal
 import subprocess
 import sys
 import threading
 import time
 
+from bench_resp import Conn
+
 SYNC_TIMEOUT_S = 60.0      # a replica not in sync after this is a failure (full sync included)
 CATCH_UP_TIMEOUT_S = 60.0  # a replica that has not applied the load after this is a failure
 CATCH_UP_POLL_S = 0.001    # catch-up resolution; polling faster would steal the replica's CPU
 BENCH_TIMEOUT_S = 900.0    # one redis-benchmark run
-REPLY_MAX = 1 << 20        # an INFO reply larger than this is not a server we understand
 SAMPLES_MAX = 1_000_000    # 50 ms samples: far beyond any run; bounds memory
 
 
-class Conn:
-    """A minimal RESP2 client: enough for INFO and FLUSHALL."""
+def primary_offset(c: Conn) -> int:
+    return int(c.info("replication")["master_repl_offset"])
 
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
 
-    def _line(self) -> bytes:
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            self.buf += chunk
-            if len(self.buf) > REPLY_MAX:
-                raise ValueError("reply too large")
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def call(self, *args: str):
-        out = [f"*{len(args)}\r\n".encode()]
-        for a in args:
-            b = a.encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-        self.sock.sendall(b"".join(out))
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind in (b"$", b"="):
-            n = int(rest)
-            if n < 0:
-                return None
-            if n > REPLY_MAX:
-                raise ValueError("reply too large")
-            while len(self.buf) < n + 2:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    raise ConnectionError("server closed the connection")
-                self.buf += chunk
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            if kind == b"=":  # RESP3 verbatim string: "txt:" prefix
-                data = data[4:]
-            return data.decode()
-        raise ValueError(f"unexpected reply {line[:40]!r}")
-
-    def info_replication(self) -> dict:
-        fields = {}
-        for line in self.call("INFO", "replication").splitlines():
-            if line and not line.startswith("#") and ":" in line:
-                k, v = line.split(":", 1)
-                fields[k] = v.strip()
-        return fields
-
-    def primary_offset(self) -> int:
-        return int(self.info_replication()["master_repl_offset"])
-
-    def replica_offset(self) -> int:
-        """The replica's applied offset: the last stream byte it executed."""
-        return int(self.info_replication().get("slave_repl_offset", -1))
+def replica_offset(c: Conn) -> int:
+    """The replica's applied offset: the last stream byte it executed."""
+    return int(c.info("replication").get("slave_repl_offset", -1))
 
 
 def percentile(sorted_values, q: float):
@@ -112,8 +55,8 @@ def percentile(sorted_values, q: float):
 def wait_in_sync(primary: Conn, replica: Conn) -> None:
     deadline = time.monotonic() + SYNC_TIMEOUT_S
     while True:
-        r = replica.info_replication()
-        p = primary.primary_offset()
+        r = replica.info("replication")
+        p = primary_offset(primary)
         if r.get("master_link_status") == "up" and int(r.get("slave_repl_offset", -1)) >= p:
             return
         if time.monotonic() > deadline:
@@ -128,9 +71,9 @@ def sampler(primary_port: int, replica_port: int, interval: float, stop: threadi
         p, r = Conn(primary_port), Conn(replica_port)
         while not stop.is_set() and len(samples) < SAMPLES_MAX:
             t = time.monotonic()
-            p1 = p.primary_offset()
-            ro = r.replica_offset()
-            p2 = p.primary_offset()
+            p1 = primary_offset(p)
+            ro = replica_offset(r)
+            p2 = primary_offset(p)
             samples.append((t, p1, ro, p2))
             stop.wait(max(0.0, interval - (time.monotonic() - t)))
     except Exception as e:  # reported by the main thread
@@ -158,6 +101,8 @@ def main() -> int:
     ap.add_argument("--bench-prefix", default="", help="e.g. 'taskset -c 0'")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
+    # TERM (from the script's trap, via timeout) unwinds: subprocess.run kills redis-benchmark.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     primary, replica = Conn(args.primary), Conn(args.replica)
     primary.call("FLUSHALL")
@@ -167,7 +112,7 @@ def main() -> int:
     stop = threading.Event()
     th = threading.Thread(target=sampler, args=(args.primary, args.replica, args.interval,
                                                 stop, samples, errors), daemon=True)
-    start_offset = primary.primary_offset()
+    start_offset = primary_offset(primary)
     th.start()
     cmd = shlex.split(args.bench_prefix) + [
         "redis-benchmark", "-h", "127.0.0.1", "-p", str(args.primary), "-t", args.test,
@@ -186,9 +131,9 @@ def main() -> int:
         print(f"bench_replication_run: {shlex.join(cmd)} failed:\n{bench.stderr}",
               file=sys.stderr)
         return 1
-    target = primary.primary_offset()
+    target = primary_offset(primary)
     deadline = t1 + CATCH_UP_TIMEOUT_S
-    while replica.replica_offset() < target:
+    while replica_offset(replica) < target:
         time.sleep(CATCH_UP_POLL_S)
         if time.monotonic() > deadline:
             stop.set()
