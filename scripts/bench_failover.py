@@ -10,10 +10,12 @@ answers OK, and for redis-server (which has no synchronous replication) it is fo
   1. kill -9 the primary of the next shard (shards taken in turn);
   2. probe its replica every PROBE_INTERVAL: CLUSTER NODES (promoted when it flags itself
      `myself,master`) and a SET of a key in one of the killed primary's slots; failover
-     time = kill -> first OK to that SET (kill -> promotion is recorded too). If the promoted replica accepts no write within
-     PROMOTED_WRITE_GRACE_S (our node with `repl-sync-acks 1` may wait for a replica that
-     only the restart brings back), the killed node is restarted anyway and probing goes on;
-  3. restart the killed node (same port, dir and flags): it must rejoin as a replica;
+     time = kill -> first OK to that SET (kill -> promotion is recorded too);
+  3. as soon as the replica is promoted, restart the killed node (same port, dir and flags):
+     it must rejoin as a replica. (Our node with `repl-sync-acks 1` answers no write until
+     a replica acknowledged it, so there the failover time includes this rejoin; the
+     promotion time is the figure to compare with redis-server's.) Probing goes on until the
+     write succeeds;
   4. wait until the cluster is healthy: every node says cluster_state:ok and sees 3
      primaries with one replica each, none flagged fail, every replica's link up and its
      applied offset at its primary's;
@@ -47,7 +49,6 @@ SHARD_FIRST_SLOTS = (0, 5461, 10923)  # where redis-cli --cluster create starts 
 READY_TIMEOUT_S = 30.0           # a started server answers PING
 CREATE_TIMEOUT_S = 120.0         # redis-cli --cluster create
 HEALTH_TIMEOUT_S = 120.0         # healthy again after a restart (full sync included)
-PROMOTED_WRITE_GRACE_S = 3.0     # promoted but refusing writes: restart the killed node anyway
 PROBE_INTERVAL_S = 0.005         # failover time resolution
 PROBE_SOCKET_TIMEOUT_S = 1.0     # a probe write held longer than this counts as not yet
 WRITE_SOCKET_TIMEOUT_S = 2.0     # a write held longer than this is not acknowledged
@@ -427,8 +428,9 @@ def myself_is_primary(c: Conn) -> bool:
 
 def probe_failover(victim: Server, replica_port: int, probe_key: str, timeout_s: float,
                    t_kill: float, restart) -> tuple:
-    """(promoted_s, write_s) after t_kill; calls restart() once (after the write succeeds,
-    or PROMOTED_WRITE_GRACE_S after the promotion without one)."""
+    """(promoted_s, write_s) after t_kill; calls restart() once, as soon as the replica is
+    promoted (or a write succeeded): a node that answers writes only once a replica
+    acknowledged them (`repl-sync-acks 1`) needs the killed node back as its replica."""
     deadline = t_kill + timeout_s
     promoted = wrote = None
     restarted = False
@@ -456,8 +458,7 @@ def probe_failover(victim: Server, replica_port: int, probe_key: str, timeout_s:
             c = None
         if wrote is not None and promoted is None:
             promoted = wrote
-        if not restarted and (wrote is not None or (
-                promoted is not None and now - t_kill - promoted > PROMOTED_WRITE_GRACE_S)):
+        if not restarted and (wrote is not None or promoted is not None):
             restart()
             restarted = True
         if wrote is not None:
@@ -465,8 +466,6 @@ def probe_failover(victim: Server, replica_port: int, probe_key: str, timeout_s:
         time.sleep(PROBE_INTERVAL_S)
     if c:
         c.close()
-    if not restarted:
-        restart()
     if wrote is None:
         state = (f"promoted after {promoted * 1000:.0f} ms but no write accepted" if promoted
                  else "replica never promoted")
@@ -547,15 +546,30 @@ def main() -> int:
             acked_before = len(writer.acked)
             t_kill = time.monotonic()
             victim.kill9()
-            restart_at = []
+            restart_at, restart_errors, restarts = [], [], []
+
+            def restart_victim():
+                try:
+                    victim.start()
+                except Failure as e:
+                    restart_errors.append(str(e))
 
             def restart():
+                # In the background: probing goes on while the killed node starts.
                 restart_at.append(time.monotonic() - t_kill)
-                victim.start()
+                restarts.append(threading.Thread(target=restart_victim, daemon=True))
+                restarts[0].start()
 
-            promoted, wrote = probe_failover(victim, replica["port"], probe_key,
-                                             failover_timeout_s(args.timeout_ms), t_kill,
-                                             restart)
+            try:
+                promoted, wrote = probe_failover(victim, replica["port"], probe_key,
+                                                 failover_timeout_s(args.timeout_ms), t_kill,
+                                                 restart)
+            finally:
+                for th in restarts:  # its process must be known before any stop_all
+                    th.join(timeout=READY_TIMEOUT_S + 10)
+            if restart_errors:
+                raise Failure(f"iteration {it + 1}: restarting the killed node: "
+                              f"{restart_errors[0]}")
             healthy_s = wait_healthy(SERVERS, HEALTH_TIMEOUT_S, f"iteration {it + 1}")
             time.sleep(SETTLE_AFTER_HEALTHY_S)
             upto = len(writer.acked)
