@@ -88,7 +88,9 @@ def section(runs: dict, commands: dict, machine: list) -> str:
            "acknowledged it. redis-server has no such setting; what it offers is `WAIT`, so "
            "each acknowledged SET is followed by `WAIT 1 100` on the same connection and "
            "counts as *replicated* when WAIT answers 1 (for our node every acknowledged write "
-           "counts as replicated).",
+           "counts as replicated). One write is in flight at a time, so at a kill at most one "
+           "acknowledged write can be unreplicated; `WAIT_MS=0` drops the WAIT for a run "
+           "without it.",
            "- Each iteration kills (`kill -9`) the primary of the next shard in turn, then "
            "probes its replica every 5 ms with `CLUSTER NODES` and a SET of a key in one of the "
            "killed primary's slots. **Failover time** = kill -> first OK to that SET from the "
@@ -128,9 +130,10 @@ def section(runs: dict, commands: dict, machine: list) -> str:
             f = figures(run)
             s = run["summary"] or {"status": "failed", "reason": "no summary (driver killed?)"}
             if s.get("status") != "ok":
+                reason = " / ".join(ln.strip() for ln in str(s.get("reason")).splitlines()
+                                    if ln.strip())
                 failures.append(f"- {server_name(server)} at {t} ms: "
-                                f"{'after ' + str(f['n']) + ' kills: ' if f else ''}"
-                                f"{s.get('reason')}")
+                                f"{'after ' + str(f['n']) + ' kills: ' if f else ''}{reason}")
             if not f:
                 out.append(f"| {t} | {server_name(server)} | 0 | to be measured |  |  |  |  "
                            f"|  |  |  |  |")
