@@ -128,7 +128,7 @@ COMMANDS="$TMP/commands.txt"
 RESULTS="$TMP/results.jsonl"
 : >"$RESULTS"
 note_command() { # the command with this run's ports and dirs replaced by names
-    sed "s#$TMP/[^ ]*#\$DIR#g; s/ $PRIMARY_PORT\b/ \$PRIMARY_PORT/g; s/ $REPLICA_PORT\b/ \$REPLICA_PORT/g; s/ $REPL_FABRIC_PORT\b/ \$REPL_FABRIC_PORT/g" <<<"$*" >>"$COMMANDS"
+    sed "s/ *$//; s#$TMP/[^ ]*#\$DIR#g; s/ $PRIMARY_PORT\b/ \$PRIMARY_PORT/g; s/ $REPLICA_PORT\b/ \$REPLICA_PORT/g; s/ $REPL_FABRIC_PORT\b/ \$REPL_FABRIC_PORT/g" <<<"$*" >>"$COMMANDS"
 }
 
 # Starts a primary and its replica for `setup`; sets PRIMARY_PORT and REPLICA_PORT.

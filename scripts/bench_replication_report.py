@@ -59,7 +59,11 @@ def section(cells: dict, machine: list, commands: list) -> str:
         "- One primary and one replica per setup, started fresh for each round and stopped "
         "after it (only one pair runs at a time); redis-server's replica with `--replicaof`, "
         "ours with `replicaof` over the fabric (the primary with `repl-fabric-port`). "
-        "Persistence off, default backlog sizes.",
+        "Persistence off. Both primaries get the `repl-backlog-size` shown above (64mb "
+        "unless `BACKLOG` says otherwise): redis-server streams to a connected replica from "
+        "its output buffer whatever the backlog, while our primary ships from its backlog "
+        "and a replica further behind than the backlog drops its link, so the default 1mb "
+        "would measure resyncs rather than lag.",
         "- Per test: `FLUSHALL` on the primary, wait until the replica's applied offset "
         "(`slave_repl_offset`) equals the primary's `master_repl_offset`, then "
         "`redis-benchmark -t TEST -n N -P 16 -c 50` against the primary.",
@@ -125,7 +129,7 @@ def main() -> None:
     ap.add_argument("--commands", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    commands = list(dict.fromkeys(args.commands.read_text().splitlines()))
+    commands = list(dict.fromkeys(c.rstrip() for c in args.commands.read_text().splitlines()))
     text = section(read_results(args.results), args.machine.read_text().splitlines(), commands)
     print(text)
     bench_sections.replace(args.out, "replication", text)
