@@ -86,3 +86,52 @@ pub fn create_cluster(secret: &str, extra: usize) -> Vec<Node> {
     });
     nodes
 }
+
+/// Six nodes made a cluster by `redis-cli --cluster create --cluster-replicas 1` (three
+/// primaries, each with one replica), with `extra` node arguments (e.g. a node timeout);
+/// returns once every node says `cluster_state:ok` and knows all six.
+pub fn create_cluster_with_replicas(secret: &str, extra: &[&str]) -> Vec<Node> {
+    let mut base = vec![
+        "--cluster-enabled",
+        "yes",
+        "--fabric-provider",
+        "ofi:tcp",
+        "--cluster-secret",
+        secret,
+    ];
+    base.extend_from_slice(extra);
+    let nodes: Vec<Node> = (0..6).map(|_| Node::start(&base)).collect();
+    let mut args = vec!["--cluster".to_string(), "create".to_string()];
+    args.extend(nodes.iter().map(addr));
+    args.extend([
+        "--cluster-replicas".into(),
+        "1".into(),
+        "--cluster-yes".into(),
+    ]);
+    let (ok, text) = run(Command::new("redis-cli").args(&args));
+    assert!(ok, "redis-cli --cluster create failed:\n{text}");
+    assert!(
+        text.contains("[OK] All 16384 slots covered."),
+        "create output:\n{text}"
+    );
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("cluster_state:ok and six nodes everywhere", &refs, || {
+        nodes.iter().all(|n| {
+            let view = n.cli(&["CLUSTER", "NODES"]);
+            view.lines().count() == 6
+                && !view.contains("handshake")
+                && n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        })
+    });
+    nodes
+}
+
+/// A field of a node's INFO (any section), "" when absent.
+pub fn info_field(n: &Node, field: &str) -> String {
+    let text = n.cli(&["INFO", "everything"]);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}

@@ -4,6 +4,7 @@
 mod cluster;
 mod cluster_admin;
 mod cluster_bus;
+mod cluster_replication;
 mod connection;
 mod fabric;
 mod hashes;

@@ -397,3 +397,53 @@ fn a_full_sync_under_writes_loses_and_repeats_nothing() {
     let size: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
     assert_eq!(size, 20001);
 }
+
+/// Goal: under `repl-sync-acks 1` a write is answered only once the replica acknowledged it,
+/// so an answered write is on the replica at the moment of the answer; without a replica the
+/// write is answered `-NOREPLICAS` at `repl-sync-timeout`, and a pipeline behind it waits.
+/// Method: a primary and a replica on `ofi:tcp`; the replica's offset read right after each
+/// answer; then the replica killed and a timed-out write.
+#[test]
+fn synchronous_writes_are_answered_after_the_replica_acknowledged() {
+    let primary = fabric_primary();
+    let mut replica = Node::start(&FABRIC);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let port = primary.port.to_string();
+    cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port]).unwrap();
+    eventually("the link", &replica, |c| {
+        field(&replication_fields(c), "master_link_status") == "up"
+    });
+    cmd(&mut p, &["CONFIG", "SET", "repl-sync-acks", "1"]).unwrap();
+    cmd(&mut p, &["CONFIG", "SET", "repl-sync-timeout", "400"]).unwrap();
+    for i in 0..50 {
+        let key = format!("s{i}");
+        assert_eq!(cmd(&mut p, &["SET", &key, "v"]).unwrap(), Value::Okay);
+        // Answered means acknowledged: the replica executed it already.
+        let on_replica: i64 = redis::cmd("EXISTS").arg(&key).query(&mut r).unwrap();
+        assert_eq!(on_replica, 1, "{key} answered before the replica had it");
+    }
+    let n: i64 = redis::cmd("INCR").arg("n").query(&mut p).unwrap();
+    assert_eq!(n, 1);
+    drop(r);
+    replica.signal_and_wait("KILL");
+    let started = Instant::now();
+    let err = cmd(&mut p, &["SET", "lonely", "v"]).unwrap_err();
+    assert!(err.to_string().contains("NOREPLICAS"), "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "answered before the timeout"
+    );
+    // Applied here, only not acknowledged; reads are answered at once.
+    assert_eq!(get(&mut p, "lonely").as_deref(), Some("v"));
+    // A pipeline: the write's reply is the timeout's error, and the read behind it waited.
+    let mut pipe = redis::pipe();
+    pipe.cmd("SET").arg("p1").arg("x").cmd("GET").arg("p1");
+    let err = pipe
+        .query::<(String, Option<String>)>(&mut p)
+        .expect_err("the pipelined write was acknowledged without a replica");
+    assert!(err.to_string().contains("NOREPLICAS"), "{err}");
+    assert_eq!(get(&mut p, "p1").as_deref(), Some("x"));
+    cmd(&mut p, &["CONFIG", "SET", "repl-sync-acks", "0"]).unwrap();
+    assert_eq!(cmd(&mut p, &["SET", "free", "v"]).unwrap(), Value::Okay);
+}

@@ -7,7 +7,8 @@
 //! `GID_IDX` (default 1, the IPv4-mapped RoCE v2 GID).
 //!
 //! Modules: [`node_stream`] (a real node served over a verbs Stream), [`node_cluster`] (three
-//! nodes forming a cluster whose bus runs on verbs UD), [`ring`] (the bus Ring
+//! nodes forming a cluster whose bus runs on verbs UD), [`replication`] (a primary and a replica
+//! linked by verbs RC: the stream written into the replica's ring, WAIT), [`ring`] (the bus Ring
 //! between two processes), [`srq`] (RC connections sharing one receive pool), [`datagram`]
 //! (the bus Datagram framing over UD between two processes).
 //!
@@ -17,6 +18,7 @@
 mod datagram;
 mod node_cluster;
 mod node_stream;
+mod replication;
 mod ring;
 mod srq;
 
@@ -41,6 +43,7 @@ type Test = (&'static str, fn() -> R);
 const TESTS: &[Test] = &[
     ("device", test_device),
     ("rc_send_recv", test_send_recv),
+    ("rc_peer_addresses", test_peer_addresses),
     ("rc_write", test_write),
     ("rc_write_imm", test_write_imm),
     ("rc_read", test_read),
@@ -55,6 +58,7 @@ const TESTS: &[Test] = &[
     ("srq_connect_side", srq::test_srq_connect_side),
     ("node_stream", node_stream::test_node_stream),
     ("node_cluster", node_cluster::test_node_cluster),
+    ("replication_wait", replication::test_replication_wait),
 ];
 
 fn main() -> ExitCode {
@@ -238,6 +242,36 @@ fn test_send_recv() -> R {
     let mut buf = vec![0; large.len()];
     rx.read(64, &mut buf)?;
     ensure(buf == large, "large payload differs")
+}
+
+/// Each side of an RC connection names its peer as the peer names itself (`peer()` ==
+/// the other's `local()`): replication matches an accepted connection to the replica's
+/// REPLCONF by that text.
+fn test_peer_addresses() -> R {
+    let p = provider()?;
+    let (server, client) = pair(&p, 20109)?;
+    ensure(
+        server.peer() == client.local(),
+        format!(
+            "accepted side's peer {} but the connecting side is {}",
+            server.peer(),
+            client.local()
+        ),
+    )?;
+    ensure(
+        client.peer() == server.local(),
+        format!(
+            "connecting side's peer {} but the accepted side is {}",
+            client.peer(),
+            server.local()
+        ),
+    )?;
+    println!(
+        "accepted {} <-> connecting {}",
+        server.local(),
+        client.local()
+    );
+    Ok(())
 }
 
 fn test_write() -> R {

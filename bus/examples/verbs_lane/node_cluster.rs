@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ impl Drop for Nodes {
     }
 }
 
-fn node_bin() -> R<PathBuf> {
+pub(crate) fn node_bin() -> R<PathBuf> {
     Ok(match std::env::var_os("NODE_BIN") {
         Some(b) => PathBuf::from(b),
         None => std::env::current_exe()?
@@ -56,9 +56,14 @@ fn start(port: u16) -> R<Child> {
         .spawn()?)
 }
 
-/// One command over TCP; the reply's text (status, error, bulk body or integer).
+/// One command over TCP to a node on the guest's loopback; the reply's text.
 fn call(port: u16, args: &[&str]) -> R<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    call_at(IpAddr::from([127, 0, 0, 1]), port, args)
+}
+
+/// One command over TCP to `ip:port`; the reply's text (status, error, bulk body or integer).
+pub(crate) fn call_at(ip: IpAddr, port: u16, args: &[&str]) -> R<String> {
+    let mut s = TcpStream::connect((ip, port))?;
     s.set_read_timeout(Some(WAIT))?;
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     s.write_all(&encode(&args))?;

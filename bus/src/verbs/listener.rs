@@ -156,12 +156,18 @@ impl VerbsListener {
         self.accepted.retain(|(weak, _)| weak.strong_count() > 0);
         self.accepted
             .push((Arc::downgrade(&a.id), Arc::clone(&closed)));
-        // rdma_cm does not expose the peer's GID through sideway; its QPN we have.
+        // rdma_cm does not expose the peer's address through sideway; the QP's address vector
+        // holds the GID (and LID) the peer sends from, which is what its own connection reports
+        // as `local()`: callers match accepted connections to peers by that text.
+        let (gid, lid) = a.qp.remote_gid_lid().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "verbs listener: peer address unknown");
+            ([0; 16], 0)
+        });
         let peer = EndpointAddr::Verbs {
-            gid: [0; 16],
+            gid,
             qpn: a.peer_qpn,
             qkey: 0,
-            lid: 0,
+            lid,
         };
         let link = CmLink {
             id: a.id,

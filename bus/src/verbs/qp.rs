@@ -226,6 +226,34 @@ impl RcQp {
         Ok(())
     }
 
+    /// The remote end's GID and LID as the QP addresses it (its RTR address vector, which
+    /// rdma_cm filled from the peer's route): the GID the peer's connection reports as its own.
+    pub(crate) fn remote_gid_lid(&self) -> Result<([u8; 16], u16)> {
+        // SAFETY: ibv_qp_attr and ibv_qp_init_attr are plain data; zero is valid.
+        let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: `self` owns the live QP; the out-structs are valid locals.
+        let rc = unsafe {
+            ibv_query_qp(
+                self.raw(),
+                &mut attr,
+                ibv_qp_attr_mask::IBV_QP_AV.0 as i32,
+                &mut init,
+            )
+        };
+        if rc != 0 {
+            return Err(lib_error(
+                "ibv_query_qp(AV)",
+                &std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+        let av = attr.ah_attr;
+        // SAFETY: every bit pattern of the 16-byte GID union is a valid `raw` array.
+        let gid = unsafe { av.grh.dgid.raw };
+        Ok((if av.is_global != 0 { gid } else { [0; 16] }, av.dlid))
+    }
+
     /// Moves the QP to the error state: outstanding work completes as flushed.
     pub(crate) fn enter_error_state(&mut self) -> Result<()> {
         match self {

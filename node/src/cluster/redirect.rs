@@ -21,6 +21,11 @@ pub fn check(
     let Some(cluster) = server.cluster.as_ref() else {
         return Ok(());
     };
+    // The primary's stream is executed whatever the slot map says (Redis: the master
+    // client is never redirected): the primary decided, and the replica mirrors it.
+    if client.primary_link {
+        return Ok(());
+    }
     // Commands flagged `asking` (RESTORE-ASKING) count as preceded by ASKING.
     let asking = client.cluster_asking || spec.has(flags::ASKING);
     // ASKING holds for the next command only (for a whole transaction inside MULTI).

@@ -17,6 +17,18 @@ pub struct BlockRequest {
     pub timeout_reply: TimeoutReply,
 }
 
+/// A synchronous write whose acknowledgements did not come in time. It was applied on this
+/// node: whether it survives a failover is unknown, as for a client that lost its connection.
+pub const SYNC_ACKS_TIMEOUT_ERROR: &str =
+    "NOREPLICAS Not enough replicas acknowledged the write in time (it may or may not persist)";
+
+impl BlockRequest {
+    /// Whether the output must stay unwritten while the client waits (a synchronous write).
+    pub fn holds_output(&self) -> bool {
+        matches!(self.timeout_reply, TimeoutReply::SyncAcks { .. })
+    }
+}
+
 /// What a blocked command answers when its timeout passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeoutReply {
@@ -30,6 +42,14 @@ pub enum TimeoutReply {
     /// ([`Session::time_out_blocked`](crate::server::session::Session::time_out_blocked));
     /// `write` answers 0, what a WAIT that cannot wait finds with no replica attached.
     ReplicaAcks { offset: u64 },
+    /// A write under `repl-sync-acks`: its reply (from `held_from` in the output) is held
+    /// until `wanted` replicas acknowledged `offset`; at the timeout it is replaced by a
+    /// `-NOREPLICAS` error. Transports write no output while such a block lasts.
+    SyncAcks {
+        offset: u64,
+        wanted: usize,
+        held_from: usize,
+    },
 }
 
 impl TimeoutReply {
@@ -38,6 +58,7 @@ impl TimeoutReply {
             TimeoutReply::NullArray => reply.null_array(),
             TimeoutReply::NullBulk => reply.null(),
             TimeoutReply::ReplicaAcks { .. } => reply.integer(0),
+            TimeoutReply::SyncAcks { .. } => reply.error(SYNC_ACKS_TIMEOUT_ERROR),
         }
     }
 }

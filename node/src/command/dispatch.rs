@@ -119,6 +119,9 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static CommandSpec, CmdError> {
     Ok(spec)
 }
 
+/// Redis's answer while a replica loads its primary's snapshot.
+pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory";
+
 /// Redis's refusal of a normal client's write on a replica.
 pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a read only replica.";
 
@@ -145,6 +148,9 @@ fn admit(
         return Err(CmdError::new(
             "ERR Command not allowed inside a transaction",
         ));
+    }
+    if server.replica_of.is_loading() && !spec.has(flags::LOADING) && !client.primary_link {
+        return Err(CmdError::new(LOADING_ERROR));
     }
     let write = spec.has(flags::WRITE)
         || (spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.write));
@@ -209,7 +215,9 @@ pub fn run(
     } = ctx;
     // Into the stream while the shards are still locked: no later write to these keys can
     // be appended before this one.
-    if !effects.outgoing.is_empty() {
+    // A replica's history is its primary's stream, mirrored byte for byte by the link
+    // (repl_link::apply): what it executes itself is never added to it.
+    if !effects.outgoing.is_empty() && !server.replica_of.is_replica() {
         client.repl_offset = server.replication.feed(&mut effects.outgoing);
     }
     let expired = db.expired;

@@ -125,6 +125,12 @@ pub const MAX_RDMA_POLL_THREADS: usize = 64;
 /// Longest spin before backing off: beyond a millisecond spinning only burns the core.
 pub const MAX_BUSY_POLL_US: u64 = 1000;
 
+/// Most acknowledgements a write may wait for: more replicas than any shard has.
+pub const REPL_SYNC_ACKS_MAX: u64 = 64;
+/// Longest wait of a synchronous write: a minute covers any failover; longer only holds
+/// clients on a shard that lost its replicas.
+pub const REPL_SYNC_TIMEOUT_MS_MAX: u64 = 60_000;
+
 /// Cluster mode settings (`cluster-*`, redis.conf names).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
@@ -204,9 +210,16 @@ pub struct Config {
     /// `min-replicas-to-write` / `min-replicas-max-lag` (0 disables the check).
     pub min_replicas_to_write: u64,
     pub min_replicas_max_lag: u64,
+    /// `repl-sync-acks` (ours): a write is answered only once this many replicas have
+    /// acknowledged its offset (0, the default: answered at once, as Redis). An answered write
+    /// then survives the loss of its primary: failover promotes the replica that holds most.
+    pub repl_sync_acks: u64,
+    /// `repl-sync-timeout` (ours, ms): how long such a write waits for its acknowledgements
+    /// before it is answered `-NOREPLICAS` (it was applied here and may survive or not).
+    pub repl_sync_timeout_ms: u64,
     /// `repl-fabric-port` (ours): where a primary accepts replicas' replication links on the
     /// fabric (`fabric-provider`); 0 (the default) accepts none, and REPLICAOF against this
-    /// node fails its handshake.
+    /// node fails its handshake, except in cluster mode, where 0 listens on a free port.
     pub repl_fabric_port: u16,
     /// `repl-ring-size` (ours): the data bytes of the ring a replica registers for its
     /// primary's WRITEs.
@@ -269,6 +282,8 @@ impl Default for Config {
             repl_backlog_eager: false,
             min_replicas_to_write: 0,
             min_replicas_max_lag: 10,
+            repl_sync_acks: 0,
+            repl_sync_timeout_ms: 5000,
             repl_fabric_port: 0,
             repl_ring_size: REPL_RING_SIZE_DEFAULT,
             replicaof: String::new(),
@@ -759,6 +774,24 @@ pub static PARAMS: &[Param] = &[
         |c| c.min_replicas_to_write.to_string(),
         |c, v| {
             c.min_replicas_to_write = num(v, 0, i32::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-sync-acks",
+        true,
+        |c| c.repl_sync_acks.to_string(),
+        |c, v| {
+            c.repl_sync_acks = num(v, 0, REPL_SYNC_ACKS_MAX)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-sync-timeout",
+        true,
+        |c| c.repl_sync_timeout_ms.to_string(),
+        |c, v| {
+            c.repl_sync_timeout_ms = num(v, 1, REPL_SYNC_TIMEOUT_MS_MAX)?;
             Ok(())
         }
     ),

@@ -223,6 +223,10 @@ impl<C: Connection> FabricClient<C> {
 
     /// Hands as much output to the stream as the peer's window takes.
     fn write_output(&mut self) {
+        // A synchronous write's reply leaves only once its acknowledgements are in.
+        if matches!(&self.state, State::Blocked { block, .. } if block.holds_output()) {
+            return;
+        }
         let out = &self.session.output;
         if self.out_pos < out.len() {
             match self.stream.write(&out[self.out_pos..]) {

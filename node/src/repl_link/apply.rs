@@ -33,6 +33,9 @@ pub struct StreamApplier {
     executed: u64,
     /// The last stream byte after which no transaction was open.
     applied: u64,
+    /// Executed bytes past `applied` (an open transaction's), mirrored into this node's own
+    /// history once the transaction ends, so the history never stops inside one.
+    unmirrored: Vec<u8>,
 }
 
 impl StreamApplier {
@@ -57,6 +60,7 @@ impl StreamApplier {
             pending: Vec::new(),
             executed,
             applied: executed,
+            unmirrored: Vec::new(),
         }
     }
 
@@ -76,6 +80,7 @@ impl StreamApplier {
         self.pending.clear();
         self.parser = RequestParser::new();
         self.session.client.multi = None;
+        self.unmirrored.clear();
         self.executed = offset;
         self.applied = offset;
     }
@@ -119,9 +124,14 @@ impl StreamApplier {
                     })
                 }
             };
+            self.unmirrored
+                .extend_from_slice(&self.pending[pos..pos + len]);
             pos += len;
             if self.session.client.multi.is_none() {
                 self.applied = self.executed + pos as u64;
+                let mirrored = self.session.server.replication.feed_raw(&self.unmirrored);
+                debug_assert_eq!(mirrored, self.applied, "the history left the stream");
+                self.unmirrored.clear();
             }
         }
         self.pending.drain(..pos);
@@ -167,6 +177,8 @@ mod tests {
         .concat();
         let stream = [first.clone(), txn.clone()].concat();
         let base = 100;
+        let primary_id = crate::replication::ids::ReplId::parse(&[b'b'; 40]).unwrap();
+        server.replication.adopt_history(primary_id, base);
         let mut a = StreamApplier::new(&server, base);
         for (i, b) in stream.iter().enumerate() {
             a.push(&[*b]).unwrap();
@@ -184,6 +196,11 @@ mod tests {
         assert_eq!(
             get(&server, b"n"),
             Some(format!("{:?}", crate::db::Value::Int(2)))
+        );
+        assert_eq!(
+            server.replication.history(),
+            (primary_id, base + stream.len() as u64),
+            "the replica's own history mirrors the stream"
         );
         assert!(a.push(b"*1\r\n$x\r\n").is_err(), "garbage is an error");
         a.reset(500);

@@ -8,9 +8,11 @@
 //! - [`replica`]: the link thread of a replica (setup over TCP, stream over the ring);
 //! - [`apply`]: the stream executed as the primary's client, the offset to acknowledge;
 //! - [`control`]: the replica's RESP-over-TCP setup connection;
-//! - [`snapshot`]: a full sync's snapshot, consistent with its offset, and its load.
+//! - [`snapshot`]: a full sync's snapshot, consistent with its offset, and its load;
+//! - [`cluster_role`]: in cluster mode, the topology's role for this node made real.
 
 pub mod apply;
+pub mod cluster_role;
 pub mod control;
 pub mod primary;
 pub mod replica;

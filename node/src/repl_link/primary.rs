@@ -118,18 +118,23 @@ pub fn endpoint_config(server: &Server) -> EndpointConfig {
     }
 }
 
-/// Listens for replication links if `repl-fabric-port` is set (on every `rdma-bind` address's
+/// Listens for replication links if `repl-fabric-port` is set or the node is in cluster mode
+/// (on every `rdma-bind` address's
 /// first entry; `*` and `localhost` as the fabric listener reads them).
 pub fn start_configured(server: &Arc<Server>) -> Result<(), ReplListenError> {
-    let (port, bind, provider) = {
+    let (port, bind, provider, cluster_mode) = {
         let c = server.config.read();
         (
             c.repl_fabric_port,
             c.fabric.bind.first().cloned().unwrap_or_default(),
             c.fabric.provider.name().to_string(),
+            c.cluster.enabled,
         )
     };
-    if port == 0 {
+    // In cluster mode any node may become a primary (CLUSTER REPLICATE, a failover), so
+    // every node listens: on a free port when none is set (replicas ask for it with
+    // `REPLCONF RDMA-PORT` over TCP, so it need not be known in advance).
+    if port == 0 && !cluster_mode {
         return Ok(());
     }
     let ip = match bind.as_str() {
@@ -310,6 +315,13 @@ fn start_link<P: Provider>(
         server.replication.detach_replica(id);
         return Err(format!("ERR replication thread: {e}"));
     }
-    tracing::info!(replica = id, ip = %ask.addr.ip, port = ask.addr.port, "replica linked");
+    // The fabric endpoint names the provider the link runs on (the verbs lane checks it).
+    tracing::info!(
+        replica = id,
+        ip = %ask.addr.ip,
+        port = ask.addr.port,
+        peer = %ask.peer,
+        "replica linked"
+    );
     Ok(accept.encode())
 }

@@ -129,7 +129,10 @@ fn set_up<P: Provider>(
     server
         .replica_of
         .set_state(generation, LinkState::Handshake);
-    let history = server.replica_of.history(generation);
+    // This node's own history (Redis's cached master): its ids and offset follow the
+    // stream it mirrors, so after a failover the promoted sibling, which keeps the old id as
+    // its `replid2`, continues it; an old primary returning as a replica names its own.
+    let history = Some(server.replication.history());
     let limits = LinkLimits {
         ring_data_len: server.config.read().repl_ring_size as usize,
         reorder_bytes_max: REORDER_BYTES_MAX_DEFAULT,
@@ -160,6 +163,9 @@ fn set_up<P: Provider>(
             (replid, false)
         }
         LinkDecision::Continue { new_replid } => {
+            if let Some(id) = new_replid {
+                server.replication.continue_under(id);
+            }
             let replid = new_replid
                 .or(history.map(|(id, _)| id))
                 .ok_or(ReplicaLinkError::Reply("PSYNC continue without a history"))?;
@@ -190,11 +196,23 @@ fn apply_loop<C: Connection>(
         if applier.killed() {
             return Err(ReplicaLinkError::Killed);
         }
+        // Checked again under the gate: a stop or a new REPLICAOF that returned has ended
+        // this generation, and nothing more of its stream may run.
+        let gate = server.replica_of.apply_gate();
+        if !server.replica_of.is_current(generation) {
+            break;
+        }
         released.clear();
         let polled = link.poll(&mut released)?;
         applier.push(&released)?;
         if let Some(snap) = polled.snapshot {
-            let stats = snapshot::load(server, &snap.bytes)?;
+            // From the first key replaced on, the dataset is no history's until it is whole.
+            server.replication.forget_history();
+            server.replica_of.set_loading(true);
+            let loaded = snapshot::load(server, &snap.bytes);
+            server.replica_of.set_loading(false);
+            let stats = loaded?;
+            server.replication.adopt_history(replid, snap.offset);
             tracing::info!(keys = stats.keys, offset = snap.offset, "full sync loaded");
             applier.reset(snap.offset);
             synced = true;
@@ -213,6 +231,7 @@ fn apply_loop<C: Connection>(
                 applier.applied(),
             );
         }
+        drop(gate);
         if polled.released == 0 {
             std::thread::sleep(IDLE_POLL);
         }

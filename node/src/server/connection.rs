@@ -90,7 +90,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Waits for a blocked command's keys, its timeout, a kill, or the client leaving.
     /// Returns false when the connection must close.
     async fn wait_blocked(&mut self, block: BlockRequest) -> bool {
-        if self.flush().await.is_err() {
+        // A synchronous write's reply (and what the pipeline answered before it) leaves
+        // only once its acknowledgements are in.
+        if !block.holds_output() && self.flush().await.is_err() {
             return false;
         }
         let shared = self.session.shared().clone();

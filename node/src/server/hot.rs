@@ -18,6 +18,9 @@ pub struct HotConfig {
     /// `min-replicas-to-write` and `min-replicas-max-lag`, read by every write's admission.
     pub min_replicas_to_write: AtomicU64,
     pub min_replicas_max_lag: AtomicU64,
+    /// `repl-sync-acks` and `repl-sync-timeout`, read after every write.
+    pub repl_sync_acks: AtomicU64,
+    pub repl_sync_timeout_ms: AtomicU64,
 }
 
 const POLICIES: [EvictionPolicy; 6] = [
@@ -45,6 +48,8 @@ impl From<&Config> for HotConfig {
             slowlog_max_len: AtomicU64::new(0),
             min_replicas_to_write: AtomicU64::new(0),
             min_replicas_max_lag: AtomicU64::new(0),
+            repl_sync_acks: AtomicU64::new(0),
+            repl_sync_timeout_ms: AtomicU64::new(5000),
         };
         hot.update(c);
         hot
@@ -82,6 +87,9 @@ impl HotConfig {
             .store(c.min_replicas_to_write, Relaxed);
         self.min_replicas_max_lag
             .store(c.min_replicas_max_lag, Relaxed);
+        self.repl_sync_acks.store(c.repl_sync_acks, Relaxed);
+        self.repl_sync_timeout_ms
+            .store(c.repl_sync_timeout_ms, Relaxed);
     }
 
     pub fn policy(&self) -> EvictionPolicy {

@@ -18,6 +18,7 @@ pub mod shutdown;
 pub mod slowlog;
 pub mod socket;
 pub mod stats;
+pub mod sync_acks;
 pub mod watch;
 
 pub use client::{Client, ClientShared};

@@ -40,6 +40,14 @@ pub struct ReplicaOf {
     active: AtomicBool,
     generation: AtomicU64,
     following: Mutex<Option<Following>>,
+    /// Held by a link thread while it executes a batch of the stream, and taken by `follow`
+    /// and `stop` before they change the generation: once they return, no command of the
+    /// old link runs any more (a promoted node's own writes never interleave with its old
+    /// primary's). Lock order: this gate, then `following`.
+    apply_gate: Mutex<()>,
+    /// A full sync's snapshot is being loaded: clients get `-LOADING` (the dataset is
+    /// half-replaced).
+    loading: AtomicBool,
 }
 
 impl ReplicaOf {
@@ -50,6 +58,7 @@ impl ReplicaOf {
 
     /// Follows `host:port`; a different primary than before ends the older link.
     pub fn follow(&self, host: &str, port: u16) -> FollowOutcome {
+        let _gate = self.apply_gate.lock();
         let mut f = self.following.lock();
         if let Some(cur) = f.as_ref() {
             if cur.host.eq_ignore_ascii_case(host) && cur.port == port {
@@ -74,10 +83,35 @@ impl ReplicaOf {
 
     /// `REPLICAOF NO ONE`: stops following; returns whether a primary was followed.
     pub fn stop(&self) -> bool {
+        let _gate = self.apply_gate.lock();
         let mut f = self.following.lock();
         self.generation.fetch_add(1, Relaxed);
         self.active.store(false, Relaxed);
         f.take().is_some()
+    }
+
+    /// Whether a full sync's snapshot is being loaded now.
+    #[inline]
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Relaxed)
+    }
+
+    pub fn set_loading(&self, loading: bool) {
+        self.loading.store(loading, Relaxed);
+    }
+
+    /// For a link thread about to execute stream bytes: holds off `follow` and `stop` until
+    /// the returned guard drops. Check [`ReplicaOf::is_current`] after taking it.
+    pub fn apply_gate(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.apply_gate.lock()
+    }
+
+    /// The primary followed now, if any.
+    pub fn current_target(&self) -> Option<(String, u16)> {
+        self.following
+            .lock()
+            .as_ref()
+            .map(|f| (f.host.clone(), f.port))
     }
 
     /// Whether `generation` is still the one in force (link threads check before each step).

@@ -15,7 +15,7 @@
 use super::client::ClientShared;
 use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
-use crate::replication::ids::ReplicationIds;
+use crate::replication::ids::{ReplId, ReplicationIds};
 use crate::replication::outgoing::Outgoing;
 use crate::replication::psync::{self, PsyncDecision, PsyncRequest};
 use crate::replication::report::{self, PrimaryLink, ReplicaLine, Role};
@@ -140,6 +140,73 @@ impl Replication {
         self.offset.store(offset, Relaxed);
         self.new_bytes.notify_all();
         offset
+    }
+
+    /// A replica mirrors its primary's stream: `bytes` (whole commands outside transactions,
+    /// exactly as the primary sent them) extend this node's history at the primary's offsets,
+    /// so that once promoted its replicas can continue from its backlog. Returns the new
+    /// `master_repl_offset`.
+    pub fn feed_raw(&self, bytes: &[u8]) -> u64 {
+        if bytes.is_empty() {
+            return self.offset.load(Relaxed);
+        }
+        let mut s = self.state.lock();
+        let offset = match s.backlog.as_mut() {
+            Some(b) => b.append(bytes),
+            None => self.offset.load(Relaxed) + bytes.len() as u64,
+        };
+        self.offset.store(offset, Relaxed);
+        self.new_bytes.notify_all();
+        offset
+    }
+
+    /// A replica's dataset is now its primary's history `replid` up to `offset` (a full
+    /// sync loaded; Redis's `replicationCreateMasterClient` after `+FULLRESYNC`): the ids
+    /// become the primary's and the backlog starts empty at `offset`.
+    pub fn adopt_history(&self, replid: ReplId, offset: u64) {
+        let mut s = self.state.lock();
+        s.ids = ReplicationIds::with_replid(replid);
+        let size = s.backlog_size;
+        match Backlog::new(size, offset) {
+            Ok(b) => {
+                s.backlog = Some(b);
+                self.active.store(true, Relaxed);
+            }
+            Err(e) => tracing::error!(error = %e, "cannot create the replication backlog"),
+        }
+        self.offset.store(offset, Relaxed);
+    }
+
+    /// A partial resync continued this node's history under the primary's `new_replid`
+    /// (`+CONTINUE <id>` from a primary that was promoted): the old id stays valid as
+    /// `replid2` up to the current offset, as on the primary.
+    pub fn continue_under(&self, new_replid: ReplId) {
+        let mut s = self.state.lock();
+        let offset = self.offset.load(Relaxed);
+        s.ids.shift_to(new_replid, offset);
+    }
+
+    /// The dataset is about to be replaced (a full sync starts loading): no replica may
+    /// continue this history any more.
+    pub fn forget_history(&self) {
+        let mut s = self.state.lock();
+        s.ids.restart(&mut rand::thread_rng());
+    }
+
+    /// This replica becomes a primary (REPLICAOF NO ONE, a failover): a new id starts at the
+    /// current offset and the old one stays valid up to it, so the other replicas of the old
+    /// primary continue from this node's backlog (Redis's `shiftReplicationId`).
+    pub fn promote(&self) {
+        let mut s = self.state.lock();
+        let offset = self.offset.load(Relaxed);
+        s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
+        tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted on promotion");
+    }
+
+    /// The history a replica names in PSYNC: its ids' current id and the last byte held.
+    pub fn history(&self) -> (ReplId, u64) {
+        let s = self.state.lock();
+        (s.ids.replid(), self.offset.load(Relaxed))
     }
 
     /// `master_repl_offset`: the number of the last stream byte written.

@@ -325,3 +325,22 @@ fn active_expiry_and_eviction_send_dels() {
     let got = stream_since(&s, before);
     assert!(got.contains(&argv(&["DEL", "kept"])), "{got:?}");
 }
+
+/// While a full sync's snapshot loads, clients get `-LOADING` for data commands; commands
+/// flagged `loading` (INFO, as in Redis; PING is not) still answer; the primary's stream is not refused.
+#[test]
+fn a_loading_replica_answers_loading() {
+    let s = server(false);
+    let mut c = client();
+    s.replica_of.set_loading(true);
+    assert_eq!(
+        run(&s, &mut c, &["GET", "k"]),
+        format!("-{}\r\n", dispatch::LOADING_ERROR).into_bytes()
+    );
+    assert!(run(&s, &mut c, &["INFO", "replication"]).starts_with(b"$"));
+    let mut primary = client();
+    primary.primary_link = true;
+    assert_eq!(run(&s, &mut primary, &["SET", "k", "v"]), b"+OK\r\n");
+    s.replica_of.set_loading(false);
+    assert_eq!(run(&s, &mut c, &["GET", "k"]), b"$1\r\nv\r\n");
+}

@@ -86,7 +86,9 @@ impl Session {
                     let args: SmallVec<[&[u8]; 8]> = (0..self.parser.arg_count())
                         .map(|i| self.parser.arg(buf, i))
                         .collect();
-                    let effects = dispatch::execute(
+                    let offset_before = self.client.repl_offset;
+                    let held_from = self.output.len();
+                    let mut effects = dispatch::execute(
                         &self.server,
                         &mut self.client,
                         &mut self.output,
@@ -95,6 +97,14 @@ impl Session {
                     );
                     drop(args);
                     consumed += len;
+                    if effects.block.is_none() && !effects.close {
+                        effects.block = super::sync_acks::hold_for_acks(
+                            &self.server,
+                            &self.client,
+                            offset_before,
+                            held_from,
+                        );
+                    }
                     if let Some(next) = after_command(effects) {
                         step = next;
                         break;
@@ -157,6 +167,9 @@ impl Session {
     /// Runs the blocked command again after a wake-up. True means it completed (its reply is
     /// in `output`); false means it still finds nothing and keeps waiting.
     pub fn retry_blocked(&mut self, block: &BlockRequest) -> bool {
+        if let TimeoutReply::SyncAcks { offset, wanted, .. } = block.timeout_reply {
+            return super::sync_acks::acknowledged(&self.server, offset, wanted);
+        }
         self.take_pushes();
         let args: SmallVec<[&[u8]; 8]> = block.retry.iter().map(|a| a.as_slice()).collect();
         let mut effects = dispatch::execute(
@@ -171,6 +184,10 @@ impl Session {
 
     /// Answers a blocked command whose timeout passed.
     pub fn time_out_blocked(&mut self, block: &BlockRequest) {
+        if let TimeoutReply::SyncAcks { held_from, .. } = block.timeout_reply {
+            super::sync_acks::time_out(&mut self.output, self.client.protocol, held_from);
+            return;
+        }
         let mut reply = proto::resp::Reply::new(&mut self.output, self.client.protocol);
         match block.timeout_reply {
             // WAIT answers how many replicas acknowledged by now.
@@ -186,7 +203,10 @@ impl Session {
         let shared = &self.client.shared;
         shared.blocked.store(false, Relaxed);
         self.server.blocking.unregister(&block.keys, shared);
-        if matches!(block.timeout_reply, TimeoutReply::ReplicaAcks { .. }) {
+        if matches!(
+            block.timeout_reply,
+            TimeoutReply::ReplicaAcks { .. } | TimeoutReply::SyncAcks { .. }
+        ) {
             self.server.replication.cancel_wait(shared);
         }
     }

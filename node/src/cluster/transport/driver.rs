@@ -51,6 +51,8 @@ impl GossipDriver {
             // Field by field, so the topology guard and the core borrow apart.
             let cluster = self.server.cluster.as_ref().expect(IN_CLUSTER_MODE);
             let mut t = cluster.topology.write();
+            // Gossip headers carry it: the leader promotes the replica that holds the most.
+            t.myself_mut().repl_offset = self.server.replication.master_repl_offset();
             let actions = self.core.step(now_ms, input, &mut t);
             let agent = &self.core.agent;
             let (voters, learners) = agent.members();
@@ -86,6 +88,7 @@ impl GossipDriver {
         for (waiter, result) in replies {
             let _ = waiter.try_send(result);
         }
+        crate::repl_link::cluster_role::follow_topology(&self.server);
     }
 
     /// A message for this node's subscribers from another node (its PUBLISH/SPUBLISH).
