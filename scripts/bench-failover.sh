@@ -113,6 +113,7 @@ done
     echo "kills per server and timeout: $ITERATIONS"
     echo "writer: $WRITE_RATE writes/s, one at a time; redis-server: WAIT 1 $WAIT_MS after each SET"
     echo "node: --fabric-provider $FABRIC $NODE_ARGS"
+    echo "node binary: ${NODE_BIN#"$ROOT"/}"
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S')"
 } >"$TMP/machine.txt"
 

@@ -200,6 +200,7 @@ done
     echo "redis-server: $(redis-server --version | sed 's/ sha=.*//')"
     echo "libfabric: $(dpkg-query -W -f '${Version}' libfabric1 2>/dev/null || echo unknown)"
     echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "node binary: ${NODE_BIN#"$ROOT"/}"
     echo "load at start: $load_start; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "placement: primary CPU ${PRIMARY_CPU:-any}, replica CPU ${REPLICA_CPU:-any}, redis-benchmark CPU ${BENCH_CPU:-any}"
     echo "requests: $N per test, -P $PIPELINE, -c $CLIENTS"
