@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark our `node` against Debian's `redis-server`, side by side in one
 # run, on loopback, with the same redis-benchmark binary, and write
-# BENCHMARKS.md (the whole file is regenerated).
+# BENCHMARKS.md (regenerated, except the sections other scripts own: fabric,
+# replication, failover; see scripts/bench_sections.py).
 #
 # Usage: scripts/bench-vs-redis.sh            (full run, takes a while)
 #        QUICK=1 scripts/bench-vs-redis.sh    (smoke test, tiny N)
