@@ -9,13 +9,14 @@
 //! - joins the group that addresses it (a node outside any group takes the first group whose
 //!   Raft traffic reaches it; the leader sends it a snapshot);
 //! - as leader, takes in nodes that are not in the group yet and keeps up to five voters
-//!   (`reconcile`);
+//!   (`reconcile`), and promotes a replica in place of a failed primary (`failover`);
 //! - turns topology changes into proposals, forwarding a follower's to the leader, and
 //!   answers each waiting command when its entry applies or times out (`pending`).
 //!
 //! While a node is in no group (alone, or before founding) the topology changes locally
 //! the way Redis changes it, by gossip and config epochs; callers check [`TopologyAgent::in_group`].
 
+mod failover;
 mod founding;
 mod pending;
 mod reconcile;
@@ -149,6 +150,8 @@ pub struct TopologyAgent<W> {
     founding: founding::Watch,
     pending: Pending<W>,
     attempts: Attempts,
+    /// Promotions this node proposed as leader, not committed yet (`failover`).
+    failovers: failover::Failovers,
     out: Vec<AgentAction<W>>,
     save: bool,
     /// What this node had made of itself by hand before it joined a group (REPLICATE,
@@ -181,6 +184,7 @@ impl<W> TopologyAgent<W> {
             founding: founding::Watch::default(),
             pending: Pending::default(),
             attempts: Attempts::default(),
+            failovers: failover::Failovers::default(),
             out: Vec::new(),
             save: false,
             prejoin: None,
@@ -281,6 +285,7 @@ impl<W> TopologyAgent<W> {
         }
         if self.is_leader() {
             self.reconcile(now_ms, t, gossip);
+            self.fail_over(now_ms, t, gossip);
         }
     }
 
@@ -326,6 +331,7 @@ impl<W> TopologyAgent<W> {
         }
         self.founding = founding::Watch::default();
         self.attempts = Attempts::default();
+        self.failovers.clear();
         self.unstarted_since_ms = None;
         self.prejoin = None;
     }

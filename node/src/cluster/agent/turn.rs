@@ -188,7 +188,7 @@ impl<W> TopologyAgent<W> {
 
     /// Ready turns until the log has nothing more: messages out, committed changes into
     /// `t`, waiting commands answered.
-    pub(super) fn turn(&mut self, _now_ms: u64, t: &mut Topology) {
+    pub(super) fn turn(&mut self, now_ms: u64, t: &mut Topology) {
         for _ in 0..TURNS_PER_STEP_MAX {
             let Some(g) = &mut self.group else { return };
             let out = match g.log.ready() {
@@ -219,6 +219,7 @@ impl<W> TopologyAgent<W> {
                 })
                 .collect();
             let outcomes = out.apply_to(t);
+            self.failovers.settle(now_ms, &out.committed);
             for (id, addr) in forgotten {
                 if t.index_of(&id).is_none() {
                     self.out.push(AgentAction::Forgotten { id, addr });

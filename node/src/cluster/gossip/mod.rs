@@ -10,6 +10,7 @@
 //! - `receive` says what each message does;
 //! - `cron` is the timer (pings, handshake timeouts, PFAIL);
 //! - `failure` turns failure reports into FAIL, and clears it;
+//! - `quorum` says whether this node hears a majority of voting primaries (may serve);
 //! - `epochs` binds slots by config epoch, sends UPDATE, resolves epoch collisions;
 //! - [`blacklist`] keeps forgotten nodes from coming back through gossip (`forget`);
 //! - [`view`] is the copy of per-node state that commands read.
@@ -22,6 +23,7 @@ mod failure;
 mod forget;
 mod outgoing;
 pub mod peer;
+mod quorum;
 mod receive;
 pub mod settings;
 pub mod view;

@@ -1,4 +1,5 @@
 mod forget;
 mod harness;
 mod network;
+mod quorum;
 mod unit;

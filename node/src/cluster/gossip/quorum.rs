@@ -1,0 +1,84 @@
+//! Whether this node is on the majority side of the cluster, as a primary must be to serve
+//! (issue 5: "a primary cut off from the majority stops accepting writes within
+//! cluster-node-timeout"). Redis refuses commands with -CLUSTERDOWN when fewer than
+//! `size / 2 + 1` voting primaries (primaries owning slots) are reachable (§2.12); here the
+//! rule is a lease, made to be over before a replica can be promoted in the primary's place.
+//!
+//! **The rule.** [`Gossip::in_majority`] is true at `now` iff at least `size / 2 + 1` of
+//! the voting primaries in this node's topology (`size` of them) count, where
+//!
+//! - this node counts if it is one of them;
+//! - another counts if a message of any kind from it arrived within the lease window
+//!   [`Gossip::lease_ms`] = `node_timeout / 2` (arrival `>= now - lease_ms`), and, in a
+//!   topology group, the topology version its last header advertised is not ahead of this
+//!   node's (a peer that applied changes this node has not may know it was deposed).
+//!
+//! **Why it is safe with the failover rule** (agent `failover`): a `Promote` in place of
+//! primary P is proposed only once P is FAIL, which takes failure reports from a majority of
+//! voting primaries (plus the marking node's own PFAIL), each made after that primary heard
+//! nothing from P for more than `node_timeout`. Two majorities of the same voters meet in
+//! at least one R. With links that fail both ways (partitions, crashes), R hearing nothing
+//! from P for `node_timeout` means P heard nothing from R for about as long, so P stopped
+//! counting R `node_timeout / 2` into that silence: P had lost its majority at least
+//! `node_timeout / 2` before the FAIL, and the promotion comes later still (a Raft commit).
+//! A FAIL flag can outlive the silence (reports stay valid 2 × node_timeout, and a slot
+//! owner keeps FAIL 2 × node_timeout once back), so P could regain a majority while the
+//! promotion is under way; then the voters that applied the promotion are ahead of P's
+//! version and P does not count them, and the leader proposes only while it has itself not
+//! heard from P for a whole node timeout.
+//!
+//! **What is not guaranteed.** With a link that fails one way only (P hears R, R does not
+//! hear P), R reports P as failing while P still counts R: no timing rule on arrivals alone
+//! closes that gap; the half-timeout window only narrows it, and the version rule closes it
+//! once the voters applied the promotion. The simulation's faults fail links both ways.
+
+use super::convert::is_voting;
+use super::Gossip;
+use crate::cluster::id::NodeId;
+use crate::cluster::slots::NodeIndex;
+use crate::cluster::topology::Topology;
+
+impl Gossip {
+    /// The window within which a voting primary must have been heard from to count for
+    /// [`Gossip::in_majority`]: half the node timeout, strictly shorter than the silence
+    /// after which that primary suspects this node.
+    pub fn lease_ms(&self) -> u64 {
+        self.settings.node_timeout_ms / 2
+    }
+
+    /// When a message from `id` last arrived (None: never, or not since this core started).
+    pub fn last_heard_ms(&self, id: &NodeId) -> Option<u64> {
+        self.peers
+            .get(id)
+            .map(|p| p.data_received_ms)
+            .filter(|&at| at != 0)
+    }
+
+    /// Whether this node hears a majority of the voting primaries (see the module doc for
+    /// the exact rule and why it makes serving safe against failover).
+    pub fn in_majority(&self, now_ms: u64, t: &Topology) -> bool {
+        let size = t.size();
+        if size == 0 {
+            return false;
+        }
+        let needed = size / 2 + 1;
+        let lease = self.lease_ms();
+        let counted = (0..t.nodes.len() as NodeIndex)
+            .filter(|&i| is_voting(t, i))
+            .filter(|&i| {
+                let n = &t.nodes[i as usize];
+                if n.is_myself() {
+                    return true;
+                }
+                let Some(p) = self.peers.get(&n.id) else {
+                    return false;
+                };
+                let recent =
+                    p.data_received_ms != 0 && now_ms.saturating_sub(p.data_received_ms) <= lease;
+                let not_ahead = !self.consensus || p.topology_version <= self.topology_version;
+                recent && not_ahead
+            })
+            .count();
+        counted >= needed
+    }
+}

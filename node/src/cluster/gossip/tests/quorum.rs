@@ -1,0 +1,104 @@
+//! The serving lease (`Gossip::in_majority`): lost within half a node timeout of being cut
+//! off, strictly before anyone can fail the node, regained once healed; peers ahead in
+//! topology version do not count.
+
+use super::harness::{settings, Net, TICK_MS};
+use crate::cluster::flags::bit;
+
+const NODES: usize = 5;
+
+/// `NODES` primaries, each owning a fifth of the slots, known everywhere.
+fn five_primaries(seed: u64) -> Net {
+    let mut net = Net::converged(NODES, seed);
+    let per = 16384 / NODES as u16 + 1;
+    for i in 0..NODES {
+        let start = i as u16 * per;
+        let end = (start + per - 1).min(16383);
+        net.nodes[i].topology.add_slots(&[(start, end)]).unwrap();
+    }
+    let spread = net.run_until(10_000, |net| {
+        (0..NODES).all(|i| net.nodes[i].topology.size() == NODES)
+    });
+    assert!(spread.is_some(), "slot ownership did not spread");
+    net
+}
+
+fn in_majority(net: &Net, i: usize) -> bool {
+    let n = &net.nodes[i];
+    n.gossip.in_majority(net.now, &n.topology)
+}
+
+fn anyone_fails(net: &Net, j: usize) -> bool {
+    (0..NODES).any(|i| i != j && net.flags_of(i, j).is_some_and(|f| f & bit::FAIL != 0))
+}
+
+#[test]
+fn a_cut_off_primary_stops_serving_before_anyone_can_fail_it() {
+    for seed in [51, 52, 53] {
+        let mut net = five_primaries(seed);
+        net.run(3_000);
+        assert!((0..NODES).all(|i| in_majority(&net, i)), "seed {seed}");
+        let lease = net.nodes[0].gossip.lease_ms();
+        assert_eq!(lease, settings().node_timeout_ms / 2);
+        let cut_at = net.now;
+        net.cut = (1..NODES).map(|j| (0, j)).collect();
+        let mut lost_at = None;
+        let mut failed_at = None;
+        while net.now - cut_at < 4 * settings().node_timeout_ms {
+            net.run(TICK_MS);
+            if lost_at.is_none() && !in_majority(&net, 0) {
+                lost_at = Some(net.now);
+            }
+            if failed_at.is_none() && anyone_fails(&net, 0) {
+                failed_at = Some(net.now);
+            }
+            // The other side keeps its majority all along.
+            assert!((1..NODES).all(|i| in_majority(&net, i)), "seed {seed}");
+        }
+        let lost_at = lost_at.expect("the cut-off node kept serving");
+        let failed_at = failed_at.expect("nobody failed the cut-off node");
+        // Lost within the lease (plus the tick it is looked at), and half a node timeout
+        // or more before the FAIL that a promotion needs.
+        assert!(lost_at - cut_at <= lease + TICK_MS, "seed {seed}");
+        assert!(
+            failed_at - lost_at >= lease - TICK_MS,
+            "seed {seed}: {lost_at} {failed_at}"
+        );
+        net.cut.clear();
+        let back = net.run_until(3 * settings().node_timeout_ms, |net| in_majority(net, 0));
+        assert!(back.is_some(), "seed {seed}: no majority after healing");
+    }
+}
+
+#[test]
+fn a_peer_ahead_in_topology_version_does_not_count() {
+    let mut net = five_primaries(61);
+    for i in 0..NODES {
+        net.nodes[i].gossip.set_consensus_mode(true);
+        net.nodes[i].gossip.set_topology_version(7);
+    }
+    net.run(2_000);
+    assert!(in_majority(&net, 0));
+    // Three peers applied a change node 0 has not: only node 0 and one peer count.
+    for i in 1..4 {
+        net.nodes[i].gossip.set_topology_version(8);
+    }
+    net.run(2_000);
+    assert!(!in_majority(&net, 0));
+    assert!(in_majority(&net, 1), "a node ahead counts the others");
+    net.nodes[0].gossip.set_topology_version(8);
+    assert!(in_majority(&net, 0), "caught up, it counts them again");
+}
+
+#[test]
+fn without_voting_primaries_there_is_no_majority() {
+    let net = Net::converged(3, 71);
+    assert_eq!(net.nodes[0].topology.size(), 0);
+    assert!(!in_majority(&net, 0));
+    // A slot owner alone is its own majority of one.
+    let mut net = net;
+    net.nodes[0].topology.add_slots(&[(0, 16383)]).unwrap();
+    assert!(in_majority(&net, 0));
+    assert_eq!(net.nodes[0].gossip.last_heard_ms(&net.id(0)), None);
+    assert!(net.nodes[0].gossip.last_heard_ms(&net.id(1)).is_some());
+}
