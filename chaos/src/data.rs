@@ -106,7 +106,12 @@ pub struct Data {
     pub nodes: Vec<DataNode>,
     pub net: DataNet,
     pub stats: DataStats,
+    /// What happened, for a replay to print (None: not kept). At most TRACE_MAX lines.
+    pub trace: Option<Vec<String>>,
 }
+
+/// Lines a trace keeps.
+pub const TRACE_MAX: usize = 100_000;
 
 /// A node's role in its own topology.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +152,16 @@ impl Data {
             nodes: (0..nodes).map(|_| DataNode::default()).collect(),
             net,
             stats: DataStats::default(),
+            trace: None,
+        }
+    }
+
+    /// Adds a line to the trace, if one is kept.
+    pub fn note(&mut self, now: u64, line: impl FnOnce() -> String) {
+        if let Some(t) = &mut self.trace {
+            if t.len() < TRACE_MAX {
+                t.push(format!("{:>7} {}", now - crate::sim::START_MS, line()));
+            }
         }
     }
 
@@ -173,6 +188,10 @@ impl Data {
             n.histories += 1;
             n.replid = ((i as u64 + 1) << 32) | n.histories;
             n.committed = n.offset();
+            let (offset, store) = (n.offset(), format!("{:?}", n.store));
+            self.note(sim.now, || {
+                format!("node {i} primary at offset {offset} {store}")
+            });
             let t = &sim.nodes[i].topology;
             if was == Some(false) && t.slots.owns_any(t.myself_index()) {
                 self.stats.promotions += 1;
@@ -306,6 +325,9 @@ impl Data {
                 }
                 let offset = n.append(key, value);
                 n.pending.push((client, op, offset));
+                self.note(sim.now, || {
+                    format!("node {i} applies op {op} key {key}={value} at {offset}")
+                });
                 self.stream(sim, i);
             }
             OpKind::Read => {
@@ -315,6 +337,10 @@ impl Data {
                     return reply(self, OpResult::Refused);
                 }
                 let value = n.store.get(&key).copied().unwrap_or(0);
+                let committed = n.committed;
+                self.note(sim.now, || {
+                    format!("node {i} reads op {op} key {key}={value} (committed {committed})")
+                });
                 reply(self, OpResult::Read(value));
             }
         }
@@ -329,7 +355,10 @@ impl Data {
             .drain(..)
             .partition(|&(_, _, offset)| offset <= committed);
         n.pending = waiting;
-        for (client, op, _) in done {
+        for (client, op, offset) in done {
+            self.note(sim.now, || {
+                format!("node {i} acks op {op} at {offset} (committed {committed})")
+            });
             self.send(
                 sim,
                 Endpoint::Node(i),

@@ -16,6 +16,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 pub const SHARDS: usize = 3;
+/// Replicas per shard by default. With one, `repl-sync-acks 1` means every replica, and
+/// the promoted replica holds every acknowledged write. [`run_failover_seed_with`] takes
+/// more, to study the rule with replicas that did not all acknowledge.
+pub const REPLICAS: usize = 1;
 pub const CLIENTS: usize = 3;
 pub const KEYS: u8 = 4;
 /// How long clients run under faults.
@@ -28,7 +32,9 @@ pub const BOOT_LIMIT_MS: u64 = 30_000;
 const DOWN_MS: std::ops::Range<u64> = 2_000..8_000;
 /// Chances per 100 ms round.
 const KILL_CHANCE: f64 = 0.04;
-const PARTITION_CHANCE: f64 = 0.015;
+const PARTITION_CHANCE: f64 = 0.02;
+/// How long a partition lasts (ms).
+const PARTITION_MS: std::ops::Range<u64> = 500..8_000;
 const STORM_CHANCE: f64 = 0.03;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,26 +81,61 @@ struct Run {
     partition_until: Option<u64>,
     storm_until: Option<u64>,
     report: FailoverReport,
+    /// Each node's view when last traced.
+    seen: std::collections::HashMap<usize, String>,
 }
 
 /// Runs the failover scenario of `seed`, deterministically.
 pub fn run_failover_seed(seed: u64) -> Result<FailoverReport, FailoverViolation> {
-    let mut run = Run::new(seed);
-    run.boot()?;
-    run.faults();
-    run.final_reads()?;
-    run.clients.finish();
-    run.clients
-        .histories
-        .check()
-        .map_err(|error| FailoverViolation::NotLinearizable { seed, error })?;
-    Ok(run.finish())
+    run_failover_seed_with(seed, REPLICAS)
+}
+
+/// [`run_failover_seed`] with `replicas` per shard.
+pub fn run_failover_seed_with(
+    seed: u64,
+    replicas: usize,
+) -> Result<FailoverReport, FailoverViolation> {
+    run_traced(seed, replicas, false).0
+}
+
+/// Runs the scenario, keeping a trace of the data path if `trace` (printed by a replay):
+/// the outcome, the trace lines and each key's history.
+pub fn run_traced(
+    seed: u64,
+    replicas: usize,
+    trace: bool,
+) -> (
+    Result<FailoverReport, FailoverViolation>,
+    Vec<String>,
+    crate::linearizable::Histories,
+) {
+    let mut run = Run::new(seed, replicas);
+    if trace {
+        run.data.trace = Some(Vec::new());
+    }
+    let outcome = run.run_all();
+    let lines = run.data.trace.take().unwrap_or_default();
+    let histories = run.clients.histories.clone();
+    (outcome.map(|()| run.finish()), lines, histories)
 }
 
 impl Run {
-    fn new(seed: u64) -> Run {
+    fn run_all(&mut self) -> Result<(), FailoverViolation> {
+        let seed = self.sim.seed;
+        self.boot()?;
+        self.faults();
+        self.final_reads()?;
+        self.clients.finish();
+        self.clients
+            .histories
+            .check()
+            .map_err(|error| FailoverViolation::NotLinearizable { seed, error })
+    }
+
+    fn new(seed: u64, replicas: usize) -> Run {
+        let nodes = SHARDS * (1 + replicas);
         let mut rng = StdRng::seed_from_u64(seed ^ 0xda7a);
-        let mut sim = Sim::new(seed, 2 * SHARDS);
+        let mut sim = Sim::new(seed, nodes);
         let calm = Weather {
             loss: rng.gen_range(0.0..0.03),
             duplicate: rng.gen_range(0.0..0.03),
@@ -103,7 +144,7 @@ impl Run {
         sim.net.weather = calm;
         let net = DataNet::new(StdRng::seed_from_u64(rng.gen()));
         Run {
-            data: Data::new(2 * SHARDS, net),
+            data: Data::new(nodes, net),
             clients: Clients::new(CLIENTS, KEYS),
             sim,
             rng,
@@ -111,6 +152,7 @@ impl Run {
             down: None,
             partition_until: None,
             storm_until: None,
+            seen: Default::default(),
             report: FailoverReport {
                 seed,
                 virtual_ms: 0,
@@ -138,9 +180,10 @@ impl Run {
     }
 
     /// Primaries 0..SHARDS take a third of the slots each, everyone meets node 0, the group
-    /// is founded, nodes SHARDS.. become replicas (through the group) and sync.
+    /// is founded, the other nodes become replicas (node i of shard i % SHARDS, through the
+    /// group) and sync.
     fn boot(&mut self) -> Result<(), FailoverViolation> {
-        let n = 2 * SHARDS;
+        let n = self.sim.nodes.len();
         for i in 0..SHARDS {
             let start = (i * 16384 / SHARDS) as u16;
             let end = ((i + 1) * 16384 / SHARDS - 1) as u16;
@@ -158,12 +201,12 @@ impl Run {
             let done = (0..n).all(|i| {
                 let t = &self.sim.nodes[i].topology;
                 let me = t.myself();
-                i < SHARDS || me.primary == Some(self.sim.nodes[i - SHARDS].id())
+                i < SHARDS || me.primary == Some(self.sim.nodes[i % SHARDS].id())
             }) && self.sim.nodes.iter().all(|sn| {
                 sn.core.in_group()
-                    && (0..SHARDS).all(|p| {
+                    && (SHARDS..n).all(|r| {
                         sn.topology
-                            .index_of(&self.sim.nodes[SHARDS + p].id())
+                            .index_of(&self.sim.nodes[r].id())
                             .is_some_and(|k| sn.topology.nodes[k as usize].is_replica())
                     })
             }) && self.data.replicas_linked(&self.sim);
@@ -171,14 +214,35 @@ impl Run {
                 return Ok(());
             }
             if self.sim.now - start > BOOT_LIMIT_MS {
-                return Err(self.stuck("boot", BOOT_LIMIT_MS, "no group with replicas".into()));
+                let detail = (0..n)
+                    .map(|i| {
+                        let sn = &self.sim.nodes[i];
+                        format!(
+                            "\n  {i}: group {} v{} primary {:?}",
+                            sn.core.in_group(),
+                            sn.topology.consensus.version,
+                            sn.topology
+                                .myself()
+                                .primary
+                                .map(|p| p.to_string()[..6].to_string()),
+                        )
+                    })
+                    .collect::<String>();
+                return Err(self.stuck(
+                    "boot",
+                    BOOT_LIMIT_MS,
+                    format!(
+                        "no group with replicas, linked {}{detail}",
+                        self.data.replicas_linked(&self.sim)
+                    ),
+                ));
             }
             // The operator makes the replicas once a group is there (retried every second).
             if self.sim.nodes[0].core.in_group() && self.sim.now - last_ask >= 1_000 {
                 last_ask = self.sim.now;
                 for r in SHARDS..n {
                     let replica = self.sim.nodes[r].id();
-                    let primary = self.sim.nodes[r - SHARDS].id();
+                    let primary = self.sim.nodes[r % SHARDS].id();
                     let t = &self.sim.nodes[0].topology;
                     let done = t
                         .index_of(&replica)
@@ -218,6 +282,9 @@ impl Run {
         for i in 0..self.sim.nodes.len() {
             self.data.tick(&self.sim, i);
         }
+        if self.data.trace.is_some() {
+            self.trace_flags();
+        }
         if clients {
             self.clients.tick(&self.sim, &mut self.data.net);
         }
@@ -242,34 +309,37 @@ impl Run {
         if self.partition_until.is_some_and(|t| t <= now) {
             self.partition_until = None;
             self.sim.net.heal();
+            self.data.note(now, || "partition healed".into());
         }
         if self.storm_until.is_some_and(|t| t <= now) {
             self.storm_until = None;
             self.sim.net.weather = self.calm;
         }
         if self.down.is_none() && self.rng.gen_bool(KILL_CHANCE) {
-            // A primary that owns slots, in its own view.
-            let primaries: Vec<usize> = self
-                .sim
-                .live()
-                .filter(|&i| {
-                    let t = &self.sim.nodes[i].topology;
-                    t.myself().is_primary() && t.slots.owns_any(t.myself_index())
-                })
-                .collect();
+            let primaries = self.primaries();
             if !primaries.is_empty() {
                 let victim = primaries[self.rng.gen_range(0..primaries.len())];
                 self.sim.crash(victim);
                 self.data.crash(victim);
+                self.data.note(now, || format!("kill node {victim}"));
                 self.down = Some((victim, now + self.rng.gen_range(DOWN_MS)));
                 self.report.kills += 1;
             }
         }
         if self.partition_until.is_none() && self.rng.gen_bool(PARTITION_CHANCE) {
             let n = self.sim.nodes.len();
-            let groups: Vec<u8> = (0..n).map(|_| self.rng.gen_range(0..2)).collect();
+            let primaries = self.primaries();
+            let groups: Vec<u8> = if !primaries.is_empty() && self.rng.gen_bool(0.5) {
+                // A primary cut off from the rest, long enough to be failed over while
+                // clients still reach it: the case the serving lease is for.
+                let victim = primaries[self.rng.gen_range(0..primaries.len())];
+                (0..n).map(|i| (i == victim) as u8).collect()
+            } else {
+                (0..n).map(|_| self.rng.gen_range(0..2)).collect()
+            };
+            self.data.note(now, || format!("partition {groups:?}"));
             self.sim.net.partition(groups);
-            self.partition_until = Some(now + self.rng.gen_range(500..5_000));
+            self.partition_until = Some(now + self.rng.gen_range(PARTITION_MS));
             self.report.partitions += 1;
         }
         if self.storm_until.is_none() && self.rng.gen_bool(STORM_CHANCE) {
@@ -283,8 +353,49 @@ impl Run {
         }
     }
 
+    /// Notes every change of who a node sees failing, and of its topology version.
+    fn trace_flags(&mut self) {
+        use node::cluster::flags::bit;
+        let n = self.sim.nodes.len();
+        for i in self.sim.live().collect::<Vec<_>>() {
+            let t = &self.sim.nodes[i].topology;
+            let mut seen = String::new();
+            for j in 0..n {
+                let f = t
+                    .index_of(&self.sim.nodes[j].id())
+                    .map(|k| t.nodes[k as usize].flags);
+                let c = match f {
+                    Some(f) if f.has(bit::FAIL) => 'F',
+                    Some(f) if f.has(bit::PFAIL) => 'p',
+                    Some(f) if f.has(bit::MASTER) => 'M',
+                    Some(_) => 's',
+                    None => '?',
+                };
+                seen.push(c);
+            }
+            let inm = self.sim.nodes[i].core.gossip.in_majority(self.sim.now, t);
+            let line = format!("{seen} v{} maj {inm}", t.consensus.version);
+            if self.seen.get(&i) != Some(&line) {
+                self.data.note(self.sim.now, || format!("view {i}: {line}"));
+                self.seen.insert(i, line);
+            }
+        }
+    }
+
+    /// Live primaries that own slots, each in its own view.
+    fn primaries(&self) -> Vec<usize> {
+        self.sim
+            .live()
+            .filter(|&i| {
+                let t = &self.sim.nodes[i].topology;
+                t.myself().is_primary() && t.slots.owns_any(t.myself_index())
+            })
+            .collect()
+    }
+
     fn restart(&mut self, i: usize) {
         self.down = None;
+        self.data.note(self.sim.now, || format!("restart node {i}"));
         // The config file always loads in the simulation; a failure is a core bug that the
         // seeds test reports, here it only keeps the node down.
         let _ = self.sim.restart(i);

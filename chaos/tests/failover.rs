@@ -2,7 +2,7 @@
 //! linearizability (issue 5): many seeds per run (CHAOS_FAILOVER_SEEDS to run more), one
 //! seed replayed (CHAOS_SEED), and the checker shown to fail on a forged history.
 
-use chaos::failover::{run_failover_seed, FailoverReport};
+use chaos::failover::FailoverReport;
 use chaos::linearizable::{check_key, CheckError, Op, Recorded};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,7 +19,9 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 fn run_or_panic(seed: u64) -> FailoverReport {
-    run_failover_seed(seed).unwrap_or_else(|v| panic!("failover run failed: {v}"))
+    let replicas = env_u64("CHAOS_REPLICAS").map_or(chaos::failover::REPLICAS, |r| r as usize);
+    chaos::failover::run_failover_seed_with(seed, replicas)
+        .unwrap_or_else(|v| panic!("failover run failed: {v}"))
 }
 
 /// Goal: zero linearizability violations over many seeds, with failovers actually made in
@@ -74,11 +76,27 @@ fn many_seeds_fail_over_and_stay_linearizable() {
 }
 
 /// Replays one seed: `CHAOS_SEED=N cargo test -p chaos --test failover -- replay_one_seed
-/// --nocapture` (without CHAOS_SEED it runs seed 0).
+/// --nocapture` (without CHAOS_SEED it runs seed 0; CHAOS_REPLICAS=2 for two replicas per
+/// shard). On a violation it prints the data path's trace and the failing histories.
 #[test]
 fn replay_one_seed() {
     let seed = env_u64("CHAOS_SEED").unwrap_or(0);
-    let first = run_or_panic(seed);
+    let replicas = env_u64("CHAOS_REPLICAS").map_or(chaos::failover::REPLICAS, |r| r as usize);
+    let (first, trace, histories) = chaos::failover::run_traced(seed, replicas, true);
+    let first = first.unwrap_or_else(|v| {
+        for line in &trace {
+            eprintln!("{line}");
+        }
+        for (key, ops) in &histories.keys {
+            let mut ops = ops.clone();
+            ops.sort_by_key(|o| o.call);
+            eprintln!("key {key}:");
+            for o in ops {
+                eprintln!("  {o:?}");
+            }
+        }
+        panic!("failover run failed: {v}")
+    });
     eprintln!("{first:?}");
     assert_eq!(
         run_or_panic(seed),
