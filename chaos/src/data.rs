@@ -217,10 +217,8 @@ impl Data {
             (Endpoint::Client(c), Msg::Request { op, key, kind }) => {
                 self.request(sim, to, c, op, key, kind)
             }
-            (Endpoint::Node(r), Msg::SyncRequest) => {
-                if role(sim, to) == Role::Primary {
-                    self.send_snapshot(sim, to, r);
-                }
+            (Endpoint::Node(r), Msg::SyncRequest) if role(sim, to) == Role::Primary => {
+                self.send_snapshot(sim, to, r);
             }
             (
                 Endpoint::Node(p),
