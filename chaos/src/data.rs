@@ -4,11 +4,15 @@
 //!
 //! 1. A node serves a request for a key only if its topology makes it the primary owning the
 //!    key's slot **and** `Gossip::in_majority` is true at that moment (else -CLUSTERDOWN /
-//!    MOVED: here `Refused`, and nothing is applied).
+//!    MOVED: here `Refused`, and nothing is applied). `in_majority` also holds a freshly
+//!    promoted primary back for the hand-off (lease + delivery bound after a majority of
+//!    voters applied its promotion), so old and new primary never serve at once.
 //! 2. A write is applied locally, gets the next offset of the replication history, and is
 //!    answered only once a replica acknowledged an offset at or past it (`repl-sync-acks 1`;
-//!    the simulated shards have one replica each, so 1 is all of them). A write never
-//!    answered is an unknown outcome to its client.
+//!    the default simulated shards have one replica each, so 1 is all of them). A write
+//!    never answered is an unknown outcome to its client. The topology agent's
+//!    `failover_sync_acks` must equal this count (with more replicas than acks, automatic
+//!    failover then waits for enough healthy replicas).
 //! 3. A read returns the applied value only if the key's last write is *committed* (at or
 //!    below the highest offset a replica acknowledged); else it is refused (the node may
 //!    instead hold it until committed). Without this a read could show a write that a
