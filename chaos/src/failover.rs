@@ -217,9 +217,13 @@ impl Run {
                 let detail = (0..n)
                     .map(|i| {
                         let sn = &self.sim.nodes[i];
+                        let (voters, learners) = sn.core.agent.members();
                         format!(
-                            "\n  {i}: group {} v{} primary {:?}",
+                            "\n  {i}: group {} leader {} members {}+{} v{} primary {:?}",
                             sn.core.in_group(),
+                            sn.core.agent.is_leader(),
+                            voters.len(),
+                            learners.len(),
                             sn.topology.consensus.version,
                             sn.topology
                                 .myself()
