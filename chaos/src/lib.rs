@@ -8,10 +8,17 @@
 //! - [`faults`]: the seeded fault schedule;
 //! - [`operator`]: topology changes as an admin makes them (proposals in a group);
 //! - [`checks`]: the invariants, run after every step;
-//! - [`scenario`]: one run from a seed, [`run_seed`].
+//! - [`scenario`]: one run from a seed, [`run_seed`];
+//! - [`failover`]: failovers under faults with a data path ([`data`], [`data_net`]),
+//!   clients ([`clients`]) and a per-key linearizability check ([`linearizable`]).
 
 pub mod checks;
+pub mod clients;
+pub mod data;
+pub mod data_net;
+pub mod failover;
 pub mod faults;
+pub mod linearizable;
 pub mod net;
 pub mod operator;
 pub mod scenario;

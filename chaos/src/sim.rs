@@ -233,12 +233,29 @@ impl Sim {
     /// One round: delivers every datagram due before the next tick boundary, then ticks
     /// every live node.
     pub fn round(&mut self) {
-        let next_tick = (self.now / TICK_MS + 1) * TICK_MS;
-        while let Some((at, d)) = self.net.next_due(next_tick) {
+        let next_tick = self.next_tick();
+        self.deliver_until(next_tick);
+        self.tick_all(next_tick);
+    }
+
+    /// The next tick boundary.
+    pub fn next_tick(&self) -> u64 {
+        (self.now / TICK_MS + 1) * TICK_MS
+    }
+
+    /// Delivers every datagram due at or before `until` (time moves to each), so another
+    /// layer (the data path of `data`) can interleave its own deliveries in time order.
+    pub fn deliver_until(&mut self, until: u64) {
+        while let Some((at, d)) = self.net.next_due(until) {
             self.now = self.now.max(at);
             self.deliver(d.from, d.to, &d.bytes);
         }
-        self.now = next_tick;
+    }
+
+    /// Moves time to the tick boundary `at` (from [`Sim::next_tick`]) and ticks every live
+    /// node.
+    pub fn tick_all(&mut self, at: u64) {
+        self.now = self.now.max(at);
         for i in 0..self.nodes.len() {
             if self.nodes[i].alive {
                 self.nodes[i].reassembler.expire(self.now);

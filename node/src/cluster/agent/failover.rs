@@ -5,7 +5,9 @@
 //!
 //! The candidate is the replica with the highest `repl_offset` (as gossip last heard it)
 //! among the primary's replicas that are neither PFAIL nor FAIL; ties go to the smallest id,
-//! so every leader picks the same one. One proposal per failed primary is in flight at a
+//! so every leader picks the same one. With synchronous acks there must be enough healthy
+//! replicas that one surely holds every acknowledged write (`failover_sync_acks`, see
+//! [`promotion_candidate`]). One proposal per failed primary is in flight at a
 //! time: it is proposed again only once it committed (refused when applied, say), or after
 //! `proposal_timeout_ms` (lost with a leader change).
 //!
@@ -93,9 +95,29 @@ pub fn needs_failover(
 
 /// The replica to promote in place of `primary`: among its logged replicas that are neither
 /// PFAIL nor FAIL, the highest `repl_offset`, ties to the smallest id.
-pub fn promotion_candidate(t: &Topology, primary: &NodeId) -> Option<NodeId> {
-    t.replicas_of(primary)
-        .filter(|r| t.consensus.nodes.contains(&r.id) && !r.is_failing())
+///
+/// With synchronous replication (`sync_acks` > 0: a write is acknowledged once that many
+/// replicas have it) an acknowledged write may be on `sync_acks` replicas only, so the
+/// candidates must include at least `replicas - sync_acks + 1` of them (any such set meets
+/// every set of `sync_acks`); with fewer healthy ones there is no safe choice and nobody is
+/// promoted. The failover simulation found this: with two replicas and one ack, the replica
+/// that acknowledged was cut off together with the primary, and promoting the other lost
+/// the write. `sync_acks` 0 (asynchronous) promises nothing and needs one candidate.
+pub fn promotion_candidate(t: &Topology, primary: &NodeId, sync_acks: usize) -> Option<NodeId> {
+    let logged: Vec<_> = t
+        .replicas_of(primary)
+        .filter(|r| t.consensus.nodes.contains(&r.id))
+        .collect();
+    let healthy: Vec<_> = logged.iter().filter(|r| !r.is_failing()).collect();
+    let needed = match sync_acks {
+        0 => 1,
+        acks => logged.len() - acks.min(logged.len()) + 1,
+    };
+    if healthy.len() < needed {
+        return None;
+    }
+    healthy
+        .into_iter()
         .max_by_key(|r| (r.repl_offset, Reverse(r.id)))
         .map(|r| r.id)
 }
@@ -114,8 +136,9 @@ impl<W> TopologyAgent<W> {
             {
                 continue;
             }
-            let Some(replica) = promotion_candidate(t, &primary) else {
-                tracing::debug!(%primary, "failed primary without a replica to promote");
+            let acks = self.settings.failover_sync_acks;
+            let Some(replica) = promotion_candidate(t, &primary, acks) else {
+                tracing::debug!(%primary, "failed primary without a replica safe to promote");
                 continue;
             };
             match g.log.propose(&TopologyCommand::Promote { replica }) {
@@ -180,6 +203,7 @@ mod tests {
 
     #[test]
     fn the_most_advanced_healthy_replica_is_chosen() {
+        let promotion_candidate = |t: &Topology, p: &NodeId| promotion_candidate(t, p, 0);
         let mut t = shard();
         node(&mut t, 2).repl_offset = 10;
         node(&mut t, 3).repl_offset = 30;
@@ -195,7 +219,33 @@ mod tests {
     }
 
     #[test]
+    fn synchronous_acks_need_enough_healthy_replicas() {
+        let mut t = shard();
+        node(&mut t, 2).repl_offset = 10;
+        node(&mut t, 3).repl_offset = 30;
+        let p = node_id(1);
+        // Three replicas, all healthy: any ack count allows a choice.
+        for acks in 0..=4 {
+            assert_eq!(
+                promotion_candidate(&t, &p, acks),
+                Some(node_id(3)),
+                "{acks}"
+            );
+        }
+        // One down: with 1 ack the write may be on it alone; with 2, one of the two
+        // others has it.
+        node(&mut t, 3).flags.set(bit::FAIL, true);
+        assert_eq!(promotion_candidate(&t, &p, 1), None);
+        assert_eq!(promotion_candidate(&t, &p, 2), Some(node_id(2)));
+        assert_eq!(promotion_candidate(&t, &p, 0), Some(node_id(2)));
+        node(&mut t, 4).flags.set(bit::PFAIL, true);
+        assert_eq!(promotion_candidate(&t, &p, 2), None);
+        assert_eq!(promotion_candidate(&t, &p, 3), Some(node_id(2)));
+    }
+
+    #[test]
     fn ties_go_to_the_smallest_id_and_unlogged_replicas_do_not_count() {
+        let promotion_candidate = |t: &Topology, p: &NodeId| promotion_candidate(t, p, 1);
         let mut t = shard();
         for n in 2..=4 {
             node(&mut t, n).repl_offset = 7;

@@ -50,6 +50,10 @@ pub struct AgentSettings {
     /// right after founding must not leave the others waiting for it for good. Nothing was
     /// committed in such a group, so nothing is lost by leaving it.
     pub abandon_ms: u64,
+    /// `repl-sync-acks`: how many replicas acknowledge a write before it is answered (0:
+    /// asynchronous). Automatic failover promotes only when enough replicas are healthy
+    /// that one of them surely holds every acknowledged write (see `failover`).
+    pub failover_sync_acks: usize,
 }
 
 impl Default for AgentSettings {
@@ -59,6 +63,7 @@ impl Default for AgentSettings {
             proposal_timeout_ms: 3000,
             reconcile_retry_ms: 1000,
             abandon_ms: 10_000,
+            failover_sync_acks: 1,
         }
     }
 }

@@ -5,6 +5,12 @@
 
 use crate::cluster::id::NodeId;
 use crate::cluster::topology::NODES_MAX;
+use std::collections::VecDeque;
+
+/// Topology versions remembered per peer with when each was first advertised: enough to
+/// tell since when a peer has been at or past a recent version (older ones fold into the
+/// oldest entry, which only makes the answer later, the safe side).
+pub const VERSION_HISTORY_MAX: usize = 8;
 
 /// A voting primary said, at `time_ms`, that the node is failing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,9 +48,38 @@ pub struct Peer {
     /// The handshake was started by CLUSTER MEET, not by gossip: it may bring back a
     /// forgotten node (as in Redis, only gossip is held back by the blacklist).
     pub met_by_command: bool,
+    /// (topology version, when a header first advertised it), oldest first, increasing.
+    pub versions: VecDeque<(u64, u64)>,
 }
 
 impl Peer {
+    /// Records the topology version a header advertised at `now_ms`. A version going back
+    /// (a restart from an older log, a reset) starts the history again.
+    pub fn saw_version(&mut self, version: u64, now_ms: u64) {
+        match self.versions.back() {
+            Some(&(last, _)) if last == version => return,
+            Some(&(last, _)) if last > version => self.versions.clear(),
+            _ => {}
+        }
+        self.versions.push_back((version, now_ms));
+        if self.versions.len() > VERSION_HISTORY_MAX {
+            self.versions.pop_front();
+        }
+    }
+
+    /// Since when the peer has advertised `version` or later without going back (None: its
+    /// last header is below it).
+    pub fn at_or_past_since(&self, version: u64) -> Option<u64> {
+        let mut since = None;
+        for &(v, at) in self.versions.iter().rev() {
+            if v < version {
+                break;
+            }
+            since = Some(at);
+        }
+        since
+    }
+
     /// Adds or refreshes `reporter`'s report; true if it is new.
     pub fn add_report(&mut self, reporter: NodeId, now_ms: u64) -> bool {
         if let Some(r) = self

@@ -13,6 +13,21 @@
 //!   topology group, the topology version its last header advertised is not ahead of this
 //!   node's (a peer that applied changes this node has not may know it was deposed).
 //!
+//! - and, in a topology group, that peer has advertised a topology version at or past
+//!   this node's grant (its config epoch: the log index of the `Promote`/`AssignSlots`
+//!   that made it the owner) for at least [`Gossip::handoff_ms`] = lease +
+//!   `delivery_delay_max_ms`.
+//!
+//! **The hand-off (strict, for any links, given bounded delivery):** say N is promoted at
+//! log index v over P. P counts a voter R only by messages at a version below v (P has not
+//! applied v, else it is no primary), i.e. sent before R applied v at time a_R; they arrive
+//! by a_R + delay_max and count until a_R + delay_max + lease. N counts R only once R has
+//! advertised >= v for lease + delay_max, i.e. from a_R + lease + delay_max on. Both need a
+//! majority of the same voters, which share some R: their serving times never overlap.
+//! This needs no symmetry of links, only that a bus message older than
+//! `delivery_delay_max_ms` is never processed (a bound the bus must enforce by dropping
+//! late datagrams, or by choosing the bound generously).
+//!
 //! **Why it is safe with the failover rule** (agent `failover`): a `Promote` in place of
 //! primary P is proposed only once P is FAIL, which takes failure reports from a majority of
 //! voting primaries (plus the marking node's own PFAIL), each made after that primary heard
@@ -46,6 +61,13 @@ impl Gossip {
         self.settings.node_timeout_ms / 2
     }
 
+    /// How long a peer must have advertised the version that made this node primary before
+    /// it counts for this node: the lease plus the longest delivery, the time within which
+    /// the node it replaced stops counting that peer's older messages.
+    pub fn handoff_ms(&self) -> u64 {
+        self.lease_ms() + self.settings.delivery_delay_max_ms
+    }
+
     /// When a message from `id` last arrived (None: never, or not since this core started).
     pub fn last_heard_ms(&self, id: &NodeId) -> Option<u64> {
         self.peers
@@ -63,6 +85,10 @@ impl Gossip {
         }
         let needed = size / 2 + 1;
         let lease = self.lease_ms();
+        // The topology version that gave this node its role (a grant's log index is the
+        // granted node's config epoch), and how long peers must have been past it.
+        let my_grant = t.myself().config_epoch;
+        let handoff = self.handoff_ms();
         let counted = (0..t.nodes.len() as NodeIndex)
             .filter(|&i| is_voting(t, i))
             .filter(|&i| {
@@ -75,8 +101,14 @@ impl Gossip {
                 };
                 let recent =
                     p.data_received_ms != 0 && now_ms.saturating_sub(p.data_received_ms) <= lease;
-                let not_ahead = !self.consensus || p.topology_version <= self.topology_version;
-                recent && not_ahead
+                if !self.consensus {
+                    return recent;
+                }
+                let not_ahead = p.topology_version <= self.topology_version;
+                let past_grant = p
+                    .at_or_past_since(my_grant)
+                    .is_some_and(|since| now_ms.saturating_sub(since) >= handoff);
+                recent && not_ahead && past_grant
             })
             .count();
         counted >= needed

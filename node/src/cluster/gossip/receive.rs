@@ -104,6 +104,7 @@ impl Gossip {
             peer.link_from_since_ms = now_ms;
         }
         peer.topology_version = h.topology_version;
+        peer.saw_version(h.topology_version, now_ms);
         peer.claimed_slots.clear();
         peer.claimed_slots
             .extend(h.slots.iter().map(|r| (r.start as u16, r.end as u16)));

@@ -23,6 +23,10 @@ pub struct GossipSettings {
     pub fail_undo_time_mult: u64,
     /// The client port this node serves over the fabric, advertised in its header (0: none).
     pub rdma_port: u16,
+    /// The longest a bus message is assumed to take from sender to receiver's core: a
+    /// promoted primary waits this much on top of the lease before it serves (see
+    /// `quorum`), so that no old primary still counts votes from before the promotion.
+    pub delivery_delay_max_ms: u64,
 }
 
 impl Default for GossipSettings {
@@ -33,6 +37,7 @@ impl Default for GossipSettings {
             fail_report_validity_mult: 2,
             fail_undo_time_mult: 2,
             rdma_port: 0,
+            delivery_delay_max_ms: 500,
         }
     }
 }

@@ -77,7 +77,7 @@ fn a_peer_ahead_in_topology_version_does_not_count() {
         net.nodes[i].gossip.set_consensus_mode(true);
         net.nodes[i].gossip.set_topology_version(7);
     }
-    net.run(2_000);
+    net.run(4_000);
     assert!(in_majority(&net, 0));
     // Three peers applied a change node 0 has not: only node 0 and one peer count.
     for i in 1..4 {
@@ -101,4 +101,32 @@ fn without_voting_primaries_there_is_no_majority() {
     assert!(in_majority(&net, 0));
     assert_eq!(net.nodes[0].gossip.last_heard_ms(&net.id(0)), None);
     assert!(net.nodes[0].gossip.last_heard_ms(&net.id(1)).is_some());
+}
+
+/// The hand-off: a node granted its slots at version 9 counts a peer only once that peer
+/// has advertised 9 or later for the lease plus the delivery bound.
+#[test]
+fn a_promoted_node_waits_for_peers_to_be_past_its_grant() {
+    let mut net = five_primaries(62);
+    for i in 0..NODES {
+        net.nodes[i].gossip.set_consensus_mode(true);
+        net.nodes[i].gossip.set_topology_version(8);
+    }
+    net.run(4_000);
+    assert!(in_majority(&net, 0));
+    net.nodes[0].topology.myself_mut().config_epoch = 9;
+    assert!(!in_majority(&net, 0), "peers are not past the grant yet");
+    let handoff = net.nodes[0].gossip.handoff_ms();
+    assert_eq!(
+        handoff,
+        settings().node_timeout_ms / 2 + settings().delivery_delay_max_ms
+    );
+    for i in 0..NODES {
+        net.nodes[i].gossip.set_topology_version(9);
+    }
+    let start = net.now;
+    let counted = net.run_until(4 * handoff, |net| in_majority(net, 0));
+    let took = counted.expect("peers past the grant never counted");
+    assert!(took >= handoff, "counted after {took} ms, before {handoff}");
+    assert!(net.now - start >= handoff);
 }
