@@ -29,6 +29,9 @@ pub fn gossip_settings() -> GossipSettings {
     GossipSettings {
         node_timeout_ms: 2_000,
         ping_retry_ms: 300,
+        // The simulator ticks every TICK_MS (100 ms): heartbeats at a quarter of the node
+        // timeout fit a lease of half of it (the node's shorter lease needs its finer ticks).
+        lease_divisor: 2,
         ..GossipSettings::default()
     }
 }

@@ -54,6 +54,10 @@ pub struct AgentSettings {
     /// asynchronous). Automatic failover promotes only when enough replicas are healthy
     /// that one of them surely holds every acknowledged write (see `failover`).
     pub failover_sync_acks: usize,
+    /// Wall time of one Raft tick (election timeout 10-20 ticks, heartbeat 2). The node
+    /// scales it with `cluster-node-timeout` so that a group that lost its leader elects
+    /// another about as fast as a failed primary is detected.
+    pub raft_tick_ms: u64,
 }
 
 impl Default for AgentSettings {
@@ -64,6 +68,7 @@ impl Default for AgentSettings {
             reconcile_retry_ms: 1000,
             abandon_ms: 10_000,
             failover_sync_acks: 1,
+            raft_tick_ms: crate::cluster::consensus::log::TICK_MS,
         }
     }
 }

@@ -3,7 +3,6 @@
 //! answers the commands that waited for them.
 
 use super::{AgentAction, Group, PreJoin, ProposeError, TopologyAgent};
-use crate::cluster::consensus::log::TICK_MS;
 use crate::cluster::consensus::{
     ApplyError, LogError, MemberRole, ProposalId, TopologyCommand, TopologyLog,
 };
@@ -28,11 +27,12 @@ impl<W> TopologyAgent<W> {
             // Reopened from the store: the clock starts at the first tick.
             self.raft_clock_ms = now_ms;
         }
-        let due = now_ms.saturating_sub(self.raft_clock_ms) / TICK_MS;
+        let tick_ms = self.settings.raft_tick_ms.max(1);
+        let due = now_ms.saturating_sub(self.raft_clock_ms) / tick_ms;
         if due > CATCH_UP_TICKS_MAX {
             self.raft_clock_ms = now_ms;
         } else {
-            self.raft_clock_ms += due * TICK_MS;
+            self.raft_clock_ms += due * tick_ms;
         }
         for _ in 0..due.min(CATCH_UP_TICKS_MAX) {
             if let Err(e) = g.log.tick() {

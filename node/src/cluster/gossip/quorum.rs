@@ -55,10 +55,11 @@ use crate::cluster::topology::Topology;
 
 impl Gossip {
     /// The window within which a voting primary must have been heard from to count for
-    /// [`Gossip::in_majority`]: half the node timeout, strictly shorter than the silence
-    /// after which that primary suspects this node.
+    /// [`Gossip::in_majority`]: [`GossipSettings::lease_ms`](super::GossipSettings::lease_ms),
+    /// an eighth of the node timeout (at least five ticks), strictly shorter than the
+    /// silence after which that primary suspects this node.
     pub fn lease_ms(&self) -> u64 {
-        self.settings.node_timeout_ms / 2
+        self.settings.lease_ms()
     }
 
     /// How long a peer must have advertised the version that made this node primary before

@@ -27,6 +27,11 @@ pub struct GossipSettings {
     /// promoted primary waits this much on top of the lease before it serves (see
     /// `quorum`), so that no old primary still counts votes from before the promotion.
     pub delivery_delay_max_ms: u64,
+    /// The serving lease is the node timeout divided by this (at least five ticks): 8 in a
+    /// node, whose bus ticks every [`GossipSettings::tick_interval_ms`]; the simulator, which
+    /// ticks every TICK_MS, uses a longer lease (the safety argument holds for any lease
+    /// shorter than the node timeout, with the hand-off of lease + delivery bound).
+    pub lease_divisor: u64,
 }
 
 impl Default for GossipSettings {
@@ -38,6 +43,7 @@ impl Default for GossipSettings {
             fail_undo_time_mult: 2,
             rdma_port: 0,
             delivery_delay_max_ms: 500,
+            lease_divisor: 8,
         }
     }
 }
@@ -54,17 +60,26 @@ impl GossipSettings {
         self.node_timeout_ms / 2
     }
 
-    /// Nodes not heard from for this long are pinged: a quarter of the node timeout (Redis:
-    /// half), so that every peer is heard well within the serving lease (`quorum.rs`, half
-    /// the node timeout) and a primary does not stop serving between two heartbeats.
+    /// Nodes not heard from for this long are pinged: half the serving lease (Redis pings
+    /// at half the node timeout), so that every peer is heard well within the lease and a
+    /// primary does not stop serving between two heartbeats. Pings are small datagrams on
+    /// the fabric; the cost is a few dozen per second per peer at a 200 ms node timeout.
     pub fn heartbeat_ms(&self) -> u64 {
-        self.node_timeout_ms / 4
+        self.lease_ms() / 2
     }
 
-    /// How often the runtime should tick the core: a twentieth of the node timeout, between
+    /// The serving lease (`quorum.rs`): an eighth of the node timeout, at least five ticks
+    /// so that heartbeats fit in it. Shorter is safer (a cut-off primary stops sooner) and
+    /// makes the hand-off after a promotion shorter, which is most of failover time after
+    /// detection; it costs heartbeats.
+    pub fn lease_ms(&self) -> u64 {
+        (self.node_timeout_ms / self.lease_divisor.max(2)).max(5 * self.tick_interval_ms())
+    }
+
+    /// How often the runtime should tick the core: a fiftieth of the node timeout, between
     /// 10 and TICK_MS ms, so failure detection is not coarser than the timeout allows.
     pub fn tick_interval_ms(&self) -> u64 {
-        (self.node_timeout_ms / 20).clamp(10, TICK_MS)
+        (self.node_timeout_ms / 50).clamp(10, TICK_MS)
     }
 
     pub fn fail_report_validity_ms(&self) -> u64 {

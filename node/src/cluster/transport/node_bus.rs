@@ -7,6 +7,7 @@ use super::rendezvous::LocalIpHook;
 use super::{start, BusHandle, BusStartError};
 use crate::cluster::agent::store::GroupStore;
 use crate::cluster::agent::AgentSettings;
+use crate::cluster::consensus::log::TICK_MS;
 use crate::cluster::core::ClusterCore;
 use crate::cluster::gossip::GossipSettings;
 use crate::server::Server;
@@ -59,15 +60,28 @@ impl WithProvider for Job {
 
     fn run<P: Provider>(self, provider: P) -> Self::Output {
         let server = self.server;
-        let (settings, secret, announce) = {
+        let ((settings, agent), secret, announce) = {
             let c = server.config.read();
+            let node_timeout_ms = c.cluster.node_timeout_ms.max(1);
             let settings = GossipSettings {
-                node_timeout_ms: c.cluster.node_timeout_ms.max(1),
+                node_timeout_ms,
                 rdma_port: c.fabric.port,
                 ..GossipSettings::default()
             };
+            // The bus's delivery bound the serving lease's hand-off assumes: half the lease
+            // (a fabric or loopback delivers in micro- to milliseconds). Assumed, not
+            // enforced: messages carry no send time.
+            let settings = GossipSettings {
+                delivery_delay_max_ms: settings.lease_ms() / 2,
+                ..settings
+            };
+            let agent = AgentSettings {
+                failover_sync_acks: c.repl_sync_acks as usize,
+                raft_tick_ms: (node_timeout_ms / 10).clamp(20, TICK_MS),
+                ..AgentSettings::default()
+            };
             (
-                settings,
+                (settings, agent),
                 c.cluster.secret.clone().into_bytes(),
                 c.cluster.announce_ip.clone(),
             )
@@ -90,14 +104,8 @@ impl WithProvider for Job {
                 server.config.read().dir.clone(),
             )
         };
-        let core = ClusterCore::with_store(
-            me,
-            settings,
-            AgentSettings::default(),
-            seed,
-            GroupStore::new(&dir),
-        )
-        .map_err(BusStartError::Topology)?;
+        let core = ClusterCore::with_store(me, settings, agent, seed, GroupStore::new(&dir))
+            .map_err(BusStartError::Topology)?;
         start(&provider, Some(self.rendezvous), hook, |address| {
             if let Some(c) = server.cluster.as_ref() {
                 let _ = c.change(|t| {
