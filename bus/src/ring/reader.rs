@@ -148,6 +148,17 @@ impl<C: Connection> RingReader<C> {
         self.progress.posted
     }
 
+    /// Whether an ack or progress WRITE is in flight or still to be posted: the owner should
+    /// keep calling `poll` promptly (on manual-progress providers nothing moves between its
+    /// calls).
+    pub fn in_flight(&self) -> bool {
+        let p = &self.progress;
+        self.ack_in_flight
+            || p.in_flight
+            || (self.writer_ack.is_some() && self.consumed > self.ack_posted)
+            || (p.target.is_some() && p.wanted > p.posted)
+    }
+
     /// Absolute offset just past the last record handed out.
     pub fn consumed(&self) -> u64 {
         self.consumed

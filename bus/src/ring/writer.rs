@@ -429,6 +429,14 @@ impl<C: Connection> RingWriter<C> {
         Ok(())
     }
 
+    /// Whether WRITEs are in flight or waiting to be posted: the owner should keep calling
+    /// `poll` promptly (on manual-progress providers nothing moves between its calls).
+    pub fn in_flight(&self) -> bool {
+        self.outstanding > 0
+            || !self.unposted.is_empty()
+            || (self.close == CloseState::Open && self.tail_posted < self.posted_end)
+    }
+
     /// Whether every appended record has been acknowledged by the reader.
     pub fn is_drained(&self) -> bool {
         self.acked == self.head
