@@ -235,8 +235,14 @@ fn fabric_primary() -> Node {
     primary
 }
 
+/// GET; `None` also while the replica is loading a full sync's snapshot (`-LOADING`), which
+/// the polls of `eventually` must wait through.
 fn get(c: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(c).unwrap()
+    match redis::cmd("GET").arg(key).query(c) {
+        Ok(v) => v,
+        Err(e) if e.code() == Some("LOADING") => None,
+        Err(e) => panic!("GET {key}: {e}"),
+    }
 }
 
 /// Goal: REPLICAOF links a replica to its primary over the fabric; what was there before
@@ -480,7 +486,8 @@ fn holds_within(
 fn in_sync(replica: &mut redis::Connection, primary: &mut redis::Connection) -> bool {
     let r = replication_fields(replica);
     field(&r, "master_link_status") == "up"
-        && field(&r, "slave_repl_offset") == field(&replication_fields(primary), "master_repl_offset")
+        && field(&r, "slave_repl_offset")
+            == field(&replication_fields(primary), "master_repl_offset")
 }
 
 /// Goal: a replica its primary dropped notices and resyncs. (Before the fix it never did: the
@@ -497,7 +504,12 @@ fn in_sync(replica: &mut redis::Connection, primary: &mut redis::Connection) -> 
 fn a_dropped_replica_notices_and_resyncs() {
     let repl_port = free_port().to_string();
     let mut primary_args = FABRIC.to_vec();
-    primary_args.extend(["--repl-fabric-port", &repl_port, "--repl-backlog-size", "16kb"]);
+    primary_args.extend([
+        "--repl-fabric-port",
+        &repl_port,
+        "--repl-backlog-size",
+        "16kb",
+    ]);
     let primary = Node::start(&primary_args);
     wait_for_log(&primary, "accepting replication links (fabric)");
     let target = format!("127.0.0.1 {}", primary.port);
@@ -532,7 +544,11 @@ fn a_dropped_replica_notices_and_resyncs() {
         field(&replication_fields(c), "connected_slaves") == "0"
     });
     signal(&replica, "CONT");
-    assert!(dropped, "the primary kept the replica; log:\n{}", primary.log());
+    assert!(
+        dropped,
+        "the primary kept the replica; log:\n{}",
+        primary.log()
+    );
     cmd(&mut p, &["SET", "after-drop", "1"]).unwrap();
     let mut r = replica.client();
     let synced = holds_within(&replica, Duration::from_secs(8), |c| {
@@ -546,6 +562,11 @@ fn a_dropped_replica_notices_and_resyncs() {
     );
     let size: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
     assert_eq!(size, 5002);
+    assert!(
+        replica.log().matches("full sync from the primary").count() >= 2,
+        "fell out of the backlog, so a second full sync; log:\n{}",
+        replica.log()
+    );
 
     signal(&primary, "STOP");
     let noticed = holds_within(&replica, Duration::from_secs(4), |c| {

@@ -241,10 +241,11 @@ fn apply_loop<C: Connection>(
                 .replica_of
                 .set_state(generation, LinkState::Connected);
         }
-        link.publish_applied(applier.applied())?;
-        // Before a full sync's snapshot is loaded the dataset is not this history's: a
-        // reconnect must not continue it.
+        // Before a full sync's snapshot is loaded the dataset is not this history's: nothing
+        // of it is acknowledged (the offset this node had is another history's, possibly past
+        // what the primary shipped, which it rejects), and a reconnect must not continue it.
         if synced {
+            link.publish_applied(applier.applied())?;
             server.replica_of.set_offsets(
                 generation,
                 replid,

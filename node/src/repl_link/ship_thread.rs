@@ -59,8 +59,6 @@ pub fn ship_loop<C: Connection>(
     let mut last_post = Instant::now();
     let mut last_move = Instant::now();
     let mut last_seen = (0u64, 0u64);
-    // Whether the link itself failed (then no closed mark can be sent).
-    let mut failed = false;
     while !server.shutdown.is_triggered() {
         if stop.load(Relaxed) {
             tracing::info!(replica = id, "replica linked again; this link ends");
@@ -99,11 +97,26 @@ pub fn ship_loop<C: Connection>(
                 }
             }
         }
+        // A stalled link (the ring full, the mirror holding a ring's worth) copies nothing, so
+        // it must look whether the backlog still holds its next byte: once it does not, the
+        // replica can never continue and is dropped at once (it full-syncs), not after
+        // `repl-timeout`.
+        if room == 0
+            && server.replication.master_repl_offset() > mirror.master_repl_offset()
+            && !server
+                .replication
+                .read_backlog(mirror.master_repl_offset() + 1, |range| range.is_some())
+        {
+            tracing::warn!(
+                replica = id,
+                "replica fell out of the backlog; dropping link"
+            );
+            break;
+        }
         let progress = match shipper.pump(&mirror) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(replica = id, error = %e, "replication link failed");
-                failed = true;
                 break;
             }
         };
@@ -120,7 +133,6 @@ pub fn ship_loop<C: Connection>(
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(replica = id, error = %e, "replication link failed");
-                    failed = true;
                     break;
                 }
             }
@@ -155,9 +167,9 @@ pub fn ship_loop<C: Connection>(
                 .wait_for_bytes(seen.max(mirror.master_repl_offset()), SHIP_IDLE);
         }
     }
-    if !failed {
-        close_link(&mut shipper, id);
-    }
+    // Also after a protocol error (a broken ring refuses at once): the replica must not wait
+    // for `repl-timeout` to learn that its link is gone.
+    close_link(&mut shipper, id);
     server.replication.detach_replica(id);
 }
 
