@@ -5,7 +5,10 @@
 //! Header, little-endian:
 //! - `0..8`  tail: the doorbell. The writer WRITEs the absolute end offset of its last posted
 //!   record here. It is only a hint that something may be new: records are validated on their own.
-//! - `8..64` reserved (zero). The header is one cache line so the doorbell word shares it with
+//! - `8..16` closed: the writer WRITEs [`CLOSED_MARK`] here when it ends the ring on purpose
+//!   (its owner dropped the link), so a reader that would otherwise wait for records forever
+//!   learns it at once (RDM providers report no dead peer).
+//! - `16..64` reserved (zero). The header is one cache line so the doorbell word shares it with
 //!   nothing the reader writes.
 //!
 //! Records live in the data area at `offset % data_len`, where `offset` is the absolute stream
@@ -30,6 +33,10 @@ use crate::error::{BusError, Result};
 pub const RING_HEADER_LEN: usize = 64;
 /// Offset of the tail doorbell word within the header.
 pub const TAIL_OFFSET: usize = 0;
+/// Offset of the closed word within the header.
+pub const CLOSED_OFFSET: usize = 8;
+/// What the writer puts into the closed word; zeroed memory (0) means open.
+pub const CLOSED_MARK: u64 = u64::from_le_bytes(*b"closed!\0");
 /// Bytes of a record header.
 pub const RECORD_HEADER_LEN: usize = 24;
 /// Record start alignment: every u64 field is naturally aligned.
@@ -49,6 +56,8 @@ const _: () = assert!(RING_HEADER_LEN.is_multiple_of(RECORD_ALIGN));
 const _: () = assert!(RING_DATA_MIN.is_multiple_of(RECORD_ALIGN));
 const _: () = assert!(RING_DATA_MAX.is_multiple_of(RECORD_ALIGN));
 const _: () = assert!(TAIL_OFFSET.is_multiple_of(8) && TAIL_OFFSET + 8 <= RING_HEADER_LEN);
+const _: () = assert!(CLOSED_OFFSET.is_multiple_of(8) && CLOSED_OFFSET + 8 <= RING_HEADER_LEN);
+const _: () = assert!(CLOSED_OFFSET != TAIL_OFFSET);
 // The "fewer than a header remains" skip covers at most one header of bytes.
 const _: () = assert!(RING_DATA_MIN / 2 > 2 * RECORD_HEADER_LEN);
 

@@ -10,7 +10,8 @@ use crate::provider::{
 
 use super::layout::{
     check_data_len, max_payload, next_record_start, record_crc, record_total, RecordHeader,
-    KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET,
+    CLOSED_MARK, CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN,
+    TAIL_OFFSET,
 };
 
 const WR_ACK: u64 = 3;
@@ -147,6 +148,17 @@ impl<C: Connection> RingReader<C> {
         self.progress.posted
     }
 
+    /// Whether an ack or progress WRITE is in flight or still to be posted: the owner should
+    /// keep calling `poll` promptly (on manual-progress providers nothing moves between its
+    /// calls).
+    pub fn in_flight(&self) -> bool {
+        let p = &self.progress;
+        self.ack_in_flight
+            || p.in_flight
+            || (self.writer_ack.is_some() && self.consumed > self.ack_posted)
+            || (p.target.is_some() && p.wanted > p.posted)
+    }
+
     /// Absolute offset just past the last record handed out.
     pub fn consumed(&self) -> u64 {
         self.consumed
@@ -175,17 +187,31 @@ impl<C: Connection> RingReader<C> {
 
     /// Copies the next record's payload into `buf` and returns its absolute offset, or `None`
     /// when the next record has not (entirely) landed yet. Never returns a record out of order.
+    /// Once the writer closed the ring and every record that landed was taken, `Closed`.
     pub fn next(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         self.check_usable()?;
         let tail = self.ring.load_u64(TAIL_OFFSET)?;
-        if tail <= self.consumed {
-            return Ok(None);
-        }
-        let got = self.take_record(buf)?;
-        if got.is_none() {
-            self.not_ready += 1;
+        let got = if tail > self.consumed {
+            let got = self.take_record(buf)?;
+            if got.is_none() {
+                self.not_ready += 1;
+            }
+            got
+        } else if self.closed_by_writer()? {
+            // The doorbell stops at close; records posted before it may still be valid.
+            self.take_record(buf)?
+        } else {
+            None
+        };
+        if got.is_none() && self.closed_by_writer()? {
+            return Err(self.break_with("the writer closed the ring".into()));
         }
         Ok(got)
+    }
+
+    /// Whether the writer wrote its closed mark into the header.
+    fn closed_by_writer(&self) -> Result<bool> {
+        Ok(self.ring.load_u64(CLOSED_OFFSET)? == CLOSED_MARK)
     }
 
     /// The record at the consumed offset, if it has validly landed.

@@ -380,6 +380,8 @@ fn provider_full_is_back_pressure_not_failure() {
 struct Refusing {
     inner: SimConnection,
     refuse: usize,
+    /// WRITEs let through.
+    writes: usize,
 }
 
 impl Connection for Refusing {
@@ -402,6 +404,7 @@ impl Connection for Refusing {
             self.refuse -= 1;
             return Err(BusError::Full { what: "test queue" });
         }
+        self.writes += 1;
         self.inner.post_write(wr_id, src, dst, imm)
     }
     fn post_read(
@@ -440,6 +443,7 @@ fn a_refused_ack_is_published_later() {
     let cr = Refusing {
         inner: l.accept(Duration::ZERO).unwrap().unwrap(),
         refuse: 2,
+        writes: 0,
     };
     let ring = r
         .register(
@@ -487,4 +491,81 @@ fn the_progress_word_lands_monotone_in_the_writers_region() {
     if let Ok(r) = too_small {
         assert!(s.reader.set_progress_target(r.remote().unwrap()).is_err());
     }
+}
+
+/// Goal: records the provider refused pile up and then go out as one WRITE, not one each (shm
+/// with delivery complete carries one WRITE per round trip of both processes' progress, so a
+/// backlog of small records cost a round trip each: replication stalled for seconds).
+/// Method: a writer whose provider refuses its first 30 WRITEs while 30 small records are
+/// appended; then one poll, and the WRITEs counted; the reader gets all 30 in order.
+#[test]
+fn refused_records_go_out_coalesced() {
+    let fabric = SimFabric::new(19, Faults::default()).unwrap();
+    let w = fabric.add_host().unwrap();
+    let r = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let at = SocketAddr::from(([10, 0, 0, 9], 9000));
+    let mut l = r.listen(at, &cfg).unwrap();
+    let cw = Refusing {
+        inner: w.connect(at, &cfg, Duration::ZERO).unwrap(),
+        refuse: 30,
+        writes: 0,
+    };
+    let cr = l.accept(Duration::ZERO).unwrap().unwrap();
+    let mut reader = RingReader::create(&r, cr, 4096).unwrap();
+    let staging = w.register(4096 + 8, Access::NONE).unwrap();
+    let ack = w
+        .register(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let mut writer = RingWriter::new(cw, staging, ack, reader.advert().unwrap(), &cfg).unwrap();
+    reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
+    let records: Vec<Vec<u8>> = (0..30u8).map(|i| vec![i; 40]).collect();
+    for record in &records {
+        writer.append(record).unwrap();
+    }
+    assert_eq!(writer.conn().writes, 0, "all refused so far");
+    writer.poll().unwrap();
+    assert_eq!(
+        writer.conn().writes,
+        2,
+        "one WRITE for the 30 records and the doorbell"
+    );
+    fabric.run_until_idle(1000);
+    let mut got = Vec::new();
+    let mut buf = Vec::new();
+    while reader.next(&mut buf).unwrap().is_some() {
+        got.push(buf.clone());
+    }
+    assert_eq!(got, records);
+}
+
+/// Goal: a writer that ends the ring on purpose tells the reader, which first takes every
+/// record that landed and then fails with `Closed` (an RDM provider reports no dead peer, so
+/// without it a replica waited forever); nothing is appended after close.
+/// Method: three records appended and landed, `close`, polls until the mark is delivered.
+#[test]
+fn a_closed_ring_ends_the_reader_after_what_landed() {
+    let mut s = setup(23, reordering(), 4096);
+    for i in 0..3u8 {
+        s.writer.append(&[i; 100]).unwrap();
+    }
+    s.fabric.run_until_idle(1000);
+    s.writer.poll().unwrap();
+    s.writer.close().unwrap();
+    for _ in 0..100 {
+        if s.writer.close_delivered() {
+            break;
+        }
+        s.fabric.run_until_idle(1000);
+        s.writer.poll().unwrap();
+    }
+    assert!(s.writer.close_delivered());
+    assert!(matches!(s.writer.append(b"late"), Err(BusError::Closed(_))));
+    let mut buf = Vec::new();
+    for i in 0..3u8 {
+        assert!(s.reader.next(&mut buf).unwrap().is_some());
+        assert_eq!(buf, vec![i; 100]);
+    }
+    let err = s.reader.next(&mut buf).unwrap_err();
+    assert!(matches!(err, BusError::Closed(_)), "{err}");
 }

@@ -16,16 +16,21 @@ use crate::provider::{
 };
 
 use super::layout::{
-    check_data_len, encode_header, max_payload, record_total, ACK_REGION_LEN, KIND_DATA, KIND_PAD,
-    RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET,
+    check_data_len, encode_header, max_payload, record_total, ACK_REGION_LEN, CLOSED_MARK,
+    CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET,
 };
 
 const WR_RECORD: u64 = 1;
 const WR_TAIL: u64 = 2;
+const WR_CLOSE: u64 = 5;
 /// Work requests one append may post: a padding record, the record, the doorbell.
 const WRS_PER_APPEND: usize = 3;
 /// Completions reaped per poll call.
 const POLL_BATCH: usize = 64;
+/// Most bytes of queued records one WRITE carries (see `post_unposted`): large enough that a
+/// burst needs few WRITEs, small enough that one WRITE does not hold a provider's bounce
+/// buffers (shm's segmented copies) for long.
+pub const WRITE_COALESCE_MAX: usize = 256 * 1024;
 
 /// Appends records to a reader's ring. Generic over the connection, so every provider runs the
 /// same code. Call [`poll`](RingWriter::poll) regularly: it reaps completions, refreshes the
@@ -53,6 +58,9 @@ pub struct RingWriter<C: Connection> {
     acked: u64,
     tail_posted: u64,
     tail_in_flight: bool,
+    /// `close` was called: nothing more is appended or announced; the closed mark is written
+    /// once the doorbell's source word is free.
+    close: CloseState,
     outstanding: usize,
     send_wr: usize,
     broken: Option<String>,
@@ -113,6 +121,7 @@ impl<C: Connection> RingWriter<C> {
             acked: 0,
             tail_posted: 0,
             tail_in_flight: false,
+            close: CloseState::Open,
             outstanding: 0,
             send_wr: config.send_wr as usize,
             broken: None,
@@ -179,6 +188,9 @@ impl<C: Connection> RingWriter<C> {
     /// has not acknowledged enough room (poll and retry); the ring is then unchanged.
     pub fn append(&mut self, payload: &[u8]) -> Result<u64> {
         self.check_usable()?;
+        if self.close != CloseState::Open {
+            return Err(BusError::Closed("the ring was closed by its writer".into()));
+        }
         if payload.len() > self.max_payload() {
             return Err(BusError::Invalid {
                 what: "ring record",
@@ -233,13 +245,17 @@ impl<C: Connection> RingWriter<C> {
     }
 
     /// Posts queued record WRITEs, oldest first, until the provider says `Full` (they wait for
-    /// the next call). One send slot stays free for the doorbell.
+    /// the next call). One send slot stays free for the doorbell. Records queued back to back
+    /// in the data area go out as one WRITE (up to [`WRITE_COALESCE_MAX`]): some providers
+    /// carry one WRITE per round trip of both processes' progress (shm with delivery
+    /// complete), so a backlog of small records would otherwise cost one round trip each.
     fn post_unposted(&mut self) -> Result<()> {
-        while let Some(&(at, total)) = self.unposted.front() {
+        while let Some(&(at, first_total)) = self.unposted.front() {
             if self.outstanding + 1 >= self.send_wr {
                 return Ok(());
             }
             let pos = (at % self.data_len as u64) as usize;
+            let (records, total) = self.coalescible(at, pos, first_total);
             let src = LocalSlice {
                 region: self.staging.clone(),
                 offset: pos,
@@ -263,16 +279,36 @@ impl<C: Connection> RingWriter<C> {
             }
             self.outstanding += 1;
             self.posted_end = at + total as u64;
-            self.unposted.pop_front();
+            self.unposted.drain(..records);
         }
         Ok(())
+    }
+
+    /// How many queued records from the front (the first at absolute offset `at`, data
+    /// position `pos`) one WRITE can carry, and their bytes: each must start where the previous
+    /// ended (a padding record's WRITE covers only its header), without wrapping.
+    fn coalescible(&self, at: u64, pos: usize, first_total: usize) -> (usize, usize) {
+        let mut records = 1;
+        let mut total = first_total;
+        for &(next_at, next_total) in self.unposted.iter().skip(1) {
+            if next_at != at + total as u64
+                || pos + total + next_total > self.data_len
+                || total + next_total > WRITE_COALESCE_MAX
+            {
+                break;
+            }
+            records += 1;
+            total += next_total;
+        }
+        (records, total)
     }
 
     /// WRITEs the end of the posted records into the reader's tail word unless one such write
     /// is still in flight. One at a time: with unordered placement two tail writes could land
     /// in either order. A `Full` provider leaves it for the next `poll`.
     fn ring_doorbell(&mut self) -> Result<()> {
-        if self.tail_in_flight
+        if self.close != CloseState::Open
+            || self.tail_in_flight
             || self.tail_posted >= self.posted_end
             || self.outstanding >= self.send_wr
         {
@@ -321,6 +357,9 @@ impl<C: Connection> RingWriter<C> {
             if c.wr_id == WR_TAIL {
                 self.tail_in_flight = false;
             }
+            if c.wr_id == WR_CLOSE && c.status.is_ok() {
+                self.close = CloseState::Delivered;
+            }
             if let Err(e) = c.status {
                 failure.get_or_insert(format!("ring write failed: {e:?}"));
             }
@@ -329,14 +368,89 @@ impl<C: Connection> RingWriter<C> {
             return Err(self.break_with(why));
         }
         self.refresh_acked()?;
+        if self.close != CloseState::Open {
+            return self.post_close();
+        }
         self.post_unposted()?;
         self.ring_doorbell()
+    }
+
+    /// Ends the ring on purpose: records not yet posted are dropped, no more doorbells are
+    /// rung, and the header's closed word is WRITEn so the reader stops waiting (it still takes
+    /// every record that landed before). Call `poll` until [`close_delivered`]
+    /// (Self::close_delivered), within a deadline of the caller's: the mark lands only with
+    /// both sides' progress.
+    pub fn close(&mut self) -> Result<()> {
+        self.check_usable()?;
+        if self.close == CloseState::Open {
+            self.close = CloseState::Closing;
+            self.unposted.clear();
+        }
+        self.post_close()
+    }
+
+    /// Whether the closed mark's WRITE completed.
+    pub fn close_delivered(&self) -> bool {
+        self.close == CloseState::Delivered
+    }
+
+    /// Posts the closed mark once the doorbell's source word is free (a doorbell in flight may
+    /// still read it) and a send slot is.
+    fn post_close(&mut self) -> Result<()> {
+        if self.close != CloseState::Closing
+            || self.tail_in_flight
+            || self.outstanding >= self.send_wr
+        {
+            return Ok(());
+        }
+        self.staging.store_u64(self.data_len, CLOSED_MARK)?;
+        let src = LocalSlice {
+            region: self.staging.clone(),
+            offset: self.data_len,
+            len: 8,
+        };
+        let dst = RemoteSlice {
+            region: self.ring,
+            offset: CLOSED_OFFSET as u64,
+            len: 8,
+        };
+        match self.conn.post_write(WR_CLOSE, src, dst, None) {
+            Ok(()) => {}
+            Err(BusError::Full { .. }) => {
+                self.provider_full += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(self.break_with(format!("posting the closed mark failed: {e}"))),
+        }
+        self.outstanding += 1;
+        // The doorbell's source now holds the mark: never ring it again.
+        self.tail_in_flight = true;
+        self.close = CloseState::Posted;
+        Ok(())
+    }
+
+    /// Whether WRITEs are in flight or waiting to be posted: the owner should keep calling
+    /// `poll` promptly (on manual-progress providers nothing moves between its calls).
+    pub fn in_flight(&self) -> bool {
+        self.outstanding > 0
+            || !self.unposted.is_empty()
+            || (self.close == CloseState::Open && self.tail_posted < self.posted_end)
     }
 
     /// Whether every appended record has been acknowledged by the reader.
     pub fn is_drained(&self) -> bool {
         self.acked == self.head
     }
+}
+
+/// Where `close` stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CloseState {
+    Open,
+    /// Waiting for the doorbell's source word or a send slot.
+    Closing,
+    Posted,
+    Delivered,
 }
 
 fn data_len_of(ring: &RemoteRegion) -> Result<usize> {

@@ -225,6 +225,10 @@ pub struct Config {
     /// `repl-ring-size` (ours): the data bytes of the ring a replica registers for its
     /// primary's WRITEs.
     pub repl_ring_size: u64,
+    /// `repl-timeout` (seconds, Redis's name and default 60): a replica that hears nothing from
+    /// its primary (no record, no ping) for this long drops the link and reconnects; a primary
+    /// drops a replica that acknowledges nothing shipped to it for this long.
+    pub repl_timeout_secs: u64,
     /// `replicaof <host> <port>`: start as a replica of that primary ("" when none).
     pub replicaof: String,
     /// Client traffic over the fabric (`rdma-*`, `fabric-provider`).
@@ -287,6 +291,7 @@ impl Default for Config {
             repl_sync_timeout_ms: 5000,
             repl_fabric_port: 0,
             repl_ring_size: REPL_RING_SIZE_DEFAULT,
+            repl_timeout_secs: REPL_TIMEOUT_DEFAULT_SECS,
             replicaof: String::new(),
             fabric: FabricConfig::default(),
             cluster: ClusterConfig::default(),
@@ -304,6 +309,10 @@ pub const MAX_IO_THREADS: usize = 128;
 pub const REPL_BACKLOG_SIZE_MIN: u64 = 16 * 1024;
 /// `repl-ring-size`: 1 MiB holds a few thousand typical commands in flight per replica.
 pub const REPL_RING_SIZE_DEFAULT: u64 = 1 << 20;
+/// `repl-timeout` default, as Redis.
+pub const REPL_TIMEOUT_DEFAULT_SECS: u64 = 60;
+/// Largest `repl-timeout`: a day; beyond it a dead primary would never be noticed.
+pub const REPL_TIMEOUT_MAX_SECS: u64 = 86_400;
 /// Smallest ring: a record must fit a useful share of a command.
 pub const REPL_RING_SIZE_MIN: u64 = 64 * 1024;
 /// Largest ring: registered memory per replica is pinned.
@@ -745,6 +754,15 @@ pub static PARAMS: &[Param] = &[
             // The ring's data area must be a multiple of its record alignment.
             let bytes = memory(v, REPL_RING_SIZE_MAX)?.max(REPL_RING_SIZE_MIN);
             c.repl_ring_size = bytes / 64 * 64;
+            Ok(())
+        }
+    ),
+    param!(
+        "repl-timeout",
+        true,
+        |c| c.repl_timeout_secs.to_string(),
+        |c, v| {
+            c.repl_timeout_secs = num::<u64>(v, 1, REPL_TIMEOUT_MAX_SECS)?;
             Ok(())
         }
     ),

@@ -26,7 +26,7 @@ use bus::{Connection, Provider};
 use proto::resp::Frame;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// TCP connect and each setup reply (the primary may build a snapshot before answering).
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,6 +36,12 @@ const FABRIC_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 /// Sleep when a poll found nothing: bounds the CPU an idle link costs and the ack latency.
 const IDLE_POLL: Duration = Duration::from_micros(500);
+/// Sleep when a poll found nothing but the link is busy (acks in flight, records a moment
+/// ago): on manual-progress providers (shm, tcp) the primary's WRITEs land and this side's
+/// acks complete only during this thread's calls into the provider.
+const BUSY_POLL: Duration = Duration::from_micros(20);
+/// How long after the last record the link counts as busy.
+const BUSY_WINDOW: Duration = Duration::from_millis(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaLinkError {
@@ -57,6 +63,8 @@ pub enum ReplicaLinkError {
     Killed,
     #[error("REPLICAOF changed")]
     Stale,
+    #[error("no record or ping from the primary for {0} s (repl-timeout)")]
+    PrimarySilent(u64),
 }
 
 /// Starts the link thread of `generation` (from REPLICAOF or `replicaof`).
@@ -189,6 +197,8 @@ fn apply_loop<C: Connection>(
 ) -> Result<(), ReplicaLinkError> {
     let mut applier = StreamApplier::new(server, link.applied_offset());
     let mut released = Vec::new();
+    let mut last_io = Instant::now();
+    server.replica_of.note_io(generation, last_io);
     while server.replica_of.is_current(generation) {
         if server.shutdown.is_triggered() {
             return Ok(());
@@ -204,6 +214,15 @@ fn apply_loop<C: Connection>(
         }
         released.clear();
         let polled = link.poll(&mut released)?;
+        if polled.records > 0 {
+            last_io = Instant::now();
+            server.replica_of.note_io(generation, last_io);
+        } else {
+            let timeout_secs = server.config.read().repl_timeout_secs;
+            if last_io.elapsed() > Duration::from_secs(timeout_secs) {
+                return Err(ReplicaLinkError::PrimarySilent(timeout_secs));
+            }
+        }
         applier.push(&released)?;
         if let Some(snap) = polled.snapshot {
             // From the first key replaced on, the dataset is no history's until it is whole.
@@ -216,14 +235,17 @@ fn apply_loop<C: Connection>(
             tracing::info!(keys = stats.keys, offset = snap.offset, "full sync loaded");
             applier.reset(snap.offset);
             synced = true;
+            // Loading took this thread's time, not the primary's silence.
+            last_io = Instant::now();
             server
                 .replica_of
                 .set_state(generation, LinkState::Connected);
         }
-        link.publish_applied(applier.applied())?;
-        // Before a full sync's snapshot is loaded the dataset is not this history's: a
-        // reconnect must not continue it.
+        // Before a full sync's snapshot is loaded the dataset is not this history's: nothing
+        // of it is acknowledged (the offset this node had is another history's, possibly past
+        // what the primary shipped, which it rejects), and a reconnect must not continue it.
         if synced {
+            link.publish_applied(applier.applied())?;
             server.replica_of.set_offsets(
                 generation,
                 replid,
@@ -232,8 +254,9 @@ fn apply_loop<C: Connection>(
             );
         }
         drop(gate);
-        if polled.released == 0 {
-            std::thread::sleep(IDLE_POLL);
+        if polled.records == 0 {
+            let busy = link.busy() || last_io.elapsed() < BUSY_WINDOW;
+            std::thread::sleep(if busy { BUSY_POLL } else { IDLE_POLL });
         }
     }
     Err(ReplicaLinkError::Stale)

@@ -11,12 +11,24 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A shipper sleeps at most this long without new bytes: acks arrive with no event on this
-/// side, so it looks at the applied word this often (WAIT's latency floor when idle).
+/// A shipper with nothing in flight sleeps at most this long without new bytes: acks arrive
+/// with no event on this side, so it looks at the applied word this often (WAIT's latency
+/// floor when idle). This bounds an idle link's CPU.
 const SHIP_IDLE: Duration = Duration::from_millis(2);
-/// A replica that acknowledges none of the bytes shipped to it for this long is gone (RDM
-/// providers report no dead peer): its link is dropped and it is detached.
-const REPLICA_SILENCE_LIMIT: Duration = Duration::from_secs(10);
+/// A shipper with WRITEs in flight or bytes unacknowledged pumps again after this pause: on
+/// manual-progress providers (shm, tcp) its WRITEs complete and the replica's acks land only
+/// during its own calls into the provider, and shm with delivery complete carries one WRITE
+/// per round trip of both processes' progress (a 2 ms sleep there made bursts take seconds).
+const SHIP_BUSY_POLL: Duration = Duration::from_micros(20);
+/// Busy pumping lasts while something moved this recently; a replica that stopped moving
+/// (stalled, paused) gets the idle cadence, so a stuck link does not spin a core.
+const BUSY_WINDOW: Duration = Duration::from_millis(10);
+/// A link that posted nothing for this long sends a ping record, so the replica can tell an
+/// idle primary from a gone one (Redis: `repl-ping-replica-period`, 10 s by default there).
+const PING_PERIOD: Duration = Duration::from_secs(1);
+/// How long a link that ends on purpose tries to get its closed mark into the replica's ring
+/// (it needs the replica's progress); past it the replica notices by `repl-timeout`.
+const CLOSE_FLUSH_MAX: Duration = Duration::from_millis(200);
 /// The mirror's size: twice the ring. At most half of it is copied but unshipped (the ring
 /// cannot take more at once), so a round copies at most one ring's worth.
 fn mirror_size(ring_data_len: u64) -> usize {
@@ -44,6 +56,9 @@ pub fn ship_loop<C: Connection>(
     };
     let mut online = false;
     let mut behind_since: Option<Instant> = None;
+    let mut last_post = Instant::now();
+    let mut last_move = Instant::now();
+    let mut last_seen = (0u64, 0u64);
     while !server.shutdown.is_triggered() {
         if stop.load(Relaxed) {
             tracing::info!(replica = id, "replica linked again; this link ends");
@@ -82,6 +97,22 @@ pub fn ship_loop<C: Connection>(
                 }
             }
         }
+        // A stalled link (the ring full, the mirror holding a ring's worth) copies nothing, so
+        // it must look whether the backlog still holds its next byte: once it does not, the
+        // replica can never continue and is dropped at once (it full-syncs), not after
+        // `repl-timeout`.
+        if room == 0
+            && server.replication.master_repl_offset() > mirror.master_repl_offset()
+            && !server
+                .replication
+                .read_backlog(mirror.master_repl_offset() + 1, |range| range.is_some())
+        {
+            tracing::warn!(
+                replica = id,
+                "replica fell out of the backlog; dropping link"
+            );
+            break;
+        }
         let progress = match shipper.pump(&mirror) {
             Ok(p) => p,
             Err(e) => {
@@ -89,6 +120,23 @@ pub fn ship_loop<C: Connection>(
                 break;
             }
         };
+        let seen = (progress.acked_offset, shipper.ring_in_use());
+        if progress.shipped_bytes > 0 || seen != last_seen {
+            last_move = Instant::now();
+            last_seen = seen;
+        }
+        if progress.shipped_bytes > 0 || progress.snapshot_remaining > 0 {
+            last_post = Instant::now();
+        } else if last_post.elapsed() >= PING_PERIOD {
+            match shipper.ping() {
+                Ok(true) => last_post = Instant::now(),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(replica = id, error = %e, "replication link failed");
+                    break;
+                }
+            }
+        }
         let now = unix_millis();
         if !online && progress.snapshot_remaining == 0 && progress.acked_offset >= online_at {
             online = true;
@@ -104,11 +152,13 @@ pub fn ship_loop<C: Connection>(
             .observe_ack(id, progress.acked_offset, now);
         if progress.acked_offset + 1 >= progress.next_offset {
             behind_since = None;
-        } else if behind_since.get_or_insert_with(Instant::now).elapsed() > REPLICA_SILENCE_LIMIT {
+        } else if behind_since.get_or_insert_with(Instant::now).elapsed() > repl_timeout(&server) {
             tracing::warn!(replica = id, "replica acknowledges nothing; dropping link");
             break;
         }
-        if progress.shipped_bytes == 0 {
+        if progress.shipped_bytes == 0 && shipper.busy() && last_move.elapsed() < BUSY_WINDOW {
+            std::thread::sleep(SHIP_BUSY_POLL);
+        } else if progress.shipped_bytes == 0 {
             // Nothing moved: sleep until bytes beyond what the node has now arrive (or the
             // idle timer, to read acks), without spinning while the ring is full.
             let seen = server.replication.master_repl_offset();
@@ -117,5 +167,31 @@ pub fn ship_loop<C: Connection>(
                 .wait_for_bytes(seen.max(mirror.master_repl_offset()), SHIP_IDLE);
         }
     }
+    // Also after a protocol error (a broken ring refuses at once): the replica must not wait
+    // for `repl-timeout` to learn that its link is gone.
+    close_link(&mut shipper, id);
     server.replication.detach_replica(id);
+}
+
+/// `repl-timeout`: how long a replica may acknowledge nothing shipped to it.
+fn repl_timeout(server: &Server) -> Duration {
+    Duration::from_secs(server.config.read().repl_timeout_secs)
+}
+
+/// Puts the closed mark into the replica's ring (best effort, bounded by CLOSE_FLUSH_MAX),
+/// so that a replica dropped on purpose reconnects at once instead of after `repl-timeout`.
+fn close_link<C: Connection>(shipper: &mut Shipper<C>, id: ReplicaId) {
+    let deadline = Instant::now() + CLOSE_FLUSH_MAX;
+    let mut result = shipper.close();
+    while result.is_ok() && !shipper.close_delivered() && Instant::now() < deadline {
+        std::thread::sleep(SHIP_BUSY_POLL);
+        result = shipper.poll_close();
+    }
+    match result {
+        Ok(()) if shipper.close_delivered() => {
+            tracing::info!(replica = id, "replica told the link is closed")
+        }
+        Ok(()) => tracing::info!(replica = id, "closed mark not delivered in time"),
+        Err(e) => tracing::info!(replica = id, error = %e, "closed mark not sent"),
+    }
 }

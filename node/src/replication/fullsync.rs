@@ -248,7 +248,9 @@ mod tests {
                     crc,
                 } => rx.begin(offset, total_len, crc)?,
                 Frame::SnapshotChunk { at, bytes } => rx.chunk(at, bytes)?,
-                Frame::Stream { .. } => panic!("a stream frame from the snapshot sender"),
+                Frame::Stream { .. } | Frame::Ping => {
+                    panic!("a non-snapshot frame from the snapshot sender")
+                }
             };
             if got.is_some() {
                 assert!(done.is_none(), "two snapshots out of one");

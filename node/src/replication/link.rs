@@ -51,6 +51,8 @@ pub struct LinkLimits {
 pub struct LinkPoll {
     /// Stream bytes appended to `out`.
     pub released: u64,
+    /// Ring records read, pings included: the primary was heard from.
+    pub records: u64,
     /// A full sync's snapshot, complete and checked.
     pub snapshot: Option<Snapshot>,
 }
@@ -133,7 +135,9 @@ impl<C: Connection> ReplicaLink<C> {
             if self.reader.next(&mut self.payload)?.is_none() {
                 break;
             }
+            result.records += 1;
             match decode_frame(&self.payload)? {
+                Frame::Ping => {}
                 Frame::Stream { first_byte, bytes } => {
                     if self.snapshot.in_progress() {
                         return Err(LinkError::StreamDuringSnapshot(first_byte));
@@ -159,6 +163,12 @@ impl<C: Connection> ReplicaLink<C> {
         }
         self.reader.poll()?;
         Ok(result)
+    }
+
+    /// Whether acknowledgements are in flight or still to be posted: poll again soon rather
+    /// than sleep (on manual-progress providers they move only during calls into it).
+    pub fn busy(&self) -> bool {
+        self.reader.in_flight()
     }
 
     /// The caller executed the stream up to `offset` (a whole-command boundary, or a loaded

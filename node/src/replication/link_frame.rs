@@ -5,13 +5,16 @@
 //! Layout, little-endian:
 //! - `1` stream: a [`super::record`] (first byte's offset u64, the stream bytes);
 //! - `2` snapshot begin: the snapshot's replication offset u64, total length u64, CRC-64 u64;
-//! - `3` snapshot chunk: the position of its first byte in the snapshot u64, the bytes.
+//! - `3` snapshot chunk: the position of its first byte in the snapshot u64, the bytes;
+//! - `4` ping: no body. The primary sends one when it has sent nothing for a while, so that a
+//!   replica can tell an idle primary from a gone one (Redis: `repl-ping-replica-period`).
 
 use super::record::{decode_record, encode_record, max_stream_bytes, RecordError};
 
 const KIND_STREAM: u8 = 1;
 const KIND_SNAPSHOT_BEGIN: u8 = 2;
 const KIND_SNAPSHOT_CHUNK: u8 = 3;
+const KIND_PING: u8 = 4;
 /// The kind byte in front of every body.
 pub const FRAME_KIND_LEN: usize = 1;
 const BEGIN_BODY_LEN: usize = 24;
@@ -29,6 +32,8 @@ pub enum Frame<'a> {
     },
     /// Snapshot bytes starting at position `at` of the snapshot.
     SnapshotChunk { at: u64, bytes: &'a [u8] },
+    /// The primary is alive and had nothing to send.
+    Ping,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +70,7 @@ pub fn encode_frame(frame: &Frame<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(&at.to_le_bytes());
             out.extend_from_slice(bytes);
         }
+        Frame::Ping => out.push(KIND_PING),
     }
 }
 
@@ -102,6 +108,8 @@ pub fn decode_frame(payload: &[u8]) -> Result<Frame<'_>, FrameError> {
                 bytes,
             })
         }
+        KIND_PING if body.is_empty() => Ok(Frame::Ping),
+        KIND_PING => Err(bad()),
         other => Err(FrameError::UnknownKind(other)),
     }
 }
@@ -135,6 +143,7 @@ mod tests {
             crc: 0xdead_beef,
         });
         round_trip(Frame::SnapshotChunk { at: 0, bytes: b"" });
+        round_trip(Frame::Ping);
         round_trip(Frame::SnapshotChunk {
             at: 4096,
             bytes: b"abc",
@@ -147,6 +156,10 @@ mod tests {
     fn malformed_frames_are_errors() {
         assert_eq!(decode_frame(b""), Err(FrameError::Empty));
         assert_eq!(decode_frame(&[9, 1, 2]), Err(FrameError::UnknownKind(9)));
+        assert_eq!(
+            decode_frame(&[KIND_PING, 0]),
+            Err(FrameError::BadLength { kind: 4, len: 1 })
+        );
         assert_eq!(
             decode_frame(&[KIND_SNAPSHOT_BEGIN, 0, 0]),
             Err(FrameError::BadLength { kind: 2, len: 2 })

@@ -203,6 +203,37 @@ impl<C: Connection> Shipper<C> {
         })
     }
 
+    /// Posts a ping frame (the replica's sign of a live primary when the stream is idle);
+    /// `false` when the ring has no room (then the replica has records to read anyway).
+    pub fn ping(&mut self) -> Result<bool, ShipError> {
+        self.frame.clear();
+        encode_frame(&Frame::Ping, &mut self.frame);
+        self.post_frame()
+    }
+
+    /// Whether WRITEs are in flight or bytes are unacknowledged: the caller should pump again
+    /// soon rather than sleep (on manual-progress providers, shm and tcp, acks and WRITEs
+    /// move only while this side calls into the provider).
+    pub fn busy(&self) -> bool {
+        self.writer.in_flight() || self.ring_in_use() > 0 || self.acked + 1 < self.next
+    }
+
+    /// Ends the link on purpose: the replica is told through the ring's closed mark (it would
+    /// otherwise wait for records forever). Pump `poll_close` until `close_delivered`.
+    pub fn close(&mut self) -> Result<(), ShipError> {
+        Ok(self.writer.close()?)
+    }
+
+    /// Drives the closed mark's WRITE.
+    pub fn poll_close(&mut self) -> Result<(), ShipError> {
+        Ok(self.writer.poll()?)
+    }
+
+    /// Whether the replica's ring has the closed mark.
+    pub fn close_delivered(&self) -> bool {
+        self.writer.close_delivered()
+    }
+
     /// Posts snapshot frames while the ring takes them; returns whether it refused one.
     fn ship_snapshot(&mut self, max_chunk: usize, posts: &mut usize) -> Result<bool, ShipError> {
         while let Some(sender) = self.snapshot.as_ref() {

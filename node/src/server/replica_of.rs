@@ -151,8 +151,13 @@ impl ReplicaOf {
         self.with_current(generation, |f| {
             f.read_offset = read;
             f.history = Some((replid, applied));
-            f.last_io = Some(Instant::now());
         });
+    }
+
+    /// The primary was heard from (a ring record, a ping, the link's setup): INFO's
+    /// `master_last_io_seconds_ago` counts from here.
+    pub fn note_io(&self, generation: u64, at: Instant) {
+        self.with_current(generation, |f| f.last_io = Some(at));
     }
 
     /// What the next PSYNC names: the primary's history and the last byte executed.
