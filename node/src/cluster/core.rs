@@ -89,6 +89,7 @@ impl<W> ClusterCore<W> {
     ) -> Vec<CoreAction<W>> {
         let mut out = Vec::new();
         let mut agent_inputs = Vec::new();
+        let version_before = t.consensus.version;
         match input {
             CoreInput::Gossip(input) => {
                 let tick = matches!(input, Input::Tick);
@@ -145,6 +146,16 @@ impl<W> ClusterCore<W> {
             }
         }
         self.sync_gossip(t);
+        if t.consensus.version != version_before && self.agent.group().is_some() {
+            for action in self.gossip.announce_version(now_ms, t) {
+                match action {
+                    Action::Send { to, msg } => out.push(CoreAction::Send { to, msg }),
+                    Action::SaveConfig => out.push(CoreAction::SaveConfig),
+                    Action::Event(e) => out.push(CoreAction::Event(e)),
+                    Action::Deliver { .. } => {}
+                }
+            }
+        }
         out
     }
 

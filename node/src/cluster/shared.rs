@@ -115,7 +115,10 @@ impl Cluster {
             peer_view: RwLock::new(PeerView::default()),
             group: RwLock::new(GroupView::default()),
             forgotten: Mutex::new(std::collections::VecDeque::new()),
-            serving: std::sync::atomic::AtomicBool::new(true),
+            // Not before the bus's first step: a node restarting with a saved config that
+            // names it a slot owner may have been failed over while it was down, and must
+            // not take writes on its old slots before it hears how things stand.
+            serving: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

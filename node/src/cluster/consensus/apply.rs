@@ -244,6 +244,9 @@ fn promote(t: &mut Topology, replica: &NodeId, index: u64) -> Result<(), ApplyEr
     }
     set_role(&mut t.nodes[r as usize], None);
     grant_epoch(t, r, index);
+    if r == t.myself_index() {
+        t.consensus.promoted_at = index;
+    }
     Ok(())
 }
 

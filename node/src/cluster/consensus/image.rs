@@ -5,6 +5,7 @@
 use super::apply::{make_room, ApplyError, LOGGED_NODES_MAX};
 use super::codec::{CodecError, Reader, Writer};
 use super::command::{check_address, read_address, write_address, NodeAddress};
+use super::log::BOOTSTRAP_INDEX;
 use crate::cluster::error::ClusterError;
 use crate::cluster::flags::bit;
 use crate::cluster::id::{NodeId, ShardId};
@@ -140,6 +141,19 @@ impl TopologyImage {
         }
         t.consensus.nodes = keep;
         t.consensus.version = self.version;
+        // Whether this node's role came from a promotion is not in the image: a primary
+        // takes its grant (its config epoch, the index of the last change that gave it
+        // slots) as if it had been, which only ever asks for a longer hand-off. An epoch
+        // past the image's version, or any epoch in the bootstrap image, came from gossip
+        // before the group (roles every member has held since it joined): none.
+        let me = t.myself();
+        t.consensus.promoted_at =
+            if me.is_primary() && self.version > BOOTSTRAP_INDEX && me.config_epoch <= self.version
+            {
+                me.config_epoch
+            } else {
+                0
+            };
         t.current_epoch = t.current_epoch.max(self.current_epoch);
         t.refresh_state();
         Ok(())

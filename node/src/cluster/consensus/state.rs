@@ -13,4 +13,11 @@ pub struct ConsensusState {
     pub version: u64,
     /// Nodes added by the log (AddNode) and not forgotten since; at most NODES_MAX.
     pub nodes: BTreeSet<NodeId>,
+    /// The log index of the `Promote` that made this node the primary it is (0: none, or
+    /// its role predates the group). Only a promotion displaces a primary that may still
+    /// be serving, so only it needs the serving hand-off (`gossip::quorum`); slot grants
+    /// (AssignSlots takes unowned slots, SETSLOT NODE ends a migration the source's
+    /// MIGRATING state already guards) do not stop the new owner from serving. Local: a
+    /// snapshot install sets it conservatively (see `TopologyImage::restore`).
+    pub promoted_at: u64,
 }

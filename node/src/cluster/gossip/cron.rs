@@ -14,6 +14,9 @@ use rand::Rng;
 /// so not every tick (every 10 s at the expected tick rate).
 const PEER_SWEEP_EVERY_TICKS: u64 = 100;
 
+/// Handshake windows one CLUSTER MEET gets before it is given up.
+const MEET_ATTEMPTS_MAX: u8 = 5;
+
 impl Gossip {
     pub(super) fn tick(&mut self, now_ms: u64, t: &mut Topology) {
         // The runtime may tick more often than TICK_MS (a short node timeout wants finer
@@ -95,15 +98,29 @@ impl Gossip {
             }
         }
         if newly_suspected {
-            self.spread_suspicion(now_ms, t);
+            self.ping_everyone(now_ms, t);
         }
+    }
+
+    /// The topology version moved (a committed change applied here): every reachable node
+    /// gets a ping now carrying it, so that a promoted primary's hand-off (`quorum.rs`,
+    /// counted from when peers advertise the new version) starts at once rather than at
+    /// their next heartbeats. At most one such round per tick interval (a reshard commits
+    /// thousands of changes in a row). Returns the sends.
+    pub fn announce_version(&mut self, now_ms: u64, t: &mut Topology) -> Vec<super::Action> {
+        let interval = self.settings.tick_interval_ms();
+        if now_ms.saturating_sub(self.last_announce_ms) >= interval {
+            self.last_announce_ms = now_ms;
+            self.ping_everyone(now_ms, t);
+        }
+        std::mem::take(&mut self.out)
     }
 
     /// A node just suspected: every other reachable node gets a ping now, whose gossip
     /// section carries the suspicion (PFAIL nodes are always gossiped), so the failure
     /// reports that make it FAIL gather in one round trip instead of over the next
     /// heartbeats (Redis waits for them; failover time is most of what this saves).
-    fn spread_suspicion(&mut self, now_ms: u64, t: &mut Topology) {
+    fn ping_everyone(&mut self, now_ms: u64, t: &mut Topology) {
         let targets: Vec<(NodeIndex, String)> = (0..t.nodes.len() as NodeIndex)
             .filter_map(|j| {
                 let n = &t.nodes[j as usize];
@@ -120,9 +137,23 @@ impl Gossip {
         }
     }
 
-    /// Handshakes unanswered for too long are forgotten.
+    /// Handshakes unanswered for too long are forgotten, except that one CLUSTER MEET asked
+    /// for gets [`MEET_ATTEMPTS_MAX`] windows in all: on a loaded machine the first
+    /// exchange on a fresh fabric connection can take most of a second each way, and the
+    /// node met already knows this one from the MEET, so giving up would leave the pair
+    /// half met for good (gossip from a node we do not know is not taken).
     fn expire_handshakes(&mut self, now_ms: u64, t: &mut Topology) {
         let limit = self.settings.handshake_timeout_ms();
+        for n in t.nodes.iter().filter(|n| n.flags.has(bit::HANDSHAKE)) {
+            if let Some(p) = self.peers.get_mut(&n.id) {
+                let due = now_ms.saturating_sub(p.created_ms) > limit;
+                if due && p.met_by_command && p.meet_attempts + 1 < MEET_ATTEMPTS_MAX {
+                    p.meet_attempts += 1;
+                    p.created_ms = now_ms;
+                    tracing::debug!(addr = %n.bus_addr, attempt = p.meet_attempts + 1, "meet retried");
+                }
+            }
+        }
         let expired: Vec<NodeIndex> = t
             .nodes
             .iter()

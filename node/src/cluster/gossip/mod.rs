@@ -150,6 +150,8 @@ pub struct Gossip {
     ticks: u64,
     /// The TICK_MS period of the last tick (`now / TICK_MS`).
     last_tick_period: Option<u64>,
+    /// When `announce_version` last pinged everyone.
+    last_announce_ms: u64,
     out: Vec<Action>,
     save: bool,
     last_state: Option<Health>,
@@ -169,6 +171,7 @@ impl Gossip {
             blacklist: Blacklist::default(),
             ticks: 0,
             last_tick_period: None,
+            last_announce_ms: 0,
             out: Vec::new(),
             save: false,
             last_state: None,

@@ -48,6 +48,8 @@ pub struct Peer {
     /// The handshake was started by CLUSTER MEET, not by gossip: it may bring back a
     /// forgotten node (as in Redis, only gossip is held back by the blacklist).
     pub met_by_command: bool,
+    /// Handshake windows this MEET has used up beyond the first (see `expire_handshakes`).
+    pub meet_attempts: u8,
     /// (topology version, when a header first advertised it), oldest first, increasing.
     pub versions: VecDeque<(u64, u64)>,
 }
@@ -63,7 +65,11 @@ impl Peer {
         }
         self.versions.push_back((version, now_ms));
         if self.versions.len() > VERSION_HISTORY_MAX {
-            self.versions.pop_front();
+            // The oldest entry stays: it says since when the peer has been at or past
+            // every version up to it (dropping it would make a peer that moved through
+            // many versions look new to all of them). Dropping the next one only makes
+            // `at_or_past_since` later for versions between the two, never earlier.
+            self.versions.remove(1);
         }
     }
 
@@ -117,5 +123,31 @@ impl Peer {
         self.fail_reports
             .retain(|r| now_ms.saturating_sub(r.time_ms) <= validity_ms);
         self.fail_reports.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Peer, VERSION_HISTORY_MAX};
+
+    /// A peer that moved through many versions (a reshard commits thousands) is still known
+    /// to have been past the old ones since long ago; a version between kept entries may
+    /// only come out later than it was, never earlier.
+    #[test]
+    fn a_long_version_history_keeps_its_oldest_entry() {
+        let mut p = Peer::default();
+        p.saw_version(1, 100);
+        for v in 2..=50u64 {
+            p.saw_version(v, 1_000 + v);
+        }
+        assert!(p.versions.len() <= VERSION_HISTORY_MAX);
+        assert_eq!(p.at_or_past_since(0), Some(100));
+        assert_eq!(p.at_or_past_since(1), Some(100));
+        assert_eq!(p.at_or_past_since(50), Some(1_050));
+        for v in 2..=50u64 {
+            let since = p.at_or_past_since(v).unwrap();
+            assert!(since >= 1_000 + v, "version {v} counted from {since}");
+        }
+        assert_eq!(p.at_or_past_since(51), None);
     }
 }

@@ -14,9 +14,11 @@
 //!   node's (a peer that applied changes this node has not may know it was deposed).
 //!
 //! - and, in a topology group, that peer has advertised a topology version at or past
-//!   this node's grant (its config epoch: the log index of the `Promote`/`AssignSlots`
-//!   that made it the owner) for at least [`Gossip::handoff_ms`] = lease +
-//!   `delivery_delay_max_ms`.
+//!   this node's grant (`ConsensusState::promoted_at`: the log index of the `Promote`
+//!   that made it primary) for at least [`Gossip::handoff_ms`] = lease +
+//!   `delivery_delay_max_ms`. Slot grants need no hand-off: AssignSlots takes only
+//!   unowned slots, and SETSLOT NODE ends a migration whose source still redirects
+//!   (ASK) for every key it no longer holds.
 //!
 //! **The hand-off (strict, for any links, given bounded delivery):** say N is promoted at
 //! log index v over P. P counts a voter R only by messages at a version below v (P has not
@@ -56,7 +58,7 @@ use crate::cluster::topology::Topology;
 impl Gossip {
     /// The window within which a voting primary must have been heard from to count for
     /// [`Gossip::in_majority`]: [`GossipSettings::lease_ms`](super::GossipSettings::lease_ms),
-    /// an eighth of the node timeout (at least five ticks), strictly shorter than the
+    /// the node timeout over `lease_divisor` (at least five ticks), strictly shorter than the
     /// silence after which that primary suspects this node.
     pub fn lease_ms(&self) -> u64 {
         self.settings.lease_ms()
@@ -86,9 +88,12 @@ impl Gossip {
         }
         let needed = size / 2 + 1;
         let lease = self.lease_ms();
-        // The topology version that gave this node its role (a grant's log index is the
-        // granted node's config epoch), and how long peers must have been past it.
-        let my_grant = t.myself().config_epoch;
+        // The topology version of the promotion that made this node primary (0: its role
+        // predates the group, or it was never promoted), and how long peers must have
+        // been past it.
+        let my_grant = Some(t.consensus.promoted_at)
+            .filter(|&index| index <= self.topology_version && t.myself().is_primary())
+            .unwrap_or(0);
         let handoff = self.handoff_ms();
         let counted = (0..t.nodes.len() as NodeIndex)
             .filter(|&i| is_voting(t, i))

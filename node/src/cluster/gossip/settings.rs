@@ -27,8 +27,8 @@ pub struct GossipSettings {
     /// promoted primary waits this much on top of the lease before it serves (see
     /// `quorum`), so that no old primary still counts votes from before the promotion.
     pub delivery_delay_max_ms: u64,
-    /// The serving lease is the node timeout divided by this (at least five ticks): 8 in a
-    /// node, whose bus ticks every [`GossipSettings::tick_interval_ms`]; the simulator, which
+    /// The serving lease is the node timeout divided by this (at least five ticks): in a
+    /// node (16), whose bus ticks every [`GossipSettings::tick_interval_ms`]; the simulator, which
     /// ticks every TICK_MS, uses a longer lease (the safety argument holds for any lease
     /// shorter than the node timeout, with the hand-off of lease + delivery bound).
     pub lease_divisor: u64,
@@ -43,7 +43,7 @@ impl Default for GossipSettings {
             fail_undo_time_mult: 2,
             rdma_port: 0,
             delivery_delay_max_ms: 500,
-            lease_divisor: 8,
+            lease_divisor: 16,
         }
     }
 }
@@ -68,7 +68,7 @@ impl GossipSettings {
         self.lease_ms() / 2
     }
 
-    /// The serving lease (`quorum.rs`): an eighth of the node timeout, at least five ticks
+    /// The serving lease (`quorum.rs`): the node timeout over `lease_divisor`, at least five ticks
     /// so that heartbeats fit in it. Shorter is safer (a cut-off primary stops sooner) and
     /// makes the hand-off after a promotion shorter, which is most of failover time after
     /// detection; it costs heartbeats.

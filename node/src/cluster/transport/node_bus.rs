@@ -77,7 +77,7 @@ impl WithProvider for Job {
             };
             let agent = AgentSettings {
                 failover_sync_acks: c.repl_sync_acks as usize,
-                raft_tick_ms: (node_timeout_ms / 10).clamp(20, TICK_MS),
+                raft_tick_ms: (node_timeout_ms / 20).clamp(10, TICK_MS),
                 ..AgentSettings::default()
             };
             (

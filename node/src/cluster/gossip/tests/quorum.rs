@@ -104,8 +104,8 @@ fn without_voting_primaries_there_is_no_majority() {
     assert!(net.nodes[0].gossip.last_heard_ms(&net.id(1)).is_some());
 }
 
-/// The hand-off: a node granted its slots at version 9 counts a peer only once that peer
-/// has advertised 9 or later for the lease plus the delivery bound.
+/// The hand-off: a node promoted at version 9 counts a peer only once that peer has
+/// advertised 9 or later for the lease plus the delivery bound.
 #[test]
 fn a_promoted_node_waits_for_peers_to_be_past_its_grant() {
     let mut net = five_primaries(62);
@@ -115,14 +115,15 @@ fn a_promoted_node_waits_for_peers_to_be_past_its_grant() {
     }
     net.run(4_000);
     assert!(in_majority(&net, 0));
-    net.nodes[0].topology.myself_mut().config_epoch = 9;
+    net.nodes[0].topology.consensus.promoted_at = 9;
+    net.nodes[0].gossip.set_topology_version(9);
     assert!(!in_majority(&net, 0), "peers are not past the grant yet");
     let handoff = net.nodes[0].gossip.handoff_ms();
     assert_eq!(
         handoff,
         settings().lease_ms() + settings().delivery_delay_max_ms
     );
-    for i in 0..NODES {
+    for i in 1..NODES {
         net.nodes[i].gossip.set_topology_version(9);
     }
     let start = net.now;
@@ -130,4 +131,23 @@ fn a_promoted_node_waits_for_peers_to_be_past_its_grant() {
     let took = counted.expect("peers past the grant never counted");
     assert!(took >= handoff, "counted after {took} ms, before {handoff}");
     assert!(net.now - start >= handoff);
+}
+
+/// A slot grant (SETSLOT NODE at the end of a migration, ADDSLOTS) moves the owner's config
+/// epoch but is no promotion: the owner keeps serving while peers catch up.
+#[test]
+fn a_slot_grant_needs_no_hand_off() {
+    let mut net = five_primaries(63);
+    for i in 0..NODES {
+        net.nodes[i].gossip.set_consensus_mode(true);
+        net.nodes[i].gossip.set_topology_version(8);
+    }
+    net.run(4_000);
+    assert!(in_majority(&net, 0));
+    net.nodes[0].topology.myself_mut().config_epoch = 9;
+    net.nodes[0].gossip.set_topology_version(9);
+    assert!(
+        in_majority(&net, 0),
+        "a slot grant stopped the owner serving"
+    );
 }
