@@ -272,29 +272,37 @@ impl Run {
                     take_over_by_epoch(sim, fresh, &ranges);
                     return;
                 }
+                // Read again every round: the introducer may not have applied every
+                // change that gave the victim a slot when the ranges were first taken.
                 let t = &sim.nodes[introducer].topology;
-                let victim_owns = ranges.iter().any(|&(s, e)| {
-                    (s..=e).any(|slot| t.owner(slot).is_some_and(|o| o.id == victim_id))
-                });
+                let victim_ranges = t
+                    .index_of(&victim_id)
+                    .map(|k| t.slots.ranges_of(k))
+                    .unwrap_or_default();
                 // The fresh node must be in the group's topology before it can own slots.
                 if !t.consensus.nodes.contains(&fresh_id) {
                     return;
                 }
-                if victim_owns {
+                if !victim_ranges.is_empty() {
                     operator.change(
                         sim,
                         introducer,
                         TopologyCommand::RemoveSlots {
-                            ranges: ranges.clone(),
+                            ranges: victim_ranges,
                         },
                     );
                 } else {
+                    // Every unassigned slot, as `redis-cli --cluster fix` would cover them.
+                    let unowned = unowned_ranges(t);
+                    if unowned.is_empty() {
+                        return;
+                    }
                     operator.change(
                         sim,
                         introducer,
                         TopologyCommand::AssignSlots {
                             node: fresh_id,
-                            ranges: ranges.clone(),
+                            ranges: unowned,
                         },
                     );
                 }
@@ -394,6 +402,21 @@ impl Run {
                 .sum(),
         }
     }
+}
+
+/// The runs of slots `t` assigns to nobody.
+fn unowned_ranges(t: &node::cluster::topology::Topology) -> Vec<(u16, u16)> {
+    let mut out: Vec<(u16, u16)> = Vec::new();
+    for slot in 0..SLOT_COUNT as u16 {
+        if t.slots.owner(slot).is_some() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((_, end)) if *end + 1 == slot => *end = slot,
+            _ => out.push((slot, slot)),
+        }
+    }
+    out
 }
 
 /// Every slot owned by a live node, in every live node's view.

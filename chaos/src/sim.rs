@@ -72,6 +72,8 @@ pub struct Sim {
     pub rng: StdRng,
     trace: u64,
     next_waiter: u64,
+    /// Messages sent so far by all nodes (numbers each send's fragments).
+    sends: u64,
     /// Settings of the topology agents made from now on.
     pub agent_settings: AgentSettings,
 }
@@ -92,6 +94,7 @@ impl Sim {
             rng: StdRng::seed_from_u64(seed),
             trace: FNV_OFFSET,
             next_waiter: 0,
+            sends: 0,
             agent_settings: agent,
         };
         for _ in 0..nodes {
@@ -217,7 +220,8 @@ impl Sim {
                     };
                     // A message the wire format refuses is never sent: the core's bug, seen
                     // as a missing message (and a different trace).
-                    let Ok(parts) = to_datagrams(&msg, SECRET, MTU) else {
+                    self.sends += 1;
+                    let Ok(parts) = to_datagrams(&msg, SECRET, MTU, self.sends) else {
                         self.record(&[4, i as u8]);
                         continue;
                     };

@@ -530,3 +530,27 @@ fn patient_rnr() -> Faults {
         ..Faults::default()
     }
 }
+
+/// Fencing (issue 5): a replica that stops following a primary drops its ring's region, and
+/// the primary's next WRITE with the old rkey fails with RemoteAccess and breaks the link;
+/// the ring registered for the next primary has a different rkey.
+#[test]
+fn a_dropped_region_fences_its_old_writer() {
+    let mut p = pair(5, Faults::default());
+    let ring = p.b.register(256, RW).unwrap();
+    let old = remote(&ring, 0, 8);
+    let tx = p.a.register(64, Access::NONE).unwrap();
+    p.ca.post_write(1, slice(&tx, 0, 8), old, None).unwrap();
+    p.fabric.run_until_idle(100);
+    assert_eq!(drain(&mut p.ca)[0].status, Ok(()));
+    drop(ring);
+    let next = p.b.register(256, RW).unwrap();
+    assert_ne!(next.remote().unwrap().rkey, old.region.rkey);
+    p.ca.post_write(2, slice(&tx, 0, 8), old, None).unwrap();
+    p.fabric.run_until_idle(100);
+    assert_eq!(drain(&mut p.ca)[0].status, Err(WorkError::RemoteAccess));
+    assert!(
+        next.load_u64(0).unwrap() == 0,
+        "the fenced write landed in the new ring"
+    );
+}

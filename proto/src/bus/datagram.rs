@@ -3,7 +3,7 @@
 
 use super::envelope::{open, seal};
 use super::error::{FragmentError, WireError};
-use super::fragment::{fragment, Reassembler};
+use super::fragment::{fragment_as, Reassembler};
 use super::message::BusMessage;
 use std::hash::Hash;
 
@@ -15,13 +15,16 @@ pub enum DatagramError {
     Fragment(#[from] FragmentError),
 }
 
-/// Seals `msg` with the cluster secret and cuts it to the endpoint's `max_payload()`.
+/// Seals `msg` with the cluster secret and cuts it to the endpoint's `max_payload()`;
+/// `send` numbers the sender's messages (see [`fragment_as`]: a message sent again is not
+/// a duplicate).
 pub fn to_datagrams(
     msg: &BusMessage,
     secret: &[u8],
     mtu: usize,
+    send: u64,
 ) -> Result<Vec<Vec<u8>>, DatagramError> {
-    Ok(fragment(&seal(msg, secret)?, mtu)?)
+    Ok(fragment_as(&seal(msg, secret)?, mtu, send)?)
 }
 
 /// Takes one datagram from `sender`; returns the opened message once it is complete.

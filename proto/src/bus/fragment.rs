@@ -13,10 +13,13 @@
 //! 18..    fragment payload
 //! ```
 //!
-//! The id is derived from the content so `fragment` needs no counter (it stays a pure
-//! function). Two different messages colliding on 64 bits is negligible, and the envelope's
-//! MAC rejects a wrongly assembled message anyway. Duplicates of a one-fragment message are
-//! delivered twice: the gossip protocol tolerates duplicated datagrams.
+//! The id is derived from the content and the sender's send number ([`fragment_as`]): the
+//! network's duplicates of one send are recognised, but a message sent again with the same
+//! bytes (Raft resends an unanswered append exactly) is a new message, which the
+//! receiver's memory of completed ids must not swallow. Two different messages colliding
+//! on 64 bits is negligible, and the envelope's MAC rejects a wrongly assembled message
+//! anyway. Duplicates of a one-fragment message are delivered twice: the gossip protocol
+//! tolerates duplicated datagrams.
 //!
 //! The reassembler keeps a bounded amount of state: at most [`ReassemblyLimits::per_sender_max`]
 //! partial messages per sender and [`ReassemblyLimits::bytes_max`] bytes in all (the oldest
@@ -46,8 +49,15 @@ pub fn message_id(msg: &[u8]) -> u64 {
     u64::from_be_bytes(id)
 }
 
-/// Cuts `msg` into datagrams of at most `mtu` bytes each (header included).
+/// Cuts `msg` into datagrams of at most `mtu` bytes each (header included), as send 0.
 pub fn fragment(msg: &[u8], mtu: usize) -> Result<Vec<Vec<u8>>, FragmentError> {
+    fragment_as(msg, mtu, 0)
+}
+
+/// Cuts `msg` into datagrams of at most `mtu` bytes each (header included); `send` (the
+/// sender's count of messages sent) goes into the id, so equal messages sent twice are
+/// told apart.
+pub fn fragment_as(msg: &[u8], mtu: usize, send: u64) -> Result<Vec<Vec<u8>>, FragmentError> {
     if mtu <= FRAGMENT_HEADER_LEN {
         return Err(FragmentError::MtuTooSmall {
             mtu,
@@ -68,7 +78,7 @@ pub fn fragment(msg: &[u8], mtu: usize) -> Result<Vec<Vec<u8>>, FragmentError> {
             max: FRAGMENTS_MAX,
         });
     }
-    let id = message_id(msg);
+    let id = message_id(msg) ^ send.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::with_capacity(count);
     for index in 0..count {
         let part = msg

@@ -23,7 +23,7 @@ mod tests;
 pub use datagram::{from_datagram, to_datagrams, DatagramError};
 pub use envelope::{open, seal};
 pub use error::{FragmentError, WireError};
-pub use fragment::{fragment, Reassembler, ReassemblyLimits};
+pub use fragment::{fragment, fragment_as, Reassembler, ReassemblyLimits};
 pub use message::{
     Body, BusMessage, Fail, Gossip, GossipEntry, Header, NodeRecord, Publish, Raft, RaftPropose,
     SlotRange, Update,

@@ -606,19 +606,41 @@ fn datagrams_carry_a_message_and_refuse_a_wrong_secret() {
     let msg = ping(&id('a'));
     let mut r = Reassembler::new(ReassemblyLimits::default());
     let mut got = None;
-    for d in to_datagrams(&msg, SECRET, 100).unwrap() {
+    for d in to_datagrams(&msg, SECRET, 100, 1).unwrap() {
         assert!(d.len() <= 100);
         got = from_datagram(&mut r, &1, &d, SECRET, 0).unwrap();
     }
     assert_eq!(got, Some(msg.clone()));
     let mut r = Reassembler::new(ReassemblyLimits::default());
     let mut last = Ok(None);
-    for d in to_datagrams(&msg, b"other", 100).unwrap() {
+    for d in to_datagrams(&msg, b"other", 100, 2).unwrap() {
         last = from_datagram(&mut r, &1, &d, SECRET, 0);
     }
     assert_eq!(last, Err(DatagramError::Wire(WireError::BadMac)));
     assert!(matches!(
-        to_datagrams(&msg, SECRET, 5),
+        to_datagrams(&msg, SECRET, 5, 3),
         Err(DatagramError::Fragment(FragmentError::MtuTooSmall { .. }))
     ));
+}
+
+/// The same bytes sent twice (Raft resends an unanswered append exactly) are two messages
+/// and both arrive; the network's duplicate of one send is still delivered only once.
+#[test]
+fn a_message_sent_again_is_delivered_again() {
+    let msg = vec![5u8; 2500];
+    let mut r = Reassembler::new(ReassemblyLimits::default());
+    let deliver = |r: &mut Reassembler<u32>, frags: &[Vec<u8>]| {
+        let mut out = None;
+        for f in frags {
+            if let Some(m) = r.push(&1, f, 0).unwrap() {
+                out = Some(m);
+            }
+        }
+        out
+    };
+    let first = fragment_as(&msg, 1000, 1).unwrap();
+    assert_eq!(deliver(&mut r, &first), Some(msg.clone()));
+    assert_eq!(deliver(&mut r, &first), None, "a duplicate of send 1");
+    let again = fragment_as(&msg, 1000, 2).unwrap();
+    assert_eq!(deliver(&mut r, &again), Some(msg));
 }

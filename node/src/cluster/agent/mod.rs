@@ -302,7 +302,8 @@ impl<W> TopologyAgent<W> {
     /// Leaves a group that never committed anything past its bootstrap within
     /// `abandon_ms` (see [`AgentSettings::abandon_ms`]); true if it left.
     fn abandon_if_never_started(&mut self, now_ms: u64, t: &mut Topology) -> bool {
-        if t.consensus.version > BOOTSTRAP_INDEX {
+        let started = self.group.as_ref().is_some_and(|g| g.log.group_started());
+        if t.consensus.version > BOOTSTRAP_INDEX || started {
             self.unstarted_since_ms = None;
             return false;
         }

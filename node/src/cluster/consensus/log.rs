@@ -70,6 +70,9 @@ pub struct TopologyLog {
     /// (leader raft id, term) last reported.
     leader_reported: (u64, u64),
     poisoned: bool,
+    /// The highest commit index a peer's message carried: a joiner still waiting for its
+    /// snapshot learns from it that the group did start (see [`Self::group_started`]).
+    commit_seen: u64,
     /// The file that keeps term, vote, entries and snapshot across restarts (None: memory
     /// only, as in tests, until [`Self::with_file`]).
     file: Option<DurableLog>,
@@ -188,6 +191,7 @@ impl TopologyLog {
             applied,
             leader_reported: (0, 0),
             poisoned: false,
+            commit_seen: 0,
             file: None,
             reopened: None,
         };
@@ -197,6 +201,13 @@ impl TopologyLog {
 
     pub fn me(&self) -> NodeId {
         self.me
+    }
+
+    /// Whether the group committed anything past its bootstrap, as far as this member
+    /// knows: it applied such an entry, or a peer's message said one was committed (a
+    /// joiner that has only the bootstrap snapshot so far is in a group that works).
+    pub fn group_started(&self) -> bool {
+        self.applied > BOOTSTRAP_INDEX || self.commit_seen > BOOTSTRAP_INDEX
     }
 
     pub fn is_leader(&self) -> bool {
@@ -248,6 +259,7 @@ impl TopologyLog {
             return Err(LogError::Poisoned);
         }
         let message = self.check_message(from, bytes)?;
+        self.commit_seen = self.commit_seen.max(message.commit);
         self.directory.learn(from);
         self.guarded(|raw| raw.step(message).map_err(LogError::from))
     }

@@ -85,7 +85,16 @@ impl Gossip {
             }
             let ping_sent = t.nodes[i as usize].ping_sent;
             if ping_sent != 0 {
-                let silence = now_ms.saturating_sub(ping_sent).min(since_data);
+                // Silence is counted from the last message of any kind (heartbeats flow both
+                // ways every lease/2), not from the unanswered ping as Redis does: that ping
+                // left up to a heartbeat after the node went quiet, and counting from it
+                // would add that much to every failover. Before anything arrived at all,
+                // from the ping.
+                let silence = if data_received_ms == 0 {
+                    now_ms.saturating_sub(ping_sent)
+                } else {
+                    since_data
+                };
                 let node = &mut t.nodes[i as usize];
                 if silence > timeout && !node.flags.has(bit::PFAIL) && !node.flags.has(bit::FAIL) {
                     node.flags.set(bit::PFAIL, true);

@@ -76,10 +76,11 @@ impl GossipSettings {
         (self.node_timeout_ms / self.lease_divisor.max(2)).max(5 * self.tick_interval_ms())
     }
 
-    /// How often the runtime should tick the core: a fiftieth of the node timeout, between
-    /// 10 and TICK_MS ms, so failure detection is not coarser than the timeout allows.
+    /// How often the runtime should tick the core: a hundredth of the node timeout, between
+    /// 10 and TICK_MS ms, so failure detection is not coarser than the timeout allows and
+    /// the lease (at least five ticks) can be as short as its divisor asks.
     pub fn tick_interval_ms(&self) -> u64 {
-        (self.node_timeout_ms / 50).clamp(10, TICK_MS)
+        (self.node_timeout_ms / 100).clamp(10, TICK_MS)
     }
 
     pub fn fail_report_validity_ms(&self) -> u64 {

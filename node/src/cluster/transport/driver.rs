@@ -25,6 +25,8 @@ pub struct GossipDriver {
     secret: Vec<u8>,
     reassembler: Reassembler<String>,
     datagram_max: usize,
+    /// Messages sent so far: each send's fragments carry a distinct id.
+    sends: u64,
 }
 
 impl GossipDriver {
@@ -35,6 +37,7 @@ impl GossipDriver {
             secret,
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             datagram_max: 0,
+            sends: 0,
         }
     }
 
@@ -120,8 +123,9 @@ impl GossipDriver {
     }
 
     /// `msg` sealed and cut to the datagram size, once however many nodes it goes to.
-    fn datagrams(&self, msg: &BusMessage) -> Option<Vec<Vec<u8>>> {
-        to_datagrams(msg, &self.secret, self.datagram_max)
+    fn datagrams(&mut self, msg: &BusMessage) -> Option<Vec<Vec<u8>>> {
+        self.sends += 1;
+        to_datagrams(msg, &self.secret, self.datagram_max, self.sends)
             .map_err(|e| tracing::warn!(error = %e, "bus message not sent"))
             .ok()
     }

@@ -32,6 +32,8 @@ pub struct Net {
     /// Datagrams in flight by delivery time (then sequence, for a stable order).
     queue: BTreeMap<(u64, u64), (usize, String, Vec<u8>)>,
     seq: u64,
+    /// Messages sent so far (numbers each send's fragments).
+    sends: u64,
     rng: StdRng,
     pub now: u64,
     pub loss: f64,
@@ -73,6 +75,7 @@ impl Net {
             nodes,
             queue: BTreeMap::new(),
             seq: 0,
+            sends: 0,
             rng,
             now: 1_000_000,
             loss: 0.0,
@@ -101,7 +104,9 @@ impl Net {
                     let Some(dst) = self.index_of_addr(&to) else {
                         continue;
                     };
-                    let datagrams = to_datagrams(&msg, SECRET, MTU).expect("a valid message");
+                    self.sends += 1;
+                    let datagrams =
+                        to_datagrams(&msg, SECRET, MTU, self.sends).expect("a valid message");
                     for d in datagrams {
                         if self.rng.gen_bool(self.loss) || !self.reachable(i, dst) {
                             continue;
