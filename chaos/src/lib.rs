@@ -26,3 +26,14 @@ pub mod sim;
 
 pub use checks::{Violation, ViolationKind};
 pub use scenario::{replay_command, run_seed, Report};
+
+/// A number from the environment (the seed tests' CHAOS_* knobs); None when unset, a panic
+/// naming the variable when it is not a number.
+pub fn env_u64(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
+    )
+}

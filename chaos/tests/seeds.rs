@@ -2,6 +2,7 @@
 //! replayed (CHAOS_SEED), determinism, and checkers that do fail on bad input.
 
 use chaos::checks::{self, Checker, ViolationKind};
+use chaos::env_u64;
 use chaos::sim::Sim;
 use chaos::{run_seed, Report};
 use node::cluster::agent::AgentSettings;
@@ -9,15 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Seeds run by default: enough to meet the 500 per CI run.
 const DEFAULT_SEEDS: u64 = 500;
-
-fn env_u64(name: &str) -> Option<u64> {
-    let text = std::env::var(name).ok()?;
-    Some(
-        text.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
-    )
-}
 
 fn run_or_panic(seed: u64) -> Report {
     run_seed(seed).unwrap_or_else(|v| panic!("chaos run failed: {v}"))

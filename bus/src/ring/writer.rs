@@ -314,7 +314,20 @@ impl<C: Connection> RingWriter<C> {
         {
             return Ok(());
         }
-        self.staging.store_u64(self.data_len, self.posted_end)?;
+        if !self.post_word(WR_TAIL, self.posted_end, TAIL_OFFSET, "the ring doorbell")? {
+            return Ok(());
+        }
+        self.tail_in_flight = true;
+        self.tail_posted = self.posted_end;
+        Ok(())
+    }
+
+    /// WRITEs `value` from the staging word (after the data) into the reader's header word
+    /// at `offset`; the doorbell and the closed mark share that source word, which is why
+    /// only one of them is ever in flight. False if the provider is full (try again at the
+    /// next `poll`); an error breaks the writer.
+    fn post_word(&mut self, wr_id: u64, value: u64, offset: usize, what: &str) -> Result<bool> {
+        self.staging.store_u64(self.data_len, value)?;
         let src = LocalSlice {
             region: self.staging.clone(),
             offset: self.data_len,
@@ -322,24 +335,20 @@ impl<C: Connection> RingWriter<C> {
         };
         let dst = RemoteSlice {
             region: self.ring,
-            offset: TAIL_OFFSET as u64,
+            offset: offset as u64,
             len: 8,
         };
-        match self.conn.post_write(WR_TAIL, src, dst, None) {
-            Ok(()) => {}
+        match self.conn.post_write(wr_id, src, dst, None) {
+            Ok(()) => {
+                self.outstanding += 1;
+                Ok(true)
+            }
             Err(BusError::Full { .. }) => {
                 self.provider_full += 1;
-                return Ok(());
+                Ok(false)
             }
-            Err(e) => {
-                let why = format!("posting the ring doorbell failed: {e}");
-                return Err(self.break_with(why));
-            }
+            Err(e) => Err(self.break_with(format!("posting {what} failed: {e}"))),
         }
-        self.outstanding += 1;
-        self.tail_in_flight = true;
-        self.tail_posted = self.posted_end;
-        Ok(())
     }
 
     /// Reaps completions, refreshes the acknowledged offset, posts records the provider
@@ -403,26 +412,9 @@ impl<C: Connection> RingWriter<C> {
         {
             return Ok(());
         }
-        self.staging.store_u64(self.data_len, CLOSED_MARK)?;
-        let src = LocalSlice {
-            region: self.staging.clone(),
-            offset: self.data_len,
-            len: 8,
-        };
-        let dst = RemoteSlice {
-            region: self.ring,
-            offset: CLOSED_OFFSET as u64,
-            len: 8,
-        };
-        match self.conn.post_write(WR_CLOSE, src, dst, None) {
-            Ok(()) => {}
-            Err(BusError::Full { .. }) => {
-                self.provider_full += 1;
-                return Ok(());
-            }
-            Err(e) => return Err(self.break_with(format!("posting the closed mark failed: {e}"))),
+        if !self.post_word(WR_CLOSE, CLOSED_MARK, CLOSED_OFFSET, "the closed mark")? {
+            return Ok(());
         }
-        self.outstanding += 1;
         // The doorbell's source now holds the mark: never ring it again.
         self.tail_in_flight = true;
         self.close = CloseState::Posted;
