@@ -98,6 +98,14 @@ pub struct GossipEntry {
 pub struct Gossip {
     #[prost(message, repeated, tag = "1")]
     pub entries: Vec<GossipEntry>,
+    /// The sender's clock (ms) when this left: the receiver echoes it back.
+    #[prost(uint64, tag = "2")]
+    pub stamp_ms: u64,
+    /// The latest `stamp_ms` the sender has received from the receiver (0: none): the
+    /// receiver learns that the sender was alive after that instant of its own clock, which
+    /// is what its serving lease counts from (node `gossip::quorum`).
+    #[prost(uint64, tag = "3")]
+    pub echo_ms: u64,
 }
 
 /// FAIL: the named node is failed (forces FAIL on every receiver).

@@ -54,6 +54,8 @@ fn ping(sender: &str) -> BusMessage {
                 flags: 1 | 4,
                 bus_addr: b"sim:2".to_vec(),
             }],
+            stamp_ms: 1_700_000_000_123,
+            echo_ms: 1_700_000_000_100,
         })),
     }
 }
@@ -486,7 +488,8 @@ fn any_gossip() -> impl Strategy<Value = Gossip> {
         ),
         0..12,
     )
-    .prop_map(|v| Gossip {
+    .prop_flat_map(|v| (Just(v), any::<[u64; 2]>()))
+    .prop_map(|(v, [stamp_ms, echo_ms])| Gossip {
         entries: v
             .into_iter()
             .map(|(node_id, t, ip, p, bus)| GossipEntry {
@@ -500,6 +503,8 @@ fn any_gossip() -> impl Strategy<Value = Gossip> {
                 bus_addr: bus.into_bytes(),
             })
             .collect(),
+        stamp_ms,
+        echo_ms,
     })
 }
 

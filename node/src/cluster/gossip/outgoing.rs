@@ -151,8 +151,13 @@ impl Gossip {
         to: Option<NodeIndex>,
         kind: PingKind,
     ) {
+        let echo_ms = to
+            .and_then(|i| self.peers.get(&t.nodes[i as usize].id))
+            .map_or(0, |p| p.stamp_received_ms);
         let gossip = proto::bus::Gossip {
             entries: self.gossip_section(t, to),
+            stamp_ms: now_ms,
+            echo_ms,
         };
         let body = match kind {
             PingKind::Ping => Body::Ping(gossip),

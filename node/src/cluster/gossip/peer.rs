@@ -27,6 +27,12 @@ pub struct Peer {
     pub created_ms: u64,
     /// When a ping (or MEET) last left for it, first or retry.
     pub last_ping_send_ms: u64,
+    /// The latest stamp (its clock) its PING, PONG or MEET carried: echoed back to it.
+    pub stamp_received_ms: u64,
+    /// The latest stamp of this node's (this node's clock) it echoed back: it was alive
+    /// and at its advertised version after that instant. The serving lease counts from
+    /// here (`quorum.rs`), not from arrival, so it needs no bound on delivery time.
+    pub echo_received_ms: u64,
     /// When it was marked FAIL.
     pub fail_time_ms: u64,
     /// The Raft topology version its last header advertised.

@@ -8,46 +8,48 @@
 //! the voting primaries in this node's topology (`size` of them) count, where
 //!
 //! - this node counts if it is one of them;
-//! - another counts if a message of any kind from it arrived within the lease window
-//!   [`Gossip::lease_ms`] = `node_timeout / 2` (arrival `>= now - lease_ms`), and, in a
-//!   topology group, the topology version its last header advertised is not ahead of this
-//!   node's (a peer that applied changes this node has not may know it was deposed).
-//!
+//! - another counts if it echoed back a stamp of this node's taken within the lease window
+//!   [`Gossip::lease_ms`] (`echo >= now - lease_ms`, both on this node's clock). Every PING,
+//!   PONG and MEET carries the sender's clock and the latest stamp it received from the
+//!   receiver, so an echo of stamp `e` proves the peer was alive, at the version its header
+//!   advertised, at some instant after `e`. Counting from the stamp rather than from the
+//!   arrival is what makes the lease independent of how long messages take;
+//! - and, in a topology group, the topology version the peer's last header advertised is
+//!   not ahead of this node's (a peer that applied changes this node has not may know it
+//!   was deposed);
 //! - and, in a topology group, that peer has advertised a topology version at or past
 //!   this node's grant (`ConsensusState::promoted_at`: the log index of the `Promote`
-//!   that made it primary) for at least [`Gossip::handoff_ms`] = lease +
-//!   `delivery_delay_max_ms`. Slot grants need no hand-off: AssignSlots takes only
-//!   unowned slots, and SETSLOT NODE ends a migration whose source still redirects
-//!   (ASK) for every key it no longer holds.
+//!   that made it primary) for at least [`Gossip::handoff_ms`] = the lease (counted from
+//!   the arrival of its first header at or past the grant). Slot grants need no hand-off:
+//!   AssignSlots takes only unowned slots, and SETSLOT NODE ends a migration whose source
+//!   still redirects (ASK) for every key it no longer holds.
 //!
-//! **The hand-off (strict, for any links, given bounded delivery):** say N is promoted at
-//! log index v over P. P counts a voter R only by messages at a version below v (P has not
-//! applied v, else it is no primary), i.e. sent before R applied v at time a_R; they arrive
-//! by a_R + delay_max and count until a_R + delay_max + lease. N counts R only once R has
-//! advertised >= v for lease + delay_max, i.e. from a_R + lease + delay_max on. Both need a
-//! majority of the same voters, which share some R: their serving times never overlap.
-//! This needs no symmetry of links, only that a bus message older than
-//! `delivery_delay_max_ms` is never processed (a bound the bus must enforce by dropping
-//! late datagrams, or by choosing the bound generously).
+//! **The hand-off (strict, for any links and any delivery times):** say N is promoted at
+//! log index v over P, and voter R applies v at time a_R. P counts R only through echoes
+//! carried by messages at a version below v (P has not applied v, else it is no primary),
+//! i.e. sent by R before a_R, so echoing stamps e < a_R: P stops counting R by
+//! e + lease < a_R + lease. N counts R only once a header of R's at or past v has been
+//! known to N for a lease; that header arrived after a_R, so N counts R only after
+//! a_R + lease. Both need a majority of the same voters, which share some R: their serving
+//! times never overlap. This needs no symmetry of links and no bound on delivery, only
+//! clocks that run at the same rate over a lease (offsets between them do not matter: each
+//! node compares only its own clock's readings).
 //!
 //! **Why it is safe with the failover rule** (agent `failover`): a `Promote` in place of
 //! primary P is proposed only once P is FAIL, which takes failure reports from a majority of
 //! voting primaries (plus the marking node's own PFAIL), each made after that primary heard
 //! nothing from P for more than `node_timeout`. Two majorities of the same voters meet in
-//! at least one R. With links that fail both ways (partitions, crashes), R hearing nothing
-//! from P for `node_timeout` means P heard nothing from R for about as long, so P stopped
-//! counting R `node_timeout / 2` into that silence: P had lost its majority at least
-//! `node_timeout / 2` before the FAIL, and the promotion comes later still (a Raft commit).
-//! A FAIL flag can outlive the silence (reports stay valid 2 × node_timeout, and a slot
-//! owner keeps FAIL 2 × node_timeout once back), so P could regain a majority while the
-//! promotion is under way; then the voters that applied the promotion are ahead of P's
-//! version and P does not count them, and the leader proposes only while it has itself not
-//! heard from P for a whole node timeout.
-//!
-//! **What is not guaranteed.** With a link that fails one way only (P hears R, R does not
-//! hear P), R reports P as failing while P still counts R: no timing rule on arrivals alone
-//! closes that gap; the half-timeout window only narrows it, and the version rule closes it
-//! once the voters applied the promotion. The simulation's faults fail links both ways.
+//! at least one R. R hearing nothing from P for `node_timeout` means R received no stamp of
+//! P's in that time, so every echo R sent P is of a stamp older than the silence, and P
+//! stopped counting R a lease into it, whichever way the links failed (a link that fails
+//! one way only, P hearing R but R not hearing P, starves R's echoes just the same): P had
+//! lost its majority at least `node_timeout - lease` before the FAIL, and the promotion
+//! comes later still (a Raft commit). A FAIL flag can outlive the silence (reports stay
+//! valid 2 × node_timeout, and a slot owner keeps FAIL 2 × node_timeout once back), so P
+//! could regain a majority while the promotion is under way; then the voters that applied
+//! the promotion are ahead of P's version and P does not count them (the hand-off above),
+//! and the leader proposes only while it has itself not heard from P for a whole node
+//! timeout.
 
 use super::convert::is_voting;
 use super::Gossip;
@@ -65,10 +67,10 @@ impl Gossip {
     }
 
     /// How long a peer must have advertised the version that made this node primary before
-    /// it counts for this node: the lease plus the longest delivery, the time within which
-    /// the node it replaced stops counting that peer's older messages.
+    /// it counts for this node: the lease, the time within which the node it replaced stops
+    /// counting that peer's echoes from before (module doc).
     pub fn handoff_ms(&self) -> u64 {
-        self.lease_ms() + self.settings.delivery_delay_max_ms
+        self.lease_ms()
     }
 
     /// When a message from `id` last arrived (None: never, or not since this core started).
@@ -106,7 +108,7 @@ impl Gossip {
                     return false;
                 };
                 let recent =
-                    p.data_received_ms != 0 && now_ms.saturating_sub(p.data_received_ms) <= lease;
+                    p.echo_received_ms != 0 && now_ms.saturating_sub(p.echo_received_ms) <= lease;
                 if !self.consensus {
                     return recent;
                 }

@@ -35,6 +35,9 @@ impl Gossip {
                 if sender.is_none() {
                     sender = self.add_sender(now_ms, t, from, &h, sender_id);
                 }
+                if sender.is_some() {
+                    self.stamps_from(now_ms, sender_id, &g);
+                }
                 self.send_ping(now_ms, t, from, sender, PingKind::Pong);
                 if let Some(i) = sender {
                     self.apply_header(t, i, from, &h);
@@ -56,6 +59,7 @@ impl Gossip {
                 };
                 let Some(i) = i else { return };
                 self.heard_from(now_ms, t, i, &h);
+                self.stamps_from(now_ms, sender_id, &g);
                 self.pong_from(now_ms, t, i);
                 self.apply_header(t, i, from, &h);
                 self.process_gossip(now_ms, t, i, &g.entries);
@@ -116,6 +120,17 @@ impl Gossip {
         if h.current_epoch > t.current_epoch {
             t.current_epoch = h.current_epoch;
             self.save = true;
+        }
+    }
+
+    /// The stamps of a member's PING, PONG or MEET: its own, to echo back, and the echo of
+    /// ours, which the serving lease counts from. An echo from this node's future is not
+    /// one of its stamps (a clock stepped back since): ignored rather than trusted.
+    fn stamps_from(&mut self, now_ms: u64, id: NodeId, g: &proto::bus::Gossip) {
+        let peer = self.peer(id);
+        peer.stamp_received_ms = g.stamp_ms;
+        if g.echo_ms <= now_ms && g.echo_ms > peer.echo_received_ms {
+            peer.echo_received_ms = g.echo_ms;
         }
     }
 

@@ -23,15 +23,11 @@ pub struct GossipSettings {
     pub fail_undo_time_mult: u64,
     /// The client port this node serves over the fabric, advertised in its header (0: none).
     pub rdma_port: u16,
-    /// The longest a bus message is assumed to take from sender to receiver's core: a
-    /// promoted primary waits this much on top of the lease before it serves (see
-    /// `quorum`), so that no old primary still counts votes from before the promotion.
-    pub delivery_delay_max_ms: u64,
     /// The serving lease is the node timeout divided by this (at least five ticks): 8 in a
     /// node (a sixteenth lapsed under a loaded test suite's scheduling stalls), whose bus
     /// ticks every [`GossipSettings::tick_interval_ms`]; the simulator, which
     /// ticks every TICK_MS, uses a longer lease (the safety argument holds for any lease
-    /// shorter than the node timeout, with the hand-off of lease + delivery bound).
+    /// shorter than the node timeout, with a hand-off of one lease).
     pub lease_divisor: u64,
 }
 
@@ -43,7 +39,6 @@ impl Default for GossipSettings {
             fail_report_validity_mult: 2,
             fail_undo_time_mult: 2,
             rdma_port: 0,
-            delivery_delay_max_ms: 500,
             lease_divisor: 8,
         }
     }

@@ -68,13 +68,6 @@ impl WithProvider for Job {
                 rdma_port: c.fabric.port,
                 ..GossipSettings::default()
             };
-            // The bus's delivery bound the serving lease's hand-off assumes: half the lease
-            // (a fabric or loopback delivers in micro- to milliseconds). Assumed, not
-            // enforced: messages carry no send time.
-            let settings = GossipSettings {
-                delivery_delay_max_ms: settings.lease_ms() / 2,
-                ..settings
-            };
             let agent = AgentSettings {
                 failover_sync_acks: c.repl_sync_acks as usize,
                 raft_tick_ms: (node_timeout_ms / 20).clamp(10, TICK_MS),

@@ -72,7 +72,10 @@ fn gossip_from(
 ) -> Vec<Action> {
     let msg = BusMessage {
         header: Some(header(ids[from], from)),
-        body: Some(body(GossipBody { entries })),
+        body: Some(body(GossipBody {
+            entries,
+            ..GossipBody::default()
+        })),
     };
     g.step(
         now,

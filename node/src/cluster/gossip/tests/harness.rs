@@ -38,8 +38,12 @@ pub struct Net {
     pub now: u64,
     pub loss: f64,
     pub delay_max_ms: u64,
+    /// Every datagram takes at least this long (at most `delay_max_ms`).
+    pub min_delay_ms: u64,
     /// Node pairs that cannot reach each other.
     pub cut: Vec<(usize, usize)>,
+    /// (from, to): messages from the first node to the second are lost, the other way not.
+    pub one_way_cut: Vec<(usize, usize)>,
 }
 
 pub fn settings() -> GossipSettings {
@@ -80,7 +84,9 @@ impl Net {
             now: 1_000_000,
             loss: 0.0,
             delay_max_ms: 5,
+            min_delay_ms: 0,
             cut: Vec::new(),
+            one_way_cut: Vec::new(),
         }
     }
 
@@ -93,6 +99,7 @@ impl Net {
             .cut
             .iter()
             .any(|&(x, y)| (x, y) == (a, b) || (y, x) == (a, b))
+            && !self.one_way_cut.contains(&(a, b))
     }
 
     pub fn step(&mut self, i: usize, input: Input) {
@@ -111,7 +118,8 @@ impl Net {
                         if self.rng.gen_bool(self.loss) || !self.reachable(i, dst) {
                             continue;
                         }
-                        let at = self.now + self.rng.gen_range(0..=self.delay_max_ms);
+                        let delay = self.min_delay_ms.min(self.delay_max_ms)..=self.delay_max_ms;
+                        let at = self.now + self.rng.gen_range(delay);
                         self.seq += 1;
                         let from = self.nodes[i].addr.clone();
                         self.queue.insert((at, self.seq), (dst, from, d));

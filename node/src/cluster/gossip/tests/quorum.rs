@@ -71,6 +71,51 @@ fn a_cut_off_primary_stops_serving_before_anyone_can_fail_it() {
     }
 }
 
+/// A link that fails one way only: node 0 still hears everyone, nobody hears node 0. The
+/// others' echoes of node 0's stamps go stale, so it stops serving within the lease, long
+/// before they fail it (counting arrivals alone, it would have served on).
+#[test]
+fn a_primary_nobody_hears_stops_serving_though_it_hears_them() {
+    let mut net = five_primaries(54);
+    net.run(3_000);
+    assert!(in_majority(&net, 0));
+    let lease = settings().lease_ms();
+    let cut_at = net.now;
+    net.one_way_cut = (1..NODES).map(|j| (0, j)).collect();
+    let lost = net.run_until(4 * lease, |net| !in_majority(net, 0));
+    let lost = lost.expect("a primary nobody hears kept serving");
+    assert!(lost <= lease + TICK_MS, "lost after {lost} ms");
+    assert!(!anyone_fails(&net, 0), "failed before it stopped serving");
+    let failed = net.run_until(4 * settings().node_timeout_ms, |net| anyone_fails(net, 0));
+    assert!(failed.is_some(), "nobody failed the unheard node");
+    assert!(!in_majority(&net, 0));
+    assert!(net.now - cut_at > lease);
+}
+
+/// Echoes that arrive late count from when their stamp was taken, not from their arrival:
+/// with every delivery slower than the lease, nobody counts anybody.
+#[test]
+fn late_echoes_do_not_extend_the_lease() {
+    let mut net = five_primaries(55);
+    net.run(3_000);
+    assert!(in_majority(&net, 0));
+    let lease = settings().lease_ms();
+    net.delay_max_ms = 0;
+    net.run(100);
+    // Every datagram now takes more than a lease in each direction.
+    net.min_delay_ms = 2 * lease;
+    net.delay_max_ms = 2 * lease;
+    net.run(6 * lease);
+    assert!((0..NODES).all(|i| !in_majority(&net, i)));
+    net.min_delay_ms = 0;
+    net.delay_max_ms = 5;
+    let back = net.run_until(4 * lease, |net| (0..NODES).all(|i| in_majority(net, i)));
+    assert!(
+        back.is_some(),
+        "prompt delivery did not restore the majority"
+    );
+}
+
 #[test]
 fn a_peer_ahead_in_topology_version_does_not_count() {
     let mut net = five_primaries(61);
@@ -105,7 +150,7 @@ fn without_voting_primaries_there_is_no_majority() {
 }
 
 /// The hand-off: a node promoted at version 9 counts a peer only once that peer has
-/// advertised 9 or later for the lease plus the delivery bound.
+/// advertised 9 or later for a lease.
 #[test]
 fn a_promoted_node_waits_for_peers_to_be_past_its_grant() {
     let mut net = five_primaries(62);
@@ -119,10 +164,7 @@ fn a_promoted_node_waits_for_peers_to_be_past_its_grant() {
     net.nodes[0].gossip.set_topology_version(9);
     assert!(!in_majority(&net, 0), "peers are not past the grant yet");
     let handoff = net.nodes[0].gossip.handoff_ms();
-    assert_eq!(
-        handoff,
-        settings().lease_ms() + settings().delivery_delay_max_ms
-    );
+    assert_eq!(handoff, settings().lease_ms());
     for i in 1..NODES {
         net.nodes[i].gossip.set_topology_version(9);
     }

@@ -276,6 +276,7 @@ fn gossip_about_an_unknown_node_starts_a_handshake_with_it() {
             header(ids[1], 1, 0, &[]),
             Body::Ping(GossipBody {
                 entries: vec![entry.clone()],
+                ..GossipBody::default()
             }),
         ),
     );
@@ -291,6 +292,7 @@ fn gossip_about_an_unknown_node_starts_a_handshake_with_it() {
             header(ids[1], 1, 0, &[]),
             Body::Ping(GossipBody {
                 entries: vec![entry],
+                ..GossipBody::default()
             }),
         ),
     );
@@ -361,6 +363,7 @@ fn report(
             header(ids[reporter], reporter, 0, slots),
             Body::Ping(GossipBody {
                 entries: vec![pfail_entry(ids[4], 4)],
+                ..GossipBody::default()
             }),
         ),
     )
@@ -415,6 +418,7 @@ fn a_report_withdrawn_in_gossip_no_longer_counts() {
             header(ids[1], 1, 0, &[(100, 199)]),
             Body::Ping(GossipBody {
                 entries: vec![healthy],
+                ..GossipBody::default()
             }),
         ),
     );
@@ -763,6 +767,7 @@ fn gossip_about_a_node_without_an_address_starts_no_handshake() {
             header(ids[1], 1, 0, &[]),
             Body::Ping(GossipBody {
                 entries: vec![entry],
+                ..GossipBody::default()
             }),
         ),
     );
