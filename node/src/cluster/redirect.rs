@@ -62,6 +62,7 @@ pub fn check(
                 readonly: client.cluster_readonly,
                 migrate: false,
             },
+            false,
         );
     }
     keys.extend(
@@ -82,10 +83,12 @@ pub fn check(
             readonly: client.cluster_readonly,
             migrate: spec.name == "migrate",
         },
+        false,
     )
 }
 
 /// The request's flags as routing takes them (see [`Request`]).
+#[derive(Clone, Copy)]
 struct Flags {
     write: bool,
     asking: bool,
@@ -93,11 +96,13 @@ struct Flags {
     migrate: bool,
 }
 
+/// `waited`: this command already waited for the serving lease once.
 fn decide(
     server: &Server,
     cluster: &super::Cluster,
     keys: &[&[u8]],
     flags: Flags,
+    waited: bool,
 ) -> Result<(), CmdError> {
     let req = Request {
         keys,
@@ -119,14 +124,43 @@ fn decide(
     match route(&topology, &req, &mut exists) {
         // Served here only while this node holds its serving lease: cut off from the
         // majority, a primary stops before a replica can be promoted in its place.
-        Route::Serve if !cluster.serving() => Err(CmdError::new(
-            Route::ClusterDown(super::routing::DownKind::State)
-                .error_text()
-                .unwrap_or_default(),
-        )),
+        Route::Serve if !cluster.serving() => {
+            drop(topology);
+            if !waited && wait_for_serving(server, cluster) {
+                // The topology may have moved meanwhile: routed again.
+                return decide(server, cluster, keys, flags, true);
+            }
+            Err(CmdError::new(
+                Route::ClusterDown(super::routing::DownKind::State)
+                    .error_text()
+                    .unwrap_or_default(),
+            ))
+        }
         Route::Serve => Ok(()),
         other => Err(CmdError::new(other.error_text().unwrap_or_default())),
     }
+}
+
+/// Waits up to one serving lease for the lease to come back. A lapse of a few milliseconds
+/// (the bus thread or a peer descheduled on a loaded machine) then costs the command that
+/// much latency instead of a CLUSTERDOWN that fails a reshard's MIGRATE or a client's
+/// write; a primary really cut off answers CLUSTERDOWN a lease later, still well within
+/// the node timeout. Polls: the lease is set by the bus thread, a lapse is rare.
+fn wait_for_serving(server: &Server, cluster: &super::Cluster) -> bool {
+    let node_timeout_ms = server.config.read().cluster.node_timeout_ms;
+    let lease = super::gossip::GossipSettings {
+        node_timeout_ms,
+        ..Default::default()
+    }
+    .lease_ms();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(lease);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        if cluster.serving() {
+            return true;
+        }
+    }
+    false
 }
 
 /// Answers a redirected command as Redis does: a redirected EXEC discards its transaction;

@@ -428,6 +428,7 @@ fn bus_seed(rng: &mut Rng) -> Vec<u8> {
                 .collect(),
             stamp_ms: rng.below(1 << 20) as u64,
             echo_ms: rng.below(1 << 20) as u64,
+            old_echo_age_ms: rng.below(1 << 20) as u64,
         }),
         1 => Body::Fail(Fail { node_id: id(rng) }),
         2 => Body::Update(Update {

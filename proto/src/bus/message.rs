@@ -106,6 +106,12 @@ pub struct Gossip {
     /// is what its serving lease counts from (node `gossip::quorum`).
     #[prost(uint64, tag = "3")]
     pub echo_ms: u64,
+    /// How long ago the sender received the newest stamp it echoed, in a message at a
+    /// version below this header's, to any node not known to be at this header's version
+    /// (0: no claim). Past the lease, none of those echoes counts anywhere any more: the
+    /// node promoted at or below this version may count the sender at once.
+    #[prost(uint64, tag = "4")]
+    pub old_echo_age_ms: u64,
 }
 
 /// FAIL: the named node is failed (forces FAIL on every receiver).

@@ -56,6 +56,7 @@ fn ping(sender: &str) -> BusMessage {
             }],
             stamp_ms: 1_700_000_000_123,
             echo_ms: 1_700_000_000_100,
+            old_echo_age_ms: 250,
         })),
     }
 }
@@ -488,8 +489,8 @@ fn any_gossip() -> impl Strategy<Value = Gossip> {
         ),
         0..12,
     )
-    .prop_flat_map(|v| (Just(v), any::<[u64; 2]>()))
-    .prop_map(|(v, [stamp_ms, echo_ms])| Gossip {
+    .prop_flat_map(|v| (Just(v), any::<[u64; 3]>()))
+    .prop_map(|(v, [stamp_ms, echo_ms, old_echo_age_ms])| Gossip {
         entries: v
             .into_iter()
             .map(|(node_id, t, ip, p, bus)| GossipEntry {
@@ -505,6 +506,7 @@ fn any_gossip() -> impl Strategy<Value = Gossip> {
             .collect(),
         stamp_ms,
         echo_ms,
+        old_echo_age_ms,
     })
 }
 

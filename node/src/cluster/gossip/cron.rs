@@ -34,6 +34,9 @@ impl Gossip {
         if new_period && self.ticks.is_multiple_of(PEER_SWEEP_EVERY_TICKS) {
             // Nodes removed from the topology elsewhere (CLUSTER FORGET) leave state here.
             self.peers.retain(|id, _| t.index_of(id).is_some());
+            // Echoes older than any lease need no accounting (their newest basis stays in
+            // the ledger's floor).
+            self.echoes.prune(now_ms, 2 * self.settings.node_timeout_ms);
         }
         let timeout = self.settings.node_timeout_ms;
         let half = self.settings.ping_interval_ms();
@@ -108,6 +111,22 @@ impl Gossip {
         }
         if newly_suspected {
             self.ping_everyone(now_ms, t);
+        }
+        self.ping_handoff_peers(now_ms, t);
+    }
+
+    /// A promoted primary waiting out its hand-off asks the peers that do not count yet
+    /// every tick (`Gossip::handoff_pending`); a ping still unanswered keeps its place as
+    /// the first one for failure detection.
+    fn ping_handoff_peers(&mut self, now_ms: u64, t: &mut Topology) {
+        let interval = self.settings.tick_interval_ms();
+        for i in self.handoff_pending(now_ms, t) {
+            let node = &t.nodes[i as usize];
+            let last = self.peers.get(&node.id).map_or(0, |p| p.last_ping_send_ms);
+            if now_ms.saturating_sub(last) >= interval && !node.bus_addr.is_empty() {
+                let addr = node.bus_addr.clone();
+                self.send_ping(now_ms, t, &addr, Some(i), PingKind::Ping);
+            }
         }
     }
 

@@ -11,6 +11,7 @@
 //! - `cron` is the timer (pings, handshake timeouts, PFAIL);
 //! - `failure` turns failure reports into FAIL, and clears it;
 //! - `quorum` says whether this node hears a majority of voting primaries (may serve);
+//! - `echo_ledger` remembers what this node echoed to whom, for the lease's fast hand-off;
 //! - `epochs` binds slots by config epoch, sends UPDATE, resolves epoch collisions;
 //! - [`blacklist`] keeps forgotten nodes from coming back through gossip (`forget`);
 //! - [`view`] is the copy of per-node state that commands read.
@@ -18,6 +19,7 @@
 pub mod blacklist;
 mod convert;
 mod cron;
+mod echo_ledger;
 mod epochs;
 mod failure;
 mod forget;
@@ -159,6 +161,10 @@ pub struct Gossip {
     /// Set while this node is in a topology group: slot ownership, roles and config epochs
     /// of the group's nodes change only by the Raft log, never by what headers claim.
     consensus: bool,
+    echoes: echo_ledger::EchoLedger,
+    /// `old_echo_age`'s basis for (version) within one input: O(nodes) to compute, and the
+    /// same for every PING/PONG of that input unless a peer's version moves (then cleared).
+    old_echo_basis: Option<(u64, u64)>,
 }
 
 impl Gossip {
@@ -177,6 +183,8 @@ impl Gossip {
             last_state: None,
             topology_version: 0,
             consensus: false,
+            echoes: echo_ledger::EchoLedger::default(),
+            old_echo_basis: None,
         }
     }
 
@@ -215,6 +223,8 @@ impl Gossip {
 
     /// Feeds one input; returns what to do, in order.
     pub fn step(&mut self, now_ms: u64, input: Input, t: &mut Topology) -> Vec<Action> {
+        self.echoes.start(now_ms);
+        self.old_echo_basis = None;
         match input {
             Input::Tick => self.tick(now_ms, t),
             Input::Receive { from, msg } => self.receive(now_ms, &from, *msg, t),

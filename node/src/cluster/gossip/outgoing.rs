@@ -151,14 +151,19 @@ impl Gossip {
         to: Option<NodeIndex>,
         kind: PingKind,
     ) {
-        let echo_ms = to
-            .and_then(|i| self.peers.get(&t.nodes[i as usize].id))
-            .map_or(0, |p| p.stamp_received_ms);
+        let to_id = to.map(|i| t.nodes[i as usize].id);
+        let (echo_ms, basis_ms) = to_id
+            .and_then(|id| self.peers.get(&id))
+            .map_or((0, 0), |p| (p.stamp_received_ms, p.stamp_arrived_ms));
         let gossip = proto::bus::Gossip {
             entries: self.gossip_section(t, to),
             stamp_ms: now_ms,
             echo_ms,
+            old_echo_age_ms: self.old_echo_age(now_ms),
         };
+        if let Some(id) = to_id.filter(|_| echo_ms != 0) {
+            self.echoes.record(id, self.topology_version, basis_ms);
+        }
         let body = match kind {
             PingKind::Ping => Body::Ping(gossip),
             PingKind::Pong => Body::Pong(gossip),
@@ -180,6 +185,24 @@ impl Gossip {
             }
         }
         self.send(t, addr, msg);
+    }
+
+    /// The `old_echo_age_ms` of a message at this node's version now (see `echo_ledger`),
+    /// its basis computed once per input and version.
+    fn old_echo_age(&mut self, now_ms: u64) -> u64 {
+        let version = self.topology_version;
+        let basis = match self.old_echo_basis {
+            Some((v, basis)) if v == version => basis,
+            _ => {
+                let peers = &self.peers;
+                let basis = self
+                    .echoes
+                    .old_echo_basis(version, |id| peers.get(id).map(|p| p.topology_version));
+                self.old_echo_basis = Some((version, basis));
+                basis
+            }
+        };
+        now_ms.saturating_sub(basis)
     }
 
     /// Sends to every member but myself (handshakes are not members yet).

@@ -29,6 +29,12 @@ pub struct Peer {
     pub last_ping_send_ms: u64,
     /// The latest stamp (its clock) its PING, PONG or MEET carried: echoed back to it.
     pub stamp_received_ms: u64,
+    /// When (this node's clock) that stamp arrived: the basis of the echo in the ledger.
+    pub stamp_arrived_ms: u64,
+    /// The highest topology version at which it vouched that all its echoes at lower
+    /// versions had run out (`echo_ledger`): from that version on it counts for a node
+    /// promoted there without the lease-long hand-off. Reset when its version goes back.
+    pub echoes_expired_below: u64,
     /// The latest stamp of this node's (this node's clock) it echoed back: it was alive
     /// and at its advertised version after that instant. The serving lease counts from
     /// here (`quorum.rs`), not from arrival, so it needs no bound on delivery time.
@@ -66,7 +72,10 @@ impl Peer {
     pub fn saw_version(&mut self, version: u64, now_ms: u64) {
         match self.versions.back() {
             Some(&(last, _)) if last == version => return,
-            Some(&(last, _)) if last > version => self.versions.clear(),
+            Some(&(last, _)) if last > version => {
+                self.versions.clear();
+                self.echoes_expired_below = 0;
+            }
             _ => {}
         }
         self.versions.push_back((version, now_ms));

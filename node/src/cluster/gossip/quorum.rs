@@ -22,7 +22,10 @@
 //!   that made it primary) for at least [`Gossip::handoff_ms`] = the lease (counted from
 //!   the arrival of its first header at or past the grant). Slot grants need no hand-off:
 //!   AssignSlots takes only unowned slots, and SETSLOT NODE ends a migration whose source
-//!   still redirects (ASK) for every key it no longer holds.
+//!   still redirects (ASK) for every key it no longer holds. Or, sooner (the fast
+//!   hand-off): that peer said, in a PING/PONG at a version at or past the grant, that
+//!   every echo it sent at a lower version to a node not known to be at its version
+//!   carried a stamp it received at least a lease before (`echo_ledger`).
 //!
 //! **The hand-off (strict, for any links and any delivery times):** say N is promoted at
 //! log index v over P, and voter R applies v at time a_R. P counts R only through echoes
@@ -34,6 +37,15 @@
 //! times never overlap. This needs no symmetry of links and no bound on delivery, only
 //! clocks that run at the same rate over a lease (offsets between them do not matter: each
 //! node compares only its own clock's readings).
+//!
+//! **The fast hand-off** is as strict: such an echo e reached a deposed P by a message R
+//! sent below v, so P counts it until at most e + lease <= (its arrival at R) + lease, which
+//! R said was over when it sent the claim, before N got it. A node X that R knew to be at
+//! R's version w >= v or later is left out of the claim: at w, X knows v, so it is no
+//! primary by the ownership v took away. After a crash the claim holds as soon as the live nodes
+//! have told R they applied the promotion (the dead primary's last stamp is a node timeout
+//! old), so the promoted node waits for that instead of a lease; with the deposed primary
+//! alive and still echoed, it waits the lease as above.
 //!
 //! **Why it is safe with the failover rule** (agent `failover`): a `Promote` in place of
 //! primary P is proposed only once P is FAIL, which takes failure reports from a majority of
@@ -52,6 +64,7 @@
 //! timeout.
 
 use super::convert::is_voting;
+use super::peer::Peer;
 use super::Gossip;
 use crate::cluster::id::NodeId;
 use crate::cluster::slots::NodeIndex;
@@ -90,13 +103,7 @@ impl Gossip {
         }
         let needed = size / 2 + 1;
         let lease = self.lease_ms();
-        // The topology version of the promotion that made this node primary (0: its role
-        // predates the group, or it was never promoted), and how long peers must have
-        // been past it.
-        let my_grant = Some(t.consensus.promoted_at)
-            .filter(|&index| index <= self.topology_version && t.myself().is_primary())
-            .unwrap_or(0);
-        let handoff = self.handoff_ms();
+        let my_grant = self.my_grant(t);
         let counted = (0..t.nodes.len() as NodeIndex)
             .filter(|&i| is_voting(t, i))
             .filter(|&i| {
@@ -113,12 +120,50 @@ impl Gossip {
                     return recent;
                 }
                 let not_ahead = p.topology_version <= self.topology_version;
-                let past_grant = p
-                    .at_or_past_since(my_grant)
-                    .is_some_and(|since| now_ms.saturating_sub(since) >= handoff);
-                recent && not_ahead && past_grant
+                recent && not_ahead && self.past_grant(now_ms, p, my_grant)
             })
             .count();
         counted >= needed
+    }
+
+    /// The topology version of the promotion that made this node primary (0: its role
+    /// predates the group, or it was never promoted).
+    pub(super) fn my_grant(&self, t: &Topology) -> u64 {
+        Some(t.consensus.promoted_at)
+            .filter(|&index| index <= self.topology_version && t.myself().is_primary())
+            .unwrap_or(0)
+    }
+
+    /// Whether peer `p` may count for this node's grant: past it for a hand-off, or past it
+    /// with its word that its older echoes have run out (module doc).
+    pub(super) fn past_grant(&self, now_ms: u64, p: &Peer, my_grant: u64) -> bool {
+        let waited = p
+            .at_or_past_since(my_grant)
+            .is_some_and(|since| now_ms.saturating_sub(since) >= self.handoff_ms());
+        waited || (my_grant > 0 && p.echoes_expired_below >= my_grant)
+    }
+
+    /// Voting primaries alive (a recent echo) at or past this node's grant that do not
+    /// count for it yet: pinged every tick (`cron`), so that their word that their older
+    /// echoes ran out arrives within a tick of being true rather than at their next
+    /// heartbeat. Empty unless this node is a primary waiting out a promotion's hand-off.
+    pub(super) fn handoff_pending(&self, now_ms: u64, t: &Topology) -> Vec<NodeIndex> {
+        let my_grant = self.my_grant(t);
+        if !self.consensus || my_grant == 0 {
+            return Vec::new();
+        }
+        let lease = self.lease_ms();
+        (0..t.nodes.len() as NodeIndex)
+            .filter(|&i| is_voting(t, i) && !t.nodes[i as usize].is_myself())
+            .filter(|&i| {
+                self.peers.get(&t.nodes[i as usize].id).is_some_and(|p| {
+                    let recent = p.echo_received_ms != 0
+                        && now_ms.saturating_sub(p.echo_received_ms) <= lease;
+                    recent
+                        && p.topology_version >= my_grant
+                        && !self.past_grant(now_ms, p, my_grant)
+                })
+            })
+            .collect()
     }
 }

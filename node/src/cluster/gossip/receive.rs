@@ -36,7 +36,7 @@ impl Gossip {
                     sender = self.add_sender(now_ms, t, from, &h, sender_id);
                 }
                 if sender.is_some() {
-                    self.stamps_from(now_ms, sender_id, &g);
+                    self.stamps_from(now_ms, sender_id, &h, &g);
                 }
                 self.send_ping(now_ms, t, from, sender, PingKind::Pong);
                 if let Some(i) = sender {
@@ -59,7 +59,7 @@ impl Gossip {
                 };
                 let Some(i) = i else { return };
                 self.heard_from(now_ms, t, i, &h);
-                self.stamps_from(now_ms, sender_id, &g);
+                self.stamps_from(now_ms, sender_id, &h, &g);
                 self.pong_from(now_ms, t, i);
                 self.apply_header(t, i, from, &h);
                 self.process_gossip(now_ms, t, i, &g.entries);
@@ -103,6 +103,11 @@ impl Gossip {
             self.save = true;
         }
         let peer = self.peer(id);
+        if peer.topology_version != h.topology_version {
+            // Who is known at which version decides this node's own echo claim.
+            self.old_echo_basis = None;
+        }
+        let peer = self.peer(id);
         peer.data_received_ms = now_ms;
         if peer.link_from_since_ms == 0 {
             peer.link_from_since_ms = now_ms;
@@ -123,14 +128,20 @@ impl Gossip {
         }
     }
 
-    /// The stamps of a member's PING, PONG or MEET: its own, to echo back, and the echo of
-    /// ours, which the serving lease counts from. An echo from this node's future is not
-    /// one of its stamps (a clock stepped back since): ignored rather than trusted.
-    fn stamps_from(&mut self, now_ms: u64, id: NodeId, g: &proto::bus::Gossip) {
+    /// The stamps of a member's PING, PONG or MEET: its own, to echo back, the echo of
+    /// ours, which the serving lease counts from, and its word that its echoes below its
+    /// version have run out (the fast hand-off, `quorum.rs`). An echo from this node's
+    /// future is not one of its stamps (a clock stepped back since): ignored.
+    fn stamps_from(&mut self, now_ms: u64, id: NodeId, h: &Header, g: &proto::bus::Gossip) {
+        let lease = self.lease_ms();
         let peer = self.peer(id);
         peer.stamp_received_ms = g.stamp_ms;
+        peer.stamp_arrived_ms = now_ms;
         if g.echo_ms <= now_ms && g.echo_ms > peer.echo_received_ms {
             peer.echo_received_ms = g.echo_ms;
+        }
+        if g.old_echo_age_ms >= lease {
+            peer.echoes_expired_below = peer.echoes_expired_below.max(h.topology_version);
         }
     }
 

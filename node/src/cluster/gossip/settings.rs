@@ -56,12 +56,13 @@ impl GossipSettings {
         self.node_timeout_ms / 2
     }
 
-    /// Nodes not heard from for this long are pinged: half the serving lease (Redis pings
-    /// at half the node timeout), so that every peer is heard well within the lease and a
-    /// primary does not stop serving between two heartbeats. Pings are small datagrams on
-    /// the fabric; the cost is a few dozen per second per peer at a 200 ms node timeout.
+    /// Nodes not heard from for this long are pinged: a third of the serving lease (Redis
+    /// pings at half the node timeout). The lease counts from echoed stamps, which take a
+    /// round trip and the peer's next message to come back, so a third leaves two thirds of
+    /// the lease for scheduling stalls on a loaded machine before a primary stops serving.
+    /// Pings are small datagrams on the fabric: a few dozen per second per peer.
     pub fn heartbeat_ms(&self) -> u64 {
-        self.lease_ms() / 2
+        self.lease_ms() / 3
     }
 
     /// The serving lease (`quorum.rs`): the node timeout over `lease_divisor`, at least five ticks

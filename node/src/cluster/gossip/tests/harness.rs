@@ -56,6 +56,10 @@ pub fn settings() -> GossipSettings {
 
 impl Net {
     pub fn new(n: usize, seed: u64) -> Net {
+        Net::with_settings(n, seed, settings())
+    }
+
+    pub fn with_settings(n: usize, seed: u64, settings: GossipSettings) -> Net {
         let mut rng = StdRng::seed_from_u64(seed);
         let nodes = (0..n)
             .map(|i| {
@@ -65,7 +69,7 @@ impl Net {
                 me.cport = 17000 + i as u16;
                 me.bus_addr = format!("sim:{i}");
                 SimNode {
-                    gossip: Gossip::new(settings(), seed ^ ((i as u64 + 1) * 0x9e37)),
+                    gossip: Gossip::new(settings, seed ^ ((i as u64 + 1) * 0x9e37)),
                     topology: Topology::new(me),
                     addr: format!("sim:{i}"),
                     alive: true,
@@ -105,6 +109,20 @@ impl Net {
     pub fn step(&mut self, i: usize, input: Input) {
         let node = &mut self.nodes[i];
         let actions = node.gossip.step(self.now, input, &mut node.topology);
+        self.dispatch(i, actions);
+    }
+
+    /// Node `i` applied topology `version` (as the cluster core does after a commit: the
+    /// version goes into its headers and every reachable node is pinged with it).
+    pub fn apply_version(&mut self, i: usize, version: u64) {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        node.gossip.set_topology_version(version);
+        let actions = node.gossip.announce_version(now, &mut node.topology);
+        self.dispatch(i, actions);
+    }
+
+    fn dispatch(&mut self, i: usize, actions: Vec<Action>) {
         for a in actions {
             match a {
                 Action::Send { to, msg } => {
@@ -208,7 +226,11 @@ impl Net {
 
     /// Brings up `n` nodes that all met node 0 and converged.
     pub fn converged(n: usize, seed: u64) -> Net {
-        let mut net = Net::new(n, seed);
+        Net::converged_with(n, seed, settings())
+    }
+
+    pub fn converged_with(n: usize, seed: u64, settings: GossipSettings) -> Net {
+        let mut net = Net::with_settings(n, seed, settings);
         for i in 1..n {
             net.meet(i, 0);
         }

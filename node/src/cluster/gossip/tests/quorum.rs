@@ -4,12 +4,17 @@
 
 use super::harness::{settings, Net, TICK_MS};
 use crate::cluster::flags::bit;
+use crate::cluster::gossip::GossipSettings;
 
 const NODES: usize = 5;
 
 /// `NODES` primaries, each owning a fifth of the slots, known everywhere.
 fn five_primaries(seed: u64) -> Net {
-    let mut net = Net::converged(NODES, seed);
+    five_primaries_with(seed, settings())
+}
+
+fn five_primaries_with(seed: u64, s: GossipSettings) -> Net {
+    let mut net = Net::converged_with(NODES, seed, s);
     let per = 16384 / NODES as u16 + 1;
     for i in 0..NODES {
         let start = i as u16 * per;
@@ -149,30 +154,93 @@ fn without_voting_primaries_there_is_no_majority() {
     assert!(net.nodes[0].gossip.last_heard_ms(&net.id(1)).is_some());
 }
 
-/// The hand-off: a node promoted at version 9 counts a peer only once that peer has
-/// advertised 9 or later for a lease.
-#[test]
-fn a_promoted_node_waits_for_peers_to_be_past_its_grant() {
-    let mut net = five_primaries(62);
+/// Settings whose lease spans several harness ticks, so hand-off times can be told apart.
+fn long_lease() -> GossipSettings {
+    GossipSettings {
+        lease_divisor: 4,
+        ..settings()
+    }
+}
+
+/// Every node in consensus mode at topology version 8, all serving.
+fn group_at_8(net: &mut Net) {
     for i in 0..NODES {
         net.nodes[i].gossip.set_consensus_mode(true);
         net.nodes[i].gossip.set_topology_version(8);
     }
     net.run(4_000);
-    assert!(in_majority(&net, 0));
-    net.nodes[0].topology.consensus.promoted_at = 9;
-    net.nodes[0].gossip.set_topology_version(9);
-    assert!(!in_majority(&net, 0), "peers are not past the grant yet");
-    let handoff = net.nodes[0].gossip.handoff_ms();
-    assert_eq!(handoff, settings().lease_ms());
-    for i in 1..NODES {
-        net.nodes[i].gossip.set_topology_version(9);
+    assert!((0..NODES).all(|i| in_majority(net, i)));
+}
+
+/// The hand-off: node 0 is promoted at version 9 in place of node 4, which is cut off from
+/// hearing anyone (it still reaches them) and stays at version 8, counting the echoes it
+/// has. At no tick do both serve; node 0 serves once node 4's echoes have run out, and not
+/// before the peers are past its grant.
+#[test]
+fn a_promoted_node_never_serves_while_the_deposed_one_does() {
+    for seed in [62, 64, 65] {
+        let mut net = five_primaries_with(seed, long_lease());
+        group_at_8(&mut net);
+        let lease = long_lease().lease_ms();
+        assert_eq!(net.nodes[0].gossip.handoff_ms(), lease);
+        net.one_way_cut = (0..4).map(|j| (j, 4)).collect();
+        net.nodes[0].topology.consensus.promoted_at = 9;
+        for i in 0..4 {
+            net.apply_version(i, 9);
+        }
+        assert!(!in_majority(&net, 0), "peers are not past the grant yet");
+        let start = net.now;
+        let mut deposed_stopped = None;
+        let mut promoted_started = None;
+        while net.now - start < 6 * lease {
+            net.run(TICK_MS);
+            let (old, new) = (in_majority(&net, 4), in_majority(&net, 0));
+            assert!(
+                !(old && new),
+                "seed {seed}: both serve at {}",
+                net.now - start
+            );
+            if !old && deposed_stopped.is_none() {
+                deposed_stopped = Some(net.now - start);
+            }
+            if new && promoted_started.is_none() {
+                promoted_started = Some(net.now - start);
+            }
+        }
+        let stopped = deposed_stopped.expect("the deposed primary kept serving");
+        let started = promoted_started.expect("the promoted primary never served");
+        assert!(
+            stopped <= lease + TICK_MS,
+            "seed {seed}: stopped at {stopped}"
+        );
+        assert!(started >= stopped, "seed {seed}: {started} < {stopped}");
     }
-    let start = net.now;
-    let counted = net.run_until(4 * handoff, |net| in_majority(net, 0));
-    let took = counted.expect("peers past the grant never counted");
-    assert!(took >= handoff, "counted after {took} ms, before {handoff}");
-    assert!(net.now - start >= handoff);
+}
+
+/// The fast hand-off: the deposed primary is dead (a node timeout silent), so once the live
+/// nodes told each other they applied the promotion, each vouches that its old echoes ran
+/// out and the promoted node serves within a couple of ticks, not a lease later.
+#[test]
+fn after_a_crash_the_promoted_node_serves_without_waiting_a_lease() {
+    for seed in [66, 67, 68] {
+        let mut net = five_primaries_with(seed, long_lease());
+        group_at_8(&mut net);
+        let lease = long_lease().lease_ms();
+        net.nodes[4].alive = false;
+        net.run(long_lease().node_timeout_ms + 500);
+        net.nodes[0].topology.consensus.promoted_at = 9;
+        for i in 0..4 {
+            net.apply_version(i, 9);
+        }
+        let took = net.run_until(4 * lease, |net| in_majority(net, 0));
+        let took = took.expect("the promoted node never served");
+        assert!(took <= 2 * TICK_MS, "seed {seed}: took {took} ms");
+        assert!(took < lease);
+        // Without the peers' word it would have waited out the lease: a peer's claim is
+        // what counted.
+        let peer = net.nodes[0].gossip.peers.get(&net.id(1)).unwrap();
+        assert!(peer.echoes_expired_below >= 9);
+    }
 }
 
 /// A slot grant (SETSLOT NODE at the end of a migration, ADDSLOTS) moves the owner's config
