@@ -69,9 +69,13 @@ pub struct Cluster {
     /// The gossip core's per-node state as of its last tick (failure reports, links),
     /// published by the bus thread for CLUSTER COUNT-FAILURE-REPORTS and LINKS.
     pub peer_view: RwLock<PeerView>,
-    /// This node's serving lease (gossip `in_majority`, in a topology group), set by the bus
-    /// thread after every step: keyed commands are served only while it holds.
-    serving: std::sync::atomic::AtomicBool,
+    /// Until when (unix ms) this node's serving lease holds (gossip `serving_until`, in a
+    /// topology group), set by the bus thread after every step: keyed commands are served
+    /// only before it. A deadline rather than a flag, so that it runs out on time even
+    /// when the bus thread is late.
+    serving_until: std::sync::atomic::AtomicU64,
+    /// Whether the last step found the lease held (only for logging the transitions).
+    serving_logged: std::sync::atomic::AtomicBool,
 }
 
 impl Cluster {
@@ -118,19 +122,27 @@ impl Cluster {
             // Not before the bus's first step: a node restarting with a saved config that
             // names it a slot owner may have been failed over while it was down, and must
             // not take writes on its old slots before it hears how things stand.
-            serving: std::sync::atomic::AtomicBool::new(false),
+            serving_until: std::sync::atomic::AtomicU64::new(0),
+            serving_logged: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Whether keyed commands may be served here now (one relaxed load).
+    /// Whether keyed commands may be served here now (a load and a clock read).
     #[inline]
     pub fn serving(&self) -> bool {
-        self.serving.load(std::sync::atomic::Ordering::Relaxed)
+        crate::server::unix_millis()
+            <= self
+                .serving_until
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub fn set_serving(&self, serving: bool) {
+    /// The bus thread's latest lease deadline, computed at `now_ms` (unix ms).
+    pub fn set_serving_until(&self, until_ms: u64, now_ms: u64) {
+        self.serving_until
+            .store(until_ms, std::sync::atomic::Ordering::Relaxed);
+        let serving = now_ms <= until_ms;
         let was = self
-            .serving
+            .serving_logged
             .swap(serving, std::sync::atomic::Ordering::Relaxed);
         if was != serving {
             if serving {

@@ -97,33 +97,42 @@ impl Gossip {
     /// Whether this node hears a majority of the voting primaries (see the module doc for
     /// the exact rule and why it makes serving safe against failover).
     pub fn in_majority(&self, now_ms: u64, t: &Topology) -> bool {
+        now_ms <= self.serving_until(now_ms, t)
+    }
+
+    /// Until when (this node's clock, ms) the majority holds on the echoes it has at `now_ms`:
+    /// the lease ends then unless fresh echoes come (0: no majority; u64::MAX: this node
+    /// alone is the majority). Peers still inside a hand-off at `now_ms` do not count (a later
+    /// step counts them). Published as a deadline, commands check it against the clock
+    /// themselves: a bus thread descheduled past the lease cannot leave a stale "yes".
+    pub fn serving_until(&self, now_ms: u64, t: &Topology) -> u64 {
         let size = t.size();
         if size == 0 {
-            return false;
+            return 0;
         }
         let needed = size / 2 + 1;
         let lease = self.lease_ms();
         let my_grant = self.my_grant(t);
-        let counted = (0..t.nodes.len() as NodeIndex)
+        let mut ends: Vec<u64> = (0..t.nodes.len() as NodeIndex)
             .filter(|&i| is_voting(t, i))
-            .filter(|&i| {
+            .filter_map(|i| {
                 let n = &t.nodes[i as usize];
                 if n.is_myself() {
-                    return true;
+                    return Some(u64::MAX);
                 }
-                let Some(p) = self.peers.get(&n.id) else {
-                    return false;
-                };
-                let recent =
-                    p.echo_received_ms != 0 && now_ms.saturating_sub(p.echo_received_ms) <= lease;
-                if !self.consensus {
-                    return recent;
-                }
-                let not_ahead = p.topology_version <= self.topology_version;
-                recent && not_ahead && self.past_grant(now_ms, p, my_grant)
+                let p = self.peers.get(&n.id).filter(|p| p.echo_received_ms != 0)?;
+                let counts = !self.consensus
+                    || (p.topology_version <= self.topology_version
+                        && self.past_grant(now_ms, p, my_grant));
+                counts.then(|| p.echo_received_ms.saturating_add(lease))
             })
-            .count();
-        counted >= needed
+            .collect();
+        if ends.len() < needed {
+            return 0;
+        }
+        // The needed-th latest end: until then at least `needed` voters count.
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        ends[needed - 1]
     }
 
     /// The topology version of the promotion that made this node primary (0: its role

@@ -50,7 +50,7 @@ impl GossipDriver {
     }
 
     fn run(&mut self, now_ms: u64, input: CoreInput<ProposalReply>, out: &mut Outbox) {
-        let (actions, view, serving) = {
+        let (actions, view, serving_until) = {
             // Field by field, so the topology guard and the core borrow apart.
             let cluster = self.server.cluster.as_ref().expect(IN_CLUSTER_MODE);
             let mut t = cluster.topology.write();
@@ -60,7 +60,11 @@ impl GossipDriver {
             let agent = &self.core.agent;
             let (voters, learners) = agent.members();
             // Outside a group nothing fails over, so nothing needs the lease.
-            let serving = agent.group().is_none() || self.core.gossip.in_majority(now_ms, &t);
+            let serving_until = if agent.group().is_none() {
+                u64::MAX
+            } else {
+                self.core.gossip.serving_until(now_ms, &t)
+            };
             let view = GroupView {
                 group: agent.group(),
                 leader: agent.leader(),
@@ -68,10 +72,10 @@ impl GossipDriver {
                 learners: learners.len(),
                 version: t.consensus.version,
             };
-            (actions, view, serving)
+            (actions, view, serving_until)
         };
         self.cluster().set_group_view(view);
-        self.cluster().set_serving(serving);
+        self.cluster().set_serving_until(serving_until, now_ms);
         let mut save = false;
         let mut replies = Vec::new();
         for action in actions {

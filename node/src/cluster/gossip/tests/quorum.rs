@@ -97,6 +97,29 @@ fn a_primary_nobody_hears_stops_serving_though_it_hears_them() {
     assert!(net.now - cut_at > lease);
 }
 
+/// The lease is published as a deadline: with no further input it runs out by itself,
+/// within a lease of the newest echo a majority has sent.
+#[test]
+fn the_lease_is_a_deadline_that_runs_out_without_a_step() {
+    let mut net = five_primaries(56);
+    net.run(3_000);
+    let lease = settings().lease_ms();
+    let n = &net.nodes[0];
+    let until = n.gossip.serving_until(net.now, &n.topology);
+    assert!(
+        until >= net.now && until <= net.now + lease,
+        "{until} vs {}",
+        net.now
+    );
+    assert!(n.gossip.in_majority(until, &n.topology));
+    assert!(!n.gossip.in_majority(until + 1, &n.topology));
+    // A lone slot owner is its own majority for good.
+    let mut alone = Net::converged(1, 57);
+    alone.nodes[0].topology.add_slots(&[(0, 16383)]).unwrap();
+    let a = &alone.nodes[0];
+    assert_eq!(a.gossip.serving_until(alone.now, &a.topology), u64::MAX);
+}
+
 /// Echoes that arrive late count from when their stamp was taken, not from their arrival:
 /// with every delivery slower than the lease, nobody counts anybody.
 #[test]
