@@ -38,13 +38,25 @@ pub fn run(cmd: &mut Command) -> (bool, String) {
 }
 
 /// Polls `done` until it holds; past [`CONVERGE_DEADLINE`] panics with the nodes' logs.
-pub fn wait_until(what: &str, nodes: &[&Node], mut done: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, nodes: &[&Node], done: impl FnMut() -> bool) {
+    wait_until_described(what, nodes, done, String::new)
+}
+
+/// As [`wait_until`], and on a timeout the panic also carries `describe()` (the state the
+/// wait was looking at), before the logs.
+pub fn wait_until_described(
+    what: &str,
+    nodes: &[&Node],
+    mut done: impl FnMut() -> bool,
+    describe: impl Fn() -> String,
+) {
     let deadline = Instant::now() + CONVERGE_DEADLINE;
     while !done() {
         if Instant::now() > deadline {
             let logs: Vec<String> = nodes.iter().map(|n| n.log()).collect();
             panic!(
-                "timed out waiting for {what}; logs:\n{}",
+                "timed out waiting for {what}; state:\n{}\nlogs:\n{}",
+                describe(),
                 logs.join("\n----\n")
             );
         }

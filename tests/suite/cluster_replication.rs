@@ -1,7 +1,9 @@
 //! Replication in cluster mode (issue 5): the topology says who follows whom, and the link
 //! runs on the fabric (`ofi:tcp` here) exactly as REPLICAOF's does.
 
-use integration::cluster::{create_cluster_with_replicas, info_field, wait_until};
+use integration::cluster::{
+    create_cluster_with_replicas, info_field, wait_until, wait_until_described,
+};
 use integration::Node;
 
 /// `(node index, its id)` of the primaries and the replica's index of each primary.
@@ -109,7 +111,7 @@ fn assert_keys(entry: &Node, prefix: &str, count: usize) {
 /// returns the pairs (primary index, replica index).
 fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
     let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until(
+    wait_until_described(
         "three primaries with a replica each, links up",
         &refs,
         || {
@@ -118,6 +120,19 @@ fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
                 && pairs
                     .iter()
                     .all(|&(_, r)| info_field(&nodes[r], "master_link_status") == "up")
+        },
+        // Which node saw what, for a timeout that the logs alone did not explain.
+        || {
+            let mut out = nodes[0].cli(&["CLUSTER", "NODES"]);
+            for (i, n) in nodes.iter().enumerate() {
+                out.push_str(&format!(
+                    "\nnode {i}: role={} master_link_status={} master_port={}",
+                    info_field(n, "role"),
+                    info_field(n, "master_link_status"),
+                    info_field(n, "master_port"),
+                ));
+            }
+            out
         },
     );
     wait_until(
