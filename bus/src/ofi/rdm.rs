@@ -165,6 +165,9 @@ pub struct RdmCore {
     staging_bytes: usize,
     free_staging: Vec<u32>,
     ready: VecDeque<Event>,
+    /// Where completions are read to, kept between polls: a fresh array per poll was a
+    /// memset of POLL_BATCH entries on every turn of a busy-polling loop.
+    cq_batch: Vec<sys::FiCqDataEntry>,
 }
 
 const EMPTY_ENTRY: sys::FiCqDataEntry = sys::FiCqDataEntry {
@@ -204,6 +207,7 @@ impl RdmCore {
             staging_bytes: sizes.staging_bytes,
             free_staging: (0..STAGING_MAX as u32).rev().collect(),
             ready: VecDeque::new(),
+            cq_batch: vec![EMPTY_ENTRY; POLL_BATCH],
         };
         for b in 0..sizes.bounce_count as u32 {
             core.post_bounce(b)?;
@@ -509,22 +513,27 @@ impl RdmCore {
             }
         }
         let want = (max - n).clamp(1, POLL_BATCH);
-        let mut batch = [EMPTY_ENTRY; POLL_BATCH];
-        match self.ep.cq_read(&mut batch[..want])? {
-            CqRead::Entries(k) => {
-                // Every entry read is handled even if one fails (they are gone from the CQ);
-                // the first failure is reported after.
-                let mut failure = None;
-                for entry in &batch[..k] {
-                    match self.on_completion(entry) {
-                        Ok(Some(e)) => {
-                            out.push_back(e);
-                            n += 1;
-                        }
-                        Ok(None) => {}
-                        Err(e) => failure = failure.or(Some(e)),
+        // Taken out for the loop (on_completion needs `&mut self`) and always put back.
+        let mut batch = std::mem::take(&mut self.cq_batch);
+        let read = self.ep.cq_read(&mut batch[..want]);
+        let mut failure = None;
+        if let Ok(CqRead::Entries(k)) = &read {
+            // Every entry read is handled even if one fails (they are gone from the CQ);
+            // the first failure is reported after.
+            for entry in &batch[..*k] {
+                match self.on_completion(entry) {
+                    Ok(Some(e)) => {
+                        out.push_back(e);
+                        n += 1;
                     }
+                    Ok(None) => {}
+                    Err(e) => failure = failure.or(Some(e)),
                 }
+            }
+        }
+        self.cq_batch = batch;
+        match read? {
+            CqRead::Entries(_) => {
                 if let Some(e) = failure {
                     return Err(e);
                 }

@@ -9,9 +9,8 @@ use bus::stream::Stream;
 use bus::Connection;
 use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
 
 /// Bytes copied out of the stream per read call (the poller's scratch buffer size).
 pub const READ_CHUNK: usize = 64 * 1024;
@@ -83,7 +82,7 @@ impl<C: Connection> FabricClient<C> {
             return true;
         }
         // No Arc clone here: this runs on every turn of a busy-polling loop.
-        if take_wakeup(&self.session.shared().wakeup) {
+        if take_wakeup(self.session.shared()) {
             if self.session.shared().is_killed() {
                 self.start_closing();
             } else {
@@ -255,27 +254,37 @@ impl<C: Connection> FabricClient<C> {
     }
 }
 
-/// Takes a pending wake-up without waiting. A `Notify` keeps one permit when nobody waits, so
-/// polling a fresh `notified()` once either consumes it (true) or registers and immediately
-/// deregisters (false); a notification racing with that window is handed on by tokio when the
-/// future is dropped, and the next turn sees it.
-fn take_wakeup(notify: &Notify) -> bool {
-    let notified = std::pin::pin!(notify.notified());
+/// Takes a pending wake-up without waiting: the flag first (one atomic swap, the common
+/// "nothing" case), then the Notify's permit, so that it does not outlive the flag.
+fn take_wakeup(shared: &crate::server::ClientShared) -> bool {
+    if !shared
+        .wake_pending
+        .swap(false, std::sync::atomic::Ordering::AcqRel)
+    {
+        return false;
+    }
+    let notified = std::pin::pin!(shared.wakeup.notified());
     let mut cx = Context::from_waker(Waker::noop());
-    matches!(notified.poll(&mut cx), Poll::Ready(()))
+    let _ = notified.poll(&mut cx);
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A permit stored by notify_one is taken exactly once.
+    /// A wake-up is taken exactly once, and the Notify's permit with it.
     #[test]
-    fn take_wakeup_consumes_one_permit() {
-        let n = Notify::new();
-        assert!(!take_wakeup(&n));
-        n.notify_one();
-        assert!(take_wakeup(&n));
-        assert!(!take_wakeup(&n));
+    fn take_wakeup_consumes_one_wakeup() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let c = crate::server::ClientShared::new(1, addr, addr);
+        assert!(!take_wakeup(&c));
+        c.wake();
+        assert!(take_wakeup(&c));
+        assert!(!take_wakeup(&c));
+        // The permit went with it: a fresh Notified is not ready.
+        let notified = std::pin::pin!(c.wakeup.notified());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(notified.poll(&mut cx).is_pending());
     }
 }

@@ -57,7 +57,7 @@ impl Blocking {
             if let Some(line) = map.get_mut(key) {
                 line.retain(|c| c.id != client.id);
                 if let Some(next) = line.front() {
-                    next.wakeup.notify_one();
+                    next.wake();
                 } else {
                     map.remove(key);
                 }
@@ -71,7 +71,7 @@ impl Blocking {
         let map = self.by_key.lock();
         for key in keys {
             if let Some(first) = map.get(key).and_then(|line| line.front()) {
-                first.wakeup.notify_one();
+                first.wake();
             }
         }
     }
@@ -80,7 +80,7 @@ impl Blocking {
     pub fn wake_all(&self) {
         for line in self.by_key.lock().values() {
             for c in line {
-                c.wakeup.notify_one();
+                c.wake();
             }
         }
     }

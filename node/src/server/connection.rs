@@ -97,7 +97,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
         let shared = self.session.shared().clone();
         if self.session.enter_blocked(&block) {
-            shared.wakeup.notify_one();
+            shared.wake();
         }
         let deadline = block.timeout.map(|t| tokio::time::Instant::now() + t);
         let outcome = loop {
@@ -160,7 +160,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         if consumed_wakeup {
             // The wake-up was meant for the loops (pushes, a ready key): hand it back.
-            shared.wakeup.notify_one();
+            shared.wake();
         }
         self.session.output_written();
         result

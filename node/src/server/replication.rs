@@ -309,7 +309,7 @@ impl Replication {
         }
         for done in s.waiters.poll(&s.acks, now_ms) {
             // The client runs WAIT again and finds its count (see `wait`).
-            done.client.0.wakeup.notify_one();
+            done.client.0.wake();
         }
     }
 
