@@ -85,6 +85,10 @@ pub fn check(lib: &Library, kind: OfiKind, call: &'static str, rc: c_int) -> Res
 
 impl Domain {
     pub fn open(lib: Arc<Library>, kind: OfiKind) -> Result<Arc<Domain>, BusError> {
+        if kind == OfiKind::Shm {
+            // Before this process's first shm endpoint (see `shm_sweep`).
+            super::shm_sweep::sweep_once();
+        }
         let list = getinfo(&lib, kind, Lookup::Any)?;
         let info = list.dup_first()?;
         drop(list);

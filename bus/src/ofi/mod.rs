@@ -43,6 +43,7 @@ pub mod open;
 pub mod rdm;
 pub mod region;
 pub mod rendezvous_socket;
+mod shm_sweep;
 pub mod sys;
 
 use std::net::SocketAddr;
