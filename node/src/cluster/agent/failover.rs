@@ -13,8 +13,8 @@
 //!
 //! The primary must have stopped serving before a replica takes its place: FAIL needs a
 //! majority of voting primaries to have heard nothing from it for `node_timeout`, while
-//! the primary serves only while it heard from a majority within half of it
-//! (`Gossip::in_majority`). A FAIL flag may outlive the silence (a primary owning slots
+//! the primary serves only while a majority echoed one of its stamps within a lease, a
+//! fraction of it (`Gossip::in_majority`). A FAIL flag may outlive the silence (a primary owning slots
 //! keeps FAIL for 2 × node_timeout after it is back), so the leader also wants to have
 //! heard nothing from the primary itself for a whole node timeout.
 

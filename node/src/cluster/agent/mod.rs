@@ -184,6 +184,11 @@ pub(crate) struct PreJoin {
 }
 
 impl<W> TopologyAgent<W> {
+    /// `repl-sync-acks` changed (CONFIG SET): the failover rule follows it at once.
+    pub fn set_failover_sync_acks(&mut self, acks: usize) {
+        self.settings.failover_sync_acks = acks;
+    }
+
     pub fn new(me: NodeId, settings: AgentSettings, seed: u64) -> Self {
         TopologyAgent {
             me,

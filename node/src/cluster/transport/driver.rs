@@ -56,6 +56,14 @@ impl GossipDriver {
             let mut t = cluster.topology.write();
             // Gossip headers carry it: the leader promotes the replica that holds the most.
             t.myself_mut().repl_offset = self.server.replication.master_repl_offset();
+            // Read every step (one atomic load), so CONFIG SET repl-sync-acks reaches the
+            // failover rule without a restart.
+            let acks = self
+                .server
+                .hot
+                .repl_sync_acks
+                .load(std::sync::atomic::Ordering::Relaxed);
+            self.core.agent.set_failover_sync_acks(acks as usize);
             let actions = self.core.step(now_ms, input, &mut t);
             let agent = &self.core.agent;
             let (voters, learners) = agent.members();
