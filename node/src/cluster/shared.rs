@@ -98,9 +98,12 @@ impl Cluster {
                 Topology::new(node)
             }
         };
-        // No bus link survives a restart: peers are disconnected until they talk again.
+        // No bus link survives a restart: peers are disconnected until they talk again, and
+        // a ping the previous run left unanswered is not this run's (its old send time would
+        // make the first tick suspect the peer at once).
         for node in topology.nodes.iter_mut() {
             node.link = LinkState::Disconnected;
+            node.ping_sent = 0;
         }
         let me = topology.myself_mut();
         me.port = config.port;
@@ -270,6 +273,28 @@ mod tests {
         assert_eq!(t.myself().id, id);
         assert_eq!((t.myself().port, t.myself().cport), (7001, 17001));
         assert_eq!(t.slots.ranges_of(t.myself_index()), vec![(5, 9)]);
+    }
+
+    /// A ping left unanswered in the saved config does not carry over to the next run.
+    #[test]
+    fn a_saved_pending_ping_is_forgotten_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let peer = ClusterNode::new(HexId::random(&mut rng), HexId::random(&mut rng));
+        let peer_id = peer.id;
+        first
+            .change(|t| {
+                let i = t.add_node(peer).expect("room for a node");
+                t.nodes[i as usize].ping_sent = 1_700_000_000_000;
+                Ok(())
+            })
+            .unwrap();
+        drop(first);
+        let again = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let t = again.topology.read();
+        let i = t.index_of(&peer_id).expect("the peer was saved");
+        assert_eq!(t.nodes[i as usize].ping_sent, 0);
     }
 
     #[test]
