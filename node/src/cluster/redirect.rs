@@ -126,7 +126,7 @@ fn decide(
         // majority, a primary stops before a replica can be promoted in its place.
         Route::Serve if !cluster.serving() => {
             drop(topology);
-            if !waited && wait_for_serving(server, cluster) {
+            if !waited && wait_for_serving(cluster) {
                 // The topology may have moved meanwhile: routed again.
                 return decide(server, cluster, keys, flags, true);
             }
@@ -141,21 +141,19 @@ fn decide(
     }
 }
 
+/// How often a command waiting for a lapsed lease looks again.
+const SERVING_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Waits up to one serving lease for the lease to come back. A lapse of a few milliseconds
 /// (the bus thread or a peer descheduled on a loaded machine) then costs the command that
 /// much latency instead of a CLUSTERDOWN that fails a reshard's MIGRATE or a client's
 /// write; a primary really cut off answers CLUSTERDOWN a lease later, still well within
 /// the node timeout. Polls: the lease is set by the bus thread, a lapse is rare.
-fn wait_for_serving(server: &Server, cluster: &super::Cluster) -> bool {
-    let node_timeout_ms = server.config.read().cluster.node_timeout_ms;
-    let lease = super::gossip::GossipSettings {
-        node_timeout_ms,
-        ..Default::default()
-    }
-    .lease_ms();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(lease);
+fn wait_for_serving(cluster: &super::Cluster) -> bool {
+    let lease = std::time::Duration::from_millis(cluster.lease_ms());
+    let deadline = std::time::Instant::now() + lease;
     while std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        std::thread::sleep(SERVING_POLL);
         if cluster.serving() {
             return true;
         }

@@ -76,6 +76,8 @@ pub struct Cluster {
     serving_until: std::sync::atomic::AtomicU64,
     /// Whether the last step found the lease held (only for logging the transitions).
     serving_logged: std::sync::atomic::AtomicBool,
+    /// The serving lease's length the bus runs with (ms; 0 before the bus is up).
+    lease_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -127,16 +129,32 @@ impl Cluster {
             // not take writes on its old slots before it hears how things stand.
             serving_until: std::sync::atomic::AtomicU64::new(0),
             serving_logged: std::sync::atomic::AtomicBool::new(false),
+            lease_ms: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
-    /// Whether keyed commands may be served here now (a load and a clock read).
+    /// Whether keyed commands may be served here now (a load, and a clock read when the
+    /// lease is bounded: outside a topology group it is not).
     #[inline]
     pub fn serving(&self) -> bool {
-        crate::server::unix_millis()
-            <= self
-                .serving_until
-                .load(std::sync::atomic::Ordering::Relaxed)
+        match self
+            .serving_until
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            u64::MAX => true,
+            until => crate::server::unix_millis() <= until,
+        }
+    }
+
+    /// The serving lease's length (ms) the bus runs with; 0 before the bus is up.
+    pub fn lease_ms(&self) -> u64 {
+        self.lease_ms.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Set once by the bus when it starts, from the settings its gossip core runs with.
+    pub fn set_lease_ms(&self, lease_ms: u64) {
+        self.lease_ms
+            .store(lease_ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The bus thread's latest lease deadline, computed at `now_ms` (unix ms).

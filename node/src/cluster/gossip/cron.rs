@@ -37,6 +37,7 @@ impl Gossip {
             // Echoes older than any lease need no accounting (their newest basis stays in
             // the ledger's floor).
             self.echoes.prune(now_ms, 2 * self.settings.node_timeout_ms);
+            self.old_echo_basis = None;
         }
         let timeout = self.settings.node_timeout_ms;
         let half = self.settings.ping_interval_ms();

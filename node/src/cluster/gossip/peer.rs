@@ -88,6 +88,11 @@ impl Peer {
         }
     }
 
+    /// When the lease its latest echo gives runs out (None: it never echoed a stamp).
+    pub fn echo_lease_end(&self, lease_ms: u64) -> Option<u64> {
+        (self.echo_received_ms != 0).then(|| self.echo_received_ms.saturating_add(lease_ms))
+    }
+
     /// Since when the peer has advertised `version` or later without going back (None: its
     /// last header is below it).
     pub fn at_or_past_since(&self, version: u64) -> Option<u64> {

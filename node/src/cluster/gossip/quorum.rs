@@ -69,6 +69,7 @@ use super::Gossip;
 use crate::cluster::id::NodeId;
 use crate::cluster::slots::NodeIndex;
 use crate::cluster::topology::Topology;
+use smallvec::SmallVec;
 
 impl Gossip {
     /// The window within which a voting primary must have been heard from to count for
@@ -113,18 +114,19 @@ impl Gossip {
         let needed = size / 2 + 1;
         let lease = self.lease_ms();
         let my_grant = self.my_grant(t);
-        let mut ends: Vec<u64> = (0..t.nodes.len() as NodeIndex)
+        // Voters are at most NODES_MAX; a handful in practice, so no allocation per step.
+        let mut ends: SmallVec<[u64; 16]> = (0..t.nodes.len() as NodeIndex)
             .filter(|&i| is_voting(t, i))
             .filter_map(|i| {
                 let n = &t.nodes[i as usize];
                 if n.is_myself() {
                     return Some(u64::MAX);
                 }
-                let p = self.peers.get(&n.id).filter(|p| p.echo_received_ms != 0)?;
+                let p = self.peers.get(&n.id)?;
                 let counts = !self.consensus
                     || (p.topology_version <= self.topology_version
                         && self.past_grant(now_ms, p, my_grant));
-                counts.then(|| p.echo_received_ms.saturating_add(lease))
+                p.echo_lease_end(lease).filter(|_| counts)
             })
             .collect();
         if ends.len() < needed {
@@ -166,9 +168,7 @@ impl Gossip {
             .filter(|&i| is_voting(t, i) && !t.nodes[i as usize].is_myself())
             .filter(|&i| {
                 self.peers.get(&t.nodes[i as usize].id).is_some_and(|p| {
-                    let recent = p.echo_received_ms != 0
-                        && now_ms.saturating_sub(p.echo_received_ms) <= lease;
-                    recent
+                    p.echo_lease_end(lease).is_some_and(|end| now_ms <= end)
                         && p.topology_version >= my_grant
                         && !self.past_grant(now_ms, p, my_grant)
                 })

@@ -102,8 +102,7 @@ impl Gossip {
             node.config_epoch = h.config_epoch;
             self.save = true;
         }
-        let peer = self.peer(id);
-        if peer.topology_version != h.topology_version {
+        if self.peers.get(&id).map(|p| p.topology_version) != Some(h.topology_version) {
             // Who is known at which version decides this node's own echo claim.
             self.old_echo_basis = None;
         }

@@ -31,6 +31,10 @@ pub struct GossipDriver {
 
 impl GossipDriver {
     pub fn new(server: Arc<Server>, core: ClusterCore<ProposalReply>, secret: Vec<u8>) -> Self {
+        if let Some(cluster) = &server.cluster {
+            // What commands wait at most for a lapsed lease (`redirect`).
+            cluster.set_lease_ms(core.gossip.lease_ms());
+        }
         GossipDriver {
             server,
             core,
