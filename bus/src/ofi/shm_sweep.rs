@@ -64,13 +64,16 @@ fn sweep(
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
-    let uid = current_uid();
+    // Without knowing whose files are ours, nothing is touched.
+    let Some(uid) = current_uid() else {
+        return 0;
+    };
     let mut removed = 0;
     for entry in entries.flatten().take(ENTRIES_MAX) {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let Ok(meta) = entry.metadata() else { continue };
-        if uid.is_some_and(|u| std::os::unix::fs::MetadataExt::uid(&meta) != u) {
+        if std::os::unix::fs::MetadataExt::uid(&meta) != uid {
             continue;
         }
         let stale = match region_pid(name) {
@@ -97,11 +100,14 @@ fn region_pid(name: &str) -> Option<u32> {
     let mut parts = name.split(':');
     let pid = parts.next()?;
     let (a, b) = (parts.next()?, parts.next()?);
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
-    if parts.next().is_some() || !digits(pid) || !digits(a) || !digits(b) {
+    if parts.next().is_some() || !all_digits(pid) || !all_digits(a) || !all_digits(b) {
         return None;
     }
     pid.parse().ok()
+}
+
+fn all_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// The names of the `/dev/shm` files some running process maps, from every
@@ -110,11 +116,7 @@ fn mapped_shm_files() -> Option<std::collections::HashSet<String>> {
     let prefix = format!("{SHM_DIR}/");
     let mut names = std::collections::HashSet::new();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let pid = entry.file_name();
-        if !pid
-            .to_str()
-            .is_some_and(|p| p.bytes().all(|c| c.is_ascii_digit()))
-        {
+        if !entry.file_name().to_str().is_some_and(all_digits) {
             continue;
         }
         let maps = match std::fs::read_to_string(entry.path().join("maps")) {
@@ -136,8 +138,8 @@ fn mapped_shm_files() -> Option<std::collections::HashSet<String>> {
     Some(names)
 }
 
-/// This process's user id, from the owner of its `/proc/self` (None: not found, then the
-/// owner check is skipped only in tests' temp dirs, where everything is ours anyway).
+/// This process's user id, from the owner of its `/proc/self` (None: no /proc, and then the
+/// sweep removes nothing).
 fn current_uid() -> Option<u32> {
     std::fs::metadata("/proc/self")
         .ok()
