@@ -254,13 +254,12 @@ impl<C: Connection> FabricClient<C> {
     }
 }
 
-/// Takes a pending wake-up without waiting: the flag first (one atomic swap, the common
-/// "nothing" case), then the Notify's permit, so that it does not outlive the flag.
+/// Takes a pending wake-up without waiting: the flag first (a plain load in the common
+/// "nothing" case, the swap only when set), then the Notify's permit, so that it does not
+/// outlive the flag.
 fn take_wakeup(shared: &crate::server::ClientShared) -> bool {
-    if !shared
-        .wake_pending
-        .swap(false, std::sync::atomic::Ordering::AcqRel)
-    {
+    use std::sync::atomic::Ordering::{AcqRel, Acquire};
+    if !shared.wake_pending.load(Acquire) || !shared.wake_pending.swap(false, AcqRel) {
         return false;
     }
     let notified = std::pin::pin!(shared.wakeup.notified());

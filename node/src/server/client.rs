@@ -43,7 +43,7 @@ pub struct ClientShared {
     /// [`ClientShared::wake`], which also sets `wake_pending`.
     pub wakeup: Notify,
     /// Set with every wake-up, before `wakeup` is notified: a busy-polling fabric poller
-    /// checks this flag on every turn (one atomic swap) instead of polling a `Notified`,
+    /// checks this flag on every turn (an atomic load) instead of polling a `Notified`,
     /// which takes the Notify's lock twice and was a fifth of the poller's CPU.
     pub wake_pending: AtomicBool,
     /// A replica's session executing its primary's stream (CLIENT LIST/KILL TYPE master).
