@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The same node driven over TCP, ofi:shm and ofi:tcp by `operator bench` (issue "The fabric",
-# item 8): throughput, p50, p99 and server CPU seconds per 100k requests, read from the node's
-# own rusage (INFO cpu: used_cpu_sys + used_cpu_user, whole process) before and after each run.
+# item 8): throughput, p50, p99 and server CPU microseconds per request, from the node's own
+# CPU clock (INFO cpu: used_cpu_sys + used_cpu_user, whole process), which `operator bench
+# --server-cpu` reads over a probe connection just before the first request and after the last
+# reply (so connecting the clients, which costs a fabric far more than TCP, is not counted).
 # Replaces the section between "<!-- BEGIN fabric -->" and "<!-- END fabric -->" in
 # BENCHMARKS.md (appended at the end when missing). Not part of CI: run it by hand.
 #
@@ -18,8 +20,8 @@
 #   PROVIDERS      fabric providers, space separated ["ofi:shm ofi:tcp"]
 #   TESTS          operator bench -t [set,get,incr,lpush,lpop,sadd,hset]
 #   CLIENTS        operator bench -c [4]
-#   N_P1, N_P16    requests per test at -P 1 and -P 16 [10000, 100000]
-#   ROUNDS         interleaved rounds; cells are medians over rounds [1]
+#   N_P1, N_P16    requests per test at -P 1 and -P 16 [50000, 500000]
+#   ROUNDS         interleaved rounds; cells are medians over rounds [3]
 #   NODE_ARGS      extra node flags []
 #   OUT            report [BENCHMARKS.md at the repo root]
 #   KEEP_TMP=1     keep the temp dir (node logs, raw CSV)
@@ -32,9 +34,9 @@ PROFILE="${PROFILE:-release}"
 PROVIDERS="${PROVIDERS:-ofi:shm ofi:tcp}"
 TESTS="${TESTS:-set,get,incr,lpush,lpop,sadd,hset}"
 CLIENTS="${CLIENTS:-4}"
-N_P1="${N_P1:-10000}"
-N_P16="${N_P16:-100000}"
-ROUNDS="${ROUNDS:-1}"
+N_P1="${N_P1:-50000}"
+N_P16="${N_P16:-500000}"
+ROUNDS="${ROUNDS:-3}"
 NODE_ARGS="${NODE_ARGS:-}"
 OUT="${OUT:-$ROOT/BENCHMARKS.md}"
 READY_TIMEOUT=30
@@ -61,12 +63,6 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# Server CPU seconds so far (user + sys of the whole node process, from its INFO cpu).
-cpu_seconds() {
-    redis-cli -p "$1" INFO cpu | tr -d '\r' |
-        awk -F: '/^used_cpu_(sys|user):/ {t += $2} END {printf "%.6f\n", t}'
-}
-
 RESULTS="$TMP/results.tsv"   # provider, P, test, transport, rps, p50, p99, cpu_s, requests
 : >"$RESULTS"
 COMMANDS="$TMP/commands.txt"
@@ -74,21 +70,20 @@ COMMANDS="$TMP/commands.txt"
 
 run_one() { # provider port rdma_port P N test transport round
     local provider=$1 port=$2 rdma_port=$3 p=$4 n=$5 test=$6 transport=$7 round=$8
-    local args=(bench -p "$port" -t "$test" -n "$n" -P "$p" -c "$CLIENTS" --csv)
-    if [[ "$transport" != tcp ]]; then args=(bench --fabric "$transport" -p "$rdma_port" -t "$test" -n "$n" -P "$p" -c "$CLIENTS" --csv); fi
+    local args=(bench -p "$port" -t "$test" -n "$n" -P "$p" -c "$CLIENTS" --csv --server-cpu)
+    if [[ "$transport" != tcp ]]; then args=(bench --fabric "$transport" -p "$rdma_port" -t "$test" -n "$n" -P "$p" -c "$CLIENTS" --csv --server-cpu); fi
     echo "operator ${args[*]}" | sed "s/-p $port /-p \$PORT /; s/-p $rdma_port /-p \$RDMA_PORT /" >>"$COMMANDS"
     redis-cli -p "$port" FLUSHALL >/dev/null
-    local before after csv
-    before="$(cpu_seconds "$port")"
+    local csv
     csv="$TMP/r$round-$provider-p$p-$test-$transport.csv"
     if ! timeout "$BENCH_TIMEOUT" "$OPERATOR_BIN" "${args[@]}" >"$csv" 2>"$csv.err"; then
         echo "bench-fabric: operator ${args[*]} failed:" >&2; cat "$csv.err" >&2; exit 1
     fi
-    after="$(cpu_seconds "$port")"
-    while IFS=, read -r title rps _avg _min p50 _p95 p99 _max _p999 errors; do
+    while IFS=, read -r title rps _avg _min p50 _p95 p99 _max _p999 errors cpu_us; do
         if [[ "$errors" != 0 ]]; then echo "bench-fabric: $title over $transport: $errors errors" >&2; exit 1; fi
+        if [[ -z "$cpu_us" ]]; then echo "bench-fabric: $title over $transport: no server CPU column" >&2; exit 1; fi
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$provider" "$p" "$title" "$transport" \
-            "$rps" "$p50" "$p99" "$(awk -v a="$before" -v b="$after" 'BEGIN {printf "%.6f", b - a}')" "$n" "$round" >>"$RESULTS"
+            "$rps" "$p50" "$p99" "$(awk -v us="$cpu_us" -v n="$n" 'BEGIN {printf "%.6f", us * n / 1e6}')" "$n" "$round" >>"$RESULTS"
     done < <(tail -n +2 "$csv" | tr -d '"')
 }
 

@@ -132,7 +132,7 @@ mod tests {
             (50, 100_000, 3, 1, 1)
         );
         assert_eq!(args.keyspace, None);
-        assert!(!args.quiet && !args.csv && !args.progress);
+        assert!(!args.quiet && !args.csv && !args.progress && !args.server_cpu);
 
         let args = bench(&[
             "bench",
@@ -157,6 +157,7 @@ mod tests {
             "-q",
             "--csv",
             "--progress",
+            "--server-cpu",
         ]);
         assert_eq!(args.connect.target(), Target::tcp("db", 7001));
         assert_eq!(
@@ -171,7 +172,7 @@ mod tests {
         );
         assert_eq!(args.keyspace, Some(100));
         assert_eq!(args.tests.as_deref(), Some("set,get"));
-        assert!(args.quiet && args.csv && args.progress);
+        assert!(args.quiet && args.csv && args.progress && args.server_cpu);
     }
 
     #[test]

@@ -139,7 +139,8 @@ fn cli_over_ofi_shm_and_tcp_share_the_keyspace() {
 }
 
 /// `operator bench --fabric ofi:shm`, pipelined over 4 connections (each its own stream):
-/// no error replies, one CSV row per test, and the node holds exactly what was written.
+/// no error replies, one CSV row per test, the node's CPU per request (`--server-cpu`, read by
+/// INFO over the fabric) in the last column, and the node holds exactly what was written.
 #[test]
 fn bench_over_ofi_shm_runs_without_errors_and_its_writes_land() {
     let node = FabricNode::start("ofi:shm");
@@ -159,6 +160,7 @@ fn bench_over_ofi_shm_runs_without_errors_and_its_writes_land() {
         "-c",
         "4",
         "--csv",
+        "--server-cpu",
     ];
     let out = operator(&args).output().unwrap();
     assert!(
@@ -177,7 +179,15 @@ fn bench_over_ofi_shm_runs_without_errors_and_its_writes_land() {
         .collect();
     assert_eq!(titles, ["SET", "GET", "INCR", "LPUSH"], "{csv}");
     for row in &rows {
-        assert!(row.ends_with(",\"0\""), "errors in {row}");
+        let fields: Vec<&str> = row.split(',').map(|f| f.trim_matches('"')).collect();
+        assert_eq!(fields.len(), 11, "{row}");
+        assert_eq!(fields[9], "0", "errors in {row}");
+        let cpu_us: f64 = fields[10].parse().unwrap();
+        // Serving 2000 requests takes some CPU, and no real server spends a second per request.
+        assert!(
+            cpu_us > 0.0 && cpu_us < 1e6,
+            "server CPU per request: {row}"
+        );
     }
     // Without -r every SET writes one key and INCR one counter: exact counts are checkable.
     assert_eq!(node.node.cli(&["STRLEN", "key:__rand_int__"]), "3");

@@ -3,6 +3,7 @@
 
 mod progress;
 mod runner;
+mod server_cpu;
 mod summary;
 mod workload;
 
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 pub use progress::{progress_text, Counters, PROGRESS_INTERVAL};
 pub use runner::{run_test, RunConfig, TestOutcome};
 pub use summary::{
-    new_histogram, LatencySummary, RunShape, TestReport, CSV_HEADER, LATENCY_US_MAX,
+    csv_header, new_histogram, LatencySummary, RunShape, TestReport, CSV_HEADER, LATENCY_US_MAX,
 };
 pub use workload::{payload, select, Request, Test, UnknownTest, MSET_KEYS, RAND_PLACEHOLDER};
 
@@ -64,6 +65,10 @@ pub struct BenchArgs {
     /// Output in CSV format.
     #[arg(long = "csv")]
     pub csv: bool,
+    /// Also report the server's CPU time per request, from its INFO cpu read over an extra
+    /// connection just before the first request and after the last reply.
+    #[arg(long = "server-cpu")]
+    pub server_cpu: bool,
     /// Show the progress line even when stderr is not a terminal.
     #[arg(long = "progress")]
     pub progress: bool,
@@ -155,9 +160,10 @@ pub fn run_all(
         pipeline: shape.pipeline,
         keyspace: args.keyspace,
         progress,
+        server_cpu: args.server_cpu,
     };
     if args.csv {
-        print(CSV_HEADER);
+        print(&csv_header(args.server_cpu));
     }
     let mut reports = Vec::with_capacity(tests.len());
     for test in &tests {
@@ -180,6 +186,7 @@ pub fn run_all(
             elapsed: outcome.elapsed,
             latency: LatencySummary::from_histogram(&outcome.histogram),
             shape,
+            server_cpu: outcome.server_cpu,
         };
         let line = if args.csv {
             report.csv_row()

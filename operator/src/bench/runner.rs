@@ -27,6 +27,8 @@ pub struct RunConfig {
     /// `-r`: randomize `__rand_int__` below this.
     pub keyspace: Option<u64>,
     pub progress: bool,
+    /// `--server-cpu`: read the server's CPU time around the test (see `server_cpu`).
+    pub server_cpu: bool,
 }
 
 /// What a test measured.
@@ -37,6 +39,8 @@ pub struct TestOutcome {
     pub first_error: Option<String>,
     pub elapsed: Duration,
     pub histogram: Histogram<u64>,
+    /// The server's CPU time during the test, with `--server-cpu`.
+    pub server_cpu: Option<Duration>,
 }
 
 /// Runs `test` to completion. Any connection failing (to connect, or mid-run) fails the test.
@@ -45,6 +49,14 @@ pub async fn run_test(test: &Test, config: &RunConfig) -> Result<TestOutcome, Cl
     for _ in 0..config.clients {
         clients.push(Client::connect(&config.options).await?);
     }
+    let mut probe = match config.server_cpu {
+        true => Some(Client::connect(&config.options).await?),
+        false => None,
+    };
+    let cpu_before = match probe.as_mut() {
+        Some(p) => Some(super::server_cpu::read(p).await?),
+        None => None,
+    };
     let counters = Arc::new(Counters::default());
     let test = Arc::new(test.clone());
     let started = Instant::now();
@@ -89,6 +101,12 @@ pub async fn run_test(test: &Test, config: &RunConfig) -> Result<TestOutcome, Cl
         }
     }
     let elapsed = started.elapsed();
+    let server_cpu = match (probe.as_mut(), cpu_before) {
+        (Some(p), Some(before)) if failure.is_none() => {
+            Some(super::server_cpu::read(p).await?.saturating_sub(before))
+        }
+        _ => None,
+    };
     if let Some(line) = &progress {
         line.clear();
     }
@@ -107,6 +125,7 @@ pub async fn run_test(test: &Test, config: &RunConfig) -> Result<TestOutcome, Cl
         first_error,
         elapsed,
         histogram,
+        server_cpu,
     })
 }
 

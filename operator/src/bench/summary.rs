@@ -78,6 +78,8 @@ pub struct TestReport {
     pub elapsed: Duration,
     pub latency: LatencySummary,
     pub shape: RunShape,
+    /// The server's CPU time during the test (`--server-cpu`).
+    pub server_cpu: Option<Duration>,
 }
 
 /// redis-benchmark's CSV header, then p99.9 and the error count.
@@ -85,7 +87,22 @@ pub const CSV_HEADER: &str = "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_
 \"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\",\
 \"p999_latency_ms\",\"errors\"";
 
+/// The CSV header, with the server CPU column last when `--server-cpu` asked for it.
+pub fn csv_header(server_cpu: bool) -> String {
+    if server_cpu {
+        format!("{CSV_HEADER},\"server_cpu_us_per_request\"")
+    } else {
+        CSV_HEADER.to_string()
+    }
+}
+
 impl TestReport {
+    /// The server's CPU microseconds per request, with `--server-cpu`.
+    pub fn server_cpu_us_per_request(&self) -> Option<f64> {
+        let cpu = self.server_cpu?;
+        (self.requests > 0).then(|| cpu.as_secs_f64() * 1e6 / self.requests as f64)
+    }
+
     /// Requests per second over the whole test.
     pub fn rps(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
@@ -118,7 +135,7 @@ impl TestReport {
              \x20 latency summary (msec):\n\
              \x20         avg       min       p50       p99     p99.9       max\n\
              \x20   {avg:>9.3} {min:>9.3} {p50:>9.3} {p99:>9.3} {p999:>9.3} {max:>9.3}\n\
-             \x20 errors: {errors}\n",
+             \x20 errors: {errors}\n{server_cpu}",
             title = self.title,
             requests = self.requests,
             secs = self.elapsed.as_secs_f64(),
@@ -133,6 +150,10 @@ impl TestReport {
             p999 = l.p999_ms,
             max = l.max_ms,
             errors = self.errors,
+            server_cpu = match self.server_cpu_us_per_request() {
+                Some(us) => format!("  server CPU: {us:.2} us per request\n"),
+                None => String::new(),
+            },
         )
     }
 
@@ -144,8 +165,12 @@ impl TestReport {
         } else {
             String::new()
         };
+        let server_cpu = match self.server_cpu_us_per_request() {
+            Some(us) => format!(", server CPU {us:.2} us/request"),
+            None => String::new(),
+        };
         format!(
-            "{}: {:.2} requests per second, p50={:.3} msec, p99={:.3} msec, p99.9={:.3} msec{errors}",
+            "{}: {:.2} requests per second, p50={:.3} msec, p99={:.3} msec, p99.9={:.3} msec{errors}{server_cpu}",
             self.title,
             self.rps(),
             l.p50_ms,
@@ -154,11 +179,16 @@ impl TestReport {
         )
     }
 
-    /// The `--csv` row matching [`CSV_HEADER`].
+    /// The `--csv` row matching [`csv_header`].
     pub fn csv_row(&self) -> String {
         let l = &self.latency;
+        let server_cpu = match self.server_cpu_us_per_request() {
+            Some(us) => format!(",\"{us:.3}\""),
+            None if self.server_cpu.is_some() => ",\"\"".to_string(),
+            None => String::new(),
+        };
         format!(
-            "\"{}\",\"{:.2}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{}\"",
+            "\"{}\",\"{:.2}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{:.3}\",\"{}\"{}",
             self.title.replace('"', "\"\""),
             self.rps(),
             l.avg_ms,
@@ -168,7 +198,8 @@ impl TestReport {
             l.p99_ms,
             l.max_ms,
             l.p999_ms,
-            self.errors
+            self.errors,
+            server_cpu
         )
     }
 }
@@ -197,6 +228,7 @@ mod tests {
                 pipeline: 1,
                 threads: 1,
             },
+            server_cpu: None,
         }
     }
 
@@ -243,6 +275,22 @@ mod tests {
             full.contains("      0.500     0.001     0.500     0.990     0.999     1.000\n"),
             "{full}"
         );
+        let mut measured = report();
+        measured.server_cpu = Some(Duration::from_millis(5));
+        assert_eq!(measured.server_cpu_us_per_request(), Some(5.0));
+        assert!(
+            measured.csv_row().ends_with(",\"0\",\"5.000\""),
+            "{}",
+            measured.csv_row()
+        );
+        assert_eq!(
+            csv_header(true).split(',').count(),
+            measured.csv_row().split(',').count()
+        );
+        assert!(measured.quiet().ends_with(", server CPU 5.00 us/request"));
+        assert!(measured
+            .full()
+            .ends_with("  server CPU: 5.00 us per request\n"));
         let mut with_errors = report();
         with_errors.errors = 3;
         assert!(with_errors.quiet().ends_with(", 3 errors"));

@@ -118,6 +118,51 @@ async fn requests_and_replies_cross_the_fabric_whole_and_in_order() {
     server.join().unwrap();
 }
 
+/// Goal: connections sharing a driver thread keep their own replies in their own order, and
+/// one ending (the node closes it after QUIT) leaves the others running. Method: six clients,
+/// each on its own echo server, pipelining at once; the first quits half-way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_sharing_a_driver_stay_apart() {
+    const CLIENTS: usize = 6;
+    let mut servers = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..CLIENTS {
+        let (addr, server) = echo_server();
+        servers.push(server);
+        let mut client = Client::connect(&ConnectOptions::new(fabric_target("ofi:tcp", addr)))
+            .await
+            .unwrap();
+        tasks.spawn(async move {
+            for round in 0..4 {
+                let commands: Vec<Vec<String>> = (0..200)
+                    .map(|i| vec!["ECHO".into(), format!("c{c}r{round}m{i}")])
+                    .collect();
+                let replies = client.pipeline(&commands).await.unwrap();
+                let expected: Vec<Frame> = (0..200)
+                    .map(|i| Frame::bulk(format!("c{c}r{round}m{i}").as_bytes()))
+                    .collect();
+                assert_eq!(replies, expected, "client {c} round {round}");
+                if c == 0 && round == 1 {
+                    break;
+                }
+            }
+            let quit = client.request(&["QUIT"]).await.unwrap();
+            assert_eq!(quit, Frame::simple("OK"), "client {c}");
+            // The node closed the stream: the next request fails instead of hanging.
+            assert!(
+                client.request(&["ECHO", "late"]).await.is_err(),
+                "client {c}"
+            );
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    for server in servers {
+        server.join().unwrap();
+    }
+}
+
 /// Goal: the driver takes a node as gone only after it was silent for PEER_SILENCE_MAX, and
 /// anything received restarts the count. Method: the tracker on a made-up clock.
 #[test]

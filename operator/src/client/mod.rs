@@ -15,6 +15,7 @@ mod client;
 mod connection;
 mod error;
 mod fabric;
+mod fabric_driver;
 mod transport;
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! Readings of the process and host for INFO, from /proc (no libc calls). Each reading
-//! degrades to zero or "unknown" where /proc is missing, as INFO must always answer.
+//! Readings of the process and host for INFO, from /proc and the process CPU clock (no libc
+//! calls). Each reading degrades to zero or "unknown" where /proc is missing, as INFO must
+//! always answer.
 
 /// Clock ticks per second of /proc/self/stat's CPU times. Linux fixes USER_HZ at 100 on
 /// every architecture it exposes to user space.
@@ -33,10 +34,33 @@ pub fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
 }
 
 pub fn cpu_times() -> CpuTimes {
-    std::fs::read_to_string("/proc/self/stat")
+    let ticks = std::fs::read_to_string("/proc/self/stat")
         .ok()
         .and_then(|s| parse_cpu_times(&s))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let clock = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    let total_micros = (clock.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add(clock.tv_nsec.max(0) as u64 / 1_000);
+    with_precise_total(ticks, total_micros)
+}
+
+/// /proc's user and sys times count 10 ms ticks, too coarse for a benchmark's CPU per request;
+/// the process CPU clock counts nanoseconds but does not split them. Splits the clock's total
+/// in the ticks' proportion, as the kernel's own `cputime_adjust` does for getrusage (all to
+/// user while no tick was counted). The children's times stay in ticks.
+pub fn with_precise_total(ticks: CpuTimes, total_micros: u64) -> CpuTimes {
+    let counted = ticks.user.saturating_add(ticks.sys);
+    let user = if counted == 0 {
+        total_micros
+    } else {
+        (u128::from(total_micros) * u128::from(ticks.user) / u128::from(counted)) as u64
+    };
+    CpuTimes {
+        user,
+        sys: total_micros - user,
+        ..ticks
+    }
 }
 
 /// Seconds with six decimals, as INFO's used_cpu_* fields read.
@@ -114,6 +138,24 @@ mod tests {
         assert_eq!(format_seconds(12_000_001), "12.000001");
         assert!(parse_cpu_times("garbage").is_none());
         assert!(parse_cpu_times("1 (x) S 1").is_none());
+    }
+
+    /// The clock's total is split as the ticks are; without ticks it is all user time.
+    #[test]
+    fn precise_total_split_like_the_ticks() {
+        let ticks = CpuTimes {
+            user: 30_000,
+            sys: 10_000,
+            children_user: 5,
+            children_sys: 6,
+        };
+        let t = with_precise_total(ticks, 41_234);
+        assert_eq!((t.user, t.sys), (30_925, 10_309));
+        assert_eq!((t.children_user, t.children_sys), (5, 6));
+        let t = with_precise_total(CpuTimes::default(), 1_234);
+        assert_eq!((t.user, t.sys), (1_234, 0));
+        let now = cpu_times();
+        assert!(now.user + now.sys > 0, "a running test has used some CPU");
     }
 
     #[test]
