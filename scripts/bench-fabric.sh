@@ -21,7 +21,7 @@
 #   TESTS          operator bench -t [set,get,incr,lpush,lpop,sadd,hset]
 #   CLIENTS        operator bench -c [4]
 #   N_P1, N_P16    requests per test at -P 1 and -P 16 [50000, 500000]
-#   ROUNDS         interleaved rounds; cells are medians over rounds [3]
+#   ROUNDS         interleaved rounds; cells are medians over rounds [5]
 #   NODE_ARGS      extra node flags []
 #   OUT            report [BENCHMARKS.md at the repo root]
 #   KEEP_TMP=1     keep the temp dir (node logs, raw CSV)
@@ -36,7 +36,7 @@ TESTS="${TESTS:-set,get,incr,lpush,lpop,sadd,hset}"
 CLIENTS="${CLIENTS:-4}"
 N_P1="${N_P1:-50000}"
 N_P16="${N_P16:-500000}"
-ROUNDS="${ROUNDS:-3}"
+ROUNDS="${ROUNDS:-5}"
 NODE_ARGS="${NODE_ARGS:-}"
 OUT="${OUT:-$ROOT/BENCHMARKS.md}"
 READY_TIMEOUT=30

@@ -95,7 +95,8 @@ pub struct FabricConfig {
     pub cq_size: u64,
     /// Busy-polling threads serving fabric connections.
     pub poll_threads: usize,
-    /// How long an idle polling thread spins before it backs off to a blocking wait.
+    /// How long an idle polling thread keeps polling (yielding the core between turns) before
+    /// it backs off to sleeps.
     pub busy_poll_us: u64,
 }
 
