@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The same node driven over TCP, ofi:shm and ofi:tcp by `operator bench` (issue "The fabric",
-# item 8): throughput, p50, p99 and server CPU microseconds per request, from the node's own
+# item 8): throughput, p50, p99 and server CPU seconds per 100k requests, from the node's own
 # CPU clock (INFO cpu: used_cpu_sys + used_cpu_user, whole process), which `operator bench
 # --server-cpu` reads over a probe connection just before the first request and after the last
 # reply (so connecting the clients, which costs a fabric far more than TCP, is not counted).

@@ -20,14 +20,14 @@ END = "<!-- END fabric -->"
 
 
 def read_results(path: Path) -> dict:
-    """{(provider, P, test, transport): [(rps, p50, p99, cpu_us_per_request), ...]} over rounds."""
+    """{(provider, P, test, transport): [(rps, p50, p99, cpu_s_per_100k), ...]} over rounds."""
     cells = {}
     with path.open(newline="") as f:
         for row in csv.reader(f, delimiter="\t"):
             provider, p, test, transport, rps, p50, p99, cpu, n, _round = row
-            per_request_us = float(cpu) / int(n) * 1_000_000
+            per_100k = float(cpu) / int(n) * 100_000
             cells.setdefault((provider, int(p), test, transport), []).append(
-                (float(rps), float(p50), float(p99), per_request_us))
+                (float(rps), float(p50), float(p99), per_100k))
     return cells
 
 
@@ -69,7 +69,7 @@ def section(cells: dict, machine: list, commands: list) -> str:
             f"`-n {info.get('n_p16', '?')}` at `-P 16`.",
             "- Per test the TCP run and the fabric run follow each other (the order swaps "
             "with `-P` and round); `FLUSHALL` before each run. Cells are medians over rounds.",
-            "- CPU us/req = (used_cpu_user + used_cpu_sys after the last reply - before the first request) / requests, in microseconds (`operator bench --server-cpu`).",
+            "- CPU s/100k = (used_cpu_user + used_cpu_sys after the last reply - before the first request) / requests x 100,000 (`operator bench --server-cpu` reports it per request; 1 us/request = 0.1 s/100k).",
             "- Ratios are fabric/TCP: throughput > 1 and CPU < 1 favour the fabric.",
             ""]
     summary = []
@@ -103,7 +103,7 @@ def section(cells: dict, machine: list, commands: list) -> str:
                     tests.append(k[2])
             out += [f"### {provider} vs TCP, -P {p}", ""]
             out.append("| test | TCP rps | fabric rps | rps fabric/TCP | TCP p50 ms | fabric p50 ms "
-                       "| TCP p99 ms | fabric p99 ms | TCP CPU us/req | fabric CPU us/req "
+                       "| TCP p99 ms | fabric p99 ms | TCP CPU s/100k | fabric CPU s/100k "
                        "| CPU fabric/TCP |")
             out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for test in tests:
@@ -115,7 +115,7 @@ def section(cells: dict, machine: list, commands: list) -> str:
                 f_ = [median([r[i] for r in fab]) for i in range(4)]
                 out.append(f"| {test} | {t[0]:.0f} | {f_[0]:.0f} | {ratio(f_[0], t[0])} "
                            f"| {t[1]:.3f} | {f_[1]:.3f} | {t[2]:.3f} | {f_[2]:.3f} "
-                           f"| {t[3]:.2f} | {f_[3]:.2f} | {ratio(f_[3], t[3])} |")
+                           f"| {t[3]:.3f} | {f_[3]:.3f} | {ratio(f_[3], t[3])} |")
             out.append("")
     out.append(END)
     return "\n".join(out)
