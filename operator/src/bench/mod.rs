@@ -1,5 +1,6 @@
 //! `operator bench`: redis-benchmark's tests and flags (`-h -p -c -n -r -d -P -t --threads -q
-//! --csv`), latency in an HDR histogram, reported as throughput and avg/min/p50/p99/p99.9/max.
+//! --csv`), latency in an HDR histogram, reported as throughput and avg/min/p50/p99/p99.9/max;
+//! `--server-cpu` adds the server's CPU time per request (see `server_cpu`).
 
 mod progress;
 mod runner;
