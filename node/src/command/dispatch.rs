@@ -9,11 +9,12 @@ use crate::db::keyspace::shard_of_slot;
 use crate::db::Locked;
 use crate::replication::ack::NOREPLICAS_ERROR;
 use crate::server::stats::LocalStats;
-use crate::server::{lru_clock, unix_micros, unix_millis, Client, Server};
+use crate::server::{lru_clock, unix_millis, Client, Server};
 use bytes::BytesMut;
 use proto::resp::Reply;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 
 /// Runs one client request (`args[0]` is the command name) and writes its reply to `out`.
 pub fn execute(
@@ -207,12 +208,7 @@ pub fn run(
     args: &[&[u8]],
     stats: &mut LocalStats,
 ) -> Effects {
-    // One wall-clock read gives both the command's "now" (expiry, LRU) and the start of its
-    // duration, as Redis's `call()` does: clock reads are a visible share of a pipelined GET,
-    // and a third one (a monotonic start) bought nothing. The duration so includes waiting for
-    // the command's shards; a wall clock stepped back reads as 0.
-    let started_us = unix_micros();
-    let now = started_us / 1000;
+    let now = unix_millis();
     let replicating = server.replication.active();
     let mut db = lock_for(server, spec, args, now);
     // Checked with the command's shards held: REPLCONF FAILOVER-PAUSE sets the pause, then
@@ -228,6 +224,7 @@ pub fn run(
     if replicating {
         db.record_removed();
     }
+    let started = Instant::now();
     let mut ctx = Ctx {
         server,
         client,
@@ -259,7 +256,7 @@ pub fn run(
     }
     drop(db);
     stats.expired += expired;
-    let elapsed = unix_micros().saturating_sub(started_us);
+    let elapsed = started.elapsed().as_micros() as u64;
     after(server, client, spec, args, &effects, elapsed);
     effects
 }

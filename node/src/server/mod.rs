@@ -128,15 +128,6 @@ impl Server {
     }
 }
 
-/// Microseconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
-
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
