@@ -101,15 +101,15 @@ pub async fn run_test(test: &Test, config: &RunConfig) -> Result<TestOutcome, Cl
         }
     }
     let elapsed = started.elapsed();
+    if let Some(line) = &progress {
+        line.clear();
+    }
     let server_cpu = match (probe.as_mut(), cpu_before) {
         (Some(p), Some(before)) if failure.is_none() => {
             Some(super::server_cpu::read(p).await?.saturating_sub(before))
         }
         _ => None,
     };
-    if let Some(line) = &progress {
-        line.clear();
-    }
     if let Some(e) = failure {
         tasks.abort_all();
         return Err(e);

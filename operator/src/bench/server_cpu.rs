@@ -17,7 +17,7 @@ use crate::client::{Client, ClientError};
 pub async fn read(probe: &mut Client) -> Result<Duration, ClientError> {
     let reply = probe.request(&["INFO", "cpu"]).await?;
     let text = match &reply {
-        Frame::Error(e) => {
+        Frame::Error(e) | Frame::BlobError(e) => {
             return Err(ClientError::Io(std::io::Error::other(format!(
                 "INFO cpu: {}",
                 String::from_utf8_lossy(e)
@@ -41,7 +41,7 @@ pub fn parse(info: &str) -> Option<Duration> {
             .filter(|v| v.is_finite() && *v >= 0.0)
     };
     let secs = field("used_cpu_sys")? + field("used_cpu_user")?;
-    Some(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 #[cfg(test)]
@@ -56,5 +56,7 @@ mod tests {
         assert_eq!(parse("used_cpu_sys:1.0\r\n"), None);
         assert_eq!(parse("used_cpu_sys:x\r\nused_cpu_user:1\r\n"), None);
         assert_eq!(parse("used_cpu_sys:-1\r\nused_cpu_user:1\r\n"), None);
+        // Finite but past what a Duration holds: refused, not a panic.
+        assert_eq!(parse("used_cpu_sys:1e300\r\nused_cpu_user:1\r\n"), None);
     }
 }

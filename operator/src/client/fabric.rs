@@ -201,7 +201,7 @@ impl Drop for FabricTransport {
     }
 }
 
-/// Resolves `host` and connects a client Stream (runs on the driver thread: both block).
+/// Resolves `host` and connects a client Stream (runs on a short-lived thread: both block).
 fn connect(
     provider: &str,
     host: &str,

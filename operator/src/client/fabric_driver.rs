@@ -165,20 +165,32 @@ impl Driven {
             }
         }
         // Requests: as much as the node's window takes.
-        let (wrote, client_closed) =
+        let (wrote, all_sent_and_closed) =
             write_requests(stream.as_mut(), &mut self.outgoing, &mut self.unsent)
                 .map_err(end_of)?;
         busy |= wrote;
         stream.flush().map_err(end_of)?;
-        if client_closed {
+        // The client may have closed while a chunk waits for the node's window: the linger
+        // limit counts from then, not from when everything was sent.
+        if all_sent_and_closed || self.outgoing.is_closed() {
             let since = *self.closed_at.get_or_insert(now);
-            if self.unsent.is_none() || now.saturating_duration_since(since) >= LINGER_MAX {
+            if all_sent_and_closed || now.saturating_duration_since(since) >= LINGER_MAX {
                 // One more round so the last writes are posted; dropping the stream closes it.
                 let _ = stream.progress(self.started.elapsed());
                 return Err(End::Closed);
             }
         }
         Ok(busy)
+    }
+
+    /// Drops the connection after a failure inside its own turn, without touching the stream
+    /// again: the client's next read or write fails with `reason`.
+    fn abandon(&mut self, reason: &str) {
+        *self.end.lock().unwrap_or_else(|p| p.into_inner()) = Some(End::Failed(reason.into()));
+        self.outgoing.close();
+        self.stream = None;
+        self.undelivered.clear();
+        self.incoming = None;
     }
 
     /// Ends the stream: keeps what it received for the client, records why, closes it.
@@ -193,6 +205,9 @@ impl Driven {
         }
         // Before the channel closes, so that `read_some` finds the reason.
         *self.end.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        // Requests have nowhere to go now: `write_all` fails at once instead of filling the
+        // queue and waiting on a client that may first want to read the replies held here.
+        self.outgoing.close();
     }
 }
 
@@ -331,10 +346,18 @@ fn run(lane: &Lane) {
         }
         let now = Instant::now();
         let mut busy = false;
-        for c in conns.iter_mut() {
-            busy |= c.turn(now);
-        }
-        conns.retain(|c| !c.is_done());
+        conns.retain_mut(|c| {
+            // A panic in one connection's turn (a provider or stream bug) ends that connection
+            // with its reason, as it did when each had its own thread; the lane goes on.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.turn(now))) {
+                Ok(moved) => busy |= moved,
+                Err(_) => {
+                    c.abandon("the fabric driver failed on this connection (a panic)");
+                    busy = true;
+                }
+            }
+            !c.is_done()
+        });
         match backoff.next(busy, now) {
             Idle::Spin => std::thread::yield_now(),
             Idle::Sleep(d) => std::thread::park_timeout(d),

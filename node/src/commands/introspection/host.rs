@@ -42,7 +42,28 @@ pub fn cpu_times() -> CpuTimes {
     let total_micros = (clock.tv_sec.max(0) as u64)
         .saturating_mul(1_000_000)
         .saturating_add(clock.tv_nsec.max(0) as u64 / 1_000);
-    with_precise_total(ticks, total_micros)
+    let split = with_precise_total(ticks, total_micros);
+    // Each reading re-splits the total by the ticks, so user or sys alone could go back a
+    // little between two INFO calls; monitors read a counter going back as a reset.
+    static LAST: parking_lot::Mutex<(u64, u64)> = parking_lot::Mutex::new((0, 0));
+    let mut last = LAST.lock();
+    let (user, sys) = never_backwards(*last, (split.user, split.sys));
+    *last = (user, sys);
+    CpuTimes { user, sys, ..split }
+}
+
+/// Keeps a (user, sys) split from going below the previous one, as the kernel's
+/// `cputime_adjust` does: the part that would shrink keeps its value and the other takes the
+/// rest of the (never shrinking) total.
+pub fn never_backwards(prev: (u64, u64), next: (u64, u64)) -> (u64, u64) {
+    let total = (next.0 + next.1).max(prev.0 + prev.1);
+    if next.1 < prev.1 {
+        (total - prev.1, prev.1)
+    } else if next.0 < prev.0 {
+        (prev.0, total - prev.0)
+    } else {
+        (next.0, total - next.0)
+    }
 }
 
 /// /proc's user and sys times count 10 ms ticks, too coarse for a benchmark's CPU per request;
@@ -156,6 +177,11 @@ mod tests {
         assert_eq!((t.user, t.sys), (1_234, 0));
         let now = cpu_times();
         assert!(now.user + now.sys > 0, "a running test has used some CPU");
+        // Neither part goes back when a later split leans the other way.
+        assert_eq!(never_backwards((100, 50), (90, 70)), (100, 60));
+        assert_eq!(never_backwards((100, 50), (130, 40)), (120, 50));
+        assert_eq!(never_backwards((100, 50), (110, 60)), (110, 60));
+        assert_eq!(never_backwards((100, 50), (0, 0)), (100, 50));
     }
 
     #[test]
