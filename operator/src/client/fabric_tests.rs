@@ -44,8 +44,16 @@ fn echo_server() -> (SocketAddr, std::thread::JoinHandle<()>) {
             while let Ok(n @ 1..) = stream.read(&mut scratch) {
                 input.extend_from_slice(&scratch[..n]);
             }
+            // As Redis: nothing after QUIT is executed.
+            if quitting {
+                input.clear();
+            }
             while let Some((frame, used)) = decode(&input).unwrap() {
                 input.drain(..used);
+                if quitting {
+                    input.clear();
+                    break;
+                }
                 let Frame::Array(args) = frame else {
                     panic!("requests are arrays")
                 };
@@ -161,6 +169,35 @@ async fn connections_sharing_a_driver_stay_apart() {
     for server in servers {
         server.join().unwrap();
     }
+}
+
+/// Goal: a node that closes the stream while the client is still writing a long pipeline,
+/// with more replies pending than the client's reply channel holds, fails the client's write
+/// instead of leaving both waiting on each other (the driver holds replies until the client
+/// reads; the client reads only after writing). Method: 1.5 MiB of replies, then QUIT, then
+/// 64 MiB more requests (more than can cross before the node closes), all in one pipeline; it
+/// must end, with an error, within a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_closing_mid_pipeline_fails_the_write_instead_of_hanging() {
+    let (addr, server) = echo_server();
+    let mut client = Client::connect(&ConnectOptions::new(fabric_target("ofi:tcp", addr)))
+        .await
+        .unwrap();
+    let chunk: String = "x".repeat(64 * 1024);
+    let mut commands: Vec<Vec<String>> = (0..24)
+        .map(|_| vec!["ECHO".into(), chunk.clone()])
+        .collect();
+    commands.push(vec!["QUIT".into()]);
+    commands.extend((0..1024).map(|_| vec!["ECHO".into(), chunk.clone()]));
+    let outcome = tokio::time::timeout(STEP_TIMEOUT, client.pipeline(&commands)).await;
+    match outcome {
+        Ok(result) => assert!(
+            result.is_err(),
+            "the node closed: the pipeline cannot succeed"
+        ),
+        Err(_) => panic!("the pipeline hung after the node closed the stream"),
+    }
+    server.join().unwrap();
 }
 
 /// Goal: the driver takes a node as gone only after it was silent for PEER_SILENCE_MAX, and
