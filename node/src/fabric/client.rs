@@ -7,9 +7,7 @@ use crate::server::session::{Session, Step};
 use crate::server::stats::Stats;
 use bus::stream::Stream;
 use bus::Connection;
-use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
-use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 /// Bytes copied out of the stream per read call (the poller's scratch buffer size).
@@ -82,7 +80,7 @@ impl<C: Connection> FabricClient<C> {
             return true;
         }
         // No Arc clone here: this runs on every turn of a busy-polling loop.
-        if take_wakeup(self.session.shared()) {
+        if self.session.shared().take_wakeup() {
             if self.session.shared().is_killed() {
                 self.start_closing();
             } else {
@@ -251,39 +249,5 @@ impl<C: Connection> FabricClient<C> {
 
     pub fn is_blocked(&self) -> bool {
         self.session.shared().blocked.load(Relaxed)
-    }
-}
-
-/// Takes a pending wake-up without waiting: the flag first (a plain load in the common
-/// "nothing" case, the swap only when set), then the Notify's permit, so that it does not
-/// outlive the flag.
-fn take_wakeup(shared: &crate::server::ClientShared) -> bool {
-    use std::sync::atomic::Ordering::{AcqRel, Acquire};
-    if !shared.wake_pending.load(Acquire) || !shared.wake_pending.swap(false, AcqRel) {
-        return false;
-    }
-    let notified = std::pin::pin!(shared.wakeup.notified());
-    let mut cx = Context::from_waker(Waker::noop());
-    let _ = notified.poll(&mut cx);
-    true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A wake-up is taken exactly once, and the Notify's permit with it.
-    #[test]
-    fn take_wakeup_consumes_one_wakeup() {
-        let addr = "127.0.0.1:1".parse().unwrap();
-        let c = crate::server::ClientShared::new(1, addr, addr);
-        assert!(!take_wakeup(&c));
-        c.wake();
-        assert!(take_wakeup(&c));
-        assert!(!take_wakeup(&c));
-        // The permit went with it: a fresh Notified is not ready.
-        let notified = std::pin::pin!(c.wakeup.notified());
-        let mut cx = Context::from_waker(Waker::noop());
-        assert!(notified.poll(&mut cx).is_pending());
     }
 }

@@ -39,13 +39,14 @@ pub struct ClientShared {
     pub killed: AtomicBool,
     /// Pub/sub messages encoded for this client, waiting for its connection to send them.
     pub pushes: Mutex<BytesMut>,
-    /// Wakes the connection: pushes queued, killed, or a blocked key became ready. Use
-    /// [`ClientShared::wake`], which also sets `wake_pending`.
-    pub wakeup: Notify,
+    /// Wakes the connection: pushes queued, killed, or a blocked key became ready. Private:
+    /// every wake-up goes through [`ClientShared::wake`], which also sets `wake_pending`.
+    wakeup: Notify,
     /// Set with every wake-up, before `wakeup` is notified: a busy-polling fabric poller
-    /// checks this flag on every turn (an atomic load) instead of polling a `Notified`,
-    /// which takes the Notify's lock twice and was a fifth of the poller's CPU.
-    pub wake_pending: AtomicBool,
+    /// checks this flag on every turn (an atomic load, [`ClientShared::take_wakeup`]) instead
+    /// of polling a `Notified`, which takes the Notify's lock twice and was a fifth of the
+    /// poller's CPU.
+    wake_pending: AtomicBool,
     /// A replica's session executing its primary's stream (CLIENT LIST/KILL TYPE master).
     pub primary_link: AtomicBool,
 }
@@ -87,6 +88,26 @@ impl ClientShared {
         self.wake_pending
             .store(true, std::sync::atomic::Ordering::Release);
         self.wakeup.notify_one();
+    }
+
+    /// What a TCP connection's loop awaits to be woken.
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wakeup.notified()
+    }
+
+    /// Takes a pending wake-up without waiting (a fabric poller's turn): the flag first (a
+    /// plain load in the common "nothing" case, the swap only when set), then the Notify's
+    /// permit, so that it does not outlive the flag.
+    pub fn take_wakeup(&self) -> bool {
+        use std::future::Future;
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        use std::task::{Context, Waker};
+        if !self.wake_pending.load(Acquire) || !self.wake_pending.swap(false, AcqRel) {
+            return false;
+        }
+        let notified = std::pin::pin!(self.wakeup.notified());
+        let _ = notified.poll(&mut Context::from_waker(Waker::noop()));
+        true
     }
 
     pub fn is_killed(&self) -> bool {
@@ -239,5 +260,28 @@ impl Client {
         self.shared
             .protocol
             .store(if v == ProtocolVersion::Resp3 { 3 } else { 2 }, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    /// A wake-up is taken exactly once, and the Notify's permit with it.
+    #[test]
+    fn take_wakeup_consumes_one_wakeup() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let c = ClientShared::new(1, addr, addr);
+        assert!(!c.take_wakeup());
+        c.wake();
+        assert!(c.take_wakeup());
+        assert!(!c.take_wakeup());
+        // The permit went with it: a fresh Notified is not ready.
+        let notified = std::pin::pin!(c.notified());
+        assert!(notified
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
     }
 }

@@ -41,7 +41,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         if !self.serve_input().await { break; }
                     }
                 },
-                _ = shared.wakeup.notified() => {
+                _ = shared.notified() => {
                     if shared.is_killed() { break; }
                 }
             }
@@ -108,7 +108,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 }
             };
             tokio::select! {
-                _ = shared.wakeup.notified() => {
+                _ = shared.notified() => {
                     if shared.is_killed() { break false; }
                     if self.session.retry_blocked(&block) {
                         break true;
@@ -148,7 +148,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let result = {
             let killed = async {
                 while !shared.is_killed() {
-                    shared.wakeup.notified().await;
+                    shared.notified().await;
                     consumed_wakeup = true;
                 }
             };
