@@ -35,13 +35,11 @@ pub fn sweep_once() {
         if std::env::var("BUS_SHM_SWEEP").is_ok_and(|v| v == "0") {
             return;
         }
-        let me = std::process::id();
-        let mapped = mapped_shm_files();
         let removed = sweep(
             Path::new(SHM_DIR),
-            me,
+            std::process::id(),
             &|pid| Path::new(&format!("/proc/{pid}")).exists(),
-            mapped.as_ref(),
+            &mapped_shm_files,
         );
         if removed > 0 {
             tracing::info!(
@@ -52,14 +50,18 @@ pub fn sweep_once() {
     });
 }
 
+/// The file names some running process maps (None: not known).
+type MappedFiles = Option<std::collections::HashSet<String>>;
+
 /// Removes from `dir` the regions of pids `running` says are gone, and `me`'s, and (when
-/// `mapped` is known: the file names some process maps) our named regions nobody maps;
-/// returns how many it removed.
+/// `mapped` can tell which file names some process maps) our named regions nobody maps;
+/// returns how many it removed. `mapped` reads every process's maps, so it is called only
+/// for an old named region, at most once.
 fn sweep(
     dir: &Path,
     me: u32,
     running: &dyn Fn(u32) -> bool,
-    mapped: Option<&std::collections::HashSet<String>>,
+    mapped: &dyn Fn() -> MappedFiles,
 ) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -68,6 +70,7 @@ fn sweep(
     let Some(uid) = current_uid() else {
         return 0;
     };
+    let known_mapped = std::cell::OnceCell::new();
     let mut removed = 0;
     for entry in entries.flatten().take(ENTRIES_MAX) {
         let name = entry.file_name();
@@ -84,7 +87,10 @@ fn sweep(
                     .ok()
                     .and_then(|t| t.elapsed().ok())
                     .is_some_and(|age| age >= NAMED_AGE_MIN);
-                old && mapped.is_some_and(|m| !m.contains(name))
+                old && known_mapped
+                    .get_or_init(mapped)
+                    .as_ref()
+                    .is_some_and(|m| !m.contains(name))
             }
             None => false,
         };
@@ -112,7 +118,7 @@ fn all_digits(s: &str) -> bool {
 
 /// The names of the `/dev/shm` files some running process maps, from every
 /// `/proc/<pid>/maps` (None: one could not be read, so nothing can be said).
-fn mapped_shm_files() -> Option<std::collections::HashSet<String>> {
+fn mapped_shm_files() -> MappedFiles {
     let prefix = format!("{SHM_DIR}/");
     let mut names = std::collections::HashSet::new();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -175,7 +181,9 @@ mod tests {
             std::fs::write(dir.join(name), b"x").unwrap();
         }
         // 10 is dead, 20 runs, 30 is this process.
-        let removed = sweep(&dir, 30, &|pid| pid == 20 || pid == 30, None);
+        // No named region: the maps of every process are not read.
+        let no_maps = || -> MappedFiles { panic!("maps read without a named region") };
+        let removed = sweep(&dir, 30, &|pid| pid == 20 || pid == 30, &no_maps);
         assert_eq!(removed, 3);
         let mut left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
@@ -199,10 +207,10 @@ mod tests {
         }
         let running = |_| true;
         // Unknown mappings: nothing named goes.
-        assert_eq!(sweep(&dir, 1, &running, None), 0);
+        assert_eq!(sweep(&dir, 1, &running, &|| None), 0);
         // bus_a_1 is mapped; bus_a_3 is new.
-        let mapped: std::collections::HashSet<String> = ["bus_a_1".to_string()].into();
-        assert_eq!(sweep(&dir, 1, &running, Some(&mapped)), 1);
+        let mapped = || Some(["bus_a_1".to_string()].into());
+        assert_eq!(sweep(&dir, 1, &running, &mapped), 1);
         assert!(!dir.join("bus_a_2").exists());
         assert!(dir.join("bus_a_1").exists() && dir.join("bus_a_3").exists());
         std::fs::remove_dir_all(&dir).unwrap();
