@@ -97,20 +97,30 @@ fn fabric_target(provider: &str, addr: SocketAddr) -> Target {
     }
 }
 
+/// The library's client, connected over `ofi:tcp` to `addr`.
+async fn connect_over_ofi_tcp(addr: SocketAddr) -> Client {
+    Client::connect(&ConnectOptions::new(fabric_target("ofi:tcp", addr)))
+        .await
+        .unwrap()
+}
+
+/// Pipelines `count` ECHOs of `<tag><i>` and asserts every reply is its argument, in order.
+async fn assert_echoes_in_order(client: &mut Client, tag: &str, count: usize) {
+    let commands: Vec<Vec<String>> = (0..count)
+        .map(|i| vec!["ECHO".into(), format!("{tag}{i}")])
+        .collect();
+    let replies = client.pipeline(&commands).await.unwrap();
+    let expected: Vec<Frame> = (0..count)
+        .map(|i| Frame::bulk(format!("{tag}{i}").as_bytes()))
+        .collect();
+    assert_eq!(replies, expected, "echoes tagged {tag}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_and_replies_cross_the_fabric_whole_and_in_order() {
     let (addr, server) = echo_server();
-    let mut client = Client::connect(&ConnectOptions::new(fabric_target("ofi:tcp", addr)))
-        .await
-        .unwrap();
-    let commands: Vec<Vec<String>> = (0..500)
-        .map(|i| vec!["ECHO".into(), format!("m{i}")])
-        .collect();
-    let replies = client.pipeline(&commands).await.unwrap();
-    let expected: Vec<Frame> = (0..500)
-        .map(|i| Frame::bulk(format!("m{i}").as_bytes()))
-        .collect();
-    assert_eq!(replies, expected);
+    let mut client = connect_over_ofi_tcp(addr).await;
+    assert_echoes_in_order(&mut client, "m", 500).await;
     // 3 MiB each way: more than the stream's 1 MiB window and the channels' 1 MiB, so both
     // directions go through partial writes and full channels.
     let big: String = (0..3 * 1024 * 1024)
@@ -137,19 +147,10 @@ async fn connections_sharing_a_driver_stay_apart() {
     for c in 0..CLIENTS {
         let (addr, server) = echo_server();
         servers.push(server);
-        let mut client = Client::connect(&ConnectOptions::new(fabric_target("ofi:tcp", addr)))
-            .await
-            .unwrap();
+        let mut client = connect_over_ofi_tcp(addr).await;
         tasks.spawn(async move {
             for round in 0..4 {
-                let commands: Vec<Vec<String>> = (0..200)
-                    .map(|i| vec!["ECHO".into(), format!("c{c}r{round}m{i}")])
-                    .collect();
-                let replies = client.pipeline(&commands).await.unwrap();
-                let expected: Vec<Frame> = (0..200)
-                    .map(|i| Frame::bulk(format!("c{c}r{round}m{i}").as_bytes()))
-                    .collect();
-                assert_eq!(replies, expected, "client {c} round {round}");
+                assert_echoes_in_order(&mut client, &format!("c{c}r{round}m"), 200).await;
                 if c == 0 && round == 1 {
                     break;
                 }
@@ -180,9 +181,7 @@ async fn connections_sharing_a_driver_stay_apart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_closing_mid_pipeline_fails_the_write_instead_of_hanging() {
     let (addr, server) = echo_server();
-    let mut client = Client::connect(&ConnectOptions::new(fabric_target("ofi:tcp", addr)))
-        .await
-        .unwrap();
+    let mut client = connect_over_ofi_tcp(addr).await;
     let chunk: String = "x".repeat(64 * 1024);
     let mut commands: Vec<Vec<String>> = (0..24)
         .map(|_| vec!["ECHO".into(), chunk.clone()])
