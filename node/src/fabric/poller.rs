@@ -6,9 +6,10 @@
 //! The spin phase yields the core at each empty turn instead of spinning in place: on a host
 //! where the poller shares its core (clients, the node's other threads, a co-located
 //! benchmark), a pure spin holds the core for its whole time slice while the thread that
-//! would produce the next request waits for it. Measured with `operator bench` over ofi:shm on
-//! 2 cores, pure spinning cost 7-10 us of server CPU per `GET` at `-P 1` and yielding 3.6-6
-//! (TCP: 9); on a core of its own `sched_yield` returns at once and the loop is a spin again.
+//! would produce the next request waits for it. Measured by hand over ofi:shm on 2 cores (the
+//! node's CPU around `operator bench -t get -P 1 -c 4`): pure spinning cost 7-10 us of server
+//! CPU per `GET` and yielding 3.6-6 (TCP: 9); on a core of its own `sched_yield` returns at
+//! once and the loop is a spin again.
 
 use super::client::{FabricClient, READ_CHUNK};
 use super::slot::PollerSlot;
