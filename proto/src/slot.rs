@@ -6,17 +6,43 @@ pub const SLOT_COUNT: usize = 16384;
 
 const _: () = assert!(SLOT_COUNT.is_power_of_two());
 
-/// CRC16-XMODEM (poly 0x1021, init 0), table-driven.
+/// CRC16-XMODEM (poly 0x1021, init 0), eight bytes per step ("slicing-by-8").
+///
+/// Why not a byte at a time: every command hashes its keys, and the byte loop is one long
+/// chain of dependent table lookups (perf: most of `lock_for`'s time, 7% of a pipelined GET).
+/// CRC is linear, so an 8-byte block's CRC is the XOR of each byte's CRC shifted by the
+/// bytes after it (`CRC16_SLICES[k]`: a byte followed by k zero bytes); the eight lookups are
+/// independent. The running CRC enters the block XORed into its first two bytes.
 pub fn crc16(bytes: &[u8]) -> u16 {
     let mut crc: u16 = 0;
+    let mut blocks = bytes.chunks_exact(8);
+    for block in &mut blocks {
+        let t = &CRC16_SLICES;
+        let [hi, lo] = crc.to_be_bytes();
+        crc = t[7][(block[0] ^ hi) as usize]
+            ^ t[6][(block[1] ^ lo) as usize]
+            ^ t[5][block[2] as usize]
+            ^ t[4][block[3] as usize]
+            ^ t[3][block[4] as usize]
+            ^ t[2][block[5] as usize]
+            ^ t[1][block[6] as usize]
+            ^ t[0][block[7] as usize];
+    }
+    crc16_bytewise(crc, blocks.remainder())
+}
+
+/// The classic one-byte-per-step CRC16-XMODEM, continuing from `crc`.
+fn crc16_bytewise(mut crc: u16, bytes: &[u8]) -> u16 {
     for &b in bytes {
-        crc = (crc << 8) ^ CRC16_TABLE[(((crc >> 8) as u8) ^ b) as usize];
+        crc = (crc << 8) ^ CRC16_SLICES[0][(((crc >> 8) as u8) ^ b) as usize];
     }
     crc
 }
 
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
+/// `CRC16_SLICES[0]` is the usual table (CRC of one byte); `[k]` is the CRC of that byte
+/// followed by k zero bytes.
+const CRC16_SLICES: [[u16; 256]; 8] = {
+    let mut t = [[0u16; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut crc = (i as u16) << 8;
@@ -29,10 +55,21 @@ const CRC16_TABLE: [u16; 256] = {
             };
             bit += 1;
         }
-        table[i] = crc;
+        t[0][i] = crc;
         i += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            // One more zero byte after it.
+            t[k][i] = (prev << 8) ^ t[0][(prev >> 8) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    t
 };
 
 /// The part of a key that is hashed: the content of the first `{...}` if it is non-empty,
@@ -61,6 +98,24 @@ mod tests {
     fn crc16_matches_the_reference_check_value() {
         // The XMODEM check value from the CRC catalogue, also quoted by the cluster spec.
         assert_eq!(crc16(b"123456789"), 0x31C3);
+    }
+
+    #[test]
+    fn eight_bytes_at_a_time_equals_one_byte_at_a_time() {
+        // Every length across the block boundaries, with bytes that exercise every table.
+        let data: Vec<u8> = (0..200u32)
+            .map(|i| (i.wrapping_mul(167) ^ (i >> 3)) as u8)
+            .collect();
+        for start in 0..9 {
+            for end in start..data.len() {
+                let bytes = &data[start..end];
+                assert_eq!(
+                    crc16(bytes),
+                    crc16_bytewise(0, bytes),
+                    "bytes {start}..{end}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,6 @@ use bytes::BytesMut;
 use proto::resp::Reply;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
 /// Runs one client request (`args[0]` is the command name) and writes its reply to `out`.
 pub fn execute(
@@ -208,7 +207,8 @@ pub fn run(
     args: &[&[u8]],
     stats: &mut LocalStats,
 ) -> Effects {
-    let now = unix_millis();
+    let start = client.clock.start();
+    let now = start.unix_ms;
     let replicating = server.replication.active();
     let mut db = lock_for(server, spec, args, now);
     // Checked with the command's shards held: REPLCONF FAILOVER-PAUSE sets the pause, then
@@ -224,7 +224,6 @@ pub fn run(
     if replicating {
         db.record_removed();
     }
-    let started = Instant::now();
     let mut ctx = Ctx {
         server,
         client,
@@ -256,7 +255,7 @@ pub fn run(
     }
     drop(db);
     stats.expired += expired;
-    let elapsed = started.elapsed().as_micros() as u64;
+    let elapsed = client.clock.finish(start);
     after(server, client, spec, args, &effects, elapsed);
     effects
 }
@@ -357,6 +356,18 @@ pub fn lock_for<'a>(
 ) -> Locked<'a> {
     if spec.has(flags::ALL_KEYS) {
         return Locked::lock_all(&server.keyspace, now, lru_clock(now));
+    }
+    if let Some(i) = spec.single_key_position(args) {
+        // Most commands name one key: no position list, no sort.
+        let slot = proto::slot::key_slot(args[i]);
+        let mut db = Locked::lock(
+            &server.keyspace,
+            &[shard_of_slot(slot)],
+            now,
+            lru_clock(now),
+        );
+        db.hint_slot(args[i], slot);
+        return db;
     }
     let positions = spec.key_positions(args);
     let mut first: Option<(usize, u16)> = None;

@@ -4,6 +4,7 @@
 //! `COMMAND INFO/DOCS/COUNT/LIST/GETKEYS` answer from the same table.
 
 pub mod args;
+pub mod clock;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;

@@ -110,6 +110,18 @@ impl CommandSpec {
     }
 
     /// Argument indexes of the keys of this invocation.
+    /// The argument index of the command's only key, when its spec fixes exactly one
+    /// (`key_positions` would return just it); `None` for every other shape.
+    pub fn single_key_position(&self, args: &[&[u8]]) -> Option<usize> {
+        match self.keys {
+            KeySpec::Range { first, last, .. } if first > 0 && first == last => {
+                let i = first as usize;
+                (i < args.len()).then_some(i)
+            }
+            _ => None,
+        }
+    }
+
     pub fn key_positions(&self, args: &[&[u8]]) -> smallvec::SmallVec<[usize; 16]> {
         match self.keys {
             KeySpec::None => smallvec::SmallVec::new(),
@@ -186,3 +198,24 @@ pub const KEY1_2: KeySpec = KeySpec::Range {
     last: 2,
     step: 1,
 };
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_single_key_shortcut_agrees_with_the_key_positions() {
+        let mut specs = crate::command::table::all();
+        let subs: Vec<_> = specs.iter().flat_map(|s| s.subcommands.iter()).collect();
+        specs.extend(subs);
+        let mut shortcuts = 0;
+        for spec in specs {
+            for argc in 1..8 {
+                let args = vec![&b"a"[..]; argc];
+                if let Some(i) = spec.single_key_position(&args) {
+                    assert_eq!(spec.key_positions(&args).as_slice(), &[i], "{}", spec.name);
+                    shortcuts += 1;
+                }
+            }
+        }
+        assert!(shortcuts > 100, "GET, SET, LPUSH... take the shortcut");
+    }
+}

@@ -230,6 +230,8 @@ pub struct Client {
     /// This is a replica's link to its primary executing the replication stream: its writes
     /// are allowed although the node is a read-only replica.
     pub primary_link: bool,
+    /// Its commands' "now" and durations, read once per command (see the module).
+    pub clock: crate::command::clock::CommandClock,
 }
 
 impl Client {
@@ -248,6 +250,7 @@ impl Client {
             cluster_asking: false,
             cluster_readonly: false,
             repl_offset: 0,
+            clock: Default::default(),
         }
     }
 

@@ -8,8 +8,7 @@ use crate::command::ctx::BlockRequest;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Free space guaranteed before each read: without it a full BytesMut would be read into in
-/// 64-byte steps.
+/// Free space guaranteed before each read, so a read takes what a pipeline sent in one call.
 const READ_RESERVE: usize = 16 * 1024;
 
 pub struct Connection<S> {
@@ -31,12 +30,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         // Shutdown reaches connections as a kill through the client registry, so no
         // connection polls a channel shared by all of them.
         loop {
-            self.session.input.reserve(READ_RESERVE);
             tokio::select! {
                 biased;
-                read = self.stream.read_buf(&mut self.session.input) => match read {
+                read = self.stream.read(self.session.input.spare_mut(READ_RESERVE)) => match read {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
+                        self.session.input.commit(n);
                         self.session.note_input(n);
                         if !self.serve_input().await { break; }
                     }
@@ -119,16 +118,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     self.session.time_out_blocked(&block);
                     break true;
                 }
-                read = self.stream.read_buf(&mut self.session.input) => match read {
+                read = self.stream.read(self.session.input.spare_mut(READ_RESERVE)) => match read {
                     // Bytes sent while blocked wait their turn; a close ends the wait.
                     Ok(0) | Err(_) => break false,
                     Ok(n) => {
+                        self.session.input.commit(n);
                         self.session.note_input(n);
                         // They wait within the same bound as any unparsed input.
                         if !self.session.input_within_limit() {
                             break false;
                         }
-                        self.session.input.reserve(READ_RESERVE);
                     }
                 },
             }

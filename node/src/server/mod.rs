@@ -6,6 +6,7 @@ pub mod clients;
 pub mod connection;
 pub mod cron;
 pub mod hot;
+pub mod input_buffer;
 pub mod listener;
 pub mod migrate_links;
 pub mod pubsub;

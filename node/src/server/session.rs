@@ -4,11 +4,12 @@
 //! transports run exactly the same command code.
 
 use super::client::{Client, ClientShared};
+use super::input_buffer::InputBuffer;
 use super::stats::LocalStats;
 use super::Server;
 use crate::command::ctx::{BlockRequest, Effects, TimeoutReply};
 use crate::command::dispatch;
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use proto::resp::request::Parsed;
 use proto::resp::{RequestLimits, RequestParser};
 use smallvec::SmallVec;
@@ -39,7 +40,7 @@ pub struct Session {
     pub client: Client,
     parser: RequestParser,
     /// Bytes received and not yet executed. Transports append to it.
-    pub input: BytesMut,
+    pub input: InputBuffer,
     /// Replies not yet written. Transports drain it with [`Session::output_written`].
     pub output: BytesMut,
     pub stats: LocalStats,
@@ -52,7 +53,7 @@ impl Session {
             server,
             client: Client::new(shared, authenticated),
             parser: RequestParser::new(),
-            input: BytesMut::with_capacity(INITIAL_BUFFER),
+            input: InputBuffer::with_capacity(INITIAL_BUFFER),
             output: BytesMut::with_capacity(INITIAL_BUFFER),
             stats: LocalStats::default(),
         }
@@ -76,6 +77,7 @@ impl Session {
             unauthenticated: !self.client.authenticated,
             ..RequestLimits::default()
         };
+        self.client.clock.begin_batch();
         let mut consumed = 0;
         let mut step = Step::Continue;
         let mut more = false;
@@ -125,17 +127,17 @@ impl Session {
                 }
             }
         }
+        if let Some(last) = self.client.clock.end_batch() {
+            let shared = &self.client.shared;
+            let active = last.saturating_duration_since(shared.created).as_millis() as u64;
+            shared.last_active_ms.store(active, Relaxed);
+        }
         self.input.advance(consumed);
         if !self.input_within_limit() {
             return (Step::Close, false);
         }
-        if self.input.is_empty() && self.input.capacity() > BUFFER_KEEP_MAX {
-            self.input = BytesMut::with_capacity(INITIAL_BUFFER);
-        }
-        self.client.shared.last_active_ms.store(
-            self.client.shared.created.elapsed().as_millis() as u64,
-            Relaxed,
-        );
+        self.input
+            .shrink_when_empty(BUFFER_KEEP_MAX, INITIAL_BUFFER);
         (step, more)
     }
 

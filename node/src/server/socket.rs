@@ -71,9 +71,20 @@ impl AsyncRead for ClientSocket {
         loop {
             let fd = this.fd()?;
             let mut guard = ready!(fd.poll_read_ready(cx))?;
+            // Callers pass initialized memory (`AsyncReadExt::read` into the session's
+            // input), so this zeroes nothing.
             let unfilled = buf.initialize_unfilled();
+            let room = unfilled.len();
             match guard.try_io(|inner| inner.get_ref().read(unfilled)) {
                 Ok(Ok(n)) => {
+                    if n > 0 && n < room {
+                        // A short read drained the socket: forget the readiness now instead
+                        // of learning it from one more read failing with EAGAIN (a syscall
+                        // per request at -P 1). Data arriving later raises a new edge-
+                        // triggered event, which sets the readiness again. tokio's own
+                        // `TcpStream` does the same.
+                        guard.clear_ready();
+                    }
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
