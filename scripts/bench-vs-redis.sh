@@ -203,6 +203,13 @@ wait_ready() {
     done
 }
 
+# CPU time the server process has used, in ns: the sum over its threads of the
+# scheduler's run time (/proc/PID/task/TID/schedstat, first field), precise where
+# /proc/PID/stat counts 10 ms ticks.
+server_cpu_ns() {
+    cat /proc/"${PID[$1]}"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%d\n", t }'
+}
+
 flushall() {
     local out
     check_alive "$1"
@@ -253,6 +260,7 @@ run_bench() {  # run_bench SERVER PIPELINE N ROUND TEST
     record "${cmd[@]}"
     flushall "$name"
     start=$SECONDS
+    cpu_before="$(server_cpu_ns "$name")"
     rc=0
     timeout "$BENCH_TIMEOUT" "${cmd[@]}" >"$part.csv" 2>"$part.err" &
     BENCH_PID=$!
@@ -267,6 +275,7 @@ run_bench() {  # run_bench SERVER PIPELINE N ROUND TEST
     wait "$BENCH_PID" || rc=$?
     BENCH_PID=""
     check_alive "$name"
+    cpu_after="$(server_cpu_ns "$name")"
     if [[ $rc -eq 124 ]]; then
         die "redis-benchmark -t $test against $name (P$p) timed out after ${BENCH_TIMEOUT}s"
     fi
@@ -282,6 +291,10 @@ $bad"
     else
         cat "$part.csv" >"$base.csv"
     fi
+    # Server CPU over the run (connection set-up included), per request: one -t test can
+    # run several (lrange_100 also runs its LPUSH), each -n requests.
+    rows="$(grep -c -E '^"[^"]+","[0-9.]+"' "$part.csv")"
+    echo "$test,$((cpu_after - cpu_before)),$((n * rows))" >>"$RES/cpu-r$round-p$p-$name.txt"
     sed "s/^/$name: /" "$part.err" >>"$RES/warnings.txt"
     flushall "$name"  # do not leave the idle server holding memory
     log "round $round/$ROUNDS  -P $p  $test  $name  done in $((SECONDS - start))s"

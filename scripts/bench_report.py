@@ -4,6 +4,8 @@
 Reads a results directory written by bench-vs-redis.sh:
   params.txt                  key=value lines (run parameters)
   r<round>-p<P>-<server>.csv  redis-benchmark --csv output, server in {redis,node}
+  cpu-r<round>-p<P>-<server>.txt  test,server CPU ns,requests per redis-benchmark run
+                              (optional: older result dirs have none)
   memory.txt                  key=value lines (used_memory, RSS, DBSIZE per server)
   commands.txt                the exact commands run, one per line (deduplicated here)
   warnings.txt                optional: non-fatal warnings (e.g. redis-benchmark WARNING lines)
@@ -31,6 +33,24 @@ import bench_sections
 
 SERVERS = ("redis", "node")
 CSV_NAME = re.compile(r"^r(\d+)-p(\d+)-(redis|node)\.csv$")
+CPU_NAME = re.compile(r"^cpu-r(\d+)-p(\d+)-(redis|node)\.txt$")
+
+
+def read_cpu(res: Path) -> dict:
+    """cpu[(server, P)][test] = [server CPU ns per request, one per round]."""
+    cpu = {}
+    for path in sorted(res.iterdir()):
+        m = CPU_NAME.match(path.name)
+        if not m:
+            continue
+        _, p, server = m.groups()
+        for line in path.read_text().splitlines():
+            parts = line.split(",")
+            if len(parts) != 3 or not all(x.isdigit() for x in parts[1:]) or parts[2] == "0":
+                fail(f"{path}: bad line {line!r} (want test,cpu_ns,requests)")
+            cpu.setdefault((server, int(p)), {}).setdefault(parts[0], []).append(
+                int(parts[1]) / int(parts[2]))
+    return cpu
 
 
 def fail(msg: str) -> None:
@@ -203,6 +223,33 @@ def main() -> None:
         gm_row += ["", "", fmt_ratio(gm[p])]
     thr_rows.append(gm_row)
 
+    # Server CPU per request, per -t test (lrange_100's includes its LPUSH).
+    cpu_raw = read_cpu(res)
+    cpu_headers, cpu_rows, cpu_gm = ["test (-t)"], [], {}
+    if cpu_raw:
+        cpu_tests = []
+        for d in cpu_raw.values():
+            cpu_tests += [t for t in d if t not in cpu_tests]
+        for p in pipelines:
+            cpu_headers += [f"redis P{p}", f"node P{p}", f"node/redis P{p}"]
+        cpu_ratios = {p: [] for p in pipelines}
+        for t in cpu_tests:
+            row = [t]
+            for p in pipelines:
+                r_ = cpu_raw.get(("redis", p), {}).get(t)
+                n_ = cpu_raw.get(("node", p), {}).get(t)
+                if not r_ or not n_:
+                    fail(f"P{p} {t}: server CPU missing for redis or node")
+                r_, n_ = statistics.median(r_), statistics.median(n_)
+                cpu_ratios[p].append(ratio(n_, r_))
+                row += [f"{r_:,.0f}", f"{n_:,.0f}", fmt_ratio(ratio(n_, r_))]
+            cpu_rows.append(row)
+        cpu_gm = {p: geomean(cpu_ratios[p]) for p in pipelines}
+        gm_cpu_row = ["geometric mean"]
+        for p in pipelines:
+            gm_cpu_row += ["", "", fmt_ratio(cpu_gm[p])]
+        cpu_rows.append(gm_cpu_row)
+
     # Memory.
     mem = read_kv(res / "memory.txt")
     mem_rows, mem_ratio = [], None
@@ -246,6 +293,11 @@ def main() -> None:
     print(f"Latency p50, ms ({agg} of {params.get('rounds', '?')} round(s); "
           "node/redis < 1 means node is faster)")
     print(text_table(lat_headers, lat_rows))
+    if cpu_rows:
+        print()
+        print("Server CPU per request, ns (median over rounds; node/redis < 1 means node "
+              "uses less)")
+        print(text_table(cpu_headers, cpu_rows))
     if mem_rows:
         print()
         print(f"Memory after loading {int(mem.get('keys', 0)):,} keys with "
@@ -300,6 +352,9 @@ def main() -> None:
     for p in pipelines:
         md.append(f"- Throughput at `-P {p}`, geometric mean of node/redis over all tests: "
                   f"**{fmt_ratio(gm[p])}**")
+    for p in cpu_gm:
+        md.append(f"- Server CPU per request at `-P {p}`, geometric mean of node/redis: "
+                  f"**{fmt_ratio(cpu_gm[p])}** (< 1: node uses less)")
     if mem_rows:
         md.append(f"- Memory, `used_memory` with {int(mem.get('keys', 0)):,} keys x "
                   f"{mem.get('value_size', '?')} B values, node/redis: **{fmt_ratio(mem_ratio)}**")
@@ -331,6 +386,12 @@ def main() -> None:
         f"{params.get('rounds', '?')} round(s); each cell is the **{agg}** over rounds"
         + (" (max rps, min p50)." if agg == "best" else " (rps and p50 taken separately)."),
         "- `FLUSHALL` on the server before and after each of its runs.",
+        "- Server CPU per request: the server process's CPU time (sum of its threads' "
+        "`/proc/PID/task/TID/schedstat` run time) over one `redis-benchmark` run, divided by the "
+        "requests it sent; it includes accepting the 50 connections. Unlike requests/s it does "
+        "not depend on whether `redis-benchmark`, which has one core of its own, is the "
+        "bottleneck (it often is: checked with `perf stat`, its CPU time about equals the "
+        "run's wall time at `-P 16` GET).",
         f"- Memory: `FLUSHALL`, read `used_memory` of the empty server, then load exactly "
         f"{int(mem.get('keys', 0)):,} `SET key:<i> <{mem.get('value_size', '?')} bytes>` with "
         "`redis-cli --pipe`, check `DBSIZE`, read `INFO memory` and the process's VmRSS.",
@@ -350,6 +411,8 @@ def main() -> None:
         md_table(lat_headers, lat_rows),
         "",
     ]
+    if cpu_rows:
+        md += ["## Server CPU per request (ns)", "", md_table(cpu_headers, cpu_rows), ""]
     if mem_rows:
         md += ["## Memory", "", md_table(mem_headers, mem_rows), ""]
     if warnings:
