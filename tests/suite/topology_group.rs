@@ -203,3 +203,82 @@ fn a_node_met_later_is_taken_in_with_its_slots() {
             .all(|n| owner_of(n, 100).as_deref() == Some(&late_id))
     });
 }
+
+/// Resumes stopped nodes when dropped, so a failing assertion leaves no process stopped.
+struct Stopped<'a>(Vec<&'a Node>);
+
+impl<'a> Stopped<'a> {
+    fn stop(nodes: Vec<&'a Node>) -> Self {
+        for n in &nodes {
+            signal(n, "STOP");
+        }
+        Stopped(nodes)
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            signal(n, "CONT");
+        }
+    }
+}
+
+fn signal(node: &Node, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &node.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal}");
+}
+
+/// A topology change waits for its commit without holding the node's thread: with one
+/// io-thread (the default on 2 cores) that thread is every TCP client's event loop, so
+/// before, each CLUSTER SETSLOT of a reshard stalled all clients for a Raft round trip, and
+/// for seconds without a majority.
+#[test]
+fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
+    use std::io::{Read, Write};
+    let nodes = integration::cluster::create_cluster("nostall", 0);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_for_one_group(&refs, 3);
+    let changer_node = &nodes[leader_index(&refs)];
+    // Without the two others no majority commits anything: the change waits for its
+    // whole proposal timeout (seconds).
+    let others: Vec<&Node> = nodes
+        .iter()
+        .filter(|n| n.pid() != changer_node.pid())
+        .collect();
+    let stopped = Stopped::stop(others);
+    let mut changer =
+        std::net::TcpStream::connect(("127.0.0.1", changer_node.port)).expect("connect");
+    changer
+        .write_all(b"*3\r\n$7\r\nCLUSTER\r\n$8\r\nDELSLOTS\r\n$1\r\n0\r\n")
+        .unwrap();
+    let mut other = changer_node.client();
+    let pong: String = redis::cmd("PING").query(&mut other).unwrap();
+    assert_eq!(pong, "PONG");
+    let echo: String = redis::cmd("ECHO").arg("served").query(&mut other).unwrap();
+    assert_eq!(echo, "served");
+    // Those were answered while the change still waits for its outcome.
+    changer.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 256];
+    let early = changer.read(&mut buf);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the change was answered before the other client: {early:?}"
+    );
+    drop(stopped);
+    // The change gets its answer: committed once the others are back, or failed.
+    changer.set_nonblocking(false).unwrap();
+    changer
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let n = changer.read(&mut buf).expect("the change is answered");
+    let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        reply == "+OK\r\n" || reply.starts_with("-ERR topology change not made"),
+        "{reply:?}"
+    );
+    wait_for_one_group(&refs, 3);
+}

@@ -49,6 +49,13 @@ pub struct GroupView {
 /// answers first): the bus thread may be slow to take the request.
 const PROPOSAL_WAIT_SLACK: Duration = Duration::from_secs(1);
 
+/// Why a proposal failed when its outcome never came.
+pub const PROPOSAL_NO_ANSWER: &str = "no answer from the cluster bus";
+
+/// Where a proposal's outcome arrives.
+pub type ProposalOutcome =
+    std::sync::mpsc::Receiver<Result<(), crate::cluster::agent::ProposeError>>;
+
 /// Nodes the group forgot that this node has not answered a FORGET for yet, at most this
 /// many (older ones go first): one per node of the largest cluster.
 const FORGOTTEN_MAX: usize = super::topology::NODES_MAX;
@@ -228,24 +235,37 @@ impl Cluster {
     }
 
     /// Commits a topology change through the group and waits until it applied here (or
-    /// failed). Blocks the calling thread for up to the agent's proposal timeout: topology
-    /// changes are rare admin commands, and the reply must not come before the change.
+    /// failed). Blocks the calling thread for up to [`Cluster::proposal_wait`]: for threads
+    /// of their own (a manual failover, CLUSTER FORGET, a command inside EXEC); a client's
+    /// command waits without its thread through [`Cluster::propose_then`].
     pub fn propose(&self, command: TopologyCommand) -> Result<(), ClusterError> {
-        let not_made = |why: String| ClusterError::Topology(why);
+        let outcome = self.propose_then(command, None)?;
+        match outcome.recv_timeout(Self::proposal_wait()) {
+            Ok(result) => result.map_err(|e| ClusterError::Topology(e.to_string())),
+            Err(_) => Err(ClusterError::Topology(PROPOSAL_NO_ANSWER.into())),
+        }
+    }
+
+    /// Hands a topology change to the group; its outcome arrives on the returned receiver
+    /// (within [`Cluster::proposal_wait`]), and `then` runs once it is there.
+    pub fn propose_then(
+        &self,
+        command: TopologyCommand,
+        then: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<ProposalOutcome, ClusterError> {
+        let not_made = |why: &str| ClusterError::Topology(why.into());
         let bus = self
             .bus
             .get()
-            .ok_or_else(|| not_made("the cluster bus is not running".into()))?;
-        let outcome = bus
-            .propose(command)
-            .ok_or_else(|| not_made("the cluster bus is too busy".into()))?;
-        let wait = Duration::from_millis(AgentSettings::default().proposal_timeout_ms)
-            + PROPOSAL_WAIT_SLACK;
-        match outcome.recv_timeout(wait) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(not_made(e.to_string())),
-            Err(_) => Err(not_made("no answer from the cluster bus".into())),
-        }
+            .ok_or_else(|| not_made("the cluster bus is not running"))?;
+        bus.propose(command, then)
+            .ok_or_else(|| not_made("the cluster bus is too busy"))
+    }
+
+    /// How long a proposal's outcome may take: the agent's proposal timeout, plus slack for
+    /// the bus thread's turn.
+    pub fn proposal_wait() -> Duration {
+        Duration::from_millis(AgentSettings::default().proposal_timeout_ms) + PROPOSAL_WAIT_SLACK
     }
 
     /// CLUSTER SAVECONFIG.

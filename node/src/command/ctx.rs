@@ -29,6 +29,12 @@ impl BlockRequest {
     }
 }
 
+/// The error of a topology change the group did not make, as `CmdError::from(ClusterError)`
+/// words it.
+pub fn topology_not_made(why: &str) -> String {
+    crate::command::CmdError::from(crate::cluster::ClusterError::Topology(why.into())).to_string()
+}
+
 /// What a blocked command answers when its timeout passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeoutReply {
@@ -50,6 +56,10 @@ pub enum TimeoutReply {
         wanted: usize,
         held_from: usize,
     },
+    /// A CLUSTER command whose topology change the group is committing: `+OK` once it
+    /// applied here, its error if it failed (the outcome in `Client::pending_topology`);
+    /// at the timeout, the error a proposal that never got an answer gets.
+    TopologyChange,
 }
 
 impl TimeoutReply {
@@ -59,6 +69,9 @@ impl TimeoutReply {
             TimeoutReply::NullBulk => reply.null(),
             TimeoutReply::ReplicaAcks { .. } => reply.integer(0),
             TimeoutReply::SyncAcks { .. } => reply.error(SYNC_ACKS_TIMEOUT_ERROR),
+            TimeoutReply::TopologyChange => reply.error(&topology_not_made(
+                crate::cluster::shared::PROPOSAL_NO_ANSWER,
+            )),
         }
     }
 }

@@ -232,6 +232,8 @@ pub struct Client {
     pub primary_link: bool,
     /// Its commands' "now" and durations, read once per command (see the module).
     pub clock: crate::command::clock::CommandClock,
+    /// Where the outcome of the topology change its blocked command waits for arrives.
+    pub pending_topology: Option<crate::cluster::shared::ProposalOutcome>,
 }
 
 impl Client {
@@ -251,6 +253,7 @@ impl Client {
             cluster_readonly: false,
             repl_offset: 0,
             clock: Default::default(),
+            pending_topology: None,
         }
     }
 

@@ -172,6 +172,9 @@ impl Session {
         if let TimeoutReply::SyncAcks { offset, wanted, .. } = block.timeout_reply {
             return super::sync_acks::acknowledged(&self.server, offset, wanted);
         }
+        if block.timeout_reply == TimeoutReply::TopologyChange {
+            return self.answer_topology_change();
+        }
         self.take_pushes();
         let args: SmallVec<[&[u8]; 8]> = block.retry.iter().map(|a| a.as_slice()).collect();
         let mut effects = dispatch::execute(
@@ -184,8 +187,36 @@ impl Session {
         effects.block.take().is_none()
     }
 
+    /// Answers a CLUSTER command waiting for its topology change once the outcome is in.
+    /// False while it is not.
+    fn answer_topology_change(&mut self) -> bool {
+        use std::sync::mpsc::TryRecvError;
+        let outcome = match self.client.pending_topology.as_ref().map(|o| o.try_recv()) {
+            Some(Err(TryRecvError::Empty)) => return false,
+            Some(Ok(outcome)) => outcome.map_err(|e| e.to_string()),
+            Some(Err(TryRecvError::Disconnected)) | None => {
+                Err(crate::cluster::shared::PROPOSAL_NO_ANSWER.to_string())
+            }
+        };
+        self.client.pending_topology = None;
+        let mut reply = proto::resp::Reply::new(&mut self.output, self.client.protocol);
+        match outcome {
+            Ok(()) => reply.ok(),
+            Err(why) => {
+                self.stats.errors += 1;
+                reply.error(&crate::command::ctx::topology_not_made(&why));
+            }
+        }
+        true
+    }
+
     /// Answers a blocked command whose timeout passed.
     pub fn time_out_blocked(&mut self, block: &BlockRequest) {
+        if block.timeout_reply == TimeoutReply::TopologyChange {
+            // A late outcome goes nowhere; the next change gets a channel of its own.
+            self.client.pending_topology = None;
+            self.stats.errors += 1;
+        }
         if let TimeoutReply::SyncAcks { held_from, .. } = block.timeout_reply {
             super::sync_acks::time_out(&mut self.output, self.client.protocol, held_from);
             return;

@@ -108,7 +108,7 @@ impl GossipDriver {
         // Redis answers topology commands. The command waits on the other end, or gave up
         // (then nobody reads this).
         for (waiter, result) in replies {
-            let _ = waiter.try_send(result);
+            waiter.answer(result);
         }
         crate::repl_link::cluster_role::follow_topology(&self.server);
     }

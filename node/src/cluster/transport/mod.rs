@@ -93,8 +93,10 @@ impl BusHandle {
     pub fn propose(
         &self,
         command: crate::cluster::consensus::TopologyCommand,
+        then: Option<Box<dyn FnOnce() + Send>>,
     ) -> Option<std::sync::mpsc::Receiver<Result<(), crate::cluster::agent::ProposeError>>> {
         let (reply, outcome) = mpsc::sync_channel(1);
+        let reply = runtime::ProposalReply::new(reply, then);
         self.requests
             .try_send(Request::Propose { command, reply })
             .ok()

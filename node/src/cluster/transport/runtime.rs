@@ -47,8 +47,38 @@ pub enum Request {
     Stop,
 }
 
-/// Where a proposal's outcome goes (room for the one answer, so the bus thread never waits).
-pub type ProposalReply = std::sync::mpsc::SyncSender<Result<(), ProposeError>>;
+/// Where a proposal's outcome goes: a channel with room for the one answer (so the bus
+/// thread never waits), and what to run once it is there (wake the connection whose command
+/// waits for it without holding its thread).
+pub struct ProposalReply {
+    outcome: std::sync::mpsc::SyncSender<Result<(), ProposeError>>,
+    then: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl ProposalReply {
+    pub fn new(
+        outcome: std::sync::mpsc::SyncSender<Result<(), ProposeError>>,
+        then: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Self {
+        ProposalReply { outcome, then }
+    }
+
+    /// Delivers the outcome (nobody may read it: the command gave up waiting).
+    pub fn answer(self, result: Result<(), ProposeError>) {
+        let _ = self.outcome.try_send(result);
+        if let Some(then) = self.then {
+            then();
+        }
+    }
+}
+
+impl std::fmt::Debug for ProposalReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProposalReply")
+            .field("then", &self.then.is_some())
+            .finish()
+    }
+}
 
 /// Messages the core wants sent.
 #[derive(Debug, Default)]
@@ -80,7 +110,7 @@ pub trait BusCore: Send + 'static {
         reply: ProposalReply,
         _out: &mut Outbox,
     ) {
-        let _ = reply.try_send(Err(ProposeError::NotInGroup));
+        reply.answer(Err(ProposeError::NotInGroup));
     }
 }
 

@@ -2,19 +2,29 @@
 //! changes it by itself and saves, as Redis does. In a group the change is a Raft proposal:
 //! Redis's checks run first on a copy (same errors, nothing changed), then the command is
 //! proposed, and the reply waits until the change has applied on this node.
+//!
+//! The wait does not hold the connection's thread (with one io-thread, the only event loop
+//! of every TCP client): the command blocks its client as BLPOP does, and the bus thread
+//! wakes it when the outcome is in (`TimeoutReply::TopologyChange`).
 
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::{Cluster, ClusterError, Topology};
+use crate::command::ctx::{BlockRequest, TimeoutReply};
+use crate::command::{CmdResult, Ctx};
 
-/// `local` is the Redis way (checks and change); `proposal` says what the group must commit
-/// (None: nothing, the change is already in place).
+/// Changes the topology and answers `+OK` once the change is made. `local` is the Redis way
+/// (checks and change); `proposal` says what the group must commit (None: nothing, the
+/// change is already in place).
 pub fn change_topology<R>(
+    ctx: &mut Ctx<'_>,
     c: &Cluster,
     local: impl Fn(&mut Topology) -> Result<R, ClusterError>,
     proposal: impl FnOnce(&Topology, R) -> Option<TopologyCommand>,
-) -> Result<(), ClusterError> {
+) -> CmdResult {
     if !c.in_group() {
-        return c.change(|t| local(t).map(|_| ()));
+        c.change(|t| local(t).map(|_| ()))?;
+        ctx.reply.ok();
+        return Ok(());
     }
     let command = {
         let t = c.topology.read();
@@ -23,7 +33,31 @@ pub fn change_topology<R>(
         proposal(&t, checked)
     };
     match command {
-        Some(command) => c.propose(command),
-        None => Ok(()),
+        Some(command) => commit_then_ok(ctx, c, command),
+        None => {
+            ctx.reply.ok();
+            Ok(())
+        }
     }
+}
+
+/// Proposes `command` and answers `+OK` once the group committed it and it applied here
+/// (or its error). The client waits blocked; inside EXEC, where nothing blocks, the
+/// connection's thread waits instead.
+pub fn commit_then_ok(ctx: &mut Ctx<'_>, c: &Cluster, command: TopologyCommand) -> CmdResult {
+    if ctx.in_exec {
+        c.propose(command)?;
+        ctx.reply.ok();
+        return Ok(());
+    }
+    let client = ctx.client.shared.clone();
+    let outcome = c.propose_then(command, Some(Box::new(move || client.wake())))?;
+    ctx.client.pending_topology = Some(outcome);
+    ctx.effects.block = Some(BlockRequest {
+        keys: Vec::new(),
+        timeout: Some(Cluster::proposal_wait()),
+        retry: Vec::new(),
+        timeout_reply: TimeoutReply::TopologyChange,
+    });
+    Ok(())
 }

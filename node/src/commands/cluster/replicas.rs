@@ -12,6 +12,7 @@ pub fn replicate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
     let keys = ctx.server.keyspace.key_count();
     change_topology(
+        ctx,
         c,
         |t| {
             t.replicate(args[2], keys)?;
@@ -23,9 +24,7 @@ pub fn replicate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 primary: primary?,
             })
         },
-    )?;
-    ctx.reply.ok();
-    Ok(())
+    )
 }
 
 /// Each replica's CLUSTER NODES line, without its newline (Redis's `clusterGenNodeDescription`).

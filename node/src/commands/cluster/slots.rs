@@ -2,7 +2,7 @@
 //! slot map, validated by the topology, and made by this node (saved before the reply) or,
 //! in a topology group, committed by the group before the reply (see `change`).
 
-use super::change::change_topology;
+use super::change::{change_topology, commit_then_ok};
 use super::cluster;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::ops::{parse_ranges, parse_slots};
@@ -12,6 +12,7 @@ use crate::command::{CmdError, CmdResult, Ctx};
 fn assign(ctx: &mut Ctx<'_>, ranges: Vec<(u16, u16)>) -> CmdResult {
     let c = cluster(ctx)?;
     change_topology(
+        ctx,
         c,
         |t| t.add_slots(&ranges),
         |t, ()| {
@@ -20,14 +21,13 @@ fn assign(ctx: &mut Ctx<'_>, ranges: Vec<(u16, u16)>) -> CmdResult {
                 ranges: ranges.clone(),
             })
         },
-    )?;
-    ctx.reply.ok();
-    Ok(())
+    )
 }
 
 fn unassign(ctx: &mut Ctx<'_>, ranges: Vec<(u16, u16)>) -> CmdResult {
     let c = cluster(ctx)?;
     change_topology(
+        ctx,
         c,
         |t| t.del_slots(&ranges),
         |_, ()| {
@@ -35,9 +35,7 @@ fn unassign(ctx: &mut Ctx<'_>, ranges: Vec<(u16, u16)>) -> CmdResult {
                 ranges: ranges.clone(),
             })
         },
-    )?;
-    ctx.reply.ok();
-    Ok(())
+    )
 }
 
 pub fn addslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -72,15 +70,14 @@ pub fn flushslots(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
     let keys = ctx.server.keyspace.key_count();
     change_topology(
+        ctx,
         c,
         |t| t.flush_slots(keys),
         |t, ()| {
             let ranges = t.slots.ranges_of(t.myself_index());
             (!ranges.is_empty()).then_some(TopologyCommand::RemoveSlots { ranges })
         },
-    )?;
-    ctx.reply.ok();
-    Ok(())
+    )
 }
 
 /// MIGRATING, IMPORTING and STABLE are this node's own markers, in a group too (Redis
@@ -122,7 +119,7 @@ pub fn setslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Ok(())
         })?;
     } else {
-        c.propose(TopologyCommand::SetSlotNode { slot, node: target })?;
+        return commit_then_ok(ctx, c, TopologyCommand::SetSlotNode { slot, node: target });
     }
     ctx.reply.ok();
     Ok(())
