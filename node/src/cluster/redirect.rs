@@ -17,6 +17,7 @@ pub fn check(
     client: &mut Client,
     spec: &CommandSpec,
     args: &[&[u8]],
+    now_ms: u64,
 ) -> Result<(), CmdError> {
     let Some(cluster) = server.cluster.as_ref() else {
         return Ok(());
@@ -63,6 +64,7 @@ pub fn check(
                 migrate: false,
             },
             false,
+            now_ms,
         );
     }
     keys.extend(
@@ -84,6 +86,7 @@ pub fn check(
             migrate: spec.name == "migrate",
         },
         false,
+        now_ms,
     )
 }
 
@@ -96,13 +99,15 @@ struct Flags {
     migrate: bool,
 }
 
-/// `waited`: this command already waited for the serving lease once.
+/// `waited`: this command already waited for the serving lease once. `now`: the command's
+/// unix ms.
 fn decide(
     server: &Server,
     cluster: &super::Cluster,
     keys: &[&[u8]],
     flags: Flags,
     waited: bool,
+    now: u64,
 ) -> Result<(), CmdError> {
     let req = Request {
         keys,
@@ -111,7 +116,6 @@ fn decide(
         readonly: flags.readonly,
         migrate: flags.migrate,
     };
-    let now = unix_millis();
     let mut exists = |key: &[u8]| {
         let slot = proto::slot::key_slot(key);
         let shard = server.keyspace.lock_shard(shard_of_slot(slot));
@@ -124,11 +128,11 @@ fn decide(
     match route(&topology, &req, &mut exists) {
         // Served here only while this node holds its serving lease: cut off from the
         // majority, a primary stops before a replica can be promoted in its place.
-        Route::Serve if !cluster.serving() => {
+        Route::Serve if !cluster.serving_at(now) => {
             drop(topology);
             if !waited && wait_for_serving(cluster) {
-                // The topology may have moved meanwhile: routed again.
-                return decide(server, cluster, keys, flags, true);
+                // The topology may have moved meanwhile: routed again, at the time now.
+                return decide(server, cluster, keys, flags, true, unix_millis());
             }
             Err(CmdError::new(
                 Route::ClusterDown(super::routing::DownKind::State)

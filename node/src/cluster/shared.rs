@@ -153,6 +153,17 @@ impl Cluster {
         }
     }
 
+    /// [`Cluster::serving`] at `now_ms` (unix ms), for a command that has read the clock.
+    pub fn serving_at(&self, now_ms: u64) -> bool {
+        match self
+            .serving_until
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            u64::MAX => true,
+            until => now_ms <= until,
+        }
+    }
+
     /// The serving lease's length (ms) the bus runs with; 0 before the bus is up.
     pub fn lease_ms(&self) -> u64 {
         self.lease_ms.load(std::sync::atomic::Ordering::Relaxed)

@@ -1,6 +1,7 @@
 //! From parsed arguments to an executed command: the protocol rules every command obeys.
 
 use super::args;
+use super::clock::CommandStart;
 use super::ctx::{Ctx, Effects};
 use super::error::CmdError;
 use super::spec::{flags, CommandSpec};
@@ -32,7 +33,10 @@ pub fn execute(
     if let Err(e) = admit(server, client, spec, args) {
         return reject(server, client, &mut reply, args, e, stats);
     }
-    if let Err(e) = crate::cluster::redirect::check(server, client, spec, args) {
+    // The command's clock starts here: routing in cluster mode needs its "now" too (one
+    // reading per command; see `clock`).
+    let start = client.clock.start();
+    if let Err(e) = crate::cluster::redirect::check(server, client, spec, args, start.unix_ms) {
         stats.errors += 1;
         crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
         return Effects::default();
@@ -72,7 +76,7 @@ pub fn execute(
         }
     }
     *client.shared.last_command.lock() = spec.name;
-    run(server, client, reply, spec, args, stats)
+    run(server, client, reply, spec, args, stats, start)
 }
 
 /// Answers a command refused before it could run or be queued. Inside MULTI the refusal
@@ -206,8 +210,8 @@ pub fn run(
     spec: &'static CommandSpec,
     args: &[&[u8]],
     stats: &mut LocalStats,
+    start: CommandStart,
 ) -> Effects {
-    let start = client.clock.start();
     let now = start.unix_ms;
     let replicating = server.replication.active();
     let mut db = lock_for(server, spec, args, now);
