@@ -206,6 +206,8 @@ wait_ready() {
 # CPU time the server process has used, in ns: the sum over its threads of the
 # scheduler's run time (/proc/PID/task/TID/schedstat, first field), precise where
 # /proc/PID/stat counts 10 ms ticks. (%.0f: mawk's %d stops at 2^31 ns, 2.1 s.)
+# Only live threads count: both servers keep their threads for their whole life; a thread
+# that exited during a run would take its CPU time with it.
 server_cpu_ns() {
     cat /proc/"${PID[$1]}"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f\n", t }'
 }

@@ -11,14 +11,21 @@ pub const CONVERGE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A cluster-mode node whose bus runs on `ofi:tcp` with `secret`.
 pub fn cluster_node(secret: &str) -> Node {
-    Node::start(&[
+    cluster_node_with(secret, &[])
+}
+
+/// A cluster node with `extra` arguments after the cluster ones.
+pub fn cluster_node_with(secret: &str, extra: &[&str]) -> Node {
+    let mut args = vec![
         "--cluster-enabled",
         "yes",
         "--fabric-provider",
         "ofi:tcp",
         "--cluster-secret",
         secret,
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Node::start(&args)
 }
 
 /// `127.0.0.1:PORT` of a node.
@@ -67,7 +74,14 @@ pub fn wait_until_described(
 /// Three primaries made a cluster by `redis-cli --cluster create`, then `extra` empty nodes
 /// met by the first; returns once every node knows every node and says `cluster_state:ok`.
 pub fn create_cluster(secret: &str, extra: usize) -> Vec<Node> {
-    let mut nodes: Vec<Node> = (0..3).map(|_| cluster_node(secret)).collect();
+    create_cluster_with(secret, extra, &[])
+}
+
+/// [`create_cluster`] with `node_args` given to every node.
+pub fn create_cluster_with(secret: &str, extra: usize, node_args: &[&str]) -> Vec<Node> {
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|_| cluster_node_with(secret, node_args))
+        .collect();
     let mut args = vec!["--cluster".to_string(), "create".to_string()];
     args.extend(nodes.iter().map(addr));
     args.push("--cluster-yes".into());
@@ -78,7 +92,7 @@ pub fn create_cluster(secret: &str, extra: usize) -> Vec<Node> {
         "create output:\n{text}"
     );
     for _ in 0..extra {
-        let n = cluster_node(secret);
+        let n = cluster_node_with(secret, node_args);
         let port = n.port.to_string();
         assert_eq!(nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &port]), "OK");
         nodes.push(n);

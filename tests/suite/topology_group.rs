@@ -239,7 +239,9 @@ fn signal(node: &Node, signal: &str) {
 #[test]
 fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
     use std::io::{Read, Write};
-    let nodes = integration::cluster::create_cluster("nostall", 0);
+    // One io-thread on every machine: with more, the other client would be served by
+    // another thread even if the change held its own, and this could not fail.
+    let nodes = integration::cluster::create_cluster_with("nostall", 0, &["--io-threads", "1"]);
     let refs: Vec<&Node> = nodes.iter().collect();
     wait_for_one_group(&refs, 3);
     let changer_node = &nodes[leader_index(&refs)];
@@ -256,6 +258,15 @@ fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
         .write_all(b"*3\r\n$7\r\nCLUSTER\r\n$8\r\nDELSLOTS\r\n$1\r\n0\r\n")
         .unwrap();
     let mut other = changer_node.client();
+    // The change was read and waits (a blocked client), so the next replies overtake it.
+    let blocked = || {
+        let info: String = redis::cmd("INFO")
+            .arg("clients")
+            .query(&mut changer_node.client())
+            .unwrap();
+        info.contains("blocked_clients:1")
+    };
+    wait_until("the change to wait for its commit", &refs, blocked);
     let pong: String = redis::cmd("PING").query(&mut other).unwrap();
     assert_eq!(pong, "PONG");
     let echo: String = redis::cmd("ECHO").arg("served").query(&mut other).unwrap();

@@ -3,6 +3,7 @@
 //! reply. Also keeps the one-shot ASKING flag.
 
 use super::routing::{route, Request, Route};
+use crate::command::clock::CommandClock;
 use crate::command::spec::{flags, CommandSpec};
 use crate::command::CmdError;
 use crate::db::keyspace::shard_of_slot;
@@ -65,6 +66,7 @@ pub fn check(
             },
             false,
             now_ms,
+            &mut client.clock,
         );
     }
     keys.extend(
@@ -87,6 +89,7 @@ pub fn check(
         },
         false,
         now_ms,
+        &mut client.clock,
     )
 }
 
@@ -108,6 +111,7 @@ fn decide(
     flags: Flags,
     waited: bool,
     now: u64,
+    clock: &mut CommandClock,
 ) -> Result<(), CmdError> {
     let req = Request {
         keys,
@@ -131,8 +135,10 @@ fn decide(
         Route::Serve if !cluster.serving_at(now) => {
             drop(topology);
             if !waited && wait_for_serving(cluster) {
-                // The topology may have moved meanwhile: routed again, at the time now.
-                return decide(server, cluster, keys, flags, true, unix_millis());
+                // The wait is not the command's time, and its "now" (expiry, the lease)
+                // must be current. The topology may have moved meanwhile: routed again.
+                clock.touch();
+                return decide(server, cluster, keys, flags, true, unix_millis(), clock);
             }
             Err(CmdError::new(
                 Route::ClusterDown(super::routing::DownKind::State)

@@ -246,9 +246,10 @@ impl Cluster {
     }
 
     /// Commits a topology change through the group and waits until it applied here (or
-    /// failed). Blocks the calling thread for up to [`Cluster::proposal_wait`]: for threads
-    /// of their own (a manual failover, CLUSTER FORGET, a command inside EXEC); a client's
-    /// command waits without its thread through [`Cluster::propose_then`].
+    /// failed). Blocks the calling thread for up to [`Cluster::proposal_wait`]: a manual
+    /// failover's own thread, and (on the connection's thread, stalling that io-thread's
+    /// other clients) CLUSTER FORGET and changes inside EXEC. Other CLUSTER commands wait
+    /// with their client blocked instead, through [`Cluster::propose_then`].
     pub fn propose(&self, command: TopologyCommand) -> Result<(), ClusterError> {
         let outcome = self.propose_then(command, None)?;
         match outcome.recv_timeout(Self::proposal_wait()) {

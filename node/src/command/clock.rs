@@ -64,6 +64,15 @@ impl CommandClock {
         }
     }
 
+    /// Time passed outside any command's duration (a request refused, queued or redirected,
+    /// a wait for the serving lease): the next command of the batch starts now, not at the
+    /// end of the last one that ran, and its "now" is current.
+    pub fn touch(&mut self) {
+        if self.mark.is_some() {
+            self.mark = Some(Instant::now());
+        }
+    }
+
     /// The command that started at `start` ended now: its duration in microseconds.
     pub fn finish(&mut self, start: CommandStart) -> u64 {
         let now = Instant::now();
@@ -132,6 +141,22 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         let later = clock.start();
         assert!(later.at.duration_since(second.at) >= Duration::from_millis(2));
+    }
+
+    #[test]
+    fn a_touch_moves_the_next_start_past_time_spent_outside_commands() {
+        let mut clock = CommandClock::default();
+        clock.begin_batch();
+        let first = clock.start();
+        std::thread::sleep(Duration::from_millis(5));
+        clock.touch();
+        let second = clock.start();
+        assert!(second.at.duration_since(first.at) >= Duration::from_millis(5));
+        assert!(clock.finish(second) < 5000);
+        clock.end_batch();
+        // Outside a batch there is no mark to move: every start reads the clock.
+        clock.touch();
+        assert!(clock.end_batch().is_none());
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! From parsed arguments to an executed command: the protocol rules every command obeys.
 
 use super::args;
-use super::clock::CommandStart;
 use super::ctx::{Ctx, Effects};
 use super::error::CmdError;
 use super::spec::{flags, CommandSpec};
@@ -33,10 +32,11 @@ pub fn execute(
     if let Err(e) = admit(server, client, spec, args) {
         return reject(server, client, &mut reply, args, e, stats);
     }
-    // The command's clock starts here: routing in cluster mode needs its "now" too (one
-    // reading per command; see `clock`).
-    let start = client.clock.start();
-    if let Err(e) = crate::cluster::redirect::check(server, client, spec, args, start.unix_ms) {
+    // Routing in cluster mode uses the command's clock reading too (one per command; see
+    // `clock`); `run` starts from the same mark unless time passed outside the command.
+    let routing_now = client.clock.start().unix_ms;
+    if let Err(e) = crate::cluster::redirect::check(server, client, spec, args, routing_now) {
+        client.clock.touch();
         stats.errors += 1;
         crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
         return Effects::default();
@@ -64,6 +64,7 @@ pub fn execute(
             }
             multi.write |= spec.has(flags::WRITE);
             reply.simple(b"QUEUED");
+            client.clock.touch();
             return Effects::default();
         }
     }
@@ -74,9 +75,13 @@ pub fn execute(
         if let Err(e) = crate::db::eviction::make_room(server) {
             return reject(server, client, &mut reply, args, e, stats);
         }
+        if server.hot.maxmemory.load(Relaxed) != 0 {
+            // Evicting may have taken a while; it is not the command's time.
+            client.clock.touch();
+        }
     }
     *client.shared.last_command.lock() = spec.name;
-    run(server, client, reply, spec, args, stats, start)
+    run(server, client, reply, spec, args, stats)
 }
 
 /// Answers a command refused before it could run or be queued. Inside MULTI the refusal
@@ -90,6 +95,7 @@ fn reject(
     e: CmdError,
     stats: &mut LocalStats,
 ) -> Effects {
+    client.clock.touch();
     stats.errors += 1;
     let text = e.to_string();
     if args[0].eq_ignore_ascii_case(b"exec") {
@@ -210,8 +216,8 @@ pub fn run(
     spec: &'static CommandSpec,
     args: &[&[u8]],
     stats: &mut LocalStats,
-    start: CommandStart,
 ) -> Effects {
+    let start = client.clock.start();
     let now = start.unix_ms;
     let replicating = server.replication.active();
     let mut db = lock_for(server, spec, args, now);
@@ -220,6 +226,7 @@ pub fn run(
     // before the offset it answers is read.
     if server.replication.writes_paused(now) && !client.primary_link && is_write(spec, client) {
         drop(db);
+        client.clock.touch();
         stats.errors += 1;
         let mut reply = reply;
         reply.error(FAILOVER_PAUSE_ERROR);

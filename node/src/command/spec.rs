@@ -109,7 +109,6 @@ impl CommandSpec {
         }
     }
 
-    /// Argument indexes of the keys of this invocation.
     /// The argument index of the command's only key, when its spec fixes exactly one
     /// (`key_positions` would return just it); `None` for every other shape.
     pub fn single_key_position(&self, args: &[&[u8]]) -> Option<usize> {
@@ -122,6 +121,7 @@ impl CommandSpec {
         }
     }
 
+    /// Argument indexes of the keys of this invocation.
     pub fn key_positions(&self, args: &[&[u8]]) -> smallvec::SmallVec<[usize; 16]> {
         match self.keys {
             KeySpec::None => smallvec::SmallVec::new(),

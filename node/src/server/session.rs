@@ -213,7 +213,11 @@ impl Session {
     /// Answers a blocked command whose timeout passed.
     pub fn time_out_blocked(&mut self, block: &BlockRequest) {
         if block.timeout_reply == TimeoutReply::TopologyChange {
-            // A late outcome goes nowhere; the next change gets a channel of its own.
+            // An outcome that came with the deadline is still the answer.
+            if self.answer_topology_change() {
+                return;
+            }
+            // A later one goes nowhere; the next change gets a channel of its own.
             self.client.pending_topology = None;
             self.stats.errors += 1;
         }

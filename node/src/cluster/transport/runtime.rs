@@ -51,7 +51,9 @@ pub enum Request {
 /// thread never waits), and what to run once it is there (wake the connection whose command
 /// waits for it without holding its thread).
 pub struct ProposalReply {
-    outcome: std::sync::mpsc::SyncSender<Result<(), ProposeError>>,
+    /// Taken when answered or dropped, so that the receiver sees the answer or the
+    /// disconnection before `then` wakes it.
+    outcome: Option<std::sync::mpsc::SyncSender<Result<(), ProposeError>>>,
     then: Option<Box<dyn FnOnce() + Send>>,
 }
 
@@ -60,13 +62,30 @@ impl ProposalReply {
         outcome: std::sync::mpsc::SyncSender<Result<(), ProposeError>>,
         then: Option<Box<dyn FnOnce() + Send>>,
     ) -> Self {
-        ProposalReply { outcome, then }
+        ProposalReply {
+            outcome: Some(outcome),
+            then,
+        }
     }
 
     /// Delivers the outcome (nobody may read it: the command gave up waiting).
-    pub fn answer(self, result: Result<(), ProposeError>) {
-        let _ = self.outcome.try_send(result);
-        if let Some(then) = self.then {
+    pub fn answer(mut self, result: Result<(), ProposeError>) {
+        if let Some(outcome) = self.outcome.take() {
+            let _ = outcome.try_send(result);
+        }
+        if let Some(then) = self.then.take() {
+            then();
+        }
+    }
+}
+
+impl Drop for ProposalReply {
+    /// Dropped unanswered (the bus thread stopped with it queued): the channel is now
+    /// disconnected, which the waiting command reads as "no answer"; wake it to read it
+    /// now rather than at its timeout.
+    fn drop(&mut self) {
+        drop(self.outcome.take());
+        if let Some(then) = self.then.take() {
             then();
         }
     }
@@ -193,5 +212,43 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
                 std::thread::sleep(wait);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod proposal_reply_tests {
+    use super::*;
+    use std::sync::mpsc::{sync_channel, TryRecvError};
+    use std::sync::{Arc, Mutex};
+
+    /// A reply whose hook records what the waiting side reads when it is woken.
+    fn reply_seen_by_hook() -> (ProposalReply, Arc<Mutex<Option<String>>>) {
+        let (tx, rx) = sync_channel(1);
+        let seen = Arc::new(Mutex::new(None));
+        let hook_seen = seen.clone();
+        let hook = move || {
+            let read = match rx.try_recv() {
+                Ok(Ok(())) => "committed".to_string(),
+                Ok(Err(e)) => format!("failed: {e}"),
+                Err(TryRecvError::Empty) => "empty".to_string(),
+                Err(TryRecvError::Disconnected) => "disconnected".to_string(),
+            };
+            *hook_seen.lock().unwrap() = Some(read);
+        };
+        (ProposalReply::new(tx, Some(Box::new(hook))), seen)
+    }
+
+    #[test]
+    fn the_woken_waiter_finds_the_answer() {
+        let (reply, seen) = reply_seen_by_hook();
+        reply.answer(Ok(()));
+        assert_eq!(seen.lock().unwrap().as_deref(), Some("committed"));
+    }
+
+    #[test]
+    fn a_reply_dropped_unanswered_wakes_its_waiter_to_a_closed_channel() {
+        let (reply, seen) = reply_seen_by_hook();
+        drop(reply);
+        assert_eq!(seen.lock().unwrap().as_deref(), Some("disconnected"));
     }
 }
