@@ -58,6 +58,7 @@ pub fn execute(
             // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
             // the transaction, whatever the command.
             let queued = crate::db::eviction::make_room(server)
+                .map(|_evicted| ())
                 .and_then(|()| multi.queue(args, spec.has(flags::DENYOOM)));
             if let Err(e) = queued {
                 return reject(server, client, &mut reply, args, e, stats);
@@ -72,12 +73,11 @@ pub fn execute(
     // before the shards are locked (eviction locks them).
     let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
     if spec.has(flags::DENYOOM) || exec_denyoom {
-        if let Err(e) = crate::db::eviction::make_room(server) {
-            return reject(server, client, &mut reply, args, e, stats);
-        }
-        if server.hot.maxmemory.load(Relaxed) != 0 {
+        match crate::db::eviction::make_room(server) {
+            Err(e) => return reject(server, client, &mut reply, args, e, stats),
             // Evicting may have taken a while; it is not the command's time.
-            client.clock.touch();
+            Ok(true) => client.clock.touch(),
+            Ok(false) => {}
         }
     }
     *client.shared.last_command.lock() = spec.name;

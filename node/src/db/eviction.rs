@@ -18,11 +18,12 @@ const EVICTIONS_PER_REFRESH: usize = 8;
 /// Random tables probed in a shard before falling back to a scan for a non-empty one.
 const TABLE_PROBES: usize = 16;
 
-/// Ensures used memory is under `maxmemory`, evicting if the policy allows.
-pub fn make_room(server: &Server) -> Result<(), CmdError> {
+/// Ensures used memory is under `maxmemory`, evicting if the policy allows. Ok(true): it
+/// had work to do (eviction, which may take a while).
+pub fn make_room(server: &Server) -> Result<bool, CmdError> {
     let max = server.hot.maxmemory.load(Relaxed);
     if max == 0 || server.memory.used() <= max {
-        return Ok(());
+        return Ok(false);
     }
     let policy = server.hot.policy();
     if policy == EvictionPolicy::NoEviction {
@@ -32,14 +33,14 @@ pub fn make_room(server: &Server) -> Result<(), CmdError> {
     let mut rng = rand::thread_rng();
     for round in 0..MAX_EVICTIONS_PER_COMMAND {
         if round % EVICTIONS_PER_REFRESH == 0 && server.memory.refresh() <= max {
-            return Ok(());
+            return Ok(true);
         }
         if !evict_one(server, policy, samples, &mut rng) {
             break;
         }
     }
     if server.memory.refresh() <= max {
-        Ok(())
+        Ok(true)
     } else {
         Err(CmdError::OutOfMemory)
     }
