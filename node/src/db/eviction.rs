@@ -19,10 +19,10 @@ const EVICTIONS_PER_REFRESH: usize = 8;
 const TABLE_PROBES: usize = 16;
 
 /// Ensures used memory is under `maxmemory`, evicting if the policy allows. Ok(true): it
-/// had work to do (eviction, which may take a while).
-pub fn make_room(server: &Server) -> Result<bool, CmdError> {
+/// had work to do (eviction, which may take a while). `now`: the command's clock reading.
+pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdError> {
     let max = server.hot.maxmemory.load(Relaxed);
-    if max == 0 || server.memory.used() <= max {
+    if max == 0 || server.memory.used_at(now) <= max {
         return Ok(false);
     }
     let policy = server.hot.policy();
