@@ -56,6 +56,15 @@ pub const PROPOSAL_NO_ANSWER: &str = "no answer from the cluster bus";
 pub type ProposalOutcome =
     std::sync::mpsc::Receiver<Result<(), crate::cluster::agent::ProposeError>>;
 
+/// What a command does once its change is committed and applied here, before it answers.
+pub type OnCommit = Box<dyn FnOnce(&Cluster) + Send>;
+
+/// A client's topology change in flight: where its outcome arrives, and what follows it.
+pub struct PendingChange {
+    pub outcome: ProposalOutcome,
+    pub on_commit: Option<OnCommit>,
+}
+
 /// Nodes the group forgot that this node has not answered a FORGET for yet, at most this
 /// many (older ones go first): one per node of the largest cluster.
 const FORGOTTEN_MAX: usize = super::topology::NODES_MAX;
@@ -248,8 +257,8 @@ impl Cluster {
     /// Commits a topology change through the group and waits until it applied here (or
     /// failed). Blocks the calling thread for up to [`Cluster::proposal_wait`]: a manual
     /// failover's own thread, and (on the connection's thread, stalling that io-thread's
-    /// other clients) CLUSTER FORGET and changes inside EXEC. Other CLUSTER commands wait
-    /// with their client blocked instead, through [`Cluster::propose_then`].
+    /// other clients) changes inside EXEC. CLUSTER commands otherwise wait with their
+    /// client blocked, through [`Cluster::propose_then`].
     pub fn propose(&self, command: TopologyCommand) -> Result<(), ClusterError> {
         let outcome = self.propose_then(command, None)?;
         match outcome.recv_timeout(Self::proposal_wait()) {

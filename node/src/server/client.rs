@@ -233,7 +233,7 @@ pub struct Client {
     /// Its commands' "now" and durations, read once per command (see the module).
     pub clock: crate::command::clock::CommandClock,
     /// Where the outcome of the topology change its blocked command waits for arrives.
-    pub pending_topology: Option<crate::cluster::shared::ProposalOutcome>,
+    pub pending_topology: Option<crate::cluster::shared::PendingChange>,
 }
 
 impl Client {

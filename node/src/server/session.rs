@@ -191,14 +191,28 @@ impl Session {
     /// False while it is not.
     fn answer_topology_change(&mut self) -> bool {
         use std::sync::mpsc::TryRecvError;
-        let outcome = match self.client.pending_topology.as_ref().map(|o| o.try_recv()) {
+        let outcome = match self
+            .client
+            .pending_topology
+            .as_ref()
+            .map(|p| p.outcome.try_recv())
+        {
             Some(Err(TryRecvError::Empty)) => return false,
             Some(Ok(outcome)) => outcome.map_err(|e| e.to_string()),
             Some(Err(TryRecvError::Disconnected)) | None => {
                 Err(crate::cluster::shared::PROPOSAL_NO_ANSWER.to_string())
             }
         };
-        self.client.pending_topology = None;
+        let on_commit = self
+            .client
+            .pending_topology
+            .take()
+            .and_then(|p| p.on_commit);
+        if outcome.is_ok() {
+            if let (Some(then), Some(cluster)) = (on_commit, self.server.cluster.as_ref()) {
+                then(cluster);
+            }
+        }
         let mut reply = proto::resp::Reply::new(&mut self.output, self.client.protocol);
         match outcome {
             Ok(()) => reply.ok(),

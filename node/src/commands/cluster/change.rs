@@ -8,6 +8,7 @@
 //! wakes it when the outcome is in (`TimeoutReply::TopologyChange`).
 
 use crate::cluster::consensus::TopologyCommand;
+use crate::cluster::shared::{OnCommit, PendingChange};
 use crate::cluster::{Cluster, ClusterError, Topology};
 use crate::command::ctx::{BlockRequest, TimeoutReply};
 use crate::command::{CmdResult, Ctx};
@@ -45,14 +46,27 @@ pub fn change_topology<R>(
 /// (or its error). The client waits blocked; inside EXEC, where nothing blocks, the
 /// connection's thread waits instead.
 pub fn commit_then_ok(ctx: &mut Ctx<'_>, c: &Cluster, command: TopologyCommand) -> CmdResult {
+    commit_then(ctx, c, command, None)
+}
+
+/// [`commit_then_ok`], running `on_commit` after the change applied here and before `+OK`.
+pub fn commit_then(
+    ctx: &mut Ctx<'_>,
+    c: &Cluster,
+    command: TopologyCommand,
+    on_commit: Option<OnCommit>,
+) -> CmdResult {
     if ctx.in_exec {
         c.propose(command)?;
+        if let Some(then) = on_commit {
+            then(c);
+        }
         ctx.reply.ok();
         return Ok(());
     }
     let client = ctx.client.shared.clone();
     let outcome = c.propose_then(command, Some(Box::new(move || client.wake())))?;
-    ctx.client.pending_topology = Some(outcome);
+    ctx.client.pending_topology = Some(PendingChange { outcome, on_commit });
     ctx.effects.block = Some(BlockRequest {
         keys: Vec::new(),
         timeout: Some(Cluster::proposal_wait()),

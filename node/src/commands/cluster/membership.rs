@@ -3,45 +3,58 @@
 //! thread is told: FORGET so its gossip core blacklists the node for a minute, RESET so it
 //! drops what it knew of the others and leaves its topology group.
 
+use super::change::commit_then;
 use super::cluster;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::reset::ResetKind;
-use crate::cluster::{ClusterError, HexId};
+use crate::cluster::{Cluster, ClusterError, HexId, NodeId};
 use crate::command::{CmdError, CmdResult, Ctx};
 use rand::SeedableRng;
 
 pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
-    let node = if c.in_group() {
-        // Redis's checks on a copy, then the group removes the node everywhere.
-        let checked = c.topology.read().clone().forget(args[2]);
-        let node = match checked {
-            Ok(node) => node,
-            // Forgotten by the group through another node: gossip keeps it out already.
-            Err(ClusterError::UnknownNode(_))
-                if HexId::parse(args[2]).is_some_and(|id| c.take_forgotten(&id)) =>
-            {
-                ctx.reply.ok();
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        c.propose(TopologyCommand::ForgetNode { id: node.id })?;
-        // Forgotten here by this very command: a second FORGET of it is "Unknown node".
-        c.take_forgotten(&node.id);
-        node
-    } else {
-        c.change(|t| t.forget(args[2]))?
+    if !c.in_group() {
+        let node = c.change(|t| t.forget(args[2]))?;
+        tell_bus_forget(c, node.id, node.bus_addr);
+        ctx.reply.ok();
+        return Ok(());
+    }
+    // Redis's checks on a copy, then the group removes the node everywhere.
+    let checked = c.topology.read().clone().forget(args[2]);
+    let node = match checked {
+        Ok(node) => node,
+        // Forgotten by the group through another node: gossip keeps it out already.
+        Err(ClusterError::UnknownNode(_))
+            if HexId::parse(args[2]).is_some_and(|id| c.take_forgotten(&id)) =>
+        {
+            ctx.reply.ok();
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
     };
-    // The request goes before the reply, and the bus thread takes requests before the
-    // next messages it reads; handshakes gossip starts in between are dropped by the core.
+    let (id, bus_addr) = (node.id, node.bus_addr);
+    let then = move |c: &Cluster| {
+        // Forgotten here by this very command: a second FORGET of it is "Unknown node".
+        c.take_forgotten(&id);
+        tell_bus_forget(c, id, bus_addr);
+    };
+    commit_then(
+        ctx,
+        c,
+        TopologyCommand::ForgetNode { id },
+        Some(Box::new(then)),
+    )
+}
+
+/// Has the bus thread blacklist a forgotten node. The request goes before the reply, and
+/// the bus thread takes requests before the next messages it reads; handshakes gossip
+/// starts in between are dropped by the core.
+fn tell_bus_forget(c: &Cluster, id: NodeId, bus_addr: String) {
     if let Some(bus) = c.bus.get() {
-        if !bus.forget(node.id, node.bus_addr) {
-            tracing::warn!(id = %node.id, "CLUSTER FORGET: the bus thread is behind; no blacklist");
+        if !bus.forget(id, bus_addr) {
+            tracing::warn!(%id, "CLUSTER FORGET: the bus thread is behind; no blacklist");
         }
     }
-    ctx.reply.ok();
-    Ok(())
 }
 
 /// Declared ALL_KEYS: the key check and the flush of a replica's data see one state.
