@@ -293,3 +293,79 @@ fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
     );
     wait_for_one_group(&refs, 3);
 }
+
+/// A keyed command that finds its node's serving lease lapsed (the node cut off from the
+/// majority) waits for it as a blocked client: before, it slept on the connection's thread
+/// for up to a lease, and with one io-thread every client of the node waited with it.
+#[test]
+fn a_command_waiting_for_a_lapsed_lease_does_not_stall_the_nodes_other_clients() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let nodes = integration::cluster::create_cluster_with("leasewait", 0, &["--io-threads", "1"]);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_for_one_group(&refs, 3);
+    let primary = &nodes[0];
+    let me = primary.cli(&["CLUSTER", "MYID"]);
+    let key = (0..)
+        .map(|i| format!("lease-{i}"))
+        .find(|k| {
+            let slot: u16 = primary.cli(&["CLUSTER", "KEYSLOT", k]).parse().unwrap();
+            owner_of(primary, slot).as_deref() == Some(me.as_str())
+        })
+        .unwrap();
+    let blocked = || {
+        let info: String = redis::cmd("INFO")
+            .arg("clients")
+            .query(&mut primary.client())
+            .unwrap();
+        info.contains("blocked_clients:1")
+    };
+    let others: Vec<&Node> = nodes.iter().skip(1).collect();
+    let stopped = Stopped::stop(others);
+    let mut writer = std::net::TcpStream::connect(("127.0.0.1", primary.port)).unwrap();
+    writer.set_nonblocking(true).unwrap();
+    let set = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n", key.len());
+    let mut buf = [0u8; 256];
+    // Served at once until the lease lapses; then the write waits, as a blocked client.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    'writes: loop {
+        assert!(Instant::now() < deadline, "the lease never lapsed");
+        writer.write_all(set.as_bytes()).unwrap();
+        loop {
+            match writer.read(&mut buf) {
+                Ok(n) => {
+                    let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    assert_eq!(
+                        reply, "+OK\r\n",
+                        "the write waited without being a blocked client"
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue 'writes;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+            if blocked() {
+                break 'writes;
+            }
+        }
+    }
+    // Another client is served while the write waits.
+    let mut other = primary.client();
+    let pong: String = redis::cmd("PING").query(&mut other).unwrap();
+    assert_eq!(pong, "PONG");
+    // Back in touch with the others: the write runs, or answers CLUSTERDOWN if the lease
+    // ran out first.
+    drop(stopped);
+    writer.set_nonblocking(false).unwrap();
+    writer
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let n = writer.read(&mut buf).expect("the write is answered");
+    let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        reply == "+OK\r\n" || reply.starts_with("-CLUSTERDOWN"),
+        "{reply:?}"
+    );
+    wait_for_one_group(&refs, 3);
+}

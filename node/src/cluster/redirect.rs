@@ -11,22 +11,31 @@ use crate::server::{unix_millis, Client, Server};
 use proto::resp::Reply;
 use smallvec::SmallVec;
 
+/// What routing decided for a command this node is to serve.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Routed {
+    Serve,
+    /// The slot is this node's but its serving lease has lapsed: the command waits for it
+    /// (blocked, see `dispatch`), then runs or answers CLUSTERDOWN.
+    WaitForLease,
+}
+
 /// Decides whether this node runs `args` (Ok) or redirects the client (Err with the reply).
-/// Without cluster mode, always Ok.
+/// Without cluster mode, always Ok(Serve).
 pub fn check(
     server: &Server,
     client: &mut Client,
     spec: &CommandSpec,
     args: &[&[u8]],
     now_ms: u64,
-) -> Result<(), CmdError> {
+) -> Result<Routed, CmdError> {
     let Some(cluster) = server.cluster.as_ref() else {
-        return Ok(());
+        return Ok(Routed::Serve);
     };
     // The primary's stream is executed whatever the slot map says (Redis: the master
     // client is never redirected): the primary decided, and the replica mirrors it.
     if client.primary_link {
-        return Ok(());
+        return Ok(Routed::Serve);
     }
     // Commands flagged `asking` (RESTORE-ASKING) count as preceded by ASKING.
     let asking = client.cluster_asking || spec.has(flags::ASKING);
@@ -38,7 +47,7 @@ pub fn check(
     let mut write = spec.has(flags::WRITE);
     if spec.name == "exec" {
         let Some(multi) = client.multi.as_ref() else {
-            return Ok(());
+            return Ok(Routed::Serve);
         };
         // Every queued command's keys together: a transaction runs on one node.
         for queued in &multi.queued {
@@ -63,6 +72,8 @@ pub fn check(
                 asking,
                 readonly: client.cluster_readonly,
                 migrate: false,
+                // EXEC answers in place: its transaction cannot be run again later.
+                can_block: false,
             },
             false,
             now_ms,
@@ -75,7 +86,7 @@ pub fn check(
             .filter_map(|i| args.get(i).copied()),
     );
     if keys.is_empty() {
-        return Ok(());
+        return Ok(Routed::Serve);
     }
     decide(
         server,
@@ -86,6 +97,8 @@ pub fn check(
             asking,
             readonly: client.cluster_readonly,
             migrate: spec.name == "migrate",
+            // A command being queued in MULTI answers in place too.
+            can_block: client.multi.is_none(),
         },
         false,
         now_ms,
@@ -100,6 +113,9 @@ struct Flags {
     asking: bool,
     readonly: bool,
     migrate: bool,
+    /// The command may wait for a lapsed lease as a blocked client ([`Routed::WaitForLease`]);
+    /// otherwise it waits on the connection's thread.
+    can_block: bool,
 }
 
 /// `waited`: this command already waited for the serving lease once. `now`: the command's
@@ -112,7 +128,7 @@ fn decide(
     waited: bool,
     now: u64,
     clock: &mut CommandClock,
-) -> Result<(), CmdError> {
+) -> Result<Routed, CmdError> {
     let req = Request {
         keys,
         write: flags.write,
@@ -134,6 +150,9 @@ fn decide(
         // majority, a primary stops before a replica can be promoted in its place.
         Route::Serve if !cluster.serving_at(now) => {
             drop(topology);
+            if flags.can_block && !waited && cluster.lease_ms() > 0 {
+                return Ok(Routed::WaitForLease);
+            }
             if !waited && wait_for_serving(cluster) {
                 // The wait is not the command's time, and its "now" (expiry, the lease)
                 // must be current. The topology may have moved meanwhile: routed again.
@@ -146,7 +165,7 @@ fn decide(
                     .unwrap_or_default(),
             ))
         }
-        Route::Serve => Ok(()),
+        Route::Serve => Ok(Routed::Serve),
         other => Err(CmdError::new(other.error_text().unwrap_or_default())),
     }
 }
@@ -154,7 +173,15 @@ fn decide(
 /// How often a command waiting for a lapsed lease looks again.
 const SERVING_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Waits up to one serving lease for the lease to come back. A lapse of a few milliseconds
+/// The answer of a keyed command whose slot is this node's while its lease has lapsed.
+pub fn lapsed_lease_error() -> String {
+    Route::ClusterDown(super::routing::DownKind::State)
+        .error_text()
+        .unwrap_or_default()
+}
+
+/// Waits up to one serving lease for the lease to come back (for EXEC and commands queued
+/// in MULTI; other commands wait as blocked clients). A lapse of a few milliseconds
 /// (the bus thread or a peer descheduled on a loaded machine) then costs the command that
 /// much latency instead of a CLUSTERDOWN that fails a reshard's MIGRATE or a client's
 /// write; a primary really cut off answers CLUSTERDOWN a lease later, still well within

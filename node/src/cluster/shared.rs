@@ -94,6 +94,8 @@ pub struct Cluster {
     serving_logged: std::sync::atomic::AtomicBool,
     /// The serving lease's length the bus runs with (ms; 0 before the bus is up).
     lease_ms: std::sync::atomic::AtomicU64,
+    /// Clients blocked until the lease holds again (see [`Cluster::wake_when_serving`]).
+    lease_waiters: Mutex<Vec<std::sync::Arc<crate::server::ClientShared>>>,
 }
 
 impl Cluster {
@@ -146,6 +148,7 @@ impl Cluster {
             serving_until: std::sync::atomic::AtomicU64::new(0),
             serving_logged: std::sync::atomic::AtomicBool::new(false),
             lease_ms: std::sync::atomic::AtomicU64::new(0),
+            lease_waiters: Mutex::new(Vec::new()),
         })
     }
 
@@ -198,6 +201,25 @@ impl Cluster {
             } else {
                 tracing::warn!("cut off from the majority of the primaries: not serving");
             }
+        }
+        if serving {
+            self.wake_lease_waiters();
+        }
+    }
+
+    /// Wakes `client` (to run its command again) once the serving lease holds; at once if
+    /// it holds already (it may have come back since the command looked).
+    pub fn wake_when_serving(&self, client: std::sync::Arc<crate::server::ClientShared>) {
+        self.lease_waiters.lock().push(client);
+        if self.serving() {
+            self.wake_lease_waiters();
+        }
+    }
+
+    fn wake_lease_waiters(&self) {
+        let waiters = std::mem::take(&mut *self.lease_waiters.lock());
+        for client in waiters {
+            client.wake();
         }
     }
 

@@ -60,6 +60,9 @@ pub enum TimeoutReply {
     /// applied here, its error if it failed (the outcome in `Client::pending_topology`);
     /// at the timeout, the error a proposal that never got an answer gets.
     TopologyChange,
+    /// A keyed command of this node's slot while its serving lease has lapsed: run again
+    /// when the lease holds, CLUSTERDOWN at the timeout (one lease).
+    LapsedLease,
 }
 
 impl TimeoutReply {
@@ -69,6 +72,9 @@ impl TimeoutReply {
             TimeoutReply::NullBulk => reply.null(),
             TimeoutReply::ReplicaAcks { .. } => reply.integer(0),
             TimeoutReply::SyncAcks { .. } => reply.error(SYNC_ACKS_TIMEOUT_ERROR),
+            TimeoutReply::LapsedLease => {
+                reply.error(&crate::cluster::redirect::lapsed_lease_error())
+            }
             TimeoutReply::TopologyChange => reply.error(&topology_not_made(
                 crate::cluster::shared::PROPOSAL_NO_ANSWER,
             )),

@@ -1,10 +1,11 @@
 //! From parsed arguments to an executed command: the protocol rules every command obeys.
 
 use super::args;
-use super::ctx::{Ctx, Effects};
+use super::ctx::{BlockRequest, Ctx, Effects, TimeoutReply};
 use super::error::CmdError;
 use super::spec::{flags, CommandSpec};
 use super::table;
+use crate::cluster::redirect::Routed;
 use crate::db::keyspace::shard_of_slot;
 use crate::db::Locked;
 use crate::replication::ack::NOREPLICAS_ERROR;
@@ -35,11 +36,19 @@ pub fn execute(
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
     let routing_now = client.clock.start().unix_ms;
-    if let Err(e) = crate::cluster::redirect::check(server, client, spec, args, routing_now) {
-        client.clock.touch();
-        stats.errors += 1;
-        crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
-        return Effects::default();
+    match crate::cluster::redirect::check(server, client, spec, args, routing_now) {
+        Err(e) => {
+            client.clock.touch();
+            stats.errors += 1;
+            crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
+            return Effects::default();
+        }
+        Ok(Routed::WaitForLease) => {
+            if let Some(cluster) = server.cluster.as_ref() {
+                return wait_for_lease(cluster, client, args);
+            }
+        }
+        Ok(Routed::Serve) => {}
     }
     // After the cluster's redirect, as Redis's `processCommand` orders them: a replica
     // answers MOVED for its primary's slots, READONLY only for what it would serve.
@@ -82,6 +91,29 @@ pub fn execute(
     }
     *client.shared.last_command.lock() = spec.name;
     run(server, client, reply, spec, args, stats)
+}
+
+/// A keyed command of this node's slot finds the serving lease lapsed: it waits for the
+/// lease as a blocked client (like BLPOP, so the connection's thread goes on serving its
+/// other clients), runs again when the bus finds the lease held, and answers CLUSTERDOWN
+/// if it does not come back within one lease. A lapse of a few milliseconds (a descheduled
+/// bus thread or peer) then costs latency instead of a failed write.
+fn wait_for_lease(
+    cluster: &crate::cluster::Cluster,
+    client: &mut Client,
+    args: &[&[u8]],
+) -> Effects {
+    client.clock.touch();
+    cluster.wake_when_serving(client.shared.clone());
+    Effects {
+        block: Some(BlockRequest {
+            keys: Vec::new(),
+            timeout: Some(std::time::Duration::from_millis(cluster.lease_ms())),
+            retry: args.iter().map(|a| a.to_vec()).collect(),
+            timeout_reply: TimeoutReply::LapsedLease,
+        }),
+        ..Effects::default()
+    }
 }
 
 /// Answers a command refused before it could run or be queued. Inside MULTI the refusal
