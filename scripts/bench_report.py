@@ -137,6 +137,14 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def geomean_row(gm: dict, pipelines) -> list:
+    """The last row of a (redis, node, node/redis) per pipeline table."""
+    row = ["geometric mean"]
+    for p in pipelines:
+        row += ["", "", fmt_ratio(gm[p])]
+    return row
+
+
 def text_table(headers, rows) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
     lines = []
@@ -218,10 +226,7 @@ def main() -> None:
         thr_rows.append(tr)
         lat_rows.append(lr)
     gm = {p: geomean(ratios[p]) for p in pipelines}
-    gm_row = ["geometric mean"]
-    for p in pipelines:
-        gm_row += ["", "", fmt_ratio(gm[p])]
-    thr_rows.append(gm_row)
+    thr_rows.append(geomean_row(gm, pipelines))
 
     # Server CPU per request, per -t test (lrange_100's includes its LPUSH).
     cpu_raw = read_cpu(res)
@@ -245,10 +250,7 @@ def main() -> None:
                 row += [f"{r_:,.0f}", f"{n_:,.0f}", fmt_ratio(ratio(n_, r_))]
             cpu_rows.append(row)
         cpu_gm = {p: geomean(cpu_ratios[p]) for p in pipelines}
-        gm_cpu_row = ["geometric mean"]
-        for p in pipelines:
-            gm_cpu_row += ["", "", fmt_ratio(cpu_gm[p])]
-        cpu_rows.append(gm_cpu_row)
+        cpu_rows.append(geomean_row(cpu_gm, pipelines))
 
     # Memory.
     mem = read_kv(res / "memory.txt")

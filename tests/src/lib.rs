@@ -273,6 +273,15 @@ impl Node {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 
+    /// Sends a signal (STOP, CONT, TERM...) to the node's process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+    }
+
     /// Sends a signal and waits for the process to exit (graceful stops).
     pub fn signal_and_wait(&mut self, signal: &str) -> std::process::ExitStatus {
         let pid = self.pid().to_string();

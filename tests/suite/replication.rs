@@ -454,15 +454,6 @@ fn synchronous_writes_are_answered_after_the_replica_acknowledged() {
     assert_eq!(cmd(&mut p, &["SET", "free", "v"]).unwrap(), Value::Okay);
 }
 
-/// Sends `signal` (STOP, CONT) to a node's process.
-fn signal(node: &Node, signal: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &node.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal}");
-}
-
 /// Polls `check` on `node` every 20 ms for up to `within`; false if it never held.
 fn holds_within(
     node: &Node,
@@ -529,7 +520,7 @@ fn a_dropped_replica_notices_and_resyncs() {
         get(c, "first").as_deref() == Some("1")
     });
 
-    signal(&replica, "STOP");
+    replica.signal("STOP");
     for batch in 0..5 {
         let mut pipe = redis::pipe();
         for i in 0..1000 {
@@ -543,7 +534,7 @@ fn a_dropped_replica_notices_and_resyncs() {
     let dropped = holds_within(&primary, Duration::from_secs(5), |c| {
         field(&replication_fields(c), "connected_slaves") == "0"
     });
-    signal(&replica, "CONT");
+    replica.signal("CONT");
     assert!(
         dropped,
         "the primary kept the replica; log:\n{}",
@@ -568,7 +559,7 @@ fn a_dropped_replica_notices_and_resyncs() {
         replica.log()
     );
 
-    signal(&primary, "STOP");
+    primary.signal("STOP");
     let noticed = holds_within(&replica, Duration::from_secs(4), |c| {
         let f = replication_fields(c);
         field(&f, "master_link_status") == "down"
@@ -577,7 +568,7 @@ fn a_dropped_replica_notices_and_resyncs() {
                 .is_ok_and(|s| s >= 1)
     });
     let fields = replication_fields(&mut r);
-    signal(&primary, "CONT");
+    primary.signal("CONT");
     assert!(
         noticed,
         "a silent primary was not noticed: {fields:?}\nreplica log:\n{}",

@@ -210,7 +210,7 @@ struct Stopped<'a>(Vec<&'a Node>);
 impl<'a> Stopped<'a> {
     fn stop(nodes: Vec<&'a Node>) -> Self {
         for n in &nodes {
-            signal(n, "STOP");
+            n.signal("STOP");
         }
         Stopped(nodes)
     }
@@ -219,17 +219,42 @@ impl<'a> Stopped<'a> {
 impl Drop for Stopped<'_> {
     fn drop(&mut self) {
         for n in &self.0 {
-            signal(n, "CONT");
+            // Not `Node::signal`: its assertion would abort a test already panicking.
+            let _ = Command::new("kill")
+                .args(["-CONT", &n.pid().to_string()])
+                .status();
         }
     }
 }
 
-fn signal(node: &Node, signal: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &node.pid().to_string()])
-        .status()
+/// Three nodes made a cluster and one topology group, each with one io-thread: with more,
+/// a client would be served by another thread even if a command held its own, and the
+/// tests below could not fail.
+fn one_io_thread_group(secret: &str) -> Vec<Node> {
+    let nodes = integration::cluster::create_cluster_with(secret, 0, &["--io-threads", "1"]);
+    wait_for_one_group(&nodes.iter().collect::<Vec<_>>(), 3);
+    nodes
+}
+
+/// Whether the node has exactly one blocked client (INFO clients).
+fn one_blocked_client(n: &Node) -> bool {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut n.client())
         .unwrap();
-    assert!(status.success(), "kill -{signal}");
+    info.contains("blocked_clients:1")
+}
+
+/// The reply a waiting request finally gets (within 30 s).
+fn late_reply(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = stream.read(&mut buf).expect("the request is answered");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 /// A topology change waits for its commit without holding the node's thread: with one
@@ -239,11 +264,8 @@ fn signal(node: &Node, signal: &str) {
 #[test]
 fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
     use std::io::{Read, Write};
-    // One io-thread on every machine: with more, the other client would be served by
-    // another thread even if the change held its own, and this could not fail.
-    let nodes = integration::cluster::create_cluster_with("nostall", 0, &["--io-threads", "1"]);
+    let nodes = one_io_thread_group("nostall");
     let refs: Vec<&Node> = nodes.iter().collect();
-    wait_for_one_group(&refs, 3);
     let changer_node = &nodes[leader_index(&refs)];
     // Without the two others no majority commits anything: the change waits for its
     // whole proposal timeout (seconds).
@@ -259,14 +281,9 @@ fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
         .unwrap();
     let mut other = changer_node.client();
     // The change was read and waits (a blocked client), so the next replies overtake it.
-    let blocked = || {
-        let info: String = redis::cmd("INFO")
-            .arg("clients")
-            .query(&mut changer_node.client())
-            .unwrap();
-        info.contains("blocked_clients:1")
-    };
-    wait_until("the change to wait for its commit", &refs, blocked);
+    wait_until("the change to wait for its commit", &refs, || {
+        one_blocked_client(changer_node)
+    });
     let pong: String = redis::cmd("PING").query(&mut other).unwrap();
     assert_eq!(pong, "PONG");
     let echo: String = redis::cmd("ECHO").arg("served").query(&mut other).unwrap();
@@ -281,12 +298,7 @@ fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
     );
     drop(stopped);
     // The change gets its answer: committed once the others are back, or failed.
-    changer.set_nonblocking(false).unwrap();
-    changer
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let n = changer.read(&mut buf).expect("the change is answered");
-    let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let reply = late_reply(&mut changer);
     assert!(
         reply == "+OK\r\n" || reply.starts_with("-ERR topology change not made"),
         "{reply:?}"
@@ -301,9 +313,8 @@ fn a_change_waiting_for_its_commit_does_not_stall_the_nodes_other_clients() {
 fn a_command_waiting_for_a_lapsed_lease_does_not_stall_the_nodes_other_clients() {
     use std::io::{Read, Write};
     use std::time::{Duration, Instant};
-    let nodes = integration::cluster::create_cluster_with("leasewait", 0, &["--io-threads", "1"]);
+    let nodes = one_io_thread_group("leasewait");
     let refs: Vec<&Node> = nodes.iter().collect();
-    wait_for_one_group(&refs, 3);
     let primary = &nodes[0];
     let me = primary.cli(&["CLUSTER", "MYID"]);
     let key = (0..)
@@ -313,13 +324,6 @@ fn a_command_waiting_for_a_lapsed_lease_does_not_stall_the_nodes_other_clients()
             owner_of(primary, slot).as_deref() == Some(me.as_str())
         })
         .unwrap();
-    let blocked = || {
-        let info: String = redis::cmd("INFO")
-            .arg("clients")
-            .query(&mut primary.client())
-            .unwrap();
-        info.contains("blocked_clients:1")
-    };
     let others: Vec<&Node> = nodes.iter().skip(1).collect();
     let stopped = Stopped::stop(others);
     let mut writer = std::net::TcpStream::connect(("127.0.0.1", primary.port)).unwrap();
@@ -345,7 +349,7 @@ fn a_command_waiting_for_a_lapsed_lease_does_not_stall_the_nodes_other_clients()
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => panic!("{e}"),
             }
-            if blocked() {
+            if one_blocked_client(primary) {
                 break 'writes;
             }
         }
@@ -357,12 +361,7 @@ fn a_command_waiting_for_a_lapsed_lease_does_not_stall_the_nodes_other_clients()
     // Back in touch with the others: the write runs, or answers CLUSTERDOWN if the lease
     // ran out first.
     drop(stopped);
-    writer.set_nonblocking(false).unwrap();
-    writer
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let n = writer.read(&mut buf).expect("the write is answered");
-    let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let reply = late_reply(&mut writer);
     assert!(
         reply == "+OK\r\n" || reply.starts_with("-CLUSTERDOWN"),
         "{reply:?}"
