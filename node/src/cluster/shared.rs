@@ -210,7 +210,18 @@ impl Cluster {
     /// Wakes `client` (to run its command again) once the serving lease holds; at once if
     /// it holds already (it may have come back since the command looked).
     pub fn wake_when_serving(&self, client: std::sync::Arc<crate::server::ClientShared>) {
-        self.lease_waiters.lock().push(client);
+        {
+            let mut waiters = self.lease_waiters.lock();
+            // Bounded by the clients blocked now: a waiter that timed out, left or was
+            // killed while the lease stayed lapsed (a partition of hours, its client
+            // retrying) goes, and a retried command does not register twice.
+            waiters.retain(|c| {
+                c.blocked.load(std::sync::atomic::Ordering::Relaxed)
+                    && !c.is_killed()
+                    && !std::sync::Arc::ptr_eq(c, &client)
+            });
+            waiters.push(client);
+        }
         if self.serving() {
             self.wake_lease_waiters();
         }
@@ -338,6 +349,35 @@ mod tests {
         };
         c.cluster.enabled = true;
         c
+    }
+
+    #[test]
+    fn lease_waiters_are_only_the_clients_blocked_now() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let client = |id| std::sync::Arc::new(crate::server::ClientShared::new(id, addr, addr));
+        let (a, b) = (client(1), client(2));
+        // Registered, then blocked by its connection (as the session does after the command).
+        c.wake_when_serving(a.clone());
+        a.blocked.store(true, Relaxed);
+        c.wake_when_serving(a.clone());
+        assert_eq!(
+            c.lease_waiters.lock().len(),
+            1,
+            "a retried command registers once"
+        );
+        c.wake_when_serving(b.clone());
+        b.blocked.store(true, Relaxed);
+        // `a` timed out: it is no longer blocked, and goes at the next registration.
+        a.blocked.store(false, Relaxed);
+        c.wake_when_serving(b.clone());
+        assert_eq!(c.lease_waiters.lock().len(), 1);
+        // The lease holds: the waiters are woken and the list is empty.
+        c.set_serving_until(u64::MAX - 1, 0);
+        assert!(c.lease_waiters.lock().is_empty());
+        assert!(b.take_wakeup());
     }
 
     /// A new node saves its identity at once; the next start on the same file reuses it and
