@@ -34,6 +34,11 @@ const fn sub(
 }
 
 const ADMIN_STALE: u32 = ADMIN | STALE;
+/// The read-only views of the topology also answer while a replica loads a full sync's
+/// snapshot (Redis answers them `-LOADING`): the topology is not part of the dataset being
+/// loaded, and cluster clients and `redis-cli --cluster check` read it from any node,
+/// replicas included, right after `--cluster create`.
+const VIEW: u32 = LOADING | STALE;
 
 static SUBCOMMANDS: &[CommandSpec] = &[
     sub(
@@ -94,21 +99,21 @@ static SUBCOMMANDS: &[CommandSpec] = &[
     sub(
         "cluster|info",
         2,
-        STALE,
+        VIEW,
         view::info,
         "Provides info about Redis Cluster node state",
     ),
     sub(
         "cluster|nodes",
         2,
-        STALE,
+        VIEW,
         view::nodes,
         "Get Cluster config for the node",
     ),
     sub(
         "cluster|slots",
         2,
-        STALE,
+        VIEW,
         view::slots,
         "Get array of Cluster slot to node mappings",
     ),
@@ -117,18 +122,18 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         ..sub(
             "cluster|shards",
             2,
-            STALE,
+            VIEW,
             view::shards,
             "Get array of cluster slots to node mappings",
         )
     },
-    sub("cluster|myid", 2, STALE, view::myid, "Return the node id"),
+    sub("cluster|myid", 2, VIEW, view::myid, "Return the node id"),
     CommandSpec {
         since: "7.2.0",
         ..sub(
             "cluster|myshardid",
             2,
-            STALE,
+            VIEW,
             view::myshardid,
             "Return the node's shard id",
         )
@@ -136,7 +141,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
     sub(
         "cluster|keyslot",
         3,
-        STALE,
+        VIEW,
         keys::keyslot,
         "Returns the hash slot of the specified key",
     ),
@@ -237,7 +242,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         ..sub(
             "cluster|links",
             2,
-            STALE,
+            VIEW,
             bus_state::links,
             "Returns a list of all TCP links to and from peer nodes in cluster",
         )

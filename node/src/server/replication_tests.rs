@@ -327,7 +327,8 @@ fn active_expiry_and_eviction_send_dels() {
 }
 
 /// While a full sync's snapshot loads, clients get `-LOADING` for data commands; commands
-/// flagged `loading` (INFO, as in Redis; PING is not) still answer; the primary's stream is not refused.
+/// flagged `loading` (INFO, as in Redis; PING is not; unlike Redis, the CLUSTER views of the
+/// topology) still answer; the primary's stream is not refused.
 #[test]
 fn a_loading_replica_answers_loading() {
     let s = server(false);
@@ -338,6 +339,18 @@ fn a_loading_replica_answers_loading() {
         format!("-{}\r\n", dispatch::LOADING_ERROR).into_bytes()
     );
     assert!(run(&s, &mut c, &["INFO", "replication"]).starts_with(b"$"));
+    // The topology views reach their handler (here: a node without cluster support says so).
+    for view in [
+        &["CLUSTER", "NODES"][..],
+        &["CLUSTER", "SLOTS"],
+        &["CLUSTER", "KEYSLOT", "k"],
+    ] {
+        let reply = String::from_utf8(run(&s, &mut c, view)).unwrap();
+        assert!(
+            reply.contains("cluster support disabled"),
+            "{view:?}: {reply}"
+        );
+    }
     let mut primary = client();
     primary.primary_link = true;
     assert_eq!(run(&s, &mut primary, &["SET", "k", "v"]), b"+OK\r\n");
