@@ -390,7 +390,9 @@ def main() -> None:
         "- `FLUSHALL` on the server before and after each of its runs.",
         "- Server CPU per request: the server process's CPU time (sum of its threads' "
         "`/proc/PID/task/TID/schedstat` run time) over one `redis-benchmark` run, divided by the "
-        "requests it sent; it includes accepting the 50 connections. Unlike requests/s it does "
+        "requests it sent; it includes accepting the 50 connections. The node's time spent "
+        "busy polling with nothing to read (INFO stats `io_busy_poll_usec`, see README) is "
+        "taken out: it is waiting, not work. Unlike requests/s it does "
         "not depend on whether `redis-benchmark`, which has one core of its own, is the "
         "bottleneck (it often is: checked with `perf stat`, its CPU time about equals the "
         "run's wall time at `-P 16` GET).",

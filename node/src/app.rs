@@ -54,6 +54,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .context("starting the replication link listener")?;
     start_replicaof(&server)?;
     tokio::spawn(cron::run(server.clone()));
+    if server.config.read().io_threads <= 1 {
+        let poller = server.clone();
+        tokio::spawn(async move { poller.busy_poll.run(&poller.hot).await });
+    }
     wait_for_stop(&server).await;
     tracing::info!("shutting down");
     for client in server.clients.all() {

@@ -593,6 +593,62 @@ fn maxclients_rejects_extra_connections() {
     );
 }
 
+/// `io-busy-poll-us`: after a read the single event loop polls, then sleeps once idle (INFO
+/// stats counts the sleeps); set to 0, reads no longer wake the poller; out-of-range values are
+/// refused; with several io-threads nothing polls.
+#[test]
+fn the_event_loop_polls_after_reads_then_sleeps() {
+    fn sleeps(c: &mut redis::Connection) -> u64 {
+        info(c, "stats").get("io_busy_poll_sleeps").unwrap()
+    }
+    let node = Node::start(&["--io-threads", "1", "--io-busy-poll-us", "200"]);
+    let mut c = node.client();
+    for _ in 0..3 {
+        // The INFO request woke the poller; 200 us after it, the poller sleeps again.
+        let before = sleeps(&mut c);
+        std::thread::sleep(Duration::from_millis(50));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = sleeps(&mut c);
+            if now > before {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the poller never slept again");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let polled: u64 = info(&mut c, "stats").get("io_busy_poll_usec").unwrap();
+    assert!(
+        polled >= 3 * 200,
+        "{polled} us of polling after three 200 us windows"
+    );
+    for bad in ["10001", "-1", "x"] {
+        let e = err_text(cmd(&mut c, &["CONFIG", "SET", "io-busy-poll-us", bad]));
+        assert!(e.contains("io-busy-poll-us"), "{bad}: {e}");
+    }
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "SET", "io-busy-poll-us", "0"]).unwrap(),
+        Value::Okay
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let off = sleeps(&mut c);
+    for _ in 0..20 {
+        assert_eq!(text(&mut c, &["PING"]), "PONG");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(
+        sleeps(&mut c),
+        off,
+        "a read woke the poller with polling off"
+    );
+
+    let threaded = Node::start(&["--io-threads", "2"]);
+    let mut c = threaded.client();
+    assert_eq!(text(&mut c, &["PING"]), "PONG");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(sleeps(&mut c), 0);
+}
+
 #[test]
 fn idle_clients_are_closed_after_timeout() {
     let node = Node::start(&["--timeout", "1"]);

@@ -185,6 +185,8 @@ pub struct Config {
     pub timeout: u64,
     pub maxclients: u64,
     pub io_threads: usize,
+    /// Microseconds the single io-thread keeps polling its sockets after a read (0: off).
+    pub io_busy_poll_us: u64,
     pub tcp_backlog: u32,
     pub tcp_keepalive: u64,
     pub dir: PathBuf,
@@ -253,6 +255,7 @@ impl Default for Config {
             timeout: 0,
             maxclients: 10000,
             io_threads: (cores / 2).clamp(1, 8),
+            io_busy_poll_us: DEFAULT_BUSY_POLL_US,
             tcp_backlog: 511,
             tcp_keepalive: 300,
             dir: PathBuf::from("."),
@@ -306,6 +309,9 @@ impl Default for Config {
 pub const MAX_QUERY_BUFFER_LIMIT: u64 = u32::MAX as u64;
 /// Most io-threads: more buy nothing on the machines this runs on and cost memory.
 pub const MAX_IO_THREADS: usize = 128;
+/// See `server::busy_poll`: long enough to bridge the gap between the requests of clients
+/// that keep a server busy, short enough that a lone request costs little CPU after it.
+pub const DEFAULT_BUSY_POLL_US: u64 = 50;
 /// Smallest `repl-backlog-size`: Redis's `CONFIG_REPL_BACKLOG_MIN_SIZE` (16 KiB).
 pub const REPL_BACKLOG_SIZE_MIN: u64 = 16 * 1024;
 /// `repl-ring-size`: 1 MiB holds a few thousand typical commands in flight per replica.
@@ -440,6 +446,15 @@ pub static PARAMS: &[Param] = &[
         c.io_threads = num(v, 1, MAX_IO_THREADS)?;
         Ok(())
     }),
+    param!(
+        "io-busy-poll-us",
+        true,
+        |c| c.io_busy_poll_us.to_string(),
+        |c, v| {
+            c.io_busy_poll_us = num(v, 0, crate::server::busy_poll::MAX_BUSY_POLL_US)?;
+            Ok(())
+        }
+    ),
     param!(
         "tcp-backlog",
         false,

@@ -37,6 +37,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     Ok(n) => {
                         self.session.input.commit(n);
                         self.session.note_input(n);
+                        self.session.server().busy_poll.note_activity(&self.session.server().hot);
                         if !self.serve_input().await { break; }
                     }
                 },
@@ -124,6 +125,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     Ok(n) => {
                         self.session.input.commit(n);
                         self.session.note_input(n);
+                        self.session.server().busy_poll.note_activity(&self.session.server().hot);
                         // They wait within the same bound as any unparsed input.
                         if !self.session.input_within_limit() {
                             break false;

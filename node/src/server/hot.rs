@@ -21,6 +21,8 @@ pub struct HotConfig {
     /// `repl-sync-acks` and `repl-sync-timeout`, read after every write.
     pub repl_sync_acks: AtomicU64,
     pub repl_sync_timeout_ms: AtomicU64,
+    /// `io-busy-poll-us`, read by the busy-polling task on every turn and by every read.
+    pub io_busy_poll_us: AtomicU64,
 }
 
 const POLICIES: [EvictionPolicy; 6] = [
@@ -50,6 +52,7 @@ impl From<&Config> for HotConfig {
             min_replicas_max_lag: AtomicU64::new(0),
             repl_sync_acks: AtomicU64::new(0),
             repl_sync_timeout_ms: AtomicU64::new(5000),
+            io_busy_poll_us: AtomicU64::new(0),
         };
         hot.update(c);
         hot
@@ -72,6 +75,7 @@ impl HotConfig {
         self.requirepass_set.store(c.requirepass.is_some(), Relaxed);
         self.protected_mode.store(c.protected_mode, Relaxed);
         self.timeout_secs.store(c.timeout, Relaxed);
+        self.io_busy_poll_us.store(c.io_busy_poll_us, Relaxed);
         self.maxclients.store(c.maxclients, Relaxed);
         // -1 (never log) is stored as u64::MAX.
         self.slowlog_slower_than.store(

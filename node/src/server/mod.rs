@@ -1,6 +1,7 @@
 //! The running node: shared state, the TCP listener, per-connection loops and the cron.
 
 pub mod blocking;
+pub mod busy_poll;
 pub mod client;
 pub mod clients;
 pub mod connection;
@@ -60,6 +61,8 @@ pub struct Server {
     pub replica_of: replica_of::ReplicaOf,
     /// The primary's replication-link acceptor, once `repl-fabric-port` listens.
     pub repl_links: crate::repl_link::primary::LinkDesk,
+    /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
+    pub busy_poll: busy_poll::BusyPoll,
 }
 
 impl Server {
@@ -95,6 +98,7 @@ impl Server {
             replication,
             replica_of: replica_of::ReplicaOf::default(),
             repl_links: crate::repl_link::primary::LinkDesk::default(),
+            busy_poll: busy_poll::BusyPoll::default(),
         }
     }
 

@@ -59,6 +59,10 @@ impl Session {
         }
     }
 
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+
     pub fn shared(&self) -> &Arc<ClientShared> {
         &self.client.shared
     }

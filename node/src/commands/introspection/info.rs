@@ -261,6 +261,9 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     s.field("unexpected_error_replies", 0);
     s.field("total_error_replies", Stats::get(&st.error_replies));
     s.field("dump_payload_sanitizations", 0);
+    // Ours: times the event loop stopped busy polling and went to sleep (`io-busy-poll-us`).
+    s.field("io_busy_poll_sleeps", server.busy_poll.sleeps());
+    s.field("io_busy_poll_usec", server.busy_poll.idle_usec());
 }
 
 /// `# Replication`: the fields replication's report builds, in Redis 7's order.
