@@ -311,14 +311,27 @@ fn save_rules_trigger_a_background_save() {
     let mut c = node.client();
     let before = lastsave(&mut c);
     assert_eq!(cmd(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
-    wait_for_save(&mut c, before);
+    let saved = wait_for_save(&mut c, before);
     let log = node.log();
     assert!(log.contains("1 changes in 1 seconds. Saving..."), "{log}");
+    // INFO persistence tells the same story as LASTSAVE and the log.
+    let info: redis::InfoDict = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    let field = |name: &str| info.get::<String>(name).unwrap_or_else(|| panic!("{name}"));
+    assert_eq!(field("rdb_last_save_time"), saved.to_string());
+    assert_eq!(field("rdb_saves"), "1");
+    assert_eq!(field("rdb_last_bgsave_status"), "ok");
+    assert_eq!(field("rdb_bgsave_in_progress"), "0");
+    assert!(field("rdb_last_bgsave_time_sec").parse::<u64>().is_ok());
+    assert_eq!(field("rdb_changes_since_last_save"), "0");
     let node = Node::start_in(node.into_dir(), &[]);
+    let mut c = node.client();
     assert_eq!(
-        cmd(&mut node.client(), &["GET", "k"]).unwrap(),
+        cmd(&mut c, &["GET", "k"]).unwrap(),
         Value::BulkString(b"v".to_vec())
     );
+    let info: redis::InfoDict = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    assert_eq!(info.get::<u64>("rdb_last_load_keys_loaded"), Some(1));
+    assert_eq!(info.get::<u64>("rdb_saves"), Some(0));
 }
 
 #[test]

@@ -219,6 +219,15 @@ fn pubsub_introspection_and_its_errors() {
     assert_eq!(q.call(&["PUBSUB", "NUMSUB"]), Frame::Array(vec![]));
     // Distinct patterns, not subscriptions.
     assert_eq!(q.call(&["PUBSUB", "NUMPAT"]), Frame::Integer(2));
+    // INFO stats counts the same: channels, patterns and shard channels with a subscriber.
+    let stats = node.cli(&["INFO", "stats"]);
+    for field in [
+        "pubsub_channels:2",
+        "pubsub_patterns:2",
+        "pubsubshard_channels:1",
+    ] {
+        assert!(stats.lines().any(|l| l.trim() == field), "{field}: {stats}");
+    }
     assert_eq!(q.call(&["PUBSUB", "SHARDCHANNELS"]), bulks(&["s1"]));
     assert_eq!(q.call(&["PUBSUB", "SHARDCHANNELS", "x*"]), bulks(&[]));
     assert_eq!(

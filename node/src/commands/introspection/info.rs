@@ -198,18 +198,21 @@ fn memory(s: &mut Section<'_>, server: &Server) {
     s.field("lazyfree_pending_objects", 0);
 }
 
-/// PLACEHOLDER fields until the snapshot work lands: only the dirty counter exists in
-/// `SnapshotState` today; the rest state "no save has run" the way Redis does at start.
+/// `# Persistence`: the snapshot state (saves, changes since the last one, the last load);
+/// `loading` is a replica loading a full sync's snapshot. No AOF: its fields say so.
 fn persistence(s: &mut Section<'_>, server: &Server) {
-    s.field("loading", 0);
+    let p = server.snapshot.info();
+    s.field("loading", u8::from(server.replica_of.is_loading()));
     s.field("async_loading", 0);
-    s.field("rdb_changes_since_last_save", server.snapshot.dirty());
-    s.field("rdb_bgsave_in_progress", 0); // PLACEHOLDER
-    s.field("rdb_last_save_time", server.started_unix_ms / 1000); // PLACEHOLDER
-    s.field("rdb_last_bgsave_status", "ok"); // PLACEHOLDER
-    s.field("rdb_last_bgsave_time_sec", -1); // PLACEHOLDER
-    s.field("rdb_current_bgsave_time_sec", -1); // PLACEHOLDER
-    s.field("rdb_saves", 0); // PLACEHOLDER
+    s.field("rdb_changes_since_last_save", p.rdb_changes_since_last_save);
+    s.field("rdb_bgsave_in_progress", u8::from(p.rdb_bgsave_in_progress));
+    s.field("rdb_last_save_time", p.rdb_last_save_time);
+    s.field("rdb_last_bgsave_status", p.last_bgsave_status());
+    s.field("rdb_last_bgsave_time_sec", p.rdb_last_bgsave_time_sec);
+    s.field("rdb_current_bgsave_time_sec", p.rdb_current_bgsave_time_sec);
+    s.field("rdb_saves", p.rdb_saves);
+    s.field("rdb_last_load_keys_expired", p.rdb_last_load_keys_expired);
+    s.field("rdb_last_load_keys_loaded", p.rdb_last_load_keys_loaded);
     s.field("aof_enabled", 0);
     s.field("aof_rewrite_in_progress", 0);
     s.field("aof_rewrite_scheduled", 0);
@@ -251,10 +254,9 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     s.field("evicted_clients", 0);
     s.field("keyspace_hits", Stats::get(&st.keyspace_hits));
     s.field("keyspace_misses", Stats::get(&st.keyspace_misses));
-    // PLACEHOLDER until the pub/sub registry exposes its counts.
-    s.field("pubsub_channels", 0);
-    s.field("pubsub_patterns", 0);
-    s.field("pubsubshard_channels", 0);
+    s.field("pubsub_channels", server.pubsub.channel_count());
+    s.field("pubsub_patterns", server.pubsub.pattern_count());
+    s.field("pubsubshard_channels", server.pubsub.shard_channel_count());
     s.field("latest_fork_usec", 0);
     s.field("total_forks", 0);
     s.field("migrate_cached_sockets", 0);
