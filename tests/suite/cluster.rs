@@ -90,20 +90,73 @@ fn a_new_node_has_an_identity_and_no_slots() {
         "cluster-enabled\nyes"
     );
     assert!(node.dir.path().join("nodes.conf").exists());
-    assert_eq!(
-        node.cli(&["CONFIG", "SET", "cluster-node-timeout", "5000"]),
-        "OK"
-    );
-    assert_eq!(
-        node.cli(&["CONFIG", "GET", "cluster-node-timeout"]),
-        "cluster-node-timeout\n5000"
-    );
+    // Fixed at start: failure detection and the serving lease are set up with it once.
+    assert!(node
+        .cli(&["CONFIG", "SET", "cluster-node-timeout", "5000"])
+        .contains("'cluster-node-timeout') - can't set immutable config"));
     assert!(node
         .cli(&["CONFIG", "SET", "cluster-enabled", "no"])
         .contains("can't set immutable config"));
     assert!(node
         .cli(&["CLUSTER", "HELP"])
         .starts_with("CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"));
+}
+
+/// `cluster-require-full-coverage no` keeps the served slots serving while others have no
+/// owner; `cluster-allow-reads-when-down yes` answers reads (not writes) of a down cluster.
+/// Both are CONFIG SET-able and take effect at once, as in Redis.
+#[test]
+fn coverage_and_reads_when_down_follow_config_set() {
+    let node = Node::start(CLUSTER);
+    // "foo" hashes to slot 12182; only slots 12000-12999 are served.
+    assert_eq!(
+        node.cli(&["CLUSTER", "ADDSLOTSRANGE", "12000", "12999"]),
+        "OK"
+    );
+    assert!(node
+        .cli(&["CLUSTER", "INFO"])
+        .contains("cluster_state:fail"));
+    assert_eq!(
+        node.cli(&["SET", "foo", "bar"]),
+        "CLUSTERDOWN The cluster is down"
+    );
+
+    assert_eq!(
+        node.cli(&["CONFIG", "SET", "cluster-allow-reads-when-down", "yes"]),
+        "OK"
+    );
+    assert_eq!(node.cli(&["GET", "foo"]), "");
+    assert_eq!(
+        node.cli(&["SET", "foo", "bar"]),
+        "CLUSTERDOWN The cluster is down and only accepts read commands"
+    );
+
+    assert_eq!(
+        node.cli(&["CONFIG", "SET", "cluster-require-full-coverage", "no"]),
+        "OK"
+    );
+    assert!(node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"));
+    assert_eq!(node.cli(&["SET", "foo", "bar"]), "OK");
+    // "bar" hashes to slot 5061, which nobody serves.
+    assert_eq!(
+        node.cli(&["GET", "bar"]),
+        "CLUSTERDOWN Hash slot not served"
+    );
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "cluster-require-full-coverage"]),
+        "cluster-require-full-coverage\nno"
+    );
+    assert!(node
+        .cli(&["CONFIG", "SET", "cluster-require-full-coverage", "maybe"])
+        .contains("cluster-require-full-coverage"));
+
+    assert_eq!(
+        node.cli(&["CONFIG", "SET", "cluster-require-full-coverage", "yes"]),
+        "OK"
+    );
+    assert!(node
+        .cli(&["CLUSTER", "INFO"])
+        .contains("cluster_state:fail"));
 }
 
 #[test]

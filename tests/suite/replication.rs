@@ -357,6 +357,50 @@ fn the_replicaof_directive_follows_from_the_start() {
     assert_eq!(refused.code(), Some("READONLY"), "{refused:?}");
 }
 
+/// Goal: a replica of a primary with `requirepass` follows it once it has `masterauth`
+/// (AUTH before REPLCONF, as Redis replicas do); without it, or with a wrong one, its link
+/// stays down and its log says why; CONFIG SET masterauth mends it without a restart.
+/// Method: two node processes on `ofi:tcp`, the replica started with `replicaof`.
+#[test]
+fn a_replica_authenticates_to_a_primary_with_requirepass() {
+    let repl_port = free_port().to_string();
+    let mut primary_args = FABRIC.to_vec();
+    primary_args.extend(["--repl-fabric-port", &repl_port, "--requirepass", "pw"]);
+    let primary = Node::start(&primary_args);
+    wait_for_log(&primary, "accepting replication links (fabric)");
+    let mut p = redis::Client::open(format!("redis://:pw@127.0.0.1:{}/", primary.port))
+        .and_then(|c| c.get_connection())
+        .unwrap();
+    cmd(&mut p, &["SET", "k", "1"]).unwrap();
+
+    let target = format!("127.0.0.1 {}", primary.port);
+    let mut replica_args = FABRIC.to_vec();
+    replica_args.extend(["--replicaof", &target]);
+    let replica = Node::start(&replica_args);
+    wait_for_log(&replica, "NOAUTH");
+    let mut r = replica.client();
+    assert_eq!(
+        field(&replication_fields(&mut r), "master_link_status"),
+        "down"
+    );
+    cmd(&mut r, &["CONFIG", "SET", "masterauth", "wrong"]).unwrap();
+    wait_for_log(&replica, "refused masterauth");
+    assert_eq!(get(&mut r, "k"), None);
+
+    cmd(&mut r, &["CONFIG", "SET", "masterauth", "pw"]).unwrap();
+    eventually("the full sync", &replica, |c| {
+        get(c, "k").as_deref() == Some("1")
+    });
+    cmd(&mut p, &["SET", "k", "2"]).unwrap();
+    eventually("the stream", &replica, |c| {
+        get(c, "k").as_deref() == Some("2")
+    });
+    assert_eq!(
+        field(&replication_fields(&mut r), "master_link_status"),
+        "up"
+    );
+}
+
 /// Goal: a full sync taken while writes keep coming loses none and applies none twice: the
 /// snapshot and its offset agree, so after the sync the replica equals the primary.
 /// Method: 20000 keys (a snapshot of many ring records), REPLICAOF given while another client

@@ -55,4 +55,4 @@ mod routing_tests;
 pub use error::ClusterError;
 pub use id::{HexId, NodeId, ShardId};
 pub use shared::Cluster;
-pub use topology::Topology;
+pub use topology::{Settings, Topology};

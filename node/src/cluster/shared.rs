@@ -9,7 +9,7 @@ use super::gossip::view::PeerView;
 use super::id::{HexId, NodeId};
 use super::node::{ClusterNode, LinkState};
 use super::persist::{self, LoadError};
-use super::topology::Topology;
+use super::topology::{Settings, Topology};
 use crate::config::params::CLUSTER_PORT_MAX;
 use crate::config::Config;
 use parking_lot::{Mutex, RwLock};
@@ -125,6 +125,7 @@ impl Cluster {
             node.link = LinkState::Disconnected;
             node.ping_sent = 0;
         }
+        topology.settings = Settings::from(&config.cluster);
         let me = topology.myself_mut();
         me.port = config.port;
         me.cport = config.port + BUS_PORT_OFFSET;
@@ -231,6 +232,16 @@ impl Cluster {
         let waiters = std::mem::take(&mut *self.lease_waiters.lock());
         for client in waiters {
             client.wake();
+        }
+    }
+
+    /// CONFIG SET of `cluster-require-full-coverage` / `cluster-allow-reads-when-down`: the
+    /// state is recomputed at once, as Redis does.
+    pub fn apply_settings(&self, settings: Settings) {
+        let mut t = self.topology.write();
+        if t.settings != settings {
+            t.settings = settings;
+            t.refresh_state();
         }
     }
 

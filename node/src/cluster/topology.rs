@@ -39,6 +39,15 @@ pub struct Settings {
     pub allow_reads_when_down: bool,
 }
 
+impl From<&crate::config::params::ClusterConfig> for Settings {
+    fn from(c: &crate::config::params::ClusterConfig) -> Self {
+        Settings {
+            require_full_coverage: c.require_full_coverage,
+            allow_reads_when_down: c.allow_reads_when_down,
+        }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {

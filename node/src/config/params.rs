@@ -148,6 +148,10 @@ pub struct ClusterConfig {
     /// `cluster-announce-ip`: the client ip this node gives its peers (else learned from the
     /// address a peer reached its bus port at).
     pub announce_ip: String,
+    /// `cluster-require-full-coverage`: an unserved slot puts the whole cluster down.
+    pub require_full_coverage: bool,
+    /// `cluster-allow-reads-when-down`: a down cluster still answers reads.
+    pub allow_reads_when_down: bool,
 }
 
 /// Longest `cluster-secret`: a key, not a document.
@@ -161,6 +165,8 @@ impl Default for ClusterConfig {
             node_timeout_ms: 2000,
             secret: String::new(),
             announce_ip: String::new(),
+            require_full_coverage: true,
+            allow_reads_when_down: false,
         }
     }
 }
@@ -181,6 +187,10 @@ pub struct Config {
     pub bind: Vec<String>,
     pub protected_mode: bool,
     pub requirepass: Option<String>,
+    /// `masterauth` / `masteruser`: what a replica sends in AUTH to a primary that has
+    /// `requirepass` (before REPLCONF, as Redis replicas do).
+    pub masterauth: Option<String>,
+    pub masteruser: Option<String>,
     /// Close idle clients after this many seconds (0: never).
     pub timeout: u64,
     pub maxclients: u64,
@@ -252,6 +262,8 @@ impl Default for Config {
             bind: vec!["*".into(), "-::*".into()],
             protected_mode: true,
             requirepass: None,
+            masterauth: None,
+            masteruser: None,
             timeout: 0,
             maxclients: 10000,
             io_threads: (cores / 2).clamp(1, 8),
@@ -431,6 +443,24 @@ pub static PARAMS: &[Param] = &[
             } else {
                 Some(v.to_string())
             };
+            Ok(())
+        }
+    ),
+    param!(
+        "masterauth",
+        true,
+        |c| c.masterauth.clone().unwrap_or_default(),
+        |c, v| {
+            c.masterauth = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        }
+    ),
+    param!(
+        "masteruser",
+        true,
+        |c| c.masteruser.clone().unwrap_or_default(),
+        |c, v| {
+            c.masteruser = (!v.is_empty()).then(|| v.to_string());
             Ok(())
         }
     ),
@@ -706,12 +736,33 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }
     ),
+    // Fixed at start (Redis lets CONFIG SET change it): the gossip core's failure detection
+    // and the serving lease are set up with it once, and the lease's safety rests on every
+    // node of a cluster using the same value.
     param!(
         "cluster-node-timeout",
-        true,
+        false,
         |c| c.cluster.node_timeout_ms.to_string(),
         |c, v| {
             c.cluster.node_timeout_ms = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-require-full-coverage",
+        true,
+        |c| format_bool(c.cluster.require_full_coverage),
+        |c, v| {
+            c.cluster.require_full_coverage = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-allow-reads-when-down",
+        true,
+        |c| format_bool(c.cluster.allow_reads_when_down),
+        |c, v| {
+            c.cluster.allow_reads_when_down = boolean(v)?;
             Ok(())
         }
     ),

@@ -1,6 +1,7 @@
 //! The replica's control connection to its primary: plain RESP over TCP to the primary's
 //! client port, as Redis replicas speak REPLCONF/PSYNC. Carries only the link's setup.
 
+use crate::server::Server;
 use proto::resp::{decode, Frame};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -23,6 +24,8 @@ pub enum ControlError {
     Timeout,
     #[error("primary answered {0}")]
     Refused(String),
+    #[error("the primary refused masterauth/masteruser: {0}")]
+    AuthRefused(String),
 }
 
 pub struct Control {
@@ -45,6 +48,34 @@ impl Control {
             buf: Vec::new(),
             timeout,
         })
+    }
+
+    /// Connects to the primary at `host:port` as this node's replica: when `masterauth` is
+    /// set, AUTH (with `masteruser`, if set) goes first, as a Redis replica sends it before
+    /// REPLCONF; a primary with `requirepass` refuses everything else with NOAUTH.
+    pub fn connect_to_primary(
+        server: &Server,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<Self, ControlError> {
+        let mut control = Self::connect(host, port, timeout)?;
+        let (user, pass) = {
+            let config = server.config.read();
+            (config.masteruser.clone(), config.masterauth.clone())
+        };
+        if let Some(pass) = pass {
+            let mut auth: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(user) = &user {
+                auth.push(user.as_bytes());
+            }
+            auth.push(pass.as_bytes());
+            control.call(&auth).map_err(|e| match e {
+                ControlError::Refused(why) => ControlError::AuthRefused(why),
+                other => other,
+            })?;
+        }
+        Ok(control)
     }
 
     pub fn peer(&self) -> Result<SocketAddr, ControlError> {

@@ -71,7 +71,8 @@ fn run(server: &Server, mode: FailoverMode) -> Result<(), ManualFailoverError> {
             .replica_of
             .current_target()
             .ok_or(ManualFailoverError::NoPrimary)?;
-        let mut control = Control::connect(&host, port, MANUAL_FAILOVER_TIMEOUT)?;
+        let mut control =
+            Control::connect_to_primary(server, &host, port, MANUAL_FAILOVER_TIMEOUT)?;
         let ms = MANUAL_FAILOVER_TIMEOUT.as_millis().to_string();
         let wanted = match control.call(&[b"REPLCONF", b"FAILOVER-PAUSE", ms.as_bytes()])? {
             Frame::Integer(o) if o >= 0 => o as u64,

@@ -121,7 +121,7 @@ fn set_up<P: Provider>(
         .replica_of
         .target(generation)
         .ok_or(ReplicaLinkError::Stale)?;
-    let mut control = Control::connect(&host, port, CONTROL_TIMEOUT)?;
+    let mut control = Control::connect_to_primary(server, &host, port, CONTROL_TIMEOUT)?;
     let fabric_port = match control.call(&[b"REPLCONF", b"RDMA-PORT"])? {
         Frame::Integer(p) if (1..=65535).contains(&p) => p as u16,
         _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-PORT")),

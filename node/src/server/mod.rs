@@ -120,6 +120,9 @@ impl Server {
     /// the backlog's size, an eager backlog.
     pub fn config_applied(&self, config: &Config) {
         self.hot.update(config);
+        if let Some(cluster) = &self.cluster {
+            cluster.apply_settings(crate::cluster::Settings::from(&config.cluster));
+        }
         let backlog = self
             .replication
             .set_backlog_size(config.repl_backlog_size as usize)
