@@ -332,3 +332,28 @@ fn operator_cluster_create_with_replicas() {
     assert!(ok, "{status}");
     assert_eq!(status.matches(" replica ").count(), 3, "{status}");
 }
+
+/// A key of another node's slot is redirected before NOREPLICAS is considered (Redis checks
+/// the cluster redirect first), so a client follows MOVED instead of failing on a node that
+/// would not serve the key anyway.
+#[test]
+fn moved_comes_before_noreplicas() {
+    let nodes = integration::cluster::create_cluster("order", 0);
+    let mut answers = Vec::new();
+    for n in &nodes {
+        assert_eq!(
+            n.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]),
+            "OK"
+        );
+        answers.push(n.cli(&["SET", "foo", "bar"]));
+    }
+    let moved = answers
+        .iter()
+        .filter(|a| a.starts_with("MOVED 12182 "))
+        .count();
+    let refused = answers
+        .iter()
+        .filter(|a| a.starts_with("NOREPLICAS"))
+        .count();
+    assert_eq!((moved, refused), (2, 1), "{answers:?}");
+}

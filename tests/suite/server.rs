@@ -649,6 +649,33 @@ fn the_event_loop_polls_after_reads_then_sleeps() {
     assert_eq!(sleeps(&mut c), 0);
 }
 
+/// The kernel's timer state (`/proc/net/tcp` "tr": 2 is the keepalive timer) of the node's
+/// side of the connection whose client end is `client`.
+fn server_side_timer(node: &Node, client: &TcpStream) -> String {
+    let client_port = client.local_addr().unwrap().port();
+    let want = (format!(":{:04X}", node.port), format!(":{client_port:04X}"));
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f[1].ends_with(&want.0) && f[2].ends_with(&want.1) {
+            return f[5].split(':').next().unwrap().to_string();
+        }
+    }
+    panic!("no server-side socket for client port {client_port} in\n{table}");
+}
+
+/// `tcp-keepalive` arms the kernel's keepalive timer on each client socket (default 300 s,
+/// as Redis); 0 leaves it off.
+#[test]
+fn client_sockets_get_tcp_keepalive() {
+    let node = Node::start(&[]);
+    let client = raw_client(&node);
+    assert_eq!(server_side_timer(&node, &client), "02");
+    let off = Node::start(&["--tcp-keepalive", "0"]);
+    let client = raw_client(&off);
+    assert_eq!(server_side_timer(&off, &client), "00");
+}
+
 #[test]
 fn idle_clients_are_closed_after_timeout() {
     let node = Node::start(&["--timeout", "1"]);

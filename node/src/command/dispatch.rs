@@ -30,7 +30,7 @@ pub fn execute(
         Ok(spec) => spec,
         Err(e) => return reject(server, client, &mut reply, args, e, stats),
     };
-    if let Err(e) = admit(server, client, spec, args) {
+    if let Err(e) = admit(client, spec) {
         return reject(server, client, &mut reply, args, e, stats);
     }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
@@ -50,17 +50,8 @@ pub fn execute(
         }
         Ok(Routed::Serve) => {}
     }
-    // After the cluster's redirect, as Redis's `processCommand` orders them: a replica
-    // answers MOVED for its primary's slots, READONLY only for what it would serve.
-    if is_write(spec, client) && server.replica_of.is_replica() && !client.primary_link {
-        return reject(
-            server,
-            client,
-            &mut reply,
-            args,
-            CmdError::new(READONLY_REPLICA_ERROR),
-            stats,
-        );
+    if let Err(e) = admit_routed(server, client, spec) {
+        return reject(server, client, &mut reply, args, e, stats);
     }
     if let Some(multi) = client.multi.as_mut() {
         if !spec.has(flags::TXN_CONTROL) {
@@ -182,15 +173,31 @@ pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory"
 /// Redis's refusal of a normal client's write on a replica.
 pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a read only replica.";
 
-/// Checks that apply before a command may run or be queued.
-fn admit(
-    server: &Server,
-    client: &Client,
-    spec: &CommandSpec,
-    args: &[&[u8]],
-) -> Result<(), CmdError> {
+/// Checks that apply before a command may run or be queued, ahead of the cluster's
+/// redirect (Redis's `processCommand` order: authentication, then MULTI's refusals).
+fn admit(client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
     if !client.authenticated && !spec.has(flags::NO_AUTH) {
         return Err(CmdError::NoAuth);
+    }
+    if client.multi.is_some() && spec.has(flags::NO_MULTI) {
+        return Err(CmdError::new(
+            "ERR Command not allowed inside a transaction",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks after the cluster's redirect, in Redis's order (NOREPLICAS, READONLY, the RESP2
+/// subscribed context, LOADING): a key of another node's slot gets MOVED first, so a
+/// client follows it rather than failing on a node that would not serve the key anyway;
+/// a replica answers READONLY only for what it would serve.
+fn admit_routed(server: &Server, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
+    let write = is_write(spec, client);
+    if write && !good_replicas_enough(server) {
+        return Err(CmdError::new(NOREPLICAS_ERROR));
+    }
+    if write && server.replica_of.is_replica() && !client.primary_link {
+        return Err(CmdError::new(READONLY_REPLICA_ERROR));
     }
     if client.subscribed
         && client.protocol == proto::resp::ProtocolVersion::Resp2
@@ -201,19 +208,9 @@ fn admit(
             spec.name
         )));
     }
-    if client.multi.is_some() && spec.has(flags::NO_MULTI) {
-        return Err(CmdError::new(
-            "ERR Command not allowed inside a transaction",
-        ));
-    }
     if server.replica_of.is_loading() && !spec.has(flags::LOADING) && !client.primary_link {
         return Err(CmdError::new(LOADING_ERROR));
     }
-    let write = is_write(spec, client);
-    if write && !good_replicas_enough(server) {
-        return Err(CmdError::new(NOREPLICAS_ERROR));
-    }
-    let _ = args;
     Ok(())
 }
 

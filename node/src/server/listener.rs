@@ -98,6 +98,10 @@ pub async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
 
 async fn admit(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
+    let keepalive = server.config.read().tcp_keepalive;
+    if let Err(e) = set_keepalive(&stream, keepalive) {
+        tracing::debug!(%peer, error = %e, "tcp-keepalive not set");
+    }
     if server.clients.count() as u64 >= server.hot.maxclients.load(Relaxed) {
         Stats::add(&server.stats.rejected_connections, 1);
         let _ = stream
@@ -127,3 +131,18 @@ async fn admit(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr) {
 }
 
 pub const PROTECTED_MODE_DENIAL: &[u8] = b"-DENIED Running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers, you may adopt one of the following solutions: 1) Disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting from the same host the server is running, however MAKE SURE the server is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// `tcp-keepalive <seconds>` as Redis applies it to each client: probes after that long
+/// idle, then every third of it, three unanswered ones close the connection; so a client
+/// that vanished (host down, cable cut) stops holding a `maxclients` slot even with
+/// `timeout 0`. 0 leaves the socket without keepalive.
+fn set_keepalive(stream: &TcpStream, secs: u64) -> std::io::Result<()> {
+    if secs == 0 {
+        return Ok(());
+    }
+    let probes = socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(secs))
+        .with_interval(std::time::Duration::from_secs((secs / 3).max(1)))
+        .with_retries(3);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&probes)
+}
