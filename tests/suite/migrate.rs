@@ -219,6 +219,13 @@ fn migrate_keeps_ttls_and_reuses_its_link() {
     );
     let clients = target.cli(&["CLIENT", "LIST"]);
     assert_eq!(clients.lines().count(), 2, "{clients}");
+    let stats = source.cli(&["INFO", "stats"]);
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.trim() == "migrate_cached_sockets:1"),
+        "{stats}"
+    );
     // A node has database 0 only: the target says so through the source.
     assert_eq!(source.cli(&["SET", "r", "v"]), "OK");
     assert_eq!(

@@ -628,6 +628,22 @@ fn a_dropped_replica_notices_and_resyncs() {
         replication_fields(&mut r),
         replica.log()
     );
+    // The primary's INFO stats count the links it granted as the replica saw them; the
+    // replica that fell out of the backlog asked to continue and got a full sync.
+    let stats: redis::InfoDict = redis::cmd("INFO").arg("stats").query(&mut p).unwrap();
+    let count = |name: &str| stats.get::<usize>(name).unwrap();
+    let log = replica.log();
+    assert_eq!(
+        count("sync_full"),
+        log.matches("full sync from the primary").count(),
+        "{log}"
+    );
+    assert_eq!(
+        count("sync_partial_ok"),
+        log.matches("partial resync from the primary").count(),
+        "{log}"
+    );
+    assert!(count("sync_partial_err") >= 1, "{stats:?}");
 }
 
 /// Goal: a burst of pipelined writes reaches a replica over `ofi:shm` promptly and complete.

@@ -9,9 +9,10 @@
 
 use super::snapshot;
 use crate::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
-use crate::replication::psync::PsyncDecision;
+use crate::replication::psync::{PsyncDecision, PsyncRequest};
 use crate::replication::ship::{ShipStart, Shipper};
 use crate::server::replication::{ReplicaAddr, ReplicaId};
+use crate::server::stats::Stats;
 use crate::server::{unix_millis, Server};
 use bus::select::{with_provider, WithProvider};
 use bus::{Connection, EndpointConfig, Listener, Provider};
@@ -248,6 +249,21 @@ fn accept_loop<P: Provider>(
     *server.repl_links.inbox.lock() = None;
 }
 
+/// INFO stats' sync counters, as Redis counts them: every full sync, every continued
+/// history, and a full sync given to a replica that asked to continue one.
+fn count_decision(server: &Server, request: &PsyncRequest, decision: &PsyncDecision) {
+    let stats = &server.stats;
+    match decision {
+        PsyncDecision::Continue { .. } => Stats::add(&stats.sync_partial_ok, 1),
+        PsyncDecision::FullResync { .. } => {
+            Stats::add(&stats.sync_full, 1);
+            if request.history.is_some() {
+                Stats::add(&stats.sync_partial_err, 1);
+            }
+        }
+    }
+}
+
 /// Decides the PSYNC, builds the shipper (with a snapshot for a full sync), attaches the
 /// replica and starts its thread; returns the encoded `LinkAccept`.
 fn start_link<P: Provider>(
@@ -265,6 +281,7 @@ fn start_link<P: Provider>(
         .ensure_backlog()
         .map_err(|e| format!("ERR {e}"))?;
     let decision = server.replication.psync(&ask.request.psync);
+    count_decision(server, &ask.request.psync, &decision);
     let (start, link_decision, last_applied) = match decision {
         PsyncDecision::Continue { from, .. } => (
             ShipStart::Continue { from },

@@ -26,6 +26,11 @@ pub struct Stats {
     pub fabric_rx_readvertised: AtomicU64,
     /// Times the fabric watchdog found a polling thread stuck inside one call.
     pub fabric_poller_stalls: AtomicU64,
+    /// Replicas' links as this primary decided them (INFO `sync_full`, `sync_partial_ok`,
+    /// `sync_partial_err`: a replica that named a history we could not continue).
+    pub sync_full: AtomicU64,
+    pub sync_partial_ok: AtomicU64,
+    pub sync_partial_err: AtomicU64,
 }
 
 impl Stats {

@@ -244,9 +244,9 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     s.field("instantaneous_input_kbps", "0.00");
     s.field("instantaneous_output_kbps", "0.00");
     s.field("rejected_connections", Stats::get(&st.rejected_connections));
-    s.field("sync_full", 0);
-    s.field("sync_partial_ok", 0);
-    s.field("sync_partial_err", 0);
+    s.field("sync_full", Stats::get(&st.sync_full));
+    s.field("sync_partial_ok", Stats::get(&st.sync_partial_ok));
+    s.field("sync_partial_err", Stats::get(&st.sync_partial_err));
     s.field("expired_keys", Stats::get(&st.expired_keys));
     s.field("expired_stale_perc", "0.00");
     s.field("expired_time_cap_reached_count", 0);
@@ -259,7 +259,7 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     s.field("pubsubshard_channels", server.pubsub.shard_channel_count());
     s.field("latest_fork_usec", 0);
     s.field("total_forks", 0);
-    s.field("migrate_cached_sockets", 0);
+    s.field("migrate_cached_sockets", server.migrate_links.len());
     s.field("unexpected_error_replies", 0);
     s.field("total_error_replies", Stats::get(&st.error_replies));
     s.field("dump_payload_sanitizations", 0);
