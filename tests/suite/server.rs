@@ -744,6 +744,54 @@ fn maxmemory_noeviction_refuses_and_lru_evicts() {
     );
 }
 
+/// The volatile-* policies evict only keys with a TTL, and refuse writes with Redis's OOM
+/// error once none is left; allkeys-random evicts keys without one too.
+#[test]
+fn volatile_policies_evict_only_keys_with_a_ttl() {
+    let value = "x".repeat(10_000);
+    for policy in ["volatile-lru", "volatile-random", "volatile-ttl"] {
+        let node = Node::start(&["--maxmemory-policy", policy]);
+        let mut c = node.client();
+        let used: u64 = info(&mut c, "memory").get("used_memory").unwrap();
+        let limit = (used + (3 << 20)).to_string();
+        cmd(&mut c, &["CONFIG", "SET", "maxmemory", &limit]).unwrap();
+        for i in 0..100 {
+            let ttl = (1000 + i).to_string();
+            cmd(&mut c, &["SET", &format!("t{i}"), &value, "EX", &ttl]).unwrap();
+        }
+        let mut written = 0;
+        let refused = loop {
+            assert!(written < 1000, "{policy}: never refused");
+            match cmd(&mut c, &["SET", &format!("p{written}"), &value]) {
+                Ok(_) => written += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(refused.code(), Some("OOM"), "{policy}: {refused}");
+        assert!(written > 100, "{policy}: only {written} written");
+        let persistent: Vec<String> = (0..written).map(|i| format!("p{i}")).collect();
+        let mut exists = vec!["EXISTS"];
+        exists.extend(persistent.iter().map(String::as_str));
+        assert_eq!(int(&mut c, &exists), written as i64, "{policy}");
+        let volatile: Vec<String> = (0..100).map(|i| format!("t{i}")).collect();
+        let mut exists = vec!["EXISTS"];
+        exists.extend(volatile.iter().map(String::as_str));
+        assert_eq!(int(&mut c, &exists), 0, "{policy}: keys with a TTL left");
+        assert!(info(&mut c, "stats").get::<u64>("evicted_keys").unwrap() >= 100);
+    }
+
+    let node = Node::start(&["--maxmemory-policy", "allkeys-random"]);
+    let mut c = node.client();
+    let used: u64 = info(&mut c, "memory").get("used_memory").unwrap();
+    let limit = (used + (1 << 20)).to_string();
+    cmd(&mut c, &["CONFIG", "SET", "maxmemory", &limit]).unwrap();
+    for i in 0..300 {
+        cmd(&mut c, &["SET", &format!("p{i}"), &value]).unwrap();
+    }
+    assert!(info(&mut c, "stats").get::<u64>("evicted_keys").unwrap() > 0);
+    assert!(int(&mut c, &["DBSIZE"]) < 300);
+}
+
 #[test]
 fn slowlog_records_and_resets() {
     let node = Node::start(&[]);

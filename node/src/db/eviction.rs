@@ -1,6 +1,7 @@
 //! `maxmemory`: evicting keys by the configured policy before a command that may grow memory
 //! runs, or refusing it with Redis's OOM error under `noeviction`.
 
+use super::entry::UnixMillis;
 use super::keyspace::{Shard, SHARD_COUNT};
 use super::value::Key;
 use crate::command::CmdError;
@@ -136,19 +137,27 @@ fn sample_volatile(shard: &Shard, n: usize, rng: &mut impl Rng) -> Vec<Key> {
         return out;
     }
     // Heap records may be stale: keep only keys whose entry still has that expiry.
+    let is_live = |at: &UnixMillis, key: &Key| {
+        shard
+            .table(proto::slot::key_slot(key))
+            .get(&**key)
+            .is_some_and(|e| e.expires_at == *at)
+    };
     for _ in 0..n * 4 {
         if out.len() >= n {
             break;
         }
         if let Some((at, key)) = shard.expiry.sample(rng.gen()) {
-            let slot = proto::slot::key_slot(key);
-            if shard
-                .table(slot)
-                .get(&**key)
-                .is_some_and(|e| e.expires_at == *at)
-            {
+            if is_live(at, key) {
                 out.push(key.clone());
             }
+        }
+    }
+    // Keys with a TTL exist but every sample hit a stale record (few live among many
+    // stale): find one by scanning, rather than answer OOM with evictable keys left.
+    if out.is_empty() {
+        if let Some((_, key)) = shard.expiry.records().find(|(at, key)| is_live(at, key)) {
+            out.push(key.clone());
         }
     }
     out

@@ -67,6 +67,12 @@ impl ExpiryQueue {
         }
     }
 
+    /// Every record, in no order (may be stale): the fallback when sampling found no live
+    /// one. At most `2 * live + STALE_SLACK` of them.
+    pub fn records(&self) -> impl Iterator<Item = &(UnixMillis, Key)> {
+        self.heap.iter().map(|Reverse(r)| r)
+    }
+
     pub fn needs_rebuild(&self) -> bool {
         self.heap.len() > 2 * self.live + STALE_SLACK
     }
