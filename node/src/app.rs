@@ -93,7 +93,7 @@ fn start_replicaof(server: &Arc<Server>) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_stop(server: &Server) {
+async fn wait_for_stop(server: &Arc<Server>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -102,9 +102,22 @@ async fn wait_for_stop(server: &Server) {
         server.shutdown.wait().await;
         return;
     };
+    let signal = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        _ = server.shutdown.wait() => return,
+    };
+    tracing::info!("received {signal}");
+    // As SHUTDOWN without NOW: replicas get the last writes first, on a blocking thread so
+    // that reads go on meanwhile; a second signal stops waiting.
+    let waiting = server.clone();
+    let wait = tokio::task::spawn_blocking(move || {
+        crate::server::shutdown_replicas::wait_for_replicas(&waiting)
+    });
     tokio::select! {
-        _ = term.recv() => { tracing::info!("received SIGTERM"); server.shutdown.trigger(Default::default()); }
-        _ = int.recv() => { tracing::info!("received SIGINT"); server.shutdown.trigger(Default::default()); }
-        _ = server.shutdown.wait() => {}
+        _ = wait => {}
+        _ = term.recv() => tracing::warn!("second signal: not waiting for replicas"),
+        _ = int.recv() => tracing::warn!("second signal: not waiting for replicas"),
     }
+    server.shutdown.trigger(Default::default());
 }

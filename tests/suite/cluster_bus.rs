@@ -98,6 +98,54 @@ fn publish_reaches_subscribers_on_other_nodes() {
             Err(e) => panic!("{e}"),
         }
     }
+    // A message one bus message cannot carry is refused before anything is delivered; a
+    // large one that fits arrives whole (on a channel of its own: copies of the greeting
+    // above may still be on their way).
+    pubsub.subscribe("big").unwrap();
+    let mut publisher = nodes[0].client();
+    let refused = redis::cmd("PUBLISH")
+        .arg("big")
+        .arg(vec![b'x'; 2 << 20])
+        .query::<i64>(&mut publisher)
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("too large for the cluster bus"),
+        "{refused}"
+    );
+    let big = vec![b'y'; 1 << 20];
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("big")
+        .arg(&big)
+        .query(&mut publisher)
+        .unwrap();
+    subscriber_gets(&mut pubsub, &big);
+    let stats = nodes[0].cli(&["INFO", "stats"]);
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.trim() == "cluster_publish_dropped:0"),
+        "{stats}"
+    );
+}
+
+/// The next message on channel "big" (within the converge deadline) carries `payload`.
+fn subscriber_gets(pubsub: &mut redis::PubSub<'_>, payload: &[u8]) {
+    let deadline = Instant::now() + CONVERGE_DEADLINE;
+    loop {
+        match pubsub.get_message() {
+            Ok(m) if m.get_channel_name() == "big" => {
+                assert_eq!(m.get_payload_bytes(), payload);
+                return;
+            }
+            Ok(_) => {}
+            Err(e) if e.is_timeout() => {
+                assert!(Instant::now() < deadline, "no message arrived");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
 }
 
 #[test]
@@ -356,4 +404,35 @@ fn moved_comes_before_noreplicas() {
         .filter(|a| a.starts_with("NOREPLICAS"))
         .count();
     assert_eq!((moved, refused), (2, 1), "{answers:?}");
+}
+
+/// A CLUSTER MEET given before the other node listens (a pod still starting) joins the two
+/// once it does: the lookup of its bus address is retried, as Redis keeps a handshake node.
+#[test]
+fn a_meet_waits_for_a_node_that_is_still_starting() {
+    let a = cluster_node("late");
+    let port = integration::free_cluster_port();
+    assert_eq!(
+        a.cli(&["CLUSTER", "MEET", "127.0.0.1", &port.to_string()]),
+        "OK"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let b = Node::start_in_on_port(
+        tempfile::tempdir().unwrap(),
+        port,
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--fabric-provider",
+            "ofi:tcp",
+            "--cluster-secret",
+            "late",
+        ],
+    );
+    wait_until("the late node to be met", &[&a, &b], || {
+        [&a, &b].iter().all(|n| {
+            n.cli(&["CLUSTER", "INFO"])
+                .contains("cluster_known_nodes:2")
+        })
+    });
 }

@@ -388,24 +388,38 @@ fn deliver(ctx: &mut Ctx<'_>, kind: Kind, channel: &[u8], message: &[u8]) -> usi
 
 /// In cluster mode the other nodes' subscribers get it through the bus (PUBLISH to every
 /// node, SPUBLISH to this node's shard), as Redis Cluster propagates it; the count is this
-/// node's receivers, as in Redis.
-fn propagate(ctx: &Ctx<'_>, shard: bool, channel: &[u8], message: &[u8]) {
+/// node's receivers, as in Redis. A message too large for one bus message is refused
+/// before anything is delivered; one the bus is too far behind to take is counted
+/// (INFO stats `cluster_publish_dropped`) and logged.
+fn propagate(ctx: &Ctx<'_>, shard: bool, channel: &[u8], message: &[u8]) -> CmdResult {
+    use crate::cluster::transport::{PublishRefused, PUBLISH_PAYLOAD_MAX};
     if let Some(bus) = ctx.server.cluster.as_ref().and_then(|c| c.bus.get()) {
-        if !bus.publish(shard, channel, message) {
-            tracing::warn!("cluster bus behind: a PUBLISH was not propagated");
+        match bus.publish(shard, channel, message) {
+            Ok(()) => {}
+            Err(PublishRefused::TooLarge) => {
+                return Err(crate::command::CmdError::new(format!(
+                    "ERR message too large for the cluster bus: the channel may be {} bytes \
+                     and channel plus message {PUBLISH_PAYLOAD_MAX} bytes at most",
+                    proto::bus::limits::CHANNEL_MAX
+                )))
+            }
+            Err(PublishRefused::Behind) => {
+                tracing::warn!("cluster bus behind: a PUBLISH was not propagated");
+            }
         }
     }
+    Ok(())
 }
 
 fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    propagate(ctx, false, args[1], args[2]);
+    propagate(ctx, false, args[1], args[2])?;
     let n = deliver(ctx, Kind::Channel, args[1], args[2]);
     ctx.reply.integer(n as i64);
     Ok(())
 }
 
 fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    propagate(ctx, true, args[1], args[2]);
+    propagate(ctx, true, args[1], args[2])?;
     let n = deliver(ctx, Kind::Shard, args[1], args[2]);
     ctx.reply.integer(n as i64);
     Ok(())

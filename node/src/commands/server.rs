@@ -136,8 +136,7 @@ fn time(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// The mode SHUTDOWN's options ask for. NOW and FORCE are accepted: there are no replicas
-/// to wait for, and a failed save on the way out is logged rather than keeping the node up.
+/// The mode SHUTDOWN's options ask for (NOW and FORCE are read by [`shutdown`]).
 fn shutdown_mode(options: &[&[u8]]) -> Result<ShutdownMode, CmdError> {
     let (mut save, mut nosave, mut abort) = (false, false, false);
     for o in options {
@@ -170,12 +169,18 @@ fn shutdown_mode(options: &[&[u8]]) -> Result<ShutdownMode, CmdError> {
 /// SHUTDOWN answers nothing when it succeeds: the connection closes as the node stops.
 fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mode = shutdown_mode(&args[1..])?;
+    let option = |name: &str| args[1..].iter().any(|a| is(a, name));
     tracing::info!(client = ctx.client.id(), ?mode, "SHUTDOWN requested");
+    // As Redis 7: replicas get the last writes first, unless NOW.
+    if !option("now") {
+        crate::server::shutdown_replicas::wait_for_replicas(ctx.server);
+    }
     // The final save happens here, so that a failure can keep the node up as Redis does
     // (unless FORCE says to go anyway).
     if let Err(e) = crate::persistence::prepare_shutdown(ctx.server, mode) {
         tracing::error!(error = %e, "final save before SHUTDOWN failed");
-        if !args[1..].iter().any(|a| is(a, "force")) {
+        if !option("force") {
+            crate::server::shutdown_replicas::resume_writes(ctx.server);
             return err("ERR Errors trying to SHUTDOWN. Check logs.");
         }
     }

@@ -191,6 +191,8 @@ pub struct Config {
     /// `requirepass` (before REPLCONF, as Redis replicas do).
     pub masterauth: Option<String>,
     pub masteruser: Option<String>,
+    /// `shutdown-timeout`: seconds a stopping primary waits for its replicas (0: no wait).
+    pub shutdown_timeout: u64,
     /// Close idle clients after this many seconds (0: never).
     pub timeout: u64,
     pub maxclients: u64,
@@ -264,6 +266,7 @@ impl Default for Config {
             requirepass: None,
             masterauth: None,
             masteruser: None,
+            shutdown_timeout: 10,
             timeout: 0,
             maxclients: 10000,
             io_threads: (cores / 2).clamp(1, 8),
@@ -461,6 +464,15 @@ pub static PARAMS: &[Param] = &[
         |c| c.masteruser.clone().unwrap_or_default(),
         |c, v| {
             c.masteruser = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        }
+    ),
+    param!(
+        "shutdown-timeout",
+        true,
+        |c| c.shutdown_timeout.to_string(),
+        |c, v| {
+            c.shutdown_timeout = num(v, 0, i32::MAX as u64)?;
             Ok(())
         }
     ),

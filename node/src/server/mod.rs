@@ -17,6 +17,7 @@ pub mod replication;
 mod replication_tests;
 pub mod session;
 pub mod shutdown;
+pub mod shutdown_replicas;
 pub mod slowlog;
 pub mod socket;
 pub mod stats;

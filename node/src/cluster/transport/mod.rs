@@ -4,6 +4,7 @@
 
 pub mod driver;
 pub mod node_bus;
+pub mod publish_budget;
 pub mod rendezvous;
 pub mod runtime;
 
@@ -12,9 +13,11 @@ mod tests;
 
 use bus::datagram::DatagramSocket;
 use bus::{EndpointAddr, EndpointConfig, Provider};
+pub use publish_budget::{PublishBudget, PUBLISH_PAYLOAD_MAX};
 use runtime::{BusCore, LoopStats, Request};
 use std::net::SocketAddr;
-use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Requests waiting for the bus thread (MEETs, PUBLISH propagation) before new ones are
@@ -51,6 +54,18 @@ pub struct BusHandle {
     requests: SyncSender<Request>,
     thread: Option<JoinHandle<LoopStats>>,
     answerer: Option<rendezvous::Answerer>,
+    /// What PUBLISH propagation may hold in `requests`.
+    pub publish_budget: Arc<PublishBudget>,
+}
+
+/// Why a PUBLISH did not go to the other nodes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PublishRefused {
+    /// Channel and message exceed [`PUBLISH_PAYLOAD_MAX`], or the channel the bus's
+    /// `CHANNEL_MAX`: the caller refuses the command.
+    TooLarge,
+    /// The bus thread is behind (the budget is spent, or it is gone): counted as dropped.
+    Behind,
 }
 
 impl BusHandle {
@@ -64,16 +79,33 @@ impl BusHandle {
         self.requests.try_send(Request::Meet(to)).is_ok()
     }
 
-    /// Hands a PUBLISH/SPUBLISH to the bus for the other nodes. When the bus thread is
-    /// [`REQUESTS_MAX`] requests behind, the message is not propagated (counted by the caller
-    /// from the `false`), rather than queued without bound.
-    pub fn publish(&self, shard: bool, channel: &[u8], message: &[u8]) -> bool {
+    /// Hands a PUBLISH/SPUBLISH to the bus for the other nodes, within the
+    /// [`PublishBudget`]: when the bus thread is that far behind the message is not
+    /// propagated (and counted), rather than queued without bound.
+    pub fn publish(
+        &self,
+        shard: bool,
+        channel: &[u8],
+        message: &[u8],
+    ) -> Result<(), PublishRefused> {
+        let bytes = channel.len() + message.len();
+        if bytes > PUBLISH_PAYLOAD_MAX || channel.len() > proto::bus::limits::CHANNEL_MAX {
+            return Err(PublishRefused::TooLarge);
+        }
+        let ticket = self
+            .publish_budget
+            .take(bytes)
+            .ok_or(PublishRefused::Behind)?;
         let r = Request::Publish {
             shard,
             channel: channel.to_vec(),
             message: message.to_vec(),
+            ticket,
         };
-        !matches!(self.requests.try_send(r), Err(TrySendError::Full(_)))
+        self.requests.try_send(r).map_err(|_| {
+            self.publish_budget.note_dropped();
+            PublishRefused::Behind
+        })
     }
 
     /// Tells the core a node was forgotten (it blacklists it); false if the thread is gone
@@ -167,5 +199,6 @@ pub fn start<P: Provider, C: BusCore>(
         requests,
         thread: Some(thread),
         answerer,
+        publish_budget: Arc::default(),
     })
 }

@@ -37,6 +37,8 @@ pub enum Request {
         shard: bool,
         channel: Vec<u8>,
         message: Vec<u8>,
+        /// Its share of the publish budget, given back when the request is dropped.
+        ticket: super::publish_budget::PublishTicket,
     },
     /// A topology change for the Raft group; the outcome goes to `reply`.
     Propose {
@@ -169,6 +171,7 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
                     shard,
                     channel,
                     message,
+                    ticket: _ticket,
                 }) => core.publish(shard, channel, message, &mut out),
                 Ok(Request::Propose { command, reply }) => {
                     core.propose(now_ms(), command, reply, &mut out)

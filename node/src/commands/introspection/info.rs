@@ -266,6 +266,12 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     // Ours: times the event loop stopped busy polling and went to sleep (`io-busy-poll-us`).
     s.field("io_busy_poll_sleeps", server.busy_poll.sleeps());
     s.field("io_busy_poll_usec", server.busy_poll.idle_usec());
+    let dropped = server
+        .cluster
+        .as_ref()
+        .and_then(|c| c.bus.get())
+        .map_or(0, |bus| bus.publish_budget.dropped());
+    s.field("cluster_publish_dropped", dropped);
 }
 
 /// `# Replication`: the fields replication's report builds, in Redis 7's order.
