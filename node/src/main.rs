@@ -37,36 +37,46 @@ fn main() {
 }
 
 fn init_logging(config: &node::config::Config) {
-    let level = match config.loglevel.as_str() {
-        "debug" => "debug",
-        "verbose" => "info",
-        "warning" => "warn",
-        "nothing" => "off",
-        _ => "info",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NODE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    use node::config::log_level;
+    use tracing_subscriber::EnvFilter;
+    // NODE_LOG (a full filter directive) wins over `loglevel`, at start and on CONFIG SET.
+    let from_env = std::env::var("NODE_LOG").is_ok();
+    let filter = EnvFilter::try_from_env("NODE_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(log_level::filter_for(&config.loglevel)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false);
+    // The reload handle's type depends on the writer: each branch installs its own.
+    macro_rules! install {
+        ($builder:expr) => {{
+            // Reloading is set up after the writer: the handle's type names it.
+            let builder = $builder.with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            if !from_env {
+                log_level::install(Box::new(move |level| {
+                    let _ = handle.reload(EnvFilter::new(log_level::filter_for(level)));
+                }));
+            }
+        }};
+    }
     if config.logfile.is_empty() {
-        builder.with_writer(std::io::stderr).init();
+        install!(builder.with_writer(std::io::stderr));
     } else {
         match std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&config.logfile)
         {
-            Ok(file) => builder
+            Ok(file) => install!(builder
                 .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
-                .init(),
+                .with_writer(std::sync::Mutex::new(file))),
             Err(e) => {
                 eprintln!(
                     "node: cannot open logfile {}: {e}; logging to stderr",
                     config.logfile
                 );
-                builder.with_writer(std::io::stderr).init();
+                install!(builder.with_writer(std::io::stderr));
             }
         }
     }

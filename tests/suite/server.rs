@@ -676,6 +676,34 @@ fn client_sockets_get_tcp_keepalive() {
     assert_eq!(server_side_timer(&off, &client), "00");
 }
 
+/// CONFIG SET loglevel takes effect at once: a debug line (a client closed for a protocol
+/// error) is absent at the default level and written after `loglevel debug`.
+#[test]
+fn config_set_loglevel_changes_what_is_logged() {
+    let node = Node::start(&[]);
+    let protocol_error = || {
+        let mut s = TcpStream::connect(("127.0.0.1", node.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"*abc\r\n").unwrap();
+        let mut reply = Vec::new();
+        let _ = s.read_to_end(&mut reply);
+        assert!(reply.starts_with(b"-ERR Protocol error"), "{reply:?}");
+    };
+    protocol_error();
+    assert!(
+        !node.log().contains("protocol error; closing"),
+        "{}",
+        node.log()
+    );
+    assert_eq!(node.cli(&["CONFIG", "SET", "loglevel", "debug"]), "OK");
+    protocol_error();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !node.log().contains("protocol error; closing") {
+        assert!(Instant::now() < deadline, "{}", node.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn idle_clients_are_closed_after_timeout() {
     let node = Node::start(&["--timeout", "1"]);

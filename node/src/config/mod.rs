@@ -2,6 +2,7 @@
 //! REWRITE` at run time, all from one table of parameters (`params.rs`).
 
 pub mod load;
+pub mod log_level;
 pub mod params;
 pub mod rewrite;
 pub mod units;

@@ -121,6 +121,7 @@ impl Server {
     /// the backlog's size, an eager backlog.
     pub fn config_applied(&self, config: &Config) {
         self.hot.update(config);
+        crate::config::log_level::apply(&config.loglevel);
         if let Some(cluster) = &self.cluster {
             cluster.apply_settings(crate::cluster::Settings::from(&config.cluster));
         }
