@@ -34,6 +34,8 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 const FABRIC_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts after a failed or dropped link.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+/// Longest pause between failing attempts.
+const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(4);
 /// Sleep when a poll found nothing: bounds the CPU an idle link costs and the ack latency.
 const IDLE_POLL: Duration = Duration::from_micros(500);
 /// Sleep when a poll found nothing but the link is busy (acks in flight, records a moment
@@ -78,6 +80,7 @@ pub fn start(server: &Arc<Server>, generation: u64) -> std::io::Result<()> {
 
 fn run(server: Arc<Server>, generation: u64) {
     let provider = server.config.read().fabric.provider.name().to_string();
+    let mut delay = RECONNECT_DELAY;
     while server.replica_of.is_current(generation) && !server.shutdown.is_triggered() {
         server
             .replica_of
@@ -91,10 +94,24 @@ fn run(server: Arc<Server>, generation: u64) {
             Ok(()) | Err(ReplicaLinkError::Stale) => {}
             Err(e) => tracing::warn!(error = %e, "replication link to the primary failed"),
         }
+        // Read before the state moves on: a link that got to streaming was up.
+        delay = next_reconnect_delay(delay, server.replica_of.is_connected(generation));
         server.replica_of.set_state(generation, LinkState::Connect);
-        std::thread::sleep(RECONNECT_DELAY);
+        std::thread::sleep(delay);
     }
     tracing::info!(generation, "replication link ended");
+}
+
+/// The pause before the next attempt: [`RECONNECT_DELAY`] after a link that got to
+/// streaming (set up, and a full sync loaded), doubling (to [`RECONNECT_DELAY_MAX`]) while set-ups keep failing. A failure that repeats
+/// (refused AUTH, a snapshot over the limit, which the primary takes with every shard
+/// locked) then costs the primary one attempt per few seconds, not two per second.
+fn next_reconnect_delay(previous: Duration, linked: bool) -> Duration {
+    if linked {
+        RECONNECT_DELAY
+    } else {
+        (previous * 2).min(RECONNECT_DELAY_MAX)
+    }
 }
 
 struct LinkJob {
@@ -260,4 +277,21 @@ fn apply_loop<C: Connection>(
         }
     }
     Err(ReplicaLinkError::Stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failing_attempts_back_off_and_a_link_that_was_up_starts_over() {
+        let mut d = RECONNECT_DELAY;
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            d = next_reconnect_delay(d, false);
+            seen.push(d.as_millis());
+        }
+        assert_eq!(seen, [1000, 2000, 4000, 4000, 4000, 4000]);
+        assert_eq!(next_reconnect_delay(d, true), RECONNECT_DELAY);
+    }
 }

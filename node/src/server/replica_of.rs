@@ -134,6 +134,13 @@ impl ReplicaOf {
         }
     }
 
+    /// Whether `generation`'s link is streaming (set up and, after a full sync, loaded).
+    pub fn is_connected(&self, generation: u64) -> bool {
+        let mut up = false;
+        self.with_current(generation, |f| up = f.state == LinkState::Connected);
+        up
+    }
+
     pub fn set_state(&self, generation: u64, state: LinkState) {
         self.with_current(generation, |f| {
             let was_up = f.state == LinkState::Connected;
