@@ -1022,3 +1022,37 @@ fn command_introspection() {
         .cli(&["COMMAND", "HELP"])
         .starts_with("COMMAND <subcommand>"));
 }
+
+/// INFO errorstats counts error replies by code as redis-server 7 does (same commands, same
+/// section), and CONFIG RESETSTAT clears it.
+#[test]
+fn errorstats_count_error_replies_by_code_as_redis() {
+    fn errorstats(cli: &dyn Fn(&[&str]) -> String) -> Vec<String> {
+        for args in [
+            &["SET", "k", "v"][..],
+            &["LPUSH", "k", "x"],
+            &["NOSUCH"],
+            &["GET"],
+            &["INCR", "k"],
+            &["LPUSH", "k", "y"],
+        ] {
+            cli(args);
+        }
+        cli(&["INFO", "errorstats"])
+            .lines()
+            .filter(|l| l.starts_with("errorstat_"))
+            .map(|l| l.trim().to_string())
+            .collect()
+    }
+    let node = Node::start(&[]);
+    let redis = integration::reference::RedisServer::start(&[]);
+    let ours = errorstats(&|a| node.cli(a));
+    let theirs = errorstats(&|a| redis.cli(a));
+    assert_eq!(ours, theirs);
+    assert_eq!(
+        ours,
+        ["errorstat_ERR:count=3", "errorstat_WRONGTYPE:count=2"]
+    );
+    assert_eq!(node.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    assert!(!node.cli(&["INFO", "errorstats"]).contains("errorstat_"));
+}

@@ -40,6 +40,7 @@ pub fn execute(
         Err(e) => {
             client.clock.touch();
             stats.errors += 1;
+            server.stats.error_codes.note(&e.to_string());
             crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
             return Effects::default();
         }
@@ -121,6 +122,7 @@ fn reject(
     client.clock.touch();
     stats.errors += 1;
     let text = e.to_string();
+    server.stats.error_codes.note(&text);
     if args[0].eq_ignore_ascii_case(b"exec") {
         crate::commands::transactions::discard_transaction(server, client);
         let reason = text.strip_prefix("ERR ").unwrap_or(&text);
@@ -257,6 +259,7 @@ pub fn run(
         drop(db);
         client.clock.touch();
         stats.errors += 1;
+        server.stats.error_codes.note(FAILOVER_PAUSE_ERROR);
         let mut reply = reply;
         reply.error(FAILOVER_PAUSE_ERROR);
         return Effects::default();
@@ -311,7 +314,9 @@ pub fn run_in(
     let dirty_before = ctx.effects.dirty;
     if let Err(e) = (spec.handler)(ctx, args) {
         stats.errors += 1;
-        ctx.reply.error(&e.to_string());
+        let text = e.to_string();
+        ctx.server.stats.error_codes.note(&text);
+        ctx.reply.error(&text);
     }
     if ctx.replicating {
         capture(ctx, spec, args, dirty_before);

@@ -194,7 +194,9 @@ fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]], stats: &mut LocalStats) {
         Ok(spec) => spec,
         Err(e) => {
             stats.errors += 1;
-            ctx.reply.error(&e.to_string());
+            let text = e.to_string();
+            ctx.server.stats.error_codes.note(&text);
+            ctx.reply.error(&text);
             return;
         }
     };

@@ -6,6 +6,7 @@ pub mod client;
 pub mod clients;
 pub mod connection;
 pub mod cron;
+pub mod error_stats;
 pub mod hot;
 pub mod input_buffer;
 pub mod listener;

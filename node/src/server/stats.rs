@@ -31,6 +31,8 @@ pub struct Stats {
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
+    /// Error replies by code (INFO errorstats).
+    pub error_codes: super::error_stats::ErrorStats,
 }
 
 impl Stats {
@@ -64,6 +66,7 @@ impl Stats {
         ] {
             c.store(0, Relaxed);
         }
+        self.error_codes.reset();
     }
 }
 

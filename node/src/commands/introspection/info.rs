@@ -81,7 +81,12 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                     s.field("db0", format!("keys={keys},expires={expires},avg_ttl=0"));
                 }
             }
-            // Modules, command and error statistics are not kept: headers only.
+            "errorstats" => {
+                for (code, count) in ctx.server.stats.error_codes.counts() {
+                    s.field(&format!("errorstat_{code}"), format!("count={count}"));
+                }
+            }
+            // Modules, command and latency statistics are not kept: headers only.
             _ => {}
         }
     }
