@@ -380,3 +380,27 @@ fn a_corrupt_config_file_stops_the_start() {
         "{log}"
     );
 }
+
+/// `cluster-announce-port` / `cluster-announce-bus-port` are the ports the node gives its
+/// peers and clients (NAT, containers), as in Redis; without them, the real ones.
+#[test]
+fn announced_ports_replace_the_real_ones_in_the_topology() {
+    let mut args = CLUSTER.to_vec();
+    args.extend([
+        "--cluster-announce-port",
+        "7777",
+        "--cluster-announce-bus-port",
+        "17777",
+    ]);
+    let node = Node::start(&args);
+    let nodes = node.cli(&["CLUSTER", "NODES"]);
+    assert!(nodes.contains(":7777@17777,"), "{nodes}");
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "cluster-announce-port"]),
+        "cluster-announce-port\n7777"
+    );
+    let plain = Node::start(CLUSTER);
+    let nodes = plain.cli(&["CLUSTER", "NODES"]);
+    let real = format!(":{}@{},", plain.port, plain.port + 10000);
+    assert!(nodes.contains(&real), "{nodes}");
+}

@@ -127,8 +127,12 @@ impl Cluster {
         }
         topology.settings = Settings::from(&config.cluster);
         let me = topology.myself_mut();
-        me.port = config.port;
-        me.cport = config.port + BUS_PORT_OFFSET;
+        let announced = |port: u16, real: u16| if port == 0 { real } else { port };
+        me.port = announced(config.cluster.announce_port, config.port);
+        me.cport = announced(
+            config.cluster.announce_bus_port,
+            config.port + BUS_PORT_OFFSET,
+        );
         me.link = LinkState::Connected;
         topology.refresh_state();
         persist::save(&path, &topology).map_err(|source| StartError::Save {

@@ -148,6 +148,11 @@ pub struct ClusterConfig {
     /// `cluster-announce-ip`: the client ip this node gives its peers (else learned from the
     /// address a peer reached its bus port at).
     pub announce_ip: String,
+    /// `cluster-announce-port` / `cluster-announce-bus-port`: the client and bus ports this
+    /// node gives its peers (and so clients' MOVED/ASK) when they differ from the ones it
+    /// listens on (NAT, containers); 0: the real ones.
+    pub announce_port: u16,
+    pub announce_bus_port: u16,
     /// `cluster-require-full-coverage`: an unserved slot puts the whole cluster down.
     pub require_full_coverage: bool,
     /// `cluster-allow-reads-when-down`: a down cluster still answers reads.
@@ -165,6 +170,8 @@ impl Default for ClusterConfig {
             node_timeout_ms: 2000,
             secret: String::new(),
             announce_ip: String::new(),
+            announce_port: 0,
+            announce_bus_port: 0,
             require_full_coverage: true,
             allow_reads_when_down: false,
         }
@@ -801,6 +808,24 @@ pub static PARAMS: &[Param] = &[
                 return Err(format!("cluster-announce-ip '{v}' is not an ip address"));
             }
             c.cluster.announce_ip = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-announce-port",
+        false,
+        |c| c.cluster.announce_port.to_string(),
+        |c, v| {
+            c.cluster.announce_port = num(v, 0, 65535)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-announce-bus-port",
+        false,
+        |c| c.cluster.announce_bus_port.to_string(),
+        |c, v| {
+            c.cluster.announce_bus_port = num(v, 0, 65535)?;
             Ok(())
         }
     ),
