@@ -205,12 +205,12 @@ pub fn reject(
     client: &mut Client,
     reply: &mut Reply<'_>,
     spec: &CommandSpec,
-    e: CmdError,
+    text: &str,
 ) {
     if spec.name == "exec" {
         crate::commands::transactions::discard_transaction(server, client);
     } else if let Some(multi) = client.multi.as_mut() {
         multi.errored = true;
     }
-    reply.error(&e.to_string());
+    reply.error(text);
 }

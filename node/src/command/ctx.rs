@@ -66,18 +66,26 @@ pub enum TimeoutReply {
 }
 
 impl TimeoutReply {
+    /// The error this timeout answers, for the kinds that answer one.
+    pub fn error_text(&self) -> Option<String> {
+        match self {
+            TimeoutReply::NullArray | TimeoutReply::NullBulk | TimeoutReply::ReplicaAcks { .. } => {
+                None
+            }
+            TimeoutReply::SyncAcks { .. } => Some(SYNC_ACKS_TIMEOUT_ERROR.to_string()),
+            TimeoutReply::LapsedLease => Some(crate::cluster::redirect::lapsed_lease_error()),
+            TimeoutReply::TopologyChange => Some(topology_not_made(
+                crate::cluster::shared::PROPOSAL_NO_ANSWER,
+            )),
+        }
+    }
+
     pub fn write(self, reply: &mut Reply<'_>) {
         match self {
             TimeoutReply::NullArray => reply.null_array(),
             TimeoutReply::NullBulk => reply.null(),
             TimeoutReply::ReplicaAcks { .. } => reply.integer(0),
-            TimeoutReply::SyncAcks { .. } => reply.error(SYNC_ACKS_TIMEOUT_ERROR),
-            TimeoutReply::LapsedLease => {
-                reply.error(&crate::cluster::redirect::lapsed_lease_error())
-            }
-            TimeoutReply::TopologyChange => reply.error(&topology_not_made(
-                crate::cluster::shared::PROPOSAL_NO_ANSWER,
-            )),
+            other => reply.error(&other.error_text().unwrap_or_default()),
         }
     }
 }

@@ -39,9 +39,9 @@ pub fn execute(
     match crate::cluster::redirect::check(server, client, spec, args, routing_now) {
         Err(e) => {
             client.clock.touch();
-            stats.errors += 1;
-            server.stats.error_codes.note(&e.to_string());
-            crate::cluster::redirect::reject(server, client, &mut reply, spec, e);
+            let text = e.to_string();
+            stats.error_reply(&server.stats, &text);
+            crate::cluster::redirect::reject(server, client, &mut reply, spec, &text);
             return Effects::default();
         }
         Ok(Routed::WaitForLease) => {
@@ -120,9 +120,8 @@ fn reject(
     stats: &mut LocalStats,
 ) -> Effects {
     client.clock.touch();
-    stats.errors += 1;
     let text = e.to_string();
-    server.stats.error_codes.note(&text);
+    stats.error_reply(&server.stats, &text);
     if args[0].eq_ignore_ascii_case(b"exec") {
         crate::commands::transactions::discard_transaction(server, client);
         let reason = text.strip_prefix("ERR ").unwrap_or(&text);
@@ -258,8 +257,7 @@ pub fn run(
     if server.replication.writes_paused(now) && !client.primary_link && is_write(spec, client) {
         drop(db);
         client.clock.touch();
-        stats.errors += 1;
-        server.stats.error_codes.note(FAILOVER_PAUSE_ERROR);
+        stats.error_reply(&server.stats, FAILOVER_PAUSE_ERROR);
         let mut reply = reply;
         reply.error(FAILOVER_PAUSE_ERROR);
         return Effects::default();
@@ -313,9 +311,8 @@ pub fn run_in(
     let (hits_before, misses_before) = (ctx.db.hits, ctx.db.misses);
     let dirty_before = ctx.effects.dirty;
     if let Err(e) = (spec.handler)(ctx, args) {
-        stats.errors += 1;
         let text = e.to_string();
-        ctx.server.stats.error_codes.note(&text);
+        stats.error_reply(&ctx.server.stats, &text);
         ctx.reply.error(&text);
     }
     if ctx.replicating {

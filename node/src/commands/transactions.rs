@@ -193,9 +193,8 @@ fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]], stats: &mut LocalStats) {
     let spec = match dispatch::resolve(args) {
         Ok(spec) => spec,
         Err(e) => {
-            stats.errors += 1;
             let text = e.to_string();
-            ctx.server.stats.error_codes.note(&text);
+            stats.error_reply(&ctx.server.stats, &text);
             ctx.reply.error(&text);
             return;
         }

@@ -103,9 +103,10 @@ fn run(server: Arc<Server>, generation: u64) {
 }
 
 /// The pause before the next attempt: [`RECONNECT_DELAY`] after a link that got to
-/// streaming (set up, and a full sync loaded), doubling (to [`RECONNECT_DELAY_MAX`]) while set-ups keep failing. A failure that repeats
-/// (refused AUTH, a snapshot over the limit, which the primary takes with every shard
-/// locked) then costs the primary one attempt per few seconds, not two per second.
+/// streaming (set up, and a full sync loaded), doubling (to [`RECONNECT_DELAY_MAX`]) while
+/// set-ups keep failing. A failure that repeats (refused AUTH, a snapshot over the limit,
+/// which the primary takes with every shard locked) then costs the primary one attempt per
+/// few seconds, not two per second.
 fn next_reconnect_delay(previous: Duration, linked: bool) -> Duration {
     if linked {
         RECONNECT_DELAY

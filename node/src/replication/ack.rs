@@ -159,6 +159,11 @@ impl<K: Ord> ReplicaAcks<K> {
             .count()
     }
 
+    /// Replicas streaming now (not loading a full sync).
+    pub fn online_count(&self) -> usize {
+        self.replicas.values().filter(|r| r.online).count()
+    }
+
     /// The highest offset acknowledged by an online replica: the one failover prefers.
     pub fn best_offset(&self) -> Option<u64> {
         self.replicas

@@ -35,9 +35,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 read = self.stream.read(self.session.input.spare_mut(READ_RESERVE)) => match read {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        self.session.input.commit(n);
-                        self.session.note_input(n);
-                        self.session.server().busy_poll.note_activity(&self.session.server().hot);
+                        self.note_read(n);
                         if !self.serve_input().await { break; }
                     }
                 },
@@ -54,6 +52,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
         }
         self.session.cleanup();
+    }
+
+    /// `n` bytes arrived in the input buffer: count them and keep the event loop polling.
+    fn note_read(&mut self, n: usize) {
+        self.session.input.commit(n);
+        self.session.note_input(n);
+        let server = self.session.server();
+        server.busy_poll.note_activity(&server.hot);
     }
 
     /// Executes what the input holds, writing replies in bounded batches. Returns false when
@@ -123,9 +129,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     // Bytes sent while blocked wait their turn; a close ends the wait.
                     Ok(0) | Err(_) => break false,
                     Ok(n) => {
-                        self.session.input.commit(n);
-                        self.session.note_input(n);
-                        self.session.server().busy_poll.note_activity(&self.session.server().hot);
+                        self.note_read(n);
                         // They wait within the same bound as any unparsed input.
                         if !self.session.input_within_limit() {
                             break false;

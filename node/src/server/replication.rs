@@ -315,24 +315,14 @@ impl Replication {
 
     /// Replicas streaming now (not loading a full sync).
     pub fn online_replicas(&self) -> usize {
-        self.state
-            .lock()
-            .acks
-            .iter()
-            .filter(|(_, r)| r.online)
-            .count()
+        self.state.lock().acks.online_count()
     }
 
     /// Whether every online replica acknowledged `offset` (a primary's shutdown waits
     /// for it).
     pub fn all_online_acked(&self, offset: u64) -> bool {
         let s = self.state.lock();
-        let caught_up = s
-            .acks
-            .iter()
-            .filter(|(_, r)| r.online)
-            .all(|(_, r)| r.offset >= offset);
-        caught_up
+        s.acks.count_acked(offset) == s.acks.online_count()
     }
 
     /// Online replicas that acknowledged `offset` (WAIT's count).

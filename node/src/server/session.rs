@@ -221,8 +221,9 @@ impl Session {
         match outcome {
             Ok(()) => reply.ok(),
             Err(why) => {
-                self.stats.errors += 1;
-                reply.error(&crate::command::ctx::topology_not_made(&why));
+                let text = crate::command::ctx::topology_not_made(&why);
+                self.stats.error_reply(&self.server.stats, &text);
+                reply.error(&text);
             }
         }
         true
@@ -237,7 +238,9 @@ impl Session {
             }
             // A later one goes nowhere; the next change gets a channel of its own.
             self.client.pending_topology = None;
-            self.stats.errors += 1;
+        }
+        if let Some(text) = block.timeout_reply.error_text() {
+            self.stats.error_reply(&self.server.stats, &text);
         }
         if let TimeoutReply::SyncAcks { held_from, .. } = block.timeout_reply {
             super::sync_acks::time_out(&mut self.output, self.client.protocol, held_from);

@@ -83,6 +83,13 @@ pub struct LocalStats {
 }
 
 impl LocalStats {
+    /// One error reply with `text` (INFO `total_error_replies` and errorstats), counted the
+    /// same way wherever an error is answered.
+    pub fn error_reply(&mut self, to: &Stats, text: &str) {
+        self.errors += 1;
+        to.error_codes.note(text);
+    }
+
     pub fn flush(&mut self, to: &Stats) {
         Stats::add(&to.commands_processed, self.commands);
         Stats::add(&to.net_input_bytes, self.input_bytes);
