@@ -16,6 +16,17 @@ pub fn cluster_node(secret: &str) -> Node {
 
 /// A cluster node with `extra` arguments after the cluster ones.
 pub fn cluster_node_with(secret: &str, extra: &[&str]) -> Node {
+    Node::start(&cluster_args(secret, extra))
+}
+
+/// A cluster node started in `dir` on `port` (a restart over its saved `nodes.conf`, or a
+/// node whose port was handed out before it started).
+pub fn cluster_node_in(dir: tempfile::TempDir, port: u16, secret: &str, extra: &[&str]) -> Node {
+    Node::start_in_on_port(dir, port, &cluster_args(secret, extra))
+}
+
+/// The arguments of a cluster node on `ofi:tcp` with `secret`, then `extra`.
+fn cluster_args<'a>(secret: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "--cluster-enabled",
         "yes",
@@ -25,7 +36,7 @@ pub fn cluster_node_with(secret: &str, extra: &[&str]) -> Node {
         secret,
     ];
     args.extend_from_slice(extra);
-    Node::start(&args)
+    args
 }
 
 /// `127.0.0.1:PORT` of a node.

@@ -417,18 +417,7 @@ fn a_meet_waits_for_a_node_that_is_still_starting() {
         "OK"
     );
     std::thread::sleep(Duration::from_secs(1));
-    let b = Node::start_in_on_port(
-        tempfile::tempdir().unwrap(),
-        port,
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--fabric-provider",
-            "ofi:tcp",
-            "--cluster-secret",
-            "late",
-        ],
-    );
+    let b = integration::cluster::cluster_node_in(tempfile::tempdir().unwrap(), port, "late", &[]);
     wait_until("the late node to be met", &[&a, &b], || {
         [&a, &b].iter().all(|n| {
             n.cli(&["CLUSTER", "INFO"])

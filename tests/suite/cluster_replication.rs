@@ -336,21 +336,11 @@ fn a_killed_primary_is_replaced_by_its_replica_with_no_acknowledged_write_lost()
     assert_keys(&nodes[entry], "a", 200);
     write_keys(&nodes[entry], "b", 50);
 
-    let restarted = Node::start_in_on_port(
+    let restarted = integration::cluster::cluster_node_in(
         dir,
         port,
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--fabric-provider",
-            "ofi:tcp",
-            "--cluster-secret",
-            "auto",
-            "--cluster-node-timeout",
-            "1000",
-            "--repl-sync-acks",
-            "1",
-        ],
+        "auto",
+        &["--cluster-node-timeout", "1000", "--repl-sync-acks", "1"],
     );
     nodes.push(restarted);
     let back = nodes.len() - 1;

@@ -126,18 +126,7 @@ fn a_killed_member_restarts_into_its_group_and_catches_up() {
         nodes[other_after].cli(&["CLUSTER", "DELSLOTS", "16383"]),
         "OK"
     );
-    let restarted = Node::start_in_on_port(
-        dir,
-        port,
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--fabric-provider",
-            "ofi:tcp",
-            "--cluster-secret",
-            "restart",
-        ],
-    );
+    let restarted = integration::cluster::cluster_node_in(dir, port, "restart", &[]);
     nodes.insert(victim_after, restarted);
     let refs: Vec<&Node> = nodes.iter().collect();
     assert_eq!(wait_for_one_group(&refs, 3), group);
