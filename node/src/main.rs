@@ -8,6 +8,14 @@ use node::config::load::Invocation;
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
+    // Before anything can start a thread: every thread inherits the blocked stop signals.
+    let signals = match node::app::StopSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("node: cannot set up SIGTERM/SIGINT handling: {e}");
+            std::process::exit(1);
+        }
+    };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let config = match node::config::load(&args) {
         Ok(Invocation::Run(c)) => *c,
@@ -29,7 +37,7 @@ fn main() {
         }
     };
     init_logging(&config);
-    if let Err(e) = node::app::run(config) {
+    if let Err(e) = node::app::run(config, signals) {
         tracing::error!("{e:#}");
         eprintln!("node: {e:#}");
         std::process::exit(1);

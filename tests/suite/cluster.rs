@@ -404,3 +404,26 @@ fn announced_ports_replace_the_real_ones_in_the_topology() {
     let real = format!(":{}@{},", plain.port, plain.port + 10000);
     assert!(nodes.contains(&real), "{nodes}");
 }
+
+/// Goal: SIGTERM and SIGINT run the node's own shutdown (final snapshot, exit 0) also when
+/// libfabric is loaded: its psm provider pulls in libinfinipath, whose handler exited the
+/// process with status 1 before the node could save.
+/// Method: a cluster node whose bus runs on `ofi:tcp` (libfabric loaded), a key written,
+/// the signal, then a restart over the same directory finds the key.
+#[test]
+fn stop_signals_save_and_exit_cleanly_with_libfabric_loaded() {
+    for signal in ["TERM", "INT"] {
+        let mut node = integration::cluster::cluster_node_with("s", &["--save", "3600 1"]);
+        assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "OK");
+        assert!(node.log().contains("cluster bus up"), "{}", node.log());
+        assert_eq!(node.cli(&["SET", "kept", signal]), "OK");
+        let status = node.signal_and_wait(signal);
+        let log = node.log();
+        assert!(status.success(), "SIG{signal}: {status:?}\n{log}");
+        assert!(log.contains(&format!("received SIG{signal}")), "{log}");
+        assert!(log.contains("DB saved on disk"), "{log}");
+        let port = node.port;
+        let node = integration::cluster::cluster_node_in(node.into_dir(), port, "s", &[]);
+        assert_eq!(node.cli(&["GET", "kept"]), signal);
+    }
+}

@@ -334,7 +334,14 @@ fn a_killed_primary_is_replaced_by_its_replica_with_no_acknowledged_write_lost()
             .any(|l| l.contains("myself,master") && l.split(' ').count() > 8)
     });
     assert_keys(&nodes[entry], "a", 200);
-    write_keys(&nodes[entry], "b", 50);
+    // The promoted node has no replica streaming: under `repl-sync-acks 1` its writes are
+    // refused, not applied (nothing could acknowledge them); the other shards write on.
+    let refused = write_keys_refused_where_unreplicated(&nodes[entry], "b", 60);
+    assert!(
+        !refused.is_empty(),
+        "no key of the promoted shard was tried"
+    );
+    assert!(refused.len() < 60, "every shard refused writes");
 
     let restarted = integration::cluster::cluster_node_in(
         dir,
@@ -357,5 +364,27 @@ fn a_killed_primary_is_replaced_by_its_replica_with_no_acknowledged_write_lost()
     wait_until("caught up", &refs, || {
         info_field(&nodes[back], "master_repl_offset") == primary_offset
     });
-    assert_keys(&nodes[entry], "b", 50);
+    let mut routed = Routed::new(&nodes[entry]);
+    for key in &refused {
+        let v: Option<String> = routed.call(&["GET", key]).unwrap();
+        assert_eq!(v, None, "{key} was refused but applied");
+    }
+    write_keys(&nodes[entry], "c", 50);
+    assert_keys(&nodes[entry], "c", 50);
+}
+
+/// Writes `prefix:0..count` and returns the keys refused with `NOREPLICAS` (every other
+/// error fails the test, every other write must be OK).
+fn write_keys_refused_where_unreplicated(entry: &Node, prefix: &str, count: usize) -> Vec<String> {
+    let mut routed = Routed::new(entry);
+    let mut refused = Vec::new();
+    for i in 0..count {
+        let key = format!("{prefix}:{i}");
+        match routed.call::<String>(&["SET", &key, "v"]) {
+            Ok(ok) => assert_eq!(ok, "OK"),
+            Err(e) if e.to_string().contains("NOREPLICAS") => refused.push(key),
+            Err(e) => panic!("SET {key}: {e}"),
+        }
+    }
+    refused
 }

@@ -194,7 +194,7 @@ fn admit(client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
 /// a replica answers READONLY only for what it would serve.
 fn admit_routed(server: &Server, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
     let write = is_write(spec, client);
-    if write && !good_replicas_enough(server) {
+    if write && !(good_replicas_enough(server) && sync_ack_replicas_enough(server, client)) {
         return Err(CmdError::new(NOREPLICAS_ERROR));
     }
     if write && server.replica_of.is_replica() && !client.primary_link {
@@ -236,6 +236,18 @@ fn good_replicas_enough(server: &Server) -> bool {
     server
         .replication
         .writes_allowed(unix_millis(), to_write as usize, max_lag)
+}
+
+/// `repl-sync-acks N`: a write is refused, not applied, while fewer than N replicas stream
+/// from this primary: it could not be acknowledged, and answering it (or applying it and
+/// answering an error later) would promise what no replica holds. A replica's own writes
+/// come only from its primary's link, which is never refused.
+fn sync_ack_replicas_enough(server: &Server, client: &Client) -> bool {
+    let wanted = server.hot.repl_sync_acks.load(Relaxed);
+    if wanted == 0 || client.primary_link || server.replica_of.is_replica() {
+        return true;
+    }
+    server.replication.online_replicas() as u64 >= wanted
 }
 
 /// Locks the command's shards and runs its handler.

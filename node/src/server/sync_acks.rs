@@ -3,7 +3,9 @@
 //! replica holding most). The reply is already in the client's output when the command
 //! returns; the client is blocked with that output held (transports write nothing while the
 //! block lasts), released when the acknowledgements arrive, and at `repl-sync-timeout` the
-//! held reply is replaced by `-NOREPLICAS`.
+//! held reply is replaced by `-NOREPLICAS`. A write that finds fewer than N replicas
+//! streaming is refused before it runs (the dispatcher's admission), as Redis's
+//! `min-replicas-to-write`.
 
 use super::client::Client;
 use super::Server;
@@ -29,10 +31,10 @@ pub fn hold_for_acks(
     if client.primary_link {
         return None;
     }
-    let wanted = reachable_wanted(server, wanted as usize);
-    if wanted == 0 {
-        return None;
-    }
+    // Every wanted acknowledgement is waited for, including a replica the cluster holds
+    // FAIL: the dispatcher refused the write if fewer replicas were streaming, and one
+    // that died since answers the client `-NOREPLICAS` at the timeout, never OK.
+    let wanted = wanted as usize;
     let offset = client.repl_offset;
     let timeout_reply = TimeoutReply::SyncAcks {
         offset,
@@ -60,25 +62,6 @@ pub fn hold_for_acks(
             })
         }
     }
-}
-
-/// In cluster mode a write waits for at most as many acknowledgements as this primary has
-/// replicas that the cluster does not hold FAIL: a replica the majority agrees is dead
-/// cannot acknowledge anything, and waiting for it would only stop the shard (after a
-/// failover the old primary is listed as the new one's replica until it returns). One only
-/// this node cannot reach (PFAIL) is still waited for: if it is alive it may be the one
-/// promoted, and it must hold every answered write.
-fn reachable_wanted(server: &Server, wanted: usize) -> usize {
-    let Some(cluster) = server.cluster.as_ref() else {
-        return wanted;
-    };
-    let t = cluster.topology.read();
-    let me = t.myself().id;
-    let alive = t
-        .replicas_of(&me)
-        .filter(|n| !n.flags.has(crate::cluster::flags::bit::FAIL))
-        .count();
-    wanted.min(alive)
 }
 
 /// Whether a held write's acknowledgements are all in (the wake-up check).

@@ -1,12 +1,17 @@
 //! Starting and stopping a node.
 
+mod stop_signals;
+
+pub use stop_signals::StopSignals;
+
 use crate::config::Config;
 use crate::server::{cron, listener, Server};
 use anyhow::Context;
 use std::sync::Arc;
 
-/// Runs a node until SHUTDOWN, SIGTERM or SIGINT. Blocks the calling thread.
-pub fn run(config: Config) -> anyhow::Result<()> {
+/// Runs a node until SHUTDOWN, SIGTERM or SIGINT. Blocks the calling thread. `signals` were
+/// installed by the caller before it started any thread (see [`StopSignals::install`]).
+pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
     let threads = config.io_threads;
     // One io-thread (the default on 2 cores) gets tokio's single-threaded scheduler: the
     // same event loop shape as redis-server, without work-stealing bookkeeping per wake-up.
@@ -22,10 +27,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, signals))
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let listeners = listener::bind_all(&config.bind, config.port, config.tcp_backlog)?;
     let pidfile = config.pidfile.clone();
     let cluster = if config.cluster.enabled {
@@ -58,7 +63,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let poller = server.clone();
         tokio::spawn(async move { poller.busy_poll.run(&poller.hot).await });
     }
-    wait_for_stop(&server).await;
+    wait_for_stop(&server, &mut signals).await;
     tracing::info!("shutting down");
     for client in server.clients.all() {
         client.kill();
@@ -93,18 +98,9 @@ fn start_replicaof(server: &Arc<Server>) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_stop(server: &Arc<Server>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        server.shutdown.wait().await;
-        return;
-    };
+async fn wait_for_stop(server: &Arc<Server>, signals: &mut StopSignals) {
     let signal = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+        signal = signals.next() => signal,
         _ = server.shutdown.wait() => return,
     };
     tracing::info!("received {signal}");
@@ -116,8 +112,9 @@ async fn wait_for_stop(server: &Arc<Server>) {
     });
     tokio::select! {
         _ = wait => {}
-        _ = term.recv() => tracing::warn!("second signal: not waiting for replicas"),
-        _ = int.recv() => tracing::warn!("second signal: not waiting for replicas"),
+        signal = signals.next() => {
+            tracing::warn!("second signal ({signal}): not waiting for replicas")
+        }
     }
     server.shutdown.trigger(Default::default());
 }
