@@ -119,6 +119,7 @@ impl Sim {
             self.agent_settings.clone(),
             self.core_seed(i, 0),
             GroupStore::new(dir.path()),
+            0,
         )
         .expect("a fresh directory holds no group");
         self.nodes.push(SimNode {
@@ -162,14 +163,17 @@ impl Sim {
                 .map_err(|e| e.to_string())?,
             None => Topology::new(node.origin.clone()),
         };
+        let applied = topology.consensus.saved_version;
         // The Raft log was written before every message that depended on it: reopening it is
-        // what a real restart does. A damaged log would refuse the start.
+        // what a real restart does. A damaged log, or one that ends before the version the
+        // saved config recorded, would refuse the start.
         node.core = ClusterCore::with_store(
             node.origin.id,
             gossip_settings(),
             self.agent_settings.clone(),
             seed,
             GroupStore::new(node.dir.path()),
+            applied,
         )
         .map_err(|e| format!("topology log: {e}"))?;
         node.topology = topology;

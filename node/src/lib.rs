@@ -22,3 +22,4 @@ pub mod persistence;
 pub mod repl_link;
 pub mod replication;
 pub mod server;
+pub mod stale_files;

@@ -1,5 +1,7 @@
 //! The cluster config file (`cluster-config-file`, nodes.conf): the CLUSTER NODES lines plus
-//! `vars currentEpoch N lastVoteEpoch M`. Text in, topology out (and back); no I/O here.
+//! `vars currentEpoch N lastVoteEpoch M` (and `topologyVersion V` once the node applied
+//! entries of a topology group's log: the log reopened at start must reach V). Text in,
+//! topology out (and back); no I/O here.
 //! Files written by Redis 7.0 (no shard ids) load too: shard ids are then made up, a
 //! replica taking its primary's.
 
@@ -33,13 +35,24 @@ pub fn render(t: &Topology) -> String {
         write_node_line(t, node, LineKind::ConfigFile, &mut out);
     }
     out.push_str(&format!(
-        "vars currentEpoch {} lastVoteEpoch {}\n",
+        "vars currentEpoch {} lastVoteEpoch {}",
         t.current_epoch, t.last_vote_epoch
     ));
+    let log_version = t.consensus.version.max(t.consensus.saved_version);
+    if log_version > 0 {
+        out.push_str(&format!(" {LOG_VERSION_VAR} {log_version}"));
+    }
+    out.push('\n');
     out
 }
 
-/// Parses a config file. `rng` makes up shard ids the file does not carry.
+/// The var naming the topology log version the node had applied when it saved the file.
+/// Redis skips vars it does not know, so the file stays readable there.
+const LOG_VERSION_VAR: &str = "topologyVersion";
+
+/// Parses a config file. `rng` makes up shard ids the file does not carry. The topology log
+/// version goes to `consensus.saved_version`, not `version`: the log replays every entry
+/// past the version the topology holds, so the topology starts from what the log restores.
 pub fn parse(text: &str, rng: &mut impl Rng) -> Result<Topology, ParseError> {
     if text.len() > CONFIG_FILE_MAX {
         return Err(err(0, format!("file larger than {CONFIG_FILE_MAX} bytes")));
@@ -47,7 +60,7 @@ pub fn parse(text: &str, rng: &mut impl Rng) -> Result<Topology, ParseError> {
     let mut nodes: Vec<ClusterNode> = Vec::new();
     let mut has_shard: Vec<bool> = Vec::new();
     let mut claims: Vec<(usize, Vec<&str>)> = Vec::new();
-    let (mut current_epoch, mut last_vote_epoch) = (0u64, 0u64);
+    let (mut current_epoch, mut last_vote_epoch, mut log_version) = (0u64, 0u64, 0u64);
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let fields: Vec<&str> = raw.split(' ').filter(|f| !f.is_empty()).collect();
@@ -65,6 +78,7 @@ pub fn parse(text: &str, rng: &mut impl Rng) -> Result<Topology, ParseError> {
                 match *name {
                     "currentEpoch" => current_epoch = value,
                     "lastVoteEpoch" => last_vote_epoch = value,
+                    LOG_VERSION_VAR => log_version = value,
                     other => {
                         tracing::warn!(line, var = other, "unknown var in cluster config file")
                     }
@@ -107,6 +121,7 @@ pub fn parse(text: &str, rng: &mut impl Rng) -> Result<Topology, ParseError> {
     let mut t = Topology::from_parts(nodes, myself as NodeIndex, slots);
     t.current_epoch = current_epoch;
     t.last_vote_epoch = last_vote_epoch;
+    t.consensus.saved_version = log_version;
     Ok(t)
 }
 

@@ -68,10 +68,17 @@ impl<W> ClusterCore<W> {
         agent: AgentSettings,
         seed: u64,
         store: GroupStore,
+        applied: u64,
     ) -> Result<Self, StoreError> {
         Ok(ClusterCore {
             gossip: Gossip::new(gossip, seed),
-            agent: TopologyAgent::with_store(me, agent, seed.rotate_left(17) ^ 0x5eed, store)?,
+            agent: TopologyAgent::with_store(
+                me,
+                agent,
+                seed.rotate_left(17) ^ 0x5eed,
+                store,
+                applied,
+            )?,
         })
     }
 

@@ -115,6 +115,25 @@ fn a_redis_7_config_file_loads() {
     assert_eq!(again, t);
 }
 
+/// The topology log version a member applied is saved, and saved again by a start that
+/// has not reopened its log yet, without being taken as applied by the topology itself.
+#[test]
+fn the_applied_log_version_survives_a_load_and_a_save() {
+    let conf = text(include_bytes!("fixtures/three.nodes.conf"));
+    let mut t = config_file::parse(&conf, &mut rng()).unwrap();
+    assert_eq!(t.consensus.saved_version, 0);
+    assert!(!config_file::render(&t).contains("topologyVersion"));
+    t.consensus.version = 42;
+    let text = config_file::render(&t);
+    assert!(text.ends_with(" topologyVersion 42\n"), "{text}");
+    let back = config_file::parse(&text, &mut rng()).unwrap();
+    assert_eq!(
+        (back.consensus.version, back.consensus.saved_version),
+        (0, 42)
+    );
+    assert!(config_file::render(&back).ends_with(" topologyVersion 42\n"));
+}
+
 fn three() -> Topology {
     let mut t = from_nodes_text(
         include_bytes!("fixtures/three.nodes.txt"),

@@ -55,6 +55,16 @@ pub fn save(path: &Path, t: &Topology) -> std::io::Result<()> {
     write_atomically(path, config_file::render(t).as_bytes())
 }
 
+/// The start of the temp file names [`write_atomically`] uses for `path` (the writer's pid
+/// follows), for removing those a crash left.
+pub fn temp_prefix(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "nodes.conf".into());
+    format!(".{name}.tmp-")
+}
+
 /// Replaces `path` with `bytes` so that a crash leaves the old file or the new one, never a
 /// mix: temp file, fsync, rename, fsync of the directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -62,11 +72,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "nodes.conf".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = dir.join(format!("{}{}", temp_prefix(path), std::process::id()));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)

@@ -107,6 +107,9 @@ impl Cluster {
         }
         let path = config.cluster_config_path();
         let mut rng = rand::rngs::StdRng::from_entropy();
+        if let Some(dir) = path.parent() {
+            crate::stale_files::remove_stale(dir, &persist::temp_prefix(&path), "");
+        }
         let mut topology = match persist::load(&path, &mut rng)? {
             Some(t) => {
                 tracing::info!(path = %path.display(), id = %t.myself().id, "cluster config loaded");

@@ -153,6 +153,10 @@ pub fn cron(server: &Server) {
 pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
     server.snapshot.attach(server);
     let path = server.config.read().snapshot_path();
+    // A save that a crash interrupted left its temp file (`snapshot::temp_path`).
+    if let Some(dir) = path.parent() {
+        crate::stale_files::remove_stale(dir, "temp-", ".snap");
+    }
     let started = Instant::now();
     match load::load_file(&server.keyspace, &path, unix_millis())? {
         None => tracing::info!(path = %path.display(), "no snapshot file; starting empty"),

@@ -212,15 +212,17 @@ impl<W> TopologyAgent<W> {
     /// An agent whose group is kept in `store`: a node that was in a group when it stopped
     /// is in it again, with its Raft state (its first turn restores the topology from the
     /// log's snapshot and replays the entries after it). A damaged log is an error: a
-    /// voter that forgot its vote could elect two leaders, so the node must not start.
+    /// voter that forgot its vote could elect two leaders, so the node must not start; so
+    /// is a log that ends before `applied`, the version the node's config file recorded.
     pub fn with_store(
         me: NodeId,
         settings: AgentSettings,
         seed: u64,
         store: GroupStore,
+        applied: u64,
     ) -> Result<Self, StoreError> {
         let mut agent = Self::new(me, settings, seed);
-        if let Some((id, log)) = store.open(me, seed)? {
+        if let Some((id, log)) = store.open(me, seed, applied)? {
             tracing::info!(group = %id, "back in the topology group");
             agent.group = Some(Group { id, log });
         }

@@ -331,7 +331,7 @@ impl<W> TopologyAgent<W> {
     fn drop_poisoned(&mut self) {
         let group = self.group.take();
         if let (Some(store), Some(g)) = (&self.store, group) {
-            match store.open(self.me, self.seed ^ g.log.term()) {
+            match store.open(self.me, self.seed ^ g.log.term(), 0) {
                 Ok(Some((id, log))) => {
                     tracing::error!("topology log poisoned; reopened from its file");
                     self.group = Some(Group { id, log });

@@ -224,6 +224,11 @@ impl TopologyLog {
     }
 
     /// Last index handed out as applied (the topology version this log brought it to).
+    /// The index of the last entry the log holds (or of its snapshot when it holds none).
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
     pub fn applied(&self) -> u64 {
         self.applied
     }

@@ -20,4 +20,8 @@ pub struct ConsensusState {
     /// MIGRATING state already guards) do not stop the new owner from serving. Local: a
     /// snapshot install sets it conservatively (see `TopologyImage::restore`).
     pub promoted_at: u64,
+    /// The version the config file recorded when this node last saved it (0: in no group):
+    /// its log must reopen at or past it. Saved again as long as the log has not restored
+    /// a higher version, so a start that fails does not erase it; left by the log itself.
+    pub saved_version: u64,
 }

@@ -87,7 +87,7 @@ impl WithProvider for Job {
             .is_empty()
             .then(|| Arc::new(move |ip: IpAddr| learn_own_ip(&weak, ip)) as LocalIpHook);
         let seed = rand::random();
-        let (me, dir) = {
+        let (me, dir, applied) = {
             let cluster = server
                 .cluster
                 .as_ref()
@@ -95,10 +95,12 @@ impl WithProvider for Job {
             (
                 cluster.topology.read().myself().id,
                 server.config.read().dir.clone(),
+                cluster.topology.read().consensus.saved_version,
             )
         };
-        let core = ClusterCore::with_store(me, settings, agent, seed, GroupStore::new(&dir))
-            .map_err(BusStartError::Topology)?;
+        let core =
+            ClusterCore::with_store(me, settings, agent, seed, GroupStore::new(&dir), applied)
+                .map_err(BusStartError::Topology)?;
         start(&provider, Some(self.rendezvous), hook, |address| {
             if let Some(c) = server.cluster.as_ref() {
                 let _ = c.change(|t| {
