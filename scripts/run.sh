@@ -23,6 +23,17 @@ fi
 NODES="${NODES:-3}"
 BASE_PORT="${BASE_PORT:-7000}"
 FABRIC="${FABRIC:-ofi:tcp}"
+# Every bus message carries an HMAC under this secret: a fresh random one per cluster, kept
+# (0600) beside the nodes' data for adding nodes later. It reaches each node in a 0600
+# config file, not on the command line, which every local user can read in /proc.
+mkdir -p .work/cluster
+SECRET_FILE=.work/cluster/secret
+if [[ -n "${CLUSTER_SECRET:-}" ]]; then
+    secret="$CLUSTER_SECRET"
+else
+    secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+fi
+(umask 077 && printf '%s\n' "$secret" >"$SECRET_FILE")
 pids=()
 stop() {
     kill "${pids[@]}" 2>/dev/null || true
@@ -36,8 +47,9 @@ for ((i = 0; i < NODES; i++)); do
     dir=".work/cluster/$port"
     rm -rf "$dir"
     mkdir -p "$dir"
-    target/release/node --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" \
-        --cluster-enabled yes --cluster-secret "${CLUSTER_SECRET:-local-cluster}" \
+    (umask 077 && printf 'cluster-secret %s\n' "$secret" >"$dir/node.conf")
+    target/release/node "$dir/node.conf" --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" \
+        --cluster-enabled yes \
         --fabric-provider "$FABRIC" --rdma-port $((port + 1000)) --rdma-bind 127.0.0.1 \
         2>"$dir/node.log" &
     pids+=($!)
@@ -48,5 +60,5 @@ for a in "${addrs[@]}"; do
 done
 target/release/operator cluster create "${addrs[@]}"
 target/release/operator cluster status "${addrs[0]}"
-echo "cluster up: redis-cli -c -p $BASE_PORT; logs in .work/cluster/*/node.log; Ctrl-C stops it"
+echo "cluster up: redis-cli -c -p $BASE_PORT; logs in .work/cluster/*/node.log; secret in $SECRET_FILE; Ctrl-C stops it"
 wait

@@ -198,4 +198,15 @@ pub trait Provider: Clone + Send + Sync + 'static {
     ) -> Result<Self::Conn>;
     /// Opens a datagram endpoint.
     fn datagram(&self, config: &EndpointConfig) -> Result<Self::Datagram>;
+    /// Opens a datagram endpoint on the interface of `ip` where the provider addresses
+    /// endpoints by IP (ofi:tcp): an unspecified or absent `ip`, and providers whose
+    /// addresses are not IPs (verbs: GID + QPN; shm; sim), take [`Self::datagram`]'s.
+    fn datagram_at(
+        &self,
+        ip: Option<std::net::IpAddr>,
+        config: &EndpointConfig,
+    ) -> Result<Self::Datagram> {
+        let _ = ip;
+        self.datagram(config)
+    }
 }

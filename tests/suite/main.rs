@@ -22,4 +22,5 @@ mod strings;
 mod tools;
 mod topology_group;
 mod transactions;
+mod trust;
 mod zsets;

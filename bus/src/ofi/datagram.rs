@@ -27,6 +27,7 @@ use crate::error::BusError;
 use crate::provider::{DatagramEndpoint, DatagramMeta};
 
 use super::domain::Domain;
+use super::kind::OfiKind;
 use super::open::{open_core, Bind};
 use super::rdm::{CoreSizes, Event, RdmCore, BOUNCE_MAX};
 use super::sys::FiAddr;
@@ -74,8 +75,20 @@ impl std::fmt::Debug for OfiDatagram {
 }
 
 impl OfiDatagram {
-    pub(crate) fn open(domain: &Arc<Domain>, config: &EndpointConfig) -> Result<Self, BusError> {
+    /// `ip`: the interface to bind on tcp (an ephemeral port there); other kinds and an
+    /// unspecified or absent `ip` take the provider's first address.
+    pub(crate) fn open(
+        domain: &Arc<Domain>,
+        config: &EndpointConfig,
+        ip: Option<std::net::IpAddr>,
+    ) -> Result<Self, BusError> {
         config.validate()?;
+        let bind = match (domain.kind, ip) {
+            (OfiKind::Tcp, Some(ip)) if !ip.is_unspecified() => {
+                Bind::At(std::net::SocketAddr::new(ip, 0))
+            }
+            _ => Bind::Any,
+        };
         let sizes = CoreSizes {
             tx_slots: config.send_wr as usize,
             bounce_count: (config.recv_wr as usize).min(RECV_HOLD_MAX),
@@ -84,7 +97,7 @@ impl OfiDatagram {
             cq_size: config.cq_size as usize,
             av_count: av_cache_max(domain),
         };
-        let core = open_core(domain, Bind::Any, sizes)?;
+        let core = open_core(domain, bind, sizes)?;
         let tag = domain.kind.addr_tag();
         Ok(OfiDatagram {
             local: EndpointAddr::ofi(tag, &core.ep.name)?,

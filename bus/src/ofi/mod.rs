@@ -140,7 +140,15 @@ impl Provider for OfiProvider {
     }
 
     fn datagram(&self, config: &EndpointConfig) -> Result<OfiDatagram, BusError> {
-        OfiDatagram::open(&self.domain, config)
+        OfiDatagram::open(&self.domain, config, None)
+    }
+
+    fn datagram_at(
+        &self,
+        ip: Option<std::net::IpAddr>,
+        config: &EndpointConfig,
+    ) -> Result<OfiDatagram, BusError> {
+        OfiDatagram::open(&self.domain, config, ip)
     }
 }
 

@@ -31,6 +31,9 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Without a secret any process that reaches the bus can join, vote and take slots.
+    #[error("cluster mode on an address beyond loopback (bind / rdma-bind) needs a cluster-secret shared by the cluster's nodes (e.g. `cluster-secret $(openssl rand -hex 32)` in every node's config); refusing to start without one")]
+    NoSecret,
 }
 
 /// This node's standing in the Raft topology group, as the bus thread last published it.
@@ -104,6 +107,12 @@ impl Cluster {
     pub fn start(config: &Config) -> Result<Cluster, StartError> {
         if config.port > CLUSTER_PORT_MAX {
             return Err(StartError::PortTooHigh(config.port));
+        }
+        if config.cluster.secret.is_empty() {
+            if config.listens_beyond_loopback() {
+                return Err(StartError::NoSecret);
+            }
+            tracing::warn!("cluster-secret is empty: any local process can join this cluster's bus, vote and take slots; set one (scripts/run.sh and `operator cluster create` generate one)");
         }
         let path = config.cluster_config_path();
         let mut rng = rand::rngs::StdRng::from_entropy();

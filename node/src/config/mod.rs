@@ -1,6 +1,7 @@
 //! Configuration: redis.conf syntax in a file, redis-server style flags, and `CONFIG GET/SET/
 //! REWRITE` at run time, all from one table of parameters (`params.rs`).
 
+pub mod bind_addr;
 pub mod load;
 pub mod log_level;
 pub mod params;

@@ -83,6 +83,7 @@ impl FabricProvider {
 pub struct FabricConfig {
     /// 0 disables the fabric listener.
     pub port: u16,
+    /// Empty (the default): the client `bind` addresses (see [`Config::fabric_bind`]).
     pub bind: Vec<String>,
     /// Each connection's receive buffer, which the peer writes into.
     pub rx_size: u64,
@@ -104,7 +105,7 @@ impl Default for FabricConfig {
     fn default() -> Self {
         FabricConfig {
             port: 0,
-            bind: vec!["*".into()],
+            bind: Vec::new(),
             rx_size: 1 << 20,
             provider: FabricProvider::Auto,
             max_inline: 256,
@@ -260,7 +261,10 @@ pub struct Config {
     pub file: Option<PathBuf>,
 }
 
-/// Defaults follow redis-server's, except `io-threads` which defaults to min(cores/2, 8).
+/// Defaults follow redis-server's, except `io-threads` which defaults to min(cores/2, 8) and
+/// `bind`, which is the loopback addresses (as the redis.conf Redis ships says, not as a
+/// redis-server without a config file does): a node shares its host with other users' jobs,
+/// so nothing listens beyond it unless asked.
 impl Default for Config {
     fn default() -> Self {
         let cores = std::thread::available_parallelism()
@@ -268,7 +272,7 @@ impl Default for Config {
             .unwrap_or(1);
         Config {
             port: 6379,
-            bind: vec!["*".into(), "-::*".into()],
+            bind: vec!["127.0.0.1".into(), "-::1".into()],
             protected_mode: true,
             requirepass: None,
             masterauth: None,
@@ -647,11 +651,10 @@ pub static PARAMS: &[Param] = &[
         c.fabric.port = num(v, 0, 65535)?;
         Ok(())
     }),
+    // Empty: the fabric listeners, the replication listener and the bus endpoint follow
+    // `bind`.
     param!("rdma-bind", false, |c| c.fabric.bind.join(" "), |c, v| {
         c.fabric.bind = v.split_whitespace().map(String::from).collect();
-        if c.fabric.bind.is_empty() {
-            return Err("at least one rdma-bind address is needed".into());
-        }
         Ok(())
     }),
     param!(
@@ -960,6 +963,35 @@ impl Config {
         find(name).map(|p| (p.get)(self))
     }
 
+    /// The addresses fabric endpoints listen on: `rdma-bind`, or `bind` when it is unset.
+    pub fn fabric_bind(&self) -> &[String] {
+        if self.fabric.bind.is_empty() {
+            &self.bind
+        } else {
+            &self.fabric.bind
+        }
+    }
+
+    /// The address a node's single-address fabric endpoints (the replication listener, the
+    /// bus endpoint) bind: the first `rdma-bind` (or `bind`) entry, skipping optional IPv6
+    /// ones (the providers listen on IPv4). None if no entry is an address.
+    pub fn fabric_bind_ip(&self) -> Option<std::net::IpAddr> {
+        self.fabric_bind()
+            .iter()
+            .filter_map(|s| super::bind_addr::parse(s))
+            .find(|b| !(b.optional && b.ip.is_ipv6()))
+            .map(|b| b.ip)
+    }
+
+    /// Whether anything of this node listens beyond the loopback interface (a wildcard or
+    /// another address in `bind` or `rdma-bind`; an unreadable entry counts too).
+    pub fn listens_beyond_loopback(&self) -> bool {
+        self.bind
+            .iter()
+            .chain(self.fabric_bind())
+            .any(|s| super::bind_addr::parse(s).is_none_or(|b| b.beyond_loopback()))
+    }
+
     /// The address of the cluster config file.
     pub fn cluster_config_path(&self) -> PathBuf {
         self.dir.join(&self.cluster.config_file)
@@ -999,10 +1031,27 @@ mod tests {
             ("rdma-recv-wr", "100000"),
             ("rdma-cq-size", "100000000"),
             ("rdma-poll-threads", "0"),
-            ("rdma-bind", ""),
             ("rdma-port", "70000"),
         ] {
             assert!(c.set(name, bad).is_err(), "{name} {bad} accepted");
         }
+    }
+
+    /// Nothing listens beyond the loopback interface unless asked; the fabric follows
+    /// `bind` until `rdma-bind` says otherwise.
+    #[test]
+    fn binds_default_to_loopback_and_the_fabric_follows_them() {
+        let mut c = Config::default();
+        assert_eq!(c.get("bind").as_deref(), Some("127.0.0.1 -::1"));
+        assert_eq!(c.get("rdma-bind").as_deref(), Some(""));
+        assert_eq!(c.fabric_bind(), ["127.0.0.1", "-::1"]);
+        assert!(!c.listens_beyond_loopback());
+        c.set("rdma-bind", "10.0.0.1").unwrap();
+        assert_eq!(c.fabric_bind(), ["10.0.0.1"]);
+        assert!(c.listens_beyond_loopback());
+        c.set("rdma-bind", "").unwrap();
+        c.set("bind", "* -::*").unwrap();
+        assert_eq!(c.fabric_bind(), ["*", "-::*"]);
+        assert!(c.listens_beyond_loopback());
     }
 }

@@ -2,10 +2,11 @@
 //! and listen on every `rdma-bind` address at `rdma-port`.
 
 use super::listener::{self, FabricListener};
+use crate::config::bind_addr;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
 use bus::{BusError, Provider};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Errors a node reports at start when its fabric listener cannot come up.
@@ -29,17 +30,17 @@ pub fn start_configured(server: &Arc<Server>) -> Result<Vec<FabricListener>, Fab
     if fabric.port == 0 {
         return Ok(Vec::new());
     }
+    let specs = server.config.read().fabric_bind().to_vec();
     let mut addrs = Vec::new();
-    for spec in &fabric.bind {
-        let ip: IpAddr = match spec.as_str() {
-            "*" => Ipv4Addr::UNSPECIFIED.into(),
-            "::*" => Ipv6Addr::UNSPECIFIED.into(),
-            "localhost" => Ipv4Addr::LOCALHOST.into(),
-            other => other
-                .parse()
-                .map_err(|_| FabricStartError::BadAddress(spec.clone()))?,
-        };
-        addrs.push(SocketAddr::new(ip, fabric.port));
+    for spec in &specs {
+        let bind =
+            bind_addr::parse(spec).ok_or_else(|| FabricStartError::BadAddress(spec.clone()))?;
+        // An optional (`-`) IPv6 entry is left to the TCP listener: the fabric providers
+        // listen on IPv4 addresses.
+        if bind.optional && bind.ip.is_ipv6() {
+            continue;
+        }
+        addrs.push(SocketAddr::new(bind.ip, fabric.port));
     }
     let name = fabric.provider.name();
     let job = ListenJob {

@@ -119,15 +119,14 @@ pub fn endpoint_config(server: &Server) -> EndpointConfig {
     }
 }
 
-/// Listens for replication links if `repl-fabric-port` is set or the node is in cluster mode
-/// (on every `rdma-bind` address's
-/// first entry; `*` and `localhost` as the fabric listener reads them).
+/// Listens for replication links if `repl-fabric-port` is set or the node is in cluster mode,
+/// on the first `rdma-bind` address (`bind`'s when unset; see `Config::fabric_bind_ip`).
 pub fn start_configured(server: &Arc<Server>) -> Result<(), ReplListenError> {
     let (port, bind, provider, cluster_mode) = {
         let c = server.config.read();
         (
             c.repl_fabric_port,
-            c.fabric.bind.first().cloned().unwrap_or_default(),
+            c.fabric_bind_ip(),
             c.fabric.provider.name().to_string(),
             c.cluster.enabled,
         )
@@ -138,11 +137,8 @@ pub fn start_configured(server: &Arc<Server>) -> Result<(), ReplListenError> {
     if port == 0 && !cluster_mode {
         return Ok(());
     }
-    let ip = match bind.as_str() {
-        "localhost" | "" => Ipv4Addr::LOCALHOST.into(),
-        "*" => Ipv4Addr::UNSPECIFIED.into(),
-        other => other.parse().unwrap_or(Ipv4Addr::LOCALHOST.into()),
-    };
+    // No address at all (an unreadable rdma-bind): loopback, never every interface.
+    let ip = bind.unwrap_or(Ipv4Addr::LOCALHOST.into());
     let job = ListenJob {
         server: server.clone(),
         addr: SocketAddr::new(ip, port),

@@ -24,6 +24,11 @@ pub async fn create(
         split_addr(a)?;
         nodes.push(NodeSession::open(a, password).await?);
     }
+    let mut secrets = Vec::with_capacity(nodes.len());
+    for n in nodes.iter_mut() {
+        secrets.push(n.config_get("cluster-secret").await?);
+    }
+    super::secret::check_shared(addrs, &secrets)?;
     let mut ids = Vec::with_capacity(nodes.len());
     for n in nodes.iter_mut() {
         if n.info_field("cluster_known_nodes").await? != "1" {

@@ -4,6 +4,7 @@
 pub mod create;
 pub mod nodes;
 pub mod plan;
+pub mod secret;
 pub mod session;
 pub mod status;
 
@@ -28,6 +29,9 @@ pub enum ClusterCommand {
         #[arg(short = 'a', long = "pass", value_name = "PASSWORD")]
         password: Option<String>,
     },
+    /// Print a new random cluster secret (256 bits, hex), for every node's
+    /// `--cluster-secret`.
+    Secret,
     /// One node's view: state, nodes, roles, slots, links, fabric addresses.
     Status {
         /// Any node of the cluster.
@@ -56,6 +60,7 @@ pub fn run(args: ClusterArgs) -> ExitCode {
                 replicas,
                 password,
             } => create::create(&nodes, replicas, password.as_deref()).await,
+            ClusterCommand::Secret => Ok(format!("{}\n", secret::generate())),
             ClusterCommand::Status { node, password } => {
                 status::status(&node, password.as_deref()).await
             }

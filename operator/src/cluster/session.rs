@@ -37,6 +37,26 @@ impl NodeSession {
         }
     }
 
+    /// A parameter's value (CONFIG GET name), "" when the node does not list it.
+    pub async fn config_get(&mut self, name: &str) -> Result<String, String> {
+        let reply = self
+            .client
+            .call(&["CONFIG", "GET", name])
+            .await
+            .map_err(|e| format!("{}: CONFIG GET {name}: {e}", self.addr))?;
+        let value = match reply {
+            proto::resp::Frame::Array(items) if items.len() == 2 => items[1]
+                .as_bytes()
+                .map(|b| String::from_utf8_lossy(b).into_owned()),
+            proto::resp::Frame::Map(pairs) if pairs.len() == 1 => pairs[0]
+                .1
+                .as_bytes()
+                .map(|b| String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        };
+        Ok(value.unwrap_or_default())
+    }
+
     /// A field of CLUSTER INFO.
     pub async fn info_field(&mut self, field: &str) -> Result<String, String> {
         let info = self.text(&["CLUSTER", "INFO"]).await?;

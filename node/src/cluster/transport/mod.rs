@@ -161,10 +161,12 @@ impl Drop for BusHandle {
     }
 }
 
-/// Opens a datagram endpoint on `provider`, answers lookups at `rendezvous` (none if `None`),
-/// and starts the bus thread driving `core`. `make_core` receives this node's bus address.
+/// Opens a datagram endpoint on `provider` (on the interface of `bind` where the provider's
+/// addresses are IPs), answers lookups at `rendezvous` (none if `None`), and starts the bus
+/// thread driving `core`. `make_core` receives this node's bus address.
 pub fn start<P: Provider, C: BusCore>(
     provider: &P,
+    bind: Option<std::net::IpAddr>,
     rendezvous: Option<SocketAddr>,
     on_local_ip: Option<rendezvous::LocalIpHook>,
     make_core: impl FnOnce(&EndpointAddr) -> C,
@@ -174,7 +176,7 @@ pub fn start<P: Provider, C: BusCore>(
         error,
     };
     let ep = provider
-        .datagram(&EndpointConfig::default())
+        .datagram_at(bind, &EndpointConfig::default())
         .map_err(endpoint_error)?;
     let socket = DatagramSocket::new(ep).map_err(endpoint_error)?;
     let address = socket.local().clone();

@@ -10,10 +10,11 @@ use crate::cluster::agent::AgentSettings;
 use crate::cluster::consensus::log::TICK_MS;
 use crate::cluster::core::ClusterCore;
 use crate::cluster::gossip::GossipSettings;
+use crate::config::bind_addr;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
 use bus::Provider;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Weak};
 
 /// Starts the bus of a cluster-mode node and stores its handle in the cluster state.
@@ -21,26 +22,29 @@ pub fn start_node_bus(server: &Arc<Server>) -> Result<(), BusStartError> {
     let Some(cluster) = server.cluster.as_ref() else {
         return Ok(());
     };
-    let (provider, rendezvous) = {
+    let (provider, rendezvous, bind) = {
         let c = server.config.read();
-        let ip = match c.bind.first().map(String::as_str) {
-            None | Some("*") => Ipv4Addr::UNSPECIFIED.into(),
-            Some("::*") => Ipv6Addr::UNSPECIFIED.into(),
-            Some("localhost") => Ipv4Addr::LOCALHOST.into(),
-            Some(other) => other
-                .trim_start_matches('-')
-                .parse()
-                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-        };
+        // The rendezvous is a TCP service beside the client port: on `bind`'s first
+        // address; the bus endpoint on the fabric's (`rdma-bind`, else `bind`). Neither
+        // falls back to every interface: an unreadable entry means loopback.
+        let ip = c
+            .bind
+            .iter()
+            .filter_map(|s| bind_addr::parse(s))
+            .find(|b| !(b.optional && b.ip.is_ipv6()))
+            .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |b| b.ip);
         let cport = cluster.topology.read().myself().cport;
         (
             c.fabric.provider.name().to_string(),
             SocketAddr::new(ip, cport),
+            c.fabric_bind_ip()
+                .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
         )
     };
     let job = Job {
         server: server.clone(),
         rendezvous,
+        bind,
     };
     let handle = with_provider(&provider, job).map_err(|error| BusStartError::Endpoint {
         provider: provider.clone(),
@@ -53,6 +57,7 @@ pub fn start_node_bus(server: &Arc<Server>) -> Result<(), BusStartError> {
 struct Job {
     server: Arc<Server>,
     rendezvous: SocketAddr,
+    bind: IpAddr,
 }
 
 impl WithProvider for Job {
@@ -101,15 +106,21 @@ impl WithProvider for Job {
         let core =
             ClusterCore::with_store(me, settings, agent, seed, GroupStore::new(&dir), applied)
                 .map_err(BusStartError::Topology)?;
-        start(&provider, Some(self.rendezvous), hook, |address| {
-            if let Some(c) = server.cluster.as_ref() {
-                let _ = c.change(|t| {
-                    t.myself_mut().bus_addr = address.to_string();
-                    Ok(())
-                });
-            }
-            GossipDriver::new(server.clone(), core, secret)
-        })
+        start(
+            &provider,
+            Some(self.bind),
+            Some(self.rendezvous),
+            hook,
+            |address| {
+                if let Some(c) = server.cluster.as_ref() {
+                    let _ = c.change(|t| {
+                        t.myself_mut().bus_addr = address.to_string();
+                        Ok(())
+                    });
+                }
+                GossipDriver::new(server.clone(), core, secret)
+            },
+        )
     }
 }
 

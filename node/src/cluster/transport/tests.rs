@@ -52,13 +52,21 @@ fn a_meet_reaches_the_other_core_and_is_answered() {
     let fabric = SimFabric::new_realtime(3, Faults::default()).unwrap();
     let (a_host, b_host) = (fabric.add_host().unwrap(), fabric.add_host().unwrap());
     let (a_core, b_core) = (Recorder::default(), Recorder::default());
-    let a = start(&a_host, Some("127.0.0.1:0".parse().unwrap()), None, |_| {
-        a_core.clone()
-    })
+    let a = start(
+        &a_host,
+        None,
+        Some("127.0.0.1:0".parse().unwrap()),
+        None,
+        |_| a_core.clone(),
+    )
     .unwrap();
-    let b = start(&b_host, Some("127.0.0.1:0".parse().unwrap()), None, |_| {
-        b_core.clone()
-    })
+    let b = start(
+        &b_host,
+        None,
+        Some("127.0.0.1:0".parse().unwrap()),
+        None,
+        |_| b_core.clone(),
+    )
     .unwrap();
     let b_addr: EndpointAddr = rendezvous::lookup(b.rendezvous_addr().unwrap())
         .unwrap()
