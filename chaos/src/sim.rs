@@ -236,7 +236,11 @@ impl Sim {
                     self.nodes[i].events += 1;
                     self.record_event(i, &e);
                 }
-                CoreAction::Deliver { .. } | CoreAction::Forgotten { .. } => {}
+                // Simulated nodes keep their address across restarts: a lookup would
+                // find the one already known, which changes nothing.
+                CoreAction::Deliver { .. }
+                | CoreAction::Forgotten { .. }
+                | CoreAction::Lookup { .. } => {}
             }
         }
     }

@@ -45,6 +45,13 @@ pub enum CoreAction<W> {
     Forgotten {
         id: NodeId,
     },
+    /// Ask node `id`'s bus port (`ip:cport`) for its bus address; feed the answer back as
+    /// `Input::AddressFound`.
+    Lookup {
+        id: NodeId,
+        ip: String,
+        cport: u16,
+    },
 }
 
 pub struct ClusterCore<W> {
@@ -107,6 +114,9 @@ impl<W> ClusterCore<W> {
                         Action::Send { to, msg } => out.push(CoreAction::Send { to, msg }),
                         Action::SaveConfig => out.push(CoreAction::SaveConfig),
                         Action::Event(e) => out.push(CoreAction::Event(e)),
+                        Action::Lookup { id, ip, cport } => {
+                            out.push(CoreAction::Lookup { id, ip, cport })
+                        }
                         Action::Deliver { from, body } => match body {
                             Body::Raft(r) => {
                                 if let Some(group) = parse_group(&r.group) {
@@ -159,6 +169,9 @@ impl<W> ClusterCore<W> {
                     Action::Send { to, msg } => out.push(CoreAction::Send { to, msg }),
                     Action::SaveConfig => out.push(CoreAction::SaveConfig),
                     Action::Event(e) => out.push(CoreAction::Event(e)),
+                    Action::Lookup { id, ip, cport } => {
+                        out.push(CoreAction::Lookup { id, ip, cport })
+                    }
                     Action::Deliver { .. } => {}
                 }
             }
@@ -180,6 +193,7 @@ impl<W> ClusterCore<W> {
                 Action::Send { to, msg } => out.push(CoreAction::Send { to, msg }),
                 Action::SaveConfig => out.push(CoreAction::SaveConfig),
                 Action::Event(e) => out.push(CoreAction::Event(e)),
+                Action::Lookup { id, ip, cport } => out.push(CoreAction::Lookup { id, ip, cport }),
                 Action::Deliver { .. } => {}
             }
         }

@@ -79,6 +79,9 @@ impl Gossip {
                 let peer = self.peer(id);
                 peer.link_to_since_ms = 0;
                 peer.link_from_since_ms = 0;
+                // Redis reconnects to the node's ip:cport; here the bus address may have
+                // moved with a restart: ask the node's bus port where it is now.
+                self.rediscover(now_ms, t, i);
             }
             // Heartbeat when due, or a retry of a ping still unanswered.
             let due = ping_sent == 0 && now_ms.saturating_sub(pong_received) > heartbeat;

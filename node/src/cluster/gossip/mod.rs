@@ -27,6 +27,7 @@ mod outgoing;
 pub mod peer;
 mod quorum;
 mod receive;
+mod rediscover;
 pub mod settings;
 pub mod view;
 
@@ -68,6 +69,9 @@ pub enum Input {
     Forget { id: NodeId, addr: String },
     /// `CLUSTER RESET`: every other node is gone, and so is what was known about them.
     Reset,
+    /// The answer to an [`Action::Lookup`]: the node's bus port says its bus address is
+    /// `addr` now (it restarted on a new one).
+    AddressFound { id: NodeId, addr: String },
 }
 
 /// Something that happened, for the log.
@@ -80,6 +84,11 @@ pub enum Event {
         addr: String,
     },
     /// A node became a member (its MEET arrived, or our handshake was answered).
+    /// A silent node's bus port gave a new bus address for it.
+    AddressFound {
+        id: NodeId,
+        addr: String,
+    },
     NodeJoined {
         id: NodeId,
         addr: String,
@@ -140,6 +149,13 @@ pub enum Action {
     Deliver {
         from: NodeId,
         body: Body,
+    },
+    /// Ask the node's bus port (TCP, `ip:cport`) for its bus address: it has not answered
+    /// at the one known (a restart moves it), and answer with [`Input::AddressFound`].
+    Lookup {
+        id: NodeId,
+        ip: String,
+        cport: u16,
     },
 }
 
@@ -231,6 +247,7 @@ impl Gossip {
             Input::Meet { addr } => self.meet(now_ms, &addr, t),
             Input::Forget { id, addr } => self.forget(now_ms, id, &addr, t),
             Input::Reset => self.peers.clear(),
+            Input::AddressFound { id, addr } => self.address_found(now_ms, id, addr, t),
         }
         t.refresh_state();
         let state = t.state();

@@ -41,6 +41,8 @@ pub struct Peer {
     pub echo_received_ms: u64,
     /// When it was marked FAIL.
     pub fail_time_ms: u64,
+    /// When its bus port was last asked for its bus address (`rediscover`).
+    pub last_lookup_ms: u64,
     /// The Raft topology version its last header advertised.
     pub topology_version: u64,
     /// What its last header claimed: the slots it (or its primary) serves, and its primary

@@ -27,6 +27,7 @@ pub struct GossipDriver {
     datagram_max: usize,
     /// Messages sent so far: each send's fragments carry a distinct id.
     sends: u64,
+    lookups: super::lookups::Lookups,
 }
 
 impl GossipDriver {
@@ -42,6 +43,7 @@ impl GossipDriver {
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             datagram_max: 0,
             sends: 0,
+            lookups: Default::default(),
         }
     }
 
@@ -98,6 +100,12 @@ impl GossipDriver {
                 CoreAction::Deliver { from, body } => self.deliver(from, body),
                 CoreAction::Forgotten { id } => self.cluster().note_forgotten(id),
                 CoreAction::Reply { waiter, result } => replies.push((waiter, result)),
+                CoreAction::Lookup { id, ip, cport } => {
+                    // Set once the bus is up, before any tick can ask.
+                    if let Some(bus) = self.cluster().bus.get() {
+                        self.lookups.start(id, &ip, cport, bus.requester());
+                    }
+                }
             }
         }
         if save {
@@ -185,6 +193,10 @@ impl BusCore for GossipDriver {
 
     fn reset(&mut self, now_ms: u64, out: &mut Outbox) {
         self.step(now_ms, Input::Reset, out);
+    }
+
+    fn address_found(&mut self, now_ms: u64, id: NodeId, addr: String, out: &mut Outbox) {
+        self.step(now_ms, Input::AddressFound { id, addr }, out);
     }
 
     fn receive(&mut self, now_ms: u64, from: &EndpointAddr, datagram: &[u8], out: &mut Outbox) {

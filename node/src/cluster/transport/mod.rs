@@ -3,6 +3,7 @@
 //! ([`rendezvous`]) so `CLUSTER MEET ip port` can learn the fabric address to greet.
 
 pub mod driver;
+mod lookups;
 pub mod node_bus;
 pub mod publish_budget;
 pub mod rendezvous;

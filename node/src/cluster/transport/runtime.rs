@@ -40,6 +40,8 @@ pub enum Request {
         /// Its share of the publish budget, given back when the request is dropped.
         ticket: super::publish_budget::PublishTicket,
     },
+    /// A lookup at a silent node's bus port found its bus address (see `gossip::rediscover`).
+    AddressFound { id: NodeId, addr: String },
     /// A topology change for the Raft group; the outcome goes to `reply`.
     Propose {
         command: TopologyCommand,
@@ -122,6 +124,8 @@ pub trait BusCore: Send + 'static {
     fn forget(&mut self, _now_ms: u64, _id: NodeId, _addr: String, _out: &mut Outbox) {}
     /// CLUSTER RESET; cores without a node table ignore it.
     fn reset(&mut self, _now_ms: u64, _out: &mut Outbox) {}
+    /// A node's bus address found at its bus port; cores without a node table ignore it.
+    fn address_found(&mut self, _now_ms: u64, _id: NodeId, _addr: String, _out: &mut Outbox) {}
     fn publish(&mut self, shard: bool, channel: Vec<u8>, message: Vec<u8>, out: &mut Outbox);
     /// A topology change; cores without a topology group answer that they have none.
     fn propose(
@@ -167,6 +171,9 @@ pub fn run<D: DatagramEndpoint, C: BusCore>(
                 Ok(Request::Meet(to)) => core.meet(now_ms(), to, &mut out),
                 Ok(Request::Forget { id, addr }) => core.forget(now_ms(), id, addr, &mut out),
                 Ok(Request::Reset) => core.reset(now_ms(), &mut out),
+                Ok(Request::AddressFound { id, addr }) => {
+                    core.address_found(now_ms(), id, addr, &mut out)
+                }
                 Ok(Request::Publish {
                     shard,
                     channel,

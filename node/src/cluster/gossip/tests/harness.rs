@@ -145,7 +145,8 @@ impl Net {
                 }
                 Action::SaveConfig => self.nodes[i].saves += 1,
                 Action::Event(e) => self.nodes[i].events.push((self.now, e)),
-                Action::Deliver { .. } => {}
+                // Addresses do not move in this network.
+                Action::Deliver { .. } | Action::Lookup { .. } => {}
             }
         }
     }

@@ -802,3 +802,70 @@ fn bus_addresses_survive_the_config_file() {
     )
     .is_err());
 }
+
+fn lookups(actions: &[Action]) -> Vec<(NodeId, String, u16)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Lookup { id, ip, cport } => Some((*id, ip.clone(), *cport)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A peer silent at its bus address (a restart moved it) is looked up at its bus port, at
+/// most once per retry period; the address found replaces the old one, is saved, and is
+/// pinged at once; the same address again changes nothing.
+#[test]
+fn a_silent_peer_is_looked_up_at_its_bus_port_and_found_again() {
+    let (mut t, ids) = cluster(2);
+    let mut g = Gossip::new(settings(), 1);
+    let timeout = settings().node_timeout_ms;
+    let sent_at = T0 + timeout / 2 + 1;
+    let out = g.step(sent_at, Input::Tick, &mut t);
+    assert!(lookups(&out).is_empty(), "asked before any silence");
+    let silent = sent_at + timeout / 2 + 1;
+    let out = g.step(silent, Input::Tick, &mut t);
+    assert_eq!(lookups(&out), vec![(ids[1], "10.0.0.1".to_string(), 17001)]);
+    let out = g.step(silent + 1, Input::Tick, &mut t);
+    assert!(
+        lookups(&out).is_empty(),
+        "asked again within the retry period"
+    );
+    let retry = (timeout / 2).max(super::super::rediscover::LOOKUP_RETRY_MIN_MS);
+    let out = g.step(silent + retry, Input::Tick, &mut t);
+    assert_eq!(
+        lookups(&out).len(),
+        1,
+        "not asked again after the retry period"
+    );
+
+    let found = Input::AddressFound {
+        id: ids[1],
+        addr: "sim:9".into(),
+    };
+    let out = g.step(silent + retry + 1, found, &mut t);
+    assert_eq!(t.nodes[1].bus_addr, "sim:9");
+    assert!(
+        sends(&out).contains(&("sim:9".to_string(), "ping")),
+        "{out:?}"
+    );
+    assert!(out.iter().any(|a| matches!(a, Action::SaveConfig)));
+    assert!(events(&out).contains(&Event::AddressFound {
+        id: ids[1],
+        addr: "sim:9".into()
+    }));
+    let again = Input::AddressFound {
+        id: ids[1],
+        addr: "sim:9".into(),
+    };
+    let out = g.step(silent + retry + 2, again, &mut t);
+    assert!(sends(&out).is_empty() && !out.iter().any(|a| matches!(a, Action::SaveConfig)));
+    // Never about myself.
+    let me = Input::AddressFound {
+        id: ids[0],
+        addr: "sim:8".into(),
+    };
+    g.step(silent + retry + 3, me, &mut t);
+    assert_eq!(t.myself().bus_addr, "sim:0");
+}
