@@ -8,6 +8,7 @@
 //! - [`cluster`]: cluster mode's identity, topology, routing (no network);
 //! - [`persistence`]: snapshots (SAVE/BGSAVE/load, DUMP/RESTORE payloads);
 //! - [`replication`]: replication ids, backlog, PSYNC, propagation, offsets (no I/O);
+//! - [`tls`]: the TLS server context for clients (rustls), built from the `tls-*` settings;
 //! - [`server`]: listeners, connections, clients, cron, shutdown.
 
 pub mod app;
@@ -22,3 +23,4 @@ pub mod persistence;
 pub mod repl_link;
 pub mod replication;
 pub mod server;
+pub mod tls;
