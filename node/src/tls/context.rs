@@ -34,7 +34,6 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsSetupEr
         );
     }
     let provider = Arc::new(provider_with_suites(&config.ciphersuites));
-    let verifier = client_verifier(config, &provider)?;
     let cert_path = Path::new(&config.cert_file);
     let key_path = Path::new(&config.key_file);
     let key = files::private_key(key_path)?;
@@ -47,6 +46,7 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsSetupEr
             reason: e.to_string(),
         })?;
     let chain = files::certificates("tls-cert-file", cert_path)?;
+    let verifier = client_verifier(config, &provider)?;
     let mut server = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions(&config.protocols))
         .map_err(|e| TlsSetupError::Protocols(e.to_string()))?

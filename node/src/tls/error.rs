@@ -9,11 +9,13 @@ pub enum TlsSetupError {
     Missing(&'static str),
     #[error("either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-auth-clients is yes or optional")]
     NoCa,
-    #[error("cannot read {setting} '{}': {source}", .path.display())]
+    // The io error is part of this message rather than its `source`, so that `{:#}` does
+    // not print it twice.
+    #[error("cannot read {setting} '{}': {reason}", .path.display())]
     Read {
         setting: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     #[error("{setting} '{}' is larger than {limit} bytes", .path.display())]
     TooLarge {

@@ -103,10 +103,10 @@ fn add_roots(
 /// The regular files of `dir` (following links, as OpenSSL's hashed names are links), in
 /// name order.
 fn dir_files(setting: &'static str, dir: &Path) -> Result<Vec<PathBuf>, TlsSetupError> {
-    let read_error = |source| TlsSetupError::Read {
+    let read_error = |reason| TlsSetupError::Read {
         setting,
         path: dir.into(),
-        source,
+        reason,
     };
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_error)? {
@@ -147,10 +147,10 @@ fn is_encrypted_key(pem: &[u8]) -> bool {
 }
 
 fn read_limited(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsSetupError> {
-    let read_error = |source| TlsSetupError::Read {
+    let read_error = |reason| TlsSetupError::Read {
         setting,
         path: path.into(),
-        source,
+        reason,
     };
     let file = std::fs::File::open(path).map_err(read_error)?;
     let mut bytes = Vec::new();
