@@ -10,3 +10,6 @@ pub mod handshake;
 pub use context::acceptor;
 pub use error::TlsSetupError;
 pub use handshake::{handshake, HandshakeError, TLS_HANDSHAKE_TIMEOUT};
+
+#[cfg(test)]
+mod tests;
