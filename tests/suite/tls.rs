@@ -313,7 +313,8 @@ fn tls_only_node_with_port_zero() {
 /// setting) to fix. Method: start nodes with a missing setting, a file that does not exist,
 /// a file without PEM, broken PEM, a key that is not the certificate's, an encrypted key,
 /// `tls-key-file-pass`, client authentication without a CA, a CA file without certificates,
-/// and an unsupported protocol; each exits non-zero with that name in its log.
+/// and an unsupported protocol; each exits non-zero with that name in its log. Then `port 0`
+/// without a TLS port, and in cluster mode.
 #[test]
 fn tls_misconfiguration_refuses_to_start() {
     let pki = Pki::new();
@@ -455,5 +456,21 @@ fn tls_misconfiguration_refuses_to_start() {
             log.contains(named),
             "{settings:?}: the log does not name {named}: {log}"
         );
+    }
+    // Port 0 leaves a node without a plain port: with nothing else to listen on, or in
+    // cluster mode (whose bus port derives from it), it does not start either.
+    let tls_port = free_port();
+    let mut cluster_tls_only = vec!["--port".to_string(), "0".into()];
+    cluster_tls_only.extend(pki.server_flags(tls_port));
+    cluster_tls_only.extend(["--cluster-enabled".into(), "yes".into()]);
+    let cluster_tls_only: Vec<&str> = cluster_tls_only.iter().map(String::as_str).collect();
+    for (flags, named) in [
+        (vec!["--port", "0"], "not listen anywhere"),
+        (cluster_tls_only, "cluster mode needs a TCP port"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (status, log) = Node::start_expecting_exit(dir.path(), &flags);
+        assert!(!status.success(), "started with {flags:?}");
+        assert!(log.contains(named), "{flags:?}: {log}");
     }
 }
