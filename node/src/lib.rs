@@ -8,6 +8,7 @@
 //! - [`cluster`]: cluster mode's identity, topology, routing (no network);
 //! - [`persistence`]: snapshots (SAVE/BGSAVE/load, DUMP/RESTORE payloads);
 //! - [`replication`]: replication ids, backlog, PSYNC, propagation, offsets (no I/O);
+//! - [`tls`]: the TLS server context for clients (rustls), built from the `tls-*` settings;
 //! - [`server`]: listeners, connections, clients, cron, shutdown.
 
 pub mod app;
@@ -23,3 +24,4 @@ pub mod repl_link;
 pub mod replication;
 pub mod server;
 pub mod stale_files;
+pub mod tls;

@@ -188,6 +188,37 @@ impl Node {
         self.dir.path().join("node.conf")
     }
 
+    /// Starts a node that answers no plaintext PING (one with `--port 0` and only a TLS
+    /// port): the harness's flags come first, so `--port 0` in `extra` wins over its
+    /// `--port`; the handle reports `port`, and `ready(port)` is asked until it says yes or
+    /// `STARTUP_TIMEOUT` passes.
+    pub fn start_on_port_waiting_for(
+        port: u16,
+        extra: &[&str],
+        ready: impl Fn(u16) -> bool,
+    ) -> Node {
+        let dir = tempfile::Builder::new()
+            .prefix("node-test-")
+            .tempdir()
+            .expect("temp dir");
+        let child = spawn_node(dir.path(), None, port, extra);
+        let node = Node {
+            child: Some(child),
+            port,
+            dir,
+        };
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while !ready(port) {
+            assert!(
+                Instant::now() < deadline,
+                "node on port {port} not ready; log: {}",
+                node.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        node
+    }
+
     fn spawn(dir: tempfile::TempDir, config: Option<PathBuf>, port: u16, extra: &[&str]) -> Node {
         let child = spawn_node(dir.path(), config.as_deref(), port, extra);
         let node = Node {

@@ -19,6 +19,7 @@ mod replication;
 mod server;
 mod sets;
 mod strings;
+mod tls;
 mod tools;
 mod topology_group;
 mod transactions;

@@ -31,7 +31,7 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
-    let listeners = listener::bind_all(&config.bind, config.port, config.tcp_backlog)?;
+    let listeners = bind_listeners(&config)?;
     let pidfile = config.pidfile.clone();
     let cluster = if config.cluster.enabled {
         Some(crate::cluster::Cluster::start(&config).context("starting cluster mode")?)
@@ -46,10 +46,10 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
         std::fs::write(&pidfile, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pidfile {pidfile}"))?;
     }
-    for l in listeners {
+    for (l, transport) in listeners {
         let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(%addr, "ready to accept connections (tcp)");
-        tokio::spawn(listener::accept_loop(server.clone(), l));
+        tracing::info!(%addr, "ready to accept connections ({})", transport.name());
+        tokio::spawn(listener::accept_loop(server.clone(), l, transport));
     }
     let fabric_listeners =
         crate::fabric::start::start_configured(&server).context("starting the fabric listener")?;
@@ -81,6 +81,30 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     }
     tracing::info!("bye");
     Ok(())
+}
+
+/// The client listeners: `port` (unless 0) and `tls-port` (unless 0) on every `bind`
+/// address. The TLS context is built first, so a bad certificate or key refuses the start
+/// before anything listens.
+fn bind_listeners(
+    config: &Config,
+) -> anyhow::Result<Vec<(tokio::net::TcpListener, listener::Transport)>> {
+    let tls = crate::tls::acceptor(&config.tls).context("setting up TLS")?;
+    let mut listeners = Vec::new();
+    if config.port != 0 {
+        for l in listener::bind_all(&config.bind, config.port, config.tcp_backlog)? {
+            listeners.push((l, listener::Transport::Plain));
+        }
+    }
+    if let Some(acceptor) = tls {
+        for l in listener::bind_all(&config.bind, config.tls.port, config.tcp_backlog)? {
+            listeners.push((l, listener::Transport::Tls(acceptor.clone())));
+        }
+    }
+    if listeners.is_empty() && config.fabric.port == 0 {
+        anyhow::bail!("configured to not listen anywhere: port, tls-port and rdma-port are all 0");
+    }
+    Ok(listeners)
 }
 
 /// The `replicaof <host> <port>` directive: follow that primary from the start.

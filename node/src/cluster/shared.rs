@@ -26,6 +26,8 @@ pub enum StartError {
     Load(#[from] LoadError),
     #[error("port {0} is too high for cluster mode: the bus port is the client port + 10000, so the port must be {CLUSTER_PORT_MAX} or less")]
     PortTooHigh(u16),
+    #[error("cluster mode needs a TCP port (port 0 was given): the bus port is the client port + 10000, and tls-cluster is not supported")]
+    NoPort,
     #[error("writing the cluster config file {path}: {source}")]
     Save {
         path: PathBuf,
@@ -105,6 +107,9 @@ impl Cluster {
     /// Loads this node's identity and topology from the config file, or makes a new node
     /// (random id and shard, no slots) and saves it, so a restart keeps the id.
     pub fn start(config: &Config) -> Result<Cluster, StartError> {
+        if config.port == 0 {
+            return Err(StartError::NoPort);
+        }
         if config.port > CLUSTER_PORT_MAX {
             return Err(StartError::PortTooHigh(config.port));
         }

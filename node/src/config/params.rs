@@ -1,6 +1,7 @@
 //! Every configuration parameter the node understands, in one table. The same entries parse
 //! config files and flags, answer `CONFIG GET` and `CONFIG SET`, and write `CONFIG REWRITE`.
 
+use super::tls::{parse_protocols, parse_tls13_suites, TlsAuthClients, TlsConfig};
 use super::units::{format_bool, parse_bool, parse_memory};
 use proto::resp::limits::DEFAULT_MAX_BULK_LEN;
 use std::path::PathBuf;
@@ -257,6 +258,8 @@ pub struct Config {
     /// Client traffic over the fabric (`rdma-*`, `fabric-provider`).
     pub fabric: FabricConfig,
     pub cluster: ClusterConfig,
+    /// The TLS listener for clients (`tls-*`).
+    pub tls: TlsConfig,
     /// The file this configuration came from (for CONFIG REWRITE).
     pub file: Option<PathBuf>,
 }
@@ -325,6 +328,7 @@ impl Default for Config {
             replicaof: String::new(),
             fabric: FabricConfig::default(),
             cluster: ClusterConfig::default(),
+            tls: TlsConfig::default(),
             file: None,
         }
     }
@@ -930,6 +934,117 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }
     ),
+    // TLS for clients. All fixed at start: the certificate, key and CA are read once, when
+    // the TLS listener is set up (Redis reloads them on CONFIG SET; this node does not).
+    param!("tls-port", false, |c| c.tls.port.to_string(), |c, v| {
+        c.tls.port = num(v, 0, 65535)?;
+        Ok(())
+    }),
+    param!(
+        "tls-cert-file",
+        false,
+        |c| c.tls.cert_file.clone(),
+        |c, v| {
+            c.tls.cert_file = v.to_string();
+            Ok(())
+        }
+    ),
+    param!("tls-key-file", false, |c| c.tls.key_file.clone(), |c, v| {
+        c.tls.key_file = v.to_string();
+        Ok(())
+    }),
+    param!("tls-key-file-pass", false, |_c| String::new(), |_c, v| {
+        if !v.is_empty() {
+            return Err("tls-key-file-pass is not supported: encrypted private keys cannot be read; give tls-key-file an unencrypted key (openssl pkey -in enc.key -out plain.key)".into());
+        }
+        Ok(())
+    }),
+    param!(
+        "tls-ca-cert-file",
+        false,
+        |c| c.tls.ca_cert_file.clone(),
+        |c, v| {
+            c.tls.ca_cert_file = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "tls-ca-cert-dir",
+        false,
+        |c| c.tls.ca_cert_dir.clone(),
+        |c, v| {
+            c.tls.ca_cert_dir = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "tls-auth-clients",
+        false,
+        |c| c.tls.auth_clients.name().to_string(),
+        |c, v| {
+            c.tls.auth_clients = TlsAuthClients::parse(v).ok_or_else(|| {
+                "argument(s) must be one of the following: no, yes, optional".to_string()
+            })?;
+            Ok(())
+        }
+    ),
+    param!(
+        "tls-protocols",
+        false,
+        |c| c
+            .tls
+            .protocols
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(" "),
+        |c, v| {
+            c.tls.protocols = parse_protocols(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "tls-ciphersuites",
+        false,
+        |c| c
+            .tls
+            .ciphersuites
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(":"),
+        |c, v| {
+            c.tls.ciphersuites = parse_tls13_suites(v)?;
+            Ok(())
+        }
+    ),
+    param!("tls-ciphers", false, |c| c.tls.ciphers.clone(), |c, v| {
+        c.tls.ciphers = v.to_string();
+        Ok(())
+    }),
+    param!(
+        "tls-prefer-server-ciphers",
+        false,
+        |c| format_bool(c.tls.prefer_server_ciphers),
+        |c, v| {
+            c.tls.prefer_server_ciphers = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!("tls-replication", false, |_c| "no".into(), |_c, v| {
+        if boolean(v)? {
+            return Err(
+                "tls-replication is not supported: replication links run on the fabric".into(),
+            );
+        }
+        Ok(())
+    }),
+    param!("tls-cluster", false, |_c| "no".into(), |_c, v| {
+        if boolean(v)? {
+            return Err("tls-cluster is not supported: the cluster bus runs on the fabric, its messages authenticated by cluster-secret".into());
+        }
+        Ok(())
+    }),
     param!("appendonly", true, |_c| "no".into(), |_c, v| {
         if boolean(v)? {
             return Err(

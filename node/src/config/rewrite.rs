@@ -20,7 +20,20 @@ const MEMORY_PARAMS: &[&str] = &[
     "rdma-rx-size",
 ];
 /// Parameters whose values are free text, always quoted.
-const STRING_PARAMS: &[&str] = &["dir", "dbfilename", "logfile", "pidfile", "requirepass"];
+const STRING_PARAMS: &[&str] = &[
+    "dir",
+    "dbfilename",
+    "logfile",
+    "pidfile",
+    "requirepass",
+    "tls-cert-file",
+    "tls-key-file",
+    "tls-ca-cert-file",
+    "tls-ca-cert-dir",
+    "tls-protocols",
+    "tls-ciphersuites",
+    "tls-ciphers",
+];
 /// Parameters whose values are several words (`save 3600 1 300 100`, `bind a b`).
 const LIST_PARAMS: &[&str] = &["save", "bind", "rdma-bind"];
 

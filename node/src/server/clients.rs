@@ -3,12 +3,14 @@
 use super::client::ClientShared;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 pub struct ClientRegistry {
     next_id: AtomicU64,
     clients: Mutex<BTreeMap<u64, Arc<ClientShared>>>,
+    /// Connections accepted but not yet clients: TLS handshakes in progress.
+    pending: AtomicUsize,
 }
 
 impl Default for ClientRegistry {
@@ -16,6 +18,7 @@ impl Default for ClientRegistry {
         ClientRegistry {
             next_id: AtomicU64::new(1),
             clients: Mutex::new(BTreeMap::new()),
+            pending: AtomicUsize::new(0),
         }
     }
 }
@@ -37,6 +40,18 @@ impl ClientRegistry {
         self.clients.lock().len()
     }
 
+    /// Clients plus connections on their way to becoming one: what `maxclients` bounds, so
+    /// that handshakes in flight cannot hold more sockets than the limit allows.
+    pub fn count_with_pending(&self) -> usize {
+        self.count() + self.pending.load(Relaxed)
+    }
+
+    /// Counts a connection as pending until the returned guard drops.
+    pub fn pending_admission(&self) -> PendingAdmission<'_> {
+        self.pending.fetch_add(1, Relaxed);
+        PendingAdmission { registry: self }
+    }
+
     pub fn get(&self, id: u64) -> Option<Arc<ClientShared>> {
         self.clients.lock().get(&id).cloned()
     }
@@ -52,5 +67,17 @@ impl ClientRegistry {
             .values()
             .filter(|c| c.blocked.load(Relaxed))
             .count()
+    }
+}
+
+/// A connection counted against `maxclients` while it is admitted (see
+/// [`ClientRegistry::pending_admission`]).
+pub struct PendingAdmission<'a> {
+    registry: &'a ClientRegistry,
+}
+
+impl Drop for PendingAdmission<'_> {
+    fn drop(&mut self) {
+        self.registry.pending.fetch_sub(1, Relaxed);
     }
 }

@@ -1,4 +1,4 @@
-//! One TCP client connection: read, hand the bytes to the [`Session`], write its replies.
+//! One TCP client connection (plain or TLS): read, hand the bytes to the [`Session`], write its replies.
 //! Pipelined requests are all executed from one read and answered with one write.
 
 use super::client::ClientShared;
@@ -159,7 +159,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             };
             tokio::select! {
                 biased;
-                written = self.stream.write_all(&self.session.output) => written,
+                // A TLS stream may keep encrypted bytes back until flushed; a plain socket's
+                // flush does nothing.
+                written = async {
+                    self.stream.write_all(&self.session.output).await?;
+                    self.stream.flush().await
+                } => written,
                 _ = killed => Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed")),
             }
         };

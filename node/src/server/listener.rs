@@ -1,5 +1,6 @@
 //! TCP listeners: bind as redis-server does (`bind` addresses, `-` marking optional ones),
-//! accept with `maxclients` and protected mode, and hand each socket to a connection task.
+//! accept with `maxclients` and protected mode, and hand each socket to a connection task
+//! (on a TLS listener, after the handshake: `tls_admit`).
 
 use super::client::ClientShared;
 use super::connection::Connection;
@@ -8,8 +9,26 @@ use super::Server;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+/// How a listener's sockets are served: as they come (`port`), or after a TLS handshake
+/// (`tls-port`).
+#[derive(Clone)]
+pub enum Transport {
+    Plain,
+    Tls(TlsAcceptor),
+}
+
+impl Transport {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transport::Plain => "tcp",
+            Transport::Tls(_) => "tls",
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
@@ -74,8 +93,9 @@ fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-/// Accepts clients on `listener` until shutdown.
-pub async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
+/// Accepts clients on `listener` until shutdown. Each socket is admitted on its own task, so
+/// a slow TLS handshake holds up no one else.
+pub async fn accept_loop(server: Arc<Server>, listener: TcpListener, transport: Transport) {
     let mut shutdown = server.shutdown.subscribe();
     loop {
         let accepted = tokio::select! {
@@ -92,43 +112,83 @@ pub async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
             }
         };
         Stats::add(&server.stats.connections_received, 1);
-        tokio::spawn(admit(server.clone(), stream, peer));
+        match &transport {
+            Transport::Plain => tokio::spawn(admit(server.clone(), stream, peer)),
+            Transport::Tls(acceptor) => tokio::spawn(super::tls_admit::admit(
+                server.clone(),
+                stream,
+                peer,
+                acceptor.clone(),
+            )),
+        };
     }
 }
 
 async fn admit(server: Arc<Server>, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let keepalive = server.config.read().tcp_keepalive;
-    if let Err(e) = set_keepalive(&stream, keepalive) {
-        tracing::debug!(%peer, error = %e, "tcp-keepalive not set");
-    }
-    if server.clients.count() as u64 >= server.hot.maxclients.load(Relaxed) {
-        Stats::add(&server.stats.rejected_connections, 1);
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
-        return;
-    }
-    if server.hot.protected_mode.load(Relaxed)
-        && !server.hot.requirepass_set.load(Relaxed)
-        && !peer.ip().is_loopback()
-    {
-        Stats::add(&server.stats.rejected_connections, 1);
-        let _ = stream.write_all(PROTECTED_MODE_DENIAL).await;
+    prepare_socket(&server, &stream, peer);
+    if let Some(refusal) = refusal(&server, peer) {
+        let _ = stream.write_all(refusal).await;
         return;
     }
     let local = stream.local_addr().unwrap_or(peer);
-    let socket = match stream.into_std().and_then(super::socket::ClientSocket::new) {
-        Ok(s) => s,
+    let Some(socket) = register(stream) else {
+        return;
+    };
+    serve(server, socket, peer, local).await;
+}
+
+/// TCP options every client socket gets, plain or TLS.
+pub(super) fn prepare_socket(server: &Server, stream: &TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let keepalive = server.config.read().tcp_keepalive;
+    if let Err(e) = set_keepalive(stream, keepalive) {
+        tracing::debug!(%peer, error = %e, "tcp-keepalive not set");
+    }
+}
+
+/// The socket registered for read readiness (see `socket.rs`).
+pub(super) fn register(stream: TcpStream) -> Option<super::socket::ClientSocket> {
+    match stream.into_std().and_then(super::socket::ClientSocket::new) {
+        Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "could not register a client socket");
-            return;
+            None
         }
-    };
+    }
+}
+
+/// Why a new client may not be served (counted in `rejected_connections`), as the error
+/// line Redis sends before closing: `maxclients` reached (handshakes in flight count), or
+/// protected mode refusing a remote peer.
+pub(super) fn refusal(server: &Server, peer: SocketAddr) -> Option<&'static [u8]> {
+    let refusal: &'static [u8] =
+        if server.clients.count_with_pending() as u64 >= server.hot.maxclients.load(Relaxed) {
+            MAXCLIENTS_REACHED
+        } else if server.hot.protected_mode.load(Relaxed)
+            && !server.hot.requirepass_set.load(Relaxed)
+            && !peer.ip().is_loopback()
+        {
+            PROTECTED_MODE_DENIAL
+        } else {
+            return None;
+        };
+    Stats::add(&server.stats.rejected_connections, 1);
+    Some(refusal)
+}
+
+/// Registers the client and serves it until it leaves.
+pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    server: Arc<Server>,
+    stream: S,
+    peer: SocketAddr,
+    local: SocketAddr,
+) {
     let shared = Arc::new(ClientShared::new(server.clients.next_id(), peer, local));
     server.clients.add(shared.clone());
-    Connection::new(server, socket, shared).run().await;
+    Connection::new(server, stream, shared).run().await;
 }
+
+pub const MAXCLIENTS_REACHED: &[u8] = b"-ERR max number of clients reached\r\n";
 
 pub const PROTECTED_MODE_DENIAL: &[u8] = b"-DENIED Running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers, you may adopt one of the following solutions: 1) Disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting from the same host the server is running, however MAKE SURE the server is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 

@@ -23,6 +23,7 @@ pub mod slowlog;
 pub mod socket;
 pub mod stats;
 pub mod sync_acks;
+pub mod tls_admit;
 pub mod watch;
 
 pub use client::{Client, ClientShared};

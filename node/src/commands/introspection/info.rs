@@ -105,8 +105,13 @@ impl Section<'_> {
 
 fn server(s: &mut Section<'_>, server: &Server) {
     let config = server.config.read();
+    // As Redis: a node without a plain port shows its TLS port (Redis has no tls_port field).
     let (port, hz, file) = (
-        config.port,
+        if config.port != 0 {
+            config.port
+        } else {
+            config.tls.port
+        },
         config.hz,
         config.file.as_ref().map(|p| p.display().to_string()),
     );
