@@ -8,4 +8,4 @@ pub mod rewrite;
 pub mod units;
 
 pub use load::{load, ConfigError};
-pub use params::{Config, EvictionPolicy, SaveRule};
+pub use params::{AofConfig, Config, EvictionPolicy, FsyncPolicy, SaveRule};

@@ -18,9 +18,18 @@ const MEMORY_PARAMS: &[&str] = &[
     "proto-max-bulk-len",
     "client-query-buffer-limit",
     "rdma-rx-size",
+    "auto-aof-rewrite-min-size",
 ];
 /// Parameters whose values are free text, always quoted.
-const STRING_PARAMS: &[&str] = &["dir", "dbfilename", "logfile", "pidfile", "requirepass"];
+const STRING_PARAMS: &[&str] = &[
+    "dir",
+    "dbfilename",
+    "logfile",
+    "pidfile",
+    "requirepass",
+    "appendfilename",
+    "appenddirname",
+];
 /// Parameters whose values are several words (`save 3600 1 300 100`, `bind a b`).
 const LIST_PARAMS: &[&str] = &["save", "bind", "rdma-bind"];
 
