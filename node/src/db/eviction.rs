@@ -86,7 +86,7 @@ fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut 
                     outgoing.key_removed(&key);
                 }
                 if !outgoing.is_empty() {
-                    server.replication.feed(&mut outgoing);
+                    crate::server::write_stream::feed(server, &mut outgoing);
                 }
             }
             if evicted || locked.expired > 0 {

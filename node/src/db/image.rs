@@ -66,15 +66,18 @@ mod tests {
     use parking_lot::Mutex;
     use std::collections::BTreeMap;
 
+    /// A key and its value, shown as bytes.
+    type Row = (Vec<u8>, Vec<u8>);
+
     /// Records what each slot held when it was captured.
     #[derive(Default)]
     struct Recorder {
-        slots: Mutex<BTreeMap<u16, Vec<(Vec<u8>, Vec<u8>)>>>,
+        slots: Mutex<BTreeMap<u16, Vec<Row>>>,
     }
 
     impl ImageSink for Recorder {
         fn capture(&self, slot: u16, table: &SlotTable) {
-            let mut rows: Vec<(Vec<u8>, Vec<u8>)> = table
+            let mut rows: Vec<Row> = table
                 .iter()
                 .map(|(k, e)| match &e.value {
                     Value::Str(v) => (k.to_vec(), v.to_vec()),
