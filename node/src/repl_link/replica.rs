@@ -242,6 +242,9 @@ fn apply_loop<C: Connection>(
             }
         }
         applier.push(&released)?;
+        if polled.records > 0 {
+            server.aof.log.nudge();
+        }
         if let Some(snap) = polled.snapshot {
             // From the first key replaced on, the dataset is no history's until it is whole.
             server.replication.forget_history();

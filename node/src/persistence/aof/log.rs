@@ -391,6 +391,16 @@ impl AppendLog {
         Gate::Open
     }
 
+    /// Under `always`, asks for a sync of writes no reply waits for (a replica's applied
+    /// stream, active expiry's DELs), so they are not left for the thread's next second.
+    pub fn nudge(&self) {
+        if self.policy() == FsyncPolicy::Always
+            && self.appended() > self.synced.load(Ordering::Acquire)
+        {
+            self.wake_thread();
+        }
+    }
+
     /// Whether `offset` is durable (a fabric poller looking again).
     pub fn synced_past(&self, offset: u64) -> bool {
         self.synced.load(Ordering::Acquire) >= offset

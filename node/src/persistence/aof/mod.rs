@@ -286,6 +286,7 @@ impl Aof {
     /// Called `hz` times a second: the automatic rewrite (`auto-aof-rewrite-percentage`,
     /// `auto-aof-rewrite-min-size`), and another try at a start that failed.
     pub fn cron(&self) {
+        self.log.nudge();
         let retry_start = {
             let c = self.control.lock();
             if c.rewrite.is_some() {
@@ -343,9 +344,12 @@ impl Aof {
     pub fn info(&self) -> AofInfo {
         let c = self.control.lock();
         let running = c.rewrite;
+        // A start whose rewrite has not claimed the slot yet is in progress too (unless it
+        // failed and waits for its retry).
+        let starting = c.state == LogState::Starting && c.retry_at.is_none();
         AofInfo {
             enabled: c.state != LogState::Off,
-            rewrite_in_progress: running.is_some(),
+            rewrite_in_progress: running.is_some() || starting,
             rewrite_scheduled: c.retry_at.is_some(),
             last_rewrite_time_sec: c.last_rewrite_secs.map_or(-1, |s| s as i64),
             current_rewrite_time_sec: running.map_or(-1, |at| at.elapsed().as_secs() as i64),
