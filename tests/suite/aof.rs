@@ -111,7 +111,7 @@ fn kill_9_under_appendfsync_always_loses_no_acknowledged_write() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_KILL_TRIALS);
     let mut node = Node::start(ALWAYS);
-    let mut floor = vec![0i64; COUNTERS];
+    let mut floor = [0i64; COUNTERS];
     for trial in 0..trials {
         let stop = Arc::new(AtomicBool::new(false));
         let writers: Vec<_> = (0..3)

@@ -14,9 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn config(dir: &std::path::Path) -> Config {
-    let mut c = Config::default();
-    c.dir = dir.to_path_buf();
-    c.save.clear();
+    let mut c = Config {
+        dir: dir.to_path_buf(),
+        save: Vec::new(),
+        ..Config::default()
+    };
     c.aof.enabled = true;
     c.aof.fsync = FsyncPolicy::Always;
     c.aof.rewrite_percentage = 0;
@@ -82,7 +84,7 @@ fn rewrites_under_writes_lose_and_double_nothing() {
                 while !stop.load(Ordering::Relaxed) {
                     let k = (i * 7 + w) % 64;
                     let key = format!("counter:{k}");
-                    if i % 5 == 0 {
+                    if i.is_multiple_of(5) {
                         let other = (k + 1) % 64;
                         let key2 = format!("counter:{other}");
                         exec(&server, &mut c, &["MULTI"]);
