@@ -481,3 +481,60 @@ fn the_log_rewrites_itself_when_it_grows() {
         Value::BulkString(format!("19{value}").into_bytes())
     );
 }
+
+/// Goal: over the fabric too, a reply under `appendfsync always` leaves only once its
+/// write is synced. Method: SETs through an interactive `operator cli --fabric ofi:tcp`,
+/// the node killed with SIGKILL right after the last answer; `--hz 1` leaves a write whose
+/// reply skipped the wait in the buffer for up to a second.
+#[test]
+fn fabric_replies_under_appendfsync_always_wait_for_the_log() {
+    use std::io::{BufRead, BufReader, Write};
+    let rdma_port = integration::free_port().to_string();
+    let mut args = ALWAYS.to_vec();
+    args.extend([
+        "--hz",
+        "1",
+        "--rdma-port",
+        &rdma_port,
+        "--rdma-bind",
+        "127.0.0.1",
+        "--fabric-provider",
+        "ofi:tcp",
+    ]);
+    let node = Node::start(&args);
+    let deadline = Instant::now() + PATIENCE;
+    while !node.log().contains("ready to accept connections (fabric)") {
+        assert!(
+            Instant::now() < deadline,
+            "no fabric listener; {}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut cli = integration::operator(&["cli", "--fabric", "ofi:tcp", "-p", &rdma_port])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = cli.stdin.take().unwrap();
+    let mut output = BufReader::new(cli.stdout.take().unwrap());
+    for i in 0..10 {
+        writeln!(input, "SET fabric:{i} v").unwrap();
+        input.flush().unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "OK", "SET fabric:{i}");
+    }
+    let dir = node.into_dir();
+    let _ = cli.kill();
+    let _ = cli.wait();
+    let node = Node::start_in(dir, ALWAYS);
+    let mut c = node.client();
+    for i in 0..10 {
+        assert_eq!(
+            cmd(&mut c, &["EXISTS", &format!("fabric:{i}")]).unwrap(),
+            Value::Int(1),
+            "fabric:{i}"
+        );
+    }
+}
