@@ -114,6 +114,10 @@ pub enum Gate {
 }
 
 pub struct AppendLog {
+    /// Mirrors `Pending::open` for a lock-free look (a primary with a backlog and no AOF
+    /// feeds the stream without touching this log's lock). Set with every shard held, so a
+    /// write holding its shards sees it.
+    open: AtomicBool,
     pending: Mutex<Pending>,
     writer: Mutex<Writer>,
     appended: AtomicU64,
@@ -136,6 +140,7 @@ pub struct AppendLog {
 impl Default for AppendLog {
     fn default() -> Self {
         AppendLog {
+            open: AtomicBool::new(false),
             pending: Mutex::new(Pending {
                 open: false,
                 buf: Vec::new(),
@@ -185,6 +190,9 @@ impl AppendLog {
     /// Appends one request's writes (call with its shards held). The offset just past
     /// them, or None when the log does not run.
     pub fn append(&self, outgoing: &Outgoing) -> Option<u64> {
+        if !self.open.load(Ordering::Relaxed) {
+            return None;
+        }
         let mut p = self.pending.lock();
         if !p.open {
             return None;
@@ -199,10 +207,6 @@ impl AppendLog {
     #[inline]
     pub fn appended(&self) -> u64 {
         self.appended.load(Ordering::Acquire)
-    }
-
-    pub fn is_open(&self) -> bool {
-        self.pending.lock().open
     }
 
     /// Bytes appended and not yet written (INFO `aof_buffer_length`).
@@ -223,6 +227,7 @@ impl AppendLog {
         self.current_size.store(file.size, Ordering::Relaxed);
         w.current = Some(file);
         p.open = true;
+        self.open.store(true, Ordering::Relaxed);
     }
 
     /// At a rewrite's instant (every shard held): bytes appended from now on belong to
@@ -234,6 +239,7 @@ impl AppendLog {
         let at = p.start + p.buf.len() as u64;
         p.switch = Some((at, next));
         p.open = true;
+        self.open.store(true, Ordering::Relaxed);
     }
 
     /// Renames the current increment's recorded path (a temporary one put in place).
@@ -347,6 +353,7 @@ impl AppendLog {
     pub fn close(&self) -> Result<(), LogError> {
         let mut w = self.writer.lock();
         self.pending.lock().open = false;
+        self.open.store(false, Ordering::Relaxed);
         let mut result = self.write_locked(&mut w).map(|_| ());
         if let Some(cur) = w.current.take() {
             if let Err(source) = cur.sync.sync_data() {
