@@ -758,3 +758,54 @@ fn a_pipelined_burst_reaches_a_replica_over_shm() {
     let size: i64 = redis::cmd("DBSIZE").query(&mut replica.client()).unwrap();
     assert_eq!(size, 30_000);
 }
+
+/// Goal: a replica with `appendonly yes` logs the stream it applies: its AOF starts again
+/// from a base of the full sync's dataset, then takes every write of the stream, so a
+/// replica killed with SIGKILL comes back alone with all of it.
+/// Method: a primary and a replica (`--appendonly yes --appendfsync always`) on `ofi:tcp`;
+/// writes before and after the sync (SET, INCR, a MULTI), WAIT; the replica killed and
+/// started again in its folder without `replicaof`.
+#[test]
+fn a_replica_with_appendonly_logs_the_stream_it_applies() {
+    let primary = fabric_primary();
+    let mut p = primary.client();
+    cmd(&mut p, &["SET", "before", "1"]).unwrap();
+    let target = format!("127.0.0.1 {}", primary.port);
+    let mut replica_args = FABRIC.to_vec();
+    replica_args.extend(["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut following = replica_args.clone();
+    following.extend(["--replicaof", &target]);
+    let replica = Node::start(&following);
+    eventually("the full sync", &replica, |c| {
+        get(c, "before").as_deref() == Some("1")
+    });
+    eventually("the AOF's new base", &replica, |_| {
+        let info = replica.cli(&["INFO", "persistence"]);
+        info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrites:2")
+    });
+    cmd(&mut p, &["SET", "after", "2"]).unwrap();
+    for _ in 0..3 {
+        cmd(&mut p, &["INCR", "n"]).unwrap();
+    }
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("m1")
+        .arg("a")
+        .ignore()
+        .cmd("INCR")
+        .arg("n")
+        .ignore()
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(cmd(&mut p, &["WAIT", "1", "5000"]).unwrap(), Value::Int(1));
+    eventually("the stream", &replica, |c| {
+        get(c, "n").as_deref() == Some("4")
+    });
+
+    let replica = Node::start_in(replica.into_dir(), &replica_args);
+    let mut r = replica.client();
+    for (k, v) in [("before", "1"), ("after", "2"), ("n", "4"), ("m1", "a")] {
+        assert_eq!(get(&mut r, k).as_deref(), Some(v), "{k}");
+    }
+}

@@ -41,7 +41,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let mut server = Server::new(config);
     server.cluster = cluster;
     let server = Arc::new(server);
-    crate::persistence::load_at_start(&server).context("loading the snapshot")?;
+    crate::persistence::load_at_start(&server).context("loading the dataset")?;
     if !pidfile.is_empty() {
         std::fs::write(&pidfile, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pidfile {pidfile}"))?;

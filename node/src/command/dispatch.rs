@@ -261,8 +261,21 @@ pub fn run(
 ) -> Effects {
     let start = client.clock.start();
     let now = start.unix_ms;
-    let replicating = server.replication.active();
     let mut db = lock_for(server, spec, args, now);
+    // Read with the shards held: the AOF starts taking the stream at an instant when every
+    // shard is held (its rewrite's image), so a write either sees it or ran before it.
+    let replicating = server.replication.active();
+    if replicating && !client.primary_link && is_write(spec, client) {
+        if let Some(why) = server.aof.refusing_writes() {
+            drop(db);
+            client.clock.touch();
+            let text = format!("MISCONF Errors writing to the AOF file: {why}");
+            stats.error_reply(&server.stats, &text);
+            let mut reply = reply;
+            reply.error(&text);
+            return Effects::default();
+        }
+    }
     // Checked with the command's shards held: REPLCONF FAILOVER-PAUSE sets the pause, then
     // takes every shard once, so a write either sees the pause or has fed the stream
     // before the offset it answers is read.
@@ -295,10 +308,17 @@ pub fn run(
     } = ctx;
     // Into the stream while the shards are still locked: no later write to these keys can
     // be appended before this one.
-    // A replica's history is its primary's stream, mirrored byte for byte by the link
-    // (repl_link::apply): what it executes itself is never added to it.
-    if !effects.outgoing.is_empty() && !server.replica_of.is_replica() {
-        client.repl_offset = server.replication.feed(&mut effects.outgoing);
+    if !effects.outgoing.is_empty() {
+        let fed = crate::server::write_stream::feed(server, &mut effects.outgoing);
+        if let Some(offset) = fed.repl {
+            client.repl_offset = offset;
+        }
+    }
+    if replicating {
+        // The reply leaves once the AOF holds everything appended so far: this write, and
+        // any other this command may have seen (its keys' last writers appended before
+        // they let the shards go).
+        client.log_offset = server.aof.log.appended();
     }
     let expired = db.expired;
     // WATCHes are invalidated while the shards are still locked: an EXEC locking them next

@@ -88,7 +88,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let now = ctx.db.now;
     let mut found: Vec<Key> = Vec::new();
     for (_, shard) in ctx.db.shards_mut() {
-        for table in shard.tables.iter() {
+        for table in shard.tables().iter() {
             for (key, entry) in table.iter() {
                 if !entry.is_expired(now) && (match_all || glob::matches(pattern, key, false)) {
                     found.push(key.clone());
@@ -162,7 +162,7 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     // Mostly expired keys: walk for a live one instead of drawing on.
     let now = ctx.db.now;
     let live = ctx.db.shards_mut().find_map(|(_, shard)| {
-        shard.tables.iter().find_map(|t| {
+        shard.tables().iter().find_map(|t| {
             t.iter()
                 .find(|(_, e)| !e.is_expired(now))
                 .map(|(k, _)| k.clone())
@@ -183,7 +183,7 @@ fn nth_key(ctx: &mut Ctx<'_>, mut n: usize) -> Option<(Key, bool)> {
             n -= shard.keys;
             continue;
         }
-        for table in shard.tables.iter() {
+        for table in shard.tables().iter() {
             if n < table.len() {
                 return table
                     .get_index(n)

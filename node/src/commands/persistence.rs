@@ -1,4 +1,4 @@
-//! Persistence: SAVE BGSAVE LASTSAVE (DUMP and RESTORE are in `migration.rs`).
+//! Persistence: SAVE BGSAVE LASTSAVE BGREWRITEAOF (DUMP and RESTORE are in `migration.rs`).
 
 use crate::command::args::is;
 use crate::command::error::err;
@@ -24,6 +24,15 @@ pub static COMMANDS: &[CommandSpec] = &[
         bgsave,
         "server",
         "Asynchronously saves the database(s) to disk.",
+    ),
+    command(
+        "bgrewriteaof",
+        1,
+        ADMIN | NOSCRIPT,
+        KeySpec::None,
+        bgrewriteaof,
+        "server",
+        "Asynchronously rewrites the append-only file to disk.",
     ),
     command(
         "lastsave",
@@ -72,6 +81,25 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Ok(()) => ctx.reply.simple(b"Background saving started"),
         Err(SaveError::InProgress) => return err(IN_PROGRESS),
         Err(_) => return err("ERR"),
+    }
+    Ok(())
+}
+
+/// BGREWRITEAOF: a new base and increment while writes go on (with the log off, a base
+/// alone, as Redis writes one).
+fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let config = ctx.server.config.read().clone();
+    match ctx.server.aof.bgrewrite(&config) {
+        Ok(()) => ctx
+            .reply
+            .simple(b"Background append only file rewriting started"),
+        Err(e @ crate::persistence::aof::rewrite::RewriteError::InProgress) => {
+            return err(format!("ERR {e}"))
+        }
+        Err(e) => {
+            tracing::error!("cannot start an AOF rewrite: {e}");
+            return err("ERR Can't execute an AOF background rewriting. Please check the server logs for more information.");
+        }
     }
     Ok(())
 }

@@ -10,4 +10,4 @@ pub mod tls;
 pub mod units;
 
 pub use load::{load, ConfigError};
-pub use params::{Config, EvictionPolicy, SaveRule};
+pub use params::{AofConfig, Config, EvictionPolicy, FsyncPolicy, SaveRule};

@@ -180,6 +180,86 @@ impl Default for ClusterConfig {
     }
 }
 
+/// `appendfsync`: when the append-only file is fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Before any reply to a write leaves the node (group commit).
+    Always,
+    /// By a background thread once a second.
+    EverySec,
+    /// When the OS decides.
+    No,
+}
+
+impl FsyncPolicy {
+    const NAMES: [(FsyncPolicy, &'static str); 3] = [
+        (FsyncPolicy::Always, "always"),
+        (FsyncPolicy::EverySec, "everysec"),
+        (FsyncPolicy::No, "no"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("everysec")
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(s))
+            .map(|(p, _)| *p)
+    }
+}
+
+/// The append-only file (redis.conf names: `appendonly`, `appendfilename`, `appenddirname`,
+/// `appendfsync`, `auto-aof-rewrite-*`, `aof-load-truncated`, `no-appendfsync-on-rewrite`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AofConfig {
+    /// `appendonly`: log every write; at start, load from the log instead of the snapshot.
+    pub enabled: bool,
+    /// `appendfilename`: the prefix of the log's files (fixed at start).
+    pub filename: String,
+    /// `appenddirname`: the folder in `dir` holding them (fixed at start).
+    pub dirname: String,
+    pub fsync: FsyncPolicy,
+    /// `auto-aof-rewrite-percentage`: rewrite once the log grew by this much over its base
+    /// (0: never on its own).
+    pub rewrite_percentage: u64,
+    /// `auto-aof-rewrite-min-size`: no automatic rewrite below this size.
+    pub rewrite_min_size: u64,
+    /// `aof-load-truncated`: a record cut short at the very end loads (with a warning).
+    pub load_truncated: bool,
+    /// `no-appendfsync-on-rewrite`: accepted for compatibility; a rewrite here runs no fsync
+    /// of its own that the log's could wait behind until the base is complete.
+    pub no_fsync_on_rewrite: bool,
+}
+
+impl Default for AofConfig {
+    fn default() -> Self {
+        AofConfig {
+            enabled: false,
+            filename: "appendonly.aof".into(),
+            dirname: "appendonlydir".into(),
+            fsync: FsyncPolicy::EverySec,
+            rewrite_percentage: 100,
+            rewrite_min_size: 64 << 20,
+            load_truncated: true,
+            no_fsync_on_rewrite: false,
+        }
+    }
+}
+
+/// A file or folder name given where a path would escape `dir`.
+fn plain_name(v: &str, what: &str) -> Result<String, String> {
+    if v.is_empty() || v.contains('/') || v == "." || v == ".." {
+        return Err(format!("{what} can't be a path, just a {what}"));
+    }
+    Ok(v.to_string())
+}
+
 /// Highest client port in cluster mode: the bus port is the client port + 10000.
 pub const CLUSTER_PORT_MAX: u16 = 65535 - 10000;
 
@@ -260,6 +340,7 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// The TLS listener for clients (`tls-*`).
     pub tls: TlsConfig,
+    pub aof: AofConfig,
     /// The file this configuration came from (for CONFIG REWRITE).
     pub file: Option<PathBuf>,
 }
@@ -329,6 +410,7 @@ impl Default for Config {
             fabric: FabricConfig::default(),
             cluster: ClusterConfig::default(),
             tls: TlsConfig::default(),
+            aof: AofConfig::default(),
             file: None,
         }
     }
@@ -1045,14 +1127,76 @@ pub static PARAMS: &[Param] = &[
         }
         Ok(())
     }),
-    param!("appendonly", true, |_c| "no".into(), |_c, v| {
-        if boolean(v)? {
-            return Err(
-                "append-only files are not supported; snapshots are (save, SAVE, BGSAVE)".into(),
-            );
+    param!(
+        "appendonly",
+        true,
+        |c| format_bool(c.aof.enabled),
+        |c, v| {
+            c.aof.enabled = boolean(v)?;
+            Ok(())
         }
+    ),
+    // Fixed at start, as in Redis: the running log's files keep their names.
+    param!(
+        "appendfilename",
+        false,
+        |c| c.aof.filename.clone(),
+        |c, v| {
+            c.aof.filename = plain_name(v, "appendfilename")?;
+            Ok(())
+        }
+    ),
+    param!("appenddirname", false, |c| c.aof.dirname.clone(), |c, v| {
+        c.aof.dirname = plain_name(v, "appenddirname")?;
         Ok(())
     }),
+    param!(
+        "appendfsync",
+        true,
+        |c| c.aof.fsync.name().to_string(),
+        |c, v| {
+            c.aof.fsync = FsyncPolicy::parse(v).ok_or_else(|| {
+                "argument(s) must be one of the following: always, everysec, no".to_string()
+            })?;
+            Ok(())
+        }
+    ),
+    param!(
+        "auto-aof-rewrite-percentage",
+        true,
+        |c| c.aof.rewrite_percentage.to_string(),
+        |c, v| {
+            c.aof.rewrite_percentage = num(v, 0, i32::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "auto-aof-rewrite-min-size",
+        true,
+        |c| c.aof.rewrite_min_size.to_string(),
+        |c, v| {
+            c.aof.rewrite_min_size = memory(v, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "aof-load-truncated",
+        true,
+        |c| format_bool(c.aof.load_truncated),
+        |c, v| {
+            c.aof.load_truncated = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "no-appendfsync-on-rewrite",
+        true,
+        |c| format_bool(c.aof.no_fsync_on_rewrite),
+        |c, v| {
+            c.aof.no_fsync_on_rewrite = boolean(v)?;
+            Ok(())
+        }
+    ),
     param!("daemonize", false, |_c| "no".into(), |_c, v| {
         if boolean(v)? {
             return Err("daemonize yes is not supported: run under a supervisor".into());
@@ -1112,6 +1256,11 @@ impl Config {
         self.dir.join(&self.cluster.config_file)
     }
 
+    /// The folder of the append-only file's parts (`dir/appenddirname`).
+    pub fn aof_dir(&self) -> PathBuf {
+        self.dir.join(&self.aof.dirname)
+    }
+
     /// The address of the snapshot file.
     pub fn snapshot_path(&self) -> PathBuf {
         self.dir.join(&self.dbfilename)
@@ -1121,6 +1270,41 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The append-only file's parameters take Redis's names, defaults and values, and its
+    /// file and folder names cannot leave `dir`.
+    #[test]
+    fn aof_params_parse_and_bound() {
+        let mut c = Config::default();
+        for (name, default) in [
+            ("appendonly", "no"),
+            ("appendfilename", "appendonly.aof"),
+            ("appenddirname", "appendonlydir"),
+            ("appendfsync", "everysec"),
+            ("auto-aof-rewrite-percentage", "100"),
+            ("auto-aof-rewrite-min-size", "67108864"),
+            ("aof-load-truncated", "yes"),
+            ("no-appendfsync-on-rewrite", "no"),
+        ] {
+            assert_eq!(c.get(name).as_deref(), Some(default), "{name}");
+        }
+        c.set("appendonly", "yes").unwrap();
+        c.set("appendfsync", "ALWAYS").unwrap();
+        c.set("auto-aof-rewrite-min-size", "1mb").unwrap();
+        assert!(c.aof.enabled);
+        assert_eq!(c.aof.fsync, FsyncPolicy::Always);
+        assert_eq!(c.aof.rewrite_min_size, 1 << 20);
+        for (name, bad) in [
+            ("appendonly", "maybe"),
+            ("appendfsync", "sometimes"),
+            ("appendfilename", "../x.aof"),
+            ("appenddirname", ".."),
+            ("appenddirname", ""),
+            ("auto-aof-rewrite-percentage", "-1"),
+        ] {
+            assert!(c.set(name, bad).is_err(), "{name} {bad} accepted");
+        }
+    }
 
     /// The fabric settings take Valkey's names and ranges and refuse values outside them.
     #[test]

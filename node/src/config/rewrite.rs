@@ -18,6 +18,7 @@ const MEMORY_PARAMS: &[&str] = &[
     "proto-max-bulk-len",
     "client-query-buffer-limit",
     "rdma-rx-size",
+    "auto-aof-rewrite-min-size",
 ];
 /// Parameters whose values are free text, always quoted.
 const STRING_PARAMS: &[&str] = &[
@@ -33,6 +34,8 @@ const STRING_PARAMS: &[&str] = &[
     "tls-protocols",
     "tls-ciphersuites",
     "tls-ciphers",
+    "appendfilename",
+    "appenddirname",
 ];
 /// Parameters whose values are several words (`save 3600 1 300 100`, `bind a b`).
 const LIST_PARAMS: &[&str] = &["save", "bind", "rdma-bind"];

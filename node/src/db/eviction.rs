@@ -86,7 +86,7 @@ fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut 
                     outgoing.key_removed(&key);
                 }
                 if !outgoing.is_empty() {
-                    server.replication.feed(&mut outgoing);
+                    crate::server::write_stream::feed(server, &mut outgoing);
                 }
             }
             if evicted || locked.expired > 0 {
@@ -123,12 +123,12 @@ fn non_empty_table<'s>(
     rng: &mut impl Rng,
 ) -> Option<&'s super::keyspace::SlotTable> {
     for _ in 0..TABLE_PROBES {
-        let t = &shard.tables[rng.gen_range(0..shard.tables.len())];
+        let t = &shard.tables()[rng.gen_range(0..shard.tables().len())];
         if !t.is_empty() {
             return Some(t);
         }
     }
-    shard.tables.iter().find(|t| !t.is_empty())
+    shard.tables().iter().find(|t| !t.is_empty())
 }
 
 fn sample_volatile(shard: &Shard, n: usize, rng: &mut impl Rng) -> Vec<Key> {

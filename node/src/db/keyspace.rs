@@ -9,9 +9,11 @@
 
 use super::entry::Entry;
 use super::expiry::ExpiryQueue;
+use super::image::{ImageSink, PendingImage};
 use super::value::{Hasher, Key};
 use parking_lot::{Mutex, MutexGuard};
 use proto::slot::SLOT_COUNT;
+use std::sync::Arc;
 
 /// Number of shards. A power of two that divides the slot count; 64 keeps lock contention
 /// negligible for the thread counts a node runs (io-threads <= 16) at little fixed memory.
@@ -37,15 +39,21 @@ pub fn table_of_slot(slot: u16) -> usize {
 
 /// One shard: the tables of its slots plus bookkeeping for expiry.
 pub struct Shard {
-    pub tables: Box<[SlotTable]>,
+    /// Private: every change to a table must pass [`Shard::table_mut`] or [`Shard::clear`],
+    /// which let a running image capture the slot first (see `image.rs`).
+    tables: Box<[SlotTable]>,
     /// Number of keys across all tables of this shard.
     pub keys: usize,
     /// Keys with a time to live, ordered by expiry (for active expiry and volatile-ttl).
     pub expiry: ExpiryQueue,
+    /// The slots a running point-in-time image still has to capture (None: no image).
+    image: Option<PendingImage>,
+    /// This shard's index in the keyspace (which slots its tables hold).
+    index: usize,
 }
 
 impl Shard {
-    fn new(hasher: &Hasher) -> Self {
+    fn new(index: usize, hasher: &Hasher) -> Self {
         let tables = (0..SLOTS_PER_SHARD)
             .map(|_| SlotTable::with_hasher(hasher.clone()))
             .collect();
@@ -53,6 +61,8 @@ impl Shard {
             tables,
             keys: 0,
             expiry: ExpiryQueue::default(),
+            image: None,
+            index,
         }
     }
 
@@ -60,8 +70,43 @@ impl Shard {
         &self.tables[table_of_slot(slot)]
     }
 
+    /// Every table of the shard, for reading (by table index: see [`Shard::slot_at`]).
+    pub fn tables(&self) -> &[SlotTable] {
+        &self.tables
+    }
+
+    /// The table of `slot`, to change. While an image runs, the slot is captured first.
+    #[inline]
     pub fn table_mut(&mut self, slot: u16) -> &mut SlotTable {
-        &mut self.tables[table_of_slot(slot)]
+        let i = table_of_slot(slot);
+        if self.image.is_some() {
+            self.capture_for_image(i, slot);
+        }
+        &mut self.tables[i]
+    }
+
+    /// Empties every table (FLUSHALL, a full sync's load); a running image captures the
+    /// shard's pending slots first.
+    pub fn clear(&mut self) {
+        if self.image.is_some() {
+            for i in 0..SLOTS_PER_SHARD {
+                self.capture_for_image(i, Shard::slot_at(self.index, i));
+            }
+        }
+        for t in self.tables.iter_mut() {
+            *t = SlotTable::with_hasher(t.hasher().clone());
+        }
+        self.keys = 0;
+        self.expiry.clear();
+    }
+
+    #[cold]
+    fn capture_for_image(&mut self, i: usize, slot: u16) {
+        if let Some(image) = self.image.as_mut() {
+            if image.capture(i, slot, &self.tables[i]) {
+                self.image = None;
+            }
+        }
     }
 
     /// The slot held at table index `i` of shard `shard`.
@@ -69,6 +114,11 @@ impl Shard {
         (i * SHARD_COUNT + shard) as u16
     }
 }
+
+/// [`Keyspace::begin_image`] while an image is still being captured.
+#[derive(Debug, thiserror::Error)]
+#[error("a point-in-time image of the keyspace is already being taken")]
+pub struct ImageRunning;
 
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
@@ -85,7 +135,7 @@ impl Keyspace {
         let hasher = Hasher::new();
         Keyspace {
             shards: (0..SHARD_COUNT)
-                .map(|_| Mutex::new(Shard::new(&hasher)))
+                .map(|i| Mutex::new(Shard::new(i, &hasher)))
                 .collect(),
         }
     }
@@ -104,6 +154,33 @@ impl Keyspace {
 
     pub fn try_lock_shard(&self, shard: usize) -> Option<MutexGuard<'_, Shard>> {
         self.shards[shard].try_lock()
+    }
+
+    /// Starts a point-in-time image (see `image.rs`): with every shard held, marks every
+    /// slot pending for `sink` and runs `at_instant`, which therefore happens at the image's
+    /// instant (no command is between its shard locks). Fails if an image is still running.
+    pub fn begin_image(
+        &self,
+        sink: Arc<dyn ImageSink>,
+        at_instant: impl FnOnce(),
+    ) -> Result<(), ImageRunning> {
+        let mut guards: Vec<MutexGuard<'_, Shard>> = self.shards.iter().map(|s| s.lock()).collect();
+        if guards.iter().any(|g| g.image.is_some()) {
+            return Err(ImageRunning);
+        }
+        for g in guards.iter_mut() {
+            g.image = Some(PendingImage::all(sink.clone()));
+        }
+        at_instant();
+        Ok(())
+    }
+
+    /// The image's own walk: captures table `table` of `shard` if no write did yet.
+    pub fn capture_pending(&self, shard: usize, table: usize) {
+        let mut guard = self.shards[shard].lock();
+        if guard.image.is_some() {
+            guard.capture_for_image(table, Shard::slot_at(shard, table));
+        }
     }
 
     /// Total keys (locks each shard briefly in turn; a moment's view, like DBSIZE).

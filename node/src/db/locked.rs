@@ -382,7 +382,7 @@ impl<'a> Locked<'a> {
         let shard = self.shard_mut(slot);
         if shard.expiry.needs_rebuild() {
             let live: Vec<(UnixMillis, Key)> = shard
-                .tables
+                .tables()
                 .iter()
                 .flat_map(|t| {
                     t.iter()
@@ -399,11 +399,7 @@ impl<'a> Locked<'a> {
         let mut removed = 0;
         for (_, shard) in self.shards_mut() {
             removed += shard.keys;
-            for t in shard.tables.iter_mut() {
-                *t = super::keyspace::SlotTable::with_hasher(t.hasher().clone());
-            }
-            shard.keys = 0;
-            shard.expiry.clear();
+            shard.clear();
         }
         removed
     }

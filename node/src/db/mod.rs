@@ -5,6 +5,7 @@ pub mod entry;
 pub mod eviction;
 pub mod expiry;
 pub mod guards;
+pub mod image;
 pub mod keyspace;
 pub mod locked;
 pub mod memory;

@@ -3,6 +3,7 @@
 //! progress the stream, take wake-ups, read, execute, write what the peer's window allows.
 
 use crate::command::ctx::BlockRequest;
+use crate::persistence::aof::log::Gate;
 use crate::server::session::{Session, Step};
 use crate::server::stats::Stats;
 use bus::stream::Stream;
@@ -225,6 +226,11 @@ impl<C: Connection> FabricClient<C> {
             return;
         }
         let out = &self.session.output;
+        // Under `appendfsync always` replies leave once the AOF has synced what they
+        // answer; the fsync is asked for, and the next turn looks again.
+        if self.out_pos < out.len() && matches!(self.session.log_gate(), Gate::WaitSync(_)) {
+            return;
+        }
         if self.out_pos < out.len() {
             match self.stream.write(&out[self.out_pos..]) {
                 Ok(n) => self.out_pos += n,

@@ -8,11 +8,14 @@
 //! - [`load`]: reading a snapshot into the keyspace;
 //! - [`dump`]: DUMP/RESTORE payloads;
 //! - [`rules`]: when the cron saves;
-//! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence).
+//! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence);
+//! - [`aof`]: the append-only file (`appendonly yes`), loaded at start instead of the
+//!   snapshot when it exists.
 //!
 //! Background saves run on a `std::thread`, not in the async runtime: serializing is CPU
 //! work and file I/O blocks.
 
+pub mod aof;
 pub mod checksum;
 pub mod dump;
 pub mod format;
@@ -120,8 +123,10 @@ pub fn bgsave(server: &Server) -> Result<(), SaveError> {
 }
 
 /// Called `hz` times a second: starts a background save when a `save` rule is met or one
-/// was scheduled (BGSAVE SCHEDULE), not sooner than the retry delay after a failure.
+/// was scheduled (BGSAVE SCHEDULE), not sooner than the retry delay after a failure; the
+/// AOF's automatic rewrite.
 pub fn cron(server: &Server) {
+    server.aof.cron();
     let state = &server.snapshot;
     if state.in_progress().is_some() {
         return;
@@ -150,8 +155,24 @@ pub fn cron(server: &Server) {
 /// Loads the snapshot file, if there is one, before clients are accepted. A corrupt or
 /// unreadable file is an error naming the file and the fault: the node must not start
 /// over data it cannot read (and then overwrite it at the next save).
+///
+/// With `appendonly yes` the AOF is loaded instead when it exists (as Redis does); when it
+/// does not, the snapshot loads and a first AOF base is written from it.
 pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
     server.snapshot.attach(server);
+    server.aof.attach(server);
+    let aof = server.config.read().aof.enabled;
+    if aof && aof::startup::load(server)? {
+        return Ok(());
+    }
+    load_snapshot_at_start(server)?;
+    if aof {
+        aof::startup::create(server)?;
+    }
+    Ok(())
+}
+
+fn load_snapshot_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
     let path = server.config.read().snapshot_path();
     // A save that a crash interrupted left its temp file (`snapshot::temp_path`).
     if let Some(dir) = path.parent() {
@@ -213,6 +234,7 @@ pub fn prepare_shutdown(server: &Server, mode: ShutdownMode) -> Result<(), SaveE
 /// is logged and the process still exits (Redis would refuse to stop on SIGTERM; a node
 /// under a supervisor that wants it gone should go).
 pub fn save_on_shutdown(server: &Server) {
+    server.aof.shutdown();
     let mode = *server.shutdown.mode.lock();
     if let Err(e) = prepare_shutdown(server, mode) {
         tracing::error!("error trying to save the DB before exit, exiting anyway: {e}");

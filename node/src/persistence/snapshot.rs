@@ -85,7 +85,7 @@ pub fn stream<W: Write>(
                 if guard.keys == 0 {
                     break;
                 }
-                for (key, entry) in guard.tables[table].iter() {
+                for (key, entry) in guard.tables()[table].iter() {
                     // Expired but not yet reclaimed: it would be dropped at load anyway.
                     if entry.is_expired(now) {
                         continue;

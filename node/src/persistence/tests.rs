@@ -36,7 +36,7 @@ fn entries(ks: &Keyspace) -> Vec<(Key, Entry)> {
     let mut out = Vec::new();
     for s in 0..SHARD_COUNT {
         let shard = ks.lock_shard(s);
-        for t in shard.tables.iter() {
+        for t in shard.tables().iter() {
             out.extend(t.iter().map(|(k, e)| (k.clone(), e.clone())));
         }
     }

@@ -242,11 +242,18 @@ fn apply_loop<C: Connection>(
             }
         }
         applier.push(&released)?;
+        if polled.records > 0 {
+            server.aof.log.nudge();
+        }
         if let Some(snap) = polled.snapshot {
             // From the first key replaced on, the dataset is no history's until it is whole.
             server.replication.forget_history();
             server.replica_of.set_loading(true);
+            // The AOF holds the old dataset: it stops, and starts again from a base of the
+            // new one (Redis restarts its AOF after a full sync).
+            let log_ran = server.aof.dataset_replacing();
             let loaded = snapshot::load(server, &snap.bytes);
+            server.aof.dataset_replaced(log_ran, &server.config.read());
             server.replica_of.set_loading(false);
             let stats = loaded?;
             server.replication.adopt_history(replid, snap.offset);

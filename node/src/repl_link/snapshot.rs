@@ -35,7 +35,7 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
     );
     put_aux(&mut bytes, b"repl-offset", offset.to_string().as_bytes());
     for (_, shard) in db.shards_mut() {
-        for table in shard.tables.iter() {
+        for table in shard.tables().iter() {
             for (key, entry) in table.iter() {
                 if !entry.is_expired(now) {
                     put_entry(&mut bytes, key, entry.expires_at, &entry.value);

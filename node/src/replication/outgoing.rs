@@ -8,7 +8,10 @@
 //! batches.
 
 use super::propagate::WriteEffect;
-use super::propagate::{encode_into, key_removed, propagate, transaction, Argv, PropagateError};
+use super::propagate::{encode_into, key_removed, propagate, Argv, PropagateError};
+
+const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
 #[derive(Debug, Default)]
 pub struct Outgoing {
@@ -33,10 +36,23 @@ impl Outgoing {
     }
 
     /// The stream bytes for everything collected (MULTI/EXEC-wrapped when more than one
-    /// command), appended to `out`; the collector is empty again.
+    /// command, as [`transaction`](super::propagate::transaction) wraps them), appended to
+    /// `out`. The collection stays: the AOF and the backlog each encode it.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let wrapped = self.commands.len() >= 2;
+        if wrapped {
+            out.extend_from_slice(MULTI);
+        }
+        encode_into(&self.commands, out);
+        if wrapped {
+            out.extend_from_slice(EXEC);
+        }
+    }
+
+    /// As [`Outgoing::encode_into`], then empties the collector.
     pub fn finish_into(&mut self, out: &mut Vec<u8>) {
-        let commands = transaction(std::mem::take(&mut self.commands));
-        encode_into(&commands, out);
+        self.encode_into(out);
+        self.commands.clear();
     }
 }
 

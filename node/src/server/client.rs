@@ -227,6 +227,9 @@ pub struct Client {
     /// The replication offset just past this client's last write (Redis's `woff`): what WAIT
     /// waits for replicas to acknowledge.
     pub repl_offset: u64,
+    /// The AOF offset its replies wait for (under `appendfsync always`, until it is
+    /// fsynced): the log's end after its last command.
+    pub log_offset: u64,
     /// This is a replica's link to its primary executing the replication stream: its writes
     /// are allowed although the node is a read-only replica.
     pub primary_link: bool,
@@ -252,6 +255,7 @@ impl Client {
             cluster_asking: false,
             cluster_readonly: false,
             repl_offset: 0,
+            log_offset: 0,
             clock: Default::default(),
             pending_topology: None,
         }

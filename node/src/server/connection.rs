@@ -5,6 +5,7 @@ use super::client::ClientShared;
 use super::session::{Session, Step};
 use super::Server;
 use crate::command::ctx::BlockRequest;
+use crate::persistence::aof::log::Gate;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -149,6 +150,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         // A client that stops reading fills its socket and parks this write; a kill (CLIENT
         // KILL, an overflowing push queue, shutdown) must still end the connection.
         let shared = self.session.shared().clone();
+        // Under `appendfsync always` the replies wait until the AOF has what they answer on
+        // disk (other connections' writes are synced by the same round).
+        let log_wait = match self.session.log_gate() {
+            Gate::Open => None,
+            Gate::WaitSync(offset) => Some(offset),
+        };
         let mut consumed_wakeup = false;
         let result = {
             let killed = async {
@@ -157,14 +164,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     consumed_wakeup = true;
                 }
             };
-            tokio::select! {
-                biased;
+            let log = &self.session.server.aof.log;
+            let write = async {
+                if let Some(offset) = log_wait {
+                    log.wait_synced(offset).await;
+                }
+                self.stream.write_all(&self.session.output).await?;
                 // A TLS stream may keep encrypted bytes back until flushed; a plain socket's
                 // flush does nothing.
-                written = async {
-                    self.stream.write_all(&self.session.output).await?;
-                    self.stream.flush().await
-                } => written,
+                self.stream.flush().await
+            };
+            tokio::select! {
+                biased;
+                written = write => written,
                 _ = killed => Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed")),
             }
         };

@@ -90,10 +90,10 @@ pub fn active_expire(server: &Server) {
                 // Replicas never expire keys on their own clock: they get these DELs, fed
                 // while the shard is still locked, each on its own as Redis propagates them
                 // (no transaction for the replica to hold open).
-                let mut outgoing = Outgoing::default();
                 for key in locked.take_removed() {
+                    let mut outgoing = Outgoing::default();
                     outgoing.key_removed(&key);
-                    server.replication.feed(&mut outgoing);
+                    super::write_stream::feed(server, &mut outgoing);
                 }
             }
             locked

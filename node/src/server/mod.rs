@@ -25,6 +25,7 @@ pub mod stats;
 pub mod sync_acks;
 pub mod tls_admit;
 pub mod watch;
+pub mod write_stream;
 
 pub use client::{Client, ClientShared};
 
@@ -66,6 +67,8 @@ pub struct Server {
     pub repl_links: crate::repl_link::primary::LinkDesk,
     /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
     pub busy_poll: busy_poll::BusyPoll,
+    /// The append-only file: the log, its rewrites, its files.
+    pub aof: crate::persistence::aof::Aof,
 }
 
 impl Server {
@@ -80,6 +83,7 @@ impl Server {
                 tracing::error!(error = %e, "cannot create the replication backlog");
             }
         }
+        let aof = crate::persistence::aof::Aof::new(&config);
         Server {
             keyspace: Keyspace::new(),
             config: RwLock::new(config),
@@ -102,6 +106,7 @@ impl Server {
             replica_of: replica_of::ReplicaOf::default(),
             repl_links: crate::repl_link::primary::LinkDesk::default(),
             busy_poll: busy_poll::BusyPoll::default(),
+            aof,
         }
     }
 
@@ -120,9 +125,10 @@ impl Server {
     }
 
     /// Brings the running state in line with a changed config (CONFIG SET): the hot mirror,
-    /// the backlog's size, an eager backlog.
+    /// the backlog's size, an eager backlog, the AOF.
     pub fn config_applied(&self, config: &Config) {
         self.hot.update(config);
+        self.aof.apply_config(config);
         crate::config::log_level::apply(&config.loglevel);
         if let Some(cluster) = &self.cluster {
             cluster.apply_settings(crate::cluster::Settings::from(&config.cluster));

@@ -5,9 +5,11 @@
 //!
 //! The backlog is created lazily, as Redis's `createReplicationBacklog` at the first replica's
 //! attach, by [`Replication::ensure_backlog`], and then kept: from then on every write feeds
-//! it. Before it exists the dispatcher pays one relaxed atomic load per command and nothing
-//! else ([`Replication::active`]). `repl-backlog-eager yes` creates it at start (or when set),
-//! for nodes that expect replicas and for tests that watch the stream.
+//! it. The stream of executed writes has one other consumer, the append-only file
+//! ([`Replication::set_log_consumer`]). While neither takes it the dispatcher pays one
+//! relaxed atomic load per command and nothing else ([`Replication::active`]).
+//! `repl-backlog-eager yes` creates the backlog at start (or when set), for nodes that
+//! expect replicas and for tests that watch the stream.
 //!
 //! Lock order: keyspace shards, then this state's mutex. The dispatcher feeds while it still
 //! holds the command's shards, so the stream's order is the order writes touched each key.
@@ -23,7 +25,7 @@ use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
 use proto::resp::Frame;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,9 +62,14 @@ struct State {
     waiters: WaitQueue<WaitingClient>,
 }
 
+/// Bits of [`Replication::consumers`].
+const BACKLOG: u8 = 1;
+const LOG: u8 = 2;
+
 pub struct Replication {
-    /// A backlog exists: every write is fed to it. The one check on the hot path.
-    active: AtomicBool,
+    /// Who takes the stream of executed writes: a backlog exists (`BACKLOG`), the AOF logs
+    /// (`LOG`). Non-zero: every write is encoded. The one check on the hot path.
+    consumers: AtomicU8,
     /// `master_repl_offset`, mirrored for lock-free readers (shippers polling for new bytes).
     offset: AtomicU64,
     state: Mutex<State>,
@@ -79,7 +86,7 @@ const SCRATCH_KEEP_MAX: usize = 1 << 20;
 impl Replication {
     pub fn new(ids: ReplicationIds, backlog_size: usize) -> Self {
         Replication {
-            active: AtomicBool::new(false),
+            consumers: AtomicU8::new(0),
             offset: AtomicU64::new(0),
             state: Mutex::new(State {
                 ids,
@@ -106,10 +113,28 @@ impl Replication {
         self.writes_paused_until_ms.load(Relaxed) > now_ms
     }
 
-    /// Whether writes are being fed to a backlog (one relaxed load: the dispatcher's check).
+    /// Whether writes are encoded into the stream: a backlog or the AOF takes it (one
+    /// relaxed load: the dispatcher's check).
     #[inline]
     pub fn active(&self) -> bool {
-        self.active.load(Relaxed)
+        self.consumers.load(Relaxed) != 0
+    }
+
+    /// Whether a backlog exists (the stream is fed to it).
+    #[inline]
+    pub fn has_backlog(&self) -> bool {
+        self.consumers.load(Relaxed) & BACKLOG != 0
+    }
+
+    /// The AOF starts or stops taking the stream. It starts at a moment when every shard
+    /// is held, and the dispatcher reads [`Replication::active`] with its shards held, so a
+    /// write either sees it or finished before.
+    pub fn set_log_consumer(&self, on: bool) {
+        if on {
+            self.consumers.fetch_or(LOG, Relaxed);
+        } else {
+            self.consumers.fetch_and(!LOG, Relaxed);
+        }
     }
 
     /// Creates the backlog if there is none (a replica attaches; `repl-backlog-eager`). It
@@ -119,7 +144,7 @@ impl Replication {
         if s.backlog.is_none() {
             let offset = self.offset.load(Relaxed);
             s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
-            self.active.store(true, Relaxed);
+            self.consumers.fetch_or(BACKLOG, Relaxed);
             tracing::info!(size = s.backlog_size, offset, "replication backlog created");
         }
         Ok(())
@@ -146,7 +171,7 @@ impl Replication {
         outgoing.finish_into(&mut scratch);
         let offset = match s.backlog.as_mut() {
             Some(b) => b.append(&scratch),
-            // No backlog (never here when `active`): the stream has no reader to keep it for.
+            // No backlog (never here when `has_backlog`): the stream has no reader to keep it for.
             None => self.offset.load(Relaxed),
         };
         if scratch.capacity() <= SCRATCH_KEEP_MAX {
@@ -185,7 +210,7 @@ impl Replication {
         match Backlog::new(size, offset) {
             Ok(b) => {
                 s.backlog = Some(b);
-                self.active.store(true, Relaxed);
+                self.consumers.fetch_or(BACKLOG, Relaxed);
             }
             Err(e) => tracing::error!(error = %e, "cannot create the replication backlog"),
         }

@@ -278,6 +278,12 @@ impl Session {
         }
     }
 
+    /// Whether the replies in `output` may leave: the AOF must hold what they answer
+    /// (`appendfsync always`: synced; `everysec`/`no`: written, which this does itself).
+    pub fn log_gate(&self) -> crate::persistence::aof::log::Gate {
+        self.server.aof.log.gate(self.client.log_offset)
+    }
+
     /// The transport wrote all of `output`: count it and recycle the buffer.
     pub fn output_written(&mut self) {
         self.stats.output_bytes += self.output.len() as u64;

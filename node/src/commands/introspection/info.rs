@@ -209,7 +209,8 @@ fn memory(s: &mut Section<'_>, server: &Server) {
 }
 
 /// `# Persistence`: the snapshot state (saves, changes since the last one, the last load);
-/// `loading` is a replica loading a full sync's snapshot. No AOF: its fields say so.
+/// `loading` is a replica loading a full sync's snapshot; the AOF's state, with its sizes
+/// while it is on (as Redis lists them).
 fn persistence(s: &mut Section<'_>, server: &Server) {
     let p = server.snapshot.info();
     s.field("loading", u8::from(server.replica_of.is_loading()));
@@ -223,14 +224,22 @@ fn persistence(s: &mut Section<'_>, server: &Server) {
     s.field("rdb_saves", p.rdb_saves);
     s.field("rdb_last_load_keys_expired", p.rdb_last_load_keys_expired);
     s.field("rdb_last_load_keys_loaded", p.rdb_last_load_keys_loaded);
-    s.field("aof_enabled", 0);
-    s.field("aof_rewrite_in_progress", 0);
-    s.field("aof_rewrite_scheduled", 0);
-    s.field("aof_last_rewrite_time_sec", -1);
-    s.field("aof_current_rewrite_time_sec", -1);
-    s.field("aof_last_bgrewrite_status", "ok");
-    s.field("aof_rewrites", 0);
-    s.field("aof_last_write_status", "ok");
+    let a = server.aof.info();
+    let status = |ok: bool| if ok { "ok" } else { "err" };
+    s.field("aof_enabled", u8::from(a.enabled));
+    s.field("aof_rewrite_in_progress", u8::from(a.rewrite_in_progress));
+    s.field("aof_rewrite_scheduled", u8::from(a.rewrite_scheduled));
+    s.field("aof_last_rewrite_time_sec", a.last_rewrite_time_sec);
+    s.field("aof_current_rewrite_time_sec", a.current_rewrite_time_sec);
+    s.field("aof_last_bgrewrite_status", status(a.last_bgrewrite_ok));
+    s.field("aof_rewrites", a.rewrites);
+    s.field("aof_last_write_status", status(a.last_write_ok));
+    if a.enabled {
+        s.field("aof_current_size", a.current_size);
+        s.field("aof_base_size", a.base_size);
+        s.field("aof_pending_rewrite", 0);
+        s.field("aof_buffer_length", a.buffer_length);
+    }
 }
 
 fn stats(s: &mut Section<'_>, server: &Server) {

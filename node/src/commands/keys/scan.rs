@@ -122,7 +122,7 @@ fn scan_keys(
                 && c.position < POSITIONS
                 && c.position as usize / SLOTS_PER_SHARD == shard
             {
-                let table = &s.tables[c.position as usize % SLOTS_PER_SHARD];
+                let table = &s.tables()[c.position as usize % SLOTS_PER_SHARD];
                 c = visit_table(table, c, &mut budget, |key, entry| {
                     if entry.is_expired(now) {
                         return;
