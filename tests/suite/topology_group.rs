@@ -450,25 +450,34 @@ fn slot_owners(nodes: &[Node]) -> impl Fn(&str) -> usize {
 /// returns to `cluster_state:ok` without any manual command, with every key: the bus comes
 /// back on new fabric addresses, and each node finds its peers again through their bus
 /// ports. Before, the nodes kept pinging the old addresses and never came back.
-/// Method: three primaries in a topology group, with save rules; 100 keys; SIGTERM to all;
-/// all restarted; `cluster_state:ok` everywhere within the harness's convergence deadline;
-/// the keys read back from their owners; then the same after kill -9 of all (topology only:
-/// without an AOF the writes since the last save are not kept, as in Redis).
+/// Method: three primaries in a topology group, with save rules and `appendfsync always`;
+/// before each stop 100 new keys; SIGTERM to all, all restarted, every node linked to every
+/// other and ok within the harness's convergence deadline, every key read back from its
+/// owner; then the same with kill -9 of all (the AOF keeps what was acknowledged).
 #[test]
 fn a_whole_cluster_restarted_returns_to_ok_with_every_key() {
     const KEYS: usize = 100;
-    let args = ["--save", "3600 1"];
+    let args = [
+        "--save",
+        "3600 1",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ];
     let mut nodes = integration::cluster::create_cluster_with("whole", 0, &args);
     let group = {
         let refs: Vec<&Node> = nodes.iter().collect();
         wait_for_one_group(&refs, 3)
     };
     let owner = slot_owners(&nodes);
-    for i in 0..KEYS {
-        let key = format!("k{i}");
-        assert_eq!(nodes[owner(&key)].cli(&["SET", &key, &i.to_string()]), "OK");
-    }
+    let mut written = Vec::new();
     for stop in ["TERM", "KILL"] {
+        for i in 0..KEYS {
+            let key = format!("{stop}:{i}");
+            assert_eq!(nodes[owner(&key)].cli(&["SET", &key, &i.to_string()]), "OK");
+            written.push((key, i));
+        }
         let mut stopped = Vec::new();
         for mut n in nodes.drain(..) {
             let port = n.port;
@@ -503,13 +512,8 @@ fn a_whole_cluster_restarted_returns_to_ok_with_every_key() {
         );
         assert_eq!(wait_for_one_group(&refs, 3), group);
         // The ports, and so the order of `nodes`, are the same as before.
-        for i in 0..KEYS {
-            let key = format!("k{i}");
-            assert_eq!(
-                nodes[owner(&key)].cli(&["GET", &key]),
-                i.to_string(),
-                "{key}"
-            );
+        for (key, i) in &written {
+            assert_eq!(nodes[owner(key)].cli(&["GET", key]), i.to_string(), "{key}");
         }
     }
 }
