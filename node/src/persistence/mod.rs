@@ -54,7 +54,13 @@ fn write_configured(server: &Server) -> Result<SaveStats, SaveError> {
         let config = server.config.read();
         (config.dir.clone(), config.dbfilename.clone())
     };
-    snapshot::save_to_file(&server.keyspace, &dir, &name, server.snapshot.abort_flag())
+    snapshot::save_to_file(
+        &server.keyspace,
+        Some(&server.replication),
+        &dir,
+        &name,
+        server.snapshot.abort_flag(),
+    )
 }
 
 /// SAVE: saves on the calling thread. Clients keep being served meanwhile, except that
@@ -215,5 +221,7 @@ pub fn save_on_shutdown(server: &Server) {
     }
 }
 
+#[cfg(test)]
+mod history_tests;
 #[cfg(test)]
 mod tests;

@@ -23,12 +23,33 @@ use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
 use proto::resp::Frame;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The key the shipper names a replica by (its link), chosen by whoever attaches it.
 pub type ReplicaId = u64;
+
+/// Where the stream stood at one instant, for a save that wants to know whether the dataset
+/// it wrote is exactly the history `replid` up to `offset` (see [`Replication::mark`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryMark {
+    pub replid: ReplId,
+    pub offset: u64,
+    /// Unfed writes begun so far (see [`Replication::unfed_write`]).
+    unfed_begun: u64,
+}
+
+/// Held by a writer that changes the dataset before its bytes reach the stream (a replica
+/// executes its primary's commands, then mirrors them): a save running meanwhile is not
+/// exact. Dropping it ends the write.
+pub struct UnfedWrite<'a>(&'a Replication);
+
+impl Drop for UnfedWrite<'_> {
+    fn drop(&mut self) {
+        self.0.unfed_in_flight.fetch_sub(1, SeqCst);
+    }
+}
 
 /// A client blocked in WAIT, compared by client id.
 #[derive(Clone)]
@@ -71,6 +92,10 @@ pub struct Replication {
     /// Clients' writes are refused until this unix time (ms): a replica is catching up for a
     /// manual failover (CLUSTER FAILOVER), Redis's `clientsPause` for it.
     writes_paused_until_ms: AtomicU64,
+    /// Writes that change the dataset before they are fed ([`UnfedWrite`]): how many began
+    /// so far, and how many are running now. A save compares them before and after.
+    unfed_begun: AtomicU64,
+    unfed_in_flight: AtomicU64,
 }
 
 /// The largest scratch buffer kept between requests; a huge request's buffer is released.
@@ -92,7 +117,38 @@ impl Replication {
             }),
             new_bytes: Condvar::new(),
             writes_paused_until_ms: AtomicU64::new(0),
+            unfed_begun: AtomicU64::new(0),
+            unfed_in_flight: AtomicU64::new(0),
         }
+    }
+
+    /// Where the stream stands now, for a save: `None` when no backlog exists (writes are
+    /// not fed, so the offset says nothing about the dataset) or an unfed write is running.
+    /// A save takes a mark before its first key and one after its last; if both are equal
+    /// ([`HistoryMark`]'s `==`), no write went into the stream or the dataset in between
+    /// that the save could have half-seen: writers feed while they still hold their shards,
+    /// and unfed writers are counted.
+    pub fn mark(&self) -> Option<HistoryMark> {
+        // Begun before in flight: an unfed write that starts between the two reads shows
+        // in the count of the mark taken after the save.
+        let unfed_begun = self.unfed_begun.load(SeqCst);
+        if self.unfed_in_flight.load(SeqCst) != 0 || !self.active() {
+            return None;
+        }
+        let s = self.state.lock();
+        Some(HistoryMark {
+            replid: s.ids.replid(),
+            offset: self.offset.load(SeqCst),
+            unfed_begun,
+        })
+    }
+
+    /// A write that changes the dataset before it is fed begins; it ends when the guard
+    /// drops, after the feed.
+    pub fn unfed_write(&self) -> UnfedWrite<'_> {
+        self.unfed_in_flight.fetch_add(1, SeqCst);
+        self.unfed_begun.fetch_add(1, SeqCst);
+        UnfedWrite(self)
     }
 
     /// Refuses clients' writes until `until_ms` (a manual failover's pause).
