@@ -388,3 +388,48 @@ fn write_keys_refused_where_unreplicated(entry: &Node, prefix: &str, count: usiz
     }
     refused
 }
+
+/// Goal: a primary stopped with SIGTERM (final save, identity `stopped`) and started again
+/// before anyone fails it over keeps its replication id and offset, so its replica continues
+/// by partial resync, and every key is still there.
+/// Method: six real nodes on `ofi:tcp` with `--save "3600 1"` and a 5 s node timeout (no
+/// failover while the primary restarts); INFO replication before and after.
+#[test]
+fn a_cleanly_restarted_primary_keeps_its_replid_and_offset() {
+    let args = ["--save", "3600 1", "--cluster-node-timeout", "5000"];
+    let mut nodes = create_cluster_with_replicas("clean-restart", &args);
+    let pairs = wait_for_pairs(&nodes);
+    write_keys(&nodes[0], "k", 200);
+    let (p, r) = pairs[0];
+    assert_eq!(nodes[p].cli(&["WAIT", "1", "5000"]), "1");
+    let replid = info_field(&nodes[p], "master_replid");
+    let offset = info_field(&nodes[p], "master_repl_offset");
+    assert_ne!(offset, "0");
+
+    let port = nodes[p].port;
+    let mut stopped = nodes.remove(p);
+    assert!(
+        stopped.signal_and_wait("TERM").success(),
+        "{}",
+        stopped.log()
+    );
+    let restarted =
+        integration::cluster::cluster_node_in(stopped.into_dir(), port, "clean-restart", &args);
+    assert_eq!(info_field(&restarted, "master_replid"), replid);
+    assert_eq!(info_field(&restarted, "master_repl_offset"), offset);
+    nodes.insert(p, restarted);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("the replica linked to the restarted primary", &refs, || {
+        info_field(&nodes[r], "master_link_status") == "up"
+            && info_field(&nodes[p], "connected_slaves") == "1"
+    });
+    assert_eq!(
+        info_field(&nodes[p], "sync_full"),
+        "0",
+        "{}",
+        nodes[p].log()
+    );
+    assert_eq!(info_field(&nodes[p], "sync_partial_ok"), "1");
+    assert_eq!(info_field(&nodes[p], "role"), "master");
+    assert_keys(&nodes[0], "k", 200);
+}

@@ -10,6 +10,7 @@ use crate::persistence::format::{put_aux, put_end, put_header, Decoder};
 use crate::replication::outgoing::Outgoing;
 use crate::replication::propagate::WriteEffect;
 use crate::server::replication::Replication;
+use crate::server::shutdown::ShutdownMode;
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 
@@ -185,4 +186,75 @@ fn save_writes_the_history_into_the_file() {
     .unwrap()
     .unwrap();
     assert_eq!(stats.history, Some((s.replication.ids().replid(), offset)));
+}
+
+fn server_in(dir: &std::path::Path) -> Arc<Server> {
+    let config = Config {
+        dir: dir.to_path_buf(),
+        ..Config::default()
+    };
+    Arc::new(Server::new(config))
+}
+
+/// Goal: a clean stop (final save, identity `stopped`) restarts with the same ids and
+/// offset, covered, and a replica at that offset continues from the (empty) backlog; a
+/// crash after the same save restores the ids too (the snapshot is exact) but is not
+/// covered; without an exact snapshot the ids are fresh.
+#[test]
+fn a_restart_continues_the_history_its_snapshot_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = server_in(dir.path());
+    load_at_start(&a).unwrap();
+    a.replication.ensure_backlog().unwrap();
+    put(&a.keyspace, b"k");
+    let offset = feed_set(&a.replication, b"k");
+    let ids = a.replication.ids();
+    a.shutdown.trigger(ShutdownMode::Save);
+    save_on_shutdown(&a);
+    let stopped = identity::load(&identity::path_in(dir.path()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stopped.state, identity::RunState::Stopped);
+    assert_eq!((stopped.ids, stopped.offset), (ids, offset));
+
+    let b = server_in(dir.path());
+    load_at_start(&b).unwrap();
+    assert_eq!(b.replication.ids(), ids);
+    assert_eq!(b.replication.master_repl_offset(), offset);
+    assert!(b.loaded_history.lock().covered());
+    let continued = b
+        .replication
+        .psync(&crate::replication::psync::PsyncRequest {
+            history: Some((ids.replid(), offset + 1)),
+        });
+    assert!(
+        matches!(
+            continued,
+            crate::replication::psync::PsyncDecision::Continue { .. }
+        ),
+        "{continued:?}"
+    );
+    // b runs (its identity says so) and is killed: same exact snapshot, not covered.
+    let running = identity::load(&identity::path_in(dir.path()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(running.state, identity::RunState::Running);
+    drop(b);
+    let c = server_in(dir.path());
+    load_at_start(&c).unwrap();
+    assert_eq!(c.replication.ids(), ids);
+    assert!(!c.loaded_history.lock().covered());
+
+    // Without the snapshot the ids are new and start at 0.
+    std::fs::remove_file(dir.path().join("dump.snap")).unwrap();
+    let d = server_in(dir.path());
+    load_at_start(&d).unwrap();
+    assert_ne!(d.replication.ids().replid(), ids.replid());
+    assert_eq!(d.replication.master_repl_offset(), 0);
+    assert!(!d.loaded_history.lock().covered());
+
+    // A damaged identity refuses the start.
+    std::fs::write(identity::path_in(dir.path()), "version 1\n").unwrap();
+    let e = format!("{:#}", load_at_start(&server_in(dir.path())).unwrap_err());
+    assert!(e.contains("repl-identity"), "{e}");
 }

@@ -8,7 +8,9 @@
 //! - [`load`]: reading a snapshot into the keyspace;
 //! - [`dump`]: DUMP/RESTORE payloads;
 //! - [`rules`]: when the cron saves;
-//! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence).
+//! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence);
+//! - [`identity`]: the replication identity file (which history the dataset is);
+//! - [`restart`]: the ids a start continues with, from the identity and what was loaded.
 //!
 //! Background saves run on a `std::thread`, not in the async runtime: serializing is CPU
 //! work and file I/O blocks.
@@ -16,7 +18,9 @@
 pub mod checksum;
 pub mod dump;
 pub mod format;
+pub mod identity;
 pub mod load;
+pub mod restart;
 pub mod rules;
 pub mod snapshot;
 pub mod state;
@@ -156,11 +160,18 @@ pub fn cron(server: &Server) {
 /// Loads the snapshot file, if there is one, before clients are accepted. A corrupt or
 /// unreadable file is an error naming the file and the fault: the node must not start
 /// over data it cannot read (and then overwrite it at the next save).
+/// Then the replication identity the previous run left (a corrupt one refuses the start
+/// too) decides which history the node continues ([`restart::take_over`]).
 pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
     server.snapshot.attach(server);
-    let path = server.config.read().snapshot_path();
+    let (path, dir) = {
+        let config = server.config.read();
+        (config.snapshot_path(), config.dir.clone())
+    };
+    let identity = identity::load(&identity::path_in(&dir))?;
     let started = Instant::now();
-    match load::load_file(&server.keyspace, &path, unix_millis())? {
+    let stats = load::load_file(&server.keyspace, &path, unix_millis())?;
+    match stats {
         None => tracing::info!(path = %path.display(), "no snapshot file; starting empty"),
         Some(stats) => {
             tracing::info!(
@@ -174,7 +185,12 @@ pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
             server.snapshot.set_last_load(stats);
         }
     }
-    Ok(())
+    let loaded = identity::LoadedHistory {
+        identity,
+        loaded: stats.and_then(|s| s.history),
+        complete: false,
+    };
+    restart::take_over(server, loaded)
 }
 
 /// The save that shutdown makes: stops a running save, then saves if `mode` asks for it
@@ -214,11 +230,16 @@ pub fn prepare_shutdown(server: &Server, mode: ShutdownMode) -> Result<(), SaveE
 /// Called once the node stops accepting work: saves as `prepare_shutdown` does. A failure
 /// is logged and the process still exits (Redis would refuse to stop on SIGTERM; a node
 /// under a supervisor that wants it gone should go).
+/// The identity file then says `stopped` at the final offset: a restart that loads exactly
+/// that offset holds everything this run had. A replica's link applies nothing more from
+/// here on (its apply gate is held), so the save and the offset agree.
 pub fn save_on_shutdown(server: &Server) {
+    let _no_more_stream = server.replica_of.apply_gate();
     let mode = *server.shutdown.mode.lock();
     if let Err(e) = prepare_shutdown(server, mode) {
         tracing::error!("error trying to save the DB before exit, exiting anyway: {e}");
     }
+    server.replication.write_identity_stopped();
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ pub struct Server {
     pub repl_links: crate::repl_link::primary::LinkDesk,
     /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
     pub busy_poll: busy_poll::BusyPoll,
+    /// What the start found of the previous run's replication (identity, exact history).
+    pub loaded_history: parking_lot::Mutex<crate::persistence::identity::LoadedHistory>,
 }
 
 impl Server {
@@ -101,6 +103,7 @@ impl Server {
             replica_of: replica_of::ReplicaOf::default(),
             repl_links: crate::repl_link::primary::LinkDesk::default(),
             busy_poll: busy_poll::BusyPoll::default(),
+            loaded_history: Default::default(),
         }
     }
 

@@ -13,6 +13,8 @@
 //! holds the command's shards, so the stream's order is the order writes touched each key.
 
 use super::client::ClientShared;
+use crate::cluster::id::NodeId;
+use crate::persistence::identity::{self, Identity, RunState};
 use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::{ReplId, ReplicationIds};
@@ -23,6 +25,7 @@ use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
 use proto::resp::Frame;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +82,18 @@ struct State {
     acks: ReplicaAcks<ReplicaId>,
     addrs: BTreeMap<ReplicaId, ReplicaAddr>,
     waiters: WaitQueue<WaitingClient>,
+    /// The node whose stream the history is (this node while it is a primary) and its
+    /// config epoch then: written into the identity file.
+    history_primary: Option<NodeId>,
+    history_epoch: u64,
+}
+
+/// Where the identity file is written, and as which node (set once at start).
+struct IdentityFile {
+    path: PathBuf,
+    node: Option<NodeId>,
+    /// The final `stopped` identity was written: nothing may overwrite it any more.
+    stopped: bool,
 }
 
 pub struct Replication {
@@ -96,6 +111,9 @@ pub struct Replication {
     /// so far, and how many are running now. A save compares them before and after.
     unfed_begun: AtomicU64,
     unfed_in_flight: AtomicU64,
+    /// The identity file, once the start has loaded what the previous run left. Lock order:
+    /// this, then `state` (it is never taken while `state` is held).
+    identity_file: Mutex<Option<IdentityFile>>,
 }
 
 /// The largest scratch buffer kept between requests; a huge request's buffer is released.
@@ -114,11 +132,103 @@ impl Replication {
                 acks: ReplicaAcks::default(),
                 addrs: BTreeMap::new(),
                 waiters: WaitQueue::default(),
+                history_primary: None,
+                history_epoch: 0,
             }),
             new_bytes: Condvar::new(),
             writes_paused_until_ms: AtomicU64::new(0),
             unfed_begun: AtomicU64::new(0),
             unfed_in_flight: AtomicU64::new(0),
+            identity_file: Mutex::new(None),
+        }
+    }
+
+    /// A restart loaded a dataset that is exactly `ids`' history up to `offset`: it continues
+    /// from there, with a backlog that starts empty at `offset` (so a replica at `offset`
+    /// continues without a full sync).
+    pub fn restore(&self, ids: ReplicationIds, offset: u64) -> Result<(), BacklogError> {
+        let mut s = self.state.lock();
+        s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
+        s.ids = ids;
+        self.offset.store(offset, Relaxed);
+        self.active.store(true, Relaxed);
+        tracing::info!(replid = %ids.replid(), offset, "replication history restored");
+        Ok(())
+    }
+
+    /// The node whose stream this history is, and its config epoch (the identity file's
+    /// `primary` and `epoch`). Rewrites the file when they changed.
+    pub fn set_history_primary(&self, primary: Option<NodeId>, epoch: u64) {
+        {
+            let mut s = self.state.lock();
+            if s.history_primary == primary && s.history_epoch == epoch {
+                return;
+            }
+            s.history_primary = primary;
+            s.history_epoch = epoch;
+        }
+        self.write_identity();
+    }
+
+    /// The node whose stream this history is.
+    pub fn history_primary(&self) -> Option<NodeId> {
+        self.state.lock().history_primary
+    }
+
+    /// From now on the identity file at `path` follows every change of the ids; writes it
+    /// now (`running`). `node` is this node's cluster id (None outside cluster mode).
+    pub fn persist_identity(&self, path: PathBuf, node: Option<NodeId>) -> std::io::Result<()> {
+        let mut file = self.identity_file.lock();
+        let f = file.insert(IdentityFile {
+            path,
+            node,
+            stopped: false,
+        });
+        identity::save(&f.path, &self.identity_now(f, RunState::Running))
+    }
+
+    fn identity_now(&self, file: &IdentityFile, state: RunState) -> Identity {
+        let s = self.state.lock();
+        Identity {
+            node: file.node,
+            ids: s.ids,
+            offset: self.offset.load(Relaxed),
+            primary: s.history_primary,
+            epoch: s.history_epoch,
+            state,
+        }
+    }
+
+    /// Rewrites the identity file (`running`) after the ids changed. A failure is logged:
+    /// the next change or the final stop writes again.
+    fn write_identity(&self) {
+        let file = self.identity_file.lock();
+        let Some(f) = file.as_ref().filter(|f| !f.stopped) else {
+            return;
+        };
+        if let Err(e) = identity::save(&f.path, &self.identity_now(f, RunState::Running)) {
+            tracing::error!(path = %f.path.display(), error = %e, "cannot write the replication identity");
+        }
+    }
+
+    /// The process stops after its final save: the identity file says `stopped` at the last
+    /// offset, and is not written again by this process.
+    pub fn write_identity_stopped(&self) {
+        let mut file = self.identity_file.lock();
+        let Some(f) = file.as_mut().filter(|f| !f.stopped) else {
+            return;
+        };
+        f.stopped = true;
+        let identity = self.identity_now(f, RunState::Stopped);
+        match identity::save(&f.path, &identity) {
+            Ok(()) => tracing::info!(
+                replid = %identity.ids.replid(),
+                offset = identity.offset,
+                "replication identity saved (stopped)"
+            ),
+            Err(e) => {
+                tracing::error!(path = %f.path.display(), error = %e, "cannot write the replication identity")
+            }
         }
     }
 
@@ -235,43 +345,55 @@ impl Replication {
     /// sync loaded; Redis's `replicationCreateMasterClient` after `+FULLRESYNC`): the ids
     /// become the primary's and the backlog starts empty at `offset`.
     pub fn adopt_history(&self, replid: ReplId, offset: u64) {
-        let mut s = self.state.lock();
-        s.ids = ReplicationIds::with_replid(replid);
-        let size = s.backlog_size;
-        match Backlog::new(size, offset) {
-            Ok(b) => {
-                s.backlog = Some(b);
-                self.active.store(true, Relaxed);
+        {
+            let mut s = self.state.lock();
+            s.ids = ReplicationIds::with_replid(replid);
+            let size = s.backlog_size;
+            match Backlog::new(size, offset) {
+                Ok(b) => {
+                    s.backlog = Some(b);
+                    self.active.store(true, Relaxed);
+                }
+                Err(e) => tracing::error!(error = %e, "cannot create the replication backlog"),
             }
-            Err(e) => tracing::error!(error = %e, "cannot create the replication backlog"),
+            self.offset.store(offset, Relaxed);
         }
-        self.offset.store(offset, Relaxed);
+        self.write_identity();
     }
 
     /// A partial resync continued this node's history under the primary's `new_replid`
     /// (`+CONTINUE <id>` from a primary that was promoted): the old id stays valid as
     /// `replid2` up to the current offset, as on the primary.
     pub fn continue_under(&self, new_replid: ReplId) {
-        let mut s = self.state.lock();
-        let offset = self.offset.load(Relaxed);
-        s.ids.shift_to(new_replid, offset);
+        {
+            let mut s = self.state.lock();
+            let offset = self.offset.load(Relaxed);
+            s.ids.shift_to(new_replid, offset);
+        }
+        self.write_identity();
     }
 
     /// The dataset is about to be replaced (a full sync starts loading): no replica may
     /// continue this history any more.
     pub fn forget_history(&self) {
-        let mut s = self.state.lock();
-        s.ids.restart(&mut rand::thread_rng());
+        self.state.lock().ids.restart(&mut rand::thread_rng());
+        self.write_identity();
     }
 
     /// This replica becomes a primary (REPLICAOF NO ONE, a failover): a new id starts at the
     /// current offset and the old one stays valid up to it, so the other replicas of the old
     /// primary continue from this node's backlog (Redis's `shiftReplicationId`).
     pub fn promote(&self) {
-        let mut s = self.state.lock();
-        let offset = self.offset.load(Relaxed);
-        s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
-        tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted on promotion");
+        let myself = self.identity_file.lock().as_ref().and_then(|f| f.node);
+        {
+            let mut s = self.state.lock();
+            let offset = self.offset.load(Relaxed);
+            s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
+            // The history is this node's own stream from here on.
+            s.history_primary = myself;
+            tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted on promotion");
+        }
+        self.write_identity();
     }
 
     /// The history a replica names in PSYNC: its ids' current id and the last byte held.
