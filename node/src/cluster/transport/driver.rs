@@ -59,7 +59,10 @@ impl GossipDriver {
             let cluster = self.server.cluster.as_ref().expect(IN_CLUSTER_MODE);
             let mut t = cluster.topology.write();
             // Gossip headers carry it: the leader promotes the replica that holds the most.
-            t.myself_mut().repl_offset = self.server.replication.master_repl_offset();
+            let (replid, offset) = self.server.replication.history();
+            let me = t.myself_mut();
+            me.repl_offset = offset;
+            me.repl_id = Some(replid);
             // Read every step (one atomic load), so CONFIG SET repl-sync-acks reaches the
             // failover rule without a restart.
             let acks = self
