@@ -433,3 +433,60 @@ fn a_cleanly_restarted_primary_keeps_its_replid_and_offset() {
     assert_eq!(info_field(&nodes[p], "role"), "master");
     assert_keys(&nodes[0], "k", 200);
 }
+
+/// Goal: a replica never drops its data for a full sync from its own primary when that
+/// primary restarted without the history (killed with SIGKILL, back within 300 ms, empty):
+/// it refuses (INFO `master_sync_refused`) and keeps every key, or the topology hands the
+/// slots to it first. Either way every acknowledged key is on the replica.
+/// Method: six real nodes on `ofi:tcp` under `repl-sync-acks 1` (every write acknowledged is
+/// on the replica), SIGKILL of a primary, restart on the same dir and port after 300 ms,
+/// `CLIENT KILL TYPE master` on the replica so that it links again at once.
+#[test]
+fn a_replica_keeps_its_data_when_its_restarted_primary_lost_it() {
+    let args = ["--repl-sync-acks", "1"];
+    let mut nodes = create_cluster_with_replicas("lost-history", &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    // Keys of the primary's slots only: written through it, each acknowledged by its replica.
+    let mut con = nodes[p].client();
+    let mut keys = Vec::new();
+    for i in 0.. {
+        if keys.len() == 100 {
+            break;
+        }
+        let key = format!("h:{i}");
+        if let Ok(ok) = redis::cmd("SET").arg(&key).arg(i).query::<String>(&mut con) {
+            assert_eq!(ok, "OK");
+            keys.push((key, i.to_string()));
+        }
+    }
+    let port = nodes[p].port;
+    let dir = nodes.remove(p).into_dir();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let restarted = integration::cluster::cluster_node_in(dir, port, "lost-history", &args);
+    nodes.insert(p, restarted);
+    let _ = nodes[r].cli(&["CLIENT", "KILL", "TYPE", "master"]);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until(
+        "the replica refused the full sync or took over",
+        &refs,
+        || {
+            !info_field(&nodes[r], "master_sync_refused").is_empty()
+                || info_field(&nodes[r], "role") == "master"
+        },
+    );
+    let mut replica = nodes[r].client();
+    let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
+    for (key, value) in &keys {
+        let v: Option<String> = redis::cmd("GET").arg(key).query(&mut replica).unwrap();
+        assert_eq!(v.as_ref(), Some(value), "{key} lost on the replica");
+    }
+    if info_field(&nodes[r], "role") == "slave" {
+        assert_eq!(info_field(&nodes[r], "master_link_status"), "down");
+        assert!(
+            nodes[r].log().contains("refusing the full sync"),
+            "{}",
+            nodes[r].log()
+        );
+    }
+}

@@ -198,8 +198,8 @@ fn server_in(dir: &std::path::Path) -> Arc<Server> {
 
 /// Goal: a clean stop (final save, identity `stopped`) restarts with the same ids and
 /// offset, covered, and a replica at that offset continues from the (empty) backlog; a
-/// crash after the same save restores the ids too (the snapshot is exact) but is not
-/// covered; without an exact snapshot the ids are fresh.
+/// crash after the same save is not covered, and the primary continues the history under a
+/// new id from the loaded offset; without an exact snapshot the ids are fresh.
 #[test]
 fn a_restart_continues_the_history_its_snapshot_is() {
     let dir = tempfile::tempdir().unwrap();
@@ -240,10 +240,16 @@ fn a_restart_continues_the_history_its_snapshot_is() {
         .unwrap();
     assert_eq!(running.state, identity::RunState::Running);
     drop(b);
+    // A standalone primary then shifts to a new id at the loaded offset: it may have
+    // written past it under the old one.
     let c = server_in(dir.path());
     load_at_start(&c).unwrap();
-    assert_eq!(c.replication.ids(), ids);
+    let shifted = c.replication.ids();
     assert!(!c.loaded_history.lock().covered());
+    assert_ne!(shifted.replid(), ids.replid());
+    assert_eq!(shifted.replid2(), Some(ids.replid()));
+    assert_eq!(shifted.second_replid_offset(), Some(offset + 1));
+    assert_eq!(c.replication.master_repl_offset(), offset);
 
     // Without the snapshot the ids are new and start at 0.
     std::fs::remove_file(dir.path().join("dump.snap")).unwrap();

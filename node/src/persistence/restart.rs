@@ -6,6 +6,11 @@
 //!   offset, and the backlog starts there, so a replica at that offset continues.
 //! - Otherwise the ids stay fresh (as `Server::new` drew them): the dataset claims no history
 //!   and can never be continued wrongly.
+//! - A standalone primary (no `replicaof`) that restored an exact snapshot without being
+//!   covered (it crashed, or stopped without a final save) may have written past it under
+//!   the same id: it shifts to a new id at the loaded offset (replicas behind it continue,
+//!   one ahead gets no `+CONTINUE` into a diverging stream). In cluster mode the restart
+//!   fence decides when such a node serves (`cluster::agent::restart_fence`).
 //! - In cluster mode the backlog exists from the start either way: a write is fed, so its
 //!   offset moves, and `repl-sync-acks` waits for it, from the first write on.
 
@@ -46,13 +51,18 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
             server.replication.set_history_primary(mine, epoch);
         }
     }
+    let covered = loaded.covered();
+    let standalone_primary =
+        server.cluster.is_none() && server.config.read().replicaof.trim().is_empty();
+    if loaded.loaded.is_some() && !covered && standalone_primary {
+        server.replication.shift_id();
+    }
     if server.cluster.is_some() {
         server
             .replication
             .ensure_backlog()
             .context("creating the replication backlog")?;
     }
-    let covered = loaded.covered();
     if let Some(i) = &loaded.identity {
         tracing::info!(
             replid = %i.ids.replid(),

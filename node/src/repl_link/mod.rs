@@ -35,8 +35,18 @@ pub enum FollowError {
 /// Makes this node a replica of `host:port` (REPLICAOF, `replicaof`): `Ok(true)` when a new
 /// link was started, `Ok(false)` when that primary was already followed.
 pub fn follow(server: &Server, host: &str, port: u16) -> Result<bool, FollowError> {
+    follow_node(server, host, port, None)
+}
+
+/// [`follow`] of the cluster node `node` at `host:port` (the topology names it).
+pub fn follow_node(
+    server: &Server,
+    host: &str,
+    port: u16,
+    node: Option<crate::cluster::NodeId>,
+) -> Result<bool, FollowError> {
     let owner = server.snapshot.owner().ok_or(FollowError::NotStarted)?;
-    match server.replica_of.follow(host, port) {
+    match server.replica_of.follow_node(host, port, node) {
         FollowOutcome::AlreadyFollowing => Ok(false),
         FollowOutcome::Started(generation) => {
             tracing::info!(host, port, "connecting to MASTER (REPLICAOF)");

@@ -18,7 +18,7 @@ use crate::replication::fullsync::SNAPSHOT_BYTES_MAX_DEFAULT;
 use crate::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
 use crate::replication::ids::ReplId;
 use crate::replication::link::{LinkLimits, ReplicaLink};
-use crate::replication::psync::PsyncRequest;
+use crate::replication::psync::{self, PsyncRequest, SyncRefused};
 use crate::replication::report::LinkState;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
@@ -67,6 +67,8 @@ pub enum ReplicaLinkError {
     Stale,
     #[error("no record or ping from the primary for {0} s (repl-timeout)")]
     PrimarySilent(u64),
+    #[error("full sync refused ({0}): the primary whose stream this node holds offers a history without it; the data is kept")]
+    SyncRefused(SyncRefused),
 }
 
 /// Starts the link thread of `generation` (from REPLICAOF or `replicaof`).
@@ -181,6 +183,25 @@ fn set_up<P: Provider>(
         Frame::Bulk(b) => LinkAccept::decode(&b)?,
         _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-LINK")),
     };
+    let primary = server.replica_of.node(generation);
+    if let LinkDecision::FullResync { replid, offset } = accept.decision {
+        let mine = server.replication.history();
+        let mine_primary = server.replication.history_primary();
+        if let Err(reason) = psync::full_sync_allowed(mine, mine_primary, primary, (replid, offset))
+        {
+            tracing::warn!(
+                %reason,
+                offered_replid = %replid,
+                offered_offset = offset,
+                my_replid = %mine.0,
+                my_offset = mine.1,
+                "refusing the full sync: it would drop history its primary no longer has"
+            );
+            server.replica_of.set_sync_refused(generation, Some(reason));
+            return Err(ReplicaLinkError::SyncRefused(reason));
+        }
+    }
+    server.replica_of.set_sync_refused(generation, None);
     link.connect_primary(accept.ring_ack, accept.applied_word)?;
     let (replid, synced) = match accept.decision {
         LinkDecision::FullResync { replid, offset } => {
@@ -195,6 +216,10 @@ fn set_up<P: Provider>(
             let replid = new_replid
                 .or(history.map(|(id, _)| id))
                 .ok_or(ReplicaLinkError::Reply("PSYNC continue without a history"))?;
+            // The history goes on as this primary's stream.
+            server
+                .replication
+                .set_history_primary(primary, primary_epoch(server, primary));
             tracing::info!(%replid, processed, "partial resync from the primary");
             server
                 .replica_of
@@ -203,6 +228,17 @@ fn set_up<P: Provider>(
         }
     };
     Ok((link, replid, synced))
+}
+
+/// The config epoch of the primary `node` in the topology (the identity file's `epoch`).
+fn primary_epoch(server: &Server, node: Option<crate::cluster::NodeId>) -> u64 {
+    let (Some(cluster), Some(node)) = (&server.cluster, node) else {
+        return 0;
+    };
+    let t = cluster.topology.read();
+    t.index_of(&node)
+        .and_then(|i| t.node(i))
+        .map_or(0, |n| t.node_epoch(n))
 }
 
 /// Polls the ring and executes what it releases until the link fails or REPLICAOF changes.
@@ -250,6 +286,10 @@ fn apply_loop<C: Connection>(
             server.replica_of.set_loading(false);
             let stats = loaded?;
             server.replication.adopt_history(replid, snap.offset);
+            let primary = server.replica_of.node(generation);
+            server
+                .replication
+                .set_history_primary(primary, primary_epoch(server, primary));
             tracing::info!(keys = stats.keys, offset = snap.offset, "full sync loaded");
             applier.reset(snap.offset);
             synced = true;

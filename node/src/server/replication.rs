@@ -376,7 +376,26 @@ impl Replication {
     /// The dataset is about to be replaced (a full sync starts loading): no replica may
     /// continue this history any more.
     pub fn forget_history(&self) {
-        self.state.lock().ids.restart(&mut rand::thread_rng());
+        {
+            let mut s = self.state.lock();
+            s.ids.restart(&mut rand::thread_rng());
+            // Nobody's stream until the load is whole and adopted.
+            s.history_primary = None;
+        }
+        self.write_identity();
+    }
+
+    /// A node that may have written past its loaded offset under its current id (it restarted
+    /// without everything it had) serves on: a new id starts at the current offset, the old
+    /// one stays valid up to it. A replica that holds more of the old id then gets no
+    /// `+CONTINUE` into a diverging stream; one that holds less continues.
+    pub fn shift_id(&self) {
+        {
+            let mut s = self.state.lock();
+            let offset = self.offset.load(Relaxed);
+            s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
+            tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted: the history before may have had more");
+        }
         self.write_identity();
     }
 
