@@ -490,3 +490,93 @@ fn a_replica_keeps_its_data_when_its_restarted_primary_lost_it() {
         );
     }
 }
+
+/// Goal: a replica notices that its primary died and came back (SIGKILL, restarted at once)
+/// within the node timeout, not `repl-timeout` (60 s): its link goes down.
+/// Method: six real nodes on `ofi:tcp`, `cluster-node-timeout 1000`; the replica's INFO
+/// polled from the kill while the primary restarts on its dir and port.
+#[test]
+fn a_replica_notices_its_primary_restarted_within_the_node_timeout() {
+    let args = ["--cluster-node-timeout", "1000"];
+    let mut nodes = create_cluster_with_replicas("primary-restart", &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    write_keys(&nodes[0], "k", 20);
+    let port = nodes[p].port;
+    let killed_at = std::time::Instant::now();
+    let dir = nodes.remove(p).into_dir();
+    let restart = std::thread::spawn(move || {
+        integration::cluster::cluster_node_in(dir, port, "primary-restart", &args)
+    });
+    let r = if r > p { r - 1 } else { r };
+    let noticed = loop {
+        let down = info_field(&nodes[r], "master_link_status") != "up";
+        if down || killed_at.elapsed() > std::time::Duration::from_secs(10) {
+            break killed_at.elapsed();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let restarted = restart.join().unwrap();
+    nodes.insert(p, restarted);
+    assert!(
+        noticed < std::time::Duration::from_millis(2000),
+        "the link looked up for {noticed:?}; replica log:\n{}",
+        nodes[if r >= p { r + 1 } else { r }].log()
+    );
+}
+
+/// Goal: a primary stops counting a replica killed with SIGKILL within the node timeout:
+/// WAIT answers 0 (before the fix a dead replica whose last ack equalled the primary's
+/// offset counted as in sync until `repl-timeout`); the replica, restarted, links again
+/// and counts again.
+/// Method: six real nodes on `ofi:tcp`, `cluster-node-timeout 1000`; `WAIT 1 100` after a
+/// write on the primary, polled from the kill.
+#[test]
+fn a_primary_stops_counting_a_dead_replica_within_the_node_timeout() {
+    let args = ["--cluster-node-timeout", "1000"];
+    let mut nodes = create_cluster_with_replicas("replica-death", &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    let mut con = nodes[p].client();
+    let key = (0..)
+        .map(|i| format!("w:{i}"))
+        .find(|k| {
+            redis::cmd("SET")
+                .arg(k)
+                .arg("v")
+                .query::<String>(&mut con)
+                .is_ok()
+        })
+        .unwrap();
+    let wait = |con: &mut redis::Connection| -> i64 {
+        redis::cmd("WAIT").arg(1).arg(100).query(con).unwrap()
+    };
+    assert_eq!(wait(&mut con), 1);
+    let port = nodes[r].port;
+    let killed_at = std::time::Instant::now();
+    let dir = nodes.remove(r).into_dir();
+    let counted_for = loop {
+        if wait(&mut con) == 0 || killed_at.elapsed() > std::time::Duration::from_secs(10) {
+            break killed_at.elapsed();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(
+        counted_for < std::time::Duration::from_millis(2000),
+        "the dead replica counted for {counted_for:?}; primary log:\n{}",
+        nodes[if p > r { p - 1 } else { p }].log()
+    );
+    let restarted = integration::cluster::cluster_node_in(dir, port, "replica-death", &args);
+    nodes.insert(r, restarted);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("the restarted replica linked again", &refs, || {
+        info_field(&nodes[r], "master_link_status") == "up"
+    });
+    let _: String = redis::cmd("SET")
+        .arg(&key)
+        .arg("again")
+        .query(&mut con)
+        .unwrap();
+    let counted: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut con).unwrap();
+    assert_eq!(counted, 1, "primary log:\n{}", nodes[p].log());
+}

@@ -96,6 +96,9 @@ pub struct Cluster {
     lease_ms: std::sync::atomic::AtomicU64,
     /// Clients blocked until the lease holds again (see [`Cluster::wake_when_serving`]).
     lease_waiters: Mutex<Vec<std::sync::Arc<crate::server::ClientShared>>>,
+    /// This process's gossip incarnation (0 before the bus is up): a replica names it when
+    /// it links, so its primary tells a later restart from gossip not yet caught up.
+    incarnation: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -154,6 +157,7 @@ impl Cluster {
             serving_logged: std::sync::atomic::AtomicBool::new(false),
             lease_ms: std::sync::atomic::AtomicU64::new(0),
             lease_waiters: Mutex::new(Vec::new()),
+            incarnation: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -179,6 +183,17 @@ impl Cluster {
             u64::MAX => true,
             until => now_ms <= until,
         }
+    }
+
+    /// This process's gossip incarnation; 0 before the bus is up.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Set once by the bus when it starts.
+    pub fn set_incarnation(&self, incarnation: u64) {
+        self.incarnation
+            .store(incarnation, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The serving lease's length (ms) the bus runs with; 0 before the bus is up.

@@ -10,12 +10,14 @@
 //! - [`control`]: the replica's RESP-over-TCP setup connection;
 //! - [`snapshot`]: a full sync's snapshot, consistent with its offset, and its load;
 //! - [`cluster_role`]: in cluster mode, the topology's role for this node made real;
+//! - [`peer_watch`]: in cluster mode, each end of a link watching the other through gossip;
 //! - [`manual_failover`]: CLUSTER FAILOVER's coordination with the primary.
 
 pub mod apply;
 pub mod cluster_role;
 pub mod control;
 pub mod manual_failover;
+pub mod peer_watch;
 pub mod primary;
 pub mod replica;
 pub mod ship_thread;

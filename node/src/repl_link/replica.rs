@@ -11,6 +11,7 @@
 
 use super::apply::{ApplyError, StreamApplier};
 use super::control::{Control, ControlError};
+use super::peer_watch::{PeerState, PeerWatch};
 use super::primary::endpoint_config;
 use super::snapshot;
 use crate::replication::apply_order::REORDER_BYTES_MAX_DEFAULT;
@@ -65,8 +66,10 @@ pub enum ReplicaLinkError {
     Killed,
     #[error("REPLICAOF changed")]
     Stale,
-    #[error("no record or ping from the primary for {0} s (repl-timeout)")]
+    #[error("no record or ping from the primary for {0} ms (repl-timeout, or cluster-node-timeout in cluster mode)")]
     PrimarySilent(u64),
+    #[error("{0} (gossip)")]
+    PrimaryGone(&'static str),
     #[error("full sync refused ({0}): the primary whose stream this node holds offers a history without it; the data is kept")]
     SyncRefused(SyncRefused),
 }
@@ -127,7 +130,18 @@ impl WithProvider for LinkJob {
 
     fn run<P: Provider>(self, provider: P) -> Self::Output {
         let (link, replid, synced) = set_up(&self.server, self.generation, &provider)?;
-        apply_loop(&self.server, self.generation, link, replid, synced)
+        // In cluster mode gossip says when the primary is dead or restarted.
+        let watch = match (
+            &self.server.cluster,
+            self.server.replica_of.node(self.generation),
+        ) {
+            (Some(cluster), Some(node)) => {
+                let timeout = self.server.config.read().cluster.node_timeout_ms;
+                Some(PeerWatch::new(cluster, node, None, None, timeout))
+            }
+            _ => None,
+        };
+        apply_loop(&self.server, self.generation, link, replid, synced, watch)
     }
 }
 
@@ -173,13 +187,30 @@ fn set_up<P: Provider>(
         psync: PsyncRequest::from_replica(history),
     };
     let my_port = server.config.read().port.to_string();
-    let accept = match control.call(&[
+    let encoded = request.encode();
+    let mut args: Vec<&[u8]> = vec![
         b"REPLCONF",
         b"RDMA-LINK",
         endpoint.as_bytes(),
         my_port.as_bytes(),
-        &request.encode(),
-    ])? {
+        &encoded,
+    ];
+    // A cluster replica names itself (and its incarnation, once the bus has one), so that
+    // the primary can watch it through gossip.
+    let (my_id, my_incarnation) = match &server.cluster {
+        Some(c) => (
+            c.topology.read().myself().id.to_string(),
+            c.incarnation().to_string(),
+        ),
+        None => (String::new(), String::new()),
+    };
+    if !my_id.is_empty() {
+        args.push(my_id.as_bytes());
+        if my_incarnation != "0" {
+            args.push(my_incarnation.as_bytes());
+        }
+    }
+    let accept = match control.call(&args)? {
         Frame::Bulk(b) => LinkAccept::decode(&b)?,
         _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-LINK")),
     };
@@ -230,6 +261,18 @@ fn set_up<P: Provider>(
     Ok((link, replid, synced))
 }
 
+/// How long the primary may send nothing (no record, no ping) before the link is given up:
+/// `repl-timeout`, or in cluster mode the node timeout if shorter (the primary pings an idle
+/// link four times per node timeout, `ship_thread::ping_period`).
+fn silence_limit(server: &Server) -> Duration {
+    let config = server.config.read();
+    let repl_timeout = Duration::from_secs(config.repl_timeout_secs);
+    match config.cluster.node_timeout_ms {
+        ms if config.cluster.enabled && ms > 0 => repl_timeout.min(Duration::from_millis(ms)),
+        _ => repl_timeout,
+    }
+}
+
 /// The config epoch of the primary `node` in the topology (the identity file's `epoch`).
 fn primary_epoch(server: &Server, node: Option<crate::cluster::NodeId>) -> u64 {
     let (Some(cluster), Some(node)) = (&server.cluster, node) else {
@@ -248,7 +291,9 @@ fn apply_loop<C: Connection>(
     mut link: ReplicaLink<C>,
     replid: ReplId,
     mut synced: bool,
+    mut watch: Option<PeerWatch>,
 ) -> Result<(), ReplicaLinkError> {
+    let silence_limit = silence_limit(server);
     let mut applier = StreamApplier::new(server, link.applied_offset());
     let mut released = Vec::new();
     let mut last_io = Instant::now();
@@ -271,10 +316,15 @@ fn apply_loop<C: Connection>(
         if polled.records > 0 {
             last_io = Instant::now();
             server.replica_of.note_io(generation, last_io);
-        } else {
-            let timeout_secs = server.config.read().repl_timeout_secs;
-            if last_io.elapsed() > Duration::from_secs(timeout_secs) {
-                return Err(ReplicaLinkError::PrimarySilent(timeout_secs));
+        } else if last_io.elapsed() > silence_limit {
+            return Err(ReplicaLinkError::PrimarySilent(
+                silence_limit.as_millis() as u64
+            ));
+        }
+        if let (Some(w), Some(cluster)) = (watch.as_mut(), server.cluster.as_ref()) {
+            // A suspected primary is left to the silence limit: its ring may still work.
+            if let PeerState::Gone(why) = w.check(cluster) {
+                return Err(ReplicaLinkError::PrimaryGone(why));
             }
         }
         applier.push(&released)?;

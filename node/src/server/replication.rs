@@ -494,6 +494,18 @@ impl Replication {
         self.answer_waiters(&mut s, now_ms);
     }
 
+    /// Gossip hears the replica (`true`) or suspects it (`false`, PFAIL): only live
+    /// replicas count for WAIT, `min-replicas-*`, `repl-sync-acks` and the shutdown wait.
+    pub fn set_live(&self, id: ReplicaId, live: bool, now_ms: u64) {
+        let mut s = self.state.lock();
+        if s.acks.set_live(&id, live) {
+            tracing::info!(replica = id, live, "replica liveness changed (gossip)");
+            if live {
+                self.answer_waiters(&mut s, now_ms);
+            }
+        }
+    }
+
     pub fn detach_replica(&self, id: ReplicaId) {
         let mut s = self.state.lock();
         s.acks.detach(&id);

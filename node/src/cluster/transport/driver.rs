@@ -34,6 +34,7 @@ impl GossipDriver {
         if let Some(cluster) = &server.cluster {
             // What commands wait at most for a lapsed lease (`redirect`).
             cluster.set_lease_ms(core.gossip.lease_ms());
+            cluster.set_incarnation(core.gossip.incarnation());
         }
         GossipDriver {
             server,
