@@ -7,7 +7,7 @@ use integration::cluster::{
 use integration::Node;
 
 /// `(node index, its id)` of the primaries and the replica's index of each primary.
-fn shards(nodes: &[Node]) -> Vec<(usize, usize)> {
+pub(crate) fn shards(nodes: &[Node]) -> Vec<(usize, usize)> {
     let ids: Vec<String> = nodes.iter().map(|n| n.cli(&["CLUSTER", "MYID"])).collect();
     let view = nodes[0].cli(&["CLUSTER", "NODES"]);
     let mut pairs = Vec::new();
@@ -109,7 +109,7 @@ fn assert_keys(entry: &Node, prefix: &str, count: usize) {
 
 /// Waits until the six nodes form three primary/replica pairs with every replica's link up;
 /// returns the pairs (primary index, replica index).
-fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
+pub(crate) fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
     let refs: Vec<&Node> = nodes.iter().collect();
     wait_until_described(
         "three primaries with a replica each, links up",
@@ -157,7 +157,7 @@ fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
 }
 
 /// A CLUSTER INFO field.
-fn cluster_info(n: &Node, field: &str) -> String {
+pub(crate) fn cluster_info(n: &Node, field: &str) -> String {
     n.cli(&["CLUSTER", "INFO"])
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))

@@ -143,6 +143,10 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     if sub.eq_ignore_ascii_case(b"rdma-link") {
+        // A fenced node gives no sync: its dataset may lack what its replicas hold.
+        if ctx.server.cluster.as_ref().is_some_and(|c| c.is_fenced()) {
+            return err("LOADING restart fence: waiting for the topology");
+        }
         // `<endpoint> <listening-port> <LinkRequest> [<node id> [<incarnation>]]`: a cluster
         // replica names itself, so that its primary can watch it through gossip.
         let (endpoint, port, request, named) = match args {

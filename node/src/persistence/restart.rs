@@ -15,8 +15,9 @@
 //!   offset moves, and `repl-sync-acks` waits for it, from the first write on.
 
 use super::identity::{self, LoadedHistory};
+use crate::cluster::agent::restart_fence::Fence;
 use crate::replication::ids::ReplicationIds;
-use crate::server::Server;
+use crate::server::{unix_millis, Server};
 use anyhow::Context;
 
 /// Restores the ids from `loaded` (see the module comment), records it in the server, and
@@ -75,9 +76,118 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
     }
     *server.loaded_history.lock() = loaded;
     let path = identity::path_in(&server.config.read().dir);
-    server
-        .replication
-        .persist_identity(path.clone(), node)
-        .with_context(|| format!("writing {}", path.display()))?;
+    let fence = restart_fence(&loaded, node);
+    let written = match (&server.cluster, fence, loaded.identity) {
+        (Some(cluster), Some(fence), Some(previous)) => {
+            tracing::warn!(
+                replid = %fence.replid,
+                loaded_offset = fence.offset,
+                acknowledged_up_to = previous.offset,
+                "restarted without everything acknowledged as a primary: fenced (no keyed \
+                 command, no replica sync) until the topology decides"
+            );
+            cluster.set_restart_fence(Some(fence));
+            server
+                .replication
+                .persist_identity_held(path.clone(), node, &previous)
+        }
+        _ => server.replication.persist_identity(path.clone(), node),
+    };
+    written.with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// The restart fence a cluster node starts with: it was this history's primary (the
+/// identity says so, under the same node id) and the dataset is not covered. The fence
+/// names that history and the offset of it the node loaded (0 if none).
+fn restart_fence(loaded: &LoadedHistory, node: Option<crate::cluster::NodeId>) -> Option<Fence> {
+    let identity = loaded.identity?;
+    if node.is_none() || identity.node != node || !loaded.was_primary() || loaded.covered() {
+        return None;
+    }
+    let replid = identity.ids.replid();
+    let offset = match loaded.loaded {
+        Some((id, offset)) if id == replid => offset,
+        _ => 0,
+    };
+    Some(Fence {
+        replid,
+        offset,
+        since_ms: unix_millis(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persistence::identity::{Identity, RunState};
+
+    fn id(c: u8) -> crate::cluster::NodeId {
+        crate::cluster::NodeId::parse(&[c; 40]).unwrap()
+    }
+
+    /// Goal: a cluster node is fenced exactly when it was this history's primary under the
+    /// same id and is not covered; the fence names the identity's history and the offset of
+    /// it that was loaded.
+    #[test]
+    fn the_fence_is_for_an_uncovered_primary_of_its_own_history() {
+        let me = id(b'a');
+        let previous = Identity {
+            node: Some(me),
+            ids: ReplicationIds::with_replid(id(b'b')),
+            offset: 900,
+            primary: Some(me),
+            epoch: 3,
+            state: RunState::Running,
+        };
+        let loaded = |identity: Identity, loaded| LoadedHistory {
+            identity: Some(identity),
+            loaded,
+            complete: false,
+        };
+        let fenced = |l: LoadedHistory, node| restart_fence(&l, node).map(|f| (f.replid, f.offset));
+        assert_eq!(
+            fenced(loaded(previous, None), Some(me)),
+            Some((id(b'b'), 0))
+        );
+        assert_eq!(
+            fenced(loaded(previous, Some((id(b'b'), 700))), Some(me)),
+            Some((id(b'b'), 700)),
+            "an exact snapshot of the history, older than what was acknowledged"
+        );
+        assert_eq!(
+            fenced(loaded(previous, Some((id(b'c'), 700))), Some(me)),
+            Some((id(b'b'), 0)),
+            "a snapshot of another history holds none of it"
+        );
+        let stopped = Identity {
+            state: RunState::Stopped,
+            ..previous
+        };
+        assert_eq!(
+            fenced(loaded(stopped, Some((id(b'b'), 900))), Some(me)),
+            None,
+            "covered"
+        );
+        let replica = Identity {
+            primary: Some(id(b'd')),
+            ..previous
+        };
+        assert_eq!(
+            fenced(loaded(replica, None), Some(me)),
+            None,
+            "was a replica"
+        );
+        assert_eq!(
+            fenced(loaded(previous, None), Some(id(b'e'))),
+            None,
+            "another node id"
+        );
+        assert_eq!(fenced(loaded(previous, None), None), None, "standalone");
+        assert_eq!(
+            fenced(LoadedHistory::default(), Some(me)),
+            None,
+            "no identity"
+        );
+    }
 }

@@ -94,6 +94,10 @@ struct IdentityFile {
     node: Option<NodeId>,
     /// The final `stopped` identity was written: nothing may overwrite it any more.
     stopped: bool,
+    /// The file keeps the previous run's identity (a fenced restart, until the topology
+    /// decides): a second crash meanwhile must still find the history it acknowledged, and
+    /// a clean stop must not make the lossy dataset look complete.
+    held: bool,
 }
 
 pub struct Replication {
@@ -183,8 +187,39 @@ impl Replication {
             path,
             node,
             stopped: false,
+            held: false,
         });
         identity::save(&f.path, &self.identity_now(f, RunState::Running))
+    }
+
+    /// As [`Replication::persist_identity`], but the file keeps `previous` (marked
+    /// `running`) instead of this run's ids until [`Replication::release_identity`].
+    pub fn persist_identity_held(
+        &self,
+        path: PathBuf,
+        node: Option<NodeId>,
+        previous: &Identity,
+    ) -> std::io::Result<()> {
+        let mut file = self.identity_file.lock();
+        let f = file.insert(IdentityFile {
+            path,
+            node,
+            stopped: false,
+            held: true,
+        });
+        let running = Identity {
+            state: RunState::Running,
+            ..*previous
+        };
+        identity::save(&f.path, &running)
+    }
+
+    /// The identity file follows this run's ids again (the fence was lifted); writes it.
+    pub fn release_identity(&self) {
+        if let Some(f) = self.identity_file.lock().as_mut() {
+            f.held = false;
+        }
+        self.write_identity();
     }
 
     fn identity_now(&self, file: &IdentityFile, state: RunState) -> Identity {
@@ -203,7 +238,7 @@ impl Replication {
     /// the next change or the final stop writes again.
     fn write_identity(&self) {
         let file = self.identity_file.lock();
-        let Some(f) = file.as_ref().filter(|f| !f.stopped) else {
+        let Some(f) = file.as_ref().filter(|f| !f.stopped && !f.held) else {
             return;
         };
         if let Err(e) = identity::save(&f.path, &self.identity_now(f, RunState::Running)) {
@@ -215,7 +250,7 @@ impl Replication {
     /// offset, and is not written again by this process.
     pub fn write_identity_stopped(&self) {
         let mut file = self.identity_file.lock();
-        let Some(f) = file.as_mut().filter(|f| !f.stopped) else {
+        let Some(f) = file.as_mut().filter(|f| !f.stopped && !f.held) else {
             return;
         };
         f.stopped = true;
