@@ -7,7 +7,7 @@ use integration::cluster::{
 use integration::Node;
 
 /// `(node index, its id)` of the primaries and the replica's index of each primary.
-fn shards(nodes: &[Node]) -> Vec<(usize, usize)> {
+pub(crate) fn shards(nodes: &[Node]) -> Vec<(usize, usize)> {
     let ids: Vec<String> = nodes.iter().map(|n| n.cli(&["CLUSTER", "MYID"])).collect();
     let view = nodes[0].cli(&["CLUSTER", "NODES"]);
     let mut pairs = Vec::new();
@@ -109,7 +109,7 @@ fn assert_keys(entry: &Node, prefix: &str, count: usize) {
 
 /// Waits until the six nodes form three primary/replica pairs with every replica's link up;
 /// returns the pairs (primary index, replica index).
-fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
+pub(crate) fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
     let refs: Vec<&Node> = nodes.iter().collect();
     wait_until_described(
         "three primaries with a replica each, links up",
@@ -157,7 +157,7 @@ fn wait_for_pairs(nodes: &[Node]) -> Vec<(usize, usize)> {
 }
 
 /// A CLUSTER INFO field.
-fn cluster_info(n: &Node, field: &str) -> String {
+pub(crate) fn cluster_info(n: &Node, field: &str) -> String {
     n.cli(&["CLUSTER", "INFO"])
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
@@ -387,4 +387,196 @@ fn write_keys_refused_where_unreplicated(entry: &Node, prefix: &str, count: usiz
         }
     }
     refused
+}
+
+/// Goal: a primary stopped with SIGTERM (final save, identity `stopped`) and started again
+/// before anyone fails it over keeps its replication id and offset, so its replica continues
+/// by partial resync, and every key is still there.
+/// Method: six real nodes on `ofi:tcp` with `--save "3600 1"` and a 5 s node timeout (no
+/// failover while the primary restarts); INFO replication before and after.
+#[test]
+fn a_cleanly_restarted_primary_keeps_its_replid_and_offset() {
+    let args = ["--save", "3600 1", "--cluster-node-timeout", "5000"];
+    let mut nodes = create_cluster_with_replicas("clean-restart", &args);
+    let pairs = wait_for_pairs(&nodes);
+    write_keys(&nodes[0], "k", 200);
+    let (p, r) = pairs[0];
+    assert_eq!(nodes[p].cli(&["WAIT", "1", "5000"]), "1");
+    let replid = info_field(&nodes[p], "master_replid");
+    let offset = info_field(&nodes[p], "master_repl_offset");
+    assert_ne!(offset, "0");
+
+    let port = nodes[p].port;
+    let mut stopped = nodes.remove(p);
+    assert!(
+        stopped.signal_and_wait("TERM").success(),
+        "{}",
+        stopped.log()
+    );
+    let restarted =
+        integration::cluster::cluster_node_in(stopped.into_dir(), port, "clean-restart", &args);
+    assert_eq!(info_field(&restarted, "master_replid"), replid);
+    assert_eq!(info_field(&restarted, "master_repl_offset"), offset);
+    nodes.insert(p, restarted);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("the replica linked to the restarted primary", &refs, || {
+        info_field(&nodes[r], "master_link_status") == "up"
+            && info_field(&nodes[p], "connected_slaves") == "1"
+    });
+    assert_eq!(
+        info_field(&nodes[p], "sync_full"),
+        "0",
+        "{}",
+        nodes[p].log()
+    );
+    assert_eq!(info_field(&nodes[p], "sync_partial_ok"), "1");
+    assert_eq!(info_field(&nodes[p], "role"), "master");
+    assert_keys(&nodes[0], "k", 200);
+}
+
+/// Goal: a replica never drops its data for a full sync from its own primary when that
+/// primary restarted without the history (killed with SIGKILL, back within 300 ms, empty):
+/// it refuses (INFO `master_sync_refused`) and keeps every key, or the topology hands the
+/// slots to it first. Either way every acknowledged key is on the replica.
+/// Method: six real nodes on `ofi:tcp` under `repl-sync-acks 1` (every write acknowledged is
+/// on the replica), SIGKILL of a primary, restart on the same dir and port after 300 ms,
+/// `CLIENT KILL TYPE master` on the replica so that it links again at once.
+#[test]
+fn a_replica_keeps_its_data_when_its_restarted_primary_lost_it() {
+    let args = ["--repl-sync-acks", "1"];
+    let mut nodes = create_cluster_with_replicas("lost-history", &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    // Keys of the primary's slots only: written through it, each acknowledged by its replica.
+    let mut con = nodes[p].client();
+    let mut keys = Vec::new();
+    for i in 0.. {
+        if keys.len() == 100 {
+            break;
+        }
+        let key = format!("h:{i}");
+        if let Ok(ok) = redis::cmd("SET").arg(&key).arg(i).query::<String>(&mut con) {
+            assert_eq!(ok, "OK");
+            keys.push((key, i.to_string()));
+        }
+    }
+    let port = nodes[p].port;
+    let dir = nodes.remove(p).into_dir();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let restarted = integration::cluster::cluster_node_in(dir, port, "lost-history", &args);
+    nodes.insert(p, restarted);
+    let _ = nodes[r].cli(&["CLIENT", "KILL", "TYPE", "master"]);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until(
+        "the replica refused the full sync or took over",
+        &refs,
+        || {
+            !info_field(&nodes[r], "master_sync_refused").is_empty()
+                || info_field(&nodes[r], "role") == "master"
+        },
+    );
+    let mut replica = nodes[r].client();
+    let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
+    for (key, value) in &keys {
+        let v: Option<String> = redis::cmd("GET").arg(key).query(&mut replica).unwrap();
+        assert_eq!(v.as_ref(), Some(value), "{key} lost on the replica");
+    }
+    if info_field(&nodes[r], "role") == "slave" {
+        assert_eq!(info_field(&nodes[r], "master_link_status"), "down");
+        assert!(
+            nodes[r].log().contains("refusing the full sync"),
+            "{}",
+            nodes[r].log()
+        );
+    }
+}
+
+/// Goal: a replica notices that its primary died and came back (SIGKILL, restarted at once)
+/// within the node timeout, not `repl-timeout` (60 s): its link goes down.
+/// Method: six real nodes on `ofi:tcp`, `cluster-node-timeout 1000`; the replica's INFO
+/// polled from the kill while the primary restarts on its dir and port.
+#[test]
+fn a_replica_notices_its_primary_restarted_within_the_node_timeout() {
+    let args = ["--cluster-node-timeout", "1000"];
+    let mut nodes = create_cluster_with_replicas("primary-restart", &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    write_keys(&nodes[0], "k", 20);
+    let port = nodes[p].port;
+    let killed_at = std::time::Instant::now();
+    let dir = nodes.remove(p).into_dir();
+    let restart = std::thread::spawn(move || {
+        integration::cluster::cluster_node_in(dir, port, "primary-restart", &args)
+    });
+    let r = if r > p { r - 1 } else { r };
+    let noticed = loop {
+        let down = info_field(&nodes[r], "master_link_status") != "up";
+        if down || killed_at.elapsed() > std::time::Duration::from_secs(10) {
+            break killed_at.elapsed();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let restarted = restart.join().unwrap();
+    nodes.insert(p, restarted);
+    assert!(
+        noticed < std::time::Duration::from_millis(2000),
+        "the link looked up for {noticed:?}; replica log:\n{}",
+        nodes[if r >= p { r + 1 } else { r }].log()
+    );
+}
+
+/// Goal: a primary stops counting a replica killed with SIGKILL within the node timeout:
+/// WAIT answers 0 (before the fix a dead replica whose last ack equalled the primary's
+/// offset counted as in sync until `repl-timeout`); the replica, restarted, links again
+/// and counts again.
+/// Method: six real nodes on `ofi:tcp`, `cluster-node-timeout 1000`; `WAIT 1 100` after a
+/// write on the primary, polled from the kill.
+#[test]
+fn a_primary_stops_counting_a_dead_replica_within_the_node_timeout() {
+    let args = ["--cluster-node-timeout", "1000"];
+    let mut nodes = create_cluster_with_replicas("replica-death", &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    let mut con = nodes[p].client();
+    let key = (0..)
+        .map(|i| format!("w:{i}"))
+        .find(|k| {
+            redis::cmd("SET")
+                .arg(k)
+                .arg("v")
+                .query::<String>(&mut con)
+                .is_ok()
+        })
+        .unwrap();
+    let wait = |con: &mut redis::Connection| -> i64 {
+        redis::cmd("WAIT").arg(1).arg(100).query(con).unwrap()
+    };
+    assert_eq!(wait(&mut con), 1);
+    let port = nodes[r].port;
+    let killed_at = std::time::Instant::now();
+    let dir = nodes.remove(r).into_dir();
+    let counted_for = loop {
+        if wait(&mut con) == 0 || killed_at.elapsed() > std::time::Duration::from_secs(10) {
+            break killed_at.elapsed();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(
+        counted_for < std::time::Duration::from_millis(2000),
+        "the dead replica counted for {counted_for:?}; primary log:\n{}",
+        nodes[if p > r { p - 1 } else { p }].log()
+    );
+    let restarted = integration::cluster::cluster_node_in(dir, port, "replica-death", &args);
+    nodes.insert(r, restarted);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("the restarted replica linked again", &refs, || {
+        info_field(&nodes[r], "master_link_status") == "up"
+    });
+    let _: String = redis::cmd("SET")
+        .arg(&key)
+        .arg("again")
+        .query(&mut con)
+        .unwrap();
+    let counted: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut con).unwrap();
+    assert_eq!(counted, 1, "primary log:\n{}", nodes[p].log());
 }

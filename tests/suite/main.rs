@@ -6,6 +6,7 @@ mod cluster;
 mod cluster_admin;
 mod cluster_bus;
 mod cluster_replication;
+mod cluster_restart;
 mod connection;
 mod fabric;
 mod hashes;

@@ -809,3 +809,64 @@ fn a_replica_with_appendonly_logs_the_stream_it_applies() {
         assert_eq!(get(&mut r, k).as_deref(), Some(v), "{k}");
     }
 }
+
+/// Goal: a replica stopped with SIGTERM (its final save names the history it is exactly) and
+/// started again continues where it was: partial resync, no full sync, every key there,
+/// including writes its primary took while it was down.
+/// Method: two node processes on `ofi:tcp`, the replica with `--save "3600 1"` and
+/// `replicaof`; the primary's INFO stats count how each link was granted.
+#[test]
+fn a_replica_restarted_with_sigterm_resyncs_partially() {
+    let primary = fabric_primary();
+    let mut p = primary.client();
+    let target = format!("127.0.0.1 {}", primary.port);
+    let mut replica_args = FABRIC.to_vec();
+    replica_args.extend(["--replicaof", &target, "--save", "3600 1"]);
+    let mut replica = Node::start(&replica_args);
+    for i in 0..200 {
+        cmd(&mut p, &["SET", &format!("k:{i}"), "v"]).unwrap();
+    }
+    // WAIT counts a replica whose full sync was shipped, not necessarily loaded yet.
+    assert_eq!(cmd(&mut p, &["WAIT", "1", "5000"]).unwrap(), Value::Int(1));
+    eventually("the full sync and stream", &replica, |c| in_sync(c, &mut p));
+    let stats = |p: &mut redis::Connection| {
+        let info: redis::InfoDict = redis::cmd("INFO").arg("stats").query(p).unwrap();
+        (
+            info.get::<u64>("sync_full").unwrap(),
+            info.get::<u64>("sync_partial_ok").unwrap(),
+        )
+    };
+    let (full_before, partial_before) = stats(&mut p);
+    assert_eq!(full_before, 1);
+
+    assert!(
+        replica.signal_and_wait("TERM").success(),
+        "{}",
+        replica.log()
+    );
+    let identity = std::fs::read_to_string(replica.dir.path().join("repl-identity")).unwrap();
+    assert!(identity.contains("state stopped"), "{identity}");
+    for i in 200..250 {
+        cmd(&mut p, &["SET", &format!("k:{i}"), "v"]).unwrap();
+    }
+    let before_log = replica.log();
+    let replica = Node::start_in(replica.into_dir(), &replica_args);
+    let partial = holds_within(&replica, Duration::from_secs(10), |_| {
+        replica.log().contains("partial resync from the primary")
+    });
+    assert!(
+        partial,
+        "no partial resync; before the restart:\n{before_log}\nafter:\n{}",
+        replica.log()
+    );
+    let mut r = replica.client();
+    let synced = holds_within(&replica, Duration::from_secs(10), |c| in_sync(c, &mut p));
+    assert!(synced, "{:?}", replication_fields(&mut r));
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut r).unwrap(), 250);
+    assert_eq!(
+        stats(&mut p),
+        (full_before, partial_before + 1),
+        "replica log:\n{}",
+        replica.log()
+    );
+}

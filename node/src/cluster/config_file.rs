@@ -194,6 +194,8 @@ fn parse_node(f: &[&str], rng: &mut impl Rng) -> Result<(ClusterNode, bool), Str
         config_epoch: num(f[6], "config epoch")?,
         link,
         repl_offset: 0,
+        repl_id: None,
+        fenced: false,
         bus_addr,
     };
     Ok((node, given))

@@ -47,6 +47,11 @@ pub struct ClusterNode {
     pub link: LinkState,
     /// Replication offset last known (CLUSTER SHARDS `replication-offset`).
     pub repl_offset: u64,
+    /// The replication history `repl_offset` counts, as last advertised (None: not said).
+    pub repl_id: Option<super::id::HexId>,
+    /// It last said it is fenced after a restart (serves nothing until the topology
+    /// decides; `agent::restart_fence`).
+    pub fenced: bool,
     /// Where its cluster bus is reached on the fabric: the text form of `bus::EndpointAddr`
     /// (no spaces, no `@`); empty until known.
     pub bus_addr: String,
@@ -69,6 +74,8 @@ impl ClusterNode {
             config_epoch: 0,
             link: LinkState::Disconnected,
             repl_offset: 0,
+            repl_id: None,
+            fenced: false,
             bus_addr: String::new(),
         }
     }

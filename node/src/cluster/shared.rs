@@ -101,6 +101,15 @@ pub struct Cluster {
     lease_ms: std::sync::atomic::AtomicU64,
     /// Clients blocked until the lease holds again (see [`Cluster::wake_when_serving`]).
     lease_waiters: Mutex<Vec<std::sync::Arc<crate::server::ClientShared>>>,
+    /// This process's gossip incarnation (0 before the bus is up): a replica names it when
+    /// it links, so its primary tells a later restart from gossip not yet caught up.
+    incarnation: std::sync::atomic::AtomicU64,
+    /// Set at start when the node was a primary and restarted without everything it had
+    /// acknowledged; lifted by the bus thread when the topology decided
+    /// (`agent::restart_fence`). While set the node serves no keyed command and links no
+    /// replica. `fenced` mirrors it for one relaxed load.
+    restart_fence: Mutex<Option<super::agent::restart_fence::Fence>>,
+    fenced: std::sync::atomic::AtomicBool,
 }
 
 impl Cluster {
@@ -171,6 +180,9 @@ impl Cluster {
             serving_logged: std::sync::atomic::AtomicBool::new(false),
             lease_ms: std::sync::atomic::AtomicU64::new(0),
             lease_waiters: Mutex::new(Vec::new()),
+            incarnation: std::sync::atomic::AtomicU64::new(0),
+            restart_fence: Mutex::new(None),
+            fenced: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -196,6 +208,35 @@ impl Cluster {
             u64::MAX => true,
             until => now_ms <= until,
         }
+    }
+
+    /// The restart fence, if the node is fenced (see the field).
+    pub fn restart_fence(&self) -> Option<super::agent::restart_fence::Fence> {
+        *self.restart_fence.lock()
+    }
+
+    /// Whether the node is fenced after a restart (one relaxed load).
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets (at start) or lifts (None, by the bus thread) the restart fence.
+    pub fn set_restart_fence(&self, fence: Option<super::agent::restart_fence::Fence>) {
+        let mut f = self.restart_fence.lock();
+        *f = fence;
+        self.fenced
+            .store(fence.is_some(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// This process's gossip incarnation; 0 before the bus is up.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Set once by the bus when it starts.
+    pub fn set_incarnation(&self, incarnation: u64) {
+        self.incarnation
+            .store(incarnation, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The serving lease's length (ms) the bus runs with; 0 before the bus is up.

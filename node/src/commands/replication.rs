@@ -143,9 +143,32 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     if sub.eq_ignore_ascii_case(b"rdma-link") {
-        let [_, _, endpoint, port, request] = args else {
-            return Err(CmdError::Syntax);
+        // A fenced node gives no sync: its dataset may lack what its replicas hold.
+        if ctx.server.cluster.as_ref().is_some_and(|c| c.is_fenced()) {
+            return err("LOADING restart fence: waiting for the topology");
+        }
+        // `<endpoint> <listening-port> <LinkRequest> [<node id> [<incarnation>]]`: a cluster
+        // replica names itself, so that its primary can watch it through gossip.
+        let (endpoint, port, request, named) = match args {
+            [_, _, e, p, r] => (e, p, r, &[][..]),
+            [_, _, e, p, r, named @ ..] if named.len() <= 2 => (e, p, r, named),
+            _ => return Err(CmdError::Syntax),
         };
+        let mut node = crate::repl_link::primary::ReplicaNode::default();
+        if let Some(id) = named.first() {
+            node.id = Some(
+                crate::cluster::NodeId::parse(id)
+                    .ok_or_else(|| CmdError::new("ERR Invalid node name"))?,
+            );
+        }
+        if let Some(incarnation) = named.get(1) {
+            node.incarnation = Some(
+                std::str::from_utf8(incarnation)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(CmdError::Syntax)?,
+            );
+        }
         let port = u16::try_from(args::int(port)?).map_err(|_| CmdError::Syntax)?;
         let request = crate::replication::handshake::LinkRequest::decode(request)
             .map_err(|e| CmdError::new(format!("ERR {e}")))?;
@@ -154,7 +177,7 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             port,
         };
         let endpoint = String::from_utf8_lossy(endpoint).into_owned();
-        match ctx.server.repl_links.link(endpoint, request, addr) {
+        match ctx.server.repl_links.link(endpoint, request, addr, node) {
             Ok(accept) => ctx.reply.bulk(&accept),
             Err(e) => return Err(CmdError::new(e)),
         }

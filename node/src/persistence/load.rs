@@ -8,7 +8,9 @@
 
 use super::checksum::CrcReader;
 use super::format::{Decoder, FormatError, Record};
+use super::snapshot::aux;
 use crate::db::{Entry, Keyspace, Locked};
+use crate::replication::ids::ReplId;
 use crate::server::lru_clock;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -27,6 +29,38 @@ pub struct LoadStats {
     pub expired: u64,
     pub bytes: u64,
     pub version: u16,
+    /// The replication history the file is exactly (its dataset is `replid`'s stream up to
+    /// the offset), when the save saw that history stand still from its first key to its
+    /// last (`snapshot.rs`); `None` for an inexact save or a file without the fields.
+    pub history: Option<(ReplId, u64)>,
+}
+
+/// The history aux fields as read, before they are judged.
+#[derive(Default)]
+struct HistoryFields {
+    replid: Option<ReplId>,
+    offset: Option<u64>,
+    offset_end: Option<u64>,
+}
+
+impl HistoryFields {
+    fn note(&mut self, name: &[u8], value: &[u8]) {
+        let number = || std::str::from_utf8(value).ok()?.parse::<u64>().ok();
+        match name {
+            aux::REPL_ID => self.replid = ReplId::parse(value),
+            aux::REPL_OFFSET => self.offset = number(),
+            aux::REPL_OFFSET_END => self.offset_end = number(),
+            _ => {}
+        }
+    }
+
+    /// Exact only when the start and the end agree.
+    fn exact(&self) -> Option<(ReplId, u64)> {
+        match (self.replid, self.offset, self.offset_end) {
+            (Some(id), Some(start), Some(end)) if start == end => Some((id, start)),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,10 +148,12 @@ pub fn load_from<R: Read>(
         ..LoadStats::default()
     };
     let mut db = Locked::lock_all(keyspace, now, lru_clock(now));
+    let mut history = HistoryFields::default();
     loop {
         match decoder.record()? {
             Record::End => break,
             Record::Aux { name, value } => {
+                history.note(&name, &value);
                 tracing::debug!(
                     name = %String::from_utf8_lossy(&name),
                     value = %String::from_utf8_lossy(&value),
@@ -147,5 +183,6 @@ pub fn load_from<R: Read>(
         }
     }
     decoder.expect_end()?;
+    stats.history = history.exact();
     Ok(stats)
 }

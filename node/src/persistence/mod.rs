@@ -11,6 +11,8 @@
 //! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence);
 //! - [`aof`]: the append-only file (`appendonly yes`), loaded at start instead of the
 //!   snapshot when it exists.
+//! - [`identity`]: the replication identity file (which history the dataset is);
+//! - [`restart`]: the ids a start continues with, from the identity and what was loaded.
 //!
 //! Background saves run on a `std::thread`, not in the async runtime: serializing is CPU
 //! work and file I/O blocks.
@@ -19,7 +21,9 @@ pub mod aof;
 pub mod checksum;
 pub mod dump;
 pub mod format;
+pub mod identity;
 pub mod load;
+pub mod restart;
 pub mod rules;
 pub mod snapshot;
 pub mod state;
@@ -57,7 +61,13 @@ fn write_configured(server: &Server) -> Result<SaveStats, SaveError> {
         let config = server.config.read();
         (config.dir.clone(), config.dbfilename.clone())
     };
-    snapshot::save_to_file(&server.keyspace, &dir, &name, server.snapshot.abort_flag())
+    snapshot::save_to_file(
+        &server.keyspace,
+        Some(&server.replication),
+        &dir,
+        &name,
+        server.snapshot.abort_flag(),
+    )
 }
 
 /// SAVE: saves on the calling thread. Clients keep being served meanwhile, except that
@@ -157,29 +167,47 @@ pub fn cron(server: &Server) {
 /// over data it cannot read (and then overwrite it at the next save).
 ///
 /// With `appendonly yes` the AOF is loaded instead when it exists (as Redis does); when it
-/// does not, the snapshot loads and a first AOF base is written from it.
+/// does not, the snapshot loads and a first AOF base is written from it. Then the
+/// replication identity the previous run left (a corrupt one refuses the start too)
+/// decides which history the node continues ([`restart::take_over`]); an AOF names no
+/// history, so a start from one continues none (a fresh replication id).
 pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
     server.snapshot.attach(server);
     server.aof.attach(server);
-    let aof = server.config.read().aof.enabled;
-    if aof && aof::startup::load(server)? {
-        return Ok(());
-    }
-    load_snapshot_at_start(server)?;
-    if aof {
-        aof::startup::create(server)?;
-    }
-    Ok(())
+    let (aof, dir) = {
+        let config = server.config.read();
+        (config.aof.enabled, config.dir.clone())
+    };
+    let identity = identity::load(&identity::path_in(&dir))?;
+    let loaded = if aof && aof::startup::load(server)? {
+        None
+    } else {
+        let history = load_snapshot_at_start(server)?;
+        if aof {
+            aof::startup::create(server)?;
+        }
+        history
+    };
+    let loaded = identity::LoadedHistory {
+        identity,
+        loaded,
+        complete: false,
+    };
+    restart::take_over(server, loaded)
 }
 
-fn load_snapshot_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
+/// Loads the snapshot; the replication history it is exactly, if it says so.
+fn load_snapshot_at_start(
+    server: &Arc<Server>,
+) -> anyhow::Result<Option<(crate::replication::ids::ReplId, u64)>> {
     let path = server.config.read().snapshot_path();
     // A save that a crash interrupted left its temp file (`snapshot::temp_path`).
     if let Some(dir) = path.parent() {
         crate::stale_files::remove_stale(dir, "temp-", ".snap");
     }
     let started = Instant::now();
-    match load::load_file(&server.keyspace, &path, unix_millis())? {
+    let stats = load::load_file(&server.keyspace, &path, unix_millis())?;
+    match stats {
         None => tracing::info!(path = %path.display(), "no snapshot file; starting empty"),
         Some(stats) => {
             tracing::info!(
@@ -193,7 +221,7 @@ fn load_snapshot_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
             server.snapshot.set_last_load(stats);
         }
     }
-    Ok(())
+    Ok(stats.and_then(|s| s.history))
 }
 
 /// The save that shutdown makes: stops a running save, then saves if `mode` asks for it
@@ -233,13 +261,20 @@ pub fn prepare_shutdown(server: &Server, mode: ShutdownMode) -> Result<(), SaveE
 /// Called once the node stops accepting work: saves as `prepare_shutdown` does. A failure
 /// is logged and the process still exits (Redis would refuse to stop on SIGTERM; a node
 /// under a supervisor that wants it gone should go).
+/// The identity file then says `stopped` at the final offset: a restart that loads exactly
+/// that offset holds everything this run had. A replica's link applies nothing more from
+/// here on (its apply gate is held), so the save and the offset agree.
 pub fn save_on_shutdown(server: &Server) {
     server.aof.shutdown();
+    let _no_more_stream = server.replica_of.apply_gate();
     let mode = *server.shutdown.mode.lock();
     if let Err(e) = prepare_shutdown(server, mode) {
         tracing::error!("error trying to save the DB before exit, exiting anyway: {e}");
     }
+    server.replication.write_identity_stopped();
 }
 
+#[cfg(test)]
+mod history_tests;
 #[cfg(test)]
 mod tests;

@@ -8,11 +8,18 @@
 //! with the value it had at that instant), but different slots, and hence different shards,
 //! are saved at different instants: unlike Redis's fork-based BGSAVE, a snapshot is not a
 //! point-in-time image across slots. A write made during the save may or may not be in it.
+//!
+//! Replication history: a save names the stream position its dataset is (`repl-id` and
+//! `repl-offset` before the entries, from a [`HistoryMark`] taken before the first key) and,
+//! after the last entry, `repl-offset-end` if a second mark equals the first. Only then is
+//! the file exactly that history's prefix (no write reached the stream or the dataset while
+//! it was written), which a restart may continue from (`load::LoadStats::history`).
 
 use super::checksum::CrcWriter;
 use super::format::{put_aux, put_end, put_entry, put_header};
 use crate::db::keyspace::{SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::db::Keyspace;
+use crate::server::replication::{HistoryMark, Replication};
 use crate::server::unix_millis;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -59,10 +66,35 @@ pub enum StreamError {
     Io(#[from] std::io::Error),
 }
 
+/// Aux field names of the replication history a snapshot is (see the module comment).
+pub mod aux {
+    pub const REPL_ID: &[u8] = b"repl-id";
+    pub const REPL_OFFSET: &[u8] = b"repl-offset";
+    pub const REPL_OFFSET_END: &[u8] = b"repl-offset-end";
+}
+
+/// Appends the history a save starts at (`repl-id`, `repl-offset`).
+pub fn put_history_start(buf: &mut Vec<u8>, mark: &HistoryMark) {
+    put_aux(buf, aux::REPL_ID, mark.replid.as_bytes());
+    put_aux(buf, aux::REPL_OFFSET, mark.offset.to_string().as_bytes());
+}
+
+/// Appends `repl-offset-end` when the history did not move since `start` (the file is then
+/// exactly that history); nothing otherwise.
+pub fn put_history_end(buf: &mut Vec<u8>, start: Option<&HistoryMark>, end: Option<HistoryMark>) {
+    if let (Some(start), Some(end)) = (start, end) {
+        if *start == end {
+            put_aux(buf, aux::REPL_OFFSET_END, end.offset.to_string().as_bytes());
+        }
+    }
+}
+
 /// Writes a whole snapshot (header, entries, end, checksum) to `out`. Checks `abort`
-/// between slots.
+/// between slots. With `history`, the file names the replication history it is exactly,
+/// if it is one (see the module comment).
 pub fn stream<W: Write>(
     keyspace: &Keyspace,
+    history: Option<&Replication>,
     out: &mut W,
     abort: &AtomicBool,
 ) -> Result<SaveStats, StreamError> {
@@ -72,6 +104,10 @@ pub fn stream<W: Write>(
     put_header(&mut buf);
     put_aux(&mut buf, b"node-ver", env!("CARGO_PKG_VERSION").as_bytes());
     put_aux(&mut buf, b"ctime", (now / 1000).to_string().as_bytes());
+    let start = history.and_then(Replication::mark);
+    if let Some(mark) = &start {
+        put_history_start(&mut buf, mark);
+    }
     w.write_all(&buf)?;
     buf.clear();
     let mut keys = 0u64;
@@ -101,6 +137,11 @@ pub fn stream<W: Write>(
             }
         }
     }
+    put_history_end(
+        &mut buf,
+        start.as_ref(),
+        history.and_then(Replication::mark),
+    );
     put_end(&mut buf);
     w.write_all(&buf)?;
     let crc = w.sum64();
@@ -120,6 +161,7 @@ pub fn temp_path(dir: &Path) -> PathBuf {
 /// the old file or the new one, whole.
 pub fn save_to_file(
     keyspace: &Keyspace,
+    history: Option<&Replication>,
     dir: &Path,
     dbfilename: &str,
     abort: &AtomicBool,
@@ -137,7 +179,7 @@ pub fn save_to_file(
     let result = (|| {
         let file = File::create(&tmp).map_err(io("cannot create", &tmp))?;
         let mut w = BufWriter::with_capacity(FILE_BUFFER_BYTES, file);
-        let stats = stream(keyspace, &mut w, abort).map_err(|e| match e {
+        let stats = stream(keyspace, history, &mut w, abort).map_err(|e| match e {
             StreamError::Aborted => SaveError::Aborted,
             StreamError::Io(source) => io("cannot write", &tmp)(source),
         })?;

@@ -101,8 +101,12 @@ impl StreamApplier {
             ..RequestLimits::default()
         };
         let mut pos = 0;
+        let server = self.session.server.clone();
         while pos < self.pending.len() {
             let at = self.executed + pos as u64 + 1;
+            // The command changes the dataset before it is mirrored into the history below
+            // (not under its shards, as a primary feeds): a save meanwhile is not exact.
+            let _unfed = server.replication.unfed_write();
             let len = match self.parser.parse(&self.pending[pos..], &limits) {
                 Ok(Parsed::Request { len }) => {
                     let command = &self.pending[pos..pos + len];

@@ -11,8 +11,12 @@ use crate::server::Server;
 enum Wanted {
     /// Serve as a primary: follow nobody.
     Primary,
-    /// Follow the primary at this client address.
-    Follow { host: String, port: u16 },
+    /// Follow the primary `id` at this client address.
+    Follow {
+        host: String,
+        port: u16,
+        id: crate::cluster::NodeId,
+    },
     /// A replica whose primary's address is not known yet: leave things as they are.
     Unknown,
 }
@@ -32,6 +36,7 @@ fn wanted(server: &Server) -> Option<Wanted> {
         Some(p) if !p.ip.is_empty() && p.port != 0 => Wanted::Follow {
             host: p.ip.clone(),
             port: p.port,
+            id: p.id,
         },
         _ => Wanted::Unknown,
     })
@@ -48,15 +53,16 @@ pub fn follow_topology(server: &Server) {
                 tracing::info!("MASTER MODE enabled (the topology made this node a primary)");
             }
         }
-        Some(Wanted::Follow { host, port }) => {
+        Some(Wanted::Follow { host, port, id }) => {
             let same = server
                 .replica_of
                 .current_target()
-                .is_some_and(|(h, p)| p == port && h.eq_ignore_ascii_case(&host));
+                .is_some_and(|(h, p)| p == port && h.eq_ignore_ascii_case(&host))
+                && server.replica_of.current_node() == Some(id);
             if same {
                 return;
             }
-            match super::follow(server, &host, port) {
+            match super::follow_node(server, &host, port, Some(id)) {
                 Ok(_) => tracing::info!(host, port, "following the primary the topology names"),
                 Err(e) => tracing::warn!(error = %e, "cannot follow the topology's primary"),
             }

@@ -10,12 +10,14 @@
 //! - [`control`]: the replica's RESP-over-TCP setup connection;
 //! - [`snapshot`]: a full sync's snapshot, consistent with its offset, and its load;
 //! - [`cluster_role`]: in cluster mode, the topology's role for this node made real;
+//! - [`peer_watch`]: in cluster mode, each end of a link watching the other through gossip;
 //! - [`manual_failover`]: CLUSTER FAILOVER's coordination with the primary.
 
 pub mod apply;
 pub mod cluster_role;
 pub mod control;
 pub mod manual_failover;
+pub mod peer_watch;
 pub mod primary;
 pub mod replica;
 pub mod ship_thread;
@@ -35,8 +37,18 @@ pub enum FollowError {
 /// Makes this node a replica of `host:port` (REPLICAOF, `replicaof`): `Ok(true)` when a new
 /// link was started, `Ok(false)` when that primary was already followed.
 pub fn follow(server: &Server, host: &str, port: u16) -> Result<bool, FollowError> {
+    follow_node(server, host, port, None)
+}
+
+/// [`follow`] of the cluster node `node` at `host:port` (the topology names it).
+pub fn follow_node(
+    server: &Server,
+    host: &str,
+    port: u16,
+    node: Option<crate::cluster::NodeId>,
+) -> Result<bool, FollowError> {
     let owner = server.snapshot.owner().ok_or(FollowError::NotStarted)?;
-    match server.replica_of.follow(host, port) {
+    match server.replica_of.follow_node(host, port, node) {
         FollowOutcome::AlreadyFollowing => Ok(false),
         FollowOutcome::Started(generation) => {
             tracing::info!(host, port, "connecting to MASTER (REPLICAOF)");

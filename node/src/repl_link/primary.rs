@@ -7,6 +7,7 @@
 //! request to the accept thread (which owns the provider-typed connections) through the
 //! [`LinkDesk`] and waits a bounded time for the `LinkAccept` bytes.
 
+use super::peer_watch::PeerWatch;
 use super::snapshot;
 use crate::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
 use crate::replication::psync::{PsyncDecision, PsyncRequest};
@@ -35,11 +36,21 @@ pub const LINK_SETUP_TIMEOUT: Duration = Duration::from_secs(5);
 const LINK_ASKS_MAX: usize = 16;
 /// How often the accept thread looks at requests and the shutdown flag.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
+/// Who a replica says it is in the cluster (REPLCONF RDMA-LINK's optional arguments): its
+/// node id, and its process incarnation if it knows it. The link is watched through gossip
+/// by them ([`super::peer_watch`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaNode {
+    pub id: Option<crate::cluster::NodeId>,
+    pub incarnation: Option<u64>,
+}
+
 /// A replica's request, on its way to the accept thread.
 struct LinkAsk {
     peer: String,
     request: LinkRequest,
     addr: ReplicaAddr,
+    node: ReplicaNode,
     deadline: Instant,
     reply: mpsc::SyncSender<Result<Vec<u8>, String>>,
 }
@@ -64,12 +75,14 @@ impl LinkDesk {
         peer: String,
         request: LinkRequest,
         addr: ReplicaAddr,
+        node: ReplicaNode,
     ) -> Result<Vec<u8>, String> {
         let (reply, answer) = mpsc::sync_channel(1);
         let ask = LinkAsk {
             peer,
             request,
             addr,
+            node,
             deadline: Instant::now() + LINK_SETUP_TIMEOUT,
             reply,
         };
@@ -317,12 +330,35 @@ fn start_link<P: Provider>(
         .replication
         .attach_replica(id, ask.addr.clone(), 0, unix_millis())
         .map_err(|e| format!("ERR {e}"))?;
+    // In cluster mode gossip says when the replica is dead or restarted (within the node
+    // timeout, not `repl-timeout`).
+    let watch = match (&server.cluster, ask.node.id) {
+        (Some(cluster), Some(node)) => {
+            let me = cluster.topology.read().myself().id;
+            let timeout = server.config.read().cluster.node_timeout_ms;
+            Some(PeerWatch::new(
+                cluster,
+                node,
+                Some(me),
+                ask.node.incarnation,
+                timeout,
+            ))
+        }
+        _ => None,
+    };
     let thread_server = server.clone();
     let thread_stop = stop.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("node-repl-ship-{id}"))
         .spawn(move || {
-            super::ship_thread::ship_loop(thread_server, shipper, id, last_applied, thread_stop)
+            super::ship_thread::ship_loop(
+                thread_server,
+                shipper,
+                id,
+                last_applied,
+                thread_stop,
+                watch,
+            )
         });
     if let Err(e) = spawned {
         server.replication.detach_replica(id);

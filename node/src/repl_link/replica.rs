@@ -11,6 +11,7 @@
 
 use super::apply::{ApplyError, StreamApplier};
 use super::control::{Control, ControlError};
+use super::peer_watch::{PeerState, PeerWatch};
 use super::primary::endpoint_config;
 use super::snapshot;
 use crate::replication::apply_order::REORDER_BYTES_MAX_DEFAULT;
@@ -18,7 +19,7 @@ use crate::replication::fullsync::SNAPSHOT_BYTES_MAX_DEFAULT;
 use crate::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
 use crate::replication::ids::ReplId;
 use crate::replication::link::{LinkLimits, ReplicaLink};
-use crate::replication::psync::PsyncRequest;
+use crate::replication::psync::{self, PsyncRequest, SyncRefused};
 use crate::replication::report::LinkState;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
@@ -65,8 +66,12 @@ pub enum ReplicaLinkError {
     Killed,
     #[error("REPLICAOF changed")]
     Stale,
-    #[error("no record or ping from the primary for {0} s (repl-timeout)")]
+    #[error("no record or ping from the primary for {0} ms (repl-timeout, or cluster-node-timeout in cluster mode)")]
     PrimarySilent(u64),
+    #[error("{0} (gossip)")]
+    PrimaryGone(&'static str),
+    #[error("full sync refused ({0}): the primary whose stream this node holds offers a history without it; the data is kept")]
+    SyncRefused(SyncRefused),
 }
 
 /// Starts the link thread of `generation` (from REPLICAOF or `replicaof`).
@@ -125,7 +130,18 @@ impl WithProvider for LinkJob {
 
     fn run<P: Provider>(self, provider: P) -> Self::Output {
         let (link, replid, synced) = set_up(&self.server, self.generation, &provider)?;
-        apply_loop(&self.server, self.generation, link, replid, synced)
+        // In cluster mode gossip says when the primary is dead or restarted.
+        let watch = match (
+            &self.server.cluster,
+            self.server.replica_of.node(self.generation),
+        ) {
+            (Some(cluster), Some(node)) => {
+                let timeout = self.server.config.read().cluster.node_timeout_ms;
+                Some(PeerWatch::new(cluster, node, None, None, timeout))
+            }
+            _ => None,
+        };
+        apply_loop(&self.server, self.generation, link, replid, synced, watch)
     }
 }
 
@@ -171,16 +187,52 @@ fn set_up<P: Provider>(
         psync: PsyncRequest::from_replica(history),
     };
     let my_port = server.config.read().port.to_string();
-    let accept = match control.call(&[
+    let encoded = request.encode();
+    let mut args: Vec<&[u8]> = vec![
         b"REPLCONF",
         b"RDMA-LINK",
         endpoint.as_bytes(),
         my_port.as_bytes(),
-        &request.encode(),
-    ])? {
+        &encoded,
+    ];
+    // A cluster replica names itself (and its incarnation, once the bus has one), so that
+    // the primary can watch it through gossip.
+    let (my_id, my_incarnation) = match &server.cluster {
+        Some(c) => (
+            c.topology.read().myself().id.to_string(),
+            c.incarnation().to_string(),
+        ),
+        None => (String::new(), String::new()),
+    };
+    if !my_id.is_empty() {
+        args.push(my_id.as_bytes());
+        if my_incarnation != "0" {
+            args.push(my_incarnation.as_bytes());
+        }
+    }
+    let accept = match control.call(&args)? {
         Frame::Bulk(b) => LinkAccept::decode(&b)?,
         _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-LINK")),
     };
+    let primary = server.replica_of.node(generation);
+    if let LinkDecision::FullResync { replid, offset } = accept.decision {
+        let mine = server.replication.history();
+        let mine_primary = server.replication.history_primary();
+        if let Err(reason) = psync::full_sync_allowed(mine, mine_primary, primary, (replid, offset))
+        {
+            tracing::warn!(
+                %reason,
+                offered_replid = %replid,
+                offered_offset = offset,
+                my_replid = %mine.0,
+                my_offset = mine.1,
+                "refusing the full sync: it would drop history its primary no longer has"
+            );
+            server.replica_of.set_sync_refused(generation, Some(reason));
+            return Err(ReplicaLinkError::SyncRefused(reason));
+        }
+    }
+    server.replica_of.set_sync_refused(generation, None);
     link.connect_primary(accept.ring_ack, accept.applied_word)?;
     let (replid, synced) = match accept.decision {
         LinkDecision::FullResync { replid, offset } => {
@@ -195,6 +247,10 @@ fn set_up<P: Provider>(
             let replid = new_replid
                 .or(history.map(|(id, _)| id))
                 .ok_or(ReplicaLinkError::Reply("PSYNC continue without a history"))?;
+            // The history goes on as this primary's stream.
+            server
+                .replication
+                .set_history_primary(primary, primary_epoch(server, primary));
             tracing::info!(%replid, processed, "partial resync from the primary");
             server
                 .replica_of
@@ -205,6 +261,29 @@ fn set_up<P: Provider>(
     Ok((link, replid, synced))
 }
 
+/// How long the primary may send nothing (no record, no ping) before the link is given up:
+/// `repl-timeout`, or in cluster mode the node timeout if shorter (the primary pings an idle
+/// link four times per node timeout, `ship_thread::ping_period`).
+fn silence_limit(server: &Server) -> Duration {
+    let config = server.config.read();
+    let repl_timeout = Duration::from_secs(config.repl_timeout_secs);
+    match config.cluster.node_timeout_ms {
+        ms if config.cluster.enabled && ms > 0 => repl_timeout.min(Duration::from_millis(ms)),
+        _ => repl_timeout,
+    }
+}
+
+/// The config epoch of the primary `node` in the topology (the identity file's `epoch`).
+fn primary_epoch(server: &Server, node: Option<crate::cluster::NodeId>) -> u64 {
+    let (Some(cluster), Some(node)) = (&server.cluster, node) else {
+        return 0;
+    };
+    let t = cluster.topology.read();
+    t.index_of(&node)
+        .and_then(|i| t.node(i))
+        .map_or(0, |n| t.node_epoch(n))
+}
+
 /// Polls the ring and executes what it releases until the link fails or REPLICAOF changes.
 fn apply_loop<C: Connection>(
     server: &Arc<Server>,
@@ -212,7 +291,9 @@ fn apply_loop<C: Connection>(
     mut link: ReplicaLink<C>,
     replid: ReplId,
     mut synced: bool,
+    mut watch: Option<PeerWatch>,
 ) -> Result<(), ReplicaLinkError> {
+    let silence_limit = silence_limit(server);
     let mut applier = StreamApplier::new(server, link.applied_offset());
     let mut released = Vec::new();
     let mut last_io = Instant::now();
@@ -235,10 +316,15 @@ fn apply_loop<C: Connection>(
         if polled.records > 0 {
             last_io = Instant::now();
             server.replica_of.note_io(generation, last_io);
-        } else {
-            let timeout_secs = server.config.read().repl_timeout_secs;
-            if last_io.elapsed() > Duration::from_secs(timeout_secs) {
-                return Err(ReplicaLinkError::PrimarySilent(timeout_secs));
+        } else if last_io.elapsed() > silence_limit {
+            return Err(ReplicaLinkError::PrimarySilent(
+                silence_limit.as_millis() as u64
+            ));
+        }
+        if let (Some(w), Some(cluster)) = (watch.as_mut(), server.cluster.as_ref()) {
+            // A suspected primary is left to the silence limit: its ring may still work.
+            if let PeerState::Gone(why) = w.check(cluster) {
+                return Err(ReplicaLinkError::PrimaryGone(why));
             }
         }
         applier.push(&released)?;
@@ -257,6 +343,10 @@ fn apply_loop<C: Connection>(
             server.replica_of.set_loading(false);
             let stats = loaded?;
             server.replication.adopt_history(replid, snap.offset);
+            let primary = server.replica_of.node(generation);
+            server
+                .replication
+                .set_history_primary(primary, primary_epoch(server, primary));
             tracing::info!(keys = stats.keys, offset = snap.offset, "full sync loaded");
             applier.reset(snap.offset);
             synced = true;

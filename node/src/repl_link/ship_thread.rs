@@ -1,7 +1,9 @@
 //! A primary's thread for one replica's link: copies new backlog bytes into a thread-local
 //! mirror, pumps the [`Shipper`] (ring WRITEs), and reports the replica's acknowledged offset
-//! to WAIT and INFO; it ends when the link fails, the replica links again, or it falls silent.
+//! to WAIT and INFO; it ends when the link fails, the replica links again, or it falls silent,
+//! and in cluster mode when gossip finds the replica dead or restarted ([`PeerWatch`]).
 
+use super::peer_watch::{PeerState, PeerWatch};
 use crate::replication::backlog::Backlog;
 use crate::replication::ship::Shipper;
 use crate::server::replication::ReplicaId;
@@ -25,7 +27,21 @@ const SHIP_BUSY_POLL: Duration = Duration::from_micros(20);
 const BUSY_WINDOW: Duration = Duration::from_millis(10);
 /// A link that posted nothing for this long sends a ping record, so the replica can tell an
 /// idle primary from a gone one (Redis: `repl-ping-replica-period`, 10 s by default there).
+/// In cluster mode a quarter of the node timeout when that is shorter ([`ping_period`]).
 const PING_PERIOD: Duration = Duration::from_secs(1);
+/// The shortest ping period, whatever the node timeout.
+const PING_PERIOD_MIN: Duration = Duration::from_millis(10);
+
+/// How often an idle link pings: [`PING_PERIOD`], or in cluster mode a quarter of the node
+/// timeout if shorter, so that a replica's silence limit (the node timeout there) never
+/// takes an idle primary for a gone one.
+pub fn ping_period(server: &Server) -> Duration {
+    let config = server.config.read();
+    if !config.cluster.enabled || config.cluster.node_timeout_ms == 0 {
+        return PING_PERIOD;
+    }
+    Duration::from_millis(config.cluster.node_timeout_ms / 4).clamp(PING_PERIOD_MIN, PING_PERIOD)
+}
 /// How long a link that ends on purpose tries to get its closed mark into the replica's ring
 /// (it needs the replica's progress); past it the replica notices by `repl-timeout`.
 const CLOSE_FLUSH_MAX: Duration = Duration::from_millis(200);
@@ -44,7 +60,10 @@ pub fn ship_loop<C: Connection>(
     id: ReplicaId,
     online_at: u64,
     stop: Arc<AtomicBool>,
+    mut watch: Option<PeerWatch>,
 ) {
+    let ping_every = ping_period(&server);
+    let mut live = true;
     let size = mirror_size(shipper.ring_data_len());
     let mut mirror = match Backlog::new(size, shipper.next_offset() - 1) {
         Ok(m) => m,
@@ -127,7 +146,7 @@ pub fn ship_loop<C: Connection>(
         }
         if progress.shipped_bytes > 0 || progress.snapshot_remaining > 0 {
             last_post = Instant::now();
-        } else if last_post.elapsed() >= PING_PERIOD {
+        } else if last_post.elapsed() >= ping_every {
             match shipper.ping() {
                 Ok(true) => last_post = Instant::now(),
                 Ok(false) => {}
@@ -138,6 +157,18 @@ pub fn ship_loop<C: Connection>(
             }
         }
         let now = unix_millis();
+        if let (Some(w), Some(cluster)) = (watch.as_mut(), server.cluster.as_ref()) {
+            let state = w.check(cluster);
+            if let PeerState::Gone(why) = state {
+                tracing::warn!(replica = id, why, "replica gone (gossip); dropping link");
+                break;
+            }
+            let heard = state == PeerState::Alive;
+            if heard != live {
+                live = heard;
+                server.replication.set_live(id, live, now);
+            }
+        }
         if !online && progress.snapshot_remaining == 0 && progress.acked_offset >= online_at {
             online = true;
             server.replication.replica_online(id, now);

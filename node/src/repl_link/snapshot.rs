@@ -12,6 +12,7 @@ use crate::persistence::format::{
     crc64, put_aux, put_end, put_entry, put_header, Decoder, FormatError,
 };
 use crate::persistence::load::{load_from, LoadStats};
+use crate::persistence::snapshot::{aux, put_history_end, put_history_start};
 use crate::server::{lru_clock, unix_millis, Server};
 
 /// A snapshot of every live key and the replication offset it corresponds to.
@@ -26,6 +27,9 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
     let now = unix_millis();
     let mut db = Locked::lock_all(&server.keyspace, now, lru_clock(now));
     let offset = server.replication.master_repl_offset();
+    // With every shard held no fed write is in flight; the marks show an unfed one (the
+    // same fields as a saved file's, so the load reads them the same way).
+    let mark = server.replication.mark();
     let mut bytes = Vec::new();
     put_header(&mut bytes);
     put_aux(
@@ -33,7 +37,10 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
         b"node-ver",
         env!("CARGO_PKG_VERSION").as_bytes(),
     );
-    put_aux(&mut bytes, b"repl-offset", offset.to_string().as_bytes());
+    match &mark {
+        Some(m) => put_history_start(&mut bytes, m),
+        None => put_aux(&mut bytes, aux::REPL_OFFSET, offset.to_string().as_bytes()),
+    }
     for (_, shard) in db.shards_mut() {
         for table in shard.tables().iter() {
             for (key, entry) in table.iter() {
@@ -43,6 +50,7 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
             }
         }
     }
+    put_history_end(&mut bytes, mark.as_ref(), server.replication.mark());
     drop(db);
     put_end(&mut bytes);
     let crc = crc64(&bytes);

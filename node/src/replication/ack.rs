@@ -59,6 +59,17 @@ pub struct ReplicaAck {
     pub offset: u64,
     /// When the replica last proved current: its ack advanced, or it had everything.
     pub last_ack_ms: u64,
+    /// Gossip hears the replica (cluster mode; always true outside it). A replica that is
+    /// not live counts for nothing: its ack word may look current only because it is idle
+    /// and dead.
+    pub live: bool,
+}
+
+impl ReplicaAck {
+    /// Counts for WAIT, `min-replicas-*`, `repl-sync-acks` and the shutdown wait.
+    pub fn counts(&self) -> bool {
+        self.online && self.live
+    }
 }
 
 impl ReplicaAck {
@@ -100,6 +111,7 @@ impl<K: Ord> ReplicaAcks<K> {
                 online: false,
                 offset,
                 last_ack_ms: now_ms,
+                live: true,
             },
         );
         Ok(())
@@ -114,6 +126,18 @@ impl<K: Ord> ReplicaAcks<K> {
         if let Some(r) = self.replicas.get_mut(key) {
             r.online = true;
             r.last_ack_ms = now_ms;
+        }
+    }
+
+    /// Gossip hears the replica again (`true`), or suspects it (`false`). Returns whether
+    /// that changed anything.
+    pub fn set_live(&mut self, key: &K, live: bool) -> bool {
+        match self.replicas.get_mut(key) {
+            Some(r) if r.live != live => {
+                r.live = live;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -150,25 +174,25 @@ impl<K: Ord> ReplicaAcks<K> {
         self.replicas.is_empty()
     }
 
-    /// WAIT's answer: online replicas that acknowledged `offset` (Redis's
+    /// WAIT's answer: online, live replicas that acknowledged `offset` (Redis's
     /// `replicationCountAcksByOffset`).
     pub fn count_acked(&self, offset: u64) -> usize {
         self.replicas
             .values()
-            .filter(|r| r.online && r.offset >= offset)
+            .filter(|r| r.counts() && r.offset >= offset)
             .count()
     }
 
-    /// Replicas streaming now (not loading a full sync).
+    /// Replicas streaming now (not loading a full sync) and live.
     pub fn online_count(&self) -> usize {
-        self.replicas.values().filter(|r| r.online).count()
+        self.replicas.values().filter(|r| r.counts()).count()
     }
 
-    /// The highest offset acknowledged by an online replica: the one failover prefers.
+    /// The highest offset acknowledged by an online, live replica: the one failover prefers.
     pub fn best_offset(&self) -> Option<u64> {
         self.replicas
             .values()
-            .filter(|r| r.online)
+            .filter(|r| r.counts())
             .map(|r| r.offset)
             .max()
     }
@@ -181,7 +205,7 @@ impl<K: Ord> ReplicaAcks<K> {
             max_lag_secs,
             self.replicas
                 .values()
-                .filter(|r| r.online)
+                .filter(|r| r.counts())
                 .map(|r| r.last_ack_ms),
         )
     }
@@ -286,6 +310,26 @@ mod tests {
         acks.set_online(&"a", 1_000);
         assert!(acks.writes_allowed(1_000, 1, 10));
         assert!(!acks.writes_allowed(12_000, 1, 10));
+    }
+
+    /// Goal: a replica gossip suspects counts for nothing (WAIT, `min-replicas-*`, the
+    /// best offset) until it is heard again, though its ack word looks current.
+    #[test]
+    fn a_replica_that_is_not_live_counts_for_nothing() {
+        let mut acks = ReplicaAcks::default();
+        acks.attach("a", 0, 0).unwrap();
+        acks.set_online(&"a", 0);
+        acks.observe(&"a", 100, 100, 1_000);
+        assert_eq!((acks.count_acked(100), acks.online_count()), (1, 1));
+        assert!(acks.set_live(&"a", false));
+        assert!(!acks.set_live(&"a", false), "no change");
+        assert_eq!((acks.count_acked(100), acks.online_count()), (0, 0));
+        assert_eq!(acks.best_offset(), None);
+        assert!(!acks.writes_allowed(1_000, 1, 10));
+        assert!(acks.set_live(&"a", true));
+        assert_eq!(acks.count_acked(100), 1);
+        assert!(acks.writes_allowed(1_000, 1, 10));
+        assert!(!acks.set_live(&"b", false), "unknown replica");
     }
 
     #[test]

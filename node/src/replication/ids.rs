@@ -40,6 +40,12 @@ impl ReplicationIds {
         }
     }
 
+    /// Ids as persisted: the current id and, if any, the previous one with the first offset
+    /// it is no longer valid for.
+    pub fn from_parts(replid: ReplId, previous: Option<(ReplId, u64)>) -> Self {
+        ReplicationIds { replid, previous }
+    }
+
     pub fn replid(&self) -> ReplId {
         self.replid
     }

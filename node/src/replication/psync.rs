@@ -7,6 +7,7 @@
 
 use super::backlog::Backlog;
 use super::ids::{ReplId, ReplicationIds};
+use crate::cluster::id::NodeId;
 
 /// What a replica asks for: its history, or `None` (`PSYNC ? -1`) to force a full sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +161,56 @@ pub fn decide(
         from: offset,
         new_replid: (replid != ids.replid()).then_some(ids.replid()),
     }
+}
+
+/// Why a replica refused a primary's full sync (INFO `master_sync_refused`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SyncRefused {
+    /// The primary whose stream this history is offers a history of another id: it
+    /// restarted without what it had (the replica may hold the only copy).
+    #[error("primary-lost-history")]
+    PrimaryLostHistory,
+    /// The same history, but the primary is behind the replica: it lost a tail.
+    #[error("primary-behind")]
+    PrimaryBehind,
+}
+
+/// The replica's check before it lets a full sync replace its dataset. `mine` is its
+/// history (id, last byte held), `mine_primary` the node whose stream that history is,
+/// `offered_by` the node it is linked to now (None outside cluster mode) and `offer` the
+/// `+FULLRESYNC <replid> <offset>` it got.
+///
+/// - No history claimed (offset 0, or nobody's stream): nothing to lose.
+/// - Outside cluster mode, or another node than the history's primary: the topology
+///   decided since (a promotion, CLUSTER REPLICATE), and with synchronous acks the node
+///   promoted holds every acknowledged write; what this replica holds beyond it was never
+///   acknowledged.
+/// - The same primary, the same id, at or past this replica's offset: it merely fell out
+///   of the backlog.
+/// - Otherwise refused: the same primary under a new id (it restarted without its
+///   history) or behind this replica (it lost a tail); the replica keeps its data.
+pub fn full_sync_allowed(
+    mine: (ReplId, u64),
+    mine_primary: Option<NodeId>,
+    offered_by: Option<NodeId>,
+    offer: (ReplId, u64),
+) -> Result<(), SyncRefused> {
+    let (my_replid, my_offset) = mine;
+    let (replid, offset) = offer;
+    let Some(history_primary) = mine_primary.filter(|_| my_offset > 0) else {
+        return Ok(());
+    };
+    match offered_by {
+        Some(by) if by == history_primary => {}
+        _ => return Ok(()),
+    }
+    if replid != my_replid {
+        return Err(SyncRefused::PrimaryLostHistory);
+    }
+    if offset < my_offset {
+        return Err(SyncRefused::PrimaryBehind);
+    }
+    Ok(())
 }
 
 /// What the replica reads back.
@@ -359,6 +410,47 @@ mod tests {
             PsyncRequest::parse(&[b"PSYNC", b"?", b"x"]),
             Err(PsyncError::BadOffset)
         );
+    }
+
+    /// Goal: the replica's full-sync check, case by case (see `full_sync_allowed`).
+    #[test]
+    fn a_replica_refuses_only_its_own_primary_without_its_history() {
+        let mut r = rng(6);
+        let (h, other_id) = (ReplId::random(&mut r), ReplId::random(&mut r));
+        let (p, q) = (NodeId::random(&mut r), NodeId::random(&mut r));
+        use SyncRefused::*;
+        let table = [
+            // (mine, mine_primary, offered_by, offer, verdict)
+            (
+                (h, 100),
+                Some(p),
+                Some(p),
+                (other_id, 0),
+                Err(PrimaryLostHistory),
+            ),
+            (
+                (h, 100),
+                Some(p),
+                Some(p),
+                (other_id, 500),
+                Err(PrimaryLostHistory),
+            ),
+            ((h, 100), Some(p), Some(p), (h, 99), Err(PrimaryBehind)),
+            ((h, 100), Some(p), Some(p), (h, 100), Ok(())),
+            ((h, 100), Some(p), Some(p), (h, 5000), Ok(())),
+            ((h, 100), Some(p), Some(q), (other_id, 0), Ok(())),
+            ((h, 100), Some(p), None, (other_id, 0), Ok(())),
+            ((h, 100), None, Some(p), (other_id, 0), Ok(())),
+            ((h, 0), Some(p), Some(p), (other_id, 0), Ok(())),
+        ];
+        for (mine, mine_primary, by, offer, verdict) in table {
+            assert_eq!(
+                full_sync_allowed(mine, mine_primary, by, offer),
+                verdict,
+                "{mine:?} of {mine_primary:?}, offered {offer:?} by {by:?}"
+            );
+        }
+        assert_eq!(PrimaryLostHistory.to_string(), "primary-lost-history");
     }
 
     #[test]

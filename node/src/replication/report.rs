@@ -57,6 +57,9 @@ pub struct PrimaryLink {
     pub processed_offset: Option<u64>,
     pub priority: u32,
     pub read_only: bool,
+    /// Why the link is down: the replica refused its primary's full sync (it would have
+    /// dropped history the primary no longer has). Not a Redis field.
+    pub sync_refused: Option<String>,
 }
 
 /// This node's role.
@@ -85,6 +88,9 @@ pub fn info_fields(
             field("master_port", link.port.to_string());
             let up = link.state == LinkState::Connected;
             field("master_link_status", if up { "up" } else { "down" }.into());
+            if let Some(reason) = &link.sync_refused {
+                field("master_sync_refused", reason.clone());
+            }
             field(
                 "master_last_io_seconds_ago",
                 link.last_io_secs.map_or(-1, |s| s as i64).to_string(),
@@ -241,6 +247,7 @@ mod tests {
             processed_offset: Some(110),
             priority: 100,
             read_only: true,
+            sync_refused: None,
         };
         let info = text(&info_fields(&Role::Replica(&link), &ids, None, 110, &[]));
         assert!(info.starts_with(
@@ -250,6 +257,13 @@ mod tests {
              slave_repl_offset:110\r\nmaster_link_down_since_seconds:3\r\n"
         ));
         assert!(info.contains("slave_read_only:1\r\n"));
+        let refused = PrimaryLink {
+            sync_refused: Some("primary-lost-history".into()),
+            ..link
+        };
+        let info = text(&info_fields(&Role::Replica(&refused), &ids, None, 110, &[]));
+        assert!(info
+            .contains("master_link_status:down\r\nmaster_sync_refused:primary-lost-history\r\n"));
     }
 
     #[test]
@@ -276,6 +290,7 @@ mod tests {
             processed_offset: None,
             priority: 100,
             read_only: true,
+            sync_refused: None,
         };
         assert_eq!(
             role_reply(&Role::Replica(&link), 0, &[]),

@@ -69,6 +69,8 @@ pub struct Server {
     pub busy_poll: busy_poll::BusyPoll,
     /// The append-only file: the log, its rewrites, its files.
     pub aof: crate::persistence::aof::Aof,
+    /// What the start found of the previous run's replication (identity, exact history).
+    pub loaded_history: parking_lot::Mutex<crate::persistence::identity::LoadedHistory>,
 }
 
 impl Server {
@@ -107,6 +109,7 @@ impl Server {
             repl_links: crate::repl_link::primary::LinkDesk::default(),
             busy_poll: busy_poll::BusyPoll::default(),
             aof,
+            loaded_history: Default::default(),
         }
     }
 

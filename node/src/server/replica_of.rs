@@ -4,7 +4,9 @@
 //! older generation sees it is stale at its next look and ends (it never touches the state
 //! again). `REPLICAOF NO ONE` ends the current generation.
 
+use crate::cluster::id::NodeId;
 use crate::replication::ids::ReplId;
+use crate::replication::psync::SyncRefused;
 use crate::replication::report::{LinkState, PrimaryLink};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -15,6 +17,11 @@ use std::time::Instant;
 struct Following {
     host: String,
     port: u16,
+    /// The primary's cluster node id (None outside cluster mode): a full sync is checked
+    /// against the node whose stream this node's history is.
+    node: Option<NodeId>,
+    /// Why the last full sync offered was refused, until a link is set up.
+    sync_refused: Option<SyncRefused>,
     generation: u64,
     state: LinkState,
     last_io: Option<Instant>,
@@ -58,10 +65,16 @@ impl ReplicaOf {
 
     /// Follows `host:port`; a different primary than before ends the older link.
     pub fn follow(&self, host: &str, port: u16) -> FollowOutcome {
+        self.follow_node(host, port, None)
+    }
+
+    /// Follows `host:port`, the cluster node `node`; a different primary than before (by
+    /// address or id) ends the older link.
+    pub fn follow_node(&self, host: &str, port: u16, node: Option<NodeId>) -> FollowOutcome {
         let _gate = self.apply_gate.lock();
         let mut f = self.following.lock();
         if let Some(cur) = f.as_ref() {
-            if cur.host.eq_ignore_ascii_case(host) && cur.port == port {
+            if cur.host.eq_ignore_ascii_case(host) && cur.port == port && cur.node == node {
                 return FollowOutcome::AlreadyFollowing;
             }
         }
@@ -70,6 +83,8 @@ impl ReplicaOf {
         *f = Some(Following {
             host: host.to_string(),
             port,
+            node,
+            sync_refused: None,
             generation,
             state: LinkState::Connect,
             last_io: None,
@@ -112,6 +127,24 @@ impl ReplicaOf {
             .lock()
             .as_ref()
             .map(|f| (f.host.clone(), f.port))
+    }
+
+    /// The cluster node id of the primary followed now, if known.
+    pub fn current_node(&self) -> Option<NodeId> {
+        self.following.lock().as_ref().and_then(|f| f.node)
+    }
+
+    /// The primary node of `generation`, if it is current and in a cluster.
+    pub fn node(&self, generation: u64) -> Option<NodeId> {
+        let f = self.following.lock();
+        f.as_ref()
+            .filter(|f| f.generation == generation)
+            .and_then(|f| f.node)
+    }
+
+    /// Records why `generation`'s last full sync was refused (None: a link was set up).
+    pub fn set_sync_refused(&self, generation: u64, reason: Option<SyncRefused>) {
+        self.with_current(generation, |f| f.sync_refused = reason);
     }
 
     /// Whether `generation` is still the one in force (link threads check before each step).
@@ -188,6 +221,7 @@ impl ReplicaOf {
             processed_offset: f.history.map(|(_, o)| o),
             priority: 100,
             read_only: true,
+            sync_refused: f.sync_refused.map(|r| r.to_string()),
         })
     }
 }

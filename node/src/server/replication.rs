@@ -15,6 +15,8 @@
 //! holds the command's shards, so the stream's order is the order writes touched each key.
 
 use super::client::ClientShared;
+use crate::cluster::id::NodeId;
+use crate::persistence::identity::{self, Identity, RunState};
 use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::{ReplId, ReplicationIds};
@@ -25,12 +27,34 @@ use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
 use proto::resp::Frame;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The key the shipper names a replica by (its link), chosen by whoever attaches it.
 pub type ReplicaId = u64;
+
+/// Where the stream stood at one instant, for a save that wants to know whether the dataset
+/// it wrote is exactly the history `replid` up to `offset` (see [`Replication::mark`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryMark {
+    pub replid: ReplId,
+    pub offset: u64,
+    /// Unfed writes begun so far (see [`Replication::unfed_write`]).
+    unfed_begun: u64,
+}
+
+/// Held by a writer that changes the dataset before its bytes reach the stream (a replica
+/// executes its primary's commands, then mirrors them): a save running meanwhile is not
+/// exact. Dropping it ends the write.
+pub struct UnfedWrite<'a>(&'a Replication);
+
+impl Drop for UnfedWrite<'_> {
+    fn drop(&mut self) {
+        self.0.unfed_in_flight.fetch_sub(1, SeqCst);
+    }
+}
 
 /// A client blocked in WAIT, compared by client id.
 #[derive(Clone)]
@@ -60,6 +84,22 @@ struct State {
     acks: ReplicaAcks<ReplicaId>,
     addrs: BTreeMap<ReplicaId, ReplicaAddr>,
     waiters: WaitQueue<WaitingClient>,
+    /// The node whose stream the history is (this node while it is a primary) and its
+    /// config epoch then: written into the identity file.
+    history_primary: Option<NodeId>,
+    history_epoch: u64,
+}
+
+/// Where the identity file is written, and as which node (set once at start).
+struct IdentityFile {
+    path: PathBuf,
+    node: Option<NodeId>,
+    /// The final `stopped` identity was written: nothing may overwrite it any more.
+    stopped: bool,
+    /// The file keeps the previous run's identity (a fenced restart, until the topology
+    /// decides): a second crash meanwhile must still find the history it acknowledged, and
+    /// a clean stop must not make the lossy dataset look complete.
+    held: bool,
 }
 
 /// Bits of [`Replication::consumers`].
@@ -78,6 +118,13 @@ pub struct Replication {
     /// Clients' writes are refused until this unix time (ms): a replica is catching up for a
     /// manual failover (CLUSTER FAILOVER), Redis's `clientsPause` for it.
     writes_paused_until_ms: AtomicU64,
+    /// Writes that change the dataset before they are fed ([`UnfedWrite`]): how many began
+    /// so far, and how many are running now. A save compares them before and after.
+    unfed_begun: AtomicU64,
+    unfed_in_flight: AtomicU64,
+    /// The identity file, once the start has loaded what the previous run left. Lock order:
+    /// this, then `state` (it is never taken while `state` is held).
+    identity_file: Mutex<Option<IdentityFile>>,
 }
 
 /// The largest scratch buffer kept between requests; a huge request's buffer is released.
@@ -96,10 +143,164 @@ impl Replication {
                 acks: ReplicaAcks::default(),
                 addrs: BTreeMap::new(),
                 waiters: WaitQueue::default(),
+                history_primary: None,
+                history_epoch: 0,
             }),
             new_bytes: Condvar::new(),
             writes_paused_until_ms: AtomicU64::new(0),
+            unfed_begun: AtomicU64::new(0),
+            unfed_in_flight: AtomicU64::new(0),
+            identity_file: Mutex::new(None),
         }
+    }
+
+    /// A restart loaded a dataset that is exactly `ids`' history up to `offset`: it continues
+    /// from there, with a backlog that starts empty at `offset` (so a replica at `offset`
+    /// continues without a full sync).
+    pub fn restore(&self, ids: ReplicationIds, offset: u64) -> Result<(), BacklogError> {
+        let mut s = self.state.lock();
+        s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
+        s.ids = ids;
+        self.offset.store(offset, Relaxed);
+        self.consumers.fetch_or(BACKLOG, Relaxed);
+        tracing::info!(replid = %ids.replid(), offset, "replication history restored");
+        Ok(())
+    }
+
+    /// The node whose stream this history is, and its config epoch (the identity file's
+    /// `primary` and `epoch`). Rewrites the file when they changed.
+    pub fn set_history_primary(&self, primary: Option<NodeId>, epoch: u64) {
+        {
+            let mut s = self.state.lock();
+            if s.history_primary == primary && s.history_epoch == epoch {
+                return;
+            }
+            s.history_primary = primary;
+            s.history_epoch = epoch;
+        }
+        self.write_identity();
+    }
+
+    /// The node whose stream this history is.
+    pub fn history_primary(&self) -> Option<NodeId> {
+        self.state.lock().history_primary
+    }
+
+    /// From now on the identity file at `path` follows every change of the ids; writes it
+    /// now (`running`). `node` is this node's cluster id (None outside cluster mode).
+    pub fn persist_identity(&self, path: PathBuf, node: Option<NodeId>) -> std::io::Result<()> {
+        let mut file = self.identity_file.lock();
+        let f = file.insert(IdentityFile {
+            path,
+            node,
+            stopped: false,
+            held: false,
+        });
+        identity::save(&f.path, &self.identity_now(f, RunState::Running))
+    }
+
+    /// As [`Replication::persist_identity`], but the file keeps `previous` (marked
+    /// `running`) instead of this run's ids until [`Replication::release_identity`].
+    pub fn persist_identity_held(
+        &self,
+        path: PathBuf,
+        node: Option<NodeId>,
+        previous: &Identity,
+    ) -> std::io::Result<()> {
+        let mut file = self.identity_file.lock();
+        let f = file.insert(IdentityFile {
+            path,
+            node,
+            stopped: false,
+            held: true,
+        });
+        let running = Identity {
+            state: RunState::Running,
+            ..*previous
+        };
+        identity::save(&f.path, &running)
+    }
+
+    /// The identity file follows this run's ids again (the fence was lifted); writes it.
+    pub fn release_identity(&self) {
+        if let Some(f) = self.identity_file.lock().as_mut() {
+            f.held = false;
+        }
+        self.write_identity();
+    }
+
+    fn identity_now(&self, file: &IdentityFile, state: RunState) -> Identity {
+        let s = self.state.lock();
+        Identity {
+            node: file.node,
+            ids: s.ids,
+            offset: self.offset.load(Relaxed),
+            primary: s.history_primary,
+            epoch: s.history_epoch,
+            state,
+        }
+    }
+
+    /// Rewrites the identity file (`running`) after the ids changed. A failure is logged:
+    /// the next change or the final stop writes again.
+    fn write_identity(&self) {
+        let file = self.identity_file.lock();
+        let Some(f) = file.as_ref().filter(|f| !f.stopped && !f.held) else {
+            return;
+        };
+        if let Err(e) = identity::save(&f.path, &self.identity_now(f, RunState::Running)) {
+            tracing::error!(path = %f.path.display(), error = %e, "cannot write the replication identity");
+        }
+    }
+
+    /// The process stops after its final save: the identity file says `stopped` at the last
+    /// offset, and is not written again by this process.
+    pub fn write_identity_stopped(&self) {
+        let mut file = self.identity_file.lock();
+        let Some(f) = file.as_mut().filter(|f| !f.stopped && !f.held) else {
+            return;
+        };
+        f.stopped = true;
+        let identity = self.identity_now(f, RunState::Stopped);
+        match identity::save(&f.path, &identity) {
+            Ok(()) => tracing::info!(
+                replid = %identity.ids.replid(),
+                offset = identity.offset,
+                "replication identity saved (stopped)"
+            ),
+            Err(e) => {
+                tracing::error!(path = %f.path.display(), error = %e, "cannot write the replication identity")
+            }
+        }
+    }
+
+    /// Where the stream stands now, for a save: `None` when no backlog exists (writes are
+    /// not fed, so the offset says nothing about the dataset) or an unfed write is running.
+    /// A save takes a mark before its first key and one after its last; if both are equal
+    /// ([`HistoryMark`]'s `==`), no write went into the stream or the dataset in between
+    /// that the save could have half-seen: writers feed while they still hold their shards,
+    /// and unfed writers are counted.
+    pub fn mark(&self) -> Option<HistoryMark> {
+        // Begun before in flight: an unfed write that starts between the two reads shows
+        // in the count of the mark taken after the save.
+        let unfed_begun = self.unfed_begun.load(SeqCst);
+        if self.unfed_in_flight.load(SeqCst) != 0 || !self.has_backlog() {
+            return None;
+        }
+        let s = self.state.lock();
+        Some(HistoryMark {
+            replid: s.ids.replid(),
+            offset: self.offset.load(SeqCst),
+            unfed_begun,
+        })
+    }
+
+    /// A write that changes the dataset before it is fed begins; it ends when the guard
+    /// drops, after the feed.
+    pub fn unfed_write(&self) -> UnfedWrite<'_> {
+        self.unfed_in_flight.fetch_add(1, SeqCst);
+        self.unfed_begun.fetch_add(1, SeqCst);
+        UnfedWrite(self)
     }
 
     /// Refuses clients' writes until `until_ms` (a manual failover's pause).
@@ -204,43 +405,74 @@ impl Replication {
     /// sync loaded; Redis's `replicationCreateMasterClient` after `+FULLRESYNC`): the ids
     /// become the primary's and the backlog starts empty at `offset`.
     pub fn adopt_history(&self, replid: ReplId, offset: u64) {
-        let mut s = self.state.lock();
-        s.ids = ReplicationIds::with_replid(replid);
-        let size = s.backlog_size;
-        match Backlog::new(size, offset) {
-            Ok(b) => {
-                s.backlog = Some(b);
-                self.consumers.fetch_or(BACKLOG, Relaxed);
+        {
+            let mut s = self.state.lock();
+            s.ids = ReplicationIds::with_replid(replid);
+            let size = s.backlog_size;
+            match Backlog::new(size, offset) {
+                Ok(b) => {
+                    s.backlog = Some(b);
+                    self.consumers.fetch_or(BACKLOG, Relaxed);
+                }
+                Err(e) => tracing::error!(error = %e, "cannot create the replication backlog"),
             }
-            Err(e) => tracing::error!(error = %e, "cannot create the replication backlog"),
+            self.offset.store(offset, Relaxed);
         }
-        self.offset.store(offset, Relaxed);
+        self.write_identity();
     }
 
     /// A partial resync continued this node's history under the primary's `new_replid`
     /// (`+CONTINUE <id>` from a primary that was promoted): the old id stays valid as
     /// `replid2` up to the current offset, as on the primary.
     pub fn continue_under(&self, new_replid: ReplId) {
-        let mut s = self.state.lock();
-        let offset = self.offset.load(Relaxed);
-        s.ids.shift_to(new_replid, offset);
+        {
+            let mut s = self.state.lock();
+            let offset = self.offset.load(Relaxed);
+            s.ids.shift_to(new_replid, offset);
+        }
+        self.write_identity();
     }
 
     /// The dataset is about to be replaced (a full sync starts loading): no replica may
     /// continue this history any more.
     pub fn forget_history(&self) {
-        let mut s = self.state.lock();
-        s.ids.restart(&mut rand::thread_rng());
+        {
+            let mut s = self.state.lock();
+            s.ids.restart(&mut rand::thread_rng());
+            // Nobody's stream until the load is whole and adopted.
+            s.history_primary = None;
+        }
+        self.write_identity();
+    }
+
+    /// A node that may have written past its loaded offset under its current id (it restarted
+    /// without everything it had) serves on: a new id starts at the current offset, the old
+    /// one stays valid up to it. A replica that holds more of the old id then gets no
+    /// `+CONTINUE` into a diverging stream; one that holds less continues.
+    pub fn shift_id(&self) {
+        {
+            let mut s = self.state.lock();
+            let offset = self.offset.load(Relaxed);
+            s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
+            tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted: the history before may have had more");
+        }
+        self.write_identity();
     }
 
     /// This replica becomes a primary (REPLICAOF NO ONE, a failover): a new id starts at the
     /// current offset and the old one stays valid up to it, so the other replicas of the old
     /// primary continue from this node's backlog (Redis's `shiftReplicationId`).
     pub fn promote(&self) {
-        let mut s = self.state.lock();
-        let offset = self.offset.load(Relaxed);
-        s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
-        tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted on promotion");
+        let myself = self.identity_file.lock().as_ref().and_then(|f| f.node);
+        {
+            let mut s = self.state.lock();
+            let offset = self.offset.load(Relaxed);
+            s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
+            // The history is this node's own stream from here on.
+            s.history_primary = myself;
+            tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted on promotion");
+        }
+        self.write_identity();
     }
 
     /// The history a replica names in PSYNC: its ids' current id and the last byte held.
@@ -320,6 +552,18 @@ impl Replication {
         let offset = self.offset.load(Relaxed);
         s.acks.observe(&id, acked, offset, now_ms);
         self.answer_waiters(&mut s, now_ms);
+    }
+
+    /// Gossip hears the replica (`true`) or suspects it (`false`, PFAIL): only live
+    /// replicas count for WAIT, `min-replicas-*`, `repl-sync-acks` and the shutdown wait.
+    pub fn set_live(&self, id: ReplicaId, live: bool, now_ms: u64) {
+        let mut s = self.state.lock();
+        if s.acks.set_live(&id, live) {
+            tracing::info!(replica = id, live, "replica liveness changed (gossip)");
+            if live {
+                self.answer_waiters(&mut s, now_ms);
+            }
+        }
     }
 
     pub fn detach_replica(&self, id: ReplicaId) {

@@ -39,6 +39,17 @@ pub struct NodeRecord {
     /// Cluster bus port as CLUSTER NODES prints it (`ip:port@cport`).
     #[prost(uint32, tag = "8")]
     pub cport: u32,
+    /// Random per process start (0: not said, an older node): a change tells peers the
+    /// node restarted, whatever they heard in between.
+    #[prost(uint64, tag = "9")]
+    pub incarnation: u64,
+    /// The replication history `repl_offset` counts (40 hex; empty: not said).
+    #[prost(string, tag = "10")]
+    pub repl_id: String,
+    /// The node restarted without everything it had acknowledged as a primary and serves
+    /// nothing until the topology decides (the restart fence).
+    #[prost(bool, tag = "11")]
+    pub fenced: bool,
 }
 
 /// Carried by every message (Redis's `clusterMsg` header, protocols.md §2.2).

@@ -35,6 +35,9 @@ fn header(sender: &str) -> Header {
             shard_id: id('5'),
             repl_offset: 99,
             cport: 17000,
+            incarnation: 0x1234_5678_9abc,
+            repl_id: id('e'),
+            fenced: true,
         }),
         state_ok: true,
     }
@@ -105,6 +108,43 @@ fn every_kind_round_trips_through_the_envelope() {
         let sealed = seal(&msg, SECRET).unwrap();
         assert_eq!(open(&sealed, SECRET).unwrap(), msg);
     }
+}
+
+/// `NodeRecord` as it was before tags 9-11 (incarnation, repl_id, fenced).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+struct NodeRecordBefore9 {
+    #[prost(bytes = "vec", tag = "1")]
+    bus_addr: Vec<u8>,
+    #[prost(string, tag = "2")]
+    ip: String,
+    #[prost(uint32, tag = "3")]
+    port: u32,
+    #[prost(uint64, tag = "7")]
+    repl_offset: u64,
+}
+
+/// Goal: the fields added to `NodeRecord` keep the wire compatible both ways: an older
+/// node's record decodes with them unset (0, empty, false), and a newer record decodes on an
+/// older node, which skips them.
+#[test]
+fn node_record_fields_added_later_are_compatible_both_ways() {
+    let old = NodeRecordBefore9 {
+        bus_addr: b"sim:1".to_vec(),
+        ip: "10.0.0.1".into(),
+        port: 7000,
+        repl_offset: 42,
+    };
+    let new = NodeRecord::decode(old.encode_to_vec().as_slice()).unwrap();
+    assert_eq!(
+        (new.incarnation, new.repl_id.as_str(), new.fenced),
+        (0, "", false)
+    );
+    assert_eq!((new.port, new.repl_offset), (7000, 42));
+    let full = header(&id('a')).record.unwrap();
+    assert!(full.incarnation != 0 && full.fenced && !full.repl_id.is_empty());
+    let seen_by_old = NodeRecordBefore9::decode(full.encode_to_vec().as_slice()).unwrap();
+    assert_eq!(seen_by_old.repl_offset, full.repl_offset);
+    assert_eq!(seen_by_old.bus_addr, full.bus_addr);
 }
 
 /// The envelope byte for byte: a FAIL from node "aaa…" naming "ccc…" with a bare header.
@@ -249,6 +289,11 @@ fn bad_bodies_are_refused_after_the_mac() {
         ("port beyond u16", {
             let mut m = ping(&id('a'));
             m.header.as_mut().unwrap().record.as_mut().unwrap().port = 70000;
+            m
+        }),
+        ("replication id not 40 hex", {
+            let mut m = ping(&id('a'));
+            m.header.as_mut().unwrap().record.as_mut().unwrap().repl_id = "x".repeat(40);
             m
         }),
         ("too many gossip entries", {
@@ -472,6 +517,9 @@ fn any_header() -> impl Strategy<Value = Header> {
                     shard_id: String::new(),
                     repl_offset: off,
                     cport: ports[2] as u32,
+                    incarnation: off.rotate_left(7),
+                    repl_id: String::new(),
+                    fenced: off % 2 == 1,
                 }),
                 state_ok,
             },

@@ -61,6 +61,9 @@ fn check_record(r: &NodeRecord) -> Result<(), WireError> {
     if !r.shard_id.is_empty() {
         check_node_id("shard id", &r.shard_id)?;
     }
+    if !r.repl_id.is_empty() {
+        check_node_id("replication id", &r.repl_id)?;
+    }
     Ok(())
 }
 

@@ -17,7 +17,13 @@
 //! fraction of it (`Gossip::in_majority`). A FAIL flag may outlive the silence (a primary owning slots
 //! keeps FAIL for 2 × node_timeout after it is back), so the leader also wants to have
 //! heard nothing from the primary itself for a whole node timeout.
+//!
+//! A primary that restarted without everything it acknowledged says so (`fenced` in its
+//! header; see `restart_fence`): it serves nothing, so it needs no FAIL, and the leader
+//! promotes its replica that holds more of its history, myself included as the fenced one
+//! (a fenced node may lead the group).
 
+use super::restart_fence::{self, Fence, Verdict};
 use super::TopologyAgent;
 use crate::cluster::consensus::{Committed, ProposalId, TopologyCommand};
 use crate::cluster::flags::bit;
@@ -122,28 +128,53 @@ pub fn promotion_candidate(t: &Topology, primary: &NodeId, sync_acks: usize) -> 
         .map(|r| r.id)
 }
 
+/// The replica to promote in place of the fenced primary at `i` (it restarted without all it
+/// acknowledged and says so): the one [`restart_fence::verdict`] names, judged on what the
+/// fenced node advertises (its history's id and the offset it loaded). None when the node is
+/// not fenced, not logged, or no replica is safe to promote.
+pub fn fenced_handover(t: &Topology, i: NodeIndex, sync_acks: usize) -> Option<NodeId> {
+    let n = &t.nodes[i as usize];
+    if !n.fenced || !t.consensus.nodes.contains(&n.id) {
+        return None;
+    }
+    let fence = Fence {
+        replid: n.repl_id?,
+        offset: n.repl_offset,
+        since_ms: 0,
+    };
+    match restart_fence::verdict(t, &n.id, &fence, sync_acks, |_| true) {
+        Verdict::HandOver(replica) => Some(replica),
+        Verdict::Serve(_) | Verdict::Wait => None,
+    }
+}
+
 impl<W> TopologyAgent<W> {
-    /// The leader's failover upkeep: one `Promote` per failed primary, at a time.
+    /// The leader's failover upkeep: one `Promote` per failed or fenced primary, at a time.
     pub(super) fn fail_over(&mut self, now_ms: u64, t: &Topology, gossip: &Gossip) {
         let timeout = self.settings.proposal_timeout_ms;
         self.failovers.settle(now_ms, &[]);
         let Some(g) = &mut self.group else { return };
         let node_timeout = gossip.settings().node_timeout_ms;
+        let acks = self.settings.failover_sync_acks;
         for i in 0..t.nodes.len() as NodeIndex {
             let primary = t.nodes[i as usize].id;
-            if self.failovers.is_in_flight(&primary)
-                || !needs_failover(t, i, now_ms, node_timeout, gossip.last_heard_ms(&primary))
-            {
+            if self.failovers.is_in_flight(&primary) {
                 continue;
             }
-            let acks = self.settings.failover_sync_acks;
-            let Some(replica) = promotion_candidate(t, &primary, acks) else {
-                tracing::debug!(%primary, "failed primary without a replica safe to promote");
+            let (replica, why) = if let Some(replica) = fenced_handover(t, i, acks) {
+                (replica, "handing a fenced primary's slots to its replica")
+            } else if needs_failover(t, i, now_ms, node_timeout, gossip.last_heard_ms(&primary)) {
+                let Some(replica) = promotion_candidate(t, &primary, acks) else {
+                    tracing::debug!(%primary, "failed primary without a replica safe to promote");
+                    continue;
+                };
+                (replica, "failing over: promoting a replica")
+            } else {
                 continue;
             };
             match g.log.propose(&TopologyCommand::Promote { replica }) {
                 Ok(proposal) => {
-                    tracing::info!(%primary, %replica, "failing over: promoting a replica");
+                    tracing::info!(%primary, %replica, "{why}");
                     let flight = InFlight {
                         replica,
                         proposal,
@@ -309,6 +340,79 @@ mod tests {
         }
         assert!(!f.start(NodeId::random(&mut rng), flight(0, NOW + 1000)));
         assert_eq!(f.proposed, 2 + FAILOVERS_IN_FLIGHT_MAX as u64);
+    }
+
+    fn history() -> crate::replication::ids::ReplId {
+        crate::replication::ids::ReplId::parse(&[b'a'; 40]).unwrap()
+    }
+
+    /// Goal: a primary that says it is fenced (restarted without all it acknowledged) is
+    /// handed to its replica furthest ahead in its history, without FAIL; not when it is
+    /// not fenced, says no history, or no replica is ahead of what it loaded.
+    #[test]
+    fn a_fenced_primary_is_handed_to_the_replica_furthest_ahead() {
+        let mut t = shard();
+        let p = t.index_of(&node_id(1)).unwrap();
+        t.nodes[p as usize].flags.set(bit::FAIL, false);
+        t.nodes[p as usize].repl_id = Some(history());
+        t.nodes[p as usize].repl_offset = 5;
+        for (n, offset) in [(2, 10), (3, 30), (4, 20)] {
+            node(&mut t, n).repl_id = Some(history());
+            node(&mut t, n).repl_offset = offset;
+        }
+        assert_eq!(fenced_handover(&t, p, 1), None, "not fenced");
+        t.nodes[p as usize].fenced = true;
+        assert_eq!(fenced_handover(&t, p, 0), Some(node_id(3)));
+        assert_eq!(fenced_handover(&t, p, 1), Some(node_id(3)));
+        // With one ack, 3 - 1 + 1 = 3 replicas must report: a failing one blocks it.
+        node(&mut t, 4).flags.set(bit::PFAIL, true);
+        assert_eq!(fenced_handover(&t, p, 1), None);
+        assert_eq!(fenced_handover(&t, p, 2), Some(node_id(3)));
+        node(&mut t, 4).flags.set(bit::PFAIL, false);
+        // The fenced node loaded more than any replica holds: it serves, nobody is promoted.
+        t.nodes[p as usize].repl_offset = 30;
+        assert_eq!(fenced_handover(&t, p, 1), None);
+        t.nodes[p as usize].repl_offset = 5;
+        t.nodes[p as usize].repl_id = None;
+        assert_eq!(fenced_handover(&t, p, 1), None, "no history said");
+    }
+
+    /// Goal: the leader hands over its own slots when it is the fenced one. Method: a
+    /// one-voter group led by me, fenced, owning slots 0-99, with a replica ahead of me.
+    #[test]
+    fn a_fenced_leader_hands_its_own_slots_to_its_replica() {
+        let mut t = shard();
+        // P is well: the only thing to do is my hand-over.
+        let p = t.index_of(&node_id(1)).unwrap();
+        t.nodes[p as usize].flags.set(bit::FAIL, false);
+        let me = t.myself_index();
+        t.nodes[me as usize].fenced = true;
+        t.nodes[me as usize].repl_id = Some(history());
+        let mut r = ClusterNode::new(node_id(5), node_id(0));
+        r.flags.set(bit::MASTER, false);
+        r.flags.set(bit::SLAVE, true);
+        r.primary = Some(node_id(0));
+        r.repl_id = Some(history());
+        r.repl_offset = 50;
+        t.add_node(r).unwrap();
+        t.consensus.nodes.insert(node_id(5));
+        t.consensus.version = crate::cluster::consensus::log::BOOTSTRAP_INDEX;
+        let image = TopologyImage::capture(&t);
+        let mut log = TopologyLog::found(node_id(0), &[node_id(0)], &[], image, 7).unwrap();
+        log.campaign().unwrap();
+        let mut agent: TopologyAgent<u64> =
+            TopologyAgent::new(node_id(0), super::super::AgentSettings::default(), 7);
+        agent.enter(NOW, node_id(0), log);
+        let gossip = Gossip::new(GossipSettings::default(), 7);
+        let mut now = NOW;
+        for _ in 0..20 {
+            now += 100;
+            agent.step(now, super::super::AgentInput::Tick, &mut t, &gossip);
+        }
+        let r = t.index_of(&node_id(5)).unwrap();
+        assert!(t.nodes[r as usize].is_primary());
+        assert_eq!(t.slots.owner(50), Some(r));
+        assert_eq!(t.myself().primary, Some(node_id(5)));
     }
 
     /// A one-voter group led by me: the leader's upkeep promotes R3 (highest offset) once,

@@ -20,6 +20,7 @@ mod failover;
 mod founding;
 mod pending;
 mod reconcile;
+pub mod restart_fence;
 pub mod store;
 mod turn;
 

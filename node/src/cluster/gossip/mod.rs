@@ -124,6 +124,11 @@ pub enum Event {
     RoleChanged {
         id: NodeId,
     },
+    /// A member's header named a new process incarnation: it restarted.
+    PeerRestarted {
+        id: NodeId,
+        incarnation: u64,
+    },
     NodeForgotten {
         id: NodeId,
     },
@@ -159,6 +164,9 @@ pub enum Action {
     },
 }
 
+/// Mixed into the seed for the incarnation's own generator.
+const INCARNATION_SALT: u64 = 0x1dca_7e0f_5eed_u64;
+
 /// The gossip state of one node.
 pub struct Gossip {
     settings: GossipSettings,
@@ -181,11 +189,16 @@ pub struct Gossip {
     /// `old_echo_age`'s basis for (version) within one input: O(nodes) to compute, and the
     /// same for every PING/PONG of that input unless a peer's version moves (then cleared).
     old_echo_basis: Option<(u64, u64)>,
+    /// This process's incarnation, advertised in every header: never 0, new at every start.
+    incarnation: u64,
 }
 
 impl Gossip {
     /// A core whose randomness (gossip choices, handshake names) comes from `seed`.
     pub fn new(settings: GossipSettings, seed: u64) -> Self {
+        // Drawn apart from `rng`, so the gossip choices of a seed stay what they were.
+        let incarnation =
+            rand::Rng::gen::<u64>(&mut StdRng::seed_from_u64(seed ^ INCARNATION_SALT)).max(1);
         Gossip {
             settings,
             rng: StdRng::seed_from_u64(seed),
@@ -201,7 +214,13 @@ impl Gossip {
             consensus: false,
             echoes: echo_ledger::EchoLedger::default(),
             old_echo_basis: None,
+            incarnation,
         }
+    }
+
+    /// This process's incarnation (see the field).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
     }
 
     pub fn settings(&self) -> &GossipSettings {

@@ -67,6 +67,9 @@ impl Gossip {
                 shard_id: me.shard.to_string(),
                 repl_offset: me.repl_offset,
                 cport: me.cport as u32,
+                incarnation: self.incarnation,
+                repl_id: me.repl_id.map(|id| id.to_string()).unwrap_or_default(),
+                fenced: me.fenced,
             }),
             state_ok: t.state() == Health::Ok,
         }

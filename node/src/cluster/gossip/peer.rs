@@ -43,6 +43,9 @@ pub struct Peer {
     pub fail_time_ms: u64,
     /// When its bus port was last asked for its bus address (`rediscover`).
     pub last_lookup_ms: u64,
+    /// The process incarnation its last header named (0: none heard yet, or an older node
+    /// that does not say): a new one means it restarted.
+    pub incarnation: u64,
     /// The Raft topology version its last header advertised.
     pub topology_version: u64,
     /// What its last header claimed: the slots it (or its primary) serves, and its primary

@@ -269,6 +269,10 @@ impl Gossip {
                 }
             }
             node.repl_offset = r.repl_offset;
+            node.repl_id = parse_id(&r.repl_id);
+            node.fenced = r.fenced;
+            let id = node.id;
+            self.saw_incarnation(id, r.incarnation);
         }
         if self.consensus {
             // Roles of the group's nodes come from the log; a node outside it is shown as it
@@ -281,6 +285,19 @@ impl Gossip {
         self.apply_role(t, i, h);
         self.apply_claims(t, i, from, h);
         self.handle_epoch_collision(t, i);
+    }
+
+    /// Records the incarnation a member's header named; a change from one it named before
+    /// is a restart (logged; replication links read it from the peer view).
+    fn saw_incarnation(&mut self, id: NodeId, incarnation: u64) {
+        if incarnation == 0 {
+            return;
+        }
+        let peer = self.peer(id);
+        let before = std::mem::replace(&mut peer.incarnation, incarnation);
+        if before != 0 && before != incarnation {
+            self.event(Event::PeerRestarted { id, incarnation });
+        }
     }
 
     fn apply_role(&mut self, t: &mut Topology, i: NodeIndex, h: &Header) {

@@ -20,6 +20,12 @@ pub struct PeerSummary {
     pub link_to_since_ms: Option<u64>,
     /// When the inbound link was made, None when there is none.
     pub link_from_since_ms: Option<u64>,
+    /// The process incarnation its last header named (0: none yet): replication links end
+    /// when their peer's changes (it restarted).
+    pub incarnation: u64,
+    /// When anything last arrived from it (unix ms, 0: never): how long it has been silent
+    /// as of `at_ms`, which a FAIL flag that outlives the silence does not say.
+    pub heard_ms: u64,
 }
 
 /// Every other member's summary, in topology order, as of `at_ms`.
@@ -51,6 +57,8 @@ impl Gossip {
                     fail_reports: p.map_or(0, |p| p.valid_report_count(now_ms, validity)),
                     link_to_since_ms: p.and_then(|p| since(p.link_to_since_ms)),
                     link_from_since_ms: p.and_then(|p| since(p.link_from_since_ms)),
+                    incarnation: p.map_or(0, |p| p.incarnation),
+                    heard_ms: p.map_or(0, |p| p.data_received_ms),
                 }
             })
             .collect();

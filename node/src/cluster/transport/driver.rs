@@ -4,10 +4,12 @@
 //! and publishes the node's standing in the topology group for commands to read.
 
 use super::runtime::{BusCore, Outbox, ProposalReply};
+use crate::cluster::agent::restart_fence::{self, Fence, Lifted, Verdict};
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::core::{ClusterCore, CoreAction, CoreInput};
 use crate::cluster::gossip::{Event, Input};
 use crate::cluster::shared::GroupView;
+use crate::cluster::topology::Topology;
 use crate::cluster::{Cluster, NodeId};
 use crate::server::pubsub::Kind;
 use crate::server::Server;
@@ -35,6 +37,7 @@ impl GossipDriver {
         if let Some(cluster) = &server.cluster {
             // What commands wait at most for a lapsed lease (`redirect`).
             cluster.set_lease_ms(core.gossip.lease_ms());
+            cluster.set_incarnation(core.gossip.incarnation());
         }
         GossipDriver {
             server,
@@ -56,12 +59,21 @@ impl GossipDriver {
     }
 
     fn run(&mut self, now_ms: u64, input: CoreInput<ProposalReply>, out: &mut Outbox) {
-        let (actions, view, serving_until) = {
+        let (actions, view, serving_until, lifted) = {
             // Field by field, so the topology guard and the core borrow apart.
             let cluster = self.server.cluster.as_ref().expect(IN_CLUSTER_MODE);
             let mut t = cluster.topology.write();
             // Gossip headers carry it: the leader promotes the replica that holds the most.
-            t.myself_mut().repl_offset = self.server.replication.master_repl_offset();
+            // A fenced node says the history it acknowledged and how much of it it loaded.
+            let fence = cluster.restart_fence();
+            let (replid, offset) = match fence {
+                Some(f) => (f.replid, f.offset),
+                None => self.server.replication.history(),
+            };
+            let me = t.myself_mut();
+            me.repl_offset = offset;
+            me.repl_id = Some(replid);
+            me.fenced = fence.is_some();
             // Read every step (one atomic load), so CONFIG SET repl-sync-acks reaches the
             // failover rule without a restart.
             let acks = self
@@ -71,10 +83,14 @@ impl GossipDriver {
                 .load(std::sync::atomic::Ordering::Relaxed);
             self.core.agent.set_failover_sync_acks(acks as usize);
             let actions = self.core.step(now_ms, input, &mut t);
+            let lifted = fence.and_then(|f| self.fence_verdict(&f, &t, acks as usize));
             let agent = &self.core.agent;
             let (voters, learners) = agent.members();
             // Outside a group nothing fails over, so nothing needs the lease.
-            let serving_until = if agent.group().is_none() {
+            let serving_until = if fence.is_some() && lifted.is_none() {
+                // Fenced: nothing keyed is served (the lapsed lease's path).
+                0
+            } else if agent.group().is_none() {
                 u64::MAX
             } else {
                 self.core.gossip.serving_until(now_ms, &t)
@@ -86,8 +102,11 @@ impl GossipDriver {
                 learners: learners.len(),
                 version: t.consensus.version,
             };
-            (actions, view, serving_until)
+            (actions, view, serving_until, lifted.zip(fence))
         };
+        if let Some((why, fence)) = lifted {
+            self.lift_fence(&fence, why);
+        }
         self.cluster().set_group_view(view);
         self.cluster().set_serving_until(serving_until, now_ms);
         let mut save = false;
@@ -119,6 +138,44 @@ impl GossipDriver {
             waiter.answer(result);
         }
         crate::repl_link::cluster_role::follow_topology(&self.server);
+    }
+
+    /// Whether this fenced node may serve again, and why (`restart_fence::verdict` for
+    /// myself, counting replicas heard since the restart; outside a group, at once).
+    fn fence_verdict(&self, fence: &Fence, t: &Topology, sync_acks: usize) -> Option<Lifted> {
+        if self.core.agent.group().is_none() {
+            return Some(Lifted::NoGroup);
+        }
+        let gossip = &self.core.gossip;
+        let heard = |id: &NodeId| {
+            gossip
+                .last_heard_ms(id)
+                .is_some_and(|at| at >= fence.since_ms)
+        };
+        match restart_fence::verdict(t, &t.myself().id, fence, sync_acks, heard) {
+            Verdict::Serve(why) => Some(why),
+            Verdict::HandOver(_) | Verdict::Wait => None,
+        }
+    }
+
+    /// The topology decided: the node serves (or follows) again. If it serves the fenced
+    /// history itself it continues it under a new id (a replica that holds more of the old
+    /// one, unheard now, must not continue into what this node writes next), and the
+    /// identity file follows this run's ids again.
+    fn lift_fence(&self, fence: &Fence, why: Lifted) {
+        let cluster = self.cluster();
+        cluster.set_restart_fence(None);
+        let replication = &self.server.replication;
+        let serves = cluster.topology.read().myself().is_primary();
+        if serves && replication.ids().replid() == fence.replid {
+            replication.shift_id();
+        }
+        replication.release_identity();
+        if why.unproven() {
+            tracing::warn!(%why, "restart fence lifted: serving what was loaded, acknowledged writes past it may be lost");
+        } else {
+            tracing::info!(%why, "restart fence lifted");
+        }
     }
 
     /// A message for this node's subscribers from another node (its PUBLISH/SPUBLISH).

@@ -25,6 +25,11 @@ pub fn info(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         text = text.replacen("cluster_state:ok", "cluster_state:fail", 1);
     }
     replies::group_info(&c.group_view(), &mut text);
+    // Ours: 1 while a restart fence holds the node (see `agent::restart_fence`).
+    text.push_str(&format!(
+        "cluster_restart_fence:{}\r\n",
+        u8::from(c.is_fenced())
+    ));
     ctx.reply.verbatim(text.as_bytes());
     Ok(())
 }

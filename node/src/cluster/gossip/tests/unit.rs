@@ -869,3 +869,67 @@ fn a_silent_peer_is_looked_up_at_its_bus_port_and_found_again() {
     g.step(silent + retry + 3, me, &mut t);
     assert_eq!(t.myself().bus_addr, "sim:0");
 }
+
+/// Goal: a member's header names its process incarnation, replication history and fence;
+/// the core keeps them (the peer view carries the incarnation) and a new incarnation from
+/// a known member is a restart, logged once. An older node (incarnation 0) changes nothing.
+#[test]
+fn a_restarted_peer_is_seen_by_its_new_incarnation() {
+    let (mut t, ids) = cluster(2);
+    let mut g = Gossip::new(settings(), 1);
+    assert_ne!(g.incarnation(), 0);
+    let replid = make_ids(3)[2];
+    let ping_with = |incarnation: u64, fenced: bool| {
+        let mut h = header(ids[1], 1, 0, &[]);
+        let r = h.record.as_mut().unwrap();
+        r.incarnation = incarnation;
+        r.repl_id = replid.to_string();
+        r.repl_offset = 77;
+        r.fenced = fenced;
+        msg(h, Body::Ping(GossipBody::default()))
+    };
+    let restarted = |out: &[Action]| {
+        events(out)
+            .into_iter()
+            .filter(|e| matches!(e, Event::PeerRestarted { .. }))
+            .collect::<Vec<_>>()
+    };
+    let out = recv(&mut g, &mut t, T0, 1, ping_with(5, false));
+    assert!(restarted(&out).is_empty(), "the first incarnation heard");
+    let node = &t.nodes[t.index_of(&ids[1]).unwrap() as usize];
+    assert_eq!(
+        (node.repl_id, node.repl_offset, node.fenced),
+        (Some(replid), 77, false)
+    );
+    assert_eq!(g.peer_view(T0, &t).get(&ids[1]).unwrap().incarnation, 5);
+    let out = recv(&mut g, &mut t, T0 + 1, 1, ping_with(5, false));
+    assert!(restarted(&out).is_empty(), "the same incarnation again");
+    let out = recv(&mut g, &mut t, T0 + 2, 1, ping_with(0, false));
+    assert!(restarted(&out).is_empty(), "an older node says none");
+    assert_eq!(g.peer_view(T0, &t).get(&ids[1]).unwrap().incarnation, 5);
+    let out = recv(&mut g, &mut t, T0 + 3, 1, ping_with(9, true));
+    assert_eq!(
+        restarted(&out),
+        vec![Event::PeerRestarted {
+            id: ids[1],
+            incarnation: 9
+        }]
+    );
+    assert_eq!(g.peer_view(T0, &t).get(&ids[1]).unwrap().incarnation, 9);
+    assert!(t.nodes[t.index_of(&ids[1]).unwrap() as usize].fenced);
+    // What this node says of itself: its own incarnation, history and fence.
+    let me = t.myself_mut();
+    me.repl_id = Some(replid);
+    me.fenced = true;
+    let out = g.step(T0 + 10_000, Input::Tick, &mut t);
+    let record = out
+        .iter()
+        .find_map(|a| match a {
+            Action::Send { msg, .. } => msg.header.as_ref()?.record.clone(),
+            _ => None,
+        })
+        .expect("a ping went out");
+    assert_eq!(record.incarnation, g.incarnation());
+    assert_eq!(record.repl_id, replid.to_string());
+    assert!(record.fenced);
+}
