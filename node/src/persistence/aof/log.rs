@@ -105,11 +105,14 @@ struct Writer {
     spare: Vec<u8>,
 }
 
-/// What a connection may do with its replies.
+/// What a connection must see to before its replies leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
     Open,
-    /// Not before `synced` reaches this offset (the fsync is asked for).
+    /// `everysec`/`no`: the log written up to this offset ([`AppendLog::write_upto`]). A
+    /// transport that can let other clients append first (a yield) shares the `write`.
+    Write(u64),
+    /// `always`: not before `synced` reaches this offset (the fsync is asked for).
     WaitSync(u64),
 }
 
@@ -379,8 +382,7 @@ impl AppendLog {
         result
     }
 
-    /// Whether replies covering the log up to `offset` may leave now. Under `everysec` and
-    /// `no` this writes the buffer when it has to (one `write` for everything appended).
+    /// What replies covering the log up to `offset` need before they leave.
     pub fn gate(&self, offset: u64) -> Gate {
         if offset == 0 || offset <= self.synced.load(Ordering::Acquire) {
             return Gate::Open;
@@ -390,12 +392,21 @@ impl AppendLog {
             return Gate::WaitSync(offset);
         }
         if self.written.load(Ordering::Acquire) < offset {
-            match self.write_pending() {
-                Ok(_) => self.note_ok(),
-                Err(e) => self.note_error(&e),
-            }
+            return Gate::Write(offset);
         }
         Gate::Open
+    }
+
+    /// Writes the buffer if `offset` is not written yet (one `write` for everything
+    /// appended, whoever appended it).
+    pub fn write_upto(&self, offset: u64) {
+        if self.written.load(Ordering::Acquire) >= offset {
+            return;
+        }
+        match self.write_pending() {
+            Ok(_) => self.note_ok(),
+            Err(e) => self.note_error(&e),
+        }
     }
 
     /// Under `always`, asks for a sync of writes no reply waits for (a replica's applied
@@ -539,8 +550,14 @@ mod tests {
         let b = log.append(&set("b")).unwrap();
         assert!(b > a);
         log.set_policy(FsyncPolicy::EverySec);
-        assert_eq!(log.gate(b), Gate::Open, "everysec: written on the way out");
+        assert_eq!(
+            log.gate(b),
+            Gate::Write(b),
+            "everysec: written on the way out"
+        );
+        log.write_upto(b);
         assert_eq!(log.buffered(), 0);
+        assert_eq!(log.gate(b), Gate::Open);
         log.set_policy(FsyncPolicy::Always);
         let c = log.append(&set("c")).unwrap();
         assert_eq!(log.gate(c), Gate::WaitSync(c));
