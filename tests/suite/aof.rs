@@ -551,3 +551,43 @@ fn fabric_replies_under_appendfsync_always_wait_for_the_log() {
         );
     }
 }
+
+/// Goal: BGREWRITEAOF with the AOF off writes a base alone (as Redis does), and a node
+/// started with `appendonly yes` over it loads it and opens its first increment.
+/// Method: the rewrite, the manifest, a restart, a write, a kill -9, a restart.
+#[test]
+fn bgrewriteaof_with_the_log_off_writes_a_base_that_a_start_continues() {
+    let node = Node::start(&[]);
+    let mut c = node.client();
+    assert_eq!(cmd(&mut c, &["SET", "k", "1"]).unwrap(), Value::Okay);
+    assert_eq!(
+        cmd(&mut c, &["BGREWRITEAOF"]).unwrap(),
+        Value::SimpleString("Background append only file rewriting started".into())
+    );
+    let deadline = Instant::now() + PATIENCE;
+    while info_field(&node, "aof_rewrites") != "1"
+        || info_field(&node, "aof_rewrite_in_progress") != "0"
+    {
+        assert!(Instant::now() < deadline, "no rewrite; {}", node.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(&node, "aof_enabled"), "0");
+    let dir = node.dir.path().to_path_buf();
+    assert_eq!(
+        manifest(&dir),
+        "file appendonly.aof.1.base.snap seq 1 type b\n"
+    );
+    let node = Node::start_in(node.into_dir(), ALWAYS);
+    assert_eq!(
+        manifest(&dir),
+        "file appendonly.aof.1.base.snap seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+    let mut c = node.client();
+    assert_eq!(cmd(&mut c, &["INCR", "k"]).unwrap(), Value::Int(2));
+    let node = Node::start_in(node.into_dir(), ALWAYS);
+    let mut c = node.client();
+    assert_eq!(
+        cmd(&mut c, &["GET", "k"]).unwrap(),
+        Value::BulkString(b"2".to_vec())
+    );
+}
