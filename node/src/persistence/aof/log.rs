@@ -274,16 +274,23 @@ impl AppendLog {
             if let Some(cur) = w.current.as_mut() {
                 // The old increment is complete: durable before it is let go, whatever the
                 // policy, so that `synced` never covers bytes of a file nobody syncs.
-                let closed = cur
-                    .write(&bytes[..before])
-                    .and_then(|()| cur.sync.sync_data());
-                if let Err(source) = closed {
+                if let Err(source) = cur.write(&bytes[..before]) {
                     let e = LogError {
-                        action: "cannot write or fsync",
+                        action: "cannot write",
                         path: cur.path.clone(),
                         source,
                     };
                     self.put_back(bytes, 0, start, Some((at, next)));
+                    return Err(e);
+                }
+                if let Err(source) = cur.sync.sync_data() {
+                    let e = LogError {
+                        action: "cannot fsync",
+                        path: cur.path.clone(),
+                        source,
+                    };
+                    // Its bytes are in it; the switch (and the fsync) comes again.
+                    self.put_back(bytes, before, start, Some((at, next)));
                     return Err(e);
                 }
             }
@@ -578,5 +585,26 @@ mod tests {
         };
         assert_eq!(one, enc("a"));
         assert_eq!(two, [enc("b"), enc("c"), enc("d")].concat());
+    }
+
+    /// Goal: a write that fails loses nothing and says so (the dispatcher then refuses
+    /// writes). Method: an increment opened read-only, so every write fails.
+    #[test]
+    fn a_failed_write_keeps_the_bytes_and_reports_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("readonly");
+        File::create(&path).unwrap();
+        let readonly = File::open(&path).unwrap();
+        let log = AppendLog::default();
+        log.open(IncrFile::new(readonly, path, 0).unwrap());
+        log.set_policy(FsyncPolicy::EverySec);
+        let a = log.append(&set("a")).unwrap();
+        assert_eq!(log.gate(a), Gate::Write(a));
+        log.write_upto(a);
+        assert!(log.write_failed());
+        assert!(log.last_error().is_some_and(|e| e.contains("readonly")));
+        assert_eq!(log.buffered(), a, "the bytes wait to be written again");
+        assert!(log.write_pending().is_err(), "still failing");
+        assert_eq!(log.buffered(), a);
     }
 }
