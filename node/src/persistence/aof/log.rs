@@ -11,7 +11,8 @@
 //!   while it syncs, more requests append, and its next round covers all of them;
 //!   connections wait for it (TCP asynchronously, fabric pollers by looking again).
 //! - `everysec` and `no`: `written` must reach it (the connection writes the buffer itself,
-//!   one `write` per batch of replies), so a process crash loses nothing answered; the
+//!   at most one `write` per batch of replies; a TCP connection yields first, so that the
+//!   clients served meanwhile share it), so a process crash loses nothing answered; the
 //!   thread fsyncs once a second (`everysec`) or leaves it to the OS (`no`).
 //!
 //! A rewrite switches to a new increment at its instant ([`AppendLog::switch_at_instant`]):
