@@ -110,7 +110,20 @@ fn kill_9_under_appendfsync_always_loses_no_acknowledged_write() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_KILL_TRIALS);
-    let mut node = Node::start(ALWAYS);
+    kill_trials(ALWAYS, trials);
+}
+
+/// Goal: under `everysec` too, a process crash loses nothing answered (replies leave once
+/// their writes reached the file; only an OS crash may lose the last second). Method: as
+/// above, two trials.
+#[test]
+fn kill_9_under_appendfsync_everysec_loses_no_acknowledged_write() {
+    kill_trials(&["--appendonly", "yes", "--appendfsync", "everysec"], 2);
+}
+
+/// Runs `trials` kill -9 trials on a node started with `args` (see the tests above).
+fn kill_trials(args: &[&str], trials: usize) {
+    let mut node = Node::start(args);
     let mut floor = [0i64; COUNTERS];
     for trial in 0..trials {
         let stop = Arc::new(AtomicBool::new(false));
@@ -126,7 +139,7 @@ fn kill_9_under_appendfsync_always_loses_no_acknowledged_write() {
         let acked: Vec<Acked> = writers.into_iter().map(|w| w.join().unwrap()).collect();
         let answered: usize = acked.iter().map(|a| a.keys.len()).sum();
         assert!(answered > 0, "trial {trial}: no write was answered");
-        node = Node::start_in(node.into_dir(), ALWAYS);
+        node = Node::start_in(node.into_dir(), args);
         let mut c = node.client();
         for a in &acked {
             for (k, last) in a.counters.iter().enumerate() {
@@ -537,4 +550,44 @@ fn fabric_replies_under_appendfsync_always_wait_for_the_log() {
             "fabric:{i}"
         );
     }
+}
+
+/// Goal: BGREWRITEAOF with the AOF off writes a base alone (as Redis does), and a node
+/// started with `appendonly yes` over it loads it and opens its first increment.
+/// Method: the rewrite, the manifest, a restart, a write, a kill -9, a restart.
+#[test]
+fn bgrewriteaof_with_the_log_off_writes_a_base_that_a_start_continues() {
+    let node = Node::start(&[]);
+    let mut c = node.client();
+    assert_eq!(cmd(&mut c, &["SET", "k", "1"]).unwrap(), Value::Okay);
+    assert_eq!(
+        cmd(&mut c, &["BGREWRITEAOF"]).unwrap(),
+        Value::SimpleString("Background append only file rewriting started".into())
+    );
+    let deadline = Instant::now() + PATIENCE;
+    while info_field(&node, "aof_rewrites") != "1"
+        || info_field(&node, "aof_rewrite_in_progress") != "0"
+    {
+        assert!(Instant::now() < deadline, "no rewrite; {}", node.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(&node, "aof_enabled"), "0");
+    let dir = node.dir.path().to_path_buf();
+    assert_eq!(
+        manifest(&dir),
+        "file appendonly.aof.1.base.snap seq 1 type b\n"
+    );
+    let node = Node::start_in(node.into_dir(), ALWAYS);
+    assert_eq!(
+        manifest(&dir),
+        "file appendonly.aof.1.base.snap seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+    let mut c = node.client();
+    assert_eq!(cmd(&mut c, &["INCR", "k"]).unwrap(), Value::Int(2));
+    let node = Node::start_in(node.into_dir(), ALWAYS);
+    let mut c = node.client();
+    assert_eq!(
+        cmd(&mut c, &["GET", "k"]).unwrap(),
+        Value::BulkString(b"2".to_vec())
+    );
 }

@@ -1142,6 +1142,10 @@ pub static PARAMS: &[Param] = &[
         false,
         |c| c.aof.filename.clone(),
         |c, v| {
+            // The manifest lists the files by names made from it, one word each.
+            if !v.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err("appendfilename must be printable ASCII without spaces".into());
+            }
             c.aof.filename = plain_name(v, "appendfilename")?;
             Ok(())
         }
@@ -1298,6 +1302,7 @@ mod tests {
             ("appendonly", "maybe"),
             ("appendfsync", "sometimes"),
             ("appendfilename", "../x.aof"),
+            ("appendfilename", "my log.aof"),
             ("appenddirname", ".."),
             ("appenddirname", ""),
             ("auto-aof-rewrite-percentage", "-1"),

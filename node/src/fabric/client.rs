@@ -226,10 +226,14 @@ impl<C: Connection> FabricClient<C> {
             return;
         }
         let out = &self.session.output;
-        // Under `appendfsync always` replies leave once the AOF has synced what they
-        // answer; the fsync is asked for, and the next turn looks again.
-        if self.out_pos < out.len() && matches!(self.session.log_gate(), Gate::WaitSync(_)) {
-            return;
+        // Replies leave once the AOF has what they answer: written (`everysec`, `no`), or
+        // synced (`always`: the fsync is asked for, and the next turn looks again).
+        if self.out_pos < out.len() {
+            match self.session.log_gate() {
+                Gate::Open => {}
+                Gate::Write(offset) => self.session.server.aof.log.write_upto(offset),
+                Gate::WaitSync(_) => return,
+            }
         }
         if self.out_pos < out.len() {
             match self.stream.write(&out[self.out_pos..]) {

@@ -150,10 +150,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         // A client that stops reading fills its socket and parks this write; a kill (CLIENT
         // KILL, an overflowing push queue, shutdown) must still end the connection.
         let shared = self.session.shared().clone();
-        // Under `appendfsync always` the replies wait until the AOF has what they answer on
-        // disk (other connections' writes are synced by the same round).
+        // The replies leave once the AOF has what they answer: written (`everysec`, `no`;
+        // after a yield, so that the clients served meanwhile share the `write`), or on
+        // disk (`always`; other connections' writes are synced by the same round).
         let log_wait = match self.session.log_gate() {
             Gate::Open => None,
+            Gate::Write(offset) => {
+                tokio::task::yield_now().await;
+                self.session.server.aof.log.write_upto(offset);
+                None
+            }
             Gate::WaitSync(offset) => Some(offset),
         };
         let mut consumed_wakeup = false;

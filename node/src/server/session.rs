@@ -278,8 +278,8 @@ impl Session {
         }
     }
 
-    /// Whether the replies in `output` may leave: the AOF must hold what they answer
-    /// (`appendfsync always`: synced; `everysec`/`no`: written, which this does itself).
+    /// What the replies in `output` wait for: the AOF must hold what they answer
+    /// (`appendfsync always`: synced; `everysec`/`no`: written).
     pub fn log_gate(&self) -> crate::persistence::aof::log::Gate {
         self.server.aof.log.gate(self.client.log_offset)
     }

@@ -11,7 +11,8 @@
 //!   while it syncs, more requests append, and its next round covers all of them;
 //!   connections wait for it (TCP asynchronously, fabric pollers by looking again).
 //! - `everysec` and `no`: `written` must reach it (the connection writes the buffer itself,
-//!   one `write` per batch of replies), so a process crash loses nothing answered; the
+//!   at most one `write` per batch of replies; a TCP connection yields first, so that the
+//!   clients served meanwhile share it), so a process crash loses nothing answered; the
 //!   thread fsyncs once a second (`everysec`) or leaves it to the OS (`no`).
 //!
 //! A rewrite switches to a new increment at its instant ([`AppendLog::switch_at_instant`]):
@@ -105,11 +106,14 @@ struct Writer {
     spare: Vec<u8>,
 }
 
-/// What a connection may do with its replies.
+/// What a connection must see to before its replies leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
     Open,
-    /// Not before `synced` reaches this offset (the fsync is asked for).
+    /// `everysec`/`no`: the log written up to this offset ([`AppendLog::write_upto`]). A
+    /// transport that can let other clients append first (a yield) shares the `write`.
+    Write(u64),
+    /// `always`: not before `synced` reaches this offset (the fsync is asked for).
     WaitSync(u64),
 }
 
@@ -271,16 +275,23 @@ impl AppendLog {
             if let Some(cur) = w.current.as_mut() {
                 // The old increment is complete: durable before it is let go, whatever the
                 // policy, so that `synced` never covers bytes of a file nobody syncs.
-                let closed = cur
-                    .write(&bytes[..before])
-                    .and_then(|()| cur.sync.sync_data());
-                if let Err(source) = closed {
+                if let Err(source) = cur.write(&bytes[..before]) {
                     let e = LogError {
-                        action: "cannot write or fsync",
+                        action: "cannot write",
                         path: cur.path.clone(),
                         source,
                     };
                     self.put_back(bytes, 0, start, Some((at, next)));
+                    return Err(e);
+                }
+                if let Err(source) = cur.sync.sync_data() {
+                    let e = LogError {
+                        action: "cannot fsync",
+                        path: cur.path.clone(),
+                        source,
+                    };
+                    // Its bytes are in it; the switch (and the fsync) comes again.
+                    self.put_back(bytes, before, start, Some((at, next)));
                     return Err(e);
                 }
             }
@@ -379,8 +390,7 @@ impl AppendLog {
         result
     }
 
-    /// Whether replies covering the log up to `offset` may leave now. Under `everysec` and
-    /// `no` this writes the buffer when it has to (one `write` for everything appended).
+    /// What replies covering the log up to `offset` need before they leave.
     pub fn gate(&self, offset: u64) -> Gate {
         if offset == 0 || offset <= self.synced.load(Ordering::Acquire) {
             return Gate::Open;
@@ -390,12 +400,21 @@ impl AppendLog {
             return Gate::WaitSync(offset);
         }
         if self.written.load(Ordering::Acquire) < offset {
-            match self.write_pending() {
-                Ok(_) => self.note_ok(),
-                Err(e) => self.note_error(&e),
-            }
+            return Gate::Write(offset);
         }
         Gate::Open
+    }
+
+    /// Writes the buffer if `offset` is not written yet (one `write` for everything
+    /// appended, whoever appended it).
+    pub fn write_upto(&self, offset: u64) {
+        if self.written.load(Ordering::Acquire) >= offset {
+            return;
+        }
+        match self.write_pending() {
+            Ok(_) => self.note_ok(),
+            Err(e) => self.note_error(&e),
+        }
     }
 
     /// Under `always`, asks for a sync of writes no reply waits for (a replica's applied
@@ -539,8 +558,14 @@ mod tests {
         let b = log.append(&set("b")).unwrap();
         assert!(b > a);
         log.set_policy(FsyncPolicy::EverySec);
-        assert_eq!(log.gate(b), Gate::Open, "everysec: written on the way out");
+        assert_eq!(
+            log.gate(b),
+            Gate::Write(b),
+            "everysec: written on the way out"
+        );
+        log.write_upto(b);
         assert_eq!(log.buffered(), 0);
+        assert_eq!(log.gate(b), Gate::Open);
         log.set_policy(FsyncPolicy::Always);
         let c = log.append(&set("c")).unwrap();
         assert_eq!(log.gate(c), Gate::WaitSync(c));
@@ -561,5 +586,26 @@ mod tests {
         };
         assert_eq!(one, enc("a"));
         assert_eq!(two, [enc("b"), enc("c"), enc("d")].concat());
+    }
+
+    /// Goal: a write that fails loses nothing and says so (the dispatcher then refuses
+    /// writes). Method: an increment opened read-only, so every write fails.
+    #[test]
+    fn a_failed_write_keeps_the_bytes_and_reports_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("readonly");
+        File::create(&path).unwrap();
+        let readonly = File::open(&path).unwrap();
+        let log = AppendLog::default();
+        log.open(IncrFile::new(readonly, path, 0).unwrap());
+        log.set_policy(FsyncPolicy::EverySec);
+        let a = log.append(&set("a")).unwrap();
+        assert_eq!(log.gate(a), Gate::Write(a));
+        log.write_upto(a);
+        assert!(log.write_failed());
+        assert!(log.last_error().is_some_and(|e| e.contains("readonly")));
+        assert_eq!(log.buffered(), a, "the bytes wait to be written again");
+        assert!(log.write_pending().is_err(), "still failing");
+        assert_eq!(log.buffered(), a);
     }
 }

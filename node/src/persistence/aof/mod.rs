@@ -34,7 +34,7 @@ use parking_lot::{Condvar, Mutex};
 use rewrite::{Mode, RewriteError};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Once, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// How long after a failed start of the log the cron tries again (Redis retries the
@@ -100,7 +100,8 @@ pub struct Aof {
     rewrite_percentage: AtomicU64,
     rewrite_min_size: AtomicU64,
     owner: OnceLock<Weak<Server>>,
-    fsync_thread: Once,
+    /// Whether the fsync thread runs (started before the log first takes writes).
+    fsync_thread: Mutex<bool>,
 }
 
 impl Aof {
@@ -125,7 +126,7 @@ impl Aof {
             rewrite_percentage: AtomicU64::new(0),
             rewrite_min_size: AtomicU64::new(0),
             owner: OnceLock::new(),
-            fsync_thread: Once::new(),
+            fsync_thread: Mutex::new(false),
         };
         aof.mirror_config(config);
         aof
@@ -175,7 +176,10 @@ impl Aof {
             c.retry_at = None;
         }
         tracing::info!("AOF turned on: writing its first base");
-        if let Err(e) = self.spawn_rewrite(Mode::Starting) {
+        let started = self
+            .ensure_fsync_thread()
+            .and_then(|()| self.spawn_rewrite(Mode::Starting));
+        if let Err(e) = started {
             tracing::error!("cannot start the AOF: {e}");
             self.control.lock().retry_at = Some(Instant::now() + RETRY_DELAY);
         }
@@ -301,7 +305,10 @@ impl Aof {
         if retry_start {
             self.control.lock().retry_at = None;
             tracing::info!("trying again to turn the AOF on");
-            if let Err(e) = self.spawn_rewrite(Mode::Starting) {
+            let started = self
+                .ensure_fsync_thread()
+                .and_then(|()| self.spawn_rewrite(Mode::Starting));
+            if let Err(e) = started {
                 tracing::error!("cannot start the AOF: {e}");
                 self.control.lock().retry_at = Some(Instant::now() + RETRY_DELAY);
             }
@@ -414,27 +421,28 @@ impl Aof {
         }
     }
 
-    /// The fsync thread runs from the first time the log does (it idles while the log is
-    /// off) until the node is gone.
-    pub(crate) fn ensure_fsync_thread(&self) {
-        let Some(owner) = self.owner.get().cloned() else {
-            return;
-        };
-        self.fsync_thread.call_once(|| {
-            let spawned = std::thread::Builder::new()
-                .name("aof-fsync".into())
-                .spawn(move || {
-                    let mut last_sync = Instant::now();
-                    while let Some(server) = owner.upgrade() {
-                        server.aof.log.turn(&mut last_sync);
-                        let wait = server.aof.log.next_wait(last_sync);
-                        server.aof.log.wait_for_work(wait);
-                    }
-                });
-            if let Err(e) = spawned {
-                tracing::error!("cannot start the AOF fsync thread: {e}");
-            }
-        });
+    /// Starts the fsync thread if it does not run yet: before the log first takes writes
+    /// (a reply under `always` waits for it). It idles while the log is off and ends when
+    /// the node is gone.
+    pub(crate) fn ensure_fsync_thread(&self) -> Result<(), RewriteError> {
+        let owner = self.owner.get().cloned().ok_or(RewriteError::NotStarted)?;
+        let mut running = self.fsync_thread.lock();
+        if *running {
+            return Ok(());
+        }
+        std::thread::Builder::new()
+            .name("aof-fsync".into())
+            .spawn(move || {
+                let mut last_sync = Instant::now();
+                while let Some(server) = owner.upgrade() {
+                    server.aof.log.turn(&mut last_sync);
+                    let wait = server.aof.log.next_wait(last_sync);
+                    server.aof.log.wait_for_work(wait);
+                }
+            })
+            .map_err(RewriteError::Spawn)?;
+        *running = true;
+        Ok(())
     }
 }
 

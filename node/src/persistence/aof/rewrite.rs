@@ -76,6 +76,7 @@ pub fn run(server: &Arc<Server>, mode: Mode) {
 /// At start, with no AOF yet: the first base of what was loaded (the snapshot, or
 /// nothing), on the calling thread, before clients are served.
 pub fn run_at_start(server: &Arc<Server>) -> Result<(), RewriteError> {
+    server.aof.ensure_fsync_thread()?;
     server.aof.control.lock().state = LogState::Starting;
     server.aof.claim_rewrite()?;
     let started = Instant::now();
@@ -211,7 +212,6 @@ fn at_instant(server: &Server, incr: Option<IncrFile>, mode: Mode) -> bool {
     }
     if mode == Mode::Starting {
         server.replication.set_log_consumer(true);
-        aof.ensure_fsync_thread();
     }
     true
 }

@@ -118,6 +118,7 @@ pub fn load(server: &Arc<Server>) -> anyhow::Result<bool> {
         "DB loaded from append only file"
     );
     let aof = &server.aof;
+    aof.ensure_fsync_thread()?;
     let mut c = aof.control.lock();
     c.manifest = manifest;
     c.base_file_size = base_file_size;
@@ -125,7 +126,6 @@ pub fn load(server: &Arc<Server>) -> anyhow::Result<bool> {
     c.state = LogState::On;
     aof.log.open(file);
     server.replication.set_log_consumer(true);
-    aof.ensure_fsync_thread();
     Ok(true)
 }
 
