@@ -169,29 +169,40 @@ pub fn cron(server: &Server) {
 /// With `appendonly yes` the AOF is loaded instead when it exists (as Redis does); when it
 /// does not, the snapshot loads and a first AOF base is written from it. Then the
 /// replication identity the previous run left (a corrupt one refuses the start too)
-/// decides which history the node continues ([`restart::take_over`]); an AOF names no
-/// history, so a start from one continues none (a fresh replication id).
+/// decides which history the node continues ([`restart::take_over`]). An AOF names no
+/// offset: after a clean stop (the identity says `stopped`, written after the log's last
+/// fsync) it is exactly the identity's history; after a crash under `appendfsync always` it
+/// holds every acknowledged write (complete, under a fresh id); otherwise it is neither.
 pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
     server.snapshot.attach(server);
     server.aof.attach(server);
-    let (aof, dir) = {
+    let (aof, always, dir) = {
         let config = server.config.read();
-        (config.aof.enabled, config.dir.clone())
+        (
+            config.aof.enabled,
+            config.aof.fsync == crate::config::params::FsyncPolicy::Always,
+            config.dir.clone(),
+        )
     };
     let identity = identity::load(&identity::path_in(&dir))?;
-    let loaded = if aof && aof::startup::load(server)? {
-        None
+    let (loaded, complete) = if aof && aof::startup::load(server)? {
+        match identity {
+            Some(i) if i.state == identity::RunState::Stopped => {
+                (Some((i.ids.replid(), i.offset)), false)
+            }
+            _ => (None, always),
+        }
     } else {
         let history = load_snapshot_at_start(server)?;
         if aof {
             aof::startup::create(server)?;
         }
-        history
+        (history, false)
     };
     let loaded = identity::LoadedHistory {
         identity,
         loaded,
-        complete: false,
+        complete,
     };
     restart::take_over(server, loaded)
 }
