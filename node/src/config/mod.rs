@@ -6,7 +6,6 @@ pub mod load;
 pub mod log_level;
 pub mod params;
 pub mod rewrite;
-pub mod tls;
 pub mod units;
 
 pub use load::{load, ConfigError};

@@ -1,8 +1,8 @@
 //! Every configuration parameter the node understands, in one table. The same entries parse
 //! config files and flags, answer `CONFIG GET` and `CONFIG SET`, and write `CONFIG REWRITE`.
 
-use super::tls::{parse_protocols, parse_tls13_suites, TlsAuthClients, TlsConfig};
 use super::units::{format_bool, parse_bool, parse_memory};
+use crate::tls::settings::{parse_protocols, parse_tls13_suites, TlsAuthClients, TlsConfig};
 use proto::resp::limits::DEFAULT_MAX_BULK_LEN;
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 
 use super::error::TlsSetupError;
 use super::files;
-use crate::config::tls::{Tls13Suite, TlsAuthClients, TlsConfig, TlsProtocol};
+use crate::tls::settings::{Tls13Suite, TlsAuthClients, TlsConfig, TlsProtocol};
 use rustls::crypto::ring::{cipher_suite, default_provider};
 use rustls::crypto::CryptoProvider;
 use rustls::server::danger::ClientCertVerifier;

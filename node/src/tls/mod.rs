@@ -6,6 +6,7 @@ pub mod context;
 pub mod error;
 pub mod files;
 pub mod handshake;
+pub mod settings;
 
 pub use context::acceptor;
 pub use error::TlsSetupError;

@@ -2,7 +2,7 @@
 //! plaintext, and what `tls-protocols` / `tls-ciphersuites` let through.
 
 use super::{acceptor, handshake, HandshakeError, TlsSetupError};
-use crate::config::tls::{Tls13Suite, TlsAuthClients, TlsConfig, TlsProtocol};
+use crate::tls::settings::{Tls13Suite, TlsAuthClients, TlsConfig, TlsProtocol};
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, RootCertStore, SupportedCipherSuite};
 use std::sync::Arc;

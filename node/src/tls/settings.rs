@@ -1,6 +1,6 @@
 //! The `tls-*` settings (redis.conf names) of the TLS listener for clients. Files are only
 //! named here; they are read, and a bad one refuses the start, when the listener is set up
-//! (`crate::tls::context`).
+//! ([`super::context`]).
 
 /// `tls-auth-clients`: whether a client must present a certificate signed by the CA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
