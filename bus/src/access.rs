@@ -1,5 +1,10 @@
 //! Access rights of a memory region, as verbs names them (`IBV_ACCESS_*`), mapped by each provider
 //! to its own flags (`FI_REMOTE_WRITE`... on libfabric).
+//!
+//! Rights are minimal on purpose: a region is reachable by peers only through the remote rights
+//! it asks for, and [`Access::SEND`] is separate because libfabric's `ofi_rxm` makes every
+//! SEND source remotely *readable* (its rendezvous protocol), so only buffers holding what the
+//! peer receives anyway may carry it.
 
 use std::fmt;
 
@@ -14,7 +19,11 @@ impl Access {
     pub const REMOTE_WRITE: Access = Access(2);
     /// Peers may RDMA READ from it.
     pub const REMOTE_READ: Access = Access(4);
-    /// No rights beyond local reads (a send-only staging buffer).
+    /// It may be the source of a SEND (control messages, handshakes, datagrams). Keep it off
+    /// anything a peer may not read: on `ofi:tcp` such a region is remotely readable by its key.
+    pub const SEND: Access = Access(8);
+    /// No rights beyond local reads and being the source of a WRITE (staging buffers, ack
+    /// sources).
     pub const NONE: Access = Access(0);
 
     /// Both sets together.
@@ -46,6 +55,7 @@ impl fmt::Debug for Access {
             (Self::LOCAL_WRITE, "LOCAL_WRITE"),
             (Self::REMOTE_WRITE, "REMOTE_WRITE"),
             (Self::REMOTE_READ, "REMOTE_READ"),
+            (Self::SEND, "SEND"),
         ];
         let set: Vec<&str> = names
             .iter()
@@ -73,5 +83,10 @@ mod tests {
         assert!(!Access::LOCAL_WRITE.is_remote());
         assert_eq!(format!("{a:?}"), "LOCAL_WRITE|REMOTE_WRITE");
         assert_eq!(format!("{:?}", Access::NONE), "NONE");
+        assert!(!Access::SEND.is_remote());
+        assert_eq!(
+            format!("{:?}", Access::SEND | Access::LOCAL_WRITE),
+            "LOCAL_WRITE|SEND"
+        );
     }
 }

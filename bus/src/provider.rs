@@ -113,7 +113,8 @@ pub struct Completion {
 pub trait Connection: Send + 'static {
     type Region: Region;
 
-    /// Posts a SEND of the slice (inline when `len <= max_inline`).
+    /// Posts a SEND of the slice (inline when `len <= max_inline`). The region must have
+    /// [`Access::SEND`] (`Invalid` otherwise).
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<Self::Region>) -> Result<()>;
     /// Posts a receive buffer for one incoming SEND or WRITE WITH IMM.
     fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<Self::Region>) -> Result<()>;

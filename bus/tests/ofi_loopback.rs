@@ -125,7 +125,7 @@ fn receives_are_consumed_in_order_by_sends_and_write_imms() {
 fn receive_order(kind: OfiKind) {
     let p = provider_of(kind);
     let (mut a, mut b) = pair(&p);
-    let src = p.register(4096, Access::NONE).unwrap();
+    let src = p.register(4096, Access::SEND).unwrap();
     src.write(0, b"one").unwrap();
     src.write(64, b"three").unwrap();
     let target = p
@@ -190,7 +190,7 @@ fn a_send_longer_than_the_receive_fails_that_receive_only() {
 fn oversized_send(kind: OfiKind) {
     let p = provider_of(kind);
     let (mut a, mut b) = pair(&p);
-    let src = p.register(4096, Access::NONE).unwrap();
+    let src = p.register(4096, Access::SEND).unwrap();
     let inbox = p.register(4096, Access::LOCAL_WRITE).unwrap();
     b.post_recv(1, slice(&inbox, 0, 8)).unwrap();
     b.post_recv(2, slice(&inbox, 64, 64)).unwrap();
@@ -211,7 +211,9 @@ fn oversized_send(kind: OfiKind) {
 fn limits_answer_with_typed_errors() {
     let p = provider();
     let (mut a, _b) = pair(&p);
-    let big = p.register(OFI_SEND_MAX + 1, Access::LOCAL_WRITE).unwrap();
+    let big = p
+        .register(OFI_SEND_MAX + 1, Access::LOCAL_WRITE | Access::SEND)
+        .unwrap();
     assert!(matches!(
         a.post_send(1, slice(&big, 0, OFI_SEND_MAX + 1)),
         Err(BusError::Invalid { .. })
@@ -230,9 +232,16 @@ fn limits_answer_with_typed_errors() {
 
     // A region from another provider object is refused, not sent from.
     let other = provider();
-    let foreign = other.register(64, Access::NONE).unwrap();
+    let foreign = other.register(64, Access::SEND).unwrap();
     assert!(matches!(
         a.post_send(3, slice(&foreign, 0, 8)),
+        Err(BusError::Invalid { .. })
+    ));
+    // A region registered without SEND is no SEND source (on tcp;ofi_rxm a SEND source is
+    // remotely readable, so the right is given only where asked).
+    let no_send = p.register(64, Access::LOCAL_WRITE).unwrap();
+    assert!(matches!(
+        a.post_send(4, slice(&no_send, 0, 8)),
         Err(BusError::Invalid { .. })
     ));
 

@@ -147,7 +147,7 @@ impl Messenger {
                 .register(MSG_SLOT * MSG_SLOTS, Access::LOCAL_WRITE)
                 .unwrap(),
             send: provider
-                .register(MSG_SLOT * MSG_SLOTS, Access::NONE)
+                .register(MSG_SLOT * MSG_SLOTS, Access::SEND)
                 .unwrap(),
             free_send_slots: (0..MSG_SLOTS).collect(),
             inbox: VecDeque::new(),

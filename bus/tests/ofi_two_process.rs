@@ -58,7 +58,7 @@ impl Peer {
             .register(MSG_SLOT * MSG_SLOTS, Access::LOCAL_WRITE)
             .unwrap();
         let send = provider
-            .register(MSG_SLOT * MSG_SLOTS, Access::NONE)
+            .register(MSG_SLOT * MSG_SLOTS, Access::SEND)
             .unwrap();
         let mut p = Peer {
             conn,

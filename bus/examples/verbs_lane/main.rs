@@ -215,7 +215,7 @@ fn test_send_recv() -> R {
     let p = provider()?;
     let (mut server, mut client) = pair(&p, 20101)?;
     let rx = p.register(8192, Access::LOCAL_WRITE)?;
-    let tx = p.register(8192, Access::NONE)?;
+    let tx = p.register(8192, Access::SEND)?;
     // One small (inline) and one large (not inline: > max_inline) message, in order.
     let small = b"hello over rc".to_vec();
     let large = pattern(5000, 7);
@@ -532,7 +532,7 @@ fn test_accept_short_timeouts() -> R {
                 let mut conn = p
                     .connect(addr, &config(), WAIT)
                     .map_err(|e| e.to_string())?;
-                let tx = p.register(64, Access::NONE).map_err(|e| e.to_string())?;
+                let tx = p.register(64, Access::SEND).map_err(|e| e.to_string())?;
                 tx.write(0, &[i as u8; 8]).map_err(|e| e.to_string())?;
                 conn.post_send(1, slice(&tx, 0, 8))
                     .map_err(|e| e.to_string())?;

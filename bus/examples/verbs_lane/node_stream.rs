@@ -256,7 +256,7 @@ fn bad_peer(what: &str, msg: &[u8]) -> R {
     for i in 0..SLOTS {
         conn.post_recv(i as u64, slice(&rx, i * CONTROL_MSG_LEN, CONTROL_MSG_LEN))?;
     }
-    let tx = p.register(msg.len(), Access::NONE)?;
+    let tx = p.register(msg.len(), Access::SEND)?;
     tx.write(0, msg)?;
     conn.post_send(100, slice(&tx, 0, msg.len()))?;
     let deadline = Instant::now() + WAIT;

@@ -68,7 +68,7 @@ pub fn test_ring_two_process() -> R {
 
         // Advertise the ring; learn the writer's ack word.
         let rx = p.register(64, Access::LOCAL_WRITE)?;
-        let tx = p.register(64, Access::NONE)?;
+        let tx = p.register(64, Access::SEND)?;
         ctl.post_recv(WR_CTL_RECV, slice(&rx, 0, 64))?;
         tx.write(0, &encode_advert(&reader.advert()?))?;
         ctl.post_send(WR_CTL_SEND, slice(&tx, 0, ADVERT_LEN))?;
@@ -164,7 +164,7 @@ pub fn ring_writer(ctl_port: u16, seed: u64) -> R {
     let mut ctl = p.connect(SocketAddr::new(rxe_ip(), ctl_port), &config(), WAIT)?;
     let ring_conn = p.connect(SocketAddr::new(rxe_ip(), RING_PORT), &config(), WAIT)?;
     let rx = p.register(64, Access::LOCAL_WRITE)?;
-    let tx = p.register(64, Access::NONE)?;
+    let tx = p.register(64, Access::SEND)?;
     ctl.post_recv(WR_CTL_RECV, slice(&rx, 0, 64))?;
     let got = completions(&mut ctl, 1, false)?;
     let mut advert = vec![0; got[0].byte_len as usize];

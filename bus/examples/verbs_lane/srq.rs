@@ -197,7 +197,7 @@ pub fn srq_sender(port: u16, seed: u64) -> R {
     for _ in 0..CONNS {
         conns.push(p.connect(addr, &config(), WAIT)?);
     }
-    let tx = p.register(CONNS * WINDOW as usize * SLOT_LEN, Access::NONE)?;
+    let tx = p.register(CONNS * WINDOW as usize * SLOT_LEN, Access::SEND)?;
     let mut gens: Vec<SplitMix> = (0..CONNS as u64).map(|t| generator(seed, t)).collect();
     let mut in_flight = [0u64; CONNS];
     for seq in 0..MESSAGES {
@@ -264,7 +264,7 @@ pub fn test_srq_connect_side() -> R {
     for id in 0..u64::from(CONNECT_SIDE_POOL) {
         srq.post_recv(id, slice(&rx, id as usize * SLOT_LEN, SLOT_LEN))?;
     }
-    let tx = p.register(SLOT_LEN, Access::NONE)?;
+    let tx = p.register(SLOT_LEN, Access::SEND)?;
     for seq in 0..CONNECT_SIDE_MESSAGES {
         tx.write(0, &seq.to_le_bytes())?;
         server.post_send(seq, slice(&tx, 0, 8))?;

@@ -22,9 +22,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::error::BusError;
-use crate::provider::{Completion, Connection, LocalSlice, Op, RemoteSlice, WorkError};
+use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice, WorkError};
 
 use super::open::OFI_SEND_MAX;
 use super::rdm::{Event, RdmCore};
@@ -192,7 +193,9 @@ impl OfiConnection {
         Ok(())
     }
 
-    fn remote_target(dst: &RemoteSlice, len: usize) -> Result<(u64, u64), BusError> {
+    /// The (address, key) libfabric needs for `dst`, after checking it against the length of
+    /// the local side and of the advert (the target checks its own range again).
+    fn remote_target(&self, dst: &RemoteSlice, len: usize) -> Result<(u64, u64), BusError> {
         if dst.len != len as u64 {
             return Err(BusError::Invalid {
                 what: "remote slice",
@@ -209,7 +212,11 @@ impl OfiConnection {
                 })
             }
         }
-        Ok((dst.region.addr.wrapping_add(dst.offset), dst.region.rkey))
+        Ok(self
+            .core
+            .domain()
+            .addressing()
+            .target(&dst.region, dst.offset))
     }
 }
 
@@ -217,6 +224,12 @@ impl Connection for OfiConnection {
     type Region = OfiRegion;
 
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<OfiRegion>) -> Result<(), BusError> {
+        if !src.region.access().contains(Access::SEND) {
+            return Err(BusError::Invalid {
+                what: "ofi send",
+                reason: "the source region was registered without Access::SEND".into(),
+            });
+        }
         if src.len > OFI_SEND_MAX {
             return Err(BusError::Invalid {
                 what: "ofi send",
@@ -257,7 +270,7 @@ impl Connection for OfiConnection {
         dst: RemoteSlice,
         imm: Option<u32>,
     ) -> Result<(), BusError> {
-        let (addr, key) = Self::remote_target(&dst, src.len)?;
+        let (addr, key) = self.remote_target(&dst, src.len)?;
         self.core.write(
             wr_id,
             &src.region,
@@ -276,7 +289,7 @@ impl Connection for OfiConnection {
         dst: LocalSlice<OfiRegion>,
         src: RemoteSlice,
     ) -> Result<(), BusError> {
-        let (addr, key) = Self::remote_target(&src, dst.len)?;
+        let (addr, key) = self.remote_target(&src, dst.len)?;
         self.core.read(
             wr_id,
             &dst.region,

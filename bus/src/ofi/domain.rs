@@ -1,11 +1,11 @@
 //! One fabric + domain per provider object. Every region and endpoint of the provider lives in
-//! it (so any region can be used on any connection) and holds an `Arc` to it, so the domain is
-//! closed only after all of them.
+//! it and holds an `Arc` to it, so the domain is closed only after all of them. libfabric
+//! checks remote keys per domain: what keeps a peer out of regions that are not its own is
+//! their keys and addresses (`mr_key.rs`).
 #![allow(unsafe_code)]
 
 use std::ffi::c_int;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::BusError;
@@ -13,6 +13,7 @@ use crate::error::BusError;
 use super::info::{getinfo, InfoList, Lookup};
 use super::kind::OfiKind;
 use super::library::Library;
+use super::mr_key::Addressing;
 use super::sys;
 
 /// Remote CQ data must carry a verbs immediate (32 bits).
@@ -49,9 +50,6 @@ pub struct Domain {
     pub caps: DomainCaps,
     fabric: *mut sys::FidFabric,
     pub(crate) raw: *mut sys::FidDomain,
-    /// Next key to request when the provider does not choose keys (no FI_MR_PROV_KEY): keys
-    /// must be unique per domain.
-    next_key: AtomicU64,
 }
 
 // SAFETY: the domain was opened with FI_THREAD_SAFE (asked in the hints; see `open`), so its
@@ -80,6 +78,13 @@ pub fn check(lib: &Library, kind: OfiKind, call: &'static str, rc: c_int) -> Res
             call,
             reason: lib.strerror(rc),
         })
+    }
+}
+
+impl DomainCaps {
+    /// How peers name this domain's regions.
+    pub fn addressing(&self) -> Addressing {
+        Addressing::from_mr_mode(self.virt_addr(), self.prov_key())
     }
 }
 
@@ -140,17 +145,24 @@ impl Domain {
             caps,
             fabric,
             raw,
-            next_key: AtomicU64::new(1),
         }))
     }
 
-    /// A key for a new registration when the application chooses keys.
-    pub fn next_key(&self) -> u64 {
-        self.next_key.fetch_add(1, Ordering::Relaxed)
+    pub fn addressing(&self) -> Addressing {
+        self.caps.addressing()
     }
 
     pub fn check(&self, call: &'static str, rc: c_int) -> Result<(), BusError> {
         check(&self.lib, self.kind, call, rc)
+    }
+
+    /// The error for a non-zero libfabric return code.
+    pub fn error(&self, call: &'static str, rc: c_int) -> BusError {
+        BusError::Provider {
+            provider: self.kind.name(),
+            call,
+            reason: self.lib.strerror(rc),
+        }
     }
 }
 

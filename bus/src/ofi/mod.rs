@@ -29,17 +29,30 @@
 //! - The target of a bad-key WRITE gets no event from libfabric (tcp drops the transport
 //!   underneath, shm drops the request): protocols detect misbehaving peers by their own
 //!   checks and deadlines.
+//!
+//! Memory protection (libfabric checks keys per domain, not per endpoint or peer):
+//! - every region has at least 64 random bits of key and address ([`mr_key`], [`placement`]),
+//!   and exactly the rights it asks for ([`region::fi_access`]: write targets are not
+//!   readable; only SEND sources, which rxm makes readable, carry what peers receive anyway);
+//! - `ofi:tcp` does not open when an environment variable would make rxm expose more
+//!   ([`env_guard`]);
+//! - `ofi:shm` and `ofi:efa` make the process non-dumpable, closing shm's key-less
+//!   cross-memory-attach path to same-user processes ([`dumpable`]).
 
 pub mod conn;
 pub mod datagram;
 pub mod domain;
+pub mod dumpable;
 pub mod endpoint;
+pub mod env_guard;
 pub mod handshake;
 pub mod info;
 pub mod kind;
 pub mod library;
 pub mod listener;
+pub mod mr_key;
 pub mod open;
+mod placement;
 pub mod rdm;
 pub mod region;
 pub mod rendezvous_socket;
@@ -79,9 +92,15 @@ impl OfiProvider {
         Self::open_with_library(kind, LIBFABRIC_SONAME)
     }
 
-    /// Opens `kind` through the library at `library` (a soname or path).
+    /// Opens `kind` through the library at `library` (a soname or path). Refuses an
+    /// environment that would weaken memory protection ([`env_guard`]); `ofi:shm` and
+    /// `ofi:efa` make the process non-dumpable ([`dumpable`]).
     pub fn open_with_library(kind: OfiKind, library: &str) -> Result<Self, BusError> {
+        env_guard::check(kind)?;
         let lib = Library::shared(library)?;
+        if matches!(kind, OfiKind::Shm | OfiKind::Efa) {
+            dumpable::forbid_cross_memory_attach(kind.name())?;
+        }
         let domain = Domain::open(lib, kind)?;
         Ok(OfiProvider {
             domain,

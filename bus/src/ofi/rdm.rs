@@ -193,8 +193,11 @@ impl RdmCore {
             sizes.bounce_count * sizes.bounce_bytes,
             Access::LOCAL_WRITE,
         )?;
+        // Staging holds only what this endpoint sends (handshakes, datagrams), so being a SEND
+        // source (remotely readable by its random key on tcp;ofi_rxm) exposes nothing the
+        // peers do not receive anyway.
         let staging =
-            OfiRegion::register(&domain, STAGING_MAX * sizes.staging_bytes, Access::NONE)?;
+            OfiRegion::register(&domain, STAGING_MAX * sizes.staging_bytes, Access::SEND)?;
         let mut core = RdmCore {
             ep,
             contexts,

@@ -1,14 +1,18 @@
 //! Registered memory on a libfabric domain, honouring the domain's `mr_mode`:
-//! - FI_MR_VIRT_ADDR: peers address the region by its virtual address, else by offset from 0.
-//!   [`RemoteRegion::addr`] is the base either way, so `addr + offset` is always right.
-//! - FI_MR_PROV_KEY: the provider picks the key (read back with `fi_mr_key`), else we request a
-//!   domain-unique one.
+//! - FI_MR_VIRT_ADDR: peers address the region by its virtual address (placed at a random
+//!   one), else by offset from 0 with a random 64-bit key whose high half is the advertised
+//!   address (see `mr_key.rs`). [`RemoteRegion::addr`] + offset is right either way.
+//! - FI_MR_PROV_KEY: the provider picks the key (read back with `fi_mr_key`), else we request
+//!   a random one.
 //! - FI_MR_LOCAL: local buffers must be named by their descriptor (`fi_mr_desc`) in every
 //!   operation; we always pass it, which is harmless when not required.
-//! - FI_MR_ALLOCATED: we only register memory we allocated (page-aligned, zeroed).
+//! - FI_MR_ALLOCATED: we only register memory we allocated (mapped, zeroed).
+//!
+//! Rights are exactly what [`Access`] asks ([`fi_access`]): a remotely writable region is not
+//! remotely readable, and only [`Access::SEND`] regions carry FI_SEND (which `ofi_rxm` turns
+//! into FI_REMOTE_READ for its rendezvous reads).
 #![allow(unsafe_code)]
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,17 +23,20 @@ use crate::error::BusError;
 use crate::provider::{Region, RemoteRegion};
 
 use super::domain::{close_fid, Domain};
+use super::placement::Placement;
 use super::sys;
 
 /// Largest single registration: 1 GiB bounds what one call can pin (rings and stream buffers
-/// are megabytes).
+/// are megabytes), and keeps `addr + offset` inside the low half of a split key.
 pub const REGION_MAX: usize = 1 << 30;
-/// Registrations are page aligned so the provider can pin whole pages.
-const REGION_ALIGN: usize = 4096;
+/// Registrations whose requested key was taken (`-FI_ENOKEY`) are retried with a fresh key
+/// this often (with 64 random bits a second try is already a curiosity).
+const KEY_TRIES: usize = 8;
 
 struct RegionInner {
     domain: Arc<Domain>,
-    mem: *mut u8,
+    // Field order is drop order, but Drop closes the MR explicitly before `mem` goes.
+    mem: Placement,
     len: usize,
     access: Access,
     mr: *mut sys::FidMr,
@@ -45,14 +52,11 @@ unsafe impl Sync for RegionInner {}
 
 impl Drop for RegionInner {
     fn drop(&mut self) {
-        // SAFETY: the MR is closed before the memory it covers is freed; no operation names the
-        // region any more (outstanding work holds a clone, so this runs after its completion).
+        // SAFETY: the MR is closed here, before `mem` (a field) unmaps the memory it covers;
+        // no operation names the region any more (outstanding work holds a clone, so this
+        // runs after its completion).
         unsafe {
             close_fid(self.mr as *mut sys::Fid);
-            dealloc(
-                self.mem,
-                Layout::from_size_align_unchecked(self.len, REGION_ALIGN),
-            );
         }
     }
 }
@@ -70,9 +74,14 @@ impl std::fmt::Debug for OfiRegion {
     }
 }
 
-fn fi_access(access: Access) -> u64 {
-    // Every region may be the source of a SEND or WRITE.
-    let mut flags = sys::FI_SEND | sys::FI_WRITE;
+/// The libfabric rights for `access`, and nothing more. Every region may be the source of a
+/// WRITE (a local right); SEND only when asked, since rxm makes a SEND source remotely
+/// readable.
+pub fn fi_access(access: Access) -> u64 {
+    let mut flags = sys::FI_WRITE;
+    if access.contains(Access::SEND) {
+        flags |= sys::FI_SEND;
+    }
     if access.contains(Access::LOCAL_WRITE) {
         flags |= sys::FI_RECV | sys::FI_READ;
     }
@@ -93,57 +102,24 @@ impl OfiRegion {
                 reason: format!("{len} is outside 1..={REGION_MAX}"),
             });
         }
-        let layout = Layout::from_size_align(len, REGION_ALIGN).map_err(|e| BusError::Invalid {
-            what: "region length",
-            reason: e.to_string(),
-        })?;
-        // SAFETY: layout has non-zero size.
-        let mem = unsafe { alloc_zeroed(layout) };
-        if mem.is_null() {
-            return Err(BusError::Full {
-                what: "memory for a region",
-            });
-        }
-        let requested_key = if domain.caps.prov_key() {
-            0
-        } else {
-            domain.next_key()
-        };
-        let mut mr = ptr::null_mut();
-        // SAFETY: mem is len bytes we own until the MR is closed (RegionInner::drop); the domain
-        // is live and its mr ops table has `reg`.
-        let rc = unsafe {
-            match (*(*domain.raw).mr).reg {
-                Some(reg) => reg(
-                    &mut (*domain.raw).fid,
-                    mem as *const c_void,
-                    len,
-                    fi_access(access),
-                    0,
-                    requested_key,
-                    0,
-                    &mut mr,
-                    ptr::null_mut(),
-                ),
-                None => -sys::FI_EINVAL,
+        let addressing = domain.addressing();
+        let mem = Placement::new(len, addressing.places_randomly())?;
+        let mut tries = 0;
+        let (mr, key) = loop {
+            let requested_key = addressing.draw_key();
+            match reg_mr(domain, mem.base(), len, access, requested_key) {
+                Err(rc) if rc == -sys::FI_ENOKEY && tries + 1 < KEY_TRIES => tries += 1,
+                Err(rc) => return Err(domain.error("fi_mr_reg", rc)),
+                Ok(mr) => {
+                    // SAFETY: mr is a live fid_mr; key is a plain field (fi_mr_key).
+                    let key = unsafe { (*mr).key };
+                    break (mr, key);
+                }
             }
         };
-        if rc != 0 {
-            // SAFETY: registration failed; mem is ours alone.
-            unsafe { dealloc(mem, layout) };
-            domain.check("fi_mr_reg", rc)?;
-        }
-        // SAFETY: mr is a live fid_mr; key and mem_desc are plain fields (fi_mr_key/fi_mr_desc).
-        let (key, desc) = unsafe { ((*mr).key, (*mr).mem_desc) };
-        let remote = RemoteRegion {
-            addr: if domain.caps.virt_addr() {
-                mem as u64
-            } else {
-                0
-            },
-            len: len as u64,
-            rkey: key,
-        };
+        // SAFETY: mr is a live fid_mr; mem_desc is a plain field (fi_mr_desc).
+        let desc = unsafe { (*mr).mem_desc };
+        let remote = addressing.advert(key, mem.base() as u64, len as u64);
         Ok(OfiRegion(Arc::new(RegionInner {
             domain: domain.clone(),
             mem,
@@ -159,8 +135,8 @@ impl OfiRegion {
     pub fn ptr_at(&self, offset: usize, len: usize) -> Result<*mut u8, BusError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.0.len => {
-                // SAFETY: offset <= len of the allocation.
-                Ok(unsafe { self.0.mem.add(offset) })
+                // SAFETY: offset <= len of the mapping after the base.
+                Ok(unsafe { self.0.mem.base().add(offset) })
             }
             _ => Err(BusError::OutOfBounds {
                 offset: offset as u64,
@@ -189,10 +165,44 @@ impl OfiRegion {
             });
         }
         let p = self.ptr_at(offset, 8)?;
-        // SAFETY: p is 8-byte aligned (the base is page aligned) and inside the allocation,
+        // SAFETY: p is 8-byte aligned (the base is 8-byte aligned) and inside the allocation,
         // which lives as long as &self; all access to region words from Rust is atomic or by
         // raw copy, never through references to plain integers.
         Ok(unsafe { AtomicU64::from_ptr(p as *mut u64) })
+    }
+}
+
+/// `fi_mr_reg` of `len` bytes at `mem`; the negative libfabric code on failure.
+fn reg_mr(
+    domain: &Arc<Domain>,
+    mem: *mut u8,
+    len: usize,
+    access: Access,
+    requested_key: u64,
+) -> Result<*mut sys::FidMr, i32> {
+    let mut mr = ptr::null_mut();
+    // SAFETY: mem is len bytes owned by the caller's Placement until the MR is closed
+    // (RegionInner::drop); the domain is live and its mr ops table has `reg`.
+    let rc = unsafe {
+        match (*(*domain.raw).mr).reg {
+            Some(reg) => reg(
+                &mut (*domain.raw).fid,
+                mem as *const c_void,
+                len,
+                fi_access(access),
+                0,
+                requested_key,
+                0,
+                &mut mr,
+                ptr::null_mut(),
+            ),
+            None => -sys::FI_EINVAL,
+        }
+    };
+    if rc == 0 {
+        Ok(mr)
+    } else {
+        Err(rc)
     }
 }
 
@@ -241,5 +251,27 @@ impl Region for OfiRegion {
         self.atomic_at(offset)?
             .store(value.to_le(), Ordering::Release);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: rights are exact: a write target is not readable, nothing but a SEND source gets
+    /// FI_SEND (which rxm widens to FI_REMOTE_READ), local-only regions get no remote bit.
+    #[test]
+    fn fi_access_grants_exactly_what_is_asked() {
+        let remote = sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE;
+        assert_eq!(fi_access(Access::NONE), sys::FI_WRITE);
+        assert_eq!(fi_access(Access::SEND), sys::FI_WRITE | sys::FI_SEND);
+        assert_eq!(
+            fi_access(Access::LOCAL_WRITE),
+            sys::FI_WRITE | sys::FI_RECV | sys::FI_READ
+        );
+        let rx = fi_access(Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        assert_eq!(rx & remote, sys::FI_REMOTE_WRITE);
+        assert_eq!(rx & sys::FI_SEND, 0);
+        assert_eq!(fi_access(Access::REMOTE_READ) & remote, sys::FI_REMOTE_READ);
     }
 }

@@ -72,6 +72,8 @@ pub const FI_ECONNREFUSED: c_int = 111;
 pub const FI_EHOSTUNREACH: c_int = 113;
 pub const FI_EREMOTEIO: c_int = 121;
 pub const FI_ECANCELED: c_int = 125;
+/// A requested memory-registration key is already in use in the domain.
+pub const FI_ENOKEY: c_int = 126;
 pub const FI_EKEYREJECTED: c_int = 129;
 pub const FI_EAVAIL: c_int = 259;
 pub const FI_ETRUNC: c_int = 265;
@@ -723,9 +725,10 @@ mod layout_tests {
                 FI_ECANCELED,
                 FI_EACCES,
                 FI_EKEYREJECTED,
-                FI_EAGAIN
+                FI_EAGAIN,
+                FI_ENOKEY
             ],
-            [259, 265, 125, 13, 129, 11]
+            [259, 265, 125, 13, 129, 11, 126]
         );
     }
 }

@@ -99,7 +99,8 @@ impl Network {
     ) -> Result<()> {
         let need = match kind {
             FlightKind::Read { .. } => Access::LOCAL_WRITE,
-            _ => Access::NONE,
+            FlightKind::Send(_) => Access::SEND,
+            FlightKind::Write { .. } => Access::NONE,
         };
         let seq = self.next_seq();
         let at = self.draw_delay();

@@ -75,7 +75,7 @@ fn drain(c: &mut SimConnection) -> Vec<Completion> {
 fn send_lands_in_posted_receive_in_order() {
     let mut p = pair(1, Faults::default());
     let rx = p.b.register(64, Access::LOCAL_WRITE).unwrap();
-    let tx = p.a.register(64, Access::NONE).unwrap();
+    let tx = p.a.register(64, Access::SEND).unwrap();
     p.cb.post_recv(10, slice(&rx, 0, 32)).unwrap();
     p.cb.post_recv(11, slice(&rx, 32, 32)).unwrap();
     tx.write(0, b"first").unwrap();
@@ -107,7 +107,7 @@ fn write_with_imm_places_data_and_consumes_a_receive() {
     let mut p = pair(2, Faults::default());
     let ring = p.b.register(4096, RW).unwrap();
     let slot = p.b.register(32, Access::LOCAL_WRITE).unwrap();
-    let tx = p.a.register(4096, Access::NONE).unwrap();
+    let tx = p.a.register(4096, Access::SEND).unwrap();
     p.cb.post_recv(77, slice(&slot, 0, 32)).unwrap();
     tx.write(0, &[7u8; 100]).unwrap();
     p.ca.post_write(5, slice(&tx, 0, 100), remote(&ring, 200, 100), Some(100))
@@ -181,7 +181,7 @@ fn bad_remote_access_errors_and_flushes_both_ends() {
     for (name, bad, rights) in cases {
         let mut p = pair(4, Faults::default());
         let target = p.b.register(256, rights).unwrap();
-        let tx = p.a.register(64, Access::NONE).unwrap();
+        let tx = p.a.register(64, Access::SEND).unwrap();
         let recv = p.b.register(32, Access::LOCAL_WRITE).unwrap();
         p.cb.post_recv(50, slice(&recv, 0, 32)).unwrap();
         p.ca.post_write(1, slice(&tx, 0, 8), bad(remote(&target, 0, 8)), None)
@@ -204,7 +204,7 @@ fn bad_remote_access_errors_and_flushes_both_ends() {
 #[test]
 fn receiver_not_ready_retries_then_delivers() {
     let mut p = pair(5, Faults::default());
-    let tx = p.a.register(64, Access::NONE).unwrap();
+    let tx = p.a.register(64, Access::SEND).unwrap();
     let rx = p.b.register(64, Access::LOCAL_WRITE).unwrap();
     p.ca.post_send(1, slice(&tx, 0, 8)).unwrap();
     p.ca.post_send(2, slice(&tx, 8, 8)).unwrap();
@@ -229,7 +229,7 @@ fn receiver_not_ready_gives_up_after_the_retry_limit() {
         ..Faults::default()
     };
     let mut p = pair(6, faults);
-    let tx = p.a.register(64, Access::NONE).unwrap();
+    let tx = p.a.register(64, Access::SEND).unwrap();
     p.ca.post_send(1, slice(&tx, 0, 8)).unwrap();
     p.fabric.run_until_idle(100);
     assert_eq!(p.fabric.stats().rnr_retries, 3);
@@ -239,7 +239,7 @@ fn receiver_not_ready_gives_up_after_the_retry_limit() {
 #[test]
 fn send_queue_depth_is_enforced() {
     let mut p = pair(7, Faults::default());
-    let tx = p.a.register(64, Access::NONE).unwrap();
+    let tx = p.a.register(64, Access::SEND).unwrap();
     let rx = p.b.register(32, Access::LOCAL_WRITE).unwrap();
     for i in 0..EndpointConfig::default().send_wr as u64 {
         p.ca.post_write(i, slice(&tx, 0, 8), remote_rw(&p.b, &rx), None)
@@ -265,7 +265,7 @@ fn remote_rw(_b: &SimProvider, rx: &SimRegion) -> RemoteSlice {
 #[test]
 fn partition_fails_reliable_ops_and_drops_datagrams() {
     let mut p = pair(8, Faults::default());
-    let tx = p.a.register(64, Access::NONE).unwrap();
+    let tx = p.a.register(64, Access::SEND).unwrap();
     let cfg = EndpointConfig::default();
     let mut da = p.a.datagram(&cfg).unwrap();
     let mut db = p.b.datagram(&cfg).unwrap();
@@ -293,7 +293,7 @@ fn partition_fails_reliable_ops_and_drops_datagrams() {
 fn crash_makes_memory_vanish_and_the_host_unusable() {
     let mut p = pair(9, Faults::default());
     let target = p.b.register(64, RW).unwrap();
-    let tx = p.a.register(64, Access::NONE).unwrap();
+    let tx = p.a.register(64, Access::SEND).unwrap();
     let r = remote(&target, 0, 8);
     p.fabric.crash(p.b.host());
     p.ca.post_write(1, slice(&tx, 0, 8), r, None).unwrap();
@@ -332,7 +332,7 @@ fn writes_reorder_only_when_configured() {
         };
         let mut p = pair(seed, faults);
         let target = p.b.register(8, RW).unwrap();
-        let tx = p.a.register(16, Access::NONE).unwrap();
+        let tx = p.a.register(16, Access::SEND).unwrap();
         tx.store_u64(0, 1).unwrap();
         tx.store_u64(8, 2).unwrap();
         p.ca.post_write(1, slice(&tx, 0, 8), remote(&target, 0, 8), None)
@@ -391,7 +391,7 @@ fn same_seed_same_trace() {
         let mut p = pair(seed, Faults::chaotic());
         let target = p.b.register(4096, RW).unwrap();
         let rx = p.b.register(32 * 64, Access::LOCAL_WRITE).unwrap();
-        let tx = p.a.register(4096, Access::NONE).unwrap();
+        let tx = p.a.register(4096, Access::SEND).unwrap();
         let cfg = EndpointConfig::default();
         let mut da = p.a.datagram(&cfg).unwrap();
         let db = p.b.datagram(&cfg).unwrap();
@@ -433,7 +433,7 @@ fn realtime_network_wakes_a_waiter_on_another_thread() {
     let at = l.local_addr();
     let sender = std::thread::spawn(move || {
         let mut c = a.connect(at, &cfg, Duration::from_secs(1)).unwrap();
-        let tx = a.register(8, Access::NONE).unwrap();
+        let tx = a.register(8, Access::SEND).unwrap();
         tx.write(0, b"ping").unwrap();
         c.post_send(1, slice(&tx, 0, 4)).unwrap();
         let mut out = Vec::new();
@@ -466,7 +466,7 @@ fn realtime_network_wakes_a_waiter_on_another_thread() {
 fn virtual_network_wakes_a_waiter_when_another_thread_steps() {
     let mut p = pair(13, Faults::default());
     let rx = p.b.register(32, Access::LOCAL_WRITE).unwrap();
-    let tx = p.a.register(8, Access::NONE).unwrap();
+    let tx = p.a.register(8, Access::SEND).unwrap();
     p.cb.post_recv(1, slice(&rx, 0, 32)).unwrap();
     p.ca.post_send(1, slice(&tx, 0, 8)).unwrap();
     let fabric = p.fabric.clone();
@@ -498,7 +498,7 @@ fn torn_writes_are_visible_half_done_and_complete_once() {
     for seed in 0..40 {
         let mut p = pair(100 + seed, Faults::chaotic());
         let target = p.b.register(64, RW).unwrap();
-        let tx = p.a.register(64, Access::NONE).unwrap();
+        let tx = p.a.register(64, Access::SEND).unwrap();
         tx.write(0, &[0xff; 64]).unwrap();
         p.ca.post_write(1, slice(&tx, 0, 64), remote(&target, 0, 64), None)
             .unwrap();
@@ -539,7 +539,7 @@ fn a_dropped_region_fences_its_old_writer() {
     let mut p = pair(5, Faults::default());
     let ring = p.b.register(256, RW).unwrap();
     let old = remote(&ring, 0, 8);
-    let tx = p.a.register(64, Access::NONE).unwrap();
+    let tx = p.a.register(64, Access::SEND).unwrap();
     p.ca.post_write(1, slice(&tx, 0, 8), old, None).unwrap();
     p.fabric.run_until_idle(100);
     assert_eq!(drain(&mut p.ca)[0].status, Ok(()));

@@ -232,10 +232,10 @@ impl<C: Connection> Stream<C> {
             let Some(slot) = self.free_send_slots.pop() else {
                 return Ok(());
             };
-            let offset = (RECV_SLOTS + slot) * CONTROL_MSG_LEN;
-            self.cmd.write(offset, &msg.encode())?;
+            let offset = slot * CONTROL_MSG_LEN;
+            self.cmd_send.write(offset, &msg.encode())?;
             let src = LocalSlice {
-                region: self.cmd.clone(),
+                region: self.cmd_send.clone(),
                 offset,
                 len: CONTROL_MSG_LEN,
             };

@@ -63,8 +63,12 @@ pub struct Stream<C: Connection> {
     pub(super) rx_landed: usize,
     /// Bytes the application has read.
     pub(super) rx_read: usize,
-    /// `RECV_SLOTS` receive slots, then `CONTROL_SEND_SLOTS` send slots, 32 bytes each.
+    /// `RECV_SLOTS` receive slots of 32 bytes: control messages from the peer.
     pub(super) cmd: C::Region,
+    /// `CONTROL_SEND_SLOTS` send slots of 32 bytes: our control messages. A region of its
+    /// own because a SEND source is remotely readable on `ofi:tcp` (see [`Access::SEND`]):
+    /// only what the peer receives anyway sits in it.
+    pub(super) cmd_send: C::Region,
     pub(super) free_send_slots: Vec<usize>,
     pub(super) pending_control: VecDeque<ControlMsg>,
     /// TX staging, used as a ring: bytes `[tx_done, tx_accepted)` are in it.
@@ -128,10 +132,8 @@ impl<C: Connection> Stream<C> {
                 ),
             });
         }
-        let cmd = provider.register(
-            (RECV_SLOTS + CONTROL_SEND_SLOTS) * CONTROL_MSG_LEN,
-            Access::LOCAL_WRITE,
-        )?;
+        let cmd = provider.register(RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+        let cmd_send = provider.register(CONTROL_SEND_SLOTS * CONTROL_MSG_LEN, Access::SEND)?;
         let tx = provider.register(rx_size, Access::NONE)?;
         for slot in 0..RECV_SLOTS {
             let dst = LocalSlice {
@@ -149,6 +151,7 @@ impl<C: Connection> Stream<C> {
             rx_landed: 0,
             rx_read: 0,
             cmd,
+            cmd_send,
             free_send_slots: (0..CONTROL_SEND_SLOTS).rev().collect(),
             pending_control: VecDeque::new(),
             tx,

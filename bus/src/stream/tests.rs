@@ -268,7 +268,9 @@ const RAW_RECVS: usize = 8;
 
 impl RawPeer {
     fn new(host: SimProvider, mut conn: SimConnection) -> Self {
-        let slots = host.register(4096, Access::LOCAL_WRITE).unwrap();
+        let slots = host
+            .register(4096, Access::LOCAL_WRITE | Access::SEND)
+            .unwrap();
         for i in 0..RAW_RECVS {
             let dst = LocalSlice {
                 region: slots.clone(),

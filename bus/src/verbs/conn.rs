@@ -34,10 +34,11 @@ use super::region::VerbsRegion;
 use super::srq::SrqShared;
 use super::srq_slots::is_srq_id;
 use super::wr::{self, Outstanding, SendKind, Sge};
+use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
-use crate::provider::{Completion, Connection, LocalSlice, Op, RemoteSlice};
+use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice};
 
 /// Whether an rdma_cm event on an established connection means the peer is gone.
 pub(super) fn ends_connection(kind: &EventType) -> bool {
@@ -307,6 +308,14 @@ impl Connection for VerbsConnection {
     type Region = VerbsRegion;
 
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<VerbsRegion>) -> Result<()> {
+        // Verbs itself needs no right for a SEND source; the contract asks for one so that a
+        // protocol written once never sends from memory ofi would expose (see Access::SEND).
+        if !src.region.access().contains(Access::SEND) {
+            return Err(BusError::Invalid {
+                what: "send",
+                reason: "the source region was registered without Access::SEND".to_owned(),
+            });
+        }
         let inline = src.len <= self.max_inline;
         self.post(wr_id, Op::Send, src, SendKind::Send, inline)
     }

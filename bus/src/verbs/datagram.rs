@@ -154,7 +154,7 @@ pub(crate) fn open(dev: &Arc<Device>, config: &EndpointConfig) -> Result<VerbsDa
         .build()
         .map_err(|e| lib_error("ibv_create_qp(UD)", &e))?;
     bring_up(&qp, dev.port)?;
-    let send_buf = register(dev, send_wr as usize * mtu, Access::NONE)?;
+    let send_buf = register(dev, send_wr as usize * mtu, Access::SEND)?;
     let recv_buf = register(dev, recv_wr as usize * (GRH_LEN + mtu), Access::LOCAL_WRITE)?;
     let local = EndpointAddr::Verbs {
         gid: dev.gid,
