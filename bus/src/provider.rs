@@ -113,6 +113,14 @@ pub struct Completion {
 pub trait Connection: Send + 'static {
     type Region: Region;
 
+    /// Registers `len` zeroed bytes with `access` for this connection's peer: "one region per
+    /// peer and purpose". Every region a protocol advertises to its peer is registered here,
+    /// so each provider can keep other peers out of it: verbs and sim only let this
+    /// connection's peer reach it; ofi, whose keys are checked per domain, gives it its own
+    /// random key and address (at least 64 bits). Usable on this connection only; dropped
+    /// (deregistered) with its last handle.
+    fn register(&self, len: usize, access: Access) -> Result<Self::Region>;
+
     /// Posts a SEND of the slice (inline when `len <= max_inline`). The region must have
     /// [`Access::SEND`] (`Invalid` otherwise).
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<Self::Region>) -> Result<()>;

@@ -265,7 +265,7 @@ fn ring_reader(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     let ctrl_conn = listener.accept(PHASE_TIMEOUT).unwrap().expect("no control");
     let ring_conn = listener.accept(PHASE_TIMEOUT).unwrap().expect("no ring");
     let mut ctrl = Messenger::new(provider, ctrl_conn);
-    let mut reader = RingReader::create(provider, ring_conn, RING_DATA_LEN).unwrap();
+    let mut reader = RingReader::create(ring_conn, RING_DATA_LEN).unwrap();
     ctrl.send(&encode_advert(&reader.advert().unwrap()));
     let ack = decode_advert(&ctrl.recv("the writer's ack advert")).unwrap();
     reader.set_writer_ack(ack).unwrap();
@@ -342,7 +342,7 @@ fn stream_server(provider: &OfiProvider, kind: OfiKind) {
     let mut listener = provider.listen(child_bind(kind), &config).unwrap();
     println!("ready {}", listener.local_addr());
     let conn = listener.accept(PHASE_TIMEOUT).unwrap().expect("no client");
-    let mut stream = Stream::server(provider, conn, STREAM_RX).unwrap();
+    let mut stream = Stream::server(conn, STREAM_RX).unwrap();
     let start = Instant::now();
     let end = deadline();
     let mut buf = vec![0u8; 128 * 1024];
@@ -524,7 +524,7 @@ fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     let mut ctrl = Messenger::new(provider, ctrl_conn);
     let ring = decode_advert(&ctrl.recv("the ring advert")).unwrap();
     assert_eq!(ring.len as usize, RING_HEADER_LEN + RING_DATA_LEN);
-    let mut writer = RingWriter::create(provider, ring_conn, ring, &config).unwrap();
+    let mut writer = RingWriter::create(ring_conn, ring, &config).unwrap();
     ctrl.send(&encode_advert(&writer.ack_advert().unwrap()));
 
     let max_payload = writer.max_payload();
@@ -589,7 +589,7 @@ fn stream_client(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     let addr: SocketAddr = addr.parse().unwrap();
     let config = EndpointConfig::default();
     let conn = provider.connect(addr, &config, PHASE_TIMEOUT).unwrap();
-    let mut stream = Stream::client(provider, conn, STREAM_RX).unwrap();
+    let mut stream = Stream::client(conn, STREAM_RX).unwrap();
     let data = stream_bytes(seed);
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5157);
     let start = Instant::now();

@@ -98,7 +98,7 @@ fn run_victim() {
             let conn = provider
                 .connect(addr, &EndpointConfig::default(), STEP)
                 .unwrap();
-            let mut s = Stream::client(&provider, conn, RX_SIZE_MIN).unwrap();
+            let mut s = Stream::client(conn, RX_SIZE_MIN).unwrap();
             let start = Instant::now();
             let mut sent = 0;
             let req = legit_request();
@@ -112,7 +112,7 @@ fn run_victim() {
         })
     };
     let conn = listener.accept(STEP).unwrap().expect("legit client");
-    let mut legit = Stream::server(&provider, conn, RX_SIZE_MIN).unwrap();
+    let mut legit = Stream::server(conn, RX_SIZE_MIN).unwrap();
     let start = Instant::now();
     while legit.readable() < legit_request().len() {
         assert!(start.elapsed() < STEP, "the legit request never landed");
@@ -153,7 +153,7 @@ fn run_victim() {
     while !done.load(Ordering::Relaxed) {
         let now = start.elapsed();
         if let Ok(Some(conn)) = listener.accept(Duration::from_micros(100)) {
-            if let Ok(s) = Stream::server(&provider, conn, RX_SIZE_MIN) {
+            if let Ok(s) = Stream::server(conn, RX_SIZE_MIN) {
                 if rogues.len() == ROGUE_STREAMS_MAX {
                     rogues.remove(0);
                 }

@@ -64,7 +64,7 @@ pub fn test_ring_two_process() -> R {
         let ring_conn = ring_listener
             .accept(WAIT)?
             .ok_or("writer did not connect (ring)")?;
-        let mut reader = RingReader::create(&p, ring_conn, DATA_LEN)?;
+        let mut reader = RingReader::create(ring_conn, DATA_LEN)?;
 
         // Advertise the ring; learn the writer's ack word.
         let rx = p.register(64, Access::LOCAL_WRITE)?;
@@ -169,7 +169,7 @@ pub fn ring_writer(ctl_port: u16, seed: u64) -> R {
     let got = completions(&mut ctl, 1, false)?;
     let mut advert = vec![0; got[0].byte_len as usize];
     rx.read(0, &mut advert)?;
-    let mut writer = RingWriter::create(&p, ring_conn, decode_advert(&advert)?, &config())?;
+    let mut writer = RingWriter::create(ring_conn, decode_advert(&advert)?, &config())?;
     tx.write(0, &encode_advert(&writer.ack_advert()?))?;
     ctl.post_send(WR_CTL_SEND, slice(&tx, 0, ADVERT_LEN))?;
     completions(&mut ctl, 1, false)?;

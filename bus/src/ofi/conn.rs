@@ -223,6 +223,12 @@ impl OfiConnection {
 impl Connection for OfiConnection {
     type Region = OfiRegion;
 
+    /// On the shared domain (libfabric checks keys per domain): the region's own random key
+    /// and address are what keep other peers out.
+    fn register(&self, len: usize, access: Access) -> Result<OfiRegion, BusError> {
+        OfiRegion::register(self.core.domain(), len, access)
+    }
+
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<OfiRegion>) -> Result<(), BusError> {
         if !src.region.access().contains(Access::SEND) {
             return Err(BusError::Invalid {

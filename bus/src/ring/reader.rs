@@ -4,9 +4,7 @@
 
 use crate::access::Access;
 use crate::error::{BusError, Result};
-use crate::provider::{
-    Completion, Connection, LocalSlice, Provider, Region, RemoteRegion, RemoteSlice,
-};
+use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, RemoteSlice};
 
 use super::layout::{
     check_data_len, max_payload, next_record_start, record_crc, record_total, RecordHeader,
@@ -54,17 +52,15 @@ struct ProgressWord {
 }
 
 impl<C: Connection> RingReader<C> {
-    /// Registers a ring with a data area of `data_len` bytes (see `layout` for the limits).
-    pub fn create<P>(provider: &P, conn: C, data_len: usize) -> Result<Self>
-    where
-        P: Provider<Conn = C, Region = C::Region>,
-    {
+    /// Registers a ring with a data area of `data_len` bytes (see `layout` for the limits) on
+    /// `conn` (only its peer may write it, see [`Connection::register`]).
+    pub fn create(conn: C, data_len: usize) -> Result<Self> {
         check_data_len(data_len)?;
-        let ring = provider.register(
+        let ring = conn.register(
             RING_HEADER_LEN + data_len,
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         )?;
-        let ack_src = provider.register(ACK_SRC_LEN, Access::NONE)?;
+        let ack_src = conn.register(ACK_SRC_LEN, Access::NONE)?;
         Self::new(conn, ring, ack_src)
     }
 

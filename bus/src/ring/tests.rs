@@ -38,10 +38,10 @@ fn setup(seed: u64, faults: Faults, data_len: usize) -> Setup {
     let mut l = reader_host.listen(at, &cfg).unwrap();
     let cw = writer_host.connect(at, &cfg, Duration::ZERO).unwrap();
     let cr = l.accept(Duration::ZERO).unwrap().unwrap();
-    let mut reader = RingReader::create(&reader_host, cr, data_len).unwrap();
+    let mut reader = RingReader::create(cr, data_len).unwrap();
     // The adverts go through their wire form, as a real handshake would carry them.
     let ring = decode_advert(&encode_advert(&reader.advert().unwrap())).unwrap();
-    let writer = RingWriter::create(&writer_host, cw, ring, &cfg).unwrap();
+    let writer = RingWriter::create(cw, ring, &cfg).unwrap();
     let ack = decode_advert(&encode_advert(&writer.ack_advert().unwrap())).unwrap();
     reader.set_writer_ack(ack).unwrap();
     Setup {
@@ -198,7 +198,7 @@ fn corrupt_records_are_not_delivered() {
         .unwrap();
     let ack_src = r.register(8, Access::NONE).unwrap();
     let mut reader = RingReader::new(cr, ring.clone(), ack_src).unwrap();
-    let mut writer = RingWriter::create(&w, cw, reader.advert().unwrap(), &cfg).unwrap();
+    let mut writer = RingWriter::create(cw, reader.advert().unwrap(), &cfg).unwrap();
     writer.append(b"hello ring").unwrap();
     writer.append(b"second").unwrap();
     fabric.run_until_idle(100);
@@ -229,7 +229,7 @@ fn ack_past_the_head_is_a_protocol_error() {
     let mut l = r.listen(at, &cfg).unwrap();
     let cw = w.connect(at, &cfg, Duration::ZERO).unwrap();
     let cr = l.accept(Duration::ZERO).unwrap().unwrap();
-    let reader = RingReader::create(&r, cr, 4096).unwrap();
+    let reader = RingReader::create(cr, 4096).unwrap();
     let staging = w.register(4096 + 8, Access::NONE).unwrap();
     let ack = w
         .register(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
@@ -267,7 +267,7 @@ fn bad_ring_sizes_are_refused() {
     let at = SocketAddr::from(([10, 0, 0, 5], 9000));
     let _l = r.listen(at, &cfg).unwrap();
     let c = w.connect(at, &cfg, Duration::ZERO).unwrap();
-    assert!(RingReader::create(&w, c, 4097).is_err());
+    assert!(RingReader::create(c, 4097).is_err());
 }
 
 /// A region reused for a new session must not hand out the old session's records, even when
@@ -292,7 +292,7 @@ fn a_reused_ring_does_not_replay_old_records() {
         let cr = l.accept(Duration::ZERO).unwrap().unwrap();
         let reader =
             RingReader::new(cr, ring.clone(), r.register(8, Access::NONE).unwrap()).unwrap();
-        let mut writer = RingWriter::create(&w, cw, reader.advert().unwrap(), &cfg).unwrap();
+        let mut writer = RingWriter::create(cw, reader.advert().unwrap(), &cfg).unwrap();
         writer.append(b"old session record").unwrap();
         fabric.run_until_idle(100);
     }
@@ -344,8 +344,8 @@ fn provider_full_is_back_pressure_not_failure() {
     let mut l = r.listen(at, &cfg).unwrap();
     let cw = w.connect(at, &shallow, Duration::ZERO).unwrap();
     let cr = l.accept(Duration::ZERO).unwrap().unwrap();
-    let mut reader = RingReader::create(&r, cr, 4096).unwrap();
-    let mut writer = RingWriter::create(&w, cw, reader.advert().unwrap(), &cfg).unwrap();
+    let mut reader = RingReader::create(cr, 4096).unwrap();
+    let mut writer = RingWriter::create(cw, reader.advert().unwrap(), &cfg).unwrap();
     reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
     let records: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 40]).collect();
     for record in &records {
@@ -386,6 +386,10 @@ struct Refusing {
 
 impl Connection for Refusing {
     type Region = crate::sim::SimRegion;
+
+    fn register(&self, len: usize, access: Access) -> crate::Result<Self::Region> {
+        self.inner.register(len, access)
+    }
 
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<Self::Region>) -> crate::Result<()> {
         self.inner.post_send(wr_id, src)
@@ -452,7 +456,7 @@ fn a_refused_ack_is_published_later() {
         )
         .unwrap();
     let mut reader = RingReader::new(cr, ring, r.register(8, Access::NONE).unwrap()).unwrap();
-    let mut writer = RingWriter::create(&w, cw, reader.advert().unwrap(), &cfg).unwrap();
+    let mut writer = RingWriter::create(cw, reader.advert().unwrap(), &cfg).unwrap();
     reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
     writer.append(b"acknowledge me").unwrap();
     fabric.run_until_idle(100);
@@ -512,7 +516,7 @@ fn refused_records_go_out_coalesced() {
         writes: 0,
     };
     let cr = l.accept(Duration::ZERO).unwrap().unwrap();
-    let mut reader = RingReader::create(&r, cr, 4096).unwrap();
+    let mut reader = RingReader::create(cr, 4096).unwrap();
     let staging = w.register(4096 + 8, Access::NONE).unwrap();
     let ack = w
         .register(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
@@ -568,4 +572,70 @@ fn a_closed_ring_ends_the_reader_after_what_landed() {
     }
     let err = s.reader.next(&mut buf).unwrap_err();
     assert!(matches!(err, BusError::Closed(_)), "{err}");
+}
+
+/// Posts an 8-byte WRITE from `conn` to `target` and returns its completion status.
+fn write_from(
+    fabric: &SimFabric,
+    host: &SimProvider,
+    conn: &mut SimConnection,
+    target: crate::provider::RemoteRegion,
+) -> Result<(), crate::provider::WorkError> {
+    let src = host.register(8, Access::NONE).unwrap();
+    src.store_u64(0, u64::MAX).unwrap();
+    let dst = RemoteSlice {
+        region: target,
+        offset: 0,
+        len: 8,
+    };
+    conn.post_write(
+        77,
+        LocalSlice {
+            region: src,
+            offset: 0,
+            len: 8,
+        },
+        dst,
+        None,
+    )
+    .unwrap();
+    fabric.run_until_idle(10_000);
+    let mut out = Vec::new();
+    conn.poll(&mut out, 16).unwrap();
+    out.into_iter().find(|c| c.wr_id == 77).unwrap().status
+}
+
+/// Goal: a ring and its ack word belong to their link: a third connection to the same host
+/// that names them with the exact advert (address and key, as if leaked), from another host
+/// or from the legitimate peer's own host, is refused (`RemoteAccess`), and neither word
+/// moves; the legitimate writer still writes.
+/// Method: a ring link on two sim hosts, then rogue connections to each side.
+#[test]
+fn a_third_connection_cannot_reach_a_links_ring_or_ack_word() {
+    let mut s = setup(7, Faults::default(), 4096);
+    let cfg = EndpointConfig::default();
+    let ring = s.reader.advert().unwrap();
+    let ack = s.writer.ack_advert().unwrap();
+    let rogue_host = s.fabric.add_host().unwrap();
+    let reader_side = SocketAddr::from(([10, 0, 0, 2], 9001));
+    let writer_side = SocketAddr::from(([10, 0, 0, 1], 9001));
+    let mut lr = s.reader_host.listen(reader_side, &cfg).unwrap();
+    let mut lw = s.writer_host.listen(writer_side, &cfg).unwrap();
+    for from in [&rogue_host, &s.writer_host.clone()] {
+        let mut to_reader = from.connect(reader_side, &cfg, Duration::ZERO).unwrap();
+        let _reader_end = lr.accept(Duration::ZERO).unwrap().unwrap();
+        let got = write_from(&s.fabric, from, &mut to_reader, ring);
+        assert_eq!(got, Err(crate::provider::WorkError::RemoteAccess));
+    }
+    for from in [&rogue_host, &s.reader_host.clone()] {
+        let mut to_writer = from.connect(writer_side, &cfg, Duration::ZERO).unwrap();
+        let _writer_end = lw.accept(Duration::ZERO).unwrap().unwrap();
+        let got = write_from(&s.fabric, from, &mut to_writer, ack);
+        assert_eq!(got, Err(crate::provider::WorkError::RemoteAccess));
+    }
+    // The link itself is untouched and still carries records.
+    s.writer.poll().unwrap();
+    assert_eq!(s.writer.acked(), 0);
+    let (got, _) = transfer(&mut s, 8, &[b"after the rogue".to_vec()]);
+    assert_eq!(got, [b"after the rogue".to_vec()]);
 }

@@ -11,9 +11,7 @@ use std::collections::VecDeque;
 use crate::access::Access;
 use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
-use crate::provider::{
-    Completion, Connection, LocalSlice, Provider, Region, RemoteRegion, RemoteSlice,
-};
+use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, RemoteSlice};
 
 use super::layout::{
     check_data_len, encode_header, max_payload, record_total, ACK_REGION_LEN, CLOSED_MARK,
@@ -68,20 +66,13 @@ pub struct RingWriter<C: Connection> {
 }
 
 impl<C: Connection> RingWriter<C> {
-    /// Registers its staging and ack regions with `provider` and writes into `ring`, the
-    /// reader's advertised region. `config` must be the one the connection was made with.
-    pub fn create<P>(
-        provider: &P,
-        conn: C,
-        ring: RemoteRegion,
-        config: &EndpointConfig,
-    ) -> Result<Self>
-    where
-        P: Provider<Conn = C, Region = C::Region>,
-    {
+    /// Registers its staging and ack regions on `conn` (only its peer may write the ack
+    /// word) and writes into `ring`, the reader's advertised region. `config` must be the
+    /// one the connection was made with.
+    pub fn create(conn: C, ring: RemoteRegion, config: &EndpointConfig) -> Result<Self> {
         let data_len = data_len_of(&ring)?;
-        let staging = provider.register(data_len + 8, Access::NONE)?;
-        let ack = provider.register(ACK_REGION_LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        let staging = conn.register(data_len + 8, Access::NONE)?;
+        let ack = conn.register(ACK_REGION_LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
         Self::new(conn, staging, ack, ring, config)
     }
 

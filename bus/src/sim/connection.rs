@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::error::{BusError, Result};
 use crate::provider::{Completion, Connection, Listener, LocalSlice, RemoteSlice};
@@ -58,6 +59,15 @@ fn copy_out(src: &LocalSlice<SimRegion>) -> Result<Vec<u8>> {
 
 impl Connection for SimConnection {
     type Region = SimRegion;
+
+    /// Reachable only through this connection's peer: a third connection to this host that
+    /// names it, even with the exact address and key, gets `RemoteAccess`.
+    fn register(&self, len: usize, access: Access) -> Result<SimRegion> {
+        let qp = self.qp;
+        self.fabric
+            .shared
+            .with(|n| n.register_for_qp(qp, len, access))
+    }
 
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<SimRegion>) -> Result<()> {
         let data = copy_out(&src)?;

@@ -83,10 +83,12 @@ impl Network {
         (p.state == QpState::Ready && self.connected(q.host, p.host)).then_some((q.peer, p.host))
     }
 
-    /// The region and byte offset a remote slice names on `host`, if access is allowed.
+    /// The region and byte offset a remote slice names on `host`, if the target queue pair
+    /// `at_qp` may reach it and access is allowed.
     fn resolve(
         &self,
         host: HostId,
+        at_qp: u64,
         slice: &RemoteSlice,
         need: Access,
     ) -> Option<(Arc<RegionInner>, usize)> {
@@ -96,7 +98,7 @@ impl Network {
             return None;
         }
         let region = entry.region.upgrade()?;
-        if !region.access.contains(need) {
+        if !region.access.contains(need) || region.owner_qp.is_some_and(|q| q != at_qp) {
             return None;
         }
         let start = slice.region.addr.checked_add(slice.offset)?;
@@ -138,8 +140,10 @@ impl Network {
         };
         // One-sided access first: the responder checks the rkey before it needs a receive.
         let target = match &flight.kind {
-            FlightKind::Write { dst, .. } => self.resolve(peer_host, dst, Access::REMOTE_WRITE),
-            FlightKind::Read { src, .. } => self.resolve(peer_host, src, Access::REMOTE_READ),
+            FlightKind::Write { dst, .. } => {
+                self.resolve(peer_host, peer, dst, Access::REMOTE_WRITE)
+            }
+            FlightKind::Read { src, .. } => self.resolve(peer_host, peer, src, Access::REMOTE_READ),
             FlightKind::Send(_) => None,
         };
         if !matches!(flight.kind, FlightKind::Send(_)) && target.is_none() {

@@ -256,11 +256,25 @@ impl Network {
         });
     }
 
+    /// Registers memory for the connection `qp` (see [`RegionInner::owner_qp`]).
+    pub(crate) fn register_for_qp(
+        &mut self,
+        qp: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<SimRegion> {
+        let host = self.qps.get(&qp).map(|q| q.host).ok_or_else(|| {
+            BusError::Closed("sim connection is gone (closed, or its host crashed)".into())
+        })?;
+        self.register(host, len, access, Some(qp))
+    }
+
     pub(crate) fn register(
         &mut self,
         host: HostId,
         len: usize,
         access: Access,
+        owner_qp: Option<u64>,
     ) -> Result<SimRegion> {
         self.check_alive(host)?;
         if len == 0 || len > REGION_LEN_MAX {
@@ -293,6 +307,7 @@ impl Network {
             base,
             rkey,
             access,
+            owner_qp,
             len,
             bytes: Mutex::new(vec![0u8; len].into_boxed_slice()),
         });

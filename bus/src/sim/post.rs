@@ -15,11 +15,17 @@ use super::HostId;
 /// Largest datagram payload of the sim: the common 4 KiB path MTU of InfiniBand and RoCE.
 pub const SIM_DATAGRAM_MTU: usize = 4096;
 
-fn check_local(qp: &Qp, slice: &LocalSlice<SimRegion>, need: Access) -> Result<()> {
+fn check_local(qp_id: u64, qp: &Qp, slice: &LocalSlice<SimRegion>, need: Access) -> Result<()> {
     if slice.region.inner.host != qp.host {
         return Err(BusError::Invalid {
             what: "local slice",
             reason: "region is registered on another host".into(),
+        });
+    }
+    if slice.region.inner.owner_qp.is_some_and(|q| q != qp_id) {
+        return Err(BusError::Invalid {
+            what: "local slice",
+            reason: "region is registered for another connection".into(),
         });
     }
     if !slice.region.access().contains(need) {
@@ -123,7 +129,7 @@ impl Network {
             _ => None,
         };
         let qp = self.live_qp(id)?;
-        check_local(qp, local, need)?;
+        check_local(id, qp, local, need)?;
         if qp.sq_outstanding() >= qp.config.send_wr as usize {
             return Err(BusError::Full { what: "send queue" });
         }
@@ -174,7 +180,7 @@ impl Network {
         dst: LocalSlice<SimRegion>,
     ) -> Result<()> {
         let qp = self.live_qp(id)?;
-        check_local(qp, &dst, Access::LOCAL_WRITE)?;
+        check_local(id, qp, &dst, Access::LOCAL_WRITE)?;
         if qp.recvs.len() >= qp.config.recv_wr as usize {
             return Err(BusError::Full {
                 what: "receive queue",

@@ -45,7 +45,7 @@ impl Provider for SimProvider {
     fn register(&self, len: usize, access: Access) -> Result<SimRegion> {
         self.fabric
             .shared
-            .with(|n| n.register(self.host, len, access))
+            .with(|n| n.register(self.host, len, access, None))
     }
 
     fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<SimListener> {

@@ -22,6 +22,10 @@ pub(crate) struct RegionInner {
     /// 32 bits, as verbs rkeys are (the Stream wire carries 32).
     pub(crate) rkey: u32,
     pub(crate) access: Access,
+    /// The connection (queue pair) it was registered for: only that connection's peer may
+    /// reach it. `None`: registered on the host (`Provider::register`), reachable from any
+    /// connection to it, as one verbs protection domain per device would allow.
+    pub(crate) owner_qp: Option<u64>,
     pub(crate) len: usize,
     pub(crate) bytes: Mutex<Box<[u8]>>,
 }

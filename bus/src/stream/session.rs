@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use crate::access::Access;
 use crate::error::{BusError, Result};
-use crate::provider::{
-    Completion, Connection, LocalSlice, Provider, Region, RemoteRegion, RemoteSlice,
-};
+use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, RemoteSlice};
 
 use super::control::{ControlMsg, CONTROL_MSG_LEN};
 use super::{
@@ -95,33 +93,25 @@ pub struct Stream<C: Connection> {
 
 impl<C: Connection> Stream<C> {
     /// The server end of an accepted connection, with an RX buffer of `rx_size` bytes
-    /// (`rdma-rx-size`, 64 KiB..16 MiB).
-    pub fn server<P>(provider: &P, conn: C, rx_size: usize) -> Result<Self>
-    where
-        P: Provider<Conn = C, Region = C::Region>,
-    {
-        Self::new(provider, conn, rx_size, Role::Server)
+    /// (`rdma-rx-size`, 64 KiB..16 MiB). Its regions are the connection's own
+    /// ([`Connection::register`]).
+    pub fn server(conn: C, rx_size: usize) -> Result<Self> {
+        Self::new(conn, rx_size, Role::Server)
     }
 
     /// The client end of a connection.
-    pub fn client<P>(provider: &P, conn: C, rx_size: usize) -> Result<Self>
-    where
-        P: Provider<Conn = C, Region = C::Region>,
-    {
-        Self::new(provider, conn, rx_size, Role::Client)
+    pub fn client(conn: C, rx_size: usize) -> Result<Self> {
+        Self::new(conn, rx_size, Role::Client)
     }
 
-    fn new<P>(provider: &P, mut conn: C, rx_size: usize, role: Role) -> Result<Self>
-    where
-        P: Provider<Conn = C, Region = C::Region>,
-    {
+    fn new(mut conn: C, rx_size: usize, role: Role) -> Result<Self> {
         if !(RX_SIZE_MIN..=RX_SIZE_MAX).contains(&rx_size) {
             return Err(BusError::Invalid {
                 what: "rdma-rx-size",
                 reason: format!("{rx_size} is outside {RX_SIZE_MIN}..={RX_SIZE_MAX}"),
             });
         }
-        let rx = provider.register(rx_size, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        let rx = conn.register(rx_size, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
         let remote = rx.remote()?;
         if u32::try_from(remote.rkey).is_err() {
             return Err(BusError::Invalid {
@@ -132,9 +122,9 @@ impl<C: Connection> Stream<C> {
                 ),
             });
         }
-        let cmd = provider.register(RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
-        let cmd_send = provider.register(CONTROL_SEND_SLOTS * CONTROL_MSG_LEN, Access::SEND)?;
-        let tx = provider.register(rx_size, Access::NONE)?;
+        let cmd = conn.register(RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+        let cmd_send = conn.register(CONTROL_SEND_SLOTS * CONTROL_MSG_LEN, Access::SEND)?;
+        let tx = conn.register(rx_size, Access::NONE)?;
         for slot in 0..RECV_SLOTS {
             let dst = LocalSlice {
                 region: cmd.clone(),

@@ -57,6 +57,8 @@ fn hosts(seed: u64, faults: Faults) -> Hosts {
 
 struct Duo {
     fabric: SimFabric,
+    server_host: SimProvider,
+    client_host: SimProvider,
     server: Stream<SimConnection>,
     client: Stream<SimConnection>,
 }
@@ -69,10 +71,12 @@ fn duo(seed: u64, faults: Faults, rx_size: usize) -> Duo {
 fn duo_sized(seed: u64, faults: Faults, client_rx: usize, server_rx: usize) -> Duo {
     let h = hosts(seed, faults);
     let (c, s) = h.conns;
-    let client = Stream::client(&h.client_host, c, client_rx).unwrap();
-    let server = Stream::server(&h.server_host, s, server_rx).unwrap();
+    let client = Stream::client(c, client_rx).unwrap();
+    let server = Stream::server(s, server_rx).unwrap();
     Duo {
         fabric: h.fabric,
+        server_host: h.server_host,
+        client_host: h.client_host,
         server,
         client,
     }
@@ -204,8 +208,8 @@ fn peer_disconnect_closes_the_stream_after_buffered_bytes_are_read() {
 fn dead_client_is_found_by_the_keepalive() {
     let h = hosts(4, Faults::default());
     let (c, s) = h.conns;
-    let _client = Stream::client(&h.client_host, c, RX_SIZE_MIN).unwrap();
-    let mut server = Stream::server(&h.server_host, s, RX_SIZE_MIN).unwrap();
+    let _client = Stream::client(c, RX_SIZE_MIN).unwrap();
+    let mut server = Stream::server(s, RX_SIZE_MIN).unwrap();
     h.fabric.advance(Duration::from_millis(1));
     server.progress(h.fabric.now()).unwrap();
     h.fabric.crash(h.client_host.host());
@@ -317,7 +321,7 @@ fn hostile_client(seed: u64) -> (SimFabric, Stream<SimConnection>, RawPeer, Remo
     let h = hosts(seed, Faults::default());
     let (c, s) = h.conns;
     let mut raw = RawPeer::new(h.client_host.clone(), c);
-    let mut server = Stream::server(&h.server_host, s, RX_SIZE_MIN).unwrap();
+    let mut server = Stream::server(s, RX_SIZE_MIN).unwrap();
     h.fabric.run_until_idle(1000);
     server.progress(h.fabric.now()).unwrap();
     let advert = match raw.received().as_slice() {
@@ -451,7 +455,7 @@ fn server_answers_get_server_feature() {
 fn rx_size_limits_are_enforced() {
     let h = hosts(16, Faults::default());
     let (c, _s) = h.conns;
-    let err = Stream::client(&h.client_host, c, RX_SIZE_MIN - 1).unwrap_err();
+    let err = Stream::client(c, RX_SIZE_MIN - 1).unwrap_err();
     assert!(matches!(err, BusError::Invalid { .. }));
 }
 
@@ -513,7 +517,7 @@ fn echo_between_threads_on_a_realtime_network() {
                 break c;
             }
         };
-        let mut s = Stream::server(&server_host, conn, RX_SIZE_MIN).unwrap();
+        let mut s = Stream::server(conn, RX_SIZE_MIN).unwrap();
         let start = std::time::Instant::now();
         let (mut echoed, mut pending) = (0usize, Vec::new());
         let mut buf = vec![0u8; 32 * 1024];
@@ -544,7 +548,7 @@ fn echo_between_threads_on_a_realtime_network() {
     let conn = client_host
         .connect(at, &cfg, Duration::from_secs(5))
         .unwrap();
-    let mut c = Stream::client(&client_host, conn, RX_SIZE_MIN).unwrap();
+    let mut c = Stream::client(conn, RX_SIZE_MIN).unwrap();
     let data: Vec<u8> = (0..total).map(|i| (i % 253) as u8).collect();
     let (mut sent, mut back) = (0usize, Vec::new());
     let mut buf = vec![0u8; 32 * 1024];
@@ -580,4 +584,57 @@ fn patient_rnr() -> Faults {
         rnr_retry_limit: 60_000,
         ..Faults::default()
     }
+}
+
+/// Goal: a Stream's RX buffer belongs to its connection: a third connection to the same host
+/// that names it with the exact advert (as if leaked), from another host or from the peer's
+/// own host, gets `RemoteAccess` for a WRITE and a READ, and the stream carries on unharmed.
+/// Method: a client/server pair on two sim hosts, then rogue connections to each side aiming
+/// at the RX window that side advertised to its legitimate peer.
+#[test]
+fn a_third_connection_cannot_reach_a_streams_rx() {
+    let mut d = duo(21, Faults::default(), RX_SIZE_MIN);
+    d.pump(Duration::from_micros(100));
+    let server_rx = d.client.peer_rx.expect("the server advertised its RX");
+    let client_rx = d.server.peer_rx.expect("the client advertised its RX");
+    let cfg = EndpointConfig::default();
+    let rogue_host = d.fabric.add_host().unwrap();
+    let server_side = SocketAddr::from(([10, 0, 1, 1], 6390));
+    let client_side = SocketAddr::from(([10, 0, 1, 2], 6390));
+    let mut ls = d.server_host.listen(server_side, &cfg).unwrap();
+    let mut lc = d.client_host.listen(client_side, &cfg).unwrap();
+    let aims = [
+        (rogue_host.clone(), server_side, server_rx),
+        (d.client_host.clone(), server_side, server_rx),
+        (rogue_host.clone(), client_side, client_rx),
+        (d.server_host.clone(), client_side, client_rx),
+    ];
+    for (from, to, target) in aims {
+        let mut rogue = from.connect(to, &cfg, Duration::ZERO).unwrap();
+        let listener = if to == server_side { &mut ls } else { &mut lc };
+        let _victim_end = listener.accept(Duration::ZERO).unwrap().unwrap();
+        let buf = from.register(64, Access::LOCAL_WRITE).unwrap();
+        let slice = LocalSlice {
+            region: buf,
+            offset: 0,
+            len: 64,
+        };
+        let remote = RemoteSlice {
+            region: target,
+            offset: 0,
+            len: 64,
+        };
+        rogue.post_write(1, slice.clone(), remote, None).unwrap();
+        rogue.post_read(2, slice, remote).unwrap();
+        d.fabric.run_until_idle(10_000);
+        let mut out = Vec::new();
+        rogue.poll(&mut out, 16).unwrap();
+        let write = out.iter().find(|c| c.wr_id == 1).unwrap();
+        assert_eq!(write.status, Err(WorkError::RemoteAccess), "{out:?}");
+        // The READ was queued behind the refused WRITE: the queue pair is in error.
+        let read = out.iter().find(|c| c.wr_id == 2).unwrap();
+        assert!(read.status.is_err(), "{out:?}");
+    }
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(echo(&mut d, &data, 5), data);
 }

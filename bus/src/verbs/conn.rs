@@ -307,6 +307,10 @@ fn remote_target(src_len: usize, remote: &RemoteSlice) -> Result<(u64, u32)> {
 impl Connection for VerbsConnection {
     type Region = VerbsRegion;
 
+    fn register(&self, len: usize, access: Access) -> Result<VerbsRegion> {
+        super::region::register(&self.dev, len, access)
+    }
+
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<VerbsRegion>) -> Result<()> {
         // Verbs itself needs no right for a SEND source; the contract asks for one so that a
         // protocol written once never sends from memory ofi would expose (see Access::SEND).

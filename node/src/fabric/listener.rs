@@ -110,7 +110,7 @@ fn accept_loop<P: Provider>(
         Stats::add(&server.stats.connections_received, 1);
         Stats::add(&server.stats.fabric_connections_received, 1);
         let peer = bus::Connection::peer(&conn).clone();
-        let stream = match Stream::server(&provider, conn, rx_size) {
+        let stream = match Stream::server(conn, rx_size) {
             Ok(mut s) => {
                 if needs_silence_limit(provider.name()) {
                     s.set_peer_silence_limit(Some(PEER_SILENCE_LIMIT));

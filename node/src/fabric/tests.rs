@@ -28,7 +28,7 @@ impl Client {
             .connect(to, &EndpointConfig::default(), Duration::from_secs(5))
             .unwrap();
         Client {
-            stream: Stream::client(host, conn, RX).unwrap(),
+            stream: Stream::client(conn, RX).unwrap(),
             started: Instant::now(),
         }
     }

@@ -187,7 +187,7 @@ impl WithProvider for ListenJob {
         let server = self.server.clone();
         std::thread::Builder::new()
             .name("node-repl-accept".into())
-            .spawn(move || accept_loop(server, provider, listener, rx, config))
+            .spawn(move || accept_loop::<P>(server, listener, rx, config))
             .map_err(ReplListenError::Thread)?;
         tracing::info!(addr = %local, "accepting replication links (fabric)");
         Ok(())
@@ -196,7 +196,6 @@ impl WithProvider for ListenJob {
 
 fn accept_loop<P: Provider>(
     server: Arc<Server>,
-    provider: P,
     mut listener: P::Listener,
     asks: mpsc::Receiver<LinkAsk>,
     config: EndpointConfig,
@@ -239,7 +238,7 @@ fn accept_loop<P: Provider>(
                     }
                     let id = next_id.fetch_add(1, Relaxed);
                     let stop = Arc::new(AtomicBool::new(false));
-                    let answer = start_link(&server, &provider, conn, &config, id, &ask, &stop);
+                    let answer = start_link::<P>(&server, conn, &config, id, &ask, &stop);
                     if answer.is_ok() {
                         links.push((ask.addr.clone(), stop));
                     }
@@ -277,7 +276,6 @@ fn count_decision(server: &Server, request: &PsyncRequest, decision: &PsyncDecis
 /// replica and starts its thread; returns the encoded `LinkAccept`.
 fn start_link<P: Provider>(
     server: &Arc<Server>,
-    provider: &P,
     conn: P::Conn,
     config: &EndpointConfig,
     id: ReplicaId,
@@ -316,7 +314,7 @@ fn start_link<P: Provider>(
             )
         }
     };
-    let shipper = Shipper::create(provider, conn, ask.request.ring, config, start)
+    let shipper = Shipper::create(conn, ask.request.ring, config, start)
         .map_err(|e| format!("ERR replication link: {e}"))?;
     let (ring_ack, applied_word) = shipper
         .adverts()

@@ -181,7 +181,7 @@ fn set_up<P: Provider>(
         snapshot_bytes_max: SNAPSHOT_BYTES_MAX_DEFAULT,
     };
     let processed = history.map_or(0, |(_, o)| o);
-    let mut link = ReplicaLink::create(provider, conn, limits, processed)?;
+    let mut link = ReplicaLink::create(conn, limits, processed)?;
     let request = LinkRequest {
         ring: link.ring_advert()?,
         psync: PsyncRequest::from_replica(history),

@@ -7,7 +7,7 @@
 //! acknowledgement a WAIT counts is for executed commands, not for bytes read off the ring.
 
 use bus::ring::RingReader;
-use bus::{BusError, Connection, Provider, RemoteRegion};
+use bus::{BusError, Connection, RemoteRegion};
 
 use super::apply_order::{ApplyOrder, ApplyOrderError};
 use super::fullsync::{FullSyncError, Snapshot, SnapshotAssembler};
@@ -69,16 +69,8 @@ pub struct ReplicaLink<C: Connection> {
 impl<C: Connection> ReplicaLink<C> {
     /// Registers the ring over `conn`. `processed`: the last stream byte this replica applied
     /// (the offset its PSYNC continues from, minus one); a full sync moves it.
-    pub fn create<P>(
-        provider: &P,
-        conn: C,
-        limits: LinkLimits,
-        processed: u64,
-    ) -> Result<Self, LinkError>
-    where
-        P: Provider<Conn = C, Region = C::Region>,
-    {
-        let reader = RingReader::create(provider, conn, limits.ring_data_len)?;
+    pub fn create(conn: C, limits: LinkLimits, processed: u64) -> Result<Self, LinkError> {
+        let reader = RingReader::create(conn, limits.ring_data_len)?;
         Ok(ReplicaLink {
             reader,
             order: ApplyOrder::new(processed, limits.reorder_bytes_max),

@@ -75,7 +75,7 @@ fn connect(
     let primary_conn = primary.connect(at, &cfg, Duration::ZERO).unwrap();
     let replica_conn = listener.accept(Duration::ZERO).unwrap().unwrap();
 
-    let mut link = ReplicaLink::create(&replica, replica_conn, limits, processed).unwrap();
+    let mut link = ReplicaLink::create(replica_conn, limits, processed).unwrap();
     let request = LinkRequest {
         ring: link.ring_advert().unwrap(),
         psync: PsyncRequest::from_replica(Some((replid(), processed))),
@@ -88,7 +88,7 @@ fn connect(
             offset: *offset,
         },
     };
-    let shipper = Shipper::create(&primary, primary_conn, request.ring, &cfg, start).unwrap();
+    let shipper = Shipper::create(primary_conn, request.ring, &cfg, start).unwrap();
     let (ring_ack, applied_word) = shipper.adverts().unwrap();
     let accept = LinkAccept {
         ring_ack,
@@ -418,7 +418,7 @@ fn writes_arrive_over_ofi_tcp_in_one_process() {
         .expect("no connection");
     let primary_conn = connector.join().unwrap();
 
-    let mut link = ReplicaLink::create(&provider, replica_conn, limits(64 << 10), 0).unwrap();
+    let mut link = ReplicaLink::create(replica_conn, limits(64 << 10), 0).unwrap();
     let ring = LinkRequest::decode(
         &LinkRequest {
             ring: link.ring_advert().unwrap(),
@@ -428,14 +428,8 @@ fn writes_arrive_over_ofi_tcp_in_one_process() {
     )
     .unwrap()
     .ring;
-    let mut shipper = Shipper::create(
-        &provider,
-        primary_conn,
-        ring,
-        &cfg,
-        ShipStart::Continue { from: 1 },
-    )
-    .unwrap();
+    let mut shipper =
+        Shipper::create(primary_conn, ring, &cfg, ShipStart::Continue { from: 1 }).unwrap();
     let (ring_ack, applied_word) = shipper.adverts().unwrap();
     link.connect_primary(ring_ack, applied_word).unwrap();
 
@@ -505,10 +499,9 @@ fn a_replica_acking_past_what_was_shipped_is_a_typed_error() {
     let primary_conn = primary.connect(at, &cfg, Duration::ZERO).unwrap();
     let replica_conn = listener.accept(Duration::ZERO).unwrap().unwrap();
     // A rogue replica: a bare ring reader that publishes whatever it likes.
-    let mut rogue = RingReader::create(&replica, replica_conn, 4096).unwrap();
+    let mut rogue = RingReader::create(replica_conn, 4096).unwrap();
     let start = ShipStart::Continue { from: 11 };
-    let mut shipper =
-        Shipper::create(&primary, primary_conn, rogue.advert().unwrap(), &cfg, start).unwrap();
+    let mut shipper = Shipper::create(primary_conn, rogue.advert().unwrap(), &cfg, start).unwrap();
     let (ring_ack, applied_word) = shipper.adverts().unwrap();
     rogue.set_writer_ack(ring_ack).unwrap();
     rogue.set_progress_target(applied_word).unwrap();

@@ -11,7 +11,7 @@
 
 use bus::ring::layout::RING_HEADER_LEN;
 use bus::ring::RingWriter;
-use bus::{Access, BusError, Connection, EndpointConfig, Provider, Region, RemoteRegion};
+use bus::{Access, BusError, Connection, EndpointConfig, Region, RemoteRegion};
 
 use super::backlog::Backlog;
 use super::fullsync::{SnapshotSender, SnapshotStep};
@@ -95,24 +95,22 @@ pub struct Shipper<C: Connection> {
 impl<C: Connection> Shipper<C> {
     /// A link into the replica's `ring` (its advert) over `conn`, starting as the PSYNC
     /// decision said.
-    pub fn create<P>(
-        provider: &P,
+    pub fn create(
         conn: C,
         ring: RemoteRegion,
         config: &EndpointConfig,
         start: ShipStart,
-    ) -> Result<Self, ShipError>
-    where
-        P: Provider<Conn = C, Region = C::Region>,
-    {
-        let writer = RingWriter::create(provider, conn, ring, config)?;
+    ) -> Result<Self, ShipError> {
+        // The applied word is this link's own region, registered before the connection
+        // moves into the writer: only this replica's connection can reach it.
+        let applied =
+            conn.register(APPLIED_WORD_LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        let writer = RingWriter::create(conn, ring, config)?;
         if max_frame_bytes(writer.max_payload()) == 0 {
             return Err(ShipError::RingTooSmall {
                 max_payload: writer.max_payload(),
             });
         }
-        let applied =
-            provider.register(APPLIED_WORD_LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
         let (next, acked, snapshot) = match start {
             ShipStart::Continue { from } => (from.max(1), from.max(1) - 1, None),
             // The replica has applied nothing of this history until it loads the snapshot.

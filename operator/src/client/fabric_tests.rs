@@ -30,7 +30,7 @@ fn echo_server() -> (SocketAddr, std::thread::JoinHandle<()>) {
     let addr = listener.local_addr();
     let server = std::thread::spawn(move || {
         let conn = listener.accept(STEP_TIMEOUT).unwrap().expect("a client");
-        let mut stream = Stream::server(&provider, conn, RX_SIZE_DEFAULT).unwrap();
+        let mut stream = Stream::server(conn, RX_SIZE_DEFAULT).unwrap();
         let started = Instant::now();
         let mut input = Vec::new();
         let mut output: Vec<u8> = Vec::new();
