@@ -33,25 +33,76 @@ pub fn operator_binary() -> PathBuf {
         .clone()
 }
 
+/// The rogue fabric client (`bus/examples/fabric_rogue`): `$ROGUE_BIN`, or the workspace's
+/// debug build of the example, built on first use.
+pub fn rogue_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(path) = std::env::var("ROGUE_BIN") {
+            return PathBuf::from(path);
+        }
+        cargo_build(&["-p", "bus", "--example", "fabric_rogue"], "fabric_rogue");
+        target_dir().join("debug/examples/fabric_rogue")
+    })
+    .clone()
+}
+
+fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_dir().join("target"))
+}
+
+fn cargo_build(args: &[&str], name: &str) {
+    let status = Command::new(env!("CARGO"))
+        .arg("build")
+        .args(args)
+        .current_dir(workspace_dir())
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo build for {name}: {e}"));
+    assert!(status.success(), "building {name} failed");
+}
+
 /// `$env_var` if set, else `cargo build -p <name> --bin <name>` and the debug binary's path.
 fn workspace_binary(env_var: &str, name: &str) -> PathBuf {
     if let Ok(path) = std::env::var(env_var) {
         return PathBuf::from(path);
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the workspace")
-        .to_path_buf();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", name, "--bin", name])
-        .current_dir(&workspace)
-        .status()
-        .unwrap_or_else(|e| panic!("running cargo build for the {name} binary: {e}"));
-    assert!(status.success(), "building the {name} binary failed");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace.join("target"));
-    target.join("debug").join(name)
+    cargo_build(&["-p", name, "--bin", name], name);
+    target_dir().join("debug").join(name)
+}
+
+/// Whether the tests run as root (then processes that must not hold root's rights, such as
+/// CAP_SYS_PTRACE, are started as another user with [`as_user`]).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `program` run as user and group `uid` (through `setpriv`, which needs root), or as is.
+pub fn as_user(uid: Option<&str>, program: &Path) -> Command {
+    match uid {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+            ]);
+            c.arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
 }
 
 /// A command that runs the operator binary with `args`.
@@ -116,6 +167,17 @@ fn default_port(extra: &[&str]) -> u16 {
 /// them, and its stderr going to `dir/node.log`.
 /// Starts a node process: the config file first (if any), then the harness's flags.
 fn spawn_node(dir: &Path, config: Option<&Path>, port: u16, extra: &[&str]) -> Child {
+    spawn_node_as(None, dir, config, port, extra)
+}
+
+/// As `spawn_node`, as user `uid` when given (see [`as_user`]).
+fn spawn_node_as(
+    uid: Option<&str>,
+    dir: &Path,
+    config: Option<&Path>,
+    port: u16,
+    extra: &[&str],
+) -> Child {
     let log = std::fs::File::create(dir.join("node.log")).expect("log file");
     let mut args: Vec<String> = config
         .map(|p| p.display().to_string())
@@ -133,7 +195,7 @@ fn spawn_node(dir: &Path, config: Option<&Path>, port: u16, extra: &[&str]) -> C
         args.extend(["--save".into(), "".into()]);
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    Command::new(node_binary())
+    as_user(uid, &node_binary())
         .args(&args)
         .stdout(Stdio::null())
         .stderr(log)
@@ -157,6 +219,26 @@ impl Node {
             .tempdir()
             .expect("temp dir");
         Self::start_in(dir, extra)
+    }
+
+    /// Starts a node as user `uid` (see [`as_user`]; its directory is opened to everyone).
+    pub fn start_as(uid: Option<&str>, extra: &[&str]) -> Node {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("node-test-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("opening the node's directory");
+        let port = default_port(extra);
+        let child = spawn_node_as(uid, dir.path(), None, port, extra);
+        let node = Node {
+            child: Some(child),
+            port,
+            dir,
+        };
+        node.wait_ready(extra.contains(&"--requirepass"));
+        node
     }
 
     /// Starts a node in an existing directory (to restart over a saved snapshot).

@@ -8,10 +8,13 @@
 //! Needs libfabric and redis-cli (scripts/install-deps.sh). Run:
 //! `cargo test -p integration --test suite fabric::`.
 
-use std::process::{Child, Output, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use integration::{free_port, operator, Node, STARTUP_TIMEOUT};
+use integration::{
+    as_user, free_port, is_root, operator, operator_binary, rogue_binary, Node, STARTUP_TIMEOUT,
+};
 
 /// Longest wait for the node to notice a killed client: its keepalive (every 3 s) must fail.
 /// A bound against hanging, not a timing assertion.
@@ -22,20 +25,29 @@ struct FabricNode {
     node: Node,
     provider: &'static str,
     rdma_port: u16,
+    /// The user it runs as (None: the test's).
+    uid: Option<&'static str>,
 }
 
 impl FabricNode {
     fn start(provider: &'static str) -> FabricNode {
+        Self::start_with(provider, None, &[])
+    }
+
+    /// As `start`, as user `uid` (see `integration::as_user`) and with `extra` flags.
+    fn start_with(provider: &'static str, uid: Option<&'static str>, extra: &[&str]) -> FabricNode {
         let rdma_port = free_port();
         let port = rdma_port.to_string();
-        let node = Node::start(&[
+        let mut args = vec![
             "--rdma-port",
             &port,
             "--rdma-bind",
             "127.0.0.1",
             "--fabric-provider",
             provider,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let node = Node::start_as(uid, &args);
         // TCP answers first; the fabric listener comes up after the provider loads.
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         while !node.log().contains("ready to accept connections (fabric)") {
@@ -50,7 +62,41 @@ impl FabricNode {
             node,
             provider,
             rdma_port,
+            uid,
         }
+    }
+
+    /// `operator cli --fabric PROVIDER -p RDMA_PORT args...` as the node's user, interactive:
+    /// commands go in by line, replies come out by line.
+    fn interactive_cli(&self, args: &[&str]) -> Interactive {
+        let port = self.rdma_port.to_string();
+        let mut child = as_user(self.uid, &operator_binary())
+            .args(["cli", "--fabric", self.provider, "-p", &port])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Interactive {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        }
+    }
+
+    /// An `INFO` field read over TCP (with the password when given).
+    fn info_field(&self, password: Option<&str>, field: &str) -> u64 {
+        let mut args = Vec::new();
+        if let Some(p) = password {
+            args.extend(["--no-auth-warning", "-a", p]);
+        }
+        args.extend(["INFO", "fabric"]);
+        let info = self.node.cli(&args);
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in INFO: {info}"))
     }
 
     /// `operator cli --fabric PROVIDER -p RDMA_PORT args...`.
@@ -68,6 +114,30 @@ impl FabricNode {
             .find_map(|l| l.strip_prefix("connected_clients:"))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no connected_clients in INFO: {info}"))
+    }
+}
+
+/// A running interactive `operator cli`.
+struct Interactive {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Interactive {
+    /// Sends one command line and returns the first line of its reply.
+    fn call(&mut self, line: &str) -> String {
+        writeln!(self.stdin, "{line}").unwrap();
+        let mut reply = String::new();
+        self.stdout.read_line(&mut reply).unwrap();
+        reply.trim_end().to_string()
+    }
+}
+
+impl Drop for Interactive {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -287,4 +357,136 @@ fn a_node_asked_for_verbs_without_a_device_exits_with_the_reason() {
     );
     assert!(!status.success(), "{log}");
     assert!(log.contains("verbs is unavailable"), "{log}");
+}
+
+const PASSWORD: &str = "fabric-password-7f3a";
+const SECRET_VALUE: &str = "secret-value-91c2";
+
+/// Waits until `what` holds, polling every 100 ms (a bound against hanging, not a timing
+/// assertion).
+fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// With a password set, a fabric client that does not authenticate within 10 s is closed
+/// (INFO fabric_unauthenticated_closed), while an authenticated one stays served.
+#[test]
+fn a_fabric_client_that_does_not_authenticate_is_closed() {
+    let node = FabricNode::start_with("ofi:shm", None, &["--requirepass", PASSWORD]);
+    let mut authed = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(authed.call("PING"), "PONG");
+    let _idle = node.interactive_cli(&[]);
+    wait_until("the idle client never connected", STARTUP_TIMEOUT, || {
+        node.info_field(Some(PASSWORD), "fabric_connected_clients") == 2
+    });
+    wait_until(
+        "the idle unauthenticated client stayed",
+        Duration::from_secs(30),
+        || node.info_field(Some(PASSWORD), "fabric_unauthenticated_closed") == 1,
+    );
+    assert_eq!(
+        node.info_field(Some(PASSWORD), "fabric_connected_clients"),
+        1
+    );
+    assert_eq!(authed.call("PING"), "PONG");
+}
+
+/// `rdma-unauthenticated-max` bounds the clients waiting for AUTH: one more closes the
+/// oldest.
+#[test]
+fn past_rdma_unauthenticated_max_the_oldest_waiting_client_is_closed() {
+    let node = FabricNode::start_with(
+        "ofi:shm",
+        None,
+        &["--requirepass", PASSWORD, "--rdma-unauthenticated-max", "2"],
+    );
+    let mut idle = Vec::new();
+    for n in 1..=2 {
+        idle.push(node.interactive_cli(&[]));
+        wait_until("a client never connected", STARTUP_TIMEOUT, || {
+            node.info_field(Some(PASSWORD), "fabric_connected_clients") == n
+        });
+    }
+    assert_eq!(
+        node.info_field(Some(PASSWORD), "fabric_unauthenticated_closed"),
+        0
+    );
+    idle.push(node.interactive_cli(&[]));
+    wait_until("the oldest was not closed", STARTUP_TIMEOUT, || {
+        node.info_field(Some(PASSWORD), "fabric_unauthenticated_closed") == 1
+    });
+    assert_eq!(
+        node.info_field(Some(PASSWORD), "fabric_connected_clients"),
+        2
+    );
+}
+
+/// The rogue (`bus/examples/fabric_rogue`) against a node with a password whose other
+/// client is authenticated and has written a secret: every guessed key and address fails as
+/// READ and WRITE, its own window is write-only, it never reads the password or the secret,
+/// and (on shm) cross-memory attach into the node is refused. On shm, when the test runs as
+/// root, node, clients and rogue run as uid 65534 (root may ptrace anyone), and a rogue of
+/// another user cannot connect at all.
+fn a_rogue_gets_nothing_from_a_node(provider: &'static str) {
+    let uid = (provider == "ofi:shm" && is_root()).then_some("65534");
+    let node = FabricNode::start_with(
+        provider,
+        uid,
+        &[
+            "--requirepass",
+            PASSWORD,
+            "--rdma-unauthenticated-max",
+            "16",
+        ],
+    );
+    let mut victim = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(victim.call(&format!("SET secret {SECRET_VALUE}")), "OK");
+    let addr = format!("127.0.0.1:{}", node.rdma_port);
+    let pid = node.node.pid().to_string();
+    let rogue = |as_uid: Option<&str>| {
+        let mut c: Command = as_user(as_uid, &rogue_binary());
+        c.args(["probe-stream", "--fabric", provider, "--addr", &addr]);
+        c.args(["--secret", PASSWORD, "--secret", SECRET_VALUE]);
+        c.args(["--parallel", "4"]);
+        if provider == "ofi:shm" {
+            c.args(["--pid", &pid]);
+        }
+        // Each refused attempt costs a new connection; rxm's set-up tick is 10 ms.
+        c.env("FI_OFI_RXM_CM_PROGRESS_INTERVAL", "500");
+        let out = c.output().unwrap();
+        eprintln!("{}{}", stdout(&out), stderr(&out));
+        out
+    };
+    let out = rogue(uid);
+    let text = stdout(&out);
+    assert!(out.status.success(), "the rogue got something: {text}");
+    assert!(text.contains(" 0 succeeded,"), "{text}");
+    assert!(text.contains("secret unseen"), "{text}");
+    if provider == "ofi:shm" {
+        assert!(
+            text.contains("rogue-cma: 2 attempts, 0 succeeded"),
+            "{text}"
+        );
+    }
+    // The victim's session was not disturbed.
+    assert_eq!(victim.call("GET secret"), SECRET_VALUE);
+    if uid.is_some() {
+        let other = rogue(Some("65533"));
+        assert_eq!(other.status.code(), Some(2), "{}", stdout(&other));
+        assert!(!stdout(&other).contains("rogue: "), "{}", stdout(&other));
+    }
+}
+
+#[test]
+fn a_rogue_gets_nothing_from_a_node_over_ofi_tcp() {
+    a_rogue_gets_nothing_from_a_node("ofi:tcp");
+}
+
+#[test]
+fn a_rogue_gets_nothing_from_a_node_over_ofi_shm() {
+    a_rogue_gets_nothing_from_a_node("ofi:shm");
 }

@@ -20,6 +20,7 @@
 pub mod control;
 mod progress;
 mod session;
+mod window;
 
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,11 @@ pub const RX_SIZE_MIN: usize = 64 * 1024;
 pub const RX_SIZE_MAX: usize = 16 * 1024 * 1024;
 /// Default RX buffer, as Valkey and libvalkey.
 pub const RX_SIZE_DEFAULT: usize = 1024 * 1024;
+/// RX buffer of a server stream whose peer has not proven who it is
+/// ([`Stream::server_preauth`]): room for AUTH and a few small requests.
+pub const PREAUTH_RX_LEN: usize = 8 * 1024;
+/// TX staging of such a stream: replies to an unproven peer go out in pieces this big.
+pub const PREAUTH_TX_LEN: usize = 4 * 1024;
 /// Posted command receives (VALKEY_RDMA_MAX_WQE). Every control message and every WRITE WITH
 /// IMM consumes one; they are re-posted as handled.
 pub const RECV_SLOTS: usize = 1024;
@@ -53,6 +59,7 @@ pub const POLL_BATCH: usize = 64;
 pub const POLL_ROUNDS_MAX: usize = 8;
 
 const _: () = assert!(RX_SIZE_MIN <= RX_SIZE_DEFAULT && RX_SIZE_DEFAULT <= RX_SIZE_MAX);
+const _: () = assert!(PREAUTH_RX_LEN < RX_SIZE_MIN && PREAUTH_TX_LEN < RX_SIZE_MIN);
 const _: () = assert!(CONTROL_SEND_SLOTS + DATA_WRITES_MAX <= crate::config::WR_DEFAULT as usize);
 const _: () = assert!(RECV_SLOTS <= crate::config::WR_DEFAULT as usize);
 // RegisterXferMemory carries the length as u32.

@@ -117,7 +117,8 @@ impl<C: Connection> Stream<C> {
                     )));
                 }
                 let mut raw = [0u8; CONTROL_MSG_LEN];
-                self.cmd.read(slot * CONTROL_MSG_LEN, &mut raw)?;
+                let cmd = self.cmd.as_ref().ok_or_else(|| self.closed_error())?;
+                cmd.read(slot * CONTROL_MSG_LEN, &mut raw)?;
                 self.on_control(ControlMsg::decode(&raw)?)?;
                 self.repost_recv(slot)
             }
@@ -156,8 +157,11 @@ impl<C: Connection> Stream<C> {
                 "receive slot {slot} out of range"
             )));
         }
+        let Some(cmd) = self.cmd.clone() else {
+            return Err(self.closed_error());
+        };
         let dst = LocalSlice {
-            region: self.cmd.clone(),
+            region: cmd,
             offset: slot * CONTROL_MSG_LEN,
             len: CONTROL_MSG_LEN,
         };
@@ -208,7 +212,11 @@ impl<C: Connection> Stream<C> {
     }
 
     pub(super) fn advertise_rx(&mut self) -> Result<()> {
-        let remote = self.rx.remote()?;
+        let remote = self
+            .rx
+            .as_ref()
+            .ok_or_else(|| self.closed_error())?
+            .remote()?;
         self.queue_control(ControlMsg::RegisterXferMemory {
             addr: remote.addr,
             length: self.rx_len as u32,
@@ -233,9 +241,12 @@ impl<C: Connection> Stream<C> {
                 return Ok(());
             };
             let offset = slot * CONTROL_MSG_LEN;
-            self.cmd_send.write(offset, &msg.encode())?;
+            let Some(cmd_send) = self.cmd_send.clone() else {
+                return Err(self.closed_error());
+            };
+            cmd_send.write(offset, &msg.encode())?;
             let src = LocalSlice {
-                region: self.cmd_send.clone(),
+                region: cmd_send,
                 offset,
                 len: CONTROL_MSG_LEN,
             };

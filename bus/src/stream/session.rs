@@ -10,7 +10,8 @@ use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, 
 
 use super::control::{ControlMsg, CONTROL_MSG_LEN};
 use super::{
-    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, POLL_BATCH, RECV_SLOTS, RX_SIZE_MAX, RX_SIZE_MIN,
+    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, POLL_BATCH, PREAUTH_RX_LEN, PREAUTH_TX_LEN, RECV_SLOTS,
+    RX_SIZE_MAX, RX_SIZE_MIN,
 };
 
 /// The top byte of a wr_id says what it was for; the rest is a slot index or a byte count.
@@ -55,23 +56,27 @@ pub struct Stream<C: Connection> {
     /// `None` once closed: dropping the connection is how the peer learns.
     pub(super) conn: Option<C>,
     pub(super) role: Role,
-    pub(super) rx: C::Region,
+    /// `None` once closed and drained: the region is deregistered then, not when the Stream
+    /// is dropped (see [`Stream::close`]).
+    pub(super) rx: Option<C::Region>,
     pub(super) rx_len: usize,
     /// Bytes the peer has written into the RX buffer (sum of imm values since the advert).
     pub(super) rx_landed: usize,
     /// Bytes the application has read.
     pub(super) rx_read: usize,
     /// `RECV_SLOTS` receive slots of 32 bytes: control messages from the peer.
-    pub(super) cmd: C::Region,
+    pub(super) cmd: Option<C::Region>,
     /// `CONTROL_SEND_SLOTS` send slots of 32 bytes: our control messages. A region of its
     /// own because a SEND source is remotely readable on `ofi:tcp` (see [`Access::SEND`]):
     /// only what the peer receives anyway sits in it.
-    pub(super) cmd_send: C::Region,
+    pub(super) cmd_send: Option<C::Region>,
     pub(super) free_send_slots: Vec<usize>,
     pub(super) pending_control: VecDeque<ControlMsg>,
     /// TX staging, used as a ring: bytes `[tx_done, tx_accepted)` are in it.
-    pub(super) tx: C::Region,
+    pub(super) tx: Option<C::Region>,
     pub(super) tx_len: usize,
+    /// The full window a pre-auth stream grows to once granted (see `window.rs`).
+    pub(super) window: super::window::Window,
     pub(super) tx_accepted: u64,
     pub(super) tx_posted: u64,
     pub(super) tx_done: u64,
@@ -96,35 +101,29 @@ impl<C: Connection> Stream<C> {
     /// (`rdma-rx-size`, 64 KiB..16 MiB). Its regions are the connection's own
     /// ([`Connection::register`]).
     pub fn server(conn: C, rx_size: usize) -> Result<Self> {
-        Self::new(conn, rx_size, Role::Server)
+        check_rx_size(rx_size)?;
+        Self::new(conn, rx_size, rx_size, rx_size, Role::Server)
+    }
+
+    /// The server end of a connection whose peer has not proven who it is yet: a small
+    /// window ([`PREAUTH_RX_LEN`] to receive, [`PREAUTH_TX_LEN`] of staging) until
+    /// [`grant_full_window`](Self::grant_full_window), then `rx_size` (see `window.rs`).
+    pub fn server_preauth(conn: C, rx_size: usize) -> Result<Self> {
+        check_rx_size(rx_size)?;
+        Self::new(conn, PREAUTH_RX_LEN, PREAUTH_TX_LEN, rx_size, Role::Server)
     }
 
     /// The client end of a connection.
     pub fn client(conn: C, rx_size: usize) -> Result<Self> {
-        Self::new(conn, rx_size, Role::Client)
+        check_rx_size(rx_size)?;
+        Self::new(conn, rx_size, rx_size, rx_size, Role::Client)
     }
 
-    fn new(mut conn: C, rx_size: usize, role: Role) -> Result<Self> {
-        if !(RX_SIZE_MIN..=RX_SIZE_MAX).contains(&rx_size) {
-            return Err(BusError::Invalid {
-                what: "rdma-rx-size",
-                reason: format!("{rx_size} is outside {RX_SIZE_MIN}..={RX_SIZE_MAX}"),
-            });
-        }
-        let rx = conn.register(rx_size, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
-        let remote = rx.remote()?;
-        if u32::try_from(remote.rkey).is_err() {
-            return Err(BusError::Invalid {
-                what: "stream RX key",
-                reason: format!(
-                    "key {:#x} does not fit the 32-bit rkey of the wire format",
-                    remote.rkey
-                ),
-            });
-        }
+    fn new(mut conn: C, rx_len: usize, tx_len: usize, full: usize, role: Role) -> Result<Self> {
+        let rx = register_rx(&conn, rx_len)?;
         let cmd = conn.register(RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
         let cmd_send = conn.register(CONTROL_SEND_SLOTS * CONTROL_MSG_LEN, Access::SEND)?;
-        let tx = conn.register(rx_size, Access::NONE)?;
+        let tx = conn.register(tx_len, Access::NONE)?;
         for slot in 0..RECV_SLOTS {
             let dst = LocalSlice {
                 region: cmd.clone(),
@@ -136,16 +135,17 @@ impl<C: Connection> Stream<C> {
         let mut stream = Stream {
             conn: Some(conn),
             role,
-            rx,
-            rx_len: rx_size,
+            rx: Some(rx),
+            rx_len,
             rx_landed: 0,
             rx_read: 0,
-            cmd,
-            cmd_send,
+            cmd: Some(cmd),
+            cmd_send: Some(cmd_send),
             free_send_slots: (0..CONTROL_SEND_SLOTS).rev().collect(),
             pending_control: VecDeque::new(),
-            tx,
-            tx_len: rx_size,
+            tx: Some(tx),
+            tx_len,
+            window: super::window::Window::new(rx_len, tx_len, full),
             tx_accepted: 0,
             tx_posted: 0,
             tx_done: 0,
@@ -202,13 +202,26 @@ impl<C: Connection> Stream<C> {
         self.conn.as_ref()
     }
 
-    /// Closes the stream: the connection is dropped, which the peer sees as a disconnect.
+    /// Closes the stream: the connection is dropped, which the peer sees as a disconnect, and
+    /// its regions are deregistered at once (the RX buffer once what landed in it was read),
+    /// not whenever the Stream value is dropped.
     pub fn close(&mut self, why: &str) {
         if self.closed.is_none() {
             tracing::debug!(why, "stream closed");
             self.closed = Some(why.to_owned());
         }
         self.conn = None;
+        self.cmd = None;
+        self.cmd_send = None;
+        self.tx = None;
+        if self.readable() == 0 {
+            self.rx = None;
+        }
+    }
+
+    /// Whether any region of the stream is still registered (tests of `close`).
+    pub fn holds_regions(&self) -> bool {
+        self.rx.is_some() || self.cmd.is_some() || self.cmd_send.is_some() || self.tx.is_some()
     }
 
     pub(super) fn fail(&mut self, err: BusError) -> BusError {
@@ -239,15 +252,21 @@ impl<C: Connection> Stream<C> {
                 _ => Ok(0),
             };
         }
-        self.rx.read(self.rx_read, &mut buf[..n])?;
+        let rx = self.rx.as_ref().ok_or_else(|| self.closed_error())?;
+        rx.read(self.rx_read, &mut buf[..n])?;
         self.rx_read += n;
         self.stats.bytes_read += n as u64;
-        if self.rx_read == self.rx_len && self.closed.is_none() {
-            // Drained the whole buffer: the peer may start over from its beginning.
+        if self.closed.is_some() {
+            if self.readable() == 0 {
+                self.rx = None;
+            }
+        } else if self.rx_read == self.rx_len {
+            // Drained the whole buffer: the peer may start over from its beginning (in a
+            // fresh, larger buffer if the full window was granted meanwhile).
             self.rx_read = 0;
             self.rx_landed = 0;
             self.stats.rx_readvertised += 1;
-            if let Err(e) = self.advertise_rx() {
+            if let Err(e) = self.grow_rx_if_granted().and_then(|()| self.advertise_rx()) {
                 return Err(self.fail(e));
             }
         }
@@ -280,14 +299,18 @@ impl<C: Connection> Stream<C> {
         if self.closed.is_some() {
             return Err(self.closed_error());
         }
+        if let Err(e) = self.grow_tx_if_granted() {
+            return Err(self.fail(e));
+        }
         let n = data.len().min(self.writable());
         if n < data.len() {
             self.stats.window_stalls += 1;
         }
         let start = (self.tx_accepted % self.tx_len as u64) as usize;
         let first = n.min(self.tx_len - start);
-        self.tx.write(start, &data[..first])?;
-        self.tx.write(0, &data[first..n])?;
+        let tx = self.tx.as_ref().ok_or_else(|| self.closed_error())?;
+        tx.write(start, &data[..first])?;
+        tx.write(0, &data[first..n])?;
         self.tx_accepted += n as u64;
         Ok(n)
     }
@@ -309,8 +332,11 @@ impl<C: Connection> Stream<C> {
             if len == 0 {
                 break;
             }
+            let Some(tx) = self.tx.clone() else {
+                return Err(self.closed_error());
+            };
             let src = LocalSlice {
-                region: self.tx.clone(),
+                region: tx,
                 offset: start,
                 len,
             };
@@ -335,4 +361,30 @@ impl<C: Connection> Stream<C> {
         }
         Ok(())
     }
+}
+
+fn check_rx_size(rx_size: usize) -> Result<()> {
+    if !(RX_SIZE_MIN..=RX_SIZE_MAX).contains(&rx_size) {
+        return Err(BusError::Invalid {
+            what: "rdma-rx-size",
+            reason: format!("{rx_size} is outside {RX_SIZE_MIN}..={RX_SIZE_MAX}"),
+        });
+    }
+    Ok(())
+}
+
+/// Registers an RX buffer the peer may write (and nothing else), whose key fits the wire.
+pub(super) fn register_rx<C: Connection>(conn: &C, len: usize) -> Result<C::Region> {
+    let rx = conn.register(len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    let remote = rx.remote()?;
+    if u32::try_from(remote.rkey).is_err() {
+        return Err(BusError::Invalid {
+            what: "stream RX key",
+            reason: format!(
+                "key {:#x} does not fit the 32-bit rkey of the wire format",
+                remote.rkey
+            ),
+        });
+    }
+    Ok(rx)
 }

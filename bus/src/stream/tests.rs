@@ -638,3 +638,172 @@ fn a_third_connection_cannot_reach_a_streams_rx() {
     let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
     assert_eq!(echo(&mut d, &data, 5), data);
 }
+
+/// A pair whose server end starts with the pre-auth window.
+fn preauth_duo(seed: u64) -> Duo {
+    let h = hosts(seed, Faults::default());
+    let (c, s) = h.conns;
+    let client = Stream::client(c, RX_SIZE_MIN).unwrap();
+    let server = Stream::server_preauth(s, RX_SIZE_MIN).unwrap();
+    Duo {
+        fabric: h.fabric,
+        server_host: h.server_host,
+        client_host: h.client_host,
+        server,
+        client,
+    }
+}
+
+/// Client writes `n` bytes, the server reads them all (a drain point when `n` fills the
+/// window).
+fn fill_and_drain(d: &mut Duo, n: usize) {
+    let data = vec![7u8; n];
+    let mut sent = 0;
+    let mut got = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    for _ in 0..10_000 {
+        if got == n {
+            return;
+        }
+        if sent < n {
+            sent += d.client.write(&data[sent..]).unwrap();
+        }
+        d.pump(Duration::from_micros(20));
+        got += d.server.read(&mut buf).unwrap();
+    }
+    panic!("only {got} of {n} bytes arrived");
+}
+
+/// Goal: an unproven peer gets an 8 KiB window; draining it gives the same small window
+/// again until the full window is granted; after the grant, the next drain advertises a
+/// fresh full-size buffer under a new key and address, and the old one is dead (a WRITE to
+/// its advert is refused); the server's staging grows too (a reply larger than 4 KiB goes in
+/// one piece).
+#[test]
+fn the_preauth_window_grows_only_after_the_grant_and_at_a_drain() {
+    let mut d = preauth_duo(31);
+    d.pump(Duration::from_micros(100));
+    let first = d.client.peer_window().unwrap();
+    assert_eq!(first.len, PREAUTH_RX_LEN as u64);
+    assert!(!d.server.full_window_granted());
+    fill_and_drain(&mut d, PREAUTH_RX_LEN);
+    d.pump(Duration::from_micros(100));
+    assert_eq!(
+        d.client.peer_window().unwrap(),
+        first,
+        "not granted: same window"
+    );
+
+    d.server.grant_full_window();
+    // Not before the drain: the client still has (part of) the small window.
+    fill_and_drain(&mut d, 100);
+    d.pump(Duration::from_micros(100));
+    assert_eq!(d.client.peer_window().unwrap(), first);
+    fill_and_drain(&mut d, PREAUTH_RX_LEN - 100);
+    d.pump(Duration::from_micros(100));
+    let full = d.client.peer_window().unwrap();
+    assert_eq!(full.len, RX_SIZE_MIN as u64);
+    assert_eq!(d.server.rx_window(), RX_SIZE_MIN);
+    assert!(full.rkey != first.rkey || full.addr != first.addr);
+
+    // The old window's key is dead: a WRITE aimed at it is refused.
+    let src = d.client_host.register(8, Access::NONE).unwrap();
+    let conn = d.client.conn.as_mut().unwrap();
+    let remote = RemoteSlice {
+        region: first,
+        offset: 0,
+        len: 8,
+    };
+    let slice = LocalSlice {
+        region: src,
+        offset: 0,
+        len: 8,
+    };
+    conn.post_write(u64::MAX >> 8, slice, remote, None).unwrap();
+    d.fabric.run_until_idle(10_000);
+    let mut out = Vec::new();
+    d.client.conn.as_mut().unwrap().poll(&mut out, 64).unwrap();
+    let c = out.iter().find(|c| c.wr_id == u64::MAX >> 8).unwrap();
+    assert_eq!(c.status, Err(WorkError::RemoteAccess));
+}
+
+/// Goal: the server's staging starts at 4 KiB and grows once granted and empty, so a proven
+/// peer gets replies in full-window pieces; the bytes stay in order through the change.
+#[test]
+fn the_preauth_staging_grows_when_empty_after_the_grant() {
+    let mut d = preauth_duo(32);
+    d.pump(Duration::from_micros(100));
+    let reply = vec![9u8; 20_000];
+    // Before the grant: at most 4 KiB staged at once.
+    assert_eq!(d.server.write(&reply).unwrap(), PREAUTH_TX_LEN);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        d.server.flush().unwrap();
+        d.pump(Duration::from_micros(20));
+        let n = d.client.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+        if got.len() == PREAUTH_TX_LEN && d.server.unacknowledged() == 0 {
+            break;
+        }
+    }
+    assert_eq!(got.len(), PREAUTH_TX_LEN);
+    d.server.grant_full_window();
+    let more = d.server.write(&reply[PREAUTH_TX_LEN..]).unwrap();
+    assert_eq!(
+        more,
+        reply.len() - PREAUTH_TX_LEN,
+        "one piece after the grant"
+    );
+    for _ in 0..1000 {
+        d.server.flush().unwrap();
+        d.pump(Duration::from_micros(20));
+        let n = d.client.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+        if got.len() == reply.len() {
+            break;
+        }
+    }
+    assert_eq!(got, reply);
+}
+
+/// Goal: closing a stream deregisters its regions at once (RX once what landed was read):
+/// the peer's WRITE into the closed side's window is refused afterwards.
+#[test]
+fn close_drops_the_regions() {
+    let mut d = duo(33, Faults::default(), RX_SIZE_MIN);
+    d.pump(Duration::from_micros(100));
+    let server_rx = d.client.peer_window().unwrap();
+    assert!(d.server.holds_regions());
+    d.client.write(b"unread").unwrap();
+    d.client.flush().unwrap();
+    d.pump(Duration::from_micros(100));
+    d.pump(Duration::from_micros(100));
+    d.server.close("test");
+    assert!(
+        d.server.holds_regions(),
+        "6 unread bytes keep the RX buffer"
+    );
+    let mut buf = [0u8; 16];
+    assert_eq!(d.server.read(&mut buf).unwrap(), 6);
+    assert!(!d.server.holds_regions());
+    // The client's raw WRITE into the dropped window: refused (its queue pair may also be
+    // in error from the close, which fails it too; both mean nothing landed).
+    let src = d.client_host.register(8, Access::NONE).unwrap();
+    let remote = RemoteSlice {
+        region: server_rx,
+        offset: 0,
+        len: 8,
+    };
+    let slice = LocalSlice {
+        region: src,
+        offset: 0,
+        len: 8,
+    };
+    let conn = d.client.conn.as_mut().unwrap();
+    let _ = conn.post_write(1 << 40, slice, remote, None);
+    d.fabric.run_until_idle(10_000);
+    let mut out = Vec::new();
+    let _ = d.client.conn.as_mut().unwrap().poll(&mut out, 64);
+    assert!(out.iter().all(|c| c.wr_id != 1 << 40 || c.status.is_err()));
+}

@@ -100,6 +100,9 @@ pub struct FabricConfig {
     /// How long an idle polling thread keeps polling (yielding the core between turns) before
     /// it backs off to sleeps.
     pub busy_poll_us: u64,
+    /// `rdma-unauthenticated-max`: fabric clients allowed to wait for AUTH at once while a
+    /// password is set; a new one closes the oldest (see `fabric/preauth.rs`).
+    pub unauthenticated_max: u64,
 }
 
 impl Default for FabricConfig {
@@ -115,6 +118,7 @@ impl Default for FabricConfig {
             cq_size: 0,
             poll_threads: 1,
             busy_poll_us: 50,
+            unauthenticated_max: 64,
         }
     }
 }
@@ -127,6 +131,9 @@ pub const RDMA_RX_SIZE_MAX: u64 = 16 * 1024 * 1024;
 pub const MAX_RDMA_POLL_THREADS: usize = 64;
 /// Longest spin before backing off: beyond a millisecond spinning only burns the core.
 pub const MAX_BUSY_POLL_US: u64 = 1000;
+/// Most fabric clients waiting for AUTH at once: each pins its pre-auth window (about 45
+/// KiB) and, on `ofi:tcp`, its own libfabric endpoint (tens of MiB).
+pub const MAX_RDMA_UNAUTHENTICATED: u64 = 10_000;
 
 /// Most acknowledgements a write may wait for: more replicas than any shard has.
 pub const REPL_SYNC_ACKS_MAX: u64 = 64;
@@ -811,6 +818,15 @@ pub static PARAMS: &[Param] = &[
         |c| c.fabric.poll_threads.to_string(),
         |c, v| {
             c.fabric.poll_threads = num(v, 1, MAX_RDMA_POLL_THREADS)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "rdma-unauthenticated-max",
+        true,
+        |c| c.fabric.unauthenticated_max.to_string(),
+        |c, v| {
+            c.fabric.unauthenticated_max = num(v, 1, MAX_RDMA_UNAUTHENTICATED)?;
             Ok(())
         }
     ),

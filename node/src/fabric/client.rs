@@ -2,13 +2,15 @@
 //! instead of a task. Each `turn` does what the TCP connection's loop does, without waiting:
 //! progress the stream, take wake-ups, read, execute, write what the peer's window allows.
 
+use super::preauth::FABRIC_PREAUTH_INPUT_MAX;
 use crate::command::ctx::BlockRequest;
 use crate::persistence::aof::log::Gate;
 use crate::server::session::{Session, Step};
 use crate::server::stats::Stats;
 use bus::stream::Stream;
 use bus::Connection;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes copied out of the stream per read call (the poller's scratch buffer size).
@@ -39,6 +41,9 @@ pub struct FabricClient<C: Connection> {
     /// How much of `session.output` the stream has accepted.
     out_pos: usize,
     done: bool,
+    /// Set while the client must still authenticate (its stream has the pre-auth window):
+    /// raised once it has, which tells the accept thread's `PreAuth` list.
+    awaiting_proof: Option<Arc<AtomicBool>>,
 }
 
 impl<C: Connection> FabricClient<C> {
@@ -49,6 +54,36 @@ impl<C: Connection> FabricClient<C> {
             state: State::Running,
             out_pos: 0,
             done: false,
+            awaiting_proof: None,
+        }
+    }
+
+    /// The client has not authenticated yet (its stream started with the pre-auth window):
+    /// once it has, its stream gets the full window and `proven` is raised.
+    pub fn await_proof(&mut self, proven: Arc<AtomicBool>) {
+        self.awaiting_proof = Some(proven);
+    }
+
+    /// After requests ran: grants the full window to a client that just authenticated, and
+    /// closes one still unauthenticated that holds more pending input than it may.
+    fn check_proof(&mut self) {
+        let Some(proven) = &self.awaiting_proof else {
+            return;
+        };
+        if self.session.client.authenticated {
+            self.stream.grant_full_window();
+            proven.store(true, Relaxed);
+            self.awaiting_proof = None;
+        } else if self.session.input.len() > FABRIC_PREAUTH_INPUT_MAX
+            && !matches!(self.state, State::Closing { .. })
+        {
+            tracing::info!(
+                client = self.session.client.id(),
+                bytes = self.session.input.len(),
+                "unauthenticated fabric client pends too much input; closing"
+            );
+            Stats::add(&self.session.server.stats.fabric_unauthenticated_closed, 1);
+            self.start_closing();
         }
     }
 
@@ -94,6 +129,7 @@ impl<C: Connection> FabricClient<C> {
         if matches!(self.state, State::Running) && self.out_pos == 0 {
             self.execute();
         }
+        self.check_proof();
         self.write_output();
         if let State::Closing { since } = &self.state {
             let drained = self.session.output.is_empty() && self.stream.unacknowledged() == 0;

@@ -5,6 +5,7 @@
 use super::client::FabricClient;
 use super::poller::Admission;
 use super::pollers::{self, PollerThread, Pollers};
+use super::preauth::{PreAuth, FABRIC_AUTH_DEADLINE};
 use crate::server::client::ClientShared;
 use crate::server::session::Session;
 use crate::server::stats::Stats;
@@ -96,8 +97,11 @@ fn accept_loop<P: Provider>(
     rx_size: usize,
     local: SocketAddr,
 ) -> Vec<PollerThread> {
+    let mut preauth = PreAuth::default();
+    let unauthenticated_closed = &server.stats.fabric_unauthenticated_closed;
     while !server.shutdown.is_triggered() {
         pollers.watch();
+        preauth.expire(FABRIC_AUTH_DEADLINE, unauthenticated_closed);
         let conn = match listener.accept(ACCEPT_POLL) {
             Ok(Some(c)) => c,
             Ok(None) => continue,
@@ -110,7 +114,22 @@ fn accept_loop<P: Provider>(
         Stats::add(&server.stats.connections_received, 1);
         Stats::add(&server.stats.fabric_connections_received, 1);
         let peer = bus::Connection::peer(&conn).clone();
-        let stream = match Stream::server(conn, rx_size) {
+        // Decided before anything is registered: a refused or unproven peer gets only the
+        // pre-auth window (about 45 KiB), never `rdma-rx-size`.
+        let over_limit = server.clients.count() as u64 >= server.hot.maxclients.load(Relaxed);
+        // Protected mode as on TCP, judged by the listener's address because not every
+        // provider tells the peer's IP: without a password only a loopback listener serves.
+        let unprotected = server.hot.protected_mode.load(Relaxed)
+            && !server.hot.requirepass_set.load(Relaxed)
+            && !local.ip().is_loopback();
+        let needs_auth = server.hot.requirepass_set.load(Relaxed);
+        let small = over_limit || unprotected || needs_auth;
+        let opened = if small {
+            Stream::server_preauth(conn, rx_size)
+        } else {
+            Stream::server(conn, rx_size)
+        };
+        let stream = match opened {
             Ok(mut s) => {
                 if needs_silence_limit(provider.name()) {
                     s.set_peer_silence_limit(Some(PEER_SILENCE_LIMIT));
@@ -130,20 +149,17 @@ fn accept_loop<P: Provider>(
             peer_addr,
             local,
         ));
-        let over_limit = server.clients.count() as u64 >= server.hot.maxclients.load(Relaxed);
         let session = Session::new(server.clone(), shared.clone());
         let mut client = FabricClient::new(stream, session);
-        // Protected mode as on TCP, judged by the listener's address because not every
-        // provider tells the peer's IP: without a password only a loopback listener serves.
-        let unprotected = server.hot.protected_mode.load(Relaxed)
-            && !server.hot.requirepass_set.load(Relaxed)
-            && !local.ip().is_loopback();
         if over_limit {
             Stats::add(&server.stats.rejected_connections, 1);
             client.reject(b"-ERR max number of clients reached\r\n");
         } else if unprotected {
             Stats::add(&server.stats.rejected_connections, 1);
             client.reject(crate::server::listener::PROTECTED_MODE_DENIAL);
+        } else if needs_auth {
+            let max = server.config.read().fabric.unauthenticated_max as usize;
+            client.await_proof(preauth.admit(shared.clone(), max, unauthenticated_closed));
         }
         server.clients.add(shared);
         tracing::debug!(%peer, "fabric client accepted");

@@ -6,6 +6,7 @@ pub mod client;
 pub mod listener;
 pub mod poller;
 pub mod pollers;
+pub mod preauth;
 pub mod slot;
 pub mod start;
 

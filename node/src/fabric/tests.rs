@@ -82,9 +82,14 @@ fn start() -> (Arc<Server>, SimFabric, listener::FabricListener) {
 }
 
 fn start_with(protected_mode: bool) -> (Arc<Server>, SimFabric, listener::FabricListener) {
-    let mut config = Config::default();
+    start_config(Config {
+        protected_mode,
+        ..Config::default()
+    })
+}
+
+fn start_config(mut config: Config) -> (Arc<Server>, SimFabric, listener::FabricListener) {
     config.fabric.rx_size = RX as u64;
-    config.protected_mode = protected_mode;
     let server = Arc::new(Server::new(config));
     let fabric = SimFabric::new_realtime(7, Faults::default()).unwrap();
     let host = fabric.add_host().unwrap();
@@ -197,5 +202,129 @@ fn a_stuck_poller_does_not_stop_new_clients() {
     drop(held);
     assert_eq!(stuck.recv(7), b"$1\r\nv\r\n");
     fresh.call(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"$1\r\nv\r\n");
+    stop(&server, l);
+}
+
+fn with_password(unauthenticated_max: u64) -> Config {
+    let mut config = Config {
+        requirepass: Some("sesame".into()),
+        ..Config::default()
+    };
+    config.fabric.unauthenticated_max = unauthenticated_max;
+    config
+}
+
+impl Client {
+    /// Progresses the stream for a moment (control messages, adverts).
+    fn settle(&mut self) {
+        let until = Instant::now() + Duration::from_millis(50);
+        while Instant::now() < until {
+            let _ = self.stream.progress(self.started.elapsed());
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Goal: with a password, an unauthenticated client is given an 8 KiB window, never
+/// `rdma-rx-size`; once AUTH succeeded and it filled that window, the node advertises a
+/// fresh full-size window under a new key, and a pipeline larger than it flows.
+#[test]
+fn an_unauthenticated_client_gets_the_small_window_until_auth() {
+    let (server, fabric, l) = start_config(with_password(64));
+    let host = fabric.add_host().unwrap();
+    let mut c = Client::connect(&host, l.local);
+    c.settle();
+    let small = c
+        .stream
+        .peer_window()
+        .expect("the node advertised a window");
+    assert_eq!(small.len, bus::stream::PREAUTH_RX_LEN as u64);
+    c.call(b"PING\r\n", b"-NOAUTH Authentication required.\r\n");
+    c.call(b"AUTH sesame\r\n", b"+OK\r\n");
+    // Up to the end of the small window (8 KiB of requests), the window stays.
+    let ping = b"*1\r\n$4\r\nPING\r\n";
+    let mut sent = b"PING\r\n".len() + b"AUTH sesame\r\n".len();
+    while sent + ping.len() + 40 <= bus::stream::PREAUTH_RX_LEN {
+        c.call(ping, b"+PONG\r\n");
+        sent += ping.len();
+    }
+    assert_eq!(c.stream.peer_window().unwrap(), small);
+    // Fill the rest exactly: the node drains it and re-advertises the full window.
+    let rest = bus::stream::PREAUTH_RX_LEN - sent;
+    // `*2\r\n$4\r\nECHO\r\n$NN\r\n` is 19 bytes for a two-digit pad, then the pad, `\r\n`.
+    let pad = "x".repeat(rest - 21);
+    let echo = format!("*2\r\n$4\r\nECHO\r\n${}\r\n{pad}\r\n", pad.len());
+    assert_eq!(
+        echo.len(),
+        rest,
+        "the padding request fills the window exactly"
+    );
+    c.call(
+        echo.as_bytes(),
+        format!("${}\r\n{pad}\r\n", pad.len()).as_bytes(),
+    );
+    c.settle();
+    let full = c.stream.peer_window().unwrap();
+    assert_eq!(full.len, RX as u64);
+    assert!(full.rkey != small.rkey || full.addr != small.addr);
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..3000 {
+        req.extend_from_slice(b"*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n");
+        want.extend_from_slice(format!(":{}\r\n", i + 1).as_bytes());
+    }
+    c.send(&req);
+    assert_eq!(c.recv(want.len()), want);
+    stop(&server, l);
+}
+
+/// Goal: at most `rdma-unauthenticated-max` clients wait for AUTH: one more closes the
+/// oldest waiting one (an authenticated one does not count), and the others are served.
+#[test]
+fn past_the_unauthenticated_limit_the_oldest_waiting_client_is_closed() {
+    let (server, fabric, l) = start_config(with_password(2));
+    let host = fabric.add_host().unwrap();
+    let mut authed = Client::connect(&host, l.local);
+    authed.call(b"AUTH sesame\r\n", b"+OK\r\n");
+    let mut first = Client::connect(&host, l.local);
+    first.settle();
+    let mut second = Client::connect(&host, l.local);
+    second.settle();
+    assert_eq!(Stats::get(&server.stats.fabric_unauthenticated_closed), 0);
+    let mut third = Client::connect(&host, l.local);
+    let until = Instant::now() + DEADLINE;
+    while !first.stream.is_closed() {
+        let _ = first.stream.progress(first.started.elapsed());
+        assert!(
+            Instant::now() < until,
+            "the oldest unauthenticated client stayed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(Stats::get(&server.stats.fabric_unauthenticated_closed), 1);
+    second.call(b"PING\r\n", b"-NOAUTH Authentication required.\r\n");
+    third.call(b"AUTH sesame\r\n", b"+OK\r\n");
+    authed.call(b"PING\r\n", b"+PONG\r\n");
+    stop(&server, l);
+}
+
+/// Goal: an unauthenticated client may not pend more than 8 KiB of input: a request that
+/// never ends (a huge bulk header, then its bytes) closes it.
+#[test]
+fn an_unauthenticated_client_pending_too_much_input_is_closed() {
+    let (server, fabric, l) = start_config(with_password(64));
+    let host = fabric.add_host().unwrap();
+    let mut c = Client::connect(&host, l.local);
+    // Within the pre-auth bulk limit (16 KiB), but more than 8 KiB left pending.
+    let mut req = b"*2\r\n$4\r\nECHO\r\n$16000\r\n".to_vec();
+    req.extend(std::iter::repeat_n(b'y', 12_000));
+    c.send(&req);
+    let until = Instant::now() + DEADLINE;
+    while !c.stream.is_closed() {
+        let _ = c.stream.progress(c.started.elapsed());
+        assert!(Instant::now() < until, "the client was not closed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(Stats::get(&server.stats.fabric_unauthenticated_closed), 1);
     stop(&server, l);
 }

@@ -26,6 +26,9 @@ pub struct Stats {
     pub fabric_rx_readvertised: AtomicU64,
     /// Times the fabric watchdog found a polling thread stuck inside one call.
     pub fabric_poller_stalls: AtomicU64,
+    /// Fabric clients closed for not authenticating (`rdma-unauthenticated-max` reached, or
+    /// the 10 s deadline passed) or for pending too much input before they did.
+    pub fabric_unauthenticated_closed: AtomicU64,
     /// Replicas' links as this primary decided them (INFO `sync_full`, `sync_partial_ok`,
     /// `sync_partial_err`: a replica that named a history we could not continue).
     pub sync_full: AtomicU64,
@@ -63,6 +66,7 @@ impl Stats {
             &self.fabric_connections_received,
             &self.fabric_protocol_errors,
             &self.fabric_rx_readvertised,
+            &self.fabric_unauthenticated_closed,
         ] {
             c.store(0, Relaxed);
         }

@@ -334,6 +334,10 @@ fn fabric(s: &mut Section<'_>, server: &Server) {
         Stats::get(&st.fabric_rx_readvertised),
     );
     s.field("fabric_poller_stalls", Stats::get(&st.fabric_poller_stalls));
+    s.field(
+        "fabric_unauthenticated_closed",
+        Stats::get(&st.fabric_unauthenticated_closed),
+    );
 }
 
 fn cpu(s: &mut Section<'_>) {
