@@ -205,15 +205,12 @@ fn run_rogue() {
             std::process::exit(3);
         }
     };
-    let opts = probe::ProbeOptions {
-        op_deadline: Duration::from_millis(200),
-        silent_refusals: kind == OfiKind::Shm,
-        parallel: 8,
-        secrets: vec![PASSWORD.into(), SECRET_VALUE.into()],
-    };
+    let mut opts = probe::ProbeOptions::stream(Duration::from_millis(200), kind == OfiKind::Shm, 8);
+    opts.secrets = vec![PASSWORD.into(), SECRET_VALUE.into()];
     let density = density_for(kind);
-    let make =
-        |own: &RemoteRegion| probe::attempts_of(&guesses::guesses(own, density, 0x5eed, &[]));
+    let make = |own: Option<&RemoteRegion>| {
+        probe::attempts_of(&guesses::guesses(own, density, 0x5eed, &[]))
+    };
     let report = match probe::probe(&provider, addr, make, &opts) {
         Ok(r) => r,
         Err(e) => {

@@ -18,6 +18,7 @@ mod persistence;
 mod protocol;
 mod pubsub;
 mod replication;
+mod replication_forgery;
 mod server;
 mod sets;
 mod strings;

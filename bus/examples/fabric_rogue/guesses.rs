@@ -99,9 +99,15 @@ impl Xorshift {
     }
 }
 
-/// Every guess for a rogue whose own advert is `own`, plus `exact` (a victim advert the
-/// test leaked on purpose: the worst case), minus the own region.
-pub fn guesses(own: &RemoteRegion, d: Density, seed: u64, exact: &[RemoteRegion]) -> Vec<Guess> {
+/// Every guess for a rogue whose own advert is `own` (none when the victim gives it no
+/// window: then only the guesses from nothing), plus `exact` (victim adverts a test leaked
+/// on purpose: the worst case), minus the own region.
+pub fn guesses(
+    own: Option<&RemoteRegion>,
+    d: Density,
+    seed: u64,
+    exact: &[RemoteRegion],
+) -> Vec<Guess> {
     let mut out = Vec::new();
     for e in exact {
         out.push(Guess {
@@ -112,36 +118,41 @@ pub fn guesses(own: &RemoteRegion, d: Density, seed: u64, exact: &[RemoteRegion]
             why: "a victim's exact advert",
         });
     }
+    let own_addr = own.map(|o| o.addr);
     for k in 0..=d.low_keys {
-        for addr in [0, own.addr] {
+        for addr in std::iter::once(0).chain(own_addr) {
             out.push(at(addr, k, "low key"));
             out.push(at(addr, RXM_KEY_BIT | k, "rxm key"));
         }
     }
-    for step in 1..=d.key_steps {
-        out.push(at(own.addr, own.rkey.wrapping_add(step), "own key + d"));
-        out.push(at(own.addr, own.rkey.wrapping_sub(step), "own key - d"));
-    }
-    out.push(at(own.rkey << 32, own.addr >> 32, "halves swapped"));
-    out.push(at(own.rkey, own.addr & 0xffff_ffff, "halves swapped (low)"));
-    out.push(at(0, own.rkey, "address 0"));
-    for k in 1..=d.page_steps {
-        out.push(at(
-            own.addr.wrapping_add(k * PAGE),
-            own.rkey,
-            "own address + pages",
-        ));
-        out.push(at(
-            own.addr.wrapping_sub(k * PAGE),
-            own.rkey,
-            "own address - pages",
-        ));
+    if let Some(own) = own {
+        for step in 1..=d.key_steps {
+            out.push(at(own.addr, own.rkey.wrapping_add(step), "own key + d"));
+            out.push(at(own.addr, own.rkey.wrapping_sub(step), "own key - d"));
+        }
+        out.push(at(own.rkey << 32, own.addr >> 32, "halves swapped"));
+        out.push(at(own.rkey, own.addr & 0xffff_ffff, "halves swapped (low)"));
+        out.push(at(0, own.rkey, "address 0"));
+        for k in 1..=d.page_steps {
+            out.push(at(
+                own.addr.wrapping_add(k * PAGE),
+                own.rkey,
+                "own address + pages",
+            ));
+            out.push(at(
+                own.addr.wrapping_sub(k * PAGE),
+                own.rkey,
+                "own address - pages",
+            ));
+        }
     }
     let mut rng = Xorshift::new(seed);
     for _ in 0..d.random {
         let addr = rng.next();
         out.push(at(addr, rng.next(), "random"));
     }
-    out.retain(|g| !is_own(own, &g.region));
+    if let Some(own) = own {
+        out.retain(|g| !is_own(own, &g.region));
+    }
     out
 }

@@ -8,7 +8,11 @@
 //! ```text
 //! fabric_rogue probe-stream --fabric ofi:tcp --addr 127.0.0.1:8000 [--density full|sampled]
 //!     [--secret TEXT]... [--victim-advert ADDR:LEN:RKEY]... [--pid PID] [--parallel N]
+//! fabric_rogue forge-ack --fabric ofi:tcp --addr 127.0.0.1:<repl-fabric-port> --offset N ...
 //! ```
+//! `probe-stream` aims at a node's fabric port (a Stream server: the rogue gets a window of
+//! its own to guess from); `forge-ack` at its replication port (nothing is advertised to an
+//! unproven connection): 8-byte WRITEs of offset N, as a replica acknowledges, and READs.
 //! The modules are shared with `bus/tests/ofi_rogue.rs` and the verbs lane (`#[path]`).
 
 mod cma;
@@ -27,6 +31,8 @@ use bus::{BusError, Provider, RemoteRegion};
 const ATTEMPT_DEADLINE: Duration = Duration::from_millis(200);
 /// Connections per wave of attempts (each refused attempt costs its connection).
 const PARALLEL_DEFAULT: usize = 8;
+/// A replication ack or applied word.
+const ACK_WORD_LEN: u64 = 8;
 
 struct Args {
     mode: String,
@@ -38,6 +44,7 @@ struct Args {
     exact: Vec<RemoteRegion>,
     pid: Option<i32>,
     parallel: usize,
+    offset: u64,
 }
 
 fn parse_advert(text: &str) -> Result<RemoteRegion, String> {
@@ -71,6 +78,7 @@ fn parse() -> Result<Args, String> {
         exact: Vec::new(),
         pid: None,
         parallel: PARALLEL_DEFAULT,
+        offset: 1,
     };
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -90,6 +98,7 @@ fn parse() -> Result<Args, String> {
             "--victim-advert" => args.exact.push(parse_advert(&value)?),
             "--pid" => args.pid = Some(value.parse().map_err(|e| bad(&e))?),
             "--parallel" => args.parallel = value.parse().map_err(|e| bad(&e))?,
+            "--offset" => args.offset = value.parse().map_err(|e| bad(&e))?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -107,14 +116,16 @@ impl WithProvider for StreamJob<'_> {
     type Output = Result<probe::Report, BusError>;
     fn run<P: Provider>(self, provider: P) -> Self::Output {
         let a = self.0;
-        let opts = probe::ProbeOptions {
-            op_deadline: ATTEMPT_DEADLINE,
-            silent_refusals: refuses_silently(&a.fabric),
-            parallel: a.parallel,
-            secrets: a.secrets.clone(),
-        };
+        let mut opts =
+            probe::ProbeOptions::stream(ATTEMPT_DEADLINE, refuses_silently(&a.fabric), a.parallel);
+        opts.secrets = a.secrets.clone();
+        if a.mode == "forge-ack" {
+            opts.victim = probe::Victim::Bare;
+            opts.len = ACK_WORD_LEN;
+            opts.value = a.offset;
+        }
         let density = a.density.unwrap_or(guesses::Density::SAMPLED);
-        let make = |own: &RemoteRegion| {
+        let make = |own: Option<&RemoteRegion>| {
             probe::attempts_of(&guesses::guesses(own, density, a.seed, &a.exact))
         };
         let report = probe::probe(&provider, a.addr, make, &opts)?;
@@ -132,20 +143,22 @@ fn main() -> ExitCode {
     };
     let mut cma_addrs: Vec<u64> = args.exact.iter().map(|r| r.addr).collect();
     let held = match args.mode.as_str() {
-        "probe-stream" => match with_provider(&args.fabric, StreamJob(&args)).and_then(|r| r) {
-            Ok(report) => {
-                println!("{}", report.line());
-                for b in &report.breaches {
-                    println!("rogue-breach: {b}");
+        "probe-stream" | "forge-ack" => {
+            match with_provider(&args.fabric, StreamJob(&args)).and_then(|r| r) {
+                Ok(report) => {
+                    println!("{}", report.line());
+                    for b in &report.breaches {
+                        println!("rogue-breach: {b}");
+                    }
+                    cma_addrs.extend(report.own.map(|o| o.addr));
+                    report.victim_held()
                 }
-                cma_addrs.extend(report.own.map(|o| o.addr));
-                report.victim_held()
+                Err(e) => {
+                    eprintln!("fabric_rogue: {e}");
+                    return ExitCode::from(2);
+                }
             }
-            Err(e) => {
-                eprintln!("fabric_rogue: {e}");
-                return ExitCode::from(2);
-            }
-        },
+        }
         other => {
             eprintln!("fabric_rogue: unknown mode {other}");
             return ExitCode::from(2);

@@ -17,6 +17,12 @@
 //!
 //! Reading the own window with its right key is one of the attempts: stream RX buffers are
 //! write-only.
+//!
+//! Two victims: a Stream server (a node's fabric port: the rogue gets its own window, and
+//! its canary is a WRITE into it) and a bare listener that sends nothing (a node's
+//! replication port, where an unproven connection waits for its REPLCONF: no own window;
+//! the canary, needed only where refusals are silent, is a SEND, which completes once the
+//! victim took it in).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -27,7 +33,7 @@ use bus::{
     RemoteRegion, RemoteSlice, WorkError,
 };
 
-use crate::guesses::{Guess, GUESS_LEN};
+use crate::guesses::Guess;
 
 /// Control-message receives kept posted (the server sends its advert, then keepalives).
 const RECV_SLOTS: usize = 16;
@@ -37,11 +43,24 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Times one attempt is tried (each on a fresh connection) before it counts as unevaluated.
 const ATTEMPT_TRIES: usize = 3;
 const WR_ATTEMPT: u64 = 1;
-const WR_CANARY: u64 = 2;
+
+/// What the victim's listener is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Victim {
+    /// A Stream server: it advertises a window to every connection.
+    Stream,
+    /// A listener that sends nothing (a node's replication port).
+    Bare,
+}
 
 /// How the rogue works.
 #[derive(Clone, Debug)]
 pub struct ProbeOptions {
+    pub victim: Victim,
+    /// Bytes each attempt reads or writes (8 for an ack word, more for a window).
+    pub len: u64,
+    /// What each WRITE carries in its first 8 bytes (a forged acknowledged offset).
+    pub value: u64,
     /// How long an attempt may go unanswered (a refusal on silent providers).
     pub op_deadline: Duration,
     /// Whether the provider refuses a bad key without answering (libfabric shm).
@@ -50,6 +69,21 @@ pub struct ProbeOptions {
     pub parallel: usize,
     /// Bytes that must never be read (other clients' passwords and data).
     pub secrets: Vec<Vec<u8>>,
+}
+
+impl ProbeOptions {
+    /// A Stream victim, 64-byte attempts.
+    pub fn stream(op_deadline: Duration, silent_refusals: bool, parallel: usize) -> Self {
+        ProbeOptions {
+            victim: Victim::Stream,
+            len: crate::guesses::GUESS_LEN,
+            value: u64::MAX,
+            op_deadline,
+            silent_refusals,
+            parallel,
+            secrets: Vec::new(),
+        }
+    }
 }
 
 /// What the rogue achieved.
@@ -63,6 +97,8 @@ pub struct Report {
     pub own_read_ok: bool,
     /// Connections whose canary completed (the victim served them).
     pub canaries_ok: u64,
+    /// Whether the victim needs canaries (silent refusals, or a window to prove).
+    pub canaries_needed: bool,
     pub connections: u64,
     pub bytes_read: u64,
     /// FNV-1a of everything read.
@@ -100,7 +136,7 @@ impl Report {
             && !self.secret_seen
             && !self.own_read_ok
             && self.unevaluated == 0
-            && self.canaries_ok > 0
+            && (self.canaries_ok > 0 || !self.canaries_needed)
     }
 
     fn absorb_read(&mut self, bytes: &[u8], secrets: &[Vec<u8>]) {
@@ -163,7 +199,12 @@ pub fn attempts_of(guesses: &[Guess]) -> Vec<Attempt> {
 /// A connection to the victim with the rogue's own buffers and the victim's advert for it.
 pub struct Session<P: Provider> {
     pub conn: P::Conn,
-    pub own: RemoteRegion,
+    /// The own window (a Stream victim's advert); `None` on a bare victim.
+    pub own: Option<RemoteRegion>,
+    /// Whether a canary proved the victim serves this connection (not needed where every
+    /// refusal is an explicit `RemoteAccess`).
+    pub proven: bool,
+    len: u64,
     recv: P::Region,
     src: P::Region,
     dst: P::Region,
@@ -187,9 +228,10 @@ fn slice<R: Region>(region: &R, offset: usize, len: usize) -> LocalSlice<R> {
 }
 
 impl<P: Provider> Session<P> {
-    /// Connects, waits for the victim's RegisterXferMemory (the rogue's own window), and
-    /// proves with a canary WRITE into it that the victim serves this connection.
-    pub fn open(provider: &P, to: SocketAddr) -> Result<Self, BusError> {
+    /// Connects and proves the victim serves this connection: on a Stream victim, waits for
+    /// its RegisterXferMemory (the rogue's own window) and WRITEs a canary into it; on a bare
+    /// one where refusals are silent, SENDs a canary. Either must complete.
+    pub fn open(provider: &P, to: SocketAddr, opts: &ProbeOptions) -> Result<Self, BusError> {
         // Small queues: the rogue needs a few operations per connection, and its provider's
         // buffer pools are sized by them.
         let config = EndpointConfig {
@@ -206,30 +248,35 @@ impl<P: Provider> Session<P> {
                 slice(&recv, slot * CONTROL_MSG_LEN, CONTROL_MSG_LEN),
             )?;
         }
-        let src = provider.register(4096, Access::NONE)?;
+        let src = provider.register(4096, Access::SEND)?;
         src.write(0, &[0x52; 4096])?;
+        src.store_u64(0, opts.value)?;
         let dst = provider.register(4096, Access::LOCAL_WRITE)?;
         let mut s = Session {
             conn,
-            own: RemoteRegion {
-                addr: 0,
-                len: 0,
-                rkey: 0,
-            },
+            own: None,
+            proven: false,
+            len: opts.len,
             recv,
             src,
             dst,
         };
-        s.own = s.wait_advert()?;
-        let canary = RemoteRegion {
-            len: GUESS_LEN,
-            ..s.own
+        let canary = match opts.victim {
+            Victim::Stream => {
+                let own = s.wait_advert()?;
+                s.own = Some(own);
+                Some(s.run(
+                    Canary::Write(RemoteRegion { len: s.len, ..own }),
+                    SETUP_WAIT,
+                )?)
+            }
+            Victim::Bare if opts.silent_refusals => Some(s.run(Canary::Send, SETUP_WAIT)?),
+            Victim::Bare => None,
         };
-        match s.run(canary, false, SETUP_WAIT)? {
-            Some(Ok(())) => Ok(s),
-            other => Err(BusError::Closed(format!(
-                "the canary into the own window came back {other:?}"
-            ))),
+        s.proven = canary.is_some();
+        match canary {
+            None | Some(Some(Ok(()))) => Ok(s),
+            Some(other) => Err(BusError::Closed(format!("the canary came back {other:?}"))),
         }
     }
 
@@ -263,29 +310,32 @@ impl<P: Provider> Session<P> {
         Err(BusError::Timeout(SETUP_WAIT))
     }
 
-    /// Posts one READ or WRITE of `target` (retrying while the provider says Full) and waits
-    /// up to `wait` for its completion: `None` if none came.
+    /// Posts one operation (retrying while the provider says Full) and waits up to `wait`
+    /// for its completion: `None` if none came.
     fn run(
         &mut self,
-        target: RemoteRegion,
-        read: bool,
+        op: Canary,
         wait: Duration,
     ) -> Result<Option<Result<(), WorkError>>, BusError> {
         let deadline = Instant::now() + wait;
-        let len = GUESS_LEN as usize;
-        let remote = RemoteSlice {
+        let len = self.len as usize;
+        let remote = |target: RemoteRegion| RemoteSlice {
             region: target,
             offset: 0,
-            len: GUESS_LEN,
+            len: len as u64,
         };
-        let wr_id = if read { WR_ATTEMPT } else { WR_CANARY };
+        const WR: u64 = WR_ATTEMPT;
         let mut out: Vec<Completion> = Vec::new();
         loop {
-            let posted = if read {
-                self.conn.post_read(wr_id, slice(&self.dst, 0, len), remote)
-            } else {
-                self.conn
-                    .post_write(wr_id, slice(&self.src, 0, len), remote, None)
+            let posted = match op {
+                Canary::Read(t) => self.conn.post_read(WR, slice(&self.dst, 0, len), remote(t)),
+                Canary::Write(t) => {
+                    self.conn
+                        .post_write(WR, slice(&self.src, 0, len), remote(t), None)
+                }
+                Canary::Send => self
+                    .conn
+                    .post_send(WR, slice(&self.src, 0, CONTROL_MSG_LEN)),
             };
             match posted {
                 Ok(()) => break,
@@ -298,7 +348,7 @@ impl<P: Provider> Session<P> {
         loop {
             if let Some(c) = out
                 .iter()
-                .find(|c| c.wr_id == wr_id && matches!(c.op, Op::Read | Op::Write))
+                .find(|c| c.wr_id == WR && matches!(c.op, Op::Read | Op::Write | Op::Send))
             {
                 return Ok(Some(c.status.clone()));
             }
@@ -315,16 +365,23 @@ impl<P: Provider> Session<P> {
 
     /// Makes `a` on this (fresh, canary-proven) connection.
     fn attempt(&mut self, a: &Attempt, opts: &ProbeOptions) -> Outcome {
-        let target = match a.target {
-            Target::Guess(r) => r,
-            Target::OwnWindow => RemoteRegion {
-                len: GUESS_LEN,
-                ..self.own
+        let target = match (a.target, self.own) {
+            (Target::Guess(r), _) => r,
+            (Target::OwnWindow, Some(own)) => RemoteRegion {
+                len: self.len,
+                ..own
             },
+            // No own window on a bare victim: nothing to try.
+            (Target::OwnWindow, None) => return Outcome::Refused,
         };
-        match self.run(target, a.read, opts.op_deadline) {
+        let op = if a.read {
+            Canary::Read(target)
+        } else {
+            Canary::Write(target)
+        };
+        match self.run(op, opts.op_deadline) {
             Ok(Some(Ok(()))) => {
-                let mut got = vec![0u8; GUESS_LEN as usize];
+                let mut got = vec![0u8; self.len as usize];
                 if a.read {
                     let _ = self.dst.read(0, &mut got);
                 }
@@ -345,6 +402,14 @@ impl<P: Provider> Session<P> {
     }
 }
 
+/// One operation a session makes.
+#[derive(Clone, Copy, Debug)]
+enum Canary {
+    Read(RemoteRegion),
+    Write(RemoteRegion),
+    Send,
+}
+
 fn debug(text: &str) {
     if std::env::var_os("ROGUE_DEBUG").is_some() {
         eprintln!("rogue-debug: {text}");
@@ -358,11 +423,11 @@ fn on_fresh_connection<P: Provider>(
     to: SocketAddr,
     a: &Attempt,
     opts: &ProbeOptions,
-) -> (Option<RemoteRegion>, Outcome) {
-    match Session::<P>::open(provider, to) {
+) -> (Option<bool>, Outcome) {
+    match Session::<P>::open(provider, to, opts) {
         Ok(mut s) => {
             let outcome = s.attempt(a, opts);
-            (Some(s.own), outcome)
+            (Some(s.proven), outcome)
         }
         Err(e) => {
             debug(&format!("connection: {e}"));
@@ -371,27 +436,31 @@ fn on_fresh_connection<P: Provider>(
     }
 }
 
-/// Makes every attempt `make_attempts` derives from the first connection's own advert
-/// against the victim at `to`.
+/// Makes every attempt `make_attempts` derives from the first connection's own advert (none
+/// on a bare victim) against the victim at `to`.
 pub fn probe<P: Provider>(
     provider: &P,
     to: SocketAddr,
-    make_attempts: impl Fn(&RemoteRegion) -> Vec<Attempt>,
+    make_attempts: impl Fn(Option<&RemoteRegion>) -> Vec<Attempt>,
     opts: &ProbeOptions,
 ) -> Result<Report, BusError> {
     let mut report = Report::default();
-    let first = Session::<P>::open(provider, to)?;
+    let first = Session::<P>::open(provider, to, opts)?;
     report.connections += 1;
-    report.canaries_ok += 1;
+    report.canaries_ok += u64::from(first.proven);
+    report.canaries_needed = first.proven;
     let own = first.own;
-    report.own = Some(own);
+    report.own = own;
     drop(first);
-    let mut todo: Vec<(Attempt, usize)> = make_attempts(&own).into_iter().map(|a| (a, 0)).collect();
+    let mut todo: Vec<(Attempt, usize)> = make_attempts(own.as_ref())
+        .into_iter()
+        .map(|a| (a, 0))
+        .collect();
     todo.reverse();
     while !todo.is_empty() {
         let n = opts.parallel.max(1).min(todo.len());
         let wave = todo.split_off(todo.len() - n);
-        let results: Vec<(Option<RemoteRegion>, Outcome)> = std::thread::scope(|scope| {
+        let results: Vec<(Option<bool>, Outcome)> = std::thread::scope(|scope| {
             let handles: Vec<_> = wave
                 .iter()
                 .map(|(a, _)| scope.spawn(move || on_fresh_connection(provider, to, a, opts)))
@@ -401,10 +470,10 @@ pub fn probe<P: Provider>(
                 .map(|h| h.join().unwrap_or((None, Outcome::NotEvaluated)))
                 .collect()
         });
-        for ((a, tries), (conn_own, outcome)) in wave.into_iter().zip(results) {
-            if conn_own.is_some() {
+        for ((a, tries), (proven, outcome)) in wave.into_iter().zip(results) {
+            if let Some(proven) = proven {
                 report.connections += 1;
-                report.canaries_ok += 1;
+                report.canaries_ok += u64::from(proven);
             }
             match outcome {
                 Outcome::Ok(bytes) => {

@@ -112,15 +112,31 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// the `LinkAccept`). RDMA-LINK holds the connection's runtime thread until the link is set
 /// up (at most `LINK_SETUP_TIMEOUT`; a full sync builds its snapshot in that time): rare, and
 /// bounded, but other clients of that thread wait meanwhile.
+///
+/// In cluster mode a link must be proven: `RDMA-PORT` answers `[port, challenge]` (16 random
+/// bytes, kept for this connection) and `RDMA-LINK` takes a sixth argument,
+/// `HMAC-SHA256(cluster-secret, ...)` over the challenge, the endpoint and the request
+/// (`proto::bus::link_proof`); without it, or wrong, `NOPERM`. A standalone node keeps Redis's
+/// rule: `requirepass` (the replica's `masterauth`) guards it.
 fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let Some(sub) = args.get(1) else {
         ctx.reply.ok();
         return Ok(());
     };
     if sub.eq_ignore_ascii_case(b"rdma-port") {
-        match ctx.server.repl_links.port() {
+        let port = match ctx.server.repl_links.port() {
             0 => return err("ERR this node accepts no replication links (repl-fabric-port 0)"),
-            p => ctx.reply.integer(i64::from(p)),
+            p => i64::from(p),
+        };
+        if ctx.server.cluster.is_some() {
+            let mut challenge = [0u8; proto::bus::link_proof::CHALLENGE_LEN];
+            rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut challenge);
+            ctx.client.repl_link_challenge = Some(challenge);
+            ctx.reply.array(2);
+            ctx.reply.integer(port);
+            ctx.reply.bulk(&challenge);
+        } else {
+            ctx.reply.integer(port);
         }
         return Ok(());
     }
@@ -147,11 +163,20 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if ctx.server.cluster.as_ref().is_some_and(|c| c.is_fenced()) {
             return err("LOADING restart fence: waiting for the topology");
         }
-        // `<endpoint> <listening-port> <LinkRequest> [<node id> [<incarnation>]]`: a cluster
-        // replica names itself, so that its primary can watch it through gossip.
-        let (endpoint, port, request, named) = match args {
-            [_, _, e, p, r] => (e, p, r, &[][..]),
-            [_, _, e, p, r, named @ ..] if named.len() <= 2 => (e, p, r, named),
+        // Standalone: `<endpoint> <listening-port> <LinkRequest>`. Cluster mode adds the proof
+        // of the cluster secret over this connection's challenge, then the replica's name
+        // (`[<node id> [<incarnation>]]`) so that its primary can watch it through gossip.
+        let (endpoint, port, request_bytes, named) = match args {
+            [_, _, endpoint, port, request] if ctx.server.cluster.is_none() => {
+                (*endpoint, *port, *request, &[][..])
+            }
+            [_, _, _, _, _] => return err(LINK_NOT_PROVEN),
+            [_, _, endpoint, port, request, proof, named @ ..]
+                if ctx.server.cluster.is_some() && named.len() <= 2 =>
+            {
+                check_link_proof(ctx, endpoint, request, proof)?;
+                (*endpoint, *port, *request, named)
+            }
             _ => return Err(CmdError::Syntax),
         };
         let mut node = crate::repl_link::primary::ReplicaNode::default();
@@ -170,7 +195,7 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             );
         }
         let port = u16::try_from(args::int(port)?).map_err(|_| CmdError::Syntax)?;
-        let request = crate::replication::handshake::LinkRequest::decode(request)
+        let request = crate::replication::handshake::LinkRequest::decode(request_bytes)
             .map_err(|e| CmdError::new(format!("ERR {e}")))?;
         let addr = crate::server::replication::ReplicaAddr {
             ip: ctx.client.shared.peer.ip().to_string(),
@@ -189,6 +214,33 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     Err(CmdError::Syntax)
+}
+
+const LINK_NOT_PROVEN: &str =
+    "NOPERM replication link refused: no proof of the cluster secret over this connection's challenge";
+
+/// Checks a cluster-mode RDMA-LINK's proof against this connection's challenge (which it
+/// uses up, right or wrong).
+fn check_link_proof(ctx: &mut Ctx<'_>, endpoint: &[u8], request: &[u8], proof: &[u8]) -> CmdResult {
+    let Some(challenge) = ctx.client.repl_link_challenge.take() else {
+        return err(LINK_NOT_PROVEN);
+    };
+    let secret = ctx.server.config.read().cluster.secret.clone();
+    if proto::bus::link_proof::check_link_proof(
+        secret.as_bytes(),
+        &challenge,
+        endpoint,
+        request,
+        proof,
+    ) {
+        Ok(())
+    } else {
+        tracing::warn!(
+            client = ctx.client.shared.id,
+            "REPLCONF RDMA-LINK with a wrong proof of the cluster secret"
+        );
+        err(LINK_NOT_PROVEN)
+    }
 }
 
 /// Longest WAIT timeout honoured: Redis refuses only what overflows its clock; a year is

@@ -25,7 +25,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Accepted connections waiting for their REPLCONF: replicas connect just before they send
-/// it, so more than a few waiting means strays; the oldest is dropped.
+/// it, so more than a few waiting means strays; the oldest is dropped. Nothing is registered
+/// for them: a link's regions (ack and applied words) are registered once its REPLCONF was
+/// accepted (authenticated connection; in cluster mode, proven by the cluster secret).
 const PENDING_LINKS_MAX: usize = 16;
 /// How long an accepted connection waits for its REPLCONF.
 const PENDING_LINK_TTL: Duration = Duration::from_secs(10);
@@ -45,6 +47,8 @@ pub struct ReplicaNode {
     pub incarnation: Option<u64>,
 }
 
+/// Completions read per pending connection per round.
+const PENDING_POLL_MAX: usize = 16;
 /// A replica's request, on its way to the accept thread.
 struct LinkAsk {
     peer: String,
@@ -201,6 +205,7 @@ fn accept_loop<P: Provider>(
     config: EndpointConfig,
 ) {
     let mut pending: Vec<(String, P::Conn, Instant)> = Vec::new();
+    let mut scratch = Vec::with_capacity(PENDING_POLL_MAX);
     let mut waiting: Vec<LinkAsk> = Vec::new();
     let next_id = AtomicU64::new(1);
     // The running links by replica address: a replica that links again (its link dropped,
@@ -225,6 +230,19 @@ fn accept_loop<P: Provider>(
             }
         }
         pending.retain(|(_, _, at)| at.elapsed() < PENDING_LINK_TTL);
+        // Their provider progress runs like any connection's (on manual-progress providers a
+        // connection nobody polls leaves its peer's traffic in limbo); what arrives is not
+        // wanted, and a peer that sends past the bounds or breaks the connection is dropped.
+        pending.retain_mut(|(peer, conn, _)| {
+            scratch.clear();
+            match conn.poll(&mut scratch, PENDING_POLL_MAX) {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "pending replication connection dropped");
+                    false
+                }
+            }
+        });
         waiting.extend(asks.try_iter());
         let now = Instant::now();
         let mut still = Vec::new();

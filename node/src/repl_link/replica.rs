@@ -83,6 +83,14 @@ pub fn start(server: &Arc<Server>, generation: u64) -> std::io::Result<()> {
         .map(drop)
 }
 
+/// Fencing: a link's ring is a region of its own fabric connection (`ReplicaLink`), which
+/// lives inside one `LinkJob::run` and is dropped (deregistered) before the next attempt
+/// sets up another; once the old primary's records find it gone, its WRITEs fail. A new
+/// REPLICAOF generation (a failover) runs on a new thread while this one notices, within
+/// one poll, that its generation ended: until then its ring may still take the old
+/// primary's records, but nothing of them is applied (every apply checks the generation
+/// under the apply gate), and the new link's ring is another connection's region under
+/// another key, which the old primary never learned.
 fn run(server: Arc<Server>, generation: u64) {
     let provider = server.config.read().fabric.provider.name().to_string();
     let mut delay = RECONNECT_DELAY;
@@ -156,8 +164,15 @@ fn set_up<P: Provider>(
         .target(generation)
         .ok_or(ReplicaLinkError::Stale)?;
     let mut control = Control::connect_to_primary(server, &host, port, CONTROL_TIMEOUT)?;
-    let fabric_port = match control.call(&[b"REPLCONF", b"RDMA-PORT"])? {
-        Frame::Integer(p) if (1..=65535).contains(&p) => p as u16,
+    // A cluster primary adds a challenge that RDMA-LINK must prove the cluster secret over.
+    let (fabric_port, challenge) = match control.call(&[b"REPLCONF", b"RDMA-PORT"])? {
+        Frame::Integer(p) if (1..=65535).contains(&p) => (p as u16, None),
+        Frame::Array(items) => match items.as_slice() {
+            [Frame::Integer(p), Frame::Bulk(c)] if (1..=65535).contains(p) => {
+                (*p as u16, Some(c.to_vec()))
+            }
+            _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-PORT")),
+        },
         _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-PORT")),
     };
     let primary_ip = control.peer()?.ip();
@@ -187,16 +202,28 @@ fn set_up<P: Provider>(
         psync: PsyncRequest::from_replica(history),
     };
     let my_port = server.config.read().port.to_string();
-    let encoded = request.encode();
-    let mut args: Vec<&[u8]> = vec![
+    let request_bytes = request.encode();
+    let mut link_args: Vec<&[u8]> = vec![
         b"REPLCONF",
         b"RDMA-LINK",
         endpoint.as_bytes(),
         my_port.as_bytes(),
-        &encoded,
+        &request_bytes,
     ];
-    // A cluster replica names itself (and its incarnation, once the bus has one), so that
-    // the primary can watch it through gossip.
+    let proof = challenge.map(|c| {
+        let secret = server.config.read().cluster.secret.clone();
+        proto::bus::link_proof::link_proof(
+            secret.as_bytes(),
+            &c,
+            endpoint.as_bytes(),
+            &request_bytes,
+        )
+    });
+    if let Some(proof) = &proof {
+        link_args.push(proof);
+    }
+    // A cluster replica names itself (and its incarnation, once the bus has one), after the
+    // proof, so that the primary can watch it through gossip.
     let (my_id, my_incarnation) = match &server.cluster {
         Some(c) => (
             c.topology.read().myself().id.to_string(),
@@ -204,13 +231,13 @@ fn set_up<P: Provider>(
         ),
         None => (String::new(), String::new()),
     };
-    if !my_id.is_empty() {
-        args.push(my_id.as_bytes());
+    if proof.is_some() && !my_id.is_empty() {
+        link_args.push(my_id.as_bytes());
         if my_incarnation != "0" {
-            args.push(my_incarnation.as_bytes());
+            link_args.push(my_incarnation.as_bytes());
         }
     }
-    let accept = match control.call(&args)? {
+    let accept = match control.call(&link_args)? {
         Frame::Bulk(b) => LinkAccept::decode(&b)?,
         _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-LINK")),
     };

@@ -516,3 +516,68 @@ fn a_replica_acking_past_what_was_shipped_is_a_typed_error() {
         other => panic!("expected AckPastShipped, got {other:?}"),
     }
 }
+
+/// Goal (fencing): once a replica drops its link to a primary (a failover made it follow
+/// another one, or promoted it), that primary's WRITEs no longer reach it: the ring was the
+/// link's own region and went with it, so the old primary's next records fail
+/// (`RemoteAccess`, its link breaks) and nothing lands in the ring of the new link, which
+/// the old primary never learned and could not reach anyway (another connection's region).
+/// Method: a link A -> replica over sim, dropped; a new link B -> replica; A pumps on.
+#[test]
+fn a_dropped_link_fences_its_old_primary() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let mut backlog = Backlog::new(1 << 20, 0).unwrap();
+    for i in 0..50 {
+        backlog.append(&command(i));
+    }
+    let mut old = connect(
+        12,
+        Faults::default(),
+        limits(4096),
+        0,
+        ShipStart::Continue { from: 1 },
+    );
+    old.drain(&backlog, &mut rng);
+    let old_ring = old.link.ring_advert().unwrap();
+    // The replica moves on: its link to the old primary (and so the ring) is dropped, and a
+    // link to the new primary gets a ring of its own.
+    let Pair {
+        fabric,
+        mut shipper,
+        link,
+        _hosts: (_old_primary, replica),
+        ..
+    } = old;
+    drop(link);
+    let new_primary = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let at = SocketAddr::from(([10, 0, 0, 2], 9300));
+    let mut listener = replica.listen(at, &cfg).unwrap();
+    let new_conn = new_primary.connect(at, &cfg, Duration::ZERO).unwrap();
+    let replica_conn = listener.accept(Duration::ZERO).unwrap().unwrap();
+    let new_link = ReplicaLink::create(replica_conn, limits(4096), 0).unwrap();
+    let new_ring = new_link.ring_advert().unwrap();
+    assert!(new_ring.rkey != old_ring.rkey || new_ring.addr != old_ring.addr);
+    let _new_shipper =
+        Shipper::create(new_conn, new_ring, &cfg, ShipStart::Continue { from: 1 }).unwrap();
+    for i in 50..60 {
+        backlog.append(&command(i));
+    }
+    let mut failed = None;
+    for _ in 0..1000 {
+        match shipper.pump(&backlog) {
+            Ok(_) => {
+                fabric.advance(Duration::from_micros(50));
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let failed = failed.expect("the old primary kept writing into a dropped ring");
+    assert!(
+        failed.to_string().contains("RemoteAccess") || failed.to_string().contains("Flushed"),
+        "{failed}"
+    );
+}

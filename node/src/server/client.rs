@@ -237,6 +237,9 @@ pub struct Client {
     pub clock: crate::command::clock::CommandClock,
     /// Where the outcome of the topology change its blocked command waits for arrives.
     pub pending_topology: Option<crate::cluster::shared::PendingChange>,
+    /// Cluster mode: the challenge `REPLCONF RDMA-PORT` gave this connection, which its
+    /// `REPLCONF RDMA-LINK` must prove the cluster secret over (used once).
+    pub repl_link_challenge: Option<[u8; proto::bus::link_proof::CHALLENGE_LEN]>,
 }
 
 impl Client {
@@ -258,6 +261,7 @@ impl Client {
             log_offset: 0,
             clock: Default::default(),
             pending_topology: None,
+            repl_link_challenge: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod error;
 pub mod fragment;
 pub mod fuzz_checks;
 pub mod limits;
+pub mod link_proof;
 pub mod message;
 pub mod validate;
 
