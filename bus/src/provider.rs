@@ -159,6 +159,11 @@ pub trait Listener: Send + 'static {
     fn accept(&mut self, timeout: Duration) -> Result<Option<Self::Conn>>;
     /// The address it listens on.
     fn local_addr(&self) -> SocketAddr;
+    /// Connection attempts dropped before they became connections (an ofi handshake socket
+    /// idle past its deadline, evicted from the full table, or malformed); for INFO.
+    fn dropped_handshakes(&self) -> u64 {
+        0
+    }
 }
 
 /// A received datagram's metadata.

@@ -11,7 +11,6 @@
 //! Needs libfabric (`scripts/install-deps.sh`). Run: `cargo test -p bus --test ofi_loopback`.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use bus::ofi::{OfiKind, OfiProvider, OFI_SEND_MAX};
@@ -33,17 +32,10 @@ fn provider() -> OfiProvider {
     provider_of(OfiKind::Tcp)
 }
 
-/// A bind address no other test in this run uses: tcp takes any free port, but shm turns the
-/// address into an endpoint name, so it must be unique.
-fn bind_addr(kind: OfiKind) -> SocketAddr {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let port = match kind {
-        OfiKind::Shm => {
-            20000 + (std::process::id() % 1000) as u16 * 16 + NEXT.fetch_add(1, Ordering::Relaxed)
-        }
-        _ => 0,
-    };
-    SocketAddr::from(([127, 0, 0, 1], port))
+/// A bind address: listeners meet connectors over a TCP socket of their own (the default
+/// rendezvous), so any free port does, for shm as for tcp.
+fn bind_addr(_kind: OfiKind) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
 fn small_config() -> EndpointConfig {
@@ -355,4 +347,72 @@ fn tcp_listens_on_the_unspecified_address_and_refuses_ipv6() {
         p.connect(v6, &small_config(), STEP_TIMEOUT),
         Err(BusError::Invalid { .. })
     ));
+}
+
+/// Goal: idle and half-written handshakes at a listener's TCP port never hold up a real
+/// connector: with 400 idle sockets and 20 that sent half a HELLO connected first, a connect
+/// is accepted at once, and the listener drops what overflowed its table or stayed silent
+/// past the deadline (`dropped_handshakes`).
+#[test]
+fn idle_handshake_sockets_do_not_starve_a_connector() {
+    use std::io::Write;
+    let p = provider();
+    let config = small_config();
+    let mut listener = p.listen(bind_addr(p.kind()), &config).unwrap();
+    let addr = listener.local_addr();
+    let mut idle = Vec::new();
+    for i in 0..420 {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        if i >= 400 {
+            s.write_all(b"OFIB\x01\x01\x10\x00").unwrap();
+        }
+        idle.push(s);
+        // The listener runs meanwhile (the kernel's backlog holds only so many).
+        if i % 32 == 0 {
+            assert!(listener.accept(Duration::ZERO).unwrap().is_none());
+        }
+    }
+    // The listener takes them all in (nothing to answer yet).
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        assert!(listener
+            .accept(Duration::from_millis(10))
+            .unwrap()
+            .is_none());
+    }
+    let started = Instant::now();
+    let connector = {
+        let p = p.clone();
+        let config = config.clone();
+        std::thread::spawn(move || p.connect(addr, &config, STEP_TIMEOUT).unwrap())
+    };
+    let accepted = loop {
+        if let Some(c) = listener.accept(Duration::from_millis(10)).unwrap() {
+            break c;
+        }
+        assert!(started.elapsed() < STEP_TIMEOUT, "the connector starved");
+    };
+    let connected = connector.join().unwrap();
+    assert_eq!(accepted.peer(), connected.local());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a connect waited {:?} behind idle sockets",
+        started.elapsed()
+    );
+    assert!(
+        listener.dropped_handshakes() >= 420 - 256,
+        "{}",
+        listener.dropped_handshakes()
+    );
+    // Past the deadline every idle socket is dropped.
+    let until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < until {
+        let _ = listener.accept(Duration::from_millis(50));
+    }
+    assert_eq!(
+        listener.dropped_handshakes(),
+        420,
+        "idle sockets left in the table"
+    );
+    drop(idle);
 }

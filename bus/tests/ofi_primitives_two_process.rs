@@ -84,14 +84,10 @@ fn seed_from_env() -> u64 {
         .unwrap_or(DEFAULT_SEED)
 }
 
-/// Where a child listens: tcp takes any free port; shm turns the address into an endpoint
-/// name, so it must be unique per process (a base apart from `ofi_two_process`'s).
-fn child_bind(kind: OfiKind) -> SocketAddr {
-    let port = match kind {
-        OfiKind::Shm => 40000 + (std::process::id() % 20000) as u16,
-        _ => 0,
-    };
-    SocketAddr::from(([127, 0, 0, 1], port))
+/// Where a child listens: any free port (the default rendezvous is a TCP socket of the
+/// listener's own, for shm as for tcp).
+fn child_bind(_kind: OfiKind) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
 fn deadline() -> Instant {

@@ -80,12 +80,8 @@ fn run_victim() {
         cq_size: 64 + 1024,
         ..EndpointConfig::default()
     };
-    let port = match kind {
-        OfiKind::Shm => 20000 + (std::process::id() % 20000) as u16,
-        _ => 0,
-    };
     let mut listener = provider
-        .listen(SocketAddr::from(([127, 0, 0, 1], port)), &config)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)), &config)
         .unwrap();
     let addr = listener.local_addr();
 

@@ -490,3 +490,36 @@ fn a_rogue_gets_nothing_from_a_node_over_ofi_tcp() {
 fn a_rogue_gets_nothing_from_a_node_over_ofi_shm() {
     a_rogue_gets_nothing_from_a_node("ofi:shm");
 }
+
+/// Idle or slow TCP connections to the fabric port never starve a real client: with 2,500
+/// idle connections and 50 that sent half a HELLO, `operator cli --fabric ofi:tcp PING`
+/// still answers at once, and INFO counts the handshakes the node dropped (evicted from its
+/// table of 256, or silent past 2 s).
+#[test]
+fn idle_connections_to_the_fabric_port_do_not_starve_clients() {
+    let node = FabricNode::start("ofi:tcp");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], node.rdma_port));
+    let mut idle = Vec::new();
+    for i in 0..2550 {
+        let mut s = std::net::TcpStream::connect_timeout(&addr, STARTUP_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        if i >= 2500 {
+            // Half a HELLO: magic, version, kind, then nothing.
+            s.write_all(b"OFIB\x01\x01").unwrap();
+        }
+        idle.push(s);
+    }
+    let started = Instant::now();
+    cli_prints(&node, &["PING"], "PONG\n");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "PING took {took:?} behind idle connections"
+    );
+    wait_until(
+        "the dropped handshakes were not counted",
+        STARTUP_TIMEOUT,
+        || node.info_field(None, "fabric_handshakes_dropped") >= 2550 - 256,
+    );
+    drop(idle);
+}

@@ -72,12 +72,10 @@ impl OfiKind {
     }
 
     /// Refuses a listen/connect address the provider's endpoints cannot use.
-    pub fn check_socket_addr(
-        self,
-        addr: SocketAddr,
-        rendezvous: Rendezvous,
-    ) -> Result<(), BusError> {
-        if self == OfiKind::Tcp && rendezvous == Rendezvous::Fabric && addr.is_ipv6() {
+    pub fn check_socket_addr(self, addr: SocketAddr) -> Result<(), BusError> {
+        // The tcp domain's endpoints are IPv4 (`addr_format`): a listener or connector on an
+        // IPv6 address, even one meeting over a TCP socket, could not carry the fabric.
+        if self == OfiKind::Tcp && addr.is_ipv6() {
             return Err(BusError::Invalid {
                 what: "ofi:tcp address",
                 reason: format!("{addr}: ofi:tcp endpoints are IPv4 only"),
@@ -112,12 +110,12 @@ impl OfiKind {
         matches!(self, OfiKind::Tcp | OfiKind::Shm)
     }
 
-    /// How listeners and connectors of this provider meet.
+    /// How listeners and connectors of this provider meet: over our own TCP socket at the
+    /// bind address for every provider, whose handshakes are bounded in number and time
+    /// (`listener.rs`). A listening RDM endpoint (`Fabric`) would leave its TCP port to
+    /// libfabric, which waits for a connecting peer's request without any deadline.
     pub fn default_rendezvous(self) -> Rendezvous {
-        match self {
-            OfiKind::Tcp | OfiKind::Shm => Rendezvous::Fabric,
-            OfiKind::Efa => Rendezvous::TcpSocket,
-        }
+        Rendezvous::TcpSocket
     }
 }
 
@@ -129,8 +127,8 @@ pub enum Rendezvous {
     /// the fabric.
     Fabric,
     /// The listener is a TCP socket at the bind address; HELLO and ACCEPT travel over it
-    /// (`rendezvous_socket.rs`), then the fabric takes over. For providers without IP
-    /// addressing (EFA); it also runs on tcp and shm, which is how it is tested here.
+    /// (`rendezvous_socket.rs`), then the fabric takes over. The default for every
+    /// provider (EFA has no IP addressing for anything else).
     TcpSocket,
 }
 

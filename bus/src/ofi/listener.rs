@@ -8,7 +8,10 @@
 //!   (tcp: the bind IP and port through `fi_getinfo(node, service, FI_SOURCE)`; shm: a name
 //!   derived from the socket address). ACCEPT is sent from the new endpoint, so the first
 //!   fabric message also proves the path works.
-//! - `TcpSocket` (efa): the listener is a TCP socket at the bind address.
+//! - `TcpSocket` (the default for every provider): the listener is a TCP socket at the bind
+//!   address; handshakes are read without blocking from a bounded table of pending sockets
+//!   (`HANDSHAKE_PENDING_MAX`, each dropped after `HANDSHAKE_DEADLINE`), so idle or slow
+//!   connections to the fabric port never keep a HELLO waiting.
 
 use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
@@ -28,7 +31,7 @@ use super::handshake::{Handshake, Kind, HANDSHAKE_MAX};
 use super::kind::{OfiKind, Rendezvous};
 use super::open::{connection_sizes, listener_address, open_core, sockaddr_port, Bind};
 use super::rdm::{CoreSizes, Event, RdmCore};
-use super::rendezvous_socket::{read_handshake, write_handshake};
+use super::rendezvous_socket::{read_handshake, write_handshake, PendingHello};
 use super::sys::FiAddr;
 
 /// HELLOs the listener can hold at once; more wait in the provider's unexpected-message queue.
@@ -41,13 +44,25 @@ const ACCEPT_SEND_TIMEOUT: Duration = Duration::from_secs(2);
 const HANDSHAKE_SLEEP: Duration = Duration::from_micros(50);
 /// Longest idle sleep: what a connect may wait at most on a quiet listener.
 const HANDSHAKE_SLEEP_MAX: Duration = Duration::from_millis(2);
+/// Handshake sockets whose HELLO is still arriving; beyond it the oldest is dropped. Each
+/// holds one descriptor and a 144-byte buffer for at most `HANDSHAKE_DEADLINE` (2 s), so a
+/// flood of idle connections costs bounded memory and never blocks a real connector, which
+/// sends its HELLO at once.
+pub const HANDSHAKE_PENDING_MAX: usize = 256;
+/// TCP connections taken from the kernel per `accept` round (the rest wait for the next):
+/// enough to empty a flooded backlog in a few rounds, so a real connector's SYN finds room
+/// (evicted sockets are closed at once).
+const SOCKET_ACCEPTS_PER_ROUND: usize = 512;
 
 enum Meeting {
     Fabric {
         core: Box<RdmCore>,
         events: VecDeque<Event>,
     },
-    Socket(TcpListener),
+    Socket {
+        tcp: TcpListener,
+        pending: VecDeque<PendingHello>,
+    },
 }
 
 pub struct OfiListener {
@@ -57,6 +72,8 @@ pub struct OfiListener {
     config: EndpointConfig,
     /// The idle back-off's next sleep (kept across `accept` calls).
     idle_sleep: Duration,
+    /// Handshake sockets dropped: past their deadline, evicted from a full table, malformed.
+    dropped_handshakes: u64,
 }
 
 impl std::fmt::Debug for OfiListener {
@@ -123,6 +140,7 @@ impl OfiListener {
             Rendezvous::TcpSocket => {
                 let tcp = TcpListener::bind(bind)
                     .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                    .and_then(|l| super::rendezvous_socket::deepen_backlog(&l).map(|()| l))
                     .map_err(|e| BusError::Provider {
                         provider: domain.kind.name(),
                         call: "bind (handshake socket)",
@@ -131,7 +149,10 @@ impl OfiListener {
                 if let Ok(local) = tcp.local_addr() {
                     bind = local;
                 }
-                Meeting::Socket(tcp)
+                Meeting::Socket {
+                    tcp,
+                    pending: VecDeque::new(),
+                }
             }
         };
         tracing::debug!(provider = domain.kind.name(), %bind, ?rendezvous, "ofi listening");
@@ -141,6 +162,7 @@ impl OfiListener {
             bind,
             config: config.clone(),
             idle_sleep: HANDSHAKE_SLEEP,
+            dropped_handshakes: 0,
         })
     }
 
@@ -165,8 +187,11 @@ impl OfiListener {
     }
 
     /// Answers one HELLO that came over a TCP socket: ACCEPT goes back over it.
-    fn answer_on_socket(&self, mut stream: TcpStream) -> Result<OfiConnection, BusError> {
-        let hello = read_handshake(&mut stream)?;
+    fn answer_on_socket(
+        &self,
+        socket: PendingHello,
+        hello: Handshake,
+    ) -> Result<OfiConnection, BusError> {
         if hello.kind != Kind::Hello {
             return Err(BusError::Protocol("ofi handshake: expected HELLO".into()));
         }
@@ -176,7 +201,7 @@ impl OfiListener {
             nonce: hello.nonce,
             name: core.ep.name.clone(),
         };
-        write_handshake(&mut stream, &accept)?;
+        socket.answer(&accept)?;
         self.connection(core, peer_fi, &hello.name, VecDeque::new())
     }
 
@@ -223,34 +248,68 @@ impl OfiListener {
         Ok(None)
     }
 
-    /// One look for a HELLO over the handshake socket. A failed handshake is logged and
-    /// dropped: it must not stop the listener.
+    /// One round of the handshake socket, never waiting on a peer: takes what connected
+    /// (evicting the oldest pending socket beyond `HANDSHAKE_PENDING_MAX`), reads what each
+    /// pending one sent, drops those past their deadline, and answers the first complete
+    /// HELLO (the others wait in the table for the next round). A failed handshake is logged
+    /// and dropped: it must not stop the listener.
     fn try_accept_socket(&mut self) -> Result<Option<OfiConnection>, BusError> {
-        let Meeting::Socket(tcp) = &self.meeting else {
+        let Meeting::Socket { tcp, pending } = &mut self.meeting else {
             return Ok(None);
         };
-        match tcp.accept() {
-            Ok((stream, from)) => {
-                let answered = stream
-                    .set_nonblocking(false)
-                    .map_err(|e| BusError::Closed(format!("handshake socket: {e}")))
-                    .and_then(|()| self.answer_on_socket(stream));
-                match answered {
-                    Ok(conn) => Ok(Some(conn)),
-                    Err(e) => {
-                        tracing::debug!(%from, %e, "ofi handshake over TCP failed");
-                        Ok(None)
+        for _ in 0..SOCKET_ACCEPTS_PER_ROUND {
+            match tcp.accept() {
+                Ok((stream, from)) => match PendingHello::new(stream, from) {
+                    Ok(p) => {
+                        if pending.len() == HANDSHAKE_PENDING_MAX {
+                            pending.pop_front();
+                            self.dropped_handshakes += 1;
+                        }
+                        pending.push_back(p);
                     }
+                    Err(e) => tracing::debug!(%from, %e, "ofi handshake socket refused"),
+                },
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // Out of descriptors (EMFILE) and the like: the pending ones still progress.
+                Err(e) => {
+                    tracing::debug!(%e, "accept (handshake socket) failed");
+                    break;
                 }
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        let mut hello = None;
+        while i < pending.len() {
+            match pending[i].advance() {
+                Ok(Some(h)) => {
+                    hello = pending.remove(i).map(|p| (p, h));
+                    break;
+                }
+                Ok(None) if !pending[i].expired(now) => i += 1,
+                Ok(None) => {
+                    pending.remove(i);
+                    self.dropped_handshakes += 1;
+                }
+                Err(e) => {
+                    tracing::debug!(from = %pending[i].from, %e, "ofi handshake over TCP failed");
+                    pending.remove(i);
+                    self.dropped_handshakes += 1;
+                }
+            }
+        }
+        let Some((socket, hello)) = hello else {
+            return Ok(None);
+        };
+        let from = socket.from;
+        match self.answer_on_socket(socket, hello) {
+            Ok(conn) => Ok(Some(conn)),
+            Err(e) => {
+                tracing::debug!(%from, %e, "ofi handshake over TCP failed");
+                self.dropped_handshakes += 1;
                 Ok(None)
             }
-            Err(e) => Err(BusError::Provider {
-                provider: self.domain.kind.name(),
-                call: "accept (handshake socket)",
-                reason: e.to_string(),
-            }),
         }
     }
 }
@@ -263,7 +322,7 @@ impl Listener for OfiListener {
         loop {
             let found = match self.meeting {
                 Meeting::Fabric { .. } => self.try_accept_fabric()?,
-                Meeting::Socket(_) => self.try_accept_socket()?,
+                Meeting::Socket { .. } => self.try_accept_socket()?,
             };
             if found.is_some() {
                 self.idle_sleep = HANDSHAKE_SLEEP;
@@ -280,6 +339,10 @@ impl Listener for OfiListener {
 
     fn local_addr(&self) -> SocketAddr {
         self.bind
+    }
+
+    fn dropped_handshakes(&self) -> u64 {
+        self.dropped_handshakes
     }
 }
 

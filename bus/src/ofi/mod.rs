@@ -144,7 +144,7 @@ impl Provider for OfiProvider {
     }
 
     fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<OfiListener, BusError> {
-        self.kind().check_socket_addr(bind, self.rendezvous)?;
+        self.kind().check_socket_addr(bind)?;
         OfiListener::open(&self.domain, self.rendezvous, bind, config)
     }
 
@@ -154,7 +154,7 @@ impl Provider for OfiProvider {
         config: &EndpointConfig,
         timeout: Duration,
     ) -> Result<OfiConnection, BusError> {
-        self.kind().check_socket_addr(to, self.rendezvous)?;
+        self.kind().check_socket_addr(to)?;
         listener::connect(&self.domain, self.rendezvous, to, config, timeout)
     }
 

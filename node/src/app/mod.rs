@@ -1,5 +1,6 @@
 //! Starting and stopping a node.
 
+mod open_files;
 mod stop_signals;
 
 pub use stop_signals::StopSignals;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 /// Runs a node until SHUTDOWN, SIGTERM or SIGINT. Blocks the calling thread. `signals` were
 /// installed by the caller before it started any thread (see [`StopSignals::install`]).
 pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
+    open_files::raise_open_files_limit();
     let threads = config.io_threads;
     // One io-thread (the default on 2 cores) gets tokio's single-threaded scheduler: the
     // same event loop shape as redis-server, without work-stealing bookkeeping per wake-up.

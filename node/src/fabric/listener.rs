@@ -102,6 +102,10 @@ fn accept_loop<P: Provider>(
     while !server.shutdown.is_triggered() {
         pollers.watch();
         preauth.expire(FABRIC_AUTH_DEADLINE, unauthenticated_closed);
+        server
+            .stats
+            .fabric_handshakes_dropped
+            .store(listener.dropped_handshakes(), Relaxed);
         let conn = match listener.accept(ACCEPT_POLL) {
             Ok(Some(c)) => c,
             Ok(None) => continue,

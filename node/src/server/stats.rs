@@ -29,6 +29,9 @@ pub struct Stats {
     /// Fabric clients closed for not authenticating (`rdma-unauthenticated-max` reached, or
     /// the 10 s deadline passed) or for pending too much input before they did.
     pub fabric_unauthenticated_closed: AtomicU64,
+    /// Handshake sockets the fabric listener dropped (idle past 2 s, evicted from its full
+    /// table, malformed): a flood of idle connections at the fabric port shows here.
+    pub fabric_handshakes_dropped: AtomicU64,
     /// Replicas' links as this primary decided them (INFO `sync_full`, `sync_partial_ok`,
     /// `sync_partial_err`: a replica that named a history we could not continue).
     pub sync_full: AtomicU64,

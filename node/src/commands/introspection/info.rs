@@ -338,6 +338,10 @@ fn fabric(s: &mut Section<'_>, server: &Server) {
         "fabric_unauthenticated_closed",
         Stats::get(&st.fabric_unauthenticated_closed),
     );
+    s.field(
+        "fabric_handshakes_dropped",
+        Stats::get(&st.fabric_handshakes_dropped),
+    );
 }
 
 fn cpu(s: &mut Section<'_>) {
