@@ -199,7 +199,10 @@ pub trait Provider: Clone + Send + Sync + 'static {
 
     /// The name as in `fabric-provider` (`verbs`, `ofi:tcp`, `ofi:shm`, `ofi:efa`, `sim`).
     fn name(&self) -> &str;
-    /// Registers `len` zeroed bytes with `access`.
+    /// Registers `len` zeroed bytes with `access`, for datagram endpoints (and, on ofi and
+    /// sim, any connection). A verbs connection has a protection domain of its own and takes
+    /// only what was registered through it ([`Connection::register`]), the way every region
+    /// a peer may reach should be registered anyway.
     fn register(&self, len: usize, access: Access) -> Result<Self::Region>;
     /// Listens for connections at `bind`.
     fn listen(&self, bind: SocketAddr, config: &EndpointConfig) -> Result<Self::Listener>;

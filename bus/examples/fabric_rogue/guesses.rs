@@ -41,6 +41,14 @@ impl Density {
         page_steps: 256,
         random: 1000,
     };
+    /// A few of each kind (about 130 attempts): the verbs lane, where each attempt's
+    /// connection is set up under CPU emulation.
+    pub const LANE: Density = Density {
+        low_keys: 8,
+        key_steps: 4,
+        page_steps: 4,
+        random: 8,
+    };
     /// A sample of each kind (about 750 attempts), the default: every attempt costs a new
     /// connection, tens of milliseconds on the victim.
     pub const SAMPLED: Density = Density {

@@ -6,7 +6,7 @@
 //! or an attempt never reached the victim.
 //!
 //! ```text
-//! fabric_rogue probe-stream --fabric ofi:tcp --addr 127.0.0.1:8000 [--density full|sampled]
+//! fabric_rogue probe-stream --fabric ofi:tcp --addr 127.0.0.1:8000 [--density full|sampled|lane]
 //!     [--secret TEXT]... [--victim-advert ADDR:LEN:RKEY]... [--pid PID] [--parallel N]
 //! fabric_rogue forge-ack --fabric ofi:tcp --addr 127.0.0.1:<repl-fabric-port> --offset N ...
 //! ```
@@ -90,7 +90,8 @@ fn parse() -> Result<Args, String> {
                 args.density = Some(match value.as_str() {
                     "full" => guesses::Density::FULL,
                     "sampled" => guesses::Density::SAMPLED,
-                    _ => return Err(bad(&"want full or sampled")),
+                    "lane" => guesses::Density::LANE,
+                    _ => return Err(bad(&"want full, sampled or lane")),
                 })
             }
             "--seed" => args.seed = value.parse().map_err(|e| bad(&e))?,

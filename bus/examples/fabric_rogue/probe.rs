@@ -241,17 +241,18 @@ impl<P: Provider> Session<P> {
             ..EndpointConfig::default()
         };
         let mut conn = provider.connect(to, &config, CONNECT_TIMEOUT)?;
-        let recv = provider.register(RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+        // Through the connection: on verbs each has its own protection domain.
+        let recv = conn.register(RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
         for slot in 0..RECV_SLOTS {
             conn.post_recv(
                 slot as u64,
                 slice(&recv, slot * CONTROL_MSG_LEN, CONTROL_MSG_LEN),
             )?;
         }
-        let src = provider.register(4096, Access::SEND)?;
+        let src = conn.register(4096, Access::SEND)?;
         src.write(0, &[0x52; 4096])?;
         src.store_u64(0, opts.value)?;
-        let dst = provider.register(4096, Access::LOCAL_WRITE)?;
+        let dst = conn.register(4096, Access::LOCAL_WRITE)?;
         let mut s = Session {
             conn,
             own: None,

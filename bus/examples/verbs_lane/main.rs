@@ -10,7 +10,9 @@
 //! nodes forming a cluster whose bus runs on verbs UD), [`replication`] (a primary and a replica
 //! linked by verbs RC: the stream written into the replica's ring, WAIT), [`ring`] (the bus Ring
 //! between two processes), [`srq`] (RC connections sharing one receive pool), [`datagram`]
-//! (the bus Datagram framing over UD between two processes).
+//! (the bus Datagram framing over UD between two processes), [`rogue`] (another connection's
+//! protection domain refuses even an exact key; `fabric_rogue`'s probe against a node).
+//! [`replication`] also runs the rogue's `forge-ack` against the primary.
 //!
 //! There are no timing assertions: every wait has a generous bound (`WAIT`) that only turns a
 //! hang into a failure, because the guest runs under emulation on a shared machine.
@@ -20,7 +22,16 @@ mod node_cluster;
 mod node_stream;
 mod replication;
 mod ring;
+mod rogue;
 mod srq;
+
+// The rogue's modules, shared with bus/examples/fabric_rogue (parts unused here).
+#[allow(dead_code)]
+#[path = "../fabric_rogue/guesses.rs"]
+mod guesses;
+#[allow(dead_code)]
+#[path = "../fabric_rogue/probe.rs"]
+mod probe;
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, ExitCode};
@@ -48,6 +59,7 @@ const TESTS: &[Test] = &[
     ("rc_write_imm", test_write_imm),
     ("rc_read", test_read),
     ("rc_wrong_rkey", test_wrong_rkey),
+    ("rc_foreign_pd", rogue::test_rc_foreign_pd),
     ("rc_limits", test_limits),
     ("rc_peer_close", test_peer_close),
     ("rc_accept_short_timeouts", test_accept_short_timeouts),
@@ -57,6 +69,7 @@ const TESTS: &[Test] = &[
     ("srq_shared_receives", srq::test_srq_shared_receives),
     ("srq_connect_side", srq::test_srq_connect_side),
     ("node_stream", node_stream::test_node_stream),
+    ("rogue_stream", rogue::test_rogue_stream),
     ("node_cluster", node_cluster::test_node_cluster),
     ("replication_wait", replication::test_replication_wait),
 ];
@@ -134,7 +147,7 @@ pub(crate) fn config() -> EndpointConfig {
 }
 
 /// A connected pair in this process: (accepted side, connecting side).
-fn pair(p: &VerbsProvider, port: u16) -> R<(VerbsConnection, VerbsConnection)> {
+pub(crate) fn pair(p: &VerbsProvider, port: u16) -> R<(VerbsConnection, VerbsConnection)> {
     let addr = SocketAddr::new(rxe_ip(), port);
     let mut listener = p.listen(addr, &config())?;
     let server = std::thread::spawn(move || listener.accept(WAIT));
@@ -214,8 +227,9 @@ fn test_device() -> R {
 fn test_send_recv() -> R {
     let p = provider()?;
     let (mut server, mut client) = pair(&p, 20101)?;
-    let rx = p.register(8192, Access::LOCAL_WRITE)?;
-    let tx = p.register(8192, Access::SEND)?;
+    // Each connection has its own protection domain: buffers are registered through it.
+    let rx = server.register(8192, Access::LOCAL_WRITE)?;
+    let tx = client.register(8192, Access::SEND)?;
     // One small (inline) and one large (not inline: > max_inline) message, in order.
     let small = b"hello over rc".to_vec();
     let large = pattern(5000, 7);
@@ -276,9 +290,9 @@ fn test_peer_addresses() -> R {
 
 fn test_write() -> R {
     let p = provider()?;
-    let (_server, mut client) = pair(&p, 20102)?;
-    let target = p.register(1 << 16, Access::REMOTE_WRITE)?;
-    let src = p.register(1 << 16, Access::NONE)?;
+    let (server, mut client) = pair(&p, 20102)?;
+    let target = server.register(1 << 16, Access::REMOTE_WRITE)?;
+    let src = client.register(1 << 16, Access::NONE)?;
     let data = pattern(40_000, 3);
     src.write(0, &data)?;
     let dst = RemoteSlice {
@@ -313,8 +327,8 @@ fn test_write() -> R {
 fn test_write_imm() -> R {
     let p = provider()?;
     let (mut server, mut client) = pair(&p, 20103)?;
-    let target = p.register(8192, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
-    let src = p.register(8192, Access::NONE)?;
+    let target = server.register(8192, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
+    let src = client.register(8192, Access::NONE)?;
     let data = pattern(3000, 9);
     src.write(0, &data)?;
     server.post_recv(77, slice(&target, 0, 0))?;
@@ -340,11 +354,11 @@ fn test_write_imm() -> R {
 
 fn test_read() -> R {
     let p = provider()?;
-    let (_server, mut client) = pair(&p, 20104)?;
-    let source = p.register(1 << 15, Access::REMOTE_READ)?;
+    let (server, mut client) = pair(&p, 20104)?;
+    let source = server.register(1 << 15, Access::REMOTE_READ)?;
     let data = pattern(20_000, 11);
     source.write(1000, &data)?;
-    let dst = p.register(1 << 15, Access::LOCAL_WRITE)?;
+    let dst = client.register(1 << 15, Access::LOCAL_WRITE)?;
     let src = RemoteSlice {
         region: source.remote()?,
         offset: 1000,
@@ -360,9 +374,9 @@ fn test_read() -> R {
 
 fn test_wrong_rkey() -> R {
     let p = provider()?;
-    let (_server, mut client) = pair(&p, 20105)?;
-    let target = p.register(4096, Access::REMOTE_WRITE)?;
-    let src = p.register(4096, Access::NONE)?;
+    let (server, mut client) = pair(&p, 20105)?;
+    let target = server.register(4096, Access::REMOTE_WRITE)?;
+    let src = client.register(4096, Access::NONE)?;
     let good = target.remote()?;
     let bad = RemoteRegion {
         rkey: good.rkey ^ 0x5a5a,
@@ -400,8 +414,8 @@ fn test_limits() -> R {
         .join()
         .map_err(|_| "accept thread panicked")??
         .ok_or("no connection accepted")?;
-    let target = p.register(4096, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
-    let src = p.register(4096, Access::NONE)?;
+    let target = server.register(4096, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
+    let src = client.register(4096, Access::NONE)?;
     let depth = bus::config::WR_MIN as u64;
     // Receives: exactly `recv_wr` may be outstanding.
     for i in 0..depth {
@@ -459,7 +473,6 @@ fn test_peer_close() -> R {
     let p = provider()?;
     let addr = SocketAddr::new(rxe_ip(), 20107);
     let mut listener = p.listen(addr, &config())?;
-    let rx = p.register(4096, Access::LOCAL_WRITE)?;
 
     // The server drops its side: the client's receive is flushed.
     let (server, mut client) = {
@@ -472,6 +485,7 @@ fn test_peer_close() -> R {
         listener = l;
         (server?.ok_or("no connection accepted")?, client)
     };
+    let rx = client.register(4096, Access::LOCAL_WRITE)?;
     client.post_recv(1, slice(&rx, 0, 64))?;
     drop(server);
     let done = completions(&mut client, 1, true)?;
@@ -497,6 +511,7 @@ fn test_peer_close() -> R {
     let client = p.connect(addr, &config(), WAIT)?;
     let (mut listener, server) = handle.join().map_err(|_| "accept thread panicked")?;
     let mut server = server?.ok_or("no connection accepted")?;
+    let rx = server.register(4096, Access::LOCAL_WRITE)?;
     server.post_recv(3, slice(&rx, 0, 64))?;
     drop(client);
     let deadline = Instant::now() + WAIT;
@@ -532,7 +547,7 @@ fn test_accept_short_timeouts() -> R {
                 let mut conn = p
                     .connect(addr, &config(), WAIT)
                     .map_err(|e| e.to_string())?;
-                let tx = p.register(64, Access::SEND).map_err(|e| e.to_string())?;
+                let tx = conn.register(64, Access::SEND).map_err(|e| e.to_string())?;
                 tx.write(0, &[i as u8; 8]).map_err(|e| e.to_string())?;
                 conn.post_send(1, slice(&tx, 0, 8))
                     .map_err(|e| e.to_string())?;
@@ -543,7 +558,7 @@ fn test_accept_short_timeouts() -> R {
         .collect();
     let deadline = Instant::now() + WAIT;
     let mut conns = Vec::new();
-    let rx = p.register(64 * CLIENTS, Access::LOCAL_WRITE)?;
+    let mut rxs = Vec::new();
     while conns.len() < CLIENTS {
         ensure(
             Instant::now() < deadline,
@@ -551,15 +566,18 @@ fn test_accept_short_timeouts() -> R {
         )?;
         if let Some(mut c) = listener.accept(Duration::from_millis(10))? {
             let n = conns.len();
-            c.post_recv(n as u64, slice(&rx, 64 * n, 64))?;
+            let rx = c.register(64, Access::LOCAL_WRITE)?;
+            c.post_recv(n as u64, slice(&rx, 0, 64))?;
             conns.push(c);
+            rxs.push(rx);
         }
     }
     let mut seen = Vec::new();
-    for c in &mut conns {
+    for (c, rx) in conns.iter_mut().zip(&rxs) {
         let got = completions(c, 1, false)?;
+        ensure(got[0].byte_len == 8, format!("{:?}", got[0]))?;
         let mut b = [0u8; 8];
-        rx.read(64 * got[0].wr_id as usize, &mut b)?;
+        rx.read(0, &mut b)?;
         ensure(b.iter().all(|x| *x == b[0]), "message bytes differ")?;
         seen.push(b[0]);
     }

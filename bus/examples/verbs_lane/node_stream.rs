@@ -19,11 +19,11 @@ use bus::{Access, BusError, Connection, Op, Provider, Region, WorkError};
 
 use crate::{config, ensure, provider, rxe_ip, slice, R, WAIT};
 
-const FABRIC_PORT: u16 = 16379;
+pub(crate) const FABRIC_PORT: u16 = 16379;
 const TCP_PORT: u16 = 6379;
 /// Both sides use the smallest RX window, so the big value and the pipeline cross many
 /// re-advertisements.
-const RX_SIZE: usize = bus::stream::RX_SIZE_MIN;
+pub(crate) const RX_SIZE: usize = bus::stream::RX_SIZE_MIN;
 /// INCRs in one pipeline: ~90 bytes each, several of the node's RX windows.
 const PIPELINE: usize = 2000;
 const PIPELINE_KEY: &str = "lane:pipeline-counter-with-a-long-name-so-requests-fill-windows";
@@ -34,12 +34,17 @@ const NODE_LOG: &str = "/tmp/node-lane.log";
 const REPLY_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// The node process; killed on drop unless it already exited.
-struct Node {
+pub(crate) struct Node {
     child: Option<Child>,
 }
 
 impl Node {
     fn start() -> R<Node> {
+        Self::start_with(&[])
+    }
+
+    /// A node on the rxe address with `extra` flags (a password, say).
+    pub(crate) fn start_with(extra: &[&str]) -> R<Node> {
         let bin = match std::env::var_os("NODE_BIN") {
             Some(b) => PathBuf::from(b),
             None => std::env::current_exe()?
@@ -58,6 +63,7 @@ impl Node {
             // The fabric listener is on the rxe address, not loopback, and there is no
             // password: protected mode would refuse every client.
             .args(["--protected-mode", "no"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -66,7 +72,7 @@ impl Node {
         Ok(Node { child: Some(child) })
     }
 
-    fn exited(&mut self) -> R<Option<std::process::ExitStatus>> {
+    pub(crate) fn exited(&mut self) -> R<Option<std::process::ExitStatus>> {
         match self.child.as_mut() {
             Some(c) => Ok(c.try_wait()?),
             None => Err("node already reaped".into()),
@@ -252,11 +258,11 @@ fn bad_peer(what: &str, msg: &[u8]) -> R {
     let to = SocketAddr::new(rxe_ip(), FABRIC_PORT);
     let mut conn = p.connect(to, &config(), WAIT)?;
     // Room for the node's RegisterXferMemory and keepalives, so only our message offends.
-    let rx = p.register(SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+    let rx = conn.register(SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
     for i in 0..SLOTS {
         conn.post_recv(i as u64, slice(&rx, i * CONTROL_MSG_LEN, CONTROL_MSG_LEN))?;
     }
-    let tx = p.register(msg.len(), Access::SEND)?;
+    let tx = conn.register(msg.len(), Access::SEND)?;
     tx.write(0, msg)?;
     conn.post_send(100, slice(&tx, 0, msg.len()))?;
     let deadline = Instant::now() + WAIT;

@@ -214,5 +214,47 @@ pub fn test_replication_wait() -> R {
         "{} writes replicated over verbs RC, WAIT 1 -> {acked}, rxe0 sent {sent} packets",
         KEYS + 1
     );
-    Ok(())
+    forged_acks_move_nothing(&mut nodes)
+}
+
+/// The replica killed, a rogue at the primary's replication port WRITEs a forged applied
+/// offset to every guessed key and address (`fabric_rogue forge-ack`): all refused, and WAIT
+/// still counts no replica.
+fn forged_acks_move_nothing(nodes: &mut Nodes) -> R {
+    let replica = nodes.0.get_mut(1).ok_or("no replica process")?;
+    replica.kill()?;
+    replica.wait()?;
+    ensure(
+        call(PRIMARY_PORT, &["SET", "after", "the kill"])? == "OK",
+        "SET after the kill",
+    )?;
+    let info = call(PRIMARY_PORT, &["INFO", "replication"])?;
+    let offset: u64 = info_field(&info, "master_repl_offset")
+        .ok_or("no master_repl_offset")?
+        .parse()?;
+    let p = crate::provider()?;
+    let mut opts = crate::probe::ProbeOptions::stream(Duration::from_millis(500), false, 2);
+    opts.victim = crate::probe::Victim::Bare;
+    opts.len = 8;
+    opts.value = offset;
+    let make = |own: Option<&bus::RemoteRegion>| {
+        crate::probe::attempts_of(&crate::guesses::guesses(
+            own,
+            crate::guesses::Density::LANE,
+            11,
+            &[],
+        ))
+    };
+    let to = std::net::SocketAddr::new(rxe_ip(), REPL_FABRIC_PORT);
+    let report = crate::probe::probe(&p, to, make, &opts)?;
+    println!("{}", report.line());
+    ensure(
+        report.victim_held(),
+        format!("a forged ack: {}", report.line()),
+    )?;
+    let waited = call(PRIMARY_PORT, &["WAIT", "1", "200"])?;
+    ensure(
+        waited == "0",
+        format!("WAIT after the forgery answered {waited}"),
+    )
 }

@@ -67,8 +67,8 @@ pub fn test_ring_two_process() -> R {
         let mut reader = RingReader::create(ring_conn, DATA_LEN)?;
 
         // Advertise the ring; learn the writer's ack word.
-        let rx = p.register(64, Access::LOCAL_WRITE)?;
-        let tx = p.register(64, Access::SEND)?;
+        let rx = ctl.register(64, Access::LOCAL_WRITE)?;
+        let tx = ctl.register(64, Access::SEND)?;
         ctl.post_recv(WR_CTL_RECV, slice(&rx, 0, 64))?;
         tx.write(0, &encode_advert(&reader.advert()?))?;
         ctl.post_send(WR_CTL_SEND, slice(&tx, 0, ADVERT_LEN))?;
@@ -163,8 +163,8 @@ pub fn ring_writer(ctl_port: u16, seed: u64) -> R {
     let p = provider()?;
     let mut ctl = p.connect(SocketAddr::new(rxe_ip(), ctl_port), &config(), WAIT)?;
     let ring_conn = p.connect(SocketAddr::new(rxe_ip(), RING_PORT), &config(), WAIT)?;
-    let rx = p.register(64, Access::LOCAL_WRITE)?;
-    let tx = p.register(64, Access::SEND)?;
+    let rx = ctl.register(64, Access::LOCAL_WRITE)?;
+    let tx = ctl.register(64, Access::SEND)?;
     ctl.post_recv(WR_CTL_RECV, slice(&rx, 0, 64))?;
     let got = completions(&mut ctl, 1, false)?;
     let mut advert = vec![0; got[0].byte_len as usize];

@@ -197,7 +197,11 @@ pub fn srq_sender(port: u16, seed: u64) -> R {
     for _ in 0..CONNS {
         conns.push(p.connect(addr, &config(), WAIT)?);
     }
-    let tx = p.register(CONNS * WINDOW as usize * SLOT_LEN, Access::SEND)?;
+    // Plain connections: each has its own protection domain, so its own send buffer.
+    let mut txs = Vec::new();
+    for conn in &conns {
+        txs.push(conn.register(WINDOW as usize * SLOT_LEN, Access::SEND)?);
+    }
     let mut gens: Vec<SplitMix> = (0..CONNS as u64).map(|t| generator(seed, t)).collect();
     let mut in_flight = [0u64; CONNS];
     for seq in 0..MESSAGES {
@@ -208,9 +212,9 @@ pub fn srq_sender(port: u16, seed: u64) -> R {
                 in_flight[tag] -= 1;
             }
             let msg = message(&mut gens[tag], tag as u64, seq);
-            let at = (tag * WINDOW as usize + (seq % WINDOW) as usize) * SLOT_LEN;
-            tx.write(at, &msg)?;
-            conn.post_send(seq, slice(&tx, at, msg.len()))?;
+            let at = (seq % WINDOW) as usize * SLOT_LEN;
+            txs[tag].write(at, &msg)?;
+            conn.post_send(seq, slice(&txs[tag], at, msg.len()))?;
             in_flight[tag] += 1;
         }
     }
@@ -264,7 +268,8 @@ pub fn test_srq_connect_side() -> R {
     for id in 0..u64::from(CONNECT_SIDE_POOL) {
         srq.post_recv(id, slice(&rx, id as usize * SLOT_LEN, SLOT_LEN))?;
     }
-    let tx = p.register(SLOT_LEN, Access::SEND)?;
+    // The accepted side is a plain connection (its own protection domain).
+    let tx = server.register(SLOT_LEN, Access::SEND)?;
     for seq in 0..CONNECT_SIDE_MESSAGES {
         tx.write(0, &seq.to_le_bytes())?;
         server.post_send(seq, slice(&tx, 0, 8))?;

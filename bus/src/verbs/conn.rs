@@ -1,8 +1,9 @@
 //! Reliable connections: RC QPs set up with rdma_cm (`RDMA_PS_TCP`), the way Valkey-over-RDMA
 //! and rping do, so a verbs Stream is wire-compatible with them.
 //!
-//! The QP is ours (created in the provider's PD, so any provider region can be named) and
-//! rdma_cm only drives the connection: we move the QP through INIT/RTR/RTS with the attributes
+//! The QP is ours (created in a protection domain of its own: it can name only regions the
+//! connection registered, `Connection::register`, and a peer reaches nothing else through
+//! it) and rdma_cm only drives the connection: we move the QP through INIT/RTR/RTS with the attributes
 //! rdma_cm computes (`rdma_init_qp_attr`) and hand its number to `rdma_connect`/`rdma_accept`.
 //!
 //! Because the QP is ours, rdma_cm does not move it to the error state when the peer
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::ibv_wc;
+use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::QueuePairState;
 use sideway::rdmacm::communication_manager::{
     ConnectionParameter, EventChannel, EventType, Identifier, PortSpace,
@@ -60,6 +62,9 @@ pub struct VerbsConnection {
     qp: RcQp,
     outstanding: Outstanding,
     cq: Cq,
+    /// The QP's protection domain: its own (or the SRQ's, for an SRQ-attached one). Every
+    /// region a work request names must be in it.
+    pd: Arc<ProtectionDomain>,
     id: Arc<Identifier>,
     channel: Arc<EventChannel>,
     /// True when `channel` carries only this connection's events (the connecting side).
@@ -68,7 +73,8 @@ pub struct VerbsConnection {
     closed: Arc<AtomicBool>,
     /// Whether the QP has been moved to the error state after `closed`.
     flushed: bool,
-    dev: Arc<Device>,
+    /// Keeps the device open as long as the connection (its regions hold only their PD).
+    _dev: Arc<Device>,
     max_inline: usize,
     wcs: Vec<ibv_wc>,
     local: EndpointAddr,
@@ -126,7 +132,7 @@ pub(super) struct CmLink {
 impl VerbsConnection {
     pub(super) fn new(
         dev: &Arc<Device>,
-        (qp, cq): (RcQp, Cq),
+        (qp, cq, pd): (RcQp, Cq, Arc<ProtectionDomain>),
         link: CmLink,
         config: &EndpointConfig,
         peer: EndpointAddr,
@@ -155,12 +161,13 @@ impl VerbsConnection {
             ),
             qp,
             cq,
+            pd,
             id,
             channel,
             own_channel,
             closed,
             flushed: false,
-            dev: Arc::clone(dev),
+            _dev: Arc::clone(dev),
             max_inline: config.max_inline,
             wcs: Vec::new(),
             local,
@@ -169,10 +176,12 @@ impl VerbsConnection {
     }
 
     fn local_sge(&self, slice: &LocalSlice<VerbsRegion>) -> Result<Sge> {
-        if !slice.region.in_pd(&self.dev.pd) {
+        if !slice.region.in_pd(&self.pd) {
             return Err(BusError::Invalid {
                 what: "region",
-                reason: "registered with another provider instance".to_owned(),
+                reason: "registered for another connection (each has its own protection \
+                         domain: register through Connection::register)"
+                    .to_owned(),
             });
         }
         slice.region.check(slice.offset, slice.len)?;
@@ -181,7 +190,8 @@ impl VerbsConnection {
             reason: format!("{} exceeds 4 GiB", slice.len),
         })?;
         Ok(Sge {
-            addr: slice.region.addr_of(slice.offset),
+            addr: slice.region.io_addr_of(slice.offset),
+            ptr: slice.region.addr_of(slice.offset),
             len,
             lkey: slice.region.lkey(),
         })
@@ -307,8 +317,9 @@ fn remote_target(src_len: usize, remote: &RemoteSlice) -> Result<(u64, u32)> {
 impl Connection for VerbsConnection {
     type Region = VerbsRegion;
 
+    /// In this connection's own protection domain: no other QP can reach it.
     fn register(&self, len: usize, access: Access) -> Result<VerbsRegion> {
-        super::region::register(&self.dev, len, access)
+        super::region::register_in(&self.pd, len, access)
     }
 
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<VerbsRegion>) -> Result<()> {
@@ -443,7 +454,7 @@ pub(crate) fn connect(
     id.resolve_route(cm::cm_timeout(left))
         .map_err(|e| lib_error("rdma_resolve_route", &e))?;
     cm::expect(&channel, &id, EventType::RouteResolved, deadline, timeout)?;
-    let (mut qp, cq) = RcQp::create(dev, config, srq)?;
+    let (mut qp, cq, pd) = RcQp::create(dev, config, srq)?;
     id.connect(conn_param(&qp))
         .map_err(|e| lib_error("rdma_connect", &e))?;
     // With our own QP, rdma_cm stops at CONNECT_RESPONSE: we bring the QP up and establish.
@@ -469,5 +480,5 @@ pub(crate) fn connect(
         own_channel: true,
         closed,
     };
-    Ok(VerbsConnection::new(dev, (qp, cq), link, config, peer))
+    Ok(VerbsConnection::new(dev, (qp, cq, pd), link, config, peer))
 }

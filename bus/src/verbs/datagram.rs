@@ -193,7 +193,8 @@ impl VerbsDatagram {
     fn post_recv_slot(&mut self, slot: usize) -> Result<()> {
         let len = self.recv_slot_len();
         let sge = Sge {
-            addr: self.recv_buf.addr_of(slot * len),
+            addr: self.recv_buf.io_addr_of(slot * len),
+            ptr: self.recv_buf.addr_of(slot * len),
             len: len as u32,
             lkey: self.recv_buf.lkey(),
         };
@@ -312,7 +313,8 @@ impl DatagramEndpoint for VerbsDatagram {
         let offset = slot * self.mtu;
         self.send_buf.write(offset, payload)?;
         let sge = Sge {
-            addr: self.send_buf.addr_of(offset),
+            addr: self.send_buf.io_addr_of(offset),
+            ptr: self.send_buf.addr_of(offset),
             len: payload.len() as u32,
             lkey: self.send_buf.lkey(),
         };

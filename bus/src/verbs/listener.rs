@@ -18,6 +18,8 @@ use sideway::rdmacm::communication_manager::{
     Event, EventChannel, EventType, Identifier, PortSpace,
 };
 
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+
 use super::cm;
 use super::conn::{conn_param, ends_connection, CmLink, VerbsConnection};
 use super::cq::Cq;
@@ -45,9 +47,10 @@ const LISTEN_BACKLOG: i32 = 64;
 
 /// A request that was answered with `rdma_accept` and awaits ESTABLISHED.
 struct Accepting {
-    // Drop order: the QP before its CQ, both before the identifier.
+    // Drop order: the QP before its CQ, both before the identifier; the PD after the QP.
     qp: RcQp,
     cq: Cq,
+    pd: Arc<ProtectionDomain>,
     id: Arc<Identifier>,
     peer_qpn: u32,
     since: Instant,
@@ -120,7 +123,7 @@ impl VerbsListener {
             let Some(id) = self.queued.pop_front() else {
                 return Ok(());
             };
-            let (mut qp, cq) = RcQp::create(&self.dev, &self.config, self.srq.as_ref())?;
+            let (mut qp, cq, pd) = RcQp::create(&self.dev, &self.config, self.srq.as_ref())?;
             if let Err(e) = qp.bring_up(&self.dev, &cq, &id) {
                 // This request's route is unusable; the others may be fine.
                 tracing::warn!(error = %e, "verbs listener: cannot set up a QP for a request");
@@ -137,6 +140,7 @@ impl VerbsListener {
             self.accepting.push(Accepting {
                 qp,
                 cq,
+                pd,
                 id,
                 peer_qpn,
                 since: Instant::now(),
@@ -177,7 +181,7 @@ impl VerbsListener {
         };
         self.ready.push_back(VerbsConnection::new(
             &self.dev,
-            (a.qp, a.cq),
+            (a.qp, a.cq, a.pd),
             link,
             &self.config,
             peer,

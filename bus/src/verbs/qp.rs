@@ -1,6 +1,13 @@
 //! The RC queue pair of a connection: sideway's, or our own when its receives come from a
 //! shared receive queue (sideway 0.4's QP builder cannot attach one).
 //!
+//! Each connection's QP gets a protection domain of its own (`ibv_alloc_pd`), and the
+//! connection registers its regions there (`Connection::register`): a peer's QP reaches
+//! only the regions of its own connection, whatever key and address it names (the device
+//! checks the MR's PD against the QP's on every remote access). An SRQ-attached QP stays in
+//! the SRQ's PD (the device's), since its receives name the SRQ's buffers: such connections
+//! share that PD and are kept apart by keys only.
+//!
 //! rdma_cm computes the attributes that move a QP through INIT/RTR/RTS (`rdma_init_qp_attr`),
 //! but sideway hands them over sealed: only its own QPs can apply them. For our own QP we apply
 //! them to a throwaway sideway QP (a "template": same PD, CQ and rdma_cm identifier, never
@@ -27,6 +34,7 @@ use super::lib_error;
 use super::srq::SrqShared;
 use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
+use sideway::ibverbs::protection_domain::ProtectionDomain;
 
 /// An RC QP attached to a shared receive queue.
 pub(crate) struct SrqQp {
@@ -109,19 +117,24 @@ fn raw_state(state: QueuePairState) -> ibv_qp_state::Type {
 }
 
 impl RcQp {
-    /// Creates the QP and its CQ with the configured depths, attached to `srq` if given. The
-    /// CQ takes the SRQ receives that arrive on this connection too: it must hold the send
-    /// depth plus the whole SRQ.
+    /// Creates the QP and its CQ with the configured depths, attached to `srq` if given, and
+    /// returns the PD it lives in (a new one; the device's for an SRQ-attached QP). The CQ
+    /// takes the SRQ receives that arrive on this connection too: it must hold the send depth
+    /// plus the whole SRQ.
     pub(crate) fn create(
         dev: &Arc<Device>,
         config: &EndpointConfig,
         srq: Option<&Arc<SrqShared>>,
-    ) -> Result<(RcQp, Cq)> {
+    ) -> Result<(RcQp, Cq, Arc<ProtectionDomain>)> {
         config.validate()?;
         let Some(srq) = srq else {
+            let pd = dev
+                .ctx
+                .alloc_pd()
+                .map_err(|e| lib_error("ibv_alloc_pd", &e))?;
             let cq = Cq::new(&dev.ctx, config.cq_size)?;
-            let qp = sideway_qp(dev, config, &cq)?;
-            return Ok((RcQp::Own(qp), cq));
+            let qp = sideway_qp(&pd, config, &cq)?;
+            return Ok((RcQp::Own(qp), cq, pd));
         };
         check_srq_fits(dev, config, srq)?;
         let cq = Cq::new(&dev.ctx, config.cq_size)?;
@@ -151,7 +164,7 @@ impl RcQp {
             _cq: cq.handle(),
             _dev: Arc::clone(dev),
         };
-        Ok((RcQp::Shared(qp), cq))
+        Ok((RcQp::Shared(qp), cq, Arc::clone(&dev.pd)))
     }
 
     /// The raw QP for posting; valid while `self` is.
@@ -200,7 +213,7 @@ impl RcQp {
                     max_inline: 0,
                     ..EndpointConfig::default()
                 };
-                &mut sideway_qp(dev, &tiny, cq)?
+                &mut sideway_qp(&dev.pd, &tiny, cq)?
             }
         };
         for state in states {
@@ -307,9 +320,12 @@ fn apply_cm_attr(qp: &mut BasicQueuePair, id: &Identifier, state: QueuePairState
     qp.modify(&attr).map_err(|e| lib_error("ibv_modify_qp", &e))
 }
 
-fn sideway_qp(dev: &Device, config: &EndpointConfig, cq: &Cq) -> Result<BasicQueuePair> {
-    dev.pd
-        .create_qp_builder()
+fn sideway_qp(
+    pd: &Arc<ProtectionDomain>,
+    config: &EndpointConfig,
+    cq: &Cq,
+) -> Result<BasicQueuePair> {
+    pd.create_qp_builder()
         .setup_qp_type(QueuePairType::ReliableConnection)
         .setup_max_send_wr(config.send_wr)
         .setup_max_recv_wr(config.recv_wr)

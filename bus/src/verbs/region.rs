@@ -1,4 +1,13 @@
-//! Registered memory: page-aligned zeroed memory plus its memory region (`ibv_reg_mr`).
+//! Registered memory: zeroed memory plus its memory region, registered with
+//! `ibv_reg_mr_iova2` under a random I/O virtual address.
+//!
+//! What a peer needs to reach a region is its protection domain (a QP of another PD gets a
+//! remote access error whatever key it names: each connection has a PD of its own, see
+//! `qp.rs`), its rkey and its address. The address peers are told is a random I/O virtual
+//! address (`iova`), not where the memory is, so it says nothing about this process's address
+//! space or any other region: 52 random bits above the page offset, and the region starts at
+//! a random 8-byte-aligned offset in its first page (9 bits; the iova keeps that offset, as
+//! mlx5 requires). rxe adds 8 random bits to each rkey; mlx5 a counter byte.
 #![allow(unsafe_code)]
 
 use std::alloc::Layout;
@@ -6,9 +15,10 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use sideway::ibverbs::memory_region::MemoryRegion;
+use rand::rngs::OsRng;
+use rand::{Rng, RngCore};
+use rdma_mummy_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr_iova2};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
-use sideway::ibverbs::AccessFlags;
 
 use super::device::Device;
 use super::lib_error;
@@ -22,6 +32,8 @@ pub const REGION_LEN_MAX: usize = 1 << 36;
 /// Alignment and rounding of region memory: pages, so no two regions share a page (registration
 /// pins whole pages) and the device's DMA never straddles someone else's allocation.
 const PAGE: usize = 4096;
+/// The region's start inside its first page is a multiple of this (u64 words stay aligned).
+const IN_PAGE_ALIGN: usize = 8;
 
 /// An owned, zeroed, page-aligned allocation.
 struct Memory {
@@ -43,14 +55,55 @@ impl Drop for Memory {
     }
 }
 
+/// A registered memory region (`ibv_mr`), deregistered on drop.
+struct Mr(NonNull<ibv_mr>);
+
+// SAFETY: an ibv_mr may be used and deregistered from any thread; the pointer is owned here.
+unsafe impl Send for Mr {}
+// SAFETY: only its plain key fields are read through `&self`.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    fn lkey(&self) -> u32 {
+        // SAFETY: the MR is live while `self` is; lkey is set at registration.
+        unsafe { self.0.as_ref().lkey }
+    }
+    fn rkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { self.0.as_ref().rkey }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: the MR is live and deregistered exactly once; no work request names it any
+        // more (outstanding work holds a clone of the region, so this runs after completion).
+        let rc = unsafe { ibv_dereg_mr(self.0.as_ptr()) };
+        if rc != 0 {
+            tracing::warn!(errno = rc, "ibv_dereg_mr failed");
+        }
+    }
+}
+
 struct Inner {
-    // Field order is drop order: deregister the MR before the memory under it is freed.
-    mr: Arc<MemoryRegion>,
-    mem: Memory,
+    // Field order is drop order: deregister the MR before the memory under it is freed, and
+    // before the PD it belongs to.
+    mr: Mr,
+    /// Owned here so it is freed after the MR.
+    _mem: Memory,
+    /// The region's first byte (inside `mem`'s first page).
+    base: NonNull<u8>,
+    /// What peers are told instead of `base`.
+    iova: u64,
     len: usize,
     access: Access,
     pd: Arc<ProtectionDomain>,
 }
+
+// SAFETY: `base` points into `mem`, owned by this value (see Memory).
+unsafe impl Send for Inner {}
+// SAFETY: as above.
+unsafe impl Sync for Inner {}
 
 /// A region registered with the `verbs` provider. Clones share the memory.
 #[derive(Clone)]
@@ -59,7 +112,6 @@ pub struct VerbsRegion(Arc<Inner>);
 impl std::fmt::Debug for VerbsRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VerbsRegion")
-            .field("addr", &self.0.mem.ptr)
             .field("len", &self.0.len)
             .field("access", &self.0.access)
             .field("lkey", &self.0.mr.lkey())
@@ -67,35 +119,59 @@ impl std::fmt::Debug for VerbsRegion {
     }
 }
 
-fn access_flags(access: Access) -> AccessFlags {
-    let mut flags = AccessFlags::none();
+fn access_flags(access: Access) -> u32 {
+    let mut flags = 0;
     // Verbs refuses REMOTE_WRITE without LOCAL_WRITE (EINVAL): a remotely writable region is
     // locally writable by the device too.
     if access.contains(Access::LOCAL_WRITE) || access.contains(Access::REMOTE_WRITE) {
-        flags |= AccessFlags::LocalWrite;
+        flags |= ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
     }
     if access.contains(Access::REMOTE_WRITE) {
-        flags |= AccessFlags::RemoteWrite;
+        flags |= ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
     }
     if access.contains(Access::REMOTE_READ) {
-        flags |= AccessFlags::RemoteRead;
+        flags |= ibv_access_flags::IBV_ACCESS_REMOTE_READ.0;
     }
     flags
 }
 
+/// A random I/O virtual address for `len` bytes at `base`: random above the page offset,
+/// `base`'s offset in its page below it, and room for `len` bytes before u64 wraps.
+fn random_iova(base: u64, len: u64) -> u64 {
+    loop {
+        let iova = (OsRng.next_u64() & !(PAGE as u64 - 1)) | (base & (PAGE as u64 - 1));
+        if iova.checked_add(len).is_some() && iova != 0 {
+            return iova;
+        }
+    }
+}
+
+/// Registers `len` zeroed bytes in the device's PD (datagram endpoints, shared receive
+/// queues and their connections).
 pub(crate) fn register(dev: &Device, len: usize, access: Access) -> Result<VerbsRegion> {
+    register_in(&dev.pd, len, access)
+}
+
+/// Registers `len` zeroed bytes in `pd` (a connection's own).
+pub(crate) fn register_in(
+    pd: &Arc<ProtectionDomain>,
+    len: usize,
+    access: Access,
+) -> Result<VerbsRegion> {
     if len == 0 || len > REGION_LEN_MAX {
         return Err(BusError::Invalid {
             what: "region length",
             reason: format!("{len} is outside 1..={REGION_LEN_MAX}"),
         });
     }
-    let layout = Layout::from_size_align(len.div_ceil(PAGE) * PAGE, PAGE).map_err(|e| {
-        BusError::Invalid {
-            what: "region length",
-            reason: e.to_string(),
-        }
-    })?;
+    let offset = OsRng.gen_range(0..PAGE / IN_PAGE_ALIGN) * IN_PAGE_ALIGN;
+    let layout =
+        Layout::from_size_align((offset + len).div_ceil(PAGE) * PAGE, PAGE).map_err(|e| {
+            BusError::Invalid {
+                what: "region length",
+                reason: e.to_string(),
+            }
+        })?;
     // SAFETY: the layout has a non-zero size (len >= 1 rounded up to a page).
     let raw = unsafe { std::alloc::alloc_zeroed(layout) };
     let ptr = NonNull::new(raw).ok_or(BusError::Provider {
@@ -104,19 +180,31 @@ pub(crate) fn register(dev: &Device, len: usize, access: Access) -> Result<Verbs
         reason: format!("out of memory for a {len}-byte region"),
     })?;
     let mem = Memory { ptr, layout };
-    // SAFETY: `mem` is valid for `len` bytes and outlives the MR: both live in `Inner`, where the
-    // MR is dropped (deregistered) first.
+    // SAFETY: offset < PAGE <= the allocation's size.
+    let base = unsafe { NonNull::new_unchecked(ptr.as_ptr().add(offset)) };
+    let iova = random_iova(base.as_ptr() as u64, len as u64);
+    // SAFETY: `base..base+len` lies inside `mem`, which outlives the MR (both live in `Inner`,
+    // where the MR is dropped, deregistered, first); the PD is live (held by `pd`).
     let mr = unsafe {
-        dev.pd
-            .reg_mr(ptr.as_ptr() as usize, len, access_flags(access))
-    }
-    .map_err(|e| lib_error("ibv_reg_mr", &e))?;
+        ibv_reg_mr_iova2(
+            pd.pd().as_ptr(),
+            base.as_ptr().cast(),
+            len,
+            iova,
+            access_flags(access),
+        )
+    };
+    let mr = NonNull::new(mr)
+        .map(Mr)
+        .ok_or_else(|| lib_error("ibv_reg_mr_iova2", &std::io::Error::last_os_error()))?;
     Ok(VerbsRegion(Arc::new(Inner {
         mr,
-        mem,
+        _mem: mem,
+        base,
+        iova,
         len,
         access,
-        pd: Arc::clone(&dev.pd),
+        pd: Arc::clone(pd),
     })))
 }
 
@@ -125,9 +213,15 @@ impl VerbsRegion {
         self.0.mr.lkey()
     }
 
-    /// The virtual address of `offset` (what a scatter/gather entry names).
+    /// The address of byte `offset` in this process (what inline data is copied from).
     pub(crate) fn addr_of(&self, offset: usize) -> u64 {
-        self.0.mem.ptr.as_ptr() as u64 + offset as u64
+        self.0.base.as_ptr() as u64 + offset as u64
+    }
+
+    /// The address of byte `offset` in the MR's I/O virtual address space: what a
+    /// scatter/gather entry names for the device (the MR was registered at `iova`).
+    pub(crate) fn io_addr_of(&self, offset: usize) -> u64 {
+        self.0.iova + offset as u64
     }
 
     /// Whether the region belongs to this protection domain (work requests may name it).
@@ -155,9 +249,10 @@ impl VerbsRegion {
                 reason: format!("{offset} is not 8-byte aligned"),
             });
         }
-        // SAFETY: in bounds and 8-byte aligned (the base is page aligned); the word lives as long
-        // as `self`; every access to it from this process is atomic, and peers write it by DMA.
-        Ok(unsafe { AtomicU64::from_ptr(self.0.mem.ptr.as_ptr().add(offset).cast::<u64>()) })
+        // SAFETY: in bounds and 8-byte aligned (the base is 8-byte aligned); the word lives as
+        // long as `self`; every access to it from this process is atomic, and peers write it by
+        // DMA.
+        Ok(unsafe { AtomicU64::from_ptr(self.0.base.as_ptr().add(offset).cast::<u64>()) })
     }
 }
 
@@ -178,7 +273,7 @@ impl Region for VerbsRegion {
             });
         }
         Ok(RemoteRegion {
-            addr: self.addr_of(0),
+            addr: self.0.iova,
             len: self.0.len as u64,
             rkey: u64::from(self.0.mr.rkey()),
         })
@@ -190,7 +285,7 @@ impl Region for VerbsRegion {
         // Rust buffer, so the ranges cannot overlap.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                self.0.mem.ptr.as_ptr().add(offset),
+                self.0.base.as_ptr().add(offset),
                 dst.as_mut_ptr(),
                 dst.len(),
             )
@@ -203,11 +298,7 @@ impl Region for VerbsRegion {
         // SAFETY: the destination range is inside the allocation (checked); `src` is a Rust slice
         // that cannot point into registered memory (no references into it are handed out).
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr(),
-                self.0.mem.ptr.as_ptr().add(offset),
-                src.len(),
-            )
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.0.base.as_ptr().add(offset), src.len())
         }
         Ok(())
     }

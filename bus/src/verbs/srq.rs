@@ -155,7 +155,8 @@ impl VerbsSrq {
             reason: format!("{} exceeds 4 GiB", dst.len),
         })?;
         let sge = Sge {
-            addr: dst.region.addr_of(dst.offset),
+            addr: dst.region.io_addr_of(dst.offset),
+            ptr: dst.region.addr_of(dst.offset),
             len,
             lkey: dst.region.lkey(),
         };

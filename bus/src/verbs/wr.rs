@@ -173,7 +173,10 @@ pub(crate) enum SendKind {
 
 /// The local buffer of a work request.
 pub(crate) struct Sge {
+    /// Its address in the MR's I/O virtual address space (what the device uses with the lkey).
     pub(crate) addr: u64,
+    /// Its address in this process (what the library copies inline data from).
+    pub(crate) ptr: u64,
     pub(crate) len: u32,
     pub(crate) lkey: u32,
 }
@@ -204,8 +207,10 @@ pub(crate) unsafe fn post_send(
     sge: Sge,
     inline: bool,
 ) -> Result<()> {
+    // Inline data is copied by the library from the process's memory; everything else is
+    // read by the device through the MR, in its I/O virtual address space.
     let mut sg = ibv_sge {
-        addr: sge.addr,
+        addr: if inline { sge.ptr } else { sge.addr },
         length: sge.len,
         lkey: sge.lkey,
     };
