@@ -12,6 +12,7 @@
 //! - [`server`]: listeners, connections, clients, cron, shutdown.
 
 pub mod app;
+pub mod clock;
 pub mod cluster;
 pub mod command;
 pub mod commands;

@@ -4,7 +4,6 @@
 use super::error::ClusterError;
 use super::slots::parse_slot;
 use super::topology::Topology;
-use crate::command::args::is;
 
 /// What SETSLOT was asked to do, parsed from `slot action [node-id]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,4 +230,9 @@ mod tests {
         assert_eq!((t.current_epoch, t.myself().config_epoch), (4, 4));
         assert!(t.check_setslot_allowed().is_ok());
     }
+}
+
+/// `arg` is `keyword`, in any case.
+fn is(arg: &[u8], keyword: &str) -> bool {
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
 }

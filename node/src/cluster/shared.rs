@@ -76,6 +76,15 @@ const FORGOTTEN_MAX: usize = super::topology::NODES_MAX;
 /// How long such a FORGET is answered OK: gossip's blacklist period.
 const FORGOTTEN_TTL: Duration = Duration::from_millis(super::gossip::blacklist::BLACKLIST_TTL_MS);
 
+/// A client blocked until the serving lease holds again. Defined here and implemented by
+/// the server's client handle, so the cluster core does not import the server.
+pub trait LeaseWaiter: Send + Sync {
+    /// Still blocked, not killed: a waiter that is not goes from the list.
+    fn still_waiting(&self) -> bool;
+    /// Runs its command again.
+    fn wake(&self);
+}
+
 pub struct Cluster {
     pub topology: RwLock<Topology>,
     group: RwLock<GroupView>,
@@ -100,7 +109,7 @@ pub struct Cluster {
     /// The serving lease's length the bus runs with (ms; 0 before the bus is up).
     lease_ms: std::sync::atomic::AtomicU64,
     /// Clients blocked until the lease holds again (see [`Cluster::wake_when_serving`]).
-    lease_waiters: Mutex<Vec<std::sync::Arc<crate::server::ClientShared>>>,
+    lease_waiters: Mutex<Vec<std::sync::Arc<dyn LeaseWaiter>>>,
     /// This process's gossip incarnation (0 before the bus is up): a replica names it when
     /// it links, so its primary tells a later restart from gossip not yet caught up.
     incarnation: std::sync::atomic::AtomicU64,
@@ -195,7 +204,7 @@ impl Cluster {
             .load(std::sync::atomic::Ordering::Relaxed)
         {
             u64::MAX => true,
-            until => crate::server::unix_millis() <= until,
+            until => crate::clock::unix_millis() <= until,
         }
     }
 
@@ -272,17 +281,13 @@ impl Cluster {
 
     /// Wakes `client` (to run its command again) once the serving lease holds; at once if
     /// it holds already (it may have come back since the command looked).
-    pub fn wake_when_serving(&self, client: std::sync::Arc<crate::server::ClientShared>) {
+    pub fn wake_when_serving(&self, client: std::sync::Arc<dyn LeaseWaiter>) {
         {
             let mut waiters = self.lease_waiters.lock();
             // Bounded by the clients blocked now: a waiter that timed out, left or was
             // killed while the lease stayed lapsed (a partition of hours, its client
             // retrying) goes, and a retried command does not register twice.
-            waiters.retain(|c| {
-                c.blocked.load(std::sync::atomic::Ordering::Relaxed)
-                    && !c.is_killed()
-                    && !std::sync::Arc::ptr_eq(c, &client)
-            });
+            waiters.retain(|c| c.still_waiting() && !std::sync::Arc::ptr_eq(c, &client));
             waiters.push(client);
         }
         if self.serving() {

@@ -58,7 +58,7 @@ pub fn execute(
         if !spec.has(flags::TXN_CONTROL) {
             // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
             // the transaction, whatever the command.
-            let queued = crate::db::eviction::make_room(server, client.clock.start().at)
+            let queued = super::eviction::make_room(server, client.clock.start().at)
                 .map(|_evicted| ())
                 .and_then(|()| multi.queue(args, spec.has(flags::DENYOOM)));
             if let Err(e) = queued {
@@ -74,7 +74,7 @@ pub fn execute(
     // before the shards are locked (eviction locks them).
     let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
     if spec.has(flags::DENYOOM) || exec_denyoom {
-        match crate::db::eviction::make_room(server, client.clock.start().at) {
+        match super::eviction::make_room(server, client.clock.start().at) {
             Err(e) => return reject(server, client, &mut reply, args, e, stats),
             // Evicting may have taken a while; it is not the command's time.
             Ok(true) => client.clock.touch(),

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;
+pub mod eviction;
 pub mod glob;
 pub mod sample;
 pub mod scan;

@@ -6,41 +6,7 @@ use crate::tls::settings::{parse_protocols, parse_tls13_suites, TlsAuthClients, 
 use proto::resp::limits::DEFAULT_MAX_BULK_LEN;
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EvictionPolicy {
-    NoEviction,
-    AllKeysLru,
-    VolatileLru,
-    AllKeysRandom,
-    VolatileRandom,
-    VolatileTtl,
-}
-
-impl EvictionPolicy {
-    const NAMES: [(EvictionPolicy, &'static str); 6] = [
-        (EvictionPolicy::NoEviction, "noeviction"),
-        (EvictionPolicy::AllKeysLru, "allkeys-lru"),
-        (EvictionPolicy::VolatileLru, "volatile-lru"),
-        (EvictionPolicy::AllKeysRandom, "allkeys-random"),
-        (EvictionPolicy::VolatileRandom, "volatile-random"),
-        (EvictionPolicy::VolatileTtl, "volatile-ttl"),
-    ];
-
-    pub fn name(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(p, _)| *p == self)
-            .map(|(_, n)| *n)
-            .unwrap_or("noeviction")
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .find(|(_, n)| n.eq_ignore_ascii_case(s))
-            .map(|(p, _)| *p)
-    }
-}
+pub use crate::db::eviction::EvictionPolicy;
 
 /// Which fabric provider serves `rdma-port` (`fabric-provider`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +95,14 @@ pub const RDMA_RX_SIZE_MIN: u64 = 64 * 1024;
 pub const RDMA_RX_SIZE_MAX: u64 = 16 * 1024 * 1024;
 /// Most polling threads: each one spins a core while busy.
 pub const MAX_RDMA_POLL_THREADS: usize = 64;
+/// `repl-backlog-size` default: 1 MiB, as Redis (Valkey ships 10 MiB).
+pub const REPL_BACKLOG_SIZE_DEFAULT: usize = 1 << 20;
+/// Largest backlog accepted: 16 GiB. The backlog is ordinary process memory that lives as long
+/// as the node; past this a typo in the config would take the host's memory.
+pub const REPL_BACKLOG_SIZE_MAX: usize = 1 << 34;
+/// The upper bound of `io-busy-poll-us`: 10 ms of polling after each read is already far
+/// beyond any gap between the requests of a busy client.
+pub const IO_BUSY_POLL_US_MAX: u64 = 10_000;
 /// Longest spin before backing off: beyond a millisecond spinning only burns the core.
 pub const MAX_BUSY_POLL_US: u64 = 1000;
 /// Most fabric clients waiting for AUTH at once: each pins its pre-auth window (about 45
@@ -404,7 +378,7 @@ impl Default for Config {
             slowlog_max_len: 128,
             databases: 1,
             rdbchecksum: true,
-            repl_backlog_size: crate::replication::backlog::REPL_BACKLOG_SIZE_DEFAULT as u64,
+            repl_backlog_size: REPL_BACKLOG_SIZE_DEFAULT as u64,
             repl_backlog_eager: false,
             min_replicas_to_write: 0,
             min_replicas_max_lag: 10,
@@ -597,7 +571,7 @@ pub static PARAMS: &[Param] = &[
         true,
         |c| c.io_busy_poll_us.to_string(),
         |c, v| {
-            c.io_busy_poll_us = num(v, 0, crate::server::busy_poll::MAX_BUSY_POLL_US)?;
+            c.io_busy_poll_us = num(v, 0, IO_BUSY_POLL_US_MAX)?;
             Ok(())
         }
     ),
@@ -941,8 +915,7 @@ pub static PARAMS: &[Param] = &[
         |c, v| {
             // Redis raises anything smaller to its 16 KiB minimum rather than refusing it.
             c.repl_backlog_size =
-                memory(v, crate::replication::backlog::REPL_BACKLOG_SIZE_MAX as u64)?
-                    .max(REPL_BACKLOG_SIZE_MIN);
+                memory(v, REPL_BACKLOG_SIZE_MAX as u64)?.max(REPL_BACKLOG_SIZE_MIN);
             Ok(())
         }
     ),

@@ -1,105 +1,68 @@
-//! `maxmemory`: evicting keys by the configured policy before a command that may grow memory
-//! runs, or refusing it with Redis's OOM error under `noeviction`.
+//! `maxmemory`'s core: which key a policy evicts from a shard, sampling with the random
+//! source it is given (no clock, no I/O). The command framework runs it before a command that
+//! may grow memory (the command layer's `eviction`).
 
 use super::entry::UnixMillis;
-use super::keyspace::{Shard, SHARD_COUNT};
+use super::keyspace::Shard;
 use super::value::Key;
-use crate::command::CmdError;
-use crate::config::EvictionPolicy;
-use crate::server::stats::Stats;
-use crate::server::{lru_clock, unix_millis, Server};
 use rand::Rng;
-use std::sync::atomic::Ordering::Relaxed;
 
-/// Most keys evicted to admit one command; past it the command is refused with OOM rather
-/// than stall the client indefinitely.
-pub const MAX_EVICTIONS_PER_COMMAND: usize = 10_000;
-/// Evictions between two fresh readings of the allocator.
-const EVICTIONS_PER_REFRESH: usize = 8;
 /// Random tables probed in a shard before falling back to a scan for a non-empty one.
 const TABLE_PROBES: usize = 16;
 
-/// Ensures used memory is under `maxmemory`, evicting if the policy allows. Ok(true): it
-/// had work to do (eviction, which may take a while). `now`: the command's clock reading.
-pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdError> {
-    let max = server.hot.maxmemory.load(Relaxed);
-    if max == 0 || server.memory.used_at(now) <= max {
-        return Ok(false);
+/// `maxmemory-policy`: which keys may go, and which first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    NoEviction,
+    AllKeysLru,
+    VolatileLru,
+    AllKeysRandom,
+    VolatileRandom,
+    VolatileTtl,
+}
+
+impl EvictionPolicy {
+    const NAMES: [(EvictionPolicy, &'static str); 6] = [
+        (EvictionPolicy::NoEviction, "noeviction"),
+        (EvictionPolicy::AllKeysLru, "allkeys-lru"),
+        (EvictionPolicy::VolatileLru, "volatile-lru"),
+        (EvictionPolicy::AllKeysRandom, "allkeys-random"),
+        (EvictionPolicy::VolatileRandom, "volatile-random"),
+        (EvictionPolicy::VolatileTtl, "volatile-ttl"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("noeviction")
     }
-    let policy = server.hot.policy();
-    if policy == EvictionPolicy::NoEviction {
-        return Err(CmdError::OutOfMemory);
-    }
-    let samples = server.hot.maxmemory_samples.load(Relaxed).max(1) as usize;
-    let mut rng = rand::thread_rng();
-    for round in 0..MAX_EVICTIONS_PER_COMMAND {
-        if round % EVICTIONS_PER_REFRESH == 0 && server.memory.refresh() <= max {
-            return Ok(true);
-        }
-        if !evict_one(server, policy, samples, &mut rng) {
-            break;
-        }
-    }
-    if server.memory.refresh() <= max {
-        Ok(true)
-    } else {
-        Err(CmdError::OutOfMemory)
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(s))
+            .map(|(p, _)| *p)
     }
 }
 
-/// Evicts one key chosen by `policy` from a random shard. Returns false if no key qualifies.
-fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut impl Rng) -> bool {
-    let now = unix_millis();
-    let start = rng.gen_range(0..SHARD_COUNT);
-    for offset in 0..SHARD_COUNT {
-        let shard_idx = (start + offset) % SHARD_COUNT;
-        let shard = server.keyspace.lock_shard(shard_idx);
-        let victim = match policy {
-            EvictionPolicy::NoEviction => return false,
-            EvictionPolicy::AllKeysRandom => sample_any(&shard, 1, rng).into_iter().next(),
-            EvictionPolicy::AllKeysLru => oldest(&shard, sample_any(&shard, samples, rng)),
-            EvictionPolicy::VolatileRandom => sample_volatile(&shard, 1, rng).into_iter().next(),
-            EvictionPolicy::VolatileLru => oldest(&shard, sample_volatile(&shard, samples, rng)),
-            EvictionPolicy::VolatileTtl => soonest(&shard, sample_volatile(&shard, samples, rng)),
-        };
-        if let Some(key) = victim {
-            let mut locked = crate::db::Locked::from_guard(
-                &server.keyspace,
-                shard_idx,
-                shard,
-                now,
-                lru_clock(now),
-            );
-            let replicating = server.replication.active();
-            if replicating {
-                locked.record_removed();
-            }
-            let evicted = locked.remove(&key).is_some();
-            if replicating {
-                // The replica deletes what the primary evicted (or found expired), fed while
-                // the shard is still locked.
-                let mut outgoing = crate::replication::outgoing::Outgoing::default();
-                for expired in locked.take_removed() {
-                    outgoing.key_removed(&expired);
-                }
-                if evicted {
-                    outgoing.key_removed(&key);
-                }
-                if !outgoing.is_empty() {
-                    crate::server::write_stream::feed(server, &mut outgoing);
-                }
-            }
-            if evicted || locked.expired > 0 {
-                Stats::add(&server.stats.evicted_keys, 1);
-                if server.watches.active() {
-                    server.watches.touch(&[key]);
-                }
-            }
-            return true;
-        }
-        drop(shard);
+/// The key `policy` would evict from `shard`, sampling `samples` keys where the policy
+/// compares (LRU, TTL); None if no key qualifies.
+pub fn choose_victim(
+    shard: &Shard,
+    policy: EvictionPolicy,
+    samples: usize,
+    rng: &mut impl Rng,
+) -> Option<Key> {
+    match policy {
+        EvictionPolicy::NoEviction => None,
+        EvictionPolicy::AllKeysRandom => sample_any(shard, 1, rng).into_iter().next(),
+        EvictionPolicy::AllKeysLru => oldest(shard, sample_any(shard, samples, rng)),
+        EvictionPolicy::VolatileRandom => sample_volatile(shard, 1, rng).into_iter().next(),
+        EvictionPolicy::VolatileLru => oldest(shard, sample_volatile(shard, samples, rng)),
+        EvictionPolicy::VolatileTtl => soonest(shard, sample_volatile(shard, samples, rng)),
     }
-    false
 }
 
 fn sample_any(shard: &Shard, n: usize, rng: &mut impl Rng) -> Vec<Key> {

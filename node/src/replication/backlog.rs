@@ -12,11 +12,8 @@
 
 use std::collections::VecDeque;
 
-/// `repl-backlog-size` default: 1 MiB, as Redis (Valkey ships 10 MiB).
-pub const REPL_BACKLOG_SIZE_DEFAULT: usize = 1 << 20;
-/// Largest backlog accepted: 16 GiB. The backlog is ordinary process memory that lives as long
-/// as the node; past this a typo in the config would take the host's memory.
-pub const REPL_BACKLOG_SIZE_MAX: usize = 1 << 34;
+/// Defined with the parameters (the layer below), named here where the backlog is sized.
+pub use crate::config::params::{REPL_BACKLOG_SIZE_DEFAULT, REPL_BACKLOG_SIZE_MAX};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BacklogError {

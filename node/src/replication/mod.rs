@@ -21,7 +21,7 @@
 //! - [`ship`]: the primary's end of a link (backlog → ring WRITEs, applied offset back);
 //! - [`link`]: the replica's end (ring → in-order stream bytes, applied offset published).
 //!
-//! The running node holds them in [`crate::server::replication::Replication`]: the dispatcher
+//! The running node holds them in the server layer's `Replication` state: the dispatcher
 //! captures each request's writes into an [`outgoing::Outgoing`] (handlers say what they
 //! decided through `Ctx::replicate`) and feeds it to the backlog while the request's shards
 //! are still locked; WAIT, ROLE, INFO and `min-replicas-to-write` read it there.

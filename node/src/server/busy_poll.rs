@@ -27,9 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// The upper bound of `io-busy-poll-us`: 10 ms of polling after each read is already far
-/// beyond any gap between the requests of a busy client.
-pub const MAX_BUSY_POLL_US: u64 = 10_000;
+pub use crate::config::params::IO_BUSY_POLL_US_MAX as MAX_BUSY_POLL_US;
 
 #[derive(Default)]
 pub struct BusyPoll {

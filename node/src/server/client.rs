@@ -299,3 +299,13 @@ mod tests {
             .is_pending());
     }
 }
+
+impl crate::cluster::shared::LeaseWaiter for ClientShared {
+    fn still_waiting(&self) -> bool {
+        self.blocked.load(Relaxed) && !self.is_killed()
+    }
+
+    fn wake(&self) {
+        ClientShared::wake(self)
+    }
+}

@@ -27,6 +27,7 @@ pub mod tls_admit;
 pub mod watch;
 pub mod write_stream;
 
+pub use crate::clock::{lru_clock, unix_millis};
 pub use client::{Client, ClientShared};
 
 use crate::config::Config;
@@ -34,7 +35,7 @@ use crate::db::memory::MemoryGauge;
 use crate::db::Keyspace;
 use crate::persistence::SnapshotState;
 use parking_lot::RwLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// Everything the connections of one node share.
 pub struct Server {
@@ -147,18 +148,6 @@ impl Server {
             tracing::error!(error = %e, "replication backlog not changed");
         }
     }
-}
-
-pub fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Seconds clock for LRU stamps (24 bits would wrap like Redis's; 32 bits is simpler).
-pub fn lru_clock(now_ms: u64) -> u32 {
-    (now_ms / 1000) as u32
 }
 
 pub fn random_hex_id() -> String {

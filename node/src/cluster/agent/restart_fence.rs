@@ -18,12 +18,13 @@
 //! shard down (the operator's way out: CLUSTER FORGET of that replica, or CLUSTER FAILOVER
 //! FORCE on another). Outside a topology group nothing fails over, so there is no fence.
 //!
-//! [covered]: crate::persistence::identity::LoadedHistory::covered
+//! [covered]: the persistence layer's `LoadedHistory::covered`
 
+/// A replication id (the replication layer's `ReplId`, the same 40-hex id type).
+use crate::cluster::id::HexId as ReplId;
 use crate::cluster::id::NodeId;
 use crate::cluster::node::ClusterNode;
 use crate::cluster::topology::Topology;
-use crate::replication::ids::ReplId;
 use std::cmp::Reverse;
 
 /// The history a fenced node had: its replication id and the offset of it that the node
