@@ -1,27 +1,28 @@
 //! The node: a Redis-compatible server. `app::run` starts one from a [`config::Config`].
 //!
-//! Layers, each depending only on those above it:
+//! Layers, bottom first; each may import only those listed before it (node/DESIGN.md has the
+//! picture, the rules and what still reaches upward):
+//! - [`clock`], [`stale_files`], [`tls`]: leaves (wall clock, stale temp files, TLS context);
+//! - [`db`]: the keyspace (shards of hash slots), values, expiry, the eviction core;
 //! - [`config`]: parameters from file, flags and CONFIG SET;
-//! - [`db`]: the keyspace (shards of hash slots), values, expiry, eviction;
-//! - [`command`]: the command table, dispatch rules, and the context handlers run in;
-//! - [`commands`]: one file per command family;
-//! - [`cluster`]: cluster mode's identity, topology, routing (no network);
-//! - [`persistence`]: snapshots (SAVE/BGSAVE/load, DUMP/RESTORE payloads);
+//! - [`cluster`]: cluster mode's cores: identity, topology, slots, gossip, consensus (no I/O
+//!   but the bus transport's endpoint);
 //! - [`replication`]: replication ids, backlog, PSYNC, propagation, offsets (no I/O);
-//! - [`tls`]: the TLS server context for clients (rustls), built from the `tls-*` settings;
-//! - [`server`]: listeners, connections, clients, cron, shutdown.
+//! - [`command_framework`]: the command table, context, dispatch, the slot-ownership check
+//!   (MOVED/ASK) and eviction before a command;
+//! - [`commands`]: the command implementations, one file per command family;
+//! - [`server`]: the running node: shared state, listeners, sessions, cron, persistence I/O,
+//!   replication links, the cluster bus thread, the fabric listener;
+//! - [`app`]: start and stop.
 
 pub mod app;
 pub mod clock;
 pub mod cluster;
-pub mod command;
+pub mod command_framework;
 pub mod commands;
 pub mod config;
-pub mod fabric;
 pub use config::load::Invocation;
 pub mod db;
-pub mod persistence;
-pub mod repl_link;
 pub mod replication;
 pub mod server;
 pub mod stale_files;

@@ -3,7 +3,7 @@
 //! values between nodes; a corrupt snapshot stops a node from starting.
 //!
 //! Aggregates are created with RESTORE from payloads built here by an encoder written from
-//! the format's documentation (node/src/persistence/format.rs), independent of the node's
+//! the format's documentation (node/src/server/persistence/format.rs), independent of the node's
 //! own: that pins the wire layout from outside, and needs no other command family.
 
 use integration::{cmd, Node};

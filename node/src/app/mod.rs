@@ -43,7 +43,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let mut server = Server::new(config);
     server.cluster = cluster;
     let server = Arc::new(server);
-    crate::persistence::load_at_start(&server).context("loading the dataset")?;
+    crate::server::persistence::load_at_start(&server).context("loading the dataset")?;
     if !pidfile.is_empty() {
         std::fs::write(&pidfile, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pidfile {pidfile}"))?;
@@ -53,11 +53,11 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
         tracing::info!(%addr, "ready to accept connections ({})", transport.name());
         tokio::spawn(listener::accept_loop(server.clone(), l, transport));
     }
-    let fabric_listeners =
-        crate::fabric::start::start_configured(&server).context("starting the fabric listener")?;
-    crate::cluster::transport::node_bus::start_node_bus(&server)
+    let fabric_listeners = crate::server::fabric::start::start_configured(&server)
+        .context("starting the fabric listener")?;
+    crate::server::cluster_bus::node_bus::start_node_bus(&server)
         .context("starting the cluster bus")?;
-    crate::repl_link::primary::start_configured(&server)
+    crate::server::repl_link::primary::start_configured(&server)
         .context("starting the replication link listener")?;
     start_replicaof(&server)?;
     tokio::spawn(cron::run(server.clone()));
@@ -77,7 +77,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
         }
     })
     .await;
-    crate::persistence::save_on_shutdown(&server);
+    crate::server::persistence::save_on_shutdown(&server);
     if !pidfile.is_empty() {
         let _ = std::fs::remove_file(&pidfile);
     }
@@ -120,7 +120,7 @@ fn start_replicaof(server: &Arc<Server>) -> anyhow::Result<()> {
         anyhow::bail!("replicaof is not allowed in cluster mode");
     }
     let port: u16 = port.parse().context("replicaof port")?;
-    crate::repl_link::follow(server, host, port).context("starting replication")?;
+    crate::server::repl_link::follow(server, host, port).context("starting replication")?;
     Ok(())
 }
 

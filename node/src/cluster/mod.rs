@@ -13,13 +13,14 @@
 //! - [`nodes_text`], [`config_file`], [`replies`]: CLUSTER NODES, nodes.conf, SLOTS/SHARDS/INFO;
 //! - [`persist`]: atomic writes of the config file;
 //! - [`routing`]: where a request is served;
-//! - [`shared`]: the state a running node holds; [`redirect`]: routing applied to commands;
+//! - [`shared`]: the state a running node holds (routing applied to commands is the command
+//!   framework's `redirect`);
 //! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O;
 //! - [`consensus`]: the topology as a Raft-replicated state machine (raft-rs), no I/O;
 //! - [`agent`]: this node's part in the topology group (founding, joining, proposals, the
 //!   leader's upkeep), no I/O; [`core`]: gossip and agent as one core;
 //! - [`transport`]: the bus thread (fabric datagrams), the bus-port rendezvous, CLUSTER MEET's
-//!   lookups, and the gossip driver.
+//!   lookups (the driver that joins it to the running node is `server::cluster_bus`).
 
 pub mod agent;
 pub mod config_epoch;
@@ -35,7 +36,6 @@ pub mod node;
 pub mod nodes_text;
 pub mod ops;
 pub mod persist;
-pub mod redirect;
 pub mod replicate;
 pub mod replies;
 pub mod reset;

@@ -14,8 +14,8 @@ mod slots;
 mod view;
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 
 const CLUSTER: &str = "cluster";
 
@@ -24,7 +24,7 @@ const fn sub(
     name: &'static str,
     arity: i32,
     flags: u32,
-    handler: crate::command::spec::Handler,
+    handler: crate::command_framework::spec::Handler,
     summary: &'static str,
 ) -> CommandSpec {
     CommandSpec {

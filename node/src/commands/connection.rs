@@ -1,9 +1,9 @@
 //! Connection commands: PING ECHO QUIT AUTH HELLO SELECT RESET.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use proto::resp::ProtocolVersion;
 
 /// The Redis version we answer as, so clients enable the features we implement.

@@ -6,11 +6,11 @@
 
 mod random;
 
-use crate::command::args;
-use crate::command::error::err;
-use crate::command::scan::{self, Extra};
-use crate::command::spec::{command, flags::*, KEY1};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::error::err;
+use crate::command_framework::scan::{self, Extra};
+use crate::command_framework::spec::{command, flags::*, KEY1};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::value::HashValue;
 use crate::db::{Locked, Value};
 use crate::replication::propagate::WriteEffect;

@@ -7,8 +7,8 @@ mod host;
 mod info;
 mod slowlog;
 
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use proto::resp::Reply;
 
 pub static COMMANDS: &[CommandSpec] = &[

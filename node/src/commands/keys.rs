@@ -5,9 +5,9 @@ mod expire;
 mod object;
 mod scan;
 
-use crate::command::glob;
-use crate::command::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::glob;
+use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Key;
 use rand::Rng;
 

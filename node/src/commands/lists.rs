@@ -14,9 +14,9 @@ mod index;
 mod pop;
 mod read;
 
-use crate::command::args::is;
-use crate::command::spec::{command, flags::*, KeySpec, KEY1, KEY1_2};
-use crate::command::{CmdError, CommandSpec};
+use crate::command_framework::args::is;
+use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1, KEY1_2};
+use crate::command_framework::{CmdError, CommandSpec};
 use crate::db::value::ListValue;
 use crate::db::{Locked, Value};
 use smallvec::SmallVec;

@@ -6,9 +6,9 @@
 mod migrate;
 mod restore;
 
-use crate::command::spec::{command, flags::*, KeySpec, KEY1};
-use crate::command::{CmdResult, CommandSpec, Ctx};
-use crate::persistence::dump;
+use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1};
+use crate::command_framework::{CmdResult, CommandSpec, Ctx};
+use crate::server::persistence::dump;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {

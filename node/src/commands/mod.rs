@@ -16,7 +16,7 @@ pub mod strings;
 pub mod transactions;
 pub mod zsets;
 
-use crate::command::CommandSpec;
+use crate::command_framework::CommandSpec;
 
 /// Every family's commands; the table is built from these.
 pub static FAMILIES: &[&[CommandSpec]] = &[

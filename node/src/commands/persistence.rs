@@ -1,10 +1,10 @@
 //! Persistence: SAVE BGSAVE LASTSAVE BGREWRITEAOF (DUMP and RESTORE are in `migration.rs`).
 
-use crate::command::args::is;
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::persistence::{self, SaveError};
+use crate::command_framework::args::is;
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::server::persistence::{self, SaveError};
 
 pub static COMMANDS: &[CommandSpec] = &[
     command(
@@ -93,7 +93,7 @@ fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         Ok(()) => ctx
             .reply
             .simple(b"Background append only file rewriting started"),
-        Err(e @ crate::persistence::aof::rewrite::RewriteError::InProgress) => {
+        Err(e @ crate::server::persistence::aof::rewrite::RewriteError::InProgress) => {
             return err(format!("ERR {e}"))
         }
         Err(e) => {

@@ -9,10 +9,10 @@
 //!
 //! Shard channels behave as channels in standalone mode, in a namespace of their own.
 
-use crate::command::args;
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec, KEY1};
-use crate::command::{CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1};
+use crate::command_framework::{CmdResult, CommandSpec, Ctx};
 use crate::server::pubsub::{Kind, MAX_SUBSCRIPTIONS_PER_CLIENT};
 use crate::server::stats::Stats;
 use crate::server::{Client, Server};
@@ -397,7 +397,7 @@ fn propagate(ctx: &Ctx<'_>, shard: bool, channel: &[u8], message: &[u8]) -> CmdR
         match bus.publish(shard, channel, message) {
             Ok(()) => {}
             Err(PublishRefused::TooLarge) => {
-                return Err(crate::command::CmdError::new(format!(
+                return Err(crate::command_framework::CmdError::new(format!(
                     "ERR message too large for the cluster bus: the channel may be {} bytes \
                      and channel plus message {PUBLISH_PAYLOAD_MAX} bytes at most",
                     proto::bus::limits::CHANNEL_MAX
@@ -520,7 +520,7 @@ pub fn unsubscribe_all(server: &Server, client: &mut Client) {
 
 #[cfg(test)]
 mod tests {
-    use crate::command::{dispatch, table};
+    use crate::command_framework::{dispatch, table};
     use crate::server::stats::LocalStats;
     use crate::server::{Client, ClientShared, Server};
     use std::sync::Arc;

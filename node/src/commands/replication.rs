@@ -1,11 +1,11 @@
 //! Replication commands: WAIT and ROLE (clients of a primary), REPLICAOF / SLAVEOF (make this
 //! node follow a primary or stop), REPLCONF (a replica setting its link up).
 
-use crate::command::args;
-use crate::command::ctx::{BlockRequest, TimeoutReply};
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::server::unix_millis;
 use std::time::Duration;
 
@@ -96,7 +96,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         .filter(|p| *p > 0)
         .ok_or_else(|| CmdError::new("ERR Invalid master port"))?;
     let host = String::from_utf8_lossy(args[1]).into_owned();
-    match crate::repl_link::follow(ctx.server, &host, port) {
+    match crate::server::repl_link::follow(ctx.server, &host, port) {
         Ok(true) => ctx.reply.ok(),
         Ok(false) => ctx
             .reply
@@ -179,7 +179,7 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
             _ => return Err(CmdError::Syntax),
         };
-        let mut node = crate::repl_link::primary::ReplicaNode::default();
+        let mut node = crate::server::repl_link::primary::ReplicaNode::default();
         if let Some(id) = named.first() {
             node.id = Some(
                 crate::cluster::NodeId::parse(id)

@@ -2,10 +2,10 @@
 
 mod config;
 
-use crate::command::args::is;
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args::is;
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::SHARD_COUNT;
 use crate::server::shutdown::ShutdownMode;
 
@@ -177,7 +177,7 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     // The final save happens here, so that a failure can keep the node up as Redis does
     // (unless FORCE says to go anyway).
-    if let Err(e) = crate::persistence::prepare_shutdown(ctx.server, mode) {
+    if let Err(e) = crate::server::persistence::prepare_shutdown(ctx.server, mode) {
         tracing::error!(error = %e, "final save before SHUTDOWN failed");
         if !option("force") {
             crate::server::shutdown_replicas::resume_writes(ctx.server);

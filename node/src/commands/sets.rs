@@ -7,9 +7,9 @@
 mod algebra;
 mod random;
 
-use crate::command::scan::{self, Extra};
-use crate::command::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::scan::{self, Extra};
+use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::value::SetValue;
 use crate::db::{Locked, Value};
 

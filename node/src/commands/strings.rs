@@ -1,10 +1,10 @@
 //! Strings: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET MSETNX APPEND STRLEN
 //! INCR DECR INCRBY DECRBY INCRBYFLOAT GETRANGE SETRANGE.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::{Entry, Value};
 use crate::replication::propagate::WriteEffect;
 

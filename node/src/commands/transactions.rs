@@ -9,10 +9,10 @@
 //! EXEC refuses to run, answering a null array, if a watched key changed since WATCH (a
 //! writer sets the watch's dirty flag) or if a watched key that existed then has expired.
 
-use crate::command::dispatch;
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS};
-use crate::command::{CmdResult, CommandSpec, Ctx};
+use crate::command_framework::dispatch;
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS};
+use crate::command_framework::{CmdResult, CommandSpec, Ctx};
 use crate::db::Locked;
 use crate::server::client::MultiState;
 use crate::server::stats::LocalStats;
@@ -229,7 +229,7 @@ fn log_if_slow(ctx: &Ctx<'_>, args: &[&[u8]], micros: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::table;
+    use crate::command_framework::table;
     use crate::db::Keyspace;
     use crate::server::watch::Watches;
 

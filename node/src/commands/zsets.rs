@@ -20,8 +20,8 @@ mod read;
 mod setops;
 mod write;
 
-use crate::command::spec::{command, flags::*, KeySpec, KEY1, KEY1_2};
-use crate::command::{CmdError, CommandSpec};
+use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1, KEY1_2};
+use crate::command_framework::{CmdError, CommandSpec};
 use crate::db::zset::{ZSet, ZSetError};
 use crate::db::{Locked, Value};
 use proto::resp::Reply;

@@ -4,8 +4,8 @@
 use super::client::ClientShared;
 use super::session::{Session, Step};
 use super::Server;
-use crate::command::ctx::BlockRequest;
-use crate::persistence::aof::log::Gate;
+use crate::command_framework::ctx::BlockRequest;
+use crate::server::persistence::aof::log::Gate;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 

@@ -28,7 +28,7 @@ pub async fn run(server: Arc<Server>) {
         close_idle_clients(&server);
         server.migrate_links.close_idle(Instant::now());
         server.memory.refresh();
-        crate::persistence::cron(&server);
+        crate::server::persistence::cron(&server);
         let (at, ops) = last_ops;
         if at.elapsed() >= Duration::from_secs(1) {
             let now_ops = Stats::get(&server.stats.commands_processed);

@@ -4,14 +4,18 @@ pub mod blocking;
 pub mod busy_poll;
 pub mod client;
 pub mod clients;
+pub mod cluster_bus;
 pub mod connection;
 pub mod cron;
 pub mod error_stats;
+pub mod fabric;
 pub mod hot;
 pub mod input_buffer;
 pub mod listener;
 pub mod migrate_links;
+pub mod persistence;
 pub mod pubsub;
+pub mod repl_link;
 pub mod replica_of;
 pub mod replication;
 #[cfg(test)]
@@ -33,7 +37,7 @@ pub use client::{Client, ClientShared};
 use crate::config::Config;
 use crate::db::memory::MemoryGauge;
 use crate::db::Keyspace;
-use crate::persistence::SnapshotState;
+use crate::server::persistence::SnapshotState;
 use parking_lot::RwLock;
 use std::time::Instant;
 
@@ -65,13 +69,13 @@ pub struct Server {
     /// The primary this node follows (REPLICAOF), if any.
     pub replica_of: replica_of::ReplicaOf,
     /// The primary's replication-link acceptor, once `repl-fabric-port` listens.
-    pub repl_links: crate::repl_link::primary::LinkDesk,
+    pub repl_links: crate::server::repl_link::primary::LinkDesk,
     /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
     pub busy_poll: busy_poll::BusyPoll,
     /// The append-only file: the log, its rewrites, its files.
-    pub aof: crate::persistence::aof::Aof,
+    pub aof: crate::server::persistence::aof::Aof,
     /// What the start found of the previous run's replication (identity, exact history).
-    pub loaded_history: parking_lot::Mutex<crate::persistence::identity::LoadedHistory>,
+    pub loaded_history: parking_lot::Mutex<crate::server::persistence::identity::LoadedHistory>,
 }
 
 impl Server {
@@ -86,7 +90,7 @@ impl Server {
                 tracing::error!(error = %e, "cannot create the replication backlog");
             }
         }
-        let aof = crate::persistence::aof::Aof::new(&config);
+        let aof = crate::server::persistence::aof::Aof::new(&config);
         Server {
             keyspace: Keyspace::new(),
             config: RwLock::new(config),
@@ -107,7 +111,7 @@ impl Server {
             migrate_links: migrate_links::MigrateLinks::default(),
             replication,
             replica_of: replica_of::ReplicaOf::default(),
-            repl_links: crate::repl_link::primary::LinkDesk::default(),
+            repl_links: crate::server::repl_link::primary::LinkDesk::default(),
             busy_poll: busy_poll::BusyPoll::default(),
             aof,
             loaded_history: Default::default(),

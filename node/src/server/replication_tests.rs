@@ -4,7 +4,7 @@
 
 use super::stats::LocalStats;
 use super::{Client, ClientShared, Server};
-use crate::command::dispatch;
+use crate::command_framework::dispatch;
 use crate::config::Config;
 use bytes::BytesMut;
 use proto::resp::Frame;

@@ -7,8 +7,8 @@ use super::client::{Client, ClientShared};
 use super::input_buffer::InputBuffer;
 use super::stats::LocalStats;
 use super::Server;
-use crate::command::ctx::{BlockRequest, Effects, TimeoutReply};
-use crate::command::dispatch;
+use crate::command_framework::ctx::{BlockRequest, Effects, TimeoutReply};
+use crate::command_framework::dispatch;
 use bytes::BytesMut;
 use proto::resp::request::Parsed;
 use proto::resp::{RequestLimits, RequestParser};
@@ -221,7 +221,7 @@ impl Session {
         match outcome {
             Ok(()) => reply.ok(),
             Err(why) => {
-                let text = crate::command::ctx::topology_not_made(&why);
+                let text = crate::command_framework::ctx::topology_not_made(&why);
                 self.stats.error_reply(&self.server.stats, &text);
                 reply.error(&text);
             }
@@ -280,7 +280,7 @@ impl Session {
 
     /// What the replies in `output` wait for: the AOF must hold what they answer
     /// (`appendfsync always`: synced; `everysec`/`no`: written).
-    pub fn log_gate(&self) -> crate::persistence::aof::log::Gate {
+    pub fn log_gate(&self) -> crate::server::persistence::aof::log::Gate {
         self.server.aof.log.gate(self.client.log_offset)
     }
 

@@ -9,7 +9,7 @@
 
 use super::client::Client;
 use super::Server;
-use crate::command::ctx::{BlockRequest, TimeoutReply, SYNC_ACKS_TIMEOUT_ERROR};
+use crate::command_framework::ctx::{BlockRequest, TimeoutReply, SYNC_ACKS_TIMEOUT_ERROR};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 

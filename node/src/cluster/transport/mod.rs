@@ -2,9 +2,7 @@
 //! thread ([`runtime`]) that drives the cluster core, and a TCP answerer at the bus port
 //! ([`rendezvous`]) so `CLUSTER MEET ip port` can learn the fabric address to greet.
 
-pub mod driver;
-mod lookups;
-pub mod node_bus;
+pub mod lookups;
 pub mod publish_budget;
 pub mod rendezvous;
 pub mod runtime;

@@ -5,7 +5,7 @@
 
 use super::cluster;
 use crate::cluster::NodeId;
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::{CmdResult, Ctx};
 use std::collections::HashSet;
 
 pub fn count_failure_reports(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

@@ -10,8 +10,8 @@
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::shared::{OnCommit, PendingChange};
 use crate::cluster::{Cluster, ClusterError, Topology};
-use crate::command::ctx::{BlockRequest, TimeoutReply};
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
+use crate::command_framework::{CmdResult, Ctx};
 
 /// Changes the topology and answers `+OK` once the change is made. `local` is the Redis way
 /// (checks and change); `proposal` says what the group must commit (None: nothing, the

@@ -2,8 +2,8 @@
 //! the reply.
 
 use super::cluster;
-use crate::command::args;
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::{CmdResult, Ctx};
 
 pub fn bumpepoch(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let bump = cluster(ctx)?.change(|t| Ok(t.bump_epoch()))?;

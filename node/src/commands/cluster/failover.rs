@@ -1,10 +1,10 @@
 //! CLUSTER FAILOVER [FORCE|TAKEOVER]: Redis 7.0.15's checks and errors, then the failover
-//! runs in the background ([`crate::repl_link::manual_failover`]) and the reply is +OK at
+//! runs in the background ([`crate::server::repl_link::manual_failover`]) and the reply is +OK at
 //! once, as in Redis.
 
 use super::cluster;
-use crate::command::{CmdError, CmdResult, Ctx};
-use crate::repl_link::manual_failover::{self, FailoverMode};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::server::repl_link::manual_failover::{self, FailoverMode};
 
 pub fn failover(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;

@@ -2,9 +2,9 @@
 //! keyspace keeps one table per slot, so counting is O(1) and listing O(keys returned)).
 
 use super::cluster;
-use crate::command::args;
-use crate::command::error::err;
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdResult, Ctx};
 use proto::slot::SLOT_COUNT;
 
 pub fn keyslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

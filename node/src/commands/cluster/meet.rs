@@ -9,7 +9,7 @@
 
 use super::cluster;
 use crate::cluster::transport::rendezvous;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@ use super::cluster;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::reset::ResetKind;
 use crate::cluster::{Cluster, ClusterError, HexId, NodeId};
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use rand::SeedableRng;
 
 pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

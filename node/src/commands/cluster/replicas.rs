@@ -6,7 +6,7 @@ use super::change::change_topology;
 use super::cluster;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::nodes_text::{write_node_line, LineKind};
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::{CmdResult, Ctx};
 
 pub fn replicate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;

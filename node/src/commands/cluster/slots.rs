@@ -7,7 +7,7 @@ use super::cluster;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::ops::{parse_ranges, parse_slots};
 use crate::cluster::setslot::SetSlot;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 
 fn assign(ctx: &mut Ctx<'_>, ranges: Vec<(u16, u16)>) -> CmdResult {
     let c = cluster(ctx)?;

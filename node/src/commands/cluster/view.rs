@@ -2,7 +2,7 @@
 
 use super::cluster;
 use crate::cluster::{nodes_text, replies};
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::{CmdResult, Ctx};
 
 pub fn myid(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let id = cluster(ctx)?.topology.read().myself().id;

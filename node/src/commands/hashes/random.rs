@@ -1,10 +1,10 @@
 //! HRANDFIELD key [count [WITHVALUES]].
 
 use super::hash_at;
-use crate::command::args::is;
-use crate::command::error::err;
-use crate::command::sample::{self, Count};
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::is;
+use crate::command_framework::error::err;
+use crate::command_framework::sample::{self, Count};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::value::HashValue;
 use proto::resp::Reply;
 use rand::Rng;

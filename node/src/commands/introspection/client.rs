@@ -1,9 +1,9 @@
 //! CLIENT ID | SETNAME | GETNAME | LIST | INFO | KILL | SETINFO | NO-EVICT | GETREDIR | HELP.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::server::ClientShared;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;

@@ -1,12 +1,12 @@
 //! COMMAND [COUNT | INFO | DOCS | GETKEYS | GETKEYSANDFLAGS | LIST | HELP]: the command table
 //! as Redis 7.0 describes it to clients.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::glob;
-use crate::command::spec::{command, flags, flags::*, KeySpec};
-use crate::command::table;
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::glob;
+use crate::command_framework::spec::{command, flags, flags::*, KeySpec};
+use crate::command_framework::table;
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use proto::resp::Reply;
 
 const FLAGS: u32 = LOADING | STALE;

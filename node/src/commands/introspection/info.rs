@@ -2,7 +2,7 @@
 //! CRLF line ends, a blank line between sections) with the fields tools read.
 
 use super::host;
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::{CmdResult, Ctx};
 use crate::server::stats::Stats;
 use crate::server::Server;
 use std::fmt::Write;

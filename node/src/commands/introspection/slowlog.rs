@@ -1,8 +1,8 @@
 //! SLOWLOG GET [count] | LEN | RESET | HELP over the server's slow log.
 
-use crate::command::args;
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 
 const FLAGS: u32 = ADMIN | LOADING | STALE;
 /// Entries SLOWLOG GET returns when no count is given.

@@ -1,9 +1,9 @@
 //! Time to live: EXPIRE PEXPIRE EXPIREAT PEXPIREAT (with Redis 7.0's NX XX GT LT), TTL PTTL
 //! EXPIRETIME PEXPIRETIME PERSIST.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::replication::propagate::WriteEffect;
 
 /// Which keys an EXPIRE may change, by their current TTL.

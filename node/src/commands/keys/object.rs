@@ -1,7 +1,7 @@
 //! OBJECT ENCODING | FREQ | IDLETIME | REFCOUNT | HELP.
 
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Value;
 
 /// The key of every OBJECT subcommand: argument 2.

@@ -9,9 +9,9 @@
 //! of the cursor; a visited entry may move back below it and be returned twice, which SCAN
 //! allows. New keys are appended at the top and may or may not be returned, also as allowed.
 
-use crate::command::args::{self, is};
-use crate::command::glob;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::glob;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::keyspace::{SlotTable, SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::db::value::Kind;
 use crate::db::Key;
@@ -90,7 +90,7 @@ fn parse_options<'a>(args: &[&'a [u8]]) -> Result<Options<'a>, CmdError> {
 }
 
 pub fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let cursor = crate::command::scan::parse_cursor(args[1])?;
+    let cursor = crate::command_framework::scan::parse_cursor(args[1])?;
     let options = parse_options(&args[2..])?;
     let mut keys: Vec<Key> = Vec::new();
     let next = scan_keys(ctx, ScanCursor::decode(cursor), &options, &mut keys);

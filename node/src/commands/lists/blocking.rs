@@ -11,9 +11,9 @@
 
 use super::pop::{lmove_core, mpop_core, parse_mpop, reply_mpop};
 use super::End;
-use crate::command::args;
-use crate::command::ctx::{BlockRequest, TimeoutReply};
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
+use crate::command_framework::{CmdResult, Ctx};
 use crate::db::Key;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;

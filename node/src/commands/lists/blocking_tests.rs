@@ -2,8 +2,8 @@
 //! streams, so a test can watch the blocked-client registry and order clients exactly,
 //! without sleeping. Also the MULTI/EXEC form (`in_exec`), through a hand-built context.
 
-use crate::command::ctx::{Ctx, Effects};
-use crate::command::{dispatch, table};
+use crate::command_framework::ctx::{Ctx, Effects};
+use crate::command_framework::{dispatch, table};
 use crate::config::Config;
 use crate::server::connection::Connection;
 use crate::server::stats::LocalStats;
@@ -312,6 +312,6 @@ fn outside_exec_an_empty_wait_blocks_without_a_reply() {
     assert_eq!(block.retry.len(), 6);
     assert_eq!(
         block.timeout_reply,
-        crate::command::ctx::TimeoutReply::NullArray
+        crate::command_framework::ctx::TimeoutReply::NullArray
     );
 }

@@ -2,8 +2,8 @@
 //! LINSERT LSET LREM LTRIM.
 
 use super::{index, list_mut, End};
-use crate::command::args::{self, is};
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::value::ListValue;
 use crate::db::Value;
 

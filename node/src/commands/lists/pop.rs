@@ -3,8 +3,8 @@
 
 use super::edit::push_into;
 use super::{list_mut, End};
-use crate::command::args::{self, is};
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::value::ListValue;
 use crate::db::Value;
 use crate::replication::propagate::WriteEffect;

@@ -1,9 +1,9 @@
 //! Commands that read a list: LLEN LRANGE LINDEX LPOS.
 
 use super::{index, list_mut};
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::value::ListValue;
 
 pub fn llen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {

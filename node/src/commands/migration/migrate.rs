@@ -19,11 +19,11 @@
 //! rather than wait for it). A MIGRATE to this node itself therefore waits for
 //! its timeout and fails with IOERR, as it does in Redis.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::{CmdError, CmdResult, Ctx};
-use crate::persistence::dump;
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::server::migrate_links::{Line, Link, LinkError, MigrateLinks};
+use crate::server::persistence::dump;
 use smallvec::SmallVec;
 use std::time::Duration;
 

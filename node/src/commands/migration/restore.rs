@@ -3,12 +3,12 @@
 //! it is decoded, and decoding is bounded by the payload's own size (`persistence::format`);
 //! the payload itself is one argument, so `proto-max-bulk-len` already caps it.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::{Entry, Value};
-use crate::persistence::dump;
 use crate::replication::propagate::WriteEffect;
+use crate::server::persistence::dump;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct RestoreOptions {

@@ -1,11 +1,11 @@
 //! CONFIG GET | SET | RESETSTAT | REWRITE | HELP, over the parameter table of
 //! `config/params.rs`.
 
-use crate::command::args;
-use crate::command::error::err;
-use crate::command::glob;
-use crate::command::spec::{command, flags::*, KeySpec};
-use crate::command::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::error::err;
+use crate::command_framework::glob;
+use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::config::params::{Param, PARAMS};
 
 const FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;

@@ -5,9 +5,9 @@
 //! missing key counts as an empty set. Results are computed over borrowed members (held at
 //! most once each, so bounded by the inputs) and copied only when stored.
 
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::value::{Hasher, SetValue};
 use crate::db::{Locked, Value};
 use smallvec::SmallVec;

@@ -1,9 +1,9 @@
 //! SPOP key [count] and SRANDMEMBER key [count].
 
 use super::set_at;
-use crate::command::args;
-use crate::command::sample::{self, Count};
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args;
+use crate::command_framework::sample::{self, Count};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::replication::propagate::WriteEffect;
 use rand::Rng;
 

@@ -1,7 +1,7 @@
 //! Arguments of the sorted-set commands: floats as Redis reads them (C's `strtod`), score
 //! ranges (`(1.5`, `-inf`) and lexicographic ranges (`[a`, `(a`, `-`, `+`).
 
-use crate::command::CmdError;
+use crate::command_framework::CmdError;
 
 /// Longest float text considered; Redis bounds its own float parsing buffers similarly, and no
 /// meaningful double needs more digits.

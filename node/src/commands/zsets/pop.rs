@@ -5,9 +5,9 @@
 //! ZMPOP/BZMPOP answer [key, [[member, score], ...]] in both protocols.
 
 use super::zset_at;
-use crate::command::args::{self, is};
-use crate::command::ctx::{BlockRequest, TimeoutReply};
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::zset::ZSet;
 use crate::replication::propagate::WriteEffect;
 use proto::resp::Reply;

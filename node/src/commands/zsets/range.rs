@@ -10,9 +10,9 @@
 use super::parse::{LexRange, ScoreRange};
 use super::write::rank_window;
 use super::{insert_error, pair, pairs_header, zset_at};
-use crate::command::args::{self, is};
-use crate::command::error::err;
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::zset::ZSet;
 use crate::db::Value;
 

@@ -3,8 +3,8 @@
 use super::parse::{LexRange, ScoreRange};
 use super::range::{lex_ranks, score_ranks};
 use super::{pair, pairs_header, zset_at};
-use crate::command::args::{self, is};
-use crate::command::{glob, CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::{glob, CmdError, CmdResult, Ctx};
 use proto::resp::reply::format_double;
 use rand::Rng;
 
@@ -160,7 +160,7 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let cursor = crate::command::scan::parse_cursor(args[2])?;
+    let cursor = crate::command_framework::scan::parse_cursor(args[2])?;
     let Ctx { db, reply, .. } = ctx;
     let Some(z) = zset_at(db, args[1])? else {
         reply.array(2);

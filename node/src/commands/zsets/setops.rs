@@ -8,8 +8,8 @@
 
 use super::range::store;
 use super::{insert_error, pair, pairs_header, parse};
-use crate::command::args::{self, is};
-use crate::command::{CmdError, CmdResult, Ctx};
+use crate::command_framework::args::{self, is};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::value::{Hasher, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::{Locked, Value};

@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod error;
 pub mod eviction;
 pub mod glob;
+pub mod redirect;
 pub mod sample;
 pub mod scan;
 pub mod spec;

@@ -203,7 +203,7 @@ pub const KEY1_2: KeySpec = KeySpec::Range {
 mod tests {
     #[test]
     fn the_single_key_shortcut_agrees_with_the_key_positions() {
-        let mut specs = crate::command::table::all();
+        let mut specs = crate::command_framework::table::all();
         let subs: Vec<_> = specs.iter().flat_map(|s| s.subcommands.iter()).collect();
         specs.extend(subs);
         let mut shortcuts = 0;

@@ -7,7 +7,7 @@
 //! the last increment, with `aof-load-truncated yes`). Anything else that is not a RESP
 //! command array, or a command this node does not know, is damage.
 
-use crate::command::dispatch;
+use crate::command_framework::dispatch;
 use crate::server::client::{Client, ClientShared};
 use crate::server::stats::LocalStats;
 use crate::server::Server;

@@ -3,8 +3,8 @@
 //! progress the stream, take wake-ups, read, execute, write what the peer's window allows.
 
 use super::preauth::FABRIC_PREAUTH_INPUT_MAX;
-use crate::command::ctx::BlockRequest;
-use crate::persistence::aof::log::Gate;
+use crate::command_framework::ctx::BlockRequest;
+use crate::server::persistence::aof::log::Gate;
 use crate::server::session::{Session, Step};
 use crate::server::stats::Stats;
 use bus::stream::Stream;

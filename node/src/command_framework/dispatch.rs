@@ -5,7 +5,7 @@ use super::ctx::{BlockRequest, Ctx, Effects, TimeoutReply};
 use super::error::CmdError;
 use super::spec::{flags, CommandSpec};
 use super::table;
-use crate::cluster::redirect::Routed;
+use crate::command_framework::redirect::Routed;
 use crate::db::keyspace::shard_of_slot;
 use crate::db::Locked;
 use crate::replication::ack::NOREPLICAS_ERROR;
@@ -36,12 +36,12 @@ pub fn execute(
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
     let routing_now = client.clock.start().unix_ms;
-    match crate::cluster::redirect::check(server, client, spec, args, routing_now) {
+    match crate::command_framework::redirect::check(server, client, spec, args, routing_now) {
         Err(e) => {
             client.clock.touch();
             let text = e.to_string();
             stats.error_reply(&server.stats, &text);
-            crate::cluster::redirect::reject(server, client, &mut reply, spec, &text);
+            crate::command_framework::redirect::reject(server, client, &mut reply, spec, &text);
             return Effects::default();
         }
         Ok(Routed::WaitForLease) => {

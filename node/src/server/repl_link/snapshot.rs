@@ -8,11 +8,11 @@
 //! later (issue 5).
 
 use crate::db::Locked;
-use crate::persistence::format::{
+use crate::server::persistence::format::{
     crc64, put_aux, put_end, put_entry, put_header, Decoder, FormatError,
 };
-use crate::persistence::load::{load_from, LoadStats};
-use crate::persistence::snapshot::{aux, put_history_end, put_history_start};
+use crate::server::persistence::load::{load_from, LoadStats};
+use crate::server::persistence::snapshot::{aux, put_history_end, put_history_start};
 use crate::server::{lru_clock, unix_millis, Server};
 
 /// A snapshot of every live key and the replication offset it corresponds to.

@@ -2,10 +2,10 @@
 //! queued, and a refusal becomes the client's MOVED/ASK/CROSSSLOT/TRYAGAIN/CLUSTERDOWN
 //! reply. Also keeps the one-shot ASKING flag.
 
-use super::routing::{route, Request, Route};
-use crate::command::clock::CommandClock;
-use crate::command::spec::{flags, CommandSpec};
-use crate::command::CmdError;
+use crate::cluster::routing::{route, Request, Route};
+use crate::command_framework::clock::CommandClock;
+use crate::command_framework::spec::{flags, CommandSpec};
+use crate::command_framework::CmdError;
 use crate::db::keyspace::shard_of_slot;
 use crate::server::{unix_millis, Client, Server};
 use proto::resp::Reply;
@@ -52,7 +52,7 @@ pub fn check(
         // Every queued command's keys together: a transaction runs on one node.
         for queued in &multi.queued {
             let queued_args: SmallVec<[&[u8]; 8]> = queued.iter().map(|a| a.as_slice()).collect();
-            let Ok(queued_spec) = crate::command::dispatch::resolve(&queued_args) else {
+            let Ok(queued_spec) = crate::command_framework::dispatch::resolve(&queued_args) else {
                 continue;
             };
             write |= queued_spec.has(flags::WRITE);
@@ -122,7 +122,7 @@ struct Flags {
 /// unix ms.
 fn decide(
     server: &Server,
-    cluster: &super::Cluster,
+    cluster: &crate::cluster::Cluster,
     keys: &[&[u8]],
     flags: Flags,
     waited: bool,
@@ -160,7 +160,7 @@ fn decide(
                 return decide(server, cluster, keys, flags, true, unix_millis(), clock);
             }
             Err(CmdError::new(
-                Route::ClusterDown(super::routing::DownKind::State)
+                Route::ClusterDown(crate::cluster::routing::DownKind::State)
                     .error_text()
                     .unwrap_or_default(),
             ))
@@ -175,7 +175,7 @@ const SERVING_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The answer of a keyed command whose slot is this node's while its lease has lapsed.
 pub fn lapsed_lease_error() -> String {
-    Route::ClusterDown(super::routing::DownKind::State)
+    Route::ClusterDown(crate::cluster::routing::DownKind::State)
         .error_text()
         .unwrap_or_default()
 }
@@ -186,7 +186,7 @@ pub fn lapsed_lease_error() -> String {
 /// much latency instead of a CLUSTERDOWN that fails a reshard's MIGRATE or a client's
 /// write; a primary really cut off answers CLUSTERDOWN a lease later, still well within
 /// the node timeout. Polls: the lease is set by the bus thread, a lapse is rare.
-fn wait_for_serving(cluster: &super::Cluster) -> bool {
+fn wait_for_serving(cluster: &crate::cluster::Cluster) -> bool {
     let lease = std::time::Duration::from_millis(cluster.lease_ms());
     let deadline = std::time::Instant::now() + lease;
     while std::time::Instant::now() < deadline {

@@ -16,7 +16,7 @@ use super::log::IncrFile;
 use super::manifest::{names, FileKind, ManifestFile};
 use super::replay;
 use super::LogState;
-use crate::persistence::load;
+use crate::server::persistence::load;
 use crate::server::{unix_millis, Server};
 use anyhow::{bail, Context};
 use std::path::Path;

@@ -120,7 +120,7 @@ fn restart_fence(loaded: &LoadedHistory, node: Option<crate::cluster::NodeId>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persistence::identity::{Identity, RunState};
+    use crate::server::persistence::identity::{Identity, RunState};
 
     fn id(c: u8) -> crate::cluster::NodeId {
         crate::cluster::NodeId::parse(&[c; 40]).unwrap()

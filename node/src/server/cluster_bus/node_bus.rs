@@ -3,13 +3,13 @@
 //! ip recorded in its topology, and the gossip core on the bus thread.
 
 use super::driver::GossipDriver;
-use super::rendezvous::LocalIpHook;
-use super::{start, BusHandle, BusStartError};
 use crate::cluster::agent::store::GroupStore;
 use crate::cluster::agent::AgentSettings;
 use crate::cluster::consensus::log::TICK_MS;
 use crate::cluster::core::ClusterCore;
 use crate::cluster::gossip::GossipSettings;
+use crate::cluster::transport::rendezvous::LocalIpHook;
+use crate::cluster::transport::{start, BusHandle, BusStartError};
 use crate::config::bind_addr;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};

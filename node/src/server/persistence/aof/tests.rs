@@ -2,7 +2,7 @@
 //! log, rewrites racing the writes, and a second node loading what the first left.
 
 use super::manifest::Manifest;
-use crate::command::dispatch;
+use crate::command_framework::dispatch;
 use crate::config::{Config, FsyncPolicy};
 use crate::db::{Locked, Value};
 use crate::server::client::{Client, ClientShared};
@@ -27,7 +27,7 @@ fn config(dir: &std::path::Path) -> Config {
 
 fn start(config: Config) -> Arc<Server> {
     let server = Arc::new(Server::new(config));
-    crate::persistence::load_at_start(&server).unwrap();
+    crate::server::persistence::load_at_start(&server).unwrap();
     server
 }
 

@@ -3,13 +3,13 @@
 //! sends, saves the config when it says so (after the lock is released), answers proposals,
 //! and publishes the node's standing in the topology group for commands to read.
 
-use super::runtime::{BusCore, Outbox, ProposalReply};
 use crate::cluster::agent::restart_fence::{self, Fence, Lifted, Verdict};
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::core::{ClusterCore, CoreAction, CoreInput};
 use crate::cluster::gossip::{Event, Input};
 use crate::cluster::shared::GroupView;
 use crate::cluster::topology::Topology;
+use crate::cluster::transport::runtime::{BusCore, Outbox, ProposalReply};
 use crate::cluster::{Cluster, NodeId};
 use crate::server::pubsub::Kind;
 use crate::server::Server;
@@ -29,7 +29,7 @@ pub struct GossipDriver {
     datagram_max: usize,
     /// Messages sent so far: each send's fragments carry a distinct id.
     sends: u64,
-    lookups: super::lookups::Lookups,
+    lookups: crate::cluster::transport::lookups::Lookups,
 }
 
 impl GossipDriver {
@@ -137,7 +137,7 @@ impl GossipDriver {
         for (waiter, result) in replies {
             waiter.answer(result);
         }
-        crate::repl_link::cluster_role::follow_topology(&self.server);
+        crate::server::repl_link::cluster_role::follow_topology(&self.server);
     }
 
     /// Whether this fenced node may serve again, and why (`restart_fence::verdict` for

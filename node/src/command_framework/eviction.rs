@@ -2,7 +2,7 @@
 //! keyspace's [`crate::db::eviction`] core) or refusing the command with Redis's OOM error
 //! under `noeviction`.
 
-use crate::command::CmdError;
+use crate::command_framework::CmdError;
 use crate::db::eviction::{choose_victim, EvictionPolicy};
 use crate::db::keyspace::SHARD_COUNT;
 use crate::server::stats::Stats;

@@ -32,7 +32,8 @@ impl BlockRequest {
 /// The error of a topology change the group did not make, as `CmdError::from(ClusterError)`
 /// words it.
 pub fn topology_not_made(why: &str) -> String {
-    crate::command::CmdError::from(crate::cluster::ClusterError::Topology(why.into())).to_string()
+    crate::command_framework::CmdError::from(crate::cluster::ClusterError::Topology(why.into()))
+        .to_string()
 }
 
 /// What a blocked command answers when its timeout passes.
@@ -73,7 +74,9 @@ impl TimeoutReply {
                 None
             }
             TimeoutReply::SyncAcks { .. } => Some(SYNC_ACKS_TIMEOUT_ERROR.to_string()),
-            TimeoutReply::LapsedLease => Some(crate::cluster::redirect::lapsed_lease_error()),
+            TimeoutReply::LapsedLease => {
+                Some(crate::command_framework::redirect::lapsed_lease_error())
+            }
             TimeoutReply::TopologyChange => Some(topology_not_made(
                 crate::cluster::shared::PROPOSAL_NO_ANSWER,
             )),

@@ -1,0 +1,7 @@
+//! The cluster bus thread as the running node runs it: starting it with the node's settings
+//! ([`node_bus`]) and the driver that feeds the cluster core's actions to the node
+//! ([`driver`]). The transport itself (endpoint, rendezvous, requests) is the cluster
+//! layer's `transport`.
+
+pub mod driver;
+pub mod node_bus;
