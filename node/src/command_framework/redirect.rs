@@ -3,11 +3,10 @@
 //! reply. Also keeps the one-shot ASKING flag.
 
 use crate::cluster::routing::{route, Request, Route};
-use crate::command_framework::clock::CommandClock;
 use crate::command_framework::spec::{flags, CommandSpec};
 use crate::command_framework::CmdError;
 use crate::db::keyspace::shard_of_slot;
-use crate::server::{unix_millis, Client, Server};
+use crate::server::{Client, Server};
 use proto::resp::Reply;
 use smallvec::SmallVec;
 
@@ -72,12 +71,8 @@ pub fn check(
                 asking,
                 readonly: client.cluster_readonly,
                 migrate: false,
-                // EXEC answers in place: its transaction cannot be run again later.
-                can_block: false,
             },
-            false,
             now_ms,
-            &mut client.clock,
         );
     }
     keys.extend(
@@ -97,12 +92,8 @@ pub fn check(
             asking,
             readonly: client.cluster_readonly,
             migrate: spec.name == "migrate",
-            // A command being queued in MULTI answers in place too.
-            can_block: client.multi.is_none(),
         },
-        false,
         now_ms,
-        &mut client.clock,
     )
 }
 
@@ -113,21 +104,15 @@ struct Flags {
     asking: bool,
     readonly: bool,
     migrate: bool,
-    /// The command may wait for a lapsed lease as a blocked client ([`Routed::WaitForLease`]);
-    /// otherwise it waits on the connection's thread.
-    can_block: bool,
 }
 
-/// `waited`: this command already waited for the serving lease once. `now`: the command's
-/// unix ms.
+/// `now`: the command's unix ms.
 fn decide(
     server: &Server,
     cluster: &crate::cluster::Cluster,
     keys: &[&[u8]],
     flags: Flags,
-    waited: bool,
     now: u64,
-    clock: &mut CommandClock,
 ) -> Result<Routed, CmdError> {
     let req = Request {
         keys,
@@ -148,16 +133,12 @@ fn decide(
     match route(&topology, &req, &mut exists) {
         // Served here only while this node holds its serving lease: cut off from the
         // majority, a primary stops before a replica can be promoted in its place.
+        // The command (EXEC and commands being queued in MULTI too) waits for the lease as
+        // a blocked client: its session parks, the connection's thread goes on serving.
         Route::Serve if !cluster.serving_at(now) => {
             drop(topology);
-            if flags.can_block && !waited && cluster.lease_ms() > 0 {
+            if cluster.lease_ms() > 0 {
                 return Ok(Routed::WaitForLease);
-            }
-            if !waited && wait_for_serving(cluster) {
-                // The wait is not the command's time, and its "now" (expiry, the lease)
-                // must be current. The topology may have moved meanwhile: routed again.
-                clock.touch();
-                return decide(server, cluster, keys, flags, true, unix_millis(), clock);
             }
             Err(CmdError::new(
                 Route::ClusterDown(crate::cluster::routing::DownKind::State)
@@ -170,32 +151,11 @@ fn decide(
     }
 }
 
-/// How often a command waiting for a lapsed lease looks again.
-const SERVING_POLL: std::time::Duration = std::time::Duration::from_millis(1);
-
 /// The answer of a keyed command whose slot is this node's while its lease has lapsed.
 pub fn lapsed_lease_error() -> String {
     Route::ClusterDown(crate::cluster::routing::DownKind::State)
         .error_text()
         .unwrap_or_default()
-}
-
-/// Waits up to one serving lease for the lease to come back (for EXEC and commands queued
-/// in MULTI; other commands wait as blocked clients). A lapse of a few milliseconds
-/// (the bus thread or a peer descheduled on a loaded machine) then costs the command that
-/// much latency instead of a CLUSTERDOWN that fails a reshard's MIGRATE or a client's
-/// write; a primary really cut off answers CLUSTERDOWN a lease later, still well within
-/// the node timeout. Polls: the lease is set by the bus thread, a lapse is rare.
-fn wait_for_serving(cluster: &crate::cluster::Cluster) -> bool {
-    let lease = std::time::Duration::from_millis(cluster.lease_ms());
-    let deadline = std::time::Instant::now() + lease;
-    while std::time::Instant::now() < deadline {
-        std::thread::sleep(SERVING_POLL);
-        if cluster.serving() {
-            return true;
-        }
-    }
-    false
 }
 
 /// Answers a redirected command as Redis does: a redirected EXEC discards its transaction;

@@ -11,6 +11,8 @@ pub mod error_stats;
 pub mod fabric;
 pub mod hot;
 pub mod input_buffer;
+#[cfg(test)]
+mod lease_wait_tests;
 pub mod listener;
 pub mod migrate_links;
 pub mod persistence;

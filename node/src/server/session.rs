@@ -242,6 +242,9 @@ impl Session {
         if let Some(text) = block.timeout_reply.error_text() {
             self.stats.error_reply(&self.server.stats, &text);
         }
+        if block.timeout_reply == TimeoutReply::LapsedLease {
+            self.refuse_in_transaction(block);
+        }
         if let TimeoutReply::SyncAcks { held_from, .. } = block.timeout_reply {
             super::sync_acks::time_out(&mut self.output, self.client.protocol, held_from);
             return;
@@ -253,6 +256,21 @@ impl Session {
                 reply.integer(self.server.replication.count_acked(offset) as i64)
             }
             other => other.write(&mut reply),
+        }
+    }
+
+    /// A transaction meets a lease that did not come back as it meets any routing refusal
+    /// (`redirect::reject`): a refused EXEC discards it, a command refused while being
+    /// queued dooms it.
+    fn refuse_in_transaction(&mut self, block: &BlockRequest) {
+        let exec = block
+            .retry
+            .first()
+            .is_some_and(|name| name.eq_ignore_ascii_case(b"exec"));
+        if exec {
+            crate::commands::transactions::discard_transaction(&self.server, &mut self.client);
+        } else if let Some(multi) = self.client.multi.as_mut() {
+            multi.errored = true;
         }
     }
 
