@@ -136,6 +136,11 @@ impl Topology {
     }
 }
 
+/// `arg` is `keyword`, in any case.
+fn is(arg: &[u8], keyword: &str) -> bool {
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,9 +235,4 @@ mod tests {
         assert_eq!((t.current_epoch, t.myself().config_epoch), (4, 4));
         assert!(t.check_setslot_allowed().is_ok());
     }
-}
-
-/// `arg` is `keyword`, in any case.
-fn is(arg: &[u8], keyword: &str) -> bool {
-    arg.eq_ignore_ascii_case(keyword.as_bytes())
 }

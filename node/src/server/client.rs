@@ -281,6 +281,16 @@ impl Client {
     }
 }
 
+impl crate::cluster::shared::LeaseWaiter for ClientShared {
+    fn still_waiting(&self) -> bool {
+        self.blocked.load(Relaxed) && !self.is_killed()
+    }
+
+    fn wake(&self) {
+        ClientShared::wake(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,15 +311,5 @@ mod tests {
         assert!(notified
             .poll(&mut Context::from_waker(Waker::noop()))
             .is_pending());
-    }
-}
-
-impl crate::cluster::shared::LeaseWaiter for ClientShared {
-    fn still_waiting(&self) -> bool {
-        self.blocked.load(Relaxed) && !self.is_killed()
-    }
-
-    fn wake(&self) {
-        ClientShared::wake(self)
     }
 }

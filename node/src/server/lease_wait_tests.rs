@@ -83,7 +83,9 @@ async fn silence(io: &mut DuplexStream) {
 
 const DOWN: &[u8] = b"-CLUSTERDOWN The cluster is down\r\n";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread runs the connections and this test: an EXEC that held its thread while waiting
+// would keep the other client and the lease's return from ever running before its timeout.
+#[tokio::test(flavor = "current_thread")]
 async fn exec_waits_parked_and_runs_when_the_lease_is_back() {
     // Longer than the test can take: the EXEC must run on the wake-up, not time out.
     let (server, _dir) = node(PATIENCE.as_millis() as u64);
@@ -96,7 +98,7 @@ async fn exec_waits_parked_and_runs_when_the_lease_is_back() {
     lease(&server, false);
     send(&mut c, &["EXEC"]).await;
     silence(&mut c).await;
-    // Another client of the same thread pool is served meanwhile (no thread is held).
+    // Another client of the same thread is served meanwhile (no thread is held).
     let mut other = connect(&server);
     send(&mut other, &["PING"]).await;
     expect(&mut other, b"+PONG\r\n").await;
