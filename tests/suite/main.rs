@@ -13,6 +13,7 @@ mod hashes;
 mod keys;
 mod lists;
 mod migrate;
+mod module_knots;
 mod operator_tools;
 mod persistence;
 mod protocol;
