@@ -2,6 +2,7 @@
 //! node processes through the harness in `src/lib.rs`.
 
 mod aof;
+mod bench_suites;
 mod cluster;
 mod cluster_admin;
 mod cluster_bus;
