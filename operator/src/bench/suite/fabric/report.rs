@@ -1,4 +1,4 @@
-//! The `fabric` section of BENCHMARKS.md, laid out as scripts/bench_fabric_report.py did.
+//! The `fabric` section of BENCHMARKS.md, laid out as the former scripts/bench_fabric_report.py did.
 
 use super::super::report_file::markers;
 use super::super::stats::{median, ratio};

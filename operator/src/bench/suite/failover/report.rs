@@ -1,4 +1,4 @@
-//! The `failover` section of BENCHMARKS.md, laid out as scripts/bench_failover_report.py did
+//! The `failover` section of BENCHMARKS.md, laid out as the former scripts/bench_failover_report.py did
 //! (the same tables and columns, so that figures stay comparable across runs).
 
 use super::super::report_file::markers;

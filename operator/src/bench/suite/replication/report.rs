@@ -1,4 +1,4 @@
-//! The `replication` section of BENCHMARKS.md, laid out as scripts/bench_replication_report.py
+//! The `replication` section of BENCHMARKS.md, laid out as the former scripts/bench_replication_report.py
 //! did. Cells are medians over rounds.
 
 use super::super::report_file::markers;

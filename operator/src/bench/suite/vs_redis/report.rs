@@ -1,4 +1,4 @@
-//! BENCHMARKS.md as scripts/bench_report.py wrote it: summary, machine, method, commands,
+//! BENCHMARKS.md as the former scripts/bench_report.py wrote it: summary, machine, method, commands,
 //! throughput, latency, server CPU and memory tables, warnings; then the sections other suites
 //! own, verbatim.
 
