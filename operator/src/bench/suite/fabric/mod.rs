@@ -13,12 +13,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use clap::Parser;
 
+use super::super::BenchArgs;
 use super::machine;
 use super::server_process::{free_port, make_dir, ServerProcess};
 use super::sync_client::SyncClient;
-use crate::command_line::{OperatorArgs, OperatorCommand};
+use crate::connect_args::ConnectArgs;
 
 /// `operator bench fabric` flags.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
@@ -30,13 +30,13 @@ pub struct FabricArgs {
     #[arg(long, default_value = "set,get,incr,lpush,lpop,sadd,hset")]
     pub tests: String,
     /// `operator bench -c`.
-    #[arg(short = 'c', long, default_value_t = 4)]
+    #[arg(short = 'c', long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=crate::bench::CLIENTS_MAX as u64))]
     pub clients: u64,
     /// Requests per test at -P 1.
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub n_p1: u64,
     /// Requests per test at -P 16.
-    #[arg(long, default_value_t = 500_000)]
+    #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub n_p16: u64,
     /// Interleaved rounds; cells are medians over rounds.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
@@ -82,22 +82,43 @@ pub fn run(args: FabricArgs) -> std::process::ExitCode {
     }
 }
 
-/// One `operator bench` run; its cells.
+/// One `operator bench -t TEST -n N -P P -c C --server-cpu` run against `port` (over TCP, or
+/// over the fabric when `transport` is a provider); its cells.
 fn bench_once(
-    line: &[String],
-    provider: &str,
+    port: u16,
+    test: &str,
+    requests: u64,
     pipeline: u64,
+    clients: u64,
+    provider: &str,
     transport: &str,
 ) -> anyhow::Result<Vec<Cell>> {
-    let parsed = OperatorArgs::try_parse_from(
-        std::iter::once("operator".to_string()).chain(line.iter().cloned()),
-    )
-    .map_err(|e| anyhow!("operator {}: {e}", line.join(" ")))?;
-    let OperatorCommand::Bench(bench) = parsed.command else {
-        bail!("not a bench command: {line:?}");
+    let bench = BenchArgs {
+        connect: ConnectArgs {
+            host: "127.0.0.1".into(),
+            port,
+            password: None,
+            user: None,
+            resp3: false,
+            rdma: false,
+            fabric: (transport != "tcp").then(|| transport.to_string()),
+        },
+        clients,
+        requests,
+        keyspace: None,
+        data_size: 3,
+        pipeline,
+        tests: Some(test.to_string()),
+        threads: 1,
+        quiet: false,
+        csv: true,
+        server_cpu: true,
+        progress: false,
+        help: None,
+        suite: None,
     };
     let reports = super::super::run_all(&bench, false, &mut |_| {})
-        .map_err(|e| anyhow!("operator {}: {e}", line.join(" ")))?;
+        .map_err(|e| anyhow!("operator bench -t {test} over {transport}: {e}"))?;
     reports
         .iter()
         .map(|r| {
@@ -126,6 +147,9 @@ fn bench_once(
 pub fn run_all(args: &FabricArgs) -> anyhow::Result<Vec<Cell>> {
     if !args.node_bin.is_file() {
         bail!("node binary {} not found", args.node_bin.display());
+    }
+    if args.providers.is_empty() || args.tests.split(',').all(str::is_empty) {
+        bail!("--providers and --tests each need at least one value");
     }
     let work = super::work_dir("bench-fabric")?;
     let mut cells = Vec::new();
@@ -185,42 +209,31 @@ pub fn run_all(args: &FabricArgs) -> anyhow::Result<Vec<Cell>> {
                         eprintln!(
                             "bench fabric: round {round} {provider} -P {p} {test} over {transport}"
                         );
-                        let mut line: Vec<String> = vec!["bench".into()];
                         let shown_port = if transport == "tcp" {
-                            line.extend(["-p".into(), port.to_string()]);
                             "-p $PORT".to_string()
                         } else {
-                            line.extend([
-                                "--fabric".into(),
-                                transport.into(),
-                                "-p".into(),
-                                rdma_port.to_string(),
-                            ]);
                             format!("--fabric {transport} -p $RDMA_PORT")
                         };
-                        let rest: Vec<String> = [
-                            "-t",
-                            test,
-                            "-n",
-                            &n.to_string(),
-                            "-P",
-                            &p.to_string(),
-                            "-c",
-                            &args.clients.to_string(),
-                            "--csv",
-                            "--server-cpu",
-                        ]
-                        .iter()
-                        .map(|w| w.to_string())
-                        .collect();
-                        line.extend(rest.iter().cloned());
                         note(
                             &mut commands,
-                            format!("operator bench {shown_port} {}", rest.join(" ")),
+                            format!(
+                                "operator bench {shown_port} -t {test} -n {n} -P {p} -c {} --csv \
+                                 --server-cpu",
+                                args.clients
+                            ),
                         );
                         node.check_alive()?;
                         flusher.text(&["FLUSHALL"])?;
-                        cells.extend(bench_once(&line, provider, p, transport)?);
+                        let target = if transport == "tcp" { port } else { rdma_port };
+                        cells.extend(bench_once(
+                            target,
+                            test,
+                            n,
+                            p,
+                            args.clients,
+                            provider,
+                            transport,
+                        )?);
                     }
                 }
             }

@@ -43,7 +43,8 @@ pub struct FailoverArgs {
     #[arg(long, value_delimiter = ',', default_value = "redis,node")]
     pub servers: Vec<ServerKind>,
     /// cluster-node-timeout values in ms.
-    #[arg(long, value_delimiter = ',', default_value = "1000,200")]
+    #[arg(long, value_delimiter = ',', default_value = "1000,200",
+          value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub timeouts: Vec<u64>,
     /// Kills per server and timeout.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -153,6 +154,9 @@ pub fn run(args: FailoverArgs) -> std::process::ExitCode {
 
 /// The runs, after writing the report.
 pub fn run_all(args: &FailoverArgs) -> anyhow::Result<Vec<Run>> {
+    if args.servers.is_empty() || args.timeouts.is_empty() {
+        bail!("--servers and --timeouts each need at least one value");
+    }
     if args.servers.contains(&ServerKind::Node) && !args.node_bin.is_file() {
         bail!("node binary {} not found", args.node_bin.display());
     }

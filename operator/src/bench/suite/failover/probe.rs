@@ -8,6 +8,7 @@ use anyhow::bail;
 use proto::resp::Frame;
 
 use super::super::sync_client::{error_text, frame_text, SyncClient};
+use super::health::cluster_nodes;
 
 /// Failover time resolution.
 const PROBE_INTERVAL: Duration = Duration::from_millis(5);
@@ -28,19 +29,10 @@ pub struct FailoverTimes {
 
 /// Whether the node flags itself `myself,master` in CLUSTER NODES.
 fn myself_is_primary(c: &mut SyncClient) -> anyhow::Result<bool> {
-    let nodes = c.text(&["CLUSTER", "NODES"])?;
-    for line in nodes.lines() {
-        let flags: Vec<&str> = line
-            .split_whitespace()
-            .nth(2)
-            .unwrap_or("")
-            .split(',')
-            .collect();
-        if flags.contains(&"myself") {
-            return Ok(flags.contains(&"master"));
-        }
-    }
-    Ok(false)
+    Ok(cluster_nodes(c)?
+        .iter()
+        .find(|n| n.has_flag("myself"))
+        .is_some_and(|n| n.has_flag("master")))
 }
 
 /// Probes until a write succeeds or `timeout` after `killed_at`; calls `restart` once, as

@@ -28,19 +28,19 @@ pub struct ReplicationArgs {
     #[arg(long, default_value = "set,incr,lpush")]
     pub tests: String,
     /// Requests per test.
-    #[arg(short = 'n', long, default_value_t = 1_000_000)]
+    #[arg(short = 'n', long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: u64,
     /// redis-benchmark -P.
-    #[arg(short = 'P', long, default_value_t = 16)]
+    #[arg(short = 'P', long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub pipeline: u64,
     /// redis-benchmark -c.
-    #[arg(short = 'c', long, default_value_t = 50)]
+    #[arg(short = 'c', long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub clients: u64,
     /// Rounds; cells are medians over rounds.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub rounds: u64,
     /// Sampling interval in milliseconds.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub interval_ms: u64,
     /// repl-backlog-size of both primaries; "" = the servers' default (1mb). redis-server
     /// streams to a connected replica from its output buffer, not from the backlog; our
@@ -213,6 +213,9 @@ fn start_pair(args: &ReplicationArgs, setup: &str, dir: &Path) -> anyhow::Result
 
 /// The measurements, after writing the report.
 pub fn run_all(args: &ReplicationArgs) -> anyhow::Result<Vec<Measurement>> {
+    if args.setups.is_empty() || args.tests.split(',').all(str::is_empty) {
+        bail!("--setups and --tests each need at least one value");
+    }
     if args.setups.iter().any(|s| s != "redis") && !args.node_bin.is_file() {
         bail!("node binary {} not found", args.node_bin.display());
     }

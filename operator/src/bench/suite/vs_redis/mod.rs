@@ -37,13 +37,13 @@ pub struct VsRedisArgs {
     #[arg(long)]
     pub quick: bool,
     /// Requests per test at -P 1 [200000; quick: 2000].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub n_p1: Option<u64>,
     /// Requests per test at -P 16 [2000000; quick: 20000].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub n_p16: Option<u64>,
     /// redis-benchmark -c.
-    #[arg(short = 'c', long, default_value_t = 50)]
+    #[arg(short = 'c', long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub clients: u64,
     /// redis-benchmark -t.
     #[arg(
@@ -162,6 +162,9 @@ fn flushall(c: &mut SyncClient, name: &str) -> anyhow::Result<()> {
 pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
     if !args.node_bin.is_file() {
         bail!("node binary {} not found", args.node_bin.display());
+    }
+    if args.tests.split(',').all(str::is_empty) {
+        bail!("--tests names no test");
     }
     let pick =
         |v: Option<u64>, full: u64, quick: u64| v.unwrap_or(if args.quick { quick } else { full });
