@@ -1,13 +1,13 @@
 //! `operator bench failover`: failover under writes. Per server kind (Debian's redis-server,
 //! our node) and `cluster-node-timeout`: a 6-node cluster (3 primaries with one replica each,
 //! by `redis-cli --cluster create --cluster-replicas 1`) takes continuous writes
-//! ([`writer`]); ITERATIONS times ([`one_run`]) the primary of the next shard is killed with kill -9, its
-//! replica probed until a write succeeds ([`probe`]), the killed node restarted as soon as
-//! its replica is promoted (it must rejoin as a replica), the cluster waited for until healthy
-//! ([`health`]), and every write acknowledged since the previous check read back
-//! ([`lost_writes`]). At the end every acknowledged write is read back once more. Every wait
-//! is bounded; a step that does not happen ends that run with its reason, never a hang.
-//! [`report`] writes the `failover` section of BENCHMARKS.md.
+//! ([`writer`]); per run ([`one_run`]), ITERATIONS times the primary of the next shard is
+//! killed with kill -9, its replica probed until a write succeeds ([`probe`]), the killed
+//! node restarted as soon as its replica is promoted (it must rejoin as a replica), the
+//! cluster waited for until healthy ([`health`]), and every write acknowledged since the
+//! previous check read back ([`lost_writes`]). At the end every acknowledged write is read
+//! back once more. Every wait is bounded; a step that does not happen ends that run with its
+//! reason, never a hang. [`report`] writes the `failover` section of BENCHMARKS.md.
 
 pub mod health;
 pub mod lost_writes;
