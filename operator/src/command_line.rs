@@ -176,6 +176,37 @@ mod tests {
     }
 
     #[test]
+    fn bench_suites_are_subcommands() {
+        use crate::bench::suite::{failover::ServerKind, Suite};
+        let args = bench(&[
+            "bench",
+            "failover",
+            "--servers",
+            "node",
+            "--timeouts",
+            "1000,200",
+        ]);
+        match args.suite.as_deref() {
+            Some(Suite::Failover(f)) => {
+                assert_eq!(f.servers, [ServerKind::Node]);
+                assert_eq!(f.timeouts, [1000, 200]);
+                assert_eq!(
+                    (f.iterations, f.node_args.as_str()),
+                    (20, "--repl-sync-acks 1")
+                );
+            }
+            other => panic!("not failover: {other:?}"),
+        }
+        assert!(matches!(
+            bench(&["bench", "vs-redis", "--quick"]).suite.as_deref(),
+            Some(Suite::VsRedis(v)) if v.quick
+        ));
+        assert!(bench(&["bench", "-t", "get"]).suite.is_none());
+        // A load run's flags and a suite do not mix.
+        assert!(parse(&["bench", "-c", "8", "failover"]).is_err());
+    }
+
+    #[test]
     fn bench_refuses_values_past_the_limits() {
         assert!(parse(&["bench", "-c", "0"]).is_err());
         assert!(parse(&["bench", "-c", "10001"]).is_err());

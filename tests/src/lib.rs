@@ -5,6 +5,7 @@
 //! failing test prints.
 
 pub mod cluster;
+pub mod module_graph;
 pub mod raw;
 pub mod reference;
 

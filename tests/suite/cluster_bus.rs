@@ -216,7 +216,14 @@ fn cluster_meet_rejects_bad_addresses_as_redis_does() {
 fn a_reshard_of_1000_slots_under_a_redis_py_cluster_load_loses_nothing() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    let nodes = create_cluster("reshard");
+    // Nothing here needs failures found fast; a node timeout of 10 s (not the default 2 s)
+    // keeps a node starved of CPU on a loaded host from being marked failing mid-reshard
+    // (the source then answered MIGRATE with CLUSTERDOWN).
+    let nodes = integration::cluster::create_cluster_with(
+        "reshard",
+        0,
+        &["--cluster-node-timeout", "10000"],
+    );
     let dir = tempfile::tempdir().unwrap();
     let stop = dir.path().join("stop");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/cluster_load.py");

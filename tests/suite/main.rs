@@ -2,6 +2,7 @@
 //! node processes through the harness in `src/lib.rs`.
 
 mod aof;
+mod bench_suites;
 mod cluster;
 mod cluster_admin;
 mod cluster_bus;
@@ -13,6 +14,7 @@ mod hashes;
 mod keys;
 mod lists;
 mod migrate;
+mod module_knots;
 mod operator_tools;
 mod persistence;
 mod protocol;

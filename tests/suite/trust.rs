@@ -1,6 +1,6 @@
 //! Secure defaults (issue "Trust", item 5): every listener a node opens honours its bind
 //! setting, cluster mode beyond loopback needs a cluster secret, and `operator cluster
-//! create` refuses nodes that do not share one. Each test plays the careless operator or
+//! create` gives nodes without one a generated one and refuses nodes that disagree. Each test plays the careless operator or
 //! the neighbour on a shared host.
 
 use integration::cluster::{addr, run};
@@ -21,19 +21,9 @@ fn listening(pid: u32) -> Vec<String> {
         .collect()
 }
 
-/// The port of this node's own bus endpoint (its `ofi:tcp` address is a sockaddr_in in hex:
-/// family, then the port big-endian), from CLUSTER NODES.
-fn bus_endpoint_port(node: &Node) -> String {
-    let nodes = node.cli(&["CLUSTER", "NODES"]);
-    let me = nodes.lines().find(|l| l.contains("myself")).unwrap();
-    let hex = me.split("fabric-address=ofi/tcp/").nth(1).unwrap();
-    u16::from_str_radix(&hex[4..8], 16).unwrap().to_string()
-}
-
 /// Goal: a node with every listener a node can have (clients over TCP and the fabric, the
-/// bus's TCP rendezvous, the replication link listener) listens on the `bind` address only,
-/// nothing on a wildcard, without `rdma-bind` set. Not yet the bus endpoint itself (see
-/// `BIND_BUS_BY_IP` in bus/src/ofi/datagram.rs), which is left out here.
+/// cluster bus endpoint and its TCP rendezvous, the replication link listener) listens on
+/// the `bind` address only, nothing on a wildcard, without `rdma-bind` set.
 /// Method: a cluster-mode node on `ofi:tcp` with `rdma-port`, bound to 127.0.0.1 by the
 /// harness; its listening sockets read with `ss`.
 #[test]
@@ -48,13 +38,9 @@ fn every_listener_honours_bind() {
         "{log}"
     );
     assert!(log.contains("accepting replication links"), "{log}");
-    let bus = format!(":{}", bus_endpoint_port(&node));
-    let sockets: Vec<String> = listening(node.pid())
-        .into_iter()
-        .filter(|s| !s.ends_with(&bus))
-        .collect();
+    let sockets = listening(node.pid());
     // Client port, rendezvous (bus port), fabric listener, and libfabric's own sockets of
-    // the fabric and replication endpoints.
+    // the fabric, replication and bus endpoints.
     assert!(sockets.len() >= 4, "{sockets:?}");
     for s in &sockets {
         assert!(
@@ -86,42 +72,79 @@ fn cluster_mode_beyond_loopback_needs_a_secret() {
     );
 }
 
-/// Goal: `operator cluster create` does not form a cluster any local process could join:
-/// nodes without a secret, or with different ones, are refused before anything changes;
-/// `operator cluster secret` makes a fresh one that then works.
-/// Method: three nodes without a secret; then three with two different secrets; then three
-/// sharing a generated secret.
+/// Goal: `operator cluster create` never makes a cluster without a shared secret: nodes
+/// started without one get a generated one (kept in their dir across a restart), nodes that
+/// have different ones are refused, and a node's secret cannot be replaced afterwards.
+/// Method: three bare cluster-mode nodes on loopback, created by the operator; one restarted
+/// (kill -9, same dir and port) must rejoin; a node without the secret asks to meet them.
 #[test]
-fn operator_cluster_create_needs_one_shared_secret() {
+fn operator_cluster_create_gives_nodes_without_a_secret_a_generated_one() {
+    use integration::cluster::wait_until;
     let create = |nodes: &[Node]| {
         let mut args = vec!["cluster".to_string(), "create".to_string()];
         args.extend(nodes.iter().map(addr));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         run(&mut integration::operator(&args))
     };
-    let bare: Vec<Node> = (0..3)
-        .map(|_| Node::start(&["--cluster-enabled", "yes", "--fabric-provider", "ofi:tcp"]))
-        .collect();
+    let bare_args = ["--cluster-enabled", "yes", "--fabric-provider", "ofi:tcp"];
+    let mut bare: Vec<Node> = (0..3).map(|_| Node::start(&bare_args)).collect();
     let (ok, text) = create(&bare);
-    assert!(!ok && text.contains("has no cluster-secret"), "{text}");
-    let info = bare[0].cli(&["CLUSTER", "INFO"]);
-    assert!(info.contains("cluster_slots_assigned:0"), "{info}");
-    drop(bare);
-
-    let mixed: Vec<Node> = ["a", "a", "b"]
+    assert!(
+        ok && text.contains("generated a cluster secret and gave 3 node(s)"),
+        "{text}"
+    );
+    assert!(text.contains("cluster of 3 nodes is ok"), "{text}");
+    let secrets: Vec<String> = bare
         .iter()
-        .map(|s| integration::cluster::cluster_node(s))
+        .map(|n| n.cli(&["CONFIG", "GET", "cluster-secret"]))
         .collect();
+    let secret = secrets[0].lines().nth(1).unwrap_or("").to_string();
+    assert_eq!(secret.len(), 64, "{secrets:?}");
+    assert!(secrets.iter().all(|s| s == &secrets[0]), "{secrets:?}");
+    assert!(bare[1]
+        .cli(&["CLUSTER", "SET-SECRET", "another-secret-of-enough-length"])
+        .contains("already has a cluster secret"));
+
+    // Kept in the dir, private: a restarted node still talks to its cluster.
+    let restarted = bare.remove(2);
+    let port = restarted.port;
+    let dir = restarted.into_dir();
+    let file = dir.path().join("cluster-secret");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let back = Node::start_in_on_port(dir, port, &bare_args);
+    let got = back.cli(&["CONFIG", "GET", "cluster-secret"]);
+    assert_eq!(got.lines().nth(1), Some(secret.as_str()), "{got}");
+    wait_until(
+        "the restarted node is back in an ok cluster",
+        &[&back, &bare[0]],
+        || {
+            back.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                && bare[0]
+                    .cli(&["CLUSTER", "NODES"])
+                    .lines()
+                    .filter(|l| l.contains("connected"))
+                    .count()
+                    == 3
+        },
+    );
+
+    // A neighbour without the secret cannot join.
+    let rogue = Node::start(&bare_args);
+    let _ = rogue.cli(&["CLUSTER", "MEET", "127.0.0.1", &bare[0].port.to_string()]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let info = bare[0].cli(&["CLUSTER", "INFO"]);
+    assert!(info.contains("cluster_known_nodes:3"), "{info}");
+
+    let mixed: Vec<Node> = [
+        "a-secret-of-enough-len",
+        "a-secret-of-enough-len",
+        "b-secret-of-enough-len",
+    ]
+    .iter()
+    .map(|s| integration::cluster::cluster_node(s))
+    .collect();
     let (ok, text) = create(&mixed);
     assert!(!ok && text.contains("different cluster secrets"), "{text}");
-    drop(mixed);
-
-    let (ok, secret) = run(&mut integration::operator(&["cluster", "secret"]));
-    let secret = secret.trim().to_string();
-    assert!(ok && secret.len() == 64, "{secret}");
-    let shared: Vec<Node> = (0..3)
-        .map(|_| integration::cluster::cluster_node(&secret))
-        .collect();
-    let (ok, text) = create(&shared);
-    assert!(ok && text.contains("cluster of 3 nodes is ok"), "{text}");
 }

@@ -41,7 +41,9 @@ const RECV_SLOTS: usize = 16;
 const SETUP_WAIT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Times one attempt is tried (each on a fresh connection) before it counts as unevaluated.
-const ATTEMPT_TRIES: usize = 3;
+/// Generous: on a loaded host a connection may break or stall for reasons of load alone, and
+/// an unevaluated attempt fails the run.
+const ATTEMPT_TRIES: usize = 8;
 const WR_ATTEMPT: u64 = 1;
 
 /// What the victim's listener is.

@@ -74,17 +74,9 @@ impl std::fmt::Debug for OfiDatagram {
     }
 }
 
-/// Whether [`OfiDatagram::open`] binds a tcp endpoint to the IP it is given (see there).
-const BIND_BUS_BY_IP: bool = false;
-
 impl OfiDatagram {
     /// `ip`: the interface to bind on tcp (an ephemeral port there); other kinds and an
     /// unspecified or absent `ip` take the provider's first address.
-    ///
-    /// Not used yet (`BIND_BUS_BY_IP`): an endpoint opened from a `getinfo` by source
-    /// address carried cluster traffic much more slowly under load here (a reshard under a
-    /// redis-py load took twice as long and its clients saw MOVED loops), for a reason not
-    /// found yet; the bus stays on the provider's first address until it is.
     pub(crate) fn open(
         domain: &Arc<Domain>,
         config: &EndpointConfig,
@@ -92,7 +84,7 @@ impl OfiDatagram {
     ) -> Result<Self, BusError> {
         config.validate()?;
         let bind = match (domain.kind, ip) {
-            (OfiKind::Tcp, Some(ip)) if BIND_BUS_BY_IP && !ip.is_unspecified() => {
+            (OfiKind::Tcp, Some(ip)) if !ip.is_unspecified() => {
                 Bind::At(std::net::SocketAddr::new(ip, 0))
             }
             _ => Bind::Any,

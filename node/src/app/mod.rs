@@ -35,6 +35,10 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
 async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config)?;
     let pidfile = config.pidfile.clone();
+    let mut config = config;
+    if config.cluster.enabled {
+        crate::cluster::secret_file::adopt(&mut config).context("loading the cluster secret")?;
+    }
     let cluster = if config.cluster.enabled {
         Some(crate::cluster::Cluster::start(&config).context("starting cluster mode")?)
     } else {

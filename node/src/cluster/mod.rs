@@ -40,6 +40,7 @@ pub mod replicate;
 pub mod replies;
 pub mod reset;
 pub mod routing;
+pub mod secret_file;
 pub mod setslot;
 pub mod shared;
 pub mod slots;

@@ -119,6 +119,9 @@ pub struct Cluster {
     /// replica. `fenced` mirrors it for one relaxed load.
     restart_fence: Mutex<Option<super::agent::restart_fence::Fence>>,
     fenced: std::sync::atomic::AtomicBool,
+    /// Bumped when CLUSTER SET-SECRET gives the node its secret, so the bus thread picks
+    /// it up from the config.
+    secret_generation: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -192,6 +195,7 @@ impl Cluster {
             incarnation: std::sync::atomic::AtomicU64::new(0),
             restart_fence: Mutex::new(None),
             fenced: std::sync::atomic::AtomicBool::new(false),
+            secret_generation: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -240,6 +244,18 @@ impl Cluster {
     /// This process's gossip incarnation; 0 before the bus is up.
     pub fn incarnation(&self) -> u64 {
         self.incarnation.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many times the secret changed at run time (the bus re-reads it when this moves).
+    pub fn secret_generation(&self) -> u64 {
+        self.secret_generation
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Called after the config's `cluster-secret` was replaced.
+    pub fn secret_changed(&self) {
+        self.secret_generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// Set once by the bus when it starts.

@@ -10,6 +10,7 @@ mod keys;
 mod meet;
 mod membership;
 mod replicas;
+mod secret;
 mod slots;
 mod view;
 
@@ -222,6 +223,14 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         ADMIN_STALE,
         epochs::bumpepoch,
         "Advance the cluster config epoch",
+    ),
+    // Ours: a node started without a cluster-secret takes one (operator cluster create).
+    sub(
+        "cluster|set-secret",
+        3,
+        ADMIN_STALE,
+        secret::set_secret,
+        "Give a node that has no cluster secret and knows no other node its cluster's secret",
     ),
     sub(
         "cluster|set-config-epoch",

@@ -5,6 +5,7 @@
 mod progress;
 mod runner;
 mod server_cpu;
+pub mod suite;
 mod summary;
 mod workload;
 
@@ -35,7 +36,7 @@ pub const BATCH_BYTES_MAX: usize = 1024 * 1024 * 1024;
 /// `operator bench` flags, as redis-benchmark spells them. `-h` is the host, so help is
 /// `--help` only.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
-#[command(disable_help_flag = true)]
+#[command(disable_help_flag = true, args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
@@ -76,6 +77,9 @@ pub struct BenchArgs {
     /// Print help.
     #[arg(long = "help", action = clap::ArgAction::Help)]
     pub help: Option<bool>,
+    /// A benchmark suite instead of a load run (`operator bench failover --help`).
+    #[command(subcommand)]
+    pub suite: Option<Box<suite::Suite>>,
 }
 
 /// Why a benchmark stopped.
@@ -103,6 +107,9 @@ pub enum BenchError {
 /// the benchmark cannot run (bad flags, connection failure), 2 when it ran but the node
 /// answered with error replies.
 pub fn run(args: BenchArgs) -> ExitCode {
+    if let Some(suite) = args.suite {
+        return suite::run(*suite);
+    }
     let progress = args.progress || std::io::stderr().is_terminal();
     match run_all(&args, progress, &mut |line| println!("{line}")) {
         Ok(reports) => {

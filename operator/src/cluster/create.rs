@@ -28,7 +28,7 @@ pub async fn create(
     for n in nodes.iter_mut() {
         secrets.push(n.config_get("cluster-secret").await?);
     }
-    super::secret::check_shared(addrs, &secrets)?;
+    let secret_plan = super::secret::plan(&secrets)?;
     let mut ids = Vec::with_capacity(nodes.len());
     for n in nodes.iter_mut() {
         if n.info_field("cluster_known_nodes").await? != "1" {
@@ -43,6 +43,25 @@ pub async fn create(
         ids.push(n.text(&["CLUSTER", "MYID"]).await?);
     }
     let mut report = String::new();
+    if let super::secret::SecretPlan::Give {
+        secret,
+        to,
+        generated,
+    } = &secret_plan
+    {
+        for &i in to {
+            nodes[i].text(&["CLUSTER", "SET-SECRET", secret]).await?;
+        }
+        report.push_str(&format!(
+            "{} {} node(s) the cluster secret (each keeps it in its dir, file cluster-secret)\n",
+            if *generated {
+                "generated a cluster secret and gave"
+            } else {
+                "gave"
+            },
+            to.len()
+        ));
+    }
     for &(i, first, last) in &layout.primaries {
         let (a, b) = (first.to_string(), last.to_string());
         nodes[i].text(&["CLUSTER", "ADDSLOTSRANGE", &a, &b]).await?;

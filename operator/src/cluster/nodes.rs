@@ -16,11 +16,27 @@ pub struct NodeRow {
     pub link: String,
     /// Slots owned, counted from the ranges (open-slot markers skipped).
     pub slots: usize,
+    /// The ranges owned, first and last slot inclusive.
+    pub slot_ranges: Vec<(u16, u16)>,
 }
 
 impl NodeRow {
     pub fn has_flag(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
+    }
+
+    pub fn owns(&self, slot: u16) -> bool {
+        self.slot_ranges
+            .iter()
+            .any(|&(a, b)| a <= slot && slot <= b)
+    }
+
+    /// The client port of `addr` (0 when it has none).
+    pub fn port(&self) -> u16 {
+        self.addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or(0)
     }
 }
 
@@ -49,16 +65,18 @@ fn parse_line(line: &str) -> Result<NodeRow, String> {
         .replace('/', ":")
         .replace(';', ",");
     let mut slots = 0usize;
+    let mut slot_ranges = Vec::new();
     for r in &fields[8..] {
         if r.starts_with('[') {
             continue;
         }
         let (a, b) = r.split_once('-').unwrap_or((r, r));
-        let (a, b): (usize, usize) = match (a.parse(), b.parse()) {
+        let (a, b): (u16, u16) = match (a.parse(), b.parse()) {
             (Ok(a), Ok(b)) if a <= b => (a, b),
             _ => return Err(format!("bad slot range {r:?} in: {line}")),
         };
-        slots += b - a + 1;
+        slots += usize::from(b - a) + 1;
+        slot_ranges.push((a, b));
     }
     Ok(NodeRow {
         id: fields[0].to_string(),
@@ -68,6 +86,7 @@ fn parse_line(line: &str) -> Result<NodeRow, String> {
         primary: fields[3].to_string(),
         link: fields[7].to_string(),
         slots,
+        slot_ranges,
     })
 }
 
@@ -87,6 +106,9 @@ cccc :7002@17002,host.example,fabric-address=verbs/gid=fe80//1;qpn=7 master,fail
         assert_eq!(rows[0].addr, "127.0.0.1:7000");
         assert_eq!(rows[0].fabric_addr, "ofi:tcp:0200");
         assert_eq!(rows[0].slots, 5461);
+        assert!(rows[0].owns(5460) && !rows[0].owns(5461));
+        assert_eq!(rows[0].port(), 7000);
+        assert_eq!(rows[2].slot_ranges, [(7, 7), (9, 10)]);
         assert!(rows[0].has_flag("myself") && rows[0].has_flag("master"));
         assert_eq!((rows[1].primary.as_str(), rows[1].slots), ("aaaa", 0));
         assert_eq!(rows[1].fabric_addr, "");

@@ -102,6 +102,8 @@ const HELP: &[&str] = &[
     "    Reset current node (default: soft).",
     "SET-CONFIG-EPOCH <epoch>",
     "    Set config epoch of current node.",
+    "SET-SECRET <secret>",
+    "    Give a node without a cluster secret, alone, its cluster's secret (saved in dir).",
     "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
     "    Set slot state.",
     "REPLICAS <node-id>",

@@ -25,6 +25,8 @@ pub struct GossipDriver {
     server: Arc<Server>,
     core: ClusterCore<ProposalReply>,
     secret: Vec<u8>,
+    /// The cluster's secret generation `secret` was read at.
+    secret_seen: u64,
     reassembler: Reassembler<String>,
     datagram_max: usize,
     /// Messages sent so far: each send's fragments carry a distinct id.
@@ -43,10 +45,27 @@ impl GossipDriver {
             server,
             core,
             secret,
+            secret_seen: 0,
             reassembler: Reassembler::new(ReassemblyLimits::default()),
             datagram_max: 0,
             sends: 0,
             lookups: Default::default(),
+        }
+    }
+
+    /// Re-reads the secret when CLUSTER SET-SECRET replaced it.
+    fn refresh_secret(&mut self) {
+        let generation = self.cluster().secret_generation();
+        if generation != self.secret_seen {
+            self.secret = self
+                .server
+                .config
+                .read()
+                .cluster
+                .secret
+                .clone()
+                .into_bytes();
+            self.secret_seen = generation;
         }
     }
 
@@ -206,6 +225,7 @@ impl GossipDriver {
     /// `msg` sealed and cut to the datagram size, once however many nodes it goes to.
     fn datagrams(&mut self, msg: &BusMessage) -> Option<Vec<Vec<u8>>> {
         self.sends += 1;
+        self.refresh_secret();
         to_datagrams(msg, &self.secret, self.datagram_max, self.sends)
             .map_err(|e| tracing::warn!(error = %e, "bus message not sent"))
             .ok()
@@ -258,6 +278,7 @@ impl BusCore for GossipDriver {
 
     fn receive(&mut self, now_ms: u64, from: &EndpointAddr, datagram: &[u8], out: &mut Outbox) {
         let from = from.to_string();
+        self.refresh_secret();
         match from_datagram(&mut self.reassembler, &from, datagram, &self.secret, now_ms) {
             Ok(Some(msg)) => self.step(
                 now_ms,
