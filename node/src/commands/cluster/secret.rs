@@ -7,8 +7,8 @@
 
 use super::cluster;
 use crate::cluster::secret_file::{self, SECRET_MIN};
-use crate::command::error::err;
-use crate::command::{CmdResult, Ctx};
+use crate::command_framework::error::err;
+use crate::command_framework::{CmdResult, Ctx};
 use crate::config::params::CLUSTER_SECRET_MAX;
 
 pub fn set_secret(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
