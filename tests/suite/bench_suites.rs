@@ -195,8 +195,11 @@ fn vs_redis_suite_compares_with_redis_server() {
         assert!(figure(&rows[0][i]) > 0.0, "column {i}: {:?}", rows[0]);
     }
     let cpu = table(&report, "## Server CPU per request (ns)");
+    // redis-server's CPU per request must be there; the node's may read 0 on a loaded host:
+    // it is CPU time less the wall time of its busy-poll turns, which a descheduled poller
+    // stretches past the CPU it used.
     assert!(
-        figure(&cpu[0][1]) > 0.0 && figure(&cpu[0][2]) > 0.0,
+        figure(&cpu[0][1]) > 0.0 && figure(&cpu[0][2]) >= 0.0,
         "{cpu:?}"
     );
     let memory = table(&report, "## Memory");
