@@ -9,6 +9,26 @@ use anyhow::Context;
 /// Sections written by the suites other than vs-redis, in the order they appear.
 pub const OWNED: [&str; 3] = ["fabric", "replication", "failover"];
 
+/// The part the failover and replication reports share: the machine lines, the method and
+/// the opening of the commands block (the caller lists the commands and closes it).
+pub fn machine_method_commands(out: &mut Vec<String>, machine: &[String], method: &[&str]) {
+    out.extend(["### Machine and run".into(), String::new(), "```".into()]);
+    out.extend(machine.iter().cloned());
+    out.extend([
+        "```".into(),
+        String::new(),
+        "### Method".into(),
+        String::new(),
+    ]);
+    out.extend(method.iter().map(|s| s.to_string()));
+    out.extend([
+        String::new(),
+        "### Commands".into(),
+        String::new(),
+        "```sh".into(),
+    ]);
+}
+
 pub fn markers(name: &str) -> (String, String) {
     (
         format!("<!-- BEGIN {name} -->"),

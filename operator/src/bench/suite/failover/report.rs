@@ -95,24 +95,8 @@ pub fn section(runs: &[Run], machine: &[String], args: &FailoverArgs) -> String 
          timers, which is what is compared. Read the ratios of one run."
             .into(),
         String::new(),
-        "### Machine and run".into(),
-        String::new(),
-        "```".into(),
     ];
-    out.extend(machine.iter().cloned());
-    out.extend([
-        "```".into(),
-        String::new(),
-        "### Method".into(),
-        String::new(),
-    ]);
-    out.extend(METHOD.iter().map(|s| s.to_string()));
-    out.extend([
-        String::new(),
-        "### Commands".into(),
-        String::new(),
-        "```sh".into(),
-    ]);
+    super::super::report_file::machine_method_commands(&mut out, machine, METHOD);
     for kind in [ServerKind::Redis, ServerKind::Node] {
         if let Some(command) = runs
             .iter()

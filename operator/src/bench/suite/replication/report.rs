@@ -80,24 +80,8 @@ pub fn section(results: &[Measurement], machine: &[String], commands: &[String])
          and other work share 2 cores, so read the ratios of one run, not the absolute numbers."
             .into(),
         String::new(),
-        "### Machine and run".into(),
-        String::new(),
-        "```".into(),
     ];
-    out.extend(machine.iter().cloned());
-    out.extend([
-        "```".into(),
-        String::new(),
-        "### Method".into(),
-        String::new(),
-    ]);
-    out.extend(METHOD.iter().map(|s| s.to_string()));
-    out.extend([
-        String::new(),
-        "### Commands".into(),
-        String::new(),
-        "```sh".into(),
-    ]);
+    super::super::report_file::machine_method_commands(&mut out, machine, METHOD);
     out.extend(commands.iter().cloned());
     out.extend(["```".into(), String::new()]);
     out.extend([
