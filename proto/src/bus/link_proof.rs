@@ -64,47 +64,26 @@ mod tests {
             b"req",
             &p
         ));
-        assert!(!check_link_proof(
-            b"t",
-            b"challenge-16byte",
-            b"ofi/tcp/1",
-            b"req",
-            &p
-        ));
-        assert!(!check_link_proof(
-            b"s",
-            b"challenge-16bytf",
-            b"ofi/tcp/1",
-            b"req",
-            &p
-        ));
-        assert!(!check_link_proof(
-            b"s",
-            b"challenge-16byte",
-            b"ofi/tcp/2",
-            b"req",
-            &p
-        ));
-        assert!(!check_link_proof(
-            b"s",
-            b"challenge-16byte",
-            b"ofi/tcp/1",
-            b"reqx",
-            &p
-        ));
-        assert!(!check_link_proof(
-            b"s",
-            b"challenge-16byte",
-            b"ofi/tcp/1r",
-            b"eq",
-            &p
-        ));
-        assert!(!check_link_proof(
-            b"s",
-            b"challenge-16byte",
-            b"ofi/tcp/1",
-            b"req",
-            &p[1..]
-        ));
+        // Each part changed alone, and a byte moved across the endpoint/request boundary.
+        let others: [(&[u8], &[u8], &[u8], &[u8]); 6] = [
+            (b"t", b"challenge-16byte", b"ofi/tcp/1", b"req"),
+            (b"s", b"challenge-16bytf", b"ofi/tcp/1", b"req"),
+            (b"s", b"challenge-16byte", b"ofi/tcp/2", b"req"),
+            (b"s", b"challenge-16byte", b"ofi/tcp/1", b"reqx"),
+            (b"s", b"challenge-16byte", b"ofi/tcp/1r", b"eq"),
+            (b"s", b"challenge-16byte", b"ofi/tcp/1", b"req"),
+        ];
+        for (i, (secret, challenge, endpoint, request)) in others.iter().enumerate() {
+            // The last case keeps every part and cuts the proof short.
+            let proof = if i == others.len() - 1 {
+                &p[1..]
+            } else {
+                &p[..]
+            };
+            assert!(
+                !check_link_proof(secret, challenge, endpoint, request, proof),
+                "case {i}"
+            );
+        }
     }
 }
