@@ -65,7 +65,9 @@ mod tests {
             &p
         ));
         // Each part changed alone, and a byte moved across the endpoint/request boundary.
-        let others: [(&[u8], &[u8], &[u8], &[u8]); 6] = [
+        // secret, challenge, endpoint, request
+        type Parts<'a> = (&'a [u8], &'a [u8], &'a [u8], &'a [u8]);
+        let others: [Parts<'_>; 6] = [
             (b"t", b"challenge-16byte", b"ofi/tcp/1", b"req"),
             (b"s", b"challenge-16bytf", b"ofi/tcp/1", b"req"),
             (b"s", b"challenge-16byte", b"ofi/tcp/2", b"req"),
