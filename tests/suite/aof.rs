@@ -6,7 +6,7 @@ use integration::cluster::info_field;
 use integration::{cmd, Node};
 use redis::Value;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -72,8 +72,14 @@ struct Acked {
 const COUNTERS: usize = 4;
 
 /// INCRs a few counters and SETs unique keys until the connection fails (the node is
-/// killed) or `stop` is set; records what was answered.
-fn write_until_gone(url: String, tag: String, stop: Arc<AtomicBool>) -> Acked {
+/// killed) or `stop` is set; records what was answered, and counts each answered SET in
+/// `answered` (shared by the writers of a trial).
+fn write_until_gone(
+    url: String,
+    tag: String,
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
+) -> Acked {
     let mut acked = Acked {
         counters: vec![0; COUNTERS],
         keys: Vec::new(),
@@ -91,7 +97,10 @@ fn write_until_gone(url: String, tag: String, stop: Arc<AtomicBool>) -> Acked {
         }
         let key = format!("key:{tag}:{i}");
         match redis::cmd("SET").arg(&key).arg(i).query::<String>(&mut c) {
-            Ok(ok) if ok == "OK" => acked.keys.push(key),
+            Ok(ok) if ok == "OK" => {
+                acked.keys.push(key);
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
             _ => break,
         }
         i += 1;
@@ -127,14 +136,21 @@ fn kill_trials(args: &[&str], trials: usize) {
     let mut floor = [0i64; COUNTERS];
     for trial in 0..trials {
         let stop = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicUsize::new(0));
         let writers: Vec<_> = (0..3)
             .map(|w| {
-                let (url, stop) = (node.url(), stop.clone());
+                let (url, stop, answered) = (node.url(), stop.clone(), answered.clone());
                 let tag = format!("{trial}:{w}");
-                std::thread::spawn(move || write_until_gone(url, tag, stop))
+                std::thread::spawn(move || write_until_gone(url, tag, stop, answered))
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(150 + jitter(400)));
+        // The kill lands at a different moment each trial, but only once writes flow: on a
+        // loaded host the writers' first answers can take longer than the jitter.
+        let flowing = Instant::now() + Duration::from_secs(30);
+        while answered.load(Ordering::Relaxed) == 0 && Instant::now() < flowing {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50 + jitter(400)));
         node.signal("KILL");
         let acked: Vec<Acked> = writers.into_iter().map(|w| w.join().unwrap()).collect();
         let answered: usize = acked.iter().map(|a| a.keys.len()).sum();
@@ -190,7 +206,8 @@ fn bgrewriteaof_under_writes_switches_files_and_keeps_everything() {
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (url, stop) = (node.url(), stop.clone());
-        std::thread::spawn(move || write_until_gone(url, "during".into(), stop))
+        let answered = Arc::new(AtomicUsize::new(0));
+        std::thread::spawn(move || write_until_gone(url, "during".into(), stop, answered))
     };
     for _ in 0..2 {
         std::thread::sleep(Duration::from_millis(100));
