@@ -123,7 +123,7 @@ fn reject(
     let text = e.to_string();
     stats.error_reply(&server.stats, &text);
     if args[0].eq_ignore_ascii_case(b"exec") {
-        crate::commands::transactions::discard_transaction(server, client);
+        crate::command_framework::transaction::discard(server, client);
         let reason = text.strip_prefix("ERR ").unwrap_or(&text);
         reply.error(&format!(
             "EXECABORT Transaction discarded because of: {reason}"

@@ -15,6 +15,7 @@ pub mod sample;
 pub mod scan;
 pub mod spec;
 pub mod table;
+pub mod transaction;
 
 pub use ctx::Ctx;
 pub use error::CmdError;

@@ -168,7 +168,7 @@ pub fn reject(
     text: &str,
 ) {
     if spec.name == "exec" {
-        crate::commands::transactions::discard_transaction(server, client);
+        crate::command_framework::transaction::discard(server, client);
     } else if let Some(multi) = client.multi.as_mut() {
         multi.errored = true;
     }

@@ -198,24 +198,3 @@ pub const KEY1_2: KeySpec = KeySpec::Range {
     last: 2,
     step: 1,
 };
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_single_key_shortcut_agrees_with_the_key_positions() {
-        let mut specs = crate::command_framework::table::all();
-        let subs: Vec<_> = specs.iter().flat_map(|s| s.subcommands.iter()).collect();
-        specs.extend(subs);
-        let mut shortcuts = 0;
-        for spec in specs {
-            for argc in 1..8 {
-                let args = vec![&b"a"[..]; argc];
-                if let Some(i) = spec.single_key_position(&args) {
-                    assert_eq!(spec.key_positions(&args).as_slice(), &[i], "{}", spec.name);
-                    shortcuts += 1;
-                }
-            }
-        }
-        assert!(shortcuts > 100, "GET, SET, LPUSH... take the shortcut");
-    }
-}

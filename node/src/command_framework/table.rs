@@ -1,4 +1,7 @@
 //! The command table: every family's specs, looked up by name without allocating.
+//!
+//! The families are given by the layer above (`commands`, through `Server::new`): the
+//! framework knows how a command is described and run, not which commands exist.
 
 use super::spec::CommandSpec;
 use std::collections::HashMap;
@@ -7,23 +10,35 @@ use std::sync::OnceLock;
 /// Longest command name; longer first arguments cannot be commands.
 pub const MAX_COMMAND_NAME_LEN: usize = 32;
 
-fn table() -> &'static HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState> {
-    static TABLE: OnceLock<HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>> =
-        OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut map = HashMap::with_hasher(ahash::RandomState::new());
-        for family in crate::commands::FAMILIES {
-            for spec in family.iter() {
-                debug_assert!(
-                    spec.name.len() <= MAX_COMMAND_NAME_LEN
-                        && spec.name == spec.name.to_ascii_lowercase()
-                );
-                let previous = map.insert(spec.name.as_bytes(), spec);
-                assert!(previous.is_none(), "command {} defined twice", spec.name);
-            }
+type Table = HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>;
+
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+/// Builds the table from `families` once per process; later calls change nothing (every
+/// caller passes the same static list).
+pub fn install(families: &'static [&'static [CommandSpec]]) {
+    TABLE.get_or_init(|| build(families));
+}
+
+fn table() -> &'static Table {
+    TABLE
+        .get()
+        .expect("the command table is installed (Server::new) before any lookup")
+}
+
+fn build(families: &'static [&'static [CommandSpec]]) -> Table {
+    let mut map = HashMap::with_hasher(ahash::RandomState::new());
+    for family in families {
+        for spec in family.iter() {
+            debug_assert!(
+                spec.name.len() <= MAX_COMMAND_NAME_LEN
+                    && spec.name == spec.name.to_ascii_lowercase()
+            );
+            let previous = map.insert(spec.name.as_bytes(), spec);
+            assert!(previous.is_none(), "command {} defined twice", spec.name);
         }
-        map
-    })
+    }
+    map
 }
 
 /// The spec of a command name, any case.

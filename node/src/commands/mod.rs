@@ -16,7 +16,12 @@ pub mod strings;
 pub mod transactions;
 pub mod zsets;
 
-use crate::command_framework::CommandSpec;
+use crate::command_framework::{table, CommandSpec};
+
+/// Builds the command table from [`FAMILIES`] (once per process; `Server::new` calls it).
+pub fn install_table() {
+    table::install(FAMILIES);
+}
 
 /// Every family's commands; the table is built from these.
 pub static FAMILIES: &[&[CommandSpec]] = &[
@@ -36,3 +41,27 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     cluster::COMMANDS,
     replication::COMMANDS,
 ];
+
+#[cfg(test)]
+mod tests {
+    use crate::command_framework::table;
+
+    #[test]
+    fn the_single_key_shortcut_agrees_with_the_key_positions() {
+        super::install_table();
+        let mut specs = table::all();
+        let subs: Vec<_> = specs.iter().flat_map(|s| s.subcommands.iter()).collect();
+        specs.extend(subs);
+        let mut shortcuts = 0;
+        for spec in specs {
+            for argc in 1..8 {
+                let args = vec![&b"a"[..]; argc];
+                if let Some(i) = spec.single_key_position(&args) {
+                    assert_eq!(spec.key_positions(&args).as_slice(), &[i], "{}", spec.name);
+                    shortcuts += 1;
+                }
+            }
+        }
+        assert!(shortcuts > 100, "GET, SET, LPUSH... take the shortcut");
+    }
+}

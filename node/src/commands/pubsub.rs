@@ -574,6 +574,7 @@ mod tests {
 
     #[test]
     fn table_entries_resolve_with_redis_arity() {
+        crate::commands::install_table();
         let sub = table::lookup(b"SUBSCRIBE").unwrap();
         assert!(!sub.arity_ok(1) && sub.arity_ok(3));
         let pubsub = table::lookup(b"pubsub").unwrap();
@@ -585,6 +586,7 @@ mod tests {
 
     #[test]
     fn shard_channels_are_keys_for_slot_routing() {
+        crate::commands::install_table();
         let ss = table::lookup(b"ssubscribe").unwrap();
         let args: [&[u8]; 3] = [b"ssubscribe", b"a", b"b"];
         assert_eq!(ss.key_positions(&args).as_slice(), &[1, 2]);

@@ -9,9 +9,9 @@
 //! EXEC refuses to run, answering a null array, if a watched key changed since WATCH (a
 //! writer sets the watch's dirty flag) or if a watched key that existed then has expired.
 
-use crate::command_framework::dispatch;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS};
+use crate::command_framework::{dispatch, transaction};
 use crate::command_framework::{CmdResult, CommandSpec, Ctx};
 use crate::db::Locked;
 use crate::server::client::MultiState;
@@ -105,17 +105,9 @@ fn discard(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     if ctx.client.multi.is_none() {
         return err("ERR DISCARD without MULTI");
     }
-    discard_transaction(ctx.server, ctx.client);
+    transaction::discard(ctx.server, ctx.client);
     ctx.reply.ok();
     Ok(())
-}
-
-/// Ends the client's transaction without running it, and drops its watches (DISCARD, a
-/// failed EXEC, EXEC refused for memory).
-pub fn discard_transaction(server: &Server, client: &mut Client) {
-    client.multi = None;
-    client.shared.in_multi.store(false, Relaxed);
-    unwatch_all(server, client);
 }
 
 fn unwatch_all(server: &Server, client: &mut Client) {
@@ -235,6 +227,7 @@ mod tests {
 
     #[test]
     fn control_commands_run_immediately_and_unwatch_is_queued() {
+        crate::commands::install_table();
         for name in ["multi", "exec", "discard", "watch"] {
             let spec = table::lookup(name.as_bytes()).unwrap();
             assert!(spec.has(TXN_CONTROL), "{name}");

@@ -82,6 +82,7 @@ pub struct Server {
 
 impl Server {
     pub fn new(config: Config) -> Self {
+        crate::commands::install_table();
         let hot = hot::HotConfig::from(&config);
         let replication = replication::Replication::new(
             crate::replication::ids::ReplicationIds::new(&mut rand::thread_rng()),

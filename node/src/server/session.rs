@@ -268,7 +268,7 @@ impl Session {
             .first()
             .is_some_and(|name| name.eq_ignore_ascii_case(b"exec"));
         if exec {
-            crate::commands::transactions::discard_transaction(&self.server, &mut self.client);
+            crate::command_framework::transaction::discard(&self.server, &mut self.client);
         } else if let Some(multi) = self.client.multi.as_mut() {
             multi.errored = true;
         }

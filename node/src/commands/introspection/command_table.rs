@@ -484,6 +484,7 @@ mod tests {
     use super::*;
 
     fn spec(name: &str) -> &'static CommandSpec {
+        crate::commands::install_table();
         lookup(name.as_bytes()).unwrap_or_else(|| panic!("{name} in the table"))
     }
 
@@ -523,6 +524,7 @@ mod tests {
 
     #[test]
     fn getkeys_errors_as_redis() {
+        crate::commands::install_table();
         let keys = |w: &[&str]| {
             let a: Vec<&[u8]> = w.iter().map(|s| s.as_bytes()).collect();
             keys_of(&a).map(|(_, p)| p).map_err(|e| e.to_string())

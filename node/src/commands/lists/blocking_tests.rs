@@ -224,6 +224,7 @@ async fn a_key_of_another_type_keeps_a_blocked_client_waiting() {
 /// with a small stack so that a few hundred levels would do.
 #[test]
 fn a_long_pipeline_of_blocking_commands_keeps_a_flat_stack() {
+    crate::commands::install_table();
     const WAITS: usize = 400;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
