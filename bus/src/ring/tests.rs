@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::layout::{max_payload, RING_HEADER_LEN};
+use super::layout::{max_payload, RECORD_HEADER_LEN, RING_HEADER_LEN};
 use super::*;
 use crate::access::Access;
 use crate::config::EndpointConfig;
@@ -149,7 +149,7 @@ fn wraps_many_times_with_back_pressure() {
 #[test]
 fn writer_stops_at_unacknowledged_bytes() {
     let mut s = setup(8, Faults::default(), 4096);
-    let record = vec![9u8; 1000]; // 1024 bytes with its header
+    let record = vec![9u8; 1024 - RECORD_HEADER_LEN]; // 1024 bytes with its header
     for _ in 0..4 {
         s.writer.append(&record).unwrap();
     }
@@ -196,15 +196,16 @@ fn corrupt_records_are_not_delivered() {
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         )
         .unwrap();
-    let ack_src = r.register(8, Access::NONE).unwrap();
+    let ack_src = r.register(ACK_SRC_LEN, Access::NONE).unwrap();
     let mut reader = RingReader::new(cr, ring.clone(), ack_src).unwrap();
     let mut writer = RingWriter::create(cw, reader.advert().unwrap(), &cfg).unwrap();
     writer.append(b"hello ring").unwrap();
     writer.append(b"second").unwrap();
     fabric.run_until_idle(100);
     let mut b = [0u8; 1];
-    ring.read(RING_HEADER_LEN + 24 + 3, &mut b).unwrap();
-    ring.write(RING_HEADER_LEN + 24 + 3, &[b[0] ^ 0x40])
+    ring.read(RING_HEADER_LEN + RECORD_HEADER_LEN + 3, &mut b)
+        .unwrap();
+    ring.write(RING_HEADER_LEN + RECORD_HEADER_LEN + 3, &[b[0] ^ 0x40])
         .unwrap();
     let mut buf = Vec::new();
     assert_eq!(reader.next(&mut buf).unwrap(), None);
@@ -213,7 +214,8 @@ fn corrupt_records_are_not_delivered() {
         None,
         "never skips ahead either"
     );
-    ring.write(RING_HEADER_LEN + 24 + 3, &b).unwrap();
+    ring.write(RING_HEADER_LEN + RECORD_HEADER_LEN + 3, &b)
+        .unwrap();
     assert_eq!(reader.next(&mut buf).unwrap(), Some(0));
     assert_eq!(buf, b"hello ring");
 }
@@ -290,8 +292,12 @@ fn a_reused_ring_does_not_replay_old_records() {
     {
         let cw = w.connect(at, &cfg, Duration::ZERO).unwrap();
         let cr = l.accept(Duration::ZERO).unwrap().unwrap();
-        let reader =
-            RingReader::new(cr, ring.clone(), r.register(8, Access::NONE).unwrap()).unwrap();
+        let reader = RingReader::new(
+            cr,
+            ring.clone(),
+            r.register(ACK_SRC_LEN, Access::NONE).unwrap(),
+        )
+        .unwrap();
         let mut writer = RingWriter::create(cw, reader.advert().unwrap(), &cfg).unwrap();
         writer.append(b"old session record").unwrap();
         fabric.run_until_idle(100);
@@ -300,8 +306,12 @@ fn a_reused_ring_does_not_replay_old_records() {
         let _cw = w.connect(at, &cfg, Duration::ZERO).unwrap();
         l.accept(Duration::ZERO).unwrap().unwrap()
     };
-    let mut reader =
-        RingReader::new(cr, ring.clone(), r.register(8, Access::NONE).unwrap()).unwrap();
+    let mut reader = RingReader::new(
+        cr,
+        ring.clone(),
+        r.register(ACK_SRC_LEN, Access::NONE).unwrap(),
+    )
+    .unwrap();
     ring.store_u64(0, 1000).unwrap();
     let mut buf = Vec::new();
     assert_eq!(reader.next(&mut buf).unwrap(), None);
@@ -455,7 +465,8 @@ fn a_refused_ack_is_published_later() {
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         )
         .unwrap();
-    let mut reader = RingReader::new(cr, ring, r.register(8, Access::NONE).unwrap()).unwrap();
+    let mut reader =
+        RingReader::new(cr, ring, r.register(ACK_SRC_LEN, Access::NONE).unwrap()).unwrap();
     let mut writer = RingWriter::create(cw, reader.advert().unwrap(), &cfg).unwrap();
     reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
     writer.append(b"acknowledge me").unwrap();
