@@ -211,6 +211,12 @@ impl<C: Connection> RingReader<C> {
         &self.conn
     }
 
+    /// The registered ring, for tests that place bytes as a misbehaving fabric would.
+    #[cfg(test)]
+    pub(crate) fn ring_region(&self) -> &C::Region {
+        &self.ring
+    }
+
     fn check_usable(&self) -> Result<()> {
         match &self.broken {
             Some(why) => Err(BusError::Closed(why.clone())),
