@@ -528,7 +528,7 @@ fn spawn_child(provider: &OfiProvider, role: &str, seed: u64) -> (ChildGuard, St
     (guard, rest)
 }
 
-fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
+fn ring_writer(provider: &OfiProvider, seed: u64) {
     let (mut child, addr) = spawn_child(provider, "ring-reader", seed);
     let addr: SocketAddr = addr.parse().unwrap();
     let config = EndpointConfig::default();
@@ -599,7 +599,7 @@ fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     });
 }
 
-fn stream_client(provider: &OfiProvider, kind: OfiKind, seed: u64) {
+fn stream_client(provider: &OfiProvider, seed: u64) {
     let (mut child, addr) = spawn_child(provider, "stream-server", seed);
     let addr: SocketAddr = addr.parse().unwrap();
     let config = EndpointConfig::default();
@@ -669,7 +669,7 @@ fn garbage(i: u32) -> (Vec<u8>, &'static str) {
     }
 }
 
-fn datagram_sender(provider: &OfiProvider, kind: OfiKind, seed: u64) {
+fn datagram_sender(provider: &OfiProvider, seed: u64) {
     let (mut child, addr) = spawn_child(provider, "datagram-peer", seed);
     let peer: EndpointAddr = addr.parse().unwrap();
     let config = EndpointConfig::default();
@@ -776,7 +776,7 @@ fn main() {
     }
     let seed = seed_from_env();
     eprintln!("ofi_primitives_two_process: seed {seed} (replay with OFI_PRIM_SEED={seed})");
-    type Exchange = fn(&OfiProvider, OfiKind, u64);
+    type Exchange = fn(&OfiProvider, u64);
     let exchanges: [(&str, Exchange); 3] = [
         ("ring", ring_writer),
         ("stream", stream_client),
@@ -796,7 +796,7 @@ fn main() {
         for (name, exchange) in exchanges {
             let started = Instant::now();
             eprintln!("ofi_primitives_two_process: {} {name}", kind.name());
-            exchange(&provider, kind, seed);
+            exchange(&provider, seed);
             eprintln!(
                 "ofi_primitives_two_process: {} {name} ok ({:.2?})",
                 kind.name(),
@@ -814,7 +814,7 @@ fn main() {
             kind.name(),
             unordered.answered_msg_order()
         );
-        ring_writer(&unordered, kind, seed);
+        ring_writer(&unordered, seed);
         eprintln!(
             "ofi_primitives_two_process: {} ring with FI_ORDER_NONE ok ({:.2?})",
             kind.name(),
