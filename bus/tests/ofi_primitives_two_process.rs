@@ -6,7 +6,9 @@
 //!   `Full` (the reader holds back once until the writer has met it, so back-pressure is
 //!   certain, not a matter of timing); acknowledgements come back by one-sided WRITE. The
 //!   reader checks every record's content, order and count (nothing lost or duplicated, nothing
-//!   after the last), and both processes exit cleanly.
+//!   after the last), and both processes exit cleanly. Then once more with both processes'
+//!   endpoints opened with `FI_ORDER_NONE` for messages and completions ([`OfiOrdering::None`],
+//!   issue 19: the ring must not need libfabric's ordering).
 //! - **Stream**: an echo through the Valkey-over-RDMA framing: the client writes random-sized
 //!   chunks totalling many RX windows, the server echoes them, the client checks every byte and
 //!   both sides re-advertised their RX buffers.
@@ -33,7 +35,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bus::datagram::{frame, DatagramSocket, DatagramStats};
-use bus::ofi::{OfiKind, OfiProvider};
+use bus::ofi::{OfiKind, OfiOrdering, OfiProvider};
 use bus::ring::layout::RING_HEADER_LEN;
 use bus::ring::{decode_advert, encode_advert, RingReader, RingWriter};
 use bus::stream::{Stream, RX_SIZE_MIN};
@@ -75,6 +77,15 @@ const DGRAM_GARBAGE_EVERY: u32 = 6;
 
 fn kind_from_env() -> OfiKind {
     OfiKind::from_name(&std::env::var("OFI_PRIM_PROVIDER").unwrap()).unwrap()
+}
+
+/// The parent's provider ordering, passed to children as `OFI_PRIM_ORDERING=none`.
+fn open_for_env(kind: OfiKind) -> OfiProvider {
+    let ordering = match std::env::var("OFI_PRIM_ORDERING").as_deref() {
+        Ok("none") => OfiOrdering::None,
+        _ => OfiOrdering::AsAnswered,
+    };
+    OfiProvider::open_with_ordering(kind, ordering).unwrap()
 }
 
 fn seed_from_env() -> u64 {
@@ -244,7 +255,7 @@ impl Messenger {
 fn run_child(role: &str) {
     let kind = kind_from_env();
     let seed = seed_from_env();
-    let provider = OfiProvider::open(kind).unwrap();
+    let provider = open_for_env(kind);
     match role {
         "ring-reader" => ring_reader(&provider, kind, seed),
         "stream-server" => stream_server(&provider, kind),
@@ -490,9 +501,15 @@ impl Drop for ChildGuard {
 }
 
 /// Starts this binary as `role` and returns it with the text after "ready " on its stdout.
-fn spawn_child(role: &str, kind: OfiKind, seed: u64) -> (ChildGuard, String) {
+fn spawn_child(provider: &OfiProvider, role: &str, seed: u64) -> (ChildGuard, String) {
+    let kind = provider.kind();
+    let ordering = match provider.ordering() {
+        OfiOrdering::None => "none",
+        OfiOrdering::AsAnswered => "as-answered",
+    };
     let mut child = Command::new(std::env::current_exe().unwrap())
         .env("OFI_PRIM_ROLE", role)
+        .env("OFI_PRIM_ORDERING", ordering)
         .env("OFI_PRIM_PROVIDER", kind.name())
         .env("OFI_PRIM_SEED", seed.to_string())
         .stdout(Stdio::piped())
@@ -511,8 +528,8 @@ fn spawn_child(role: &str, kind: OfiKind, seed: u64) -> (ChildGuard, String) {
     (guard, rest)
 }
 
-fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
-    let (mut child, addr) = spawn_child("ring-reader", kind, seed);
+fn ring_writer(provider: &OfiProvider, seed: u64) {
+    let (mut child, addr) = spawn_child(provider, "ring-reader", seed);
     let addr: SocketAddr = addr.parse().unwrap();
     let config = EndpointConfig::default();
     let ctrl_conn = provider.connect(addr, &config, PHASE_TIMEOUT).unwrap();
@@ -568,11 +585,13 @@ fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     assert_eq!(fields[1], writer.head(), "the reader's consumed offset");
     eprintln!(
         "  ring: {RING_RECORDS} records, {} bytes ({} laps), Full {ring_full}x (send queue \
-         {queue_full}x, provider refused {}x), reader waited on a landing record {}x",
+         {queue_full}x, provider refused {}x), reader waited on a landing record {}x, resent \
+         everything unacknowledged {}x",
         writer.head(),
         writer.head() / RING_DATA_LEN as u64,
         writer.provider_full(),
-        fields[2]
+        fields[2],
+        writer.resends()
     );
     child.expect_success(|| {
         let _ = writer.poll();
@@ -580,8 +599,8 @@ fn ring_writer(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     });
 }
 
-fn stream_client(provider: &OfiProvider, kind: OfiKind, seed: u64) {
-    let (mut child, addr) = spawn_child("stream-server", kind, seed);
+fn stream_client(provider: &OfiProvider, seed: u64) {
+    let (mut child, addr) = spawn_child(provider, "stream-server", seed);
     let addr: SocketAddr = addr.parse().unwrap();
     let config = EndpointConfig::default();
     let conn = provider.connect(addr, &config, PHASE_TIMEOUT).unwrap();
@@ -650,8 +669,8 @@ fn garbage(i: u32) -> (Vec<u8>, &'static str) {
     }
 }
 
-fn datagram_sender(provider: &OfiProvider, kind: OfiKind, seed: u64) {
-    let (mut child, addr) = spawn_child("datagram-peer", kind, seed);
+fn datagram_sender(provider: &OfiProvider, seed: u64) {
+    let (mut child, addr) = spawn_child(provider, "datagram-peer", seed);
     let peer: EndpointAddr = addr.parse().unwrap();
     let config = EndpointConfig::default();
     let mut sock = DatagramSocket::new(provider.datagram(&config).unwrap()).unwrap();
@@ -757,7 +776,7 @@ fn main() {
     }
     let seed = seed_from_env();
     eprintln!("ofi_primitives_two_process: seed {seed} (replay with OFI_PRIM_SEED={seed})");
-    type Exchange = fn(&OfiProvider, OfiKind, u64);
+    type Exchange = fn(&OfiProvider, u64);
     let exchanges: [(&str, Exchange); 3] = [
         ("ring", ring_writer),
         ("stream", stream_client),
@@ -777,12 +796,29 @@ fn main() {
         for (name, exchange) in exchanges {
             let started = Instant::now();
             eprintln!("ofi_primitives_two_process: {} {name}", kind.name());
-            exchange(&provider, kind, seed);
+            exchange(&provider, seed);
             eprintln!(
                 "ofi_primitives_two_process: {} {name} ok ({:.2?})",
                 kind.name(),
                 started.elapsed()
             );
         }
+        // Issue 19: the ring needs no ordering from libfabric. Both processes open their
+        // endpoints with FI_ORDER_NONE for messages and completions, where the provider
+        // answered what it orders (printed), and the ring exchange runs again.
+        let unordered = OfiProvider::open_with_ordering(kind, OfiOrdering::None).unwrap();
+        let started = Instant::now();
+        eprintln!(
+            "ofi_primitives_two_process: {} ring, endpoints opened with FI_ORDER_NONE \
+             (fi_getinfo answered msg_order {:#x})",
+            kind.name(),
+            unordered.answered_msg_order()
+        );
+        ring_writer(&unordered, seed);
+        eprintln!(
+            "ofi_primitives_two_process: {} ring with FI_ORDER_NONE ok ({:.2?})",
+            kind.name(),
+            started.elapsed()
+        );
     }
 }

@@ -42,9 +42,25 @@ impl DomainCaps {
     }
 }
 
+/// What message ordering endpoints ask libfabric for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OfiOrdering {
+    /// Whatever `fi_getinfo` answered (the hints ask for none; the answer lists what the
+    /// provider orders anyway, and `fi_endpoint` gets that).
+    #[default]
+    AsAnswered,
+    /// `FI_ORDER_NONE` for messages and completions on both sides: nothing the provider
+    /// orders may be relied on. The ring needs no ordering (see `ring::layout`); other users
+    /// of the endpoints (the fabric client protocol) are not checked for it, so this is a
+    /// test and configuration option, not the default.
+    None,
+}
+
 pub struct Domain {
     pub lib: Arc<Library>,
     pub kind: OfiKind,
+    /// What endpoints ask for (see `open::open_core`).
+    pub ordering: OfiOrdering,
     /// The entry the domain was opened from; endpoints are created from copies of it.
     pub info: InfoList,
     pub caps: DomainCaps,
@@ -89,7 +105,11 @@ impl DomainCaps {
 }
 
 impl Domain {
-    pub fn open(lib: Arc<Library>, kind: OfiKind) -> Result<Arc<Domain>, BusError> {
+    pub fn open(
+        lib: Arc<Library>,
+        kind: OfiKind,
+        ordering: OfiOrdering,
+    ) -> Result<Arc<Domain>, BusError> {
         if kind == OfiKind::Shm {
             // Before this process's first shm endpoint (see `shm_sweep`).
             super::shm_sweep::sweep_once();
@@ -141,6 +161,7 @@ impl Domain {
         Ok(Arc::new(Domain {
             lib,
             kind,
+            ordering,
             info,
             caps,
             fabric,

@@ -87,6 +87,21 @@ impl InfoList {
         unsafe { (*self.first().tx_attr).op_flags |= flags };
     }
 
+    /// Asks for no message or completion ordering on either side of the first entry (read by
+    /// `fi_endpoint`): `FI_ORDER_NONE` (0) where the provider answered what it can order.
+    pub fn clear_ordering(&mut self) {
+        // SAFETY: tx_attr and rx_attr are always allocated by fi_getinfo/fi_dupinfo; we own the
+        // list.
+        unsafe {
+            let tx_attr = &mut *self.first().tx_attr;
+            tx_attr.msg_order = sys::FI_ORDER_NONE;
+            tx_attr.comp_order = sys::FI_ORDER_NONE;
+            let rx_attr = &mut *self.first().rx_attr;
+            rx_attr.msg_order = sys::FI_ORDER_NONE;
+            rx_attr.comp_order = sys::FI_ORDER_NONE;
+        }
+    }
+
     /// Sets the transmit and receive queue depths of the first entry (read by `fi_endpoint`),
     /// never above what the provider offered.
     pub fn set_queue_sizes(&mut self, tx: usize, rx: usize) {

@@ -70,6 +70,7 @@ use crate::provider::Provider;
 
 pub use conn::OfiConnection;
 pub use datagram::{OfiDatagram, DATAGRAM_MTU};
+pub use domain::OfiOrdering;
 pub use kind::{OfiKind, Rendezvous};
 pub use library::LIBFABRIC_SONAME;
 pub use listener::OfiListener;
@@ -96,12 +97,21 @@ impl OfiProvider {
     /// environment that would weaken memory protection ([`env_guard`]); `ofi:shm` and
     /// `ofi:efa` make the process non-dumpable ([`dumpable`]).
     pub fn open_with_library(kind: OfiKind, library: &str) -> Result<Self, BusError> {
+        Self::open_with(kind, library, OfiOrdering::default())
+    }
+
+    /// Opens `kind` through the system's libfabric with endpoints asking for `ordering`.
+    pub fn open_with_ordering(kind: OfiKind, ordering: OfiOrdering) -> Result<Self, BusError> {
+        Self::open_with(kind, LIBFABRIC_SONAME, ordering)
+    }
+
+    fn open_with(kind: OfiKind, library: &str, ordering: OfiOrdering) -> Result<Self, BusError> {
         env_guard::check(kind)?;
         let lib = Library::shared(library)?;
         if matches!(kind, OfiKind::Shm | OfiKind::Efa) {
             dumpable::forbid_cross_memory_attach(kind.name())?;
         }
-        let domain = Domain::open(lib, kind)?;
+        let domain = Domain::open(lib, kind, ordering)?;
         Ok(OfiProvider {
             domain,
             rendezvous: kind.default_rendezvous(),
@@ -119,6 +129,17 @@ impl OfiProvider {
 
     pub fn kind(&self) -> OfiKind {
         self.domain.kind
+    }
+
+    /// What ordering its endpoints ask for.
+    pub fn ordering(&self) -> OfiOrdering {
+        self.domain.ordering
+    }
+
+    /// The transmit message ordering `fi_getinfo` answered for this provider (`FI_ORDER_*`
+    /// bits): what endpoints get unless opened with [`OfiOrdering::None`].
+    pub fn answered_msg_order(&self) -> u64 {
+        self.domain.info.tx_attr().msg_order
     }
 
     /// Uses `rendezvous` for listen/connect instead of the provider's default. Both ends must

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::config::EndpointConfig;
 use crate::error::BusError;
 
-use super::domain::Domain;
+use super::domain::{Domain, OfiOrdering};
 use super::endpoint::Endpoint;
 use super::handshake::HANDSHAKE_MAX;
 use super::info::{getinfo, InfoList, Lookup};
@@ -58,6 +58,9 @@ pub fn open_core(domain: &Arc<Domain>, bind: Bind, sizes: CoreSizes) -> Result<R
     let mut info = endpoint_info(domain, bind)?;
     if domain.kind.wants_delivery_complete() {
         info.set_tx_op_flags(sys::FI_DELIVERY_COMPLETE);
+    }
+    if domain.ordering == OfiOrdering::None {
+        info.clear_ordering();
     }
     // Queue depths from the config: the provider sizes its internal buffer pools by them.
     info.set_queue_sizes(sizes.tx_slots, sizes.bounce_count);

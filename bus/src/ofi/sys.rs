@@ -30,6 +30,8 @@ pub const FI_REMOTE_READ: u64 = 1 << 12;
 pub const FI_REMOTE_WRITE: u64 = 1 << 13;
 pub const FI_REMOTE_CQ_DATA: u64 = 1 << 17;
 pub const FI_SOURCE: u64 = 1 << 57;
+/// `msg_order`/`comp_order`: no ordering asked for.
+pub const FI_ORDER_NONE: u64 = 0;
 /// Completion only once the data is placed at the target (and errors there are reported).
 pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
 /// Mode bits: the application hands each operation a `fi_context`/`fi_context2` the provider

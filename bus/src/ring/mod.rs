@@ -23,5 +23,5 @@ mod writer;
 mod tests;
 
 pub use advert::{decode_advert, encode_advert, ADVERT_LEN};
-pub use reader::RingReader;
+pub use reader::{RingReader, ACK_SRC_LEN};
 pub use writer::RingWriter;

@@ -1,21 +1,31 @@
 //! The consuming side of a ring: owns the registered `[header | data]` region, validates each
 //! record by its own header and checksum, hands records out strictly in offset order, and
 //! publishes its consumed offset with a one-sided WRITE into the writer's ack word.
+//!
+//! It looks at the record at its consumed offset on every `next`, whatever the doorbell says;
+//! when one the doorbell announced stays invalid (a late duplicate WRITE overwrote it), it asks
+//! the writer to WRITE everything unacknowledged again (see `layout`, "Duplicated WRITEs").
 
 use crate::access::Access;
 use crate::error::{BusError, Result};
 use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, RemoteSlice};
 
 use super::layout::{
-    check_data_len, max_payload, next_record_start, record_crc, record_total, RecordHeader,
-    CLOSED_MARK, CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN,
-    TAIL_OFFSET,
+    check_data_len, max_payload, next_record_start, record_crc, record_total, ring_epoch,
+    RecordHeader, ACK_CONSUMED_OFFSET, ACK_RESEND_OFFSET, ACK_WORDS_LEN, CLOSED_MARK,
+    CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, STALL_CHECKS_MAX,
+    STALL_CHECKS_MIN, TAIL_OFFSET, WORD_REFRESH_POLLS,
 };
 
 const WR_ACK: u64 = 3;
 const WR_PROGRESS: u64 = 4;
-/// Bytes of the ack source: the consumed offset at 0, the caller's progress word at 8.
-const ACK_SRC_LEN: usize = 16;
+const WR_RESEND_ASK: u64 = 7;
+/// Where each word's WRITE source sits in the ack source region.
+const SRC_ACK: usize = 0;
+const SRC_PROGRESS: usize = 8;
+const SRC_RESEND: usize = 16;
+/// Bytes of the ack source: the consumed offset, the caller's progress word, the resend counter.
+pub const ACK_SRC_LEN: usize = 24;
 /// Completions reaped per poll call.
 const POLL_BATCH: usize = 16;
 
@@ -26,26 +36,40 @@ const POLL_BATCH: usize = 16;
 pub struct RingReader<C: Connection> {
     conn: C,
     ring: C::Region,
-    /// Source of the ack WRITE. Rewritten only when no ack is in flight.
+    /// Sources of the word WRITEs, one slot per word; a slot is rewritten only when no WRITE
+    /// of it is in flight.
     ack_src: C::Region,
-    writer_ack: Option<RemoteRegion>,
     data_len: usize,
+    /// The ring's generation: records without it are not this session's.
+    epoch: u64,
     consumed: u64,
-    ack_posted: u64,
-    ack_in_flight: bool,
+    /// The consumed offset, published into the writer's ack region.
+    ack: WordOut,
     /// The caller's second word (replication: the applied offset), published like the ack.
-    progress: ProgressWord,
+    progress: WordOut,
+    /// The resend counter, published into the writer's ack region.
+    resend: WordOut,
+    /// The largest doorbell value read: evidence that records up to it were posted.
+    tail_seen: u64,
+    /// Looks in a row that found no valid record below `tail_seen`.
+    stalled_looks: u32,
+    /// Looks before the next resend request (doubles while requests bring nothing).
+    stall_limit: u32,
+    /// Polls since the words were last WRITEn: at WORD_REFRESH_POLLS they are WRITEn again.
+    polls_since_refresh: u32,
     broken: Option<String>,
     completions: Vec<Completion>,
     not_ready: u64,
 }
 
-/// A monotone u64 the reader's owner wants in a region of the writer's side, beyond the
-/// ring's own consumed offset (which only frees ring space): e.g. a replica's applied
-/// replication offset. Published with one WRITE in flight at a time, as the ack.
+/// A monotone u64 the reader WRITEs into a region of the writer's side: the consumed offset,
+/// the resend counter, or the owner's progress word (e.g. a replica's applied replication
+/// offset). One WRITE in flight at a time, so two of them never land in the wrong order; a
+/// late duplicate still can move it back, hence the periodic refresh.
 #[derive(Debug, Default)]
-struct ProgressWord {
-    target: Option<RemoteRegion>,
+struct WordOut {
+    /// The region and the byte offset in it.
+    target: Option<(RemoteRegion, u64)>,
     wanted: u64,
     posted: u64,
     in_flight: bool,
@@ -65,16 +89,17 @@ impl<C: Connection> RingReader<C> {
     }
 
     /// As `create`, with regions the caller registered: `ring` with REMOTE_WRITE (its length
-    /// minus the header is the data area), `ack_src` of at least 8 bytes (16 to publish a
-    /// progress word, see [`set_progress_target`](Self::set_progress_target)). The ring is zeroed;
-    /// no writer may be writing into it yet.
+    /// minus the header is the data area), `ack_src` of at least [`ACK_SRC_LEN`] bytes. The
+    /// ring is zeroed; no writer may be writing into it yet.
     pub fn new(conn: C, ring: C::Region, ack_src: C::Region) -> Result<Self> {
         let data_len = ring.len().saturating_sub(RING_HEADER_LEN);
         check_data_len(data_len)?;
-        if !ring.access().contains(Access::REMOTE_WRITE) || ack_src.len() < 8 {
+        if !ring.access().contains(Access::REMOTE_WRITE) || ack_src.len() < ACK_SRC_LEN {
             return Err(BusError::Invalid {
                 what: "ring regions",
-                reason: "the ring needs REMOTE_WRITE and the ack source 8 bytes".into(),
+                reason: format!(
+                    "the ring needs REMOTE_WRITE and the ack source {ACK_SRC_LEN} bytes"
+                ),
             });
         }
         // Zero all of it: a record left by an earlier session at the same position carries the
@@ -83,16 +108,21 @@ impl<C: Connection> RingReader<C> {
         for at in (0..ring.len()).step_by(zeros.len()) {
             ring.write(at, &zeros[..zeros.len().min(ring.len() - at)])?;
         }
+        let epoch = ring_epoch(&ring.remote()?);
         Ok(RingReader {
             conn,
             ring,
             ack_src,
-            writer_ack: None,
             data_len,
+            epoch,
             consumed: 0,
-            ack_posted: 0,
-            ack_in_flight: false,
-            progress: ProgressWord::default(),
+            ack: WordOut::default(),
+            progress: WordOut::default(),
+            resend: WordOut::default(),
+            tail_seen: 0,
+            stalled_looks: 0,
+            stall_limit: STALL_CHECKS_MIN,
+            polls_since_refresh: 0,
             broken: None,
             completions: Vec::with_capacity(POLL_BATCH),
             not_ready: 0,
@@ -104,15 +134,17 @@ impl<C: Connection> RingReader<C> {
         self.ring.remote()
     }
 
-    /// Where to publish the consumed offset (the writer's `ack_advert`).
+    /// Where to publish the consumed offset and the resend counter (the writer's
+    /// `ack_advert`).
     pub fn set_writer_ack(&mut self, ack: RemoteRegion) -> Result<()> {
-        if ack.len < 8 {
+        if ack.len < ACK_WORDS_LEN as u64 {
             return Err(BusError::Protocol(format!(
-                "writer ack region of {} bytes cannot hold the offset",
+                "writer ack region of {} bytes cannot hold its {ACK_WORDS_LEN} bytes of words",
                 ack.len
             )));
         }
-        self.writer_ack = Some(ack);
+        self.ack.target = Some((ack, ACK_CONSUMED_OFFSET as u64));
+        self.resend.target = Some((ack, ACK_RESEND_OFFSET as u64));
         Ok(())
     }
 
@@ -129,7 +161,7 @@ impl<C: Connection> RingReader<C> {
                 ),
             });
         }
-        self.progress.target = Some(target);
+        self.progress.target = Some((target, 0));
         Ok(())
     }
 
@@ -144,15 +176,20 @@ impl<C: Connection> RingReader<C> {
         self.progress.posted
     }
 
-    /// Whether an ack or progress WRITE is in flight or still to be posted: the owner should
-    /// keep calling `poll` promptly (on manual-progress providers nothing moves between its
-    /// calls).
+    /// Whether a word WRITE is in flight or still to be posted, or records the doorbell
+    /// announced have not been taken yet: the owner should keep calling `next` and `poll`
+    /// promptly (on manual-progress providers nothing moves between its calls).
     pub fn in_flight(&self) -> bool {
-        let p = &self.progress;
-        self.ack_in_flight
-            || p.in_flight
-            || (self.writer_ack.is_some() && self.consumed > self.ack_posted)
-            || (p.target.is_some() && p.wanted > p.posted)
+        [&self.ack, &self.progress, &self.resend]
+            .iter()
+            .any(|w| w.in_flight || (w.target.is_some() && w.wanted > w.posted))
+            || self.tail_seen > self.consumed
+    }
+
+    /// Resend requests made: times a record the doorbell announced stayed invalid (a late
+    /// duplicate WRITE overwrote it, or it was slow) and the reader asked for it again.
+    pub fn resend_requests(&self) -> u64 {
+        self.resend.wanted
     }
 
     /// Absolute offset just past the last record handed out.
@@ -174,6 +211,12 @@ impl<C: Connection> RingReader<C> {
         &self.conn
     }
 
+    /// The registered ring, for tests that place bytes as a misbehaving fabric would.
+    #[cfg(test)]
+    pub(crate) fn ring_region(&self) -> &C::Region {
+        &self.ring
+    }
+
     fn check_usable(&self) -> Result<()> {
         match &self.broken {
             Some(why) => Err(BusError::Closed(why.clone())),
@@ -186,23 +229,43 @@ impl<C: Connection> RingReader<C> {
     /// Once the writer closed the ring and every record that landed was taken, `Closed`.
     pub fn next(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         self.check_usable()?;
-        let tail = self.ring.load_u64(TAIL_OFFSET)?;
-        let got = if tail > self.consumed {
-            let got = self.take_record(buf)?;
-            if got.is_none() {
-                self.not_ready += 1;
+        self.tail_seen = self.tail_seen.max(self.ring.load_u64(TAIL_OFFSET)?);
+        // Looked at whatever the doorbell says: a record may be valid before its doorbell
+        // lands, and a late duplicate may have moved the doorbell word back.
+        let got = self.take_record(buf)?;
+        match got {
+            Some(_) => {
+                self.stalled_looks = 0;
+                self.stall_limit = STALL_CHECKS_MIN;
             }
-            got
-        } else if self.closed_by_writer()? {
-            // The doorbell stops at close; records posted before it may still be valid.
-            self.take_record(buf)?
-        } else {
-            None
-        };
+            None if self.tail_seen > self.consumed => {
+                self.not_ready += 1;
+                self.note_stall();
+            }
+            None => {}
+        }
         if got.is_none() && self.closed_by_writer()? {
             return Err(self.break_with("the writer closed the ring".into()));
         }
         Ok(got)
+    }
+
+    /// One more look found no valid record where the doorbell said one was posted: after
+    /// `stall_limit` of them, ask the writer to WRITE everything unacknowledged again.
+    fn note_stall(&mut self) {
+        self.stalled_looks += 1;
+        if self.stalled_looks < self.stall_limit {
+            return;
+        }
+        self.stalled_looks = 0;
+        self.stall_limit = (self.stall_limit * 2).min(STALL_CHECKS_MAX);
+        self.resend.wanted += 1;
+        tracing::debug!(
+            consumed = self.consumed,
+            tail = self.tail_seen,
+            request = self.resend.wanted,
+            "ring reader stalled: asking for a resend"
+        );
     }
 
     /// Whether the writer wrote its closed mark into the header.
@@ -222,14 +285,14 @@ impl<C: Connection> RingReader<C> {
             let h = RecordHeader::decode(&raw);
             // Anything that does not check out is a record still landing (its bytes may be
             // placed in any order), never an error: only a valid checksum makes it real.
-            if h.offset != start {
+            if h.offset != start || h.epoch != self.epoch {
                 return Ok(None);
             }
             let len = h.len as usize;
             match h.kind {
                 KIND_PAD => {
                     if RECORD_HEADER_LEN + len != remaining
-                        || record_crc(h.offset, h.len, h.kind, &[]) != h.crc
+                        || record_crc(h.offset, h.len, h.kind, h.epoch, &[]) != h.crc
                     {
                         return Ok(None);
                     }
@@ -242,7 +305,7 @@ impl<C: Connection> RingReader<C> {
                     buf.resize(len, 0);
                     self.ring
                         .read(RING_HEADER_LEN + pos + RECORD_HEADER_LEN, buf)?;
-                    if record_crc(h.offset, h.len, h.kind, buf) != h.crc {
+                    if record_crc(h.offset, h.len, h.kind, h.epoch, buf) != h.crc {
                         return Ok(None);
                     }
                     self.consumed = start + record_total(len) as u64;
@@ -254,8 +317,9 @@ impl<C: Connection> RingReader<C> {
         Ok(None)
     }
 
-    /// Reaps ack completions and publishes the consumed offset if it moved and no ack WRITE is
-    /// in flight (one at a time, so acks cannot land out of order and move backwards).
+    /// Reaps word completions and publishes each word (consumed offset, progress, resend
+    /// counter) that moved and has no WRITE in flight; every WORD_REFRESH_POLLS polls, the
+    /// words already published again.
     pub fn poll(&mut self) -> Result<()> {
         self.check_usable()?;
         self.completions.clear();
@@ -265,8 +329,9 @@ impl<C: Connection> RingReader<C> {
         let mut failure = None;
         for c in self.completions.drain(..) {
             match c.wr_id {
-                WR_ACK => self.ack_in_flight = false,
+                WR_ACK => self.ack.in_flight = false,
                 WR_PROGRESS => self.progress.in_flight = false,
+                WR_RESEND_ASK => self.resend.in_flight = false,
                 _ => {}
             }
             if let Err(e) = c.status {
@@ -276,69 +341,62 @@ impl<C: Connection> RingReader<C> {
         if let Some(why) = failure {
             return Err(self.break_with(why));
         }
-        self.post_progress()?;
-        self.post_ack()
+        self.ack.wanted = self.consumed;
+        self.polls_since_refresh += 1;
+        let refresh = self.polls_since_refresh >= WORD_REFRESH_POLLS;
+        if refresh {
+            self.polls_since_refresh = 0;
+        }
+        self.post_word(Word::Resend, refresh)?;
+        self.post_word(Word::Progress, refresh)?;
+        self.post_word(Word::Ack, refresh)
     }
 
-    /// WRITEs the consumed offset into the writer's ack word if it moved and none is in flight.
-    fn post_ack(&mut self) -> Result<()> {
-        let Some(target) = self.writer_ack else {
+    /// WRITEs `which` if it moved (or `refresh` and it was published before) and none of its
+    /// WRITEs is in flight; under the provider's back-pressure the next poll tries again.
+    fn post_word(&mut self, which: Word, refresh: bool) -> Result<()> {
+        let (wr_id, src_at, what) = match which {
+            Word::Ack => (WR_ACK, SRC_ACK, "ring ack"),
+            Word::Progress => (WR_PROGRESS, SRC_PROGRESS, "ring progress word"),
+            Word::Resend => (WR_RESEND_ASK, SRC_RESEND, "ring resend request"),
+        };
+        let word = match which {
+            Word::Ack => &self.ack,
+            Word::Progress => &self.progress,
+            Word::Resend => &self.resend,
+        };
+        let Some((target, offset)) = word.target else {
             return Ok(());
         };
-        if self.ack_in_flight || self.consumed <= self.ack_posted {
+        let due = word.wanted > word.posted || (refresh && word.posted > 0);
+        if word.in_flight || !due {
             return Ok(());
         }
-        let value = self.consumed;
-        if self.post_word(WR_ACK, 0, value, target, "ring ack")? {
-            self.ack_in_flight = true;
-            self.ack_posted = value;
-        }
-        Ok(())
-    }
-
-    /// WRITEs the progress word if it moved and none is in flight.
-    fn post_progress(&mut self) -> Result<()> {
-        let p = &self.progress;
-        let Some(target) = p.target else {
-            return Ok(());
-        };
-        if p.in_flight || p.wanted <= p.posted {
-            return Ok(());
-        }
-        let value = p.wanted;
-        if self.post_word(WR_PROGRESS, 8, value, target, "ring progress word")? {
-            self.progress.in_flight = true;
-            self.progress.posted = value;
-        }
-        Ok(())
-    }
-
-    /// WRITEs `value`, staged at byte `at` of the write-source buffer, into the 8-byte word
-    /// `target`; false under the provider's back-pressure (the next poll tries again).
-    fn post_word(
-        &mut self,
-        wr_id: u64,
-        at: usize,
-        value: u64,
-        target: RemoteRegion,
-        what: &str,
-    ) -> Result<bool> {
-        self.ack_src.store_u64(at, value)?;
+        let value = word.wanted;
+        self.ack_src.store_u64(src_at, value)?;
         let src = LocalSlice {
             region: self.ack_src.clone(),
-            offset: at,
+            offset: src_at,
             len: 8,
         };
         let dst = RemoteSlice {
             region: target,
-            offset: 0,
+            offset,
             len: 8,
         };
         match self.conn.post_write(wr_id, src, dst, None) {
-            Ok(()) => Ok(true),
-            Err(BusError::Full { .. }) => Ok(false),
-            Err(e) => Err(self.break_with(format!("posting the {what} failed: {e}"))),
+            Ok(()) => {}
+            Err(BusError::Full { .. }) => return Ok(()),
+            Err(e) => return Err(self.break_with(format!("posting the {what} failed: {e}"))),
         }
+        let word = match which {
+            Word::Ack => &mut self.ack,
+            Word::Progress => &mut self.progress,
+            Word::Resend => &mut self.resend,
+        };
+        word.in_flight = true;
+        word.posted = value;
+        Ok(())
     }
 
     fn break_with(&mut self, why: String) -> BusError {
@@ -346,4 +404,12 @@ impl<C: Connection> RingReader<C> {
         self.broken = Some(why.clone());
         BusError::Closed(why)
     }
+}
+
+/// The words the reader publishes.
+#[derive(Debug, Clone, Copy)]
+enum Word {
+    Ack,
+    Progress,
+    Resend,
 }

@@ -5,6 +5,11 @@
 //! slow peer, tcp;ofi_rxm while connecting): that is back-pressure, not failure. A record the
 //! provider refused stays staged and is posted, in order, by a later `append` or `poll`; a
 //! refused doorbell is rung again by `poll`.
+//!
+//! Resends (see `layout`, "Duplicated WRITEs"): when the reader's resend counter grows, every
+//! byte from the acknowledged offset to the posted end is WRITEn again from the staging mirror,
+//! and that space is not reused until those WRITEs complete (else one landing late would
+//! clobber the newer records itself).
 
 use std::collections::VecDeque;
 
@@ -14,13 +19,15 @@ use crate::error::{BusError, Result};
 use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, RemoteSlice};
 
 use super::layout::{
-    check_data_len, encode_header, max_payload, record_total, ACK_REGION_LEN, CLOSED_MARK,
-    CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET,
+    check_data_len, encode_header, max_payload, record_total, ring_epoch, ACK_CONSUMED_OFFSET,
+    ACK_REGION_LEN, ACK_RESEND_OFFSET, ACK_WORDS_LEN, CLOSED_MARK, CLOSED_OFFSET, KIND_DATA,
+    KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET, WORD_REFRESH_POLLS,
 };
 
 const WR_RECORD: u64 = 1;
 const WR_TAIL: u64 = 2;
 const WR_CLOSE: u64 = 5;
+const WR_RESEND: u64 = 6;
 /// Work requests one append may post: a padding record, the record, the doorbell.
 const WRS_PER_APPEND: usize = 3;
 /// Completions reaped per poll call.
@@ -45,10 +52,26 @@ pub struct RingWriter<C: Connection> {
     ring: RemoteRegion,
     data_len: usize,
     head: u64,
-    /// Records staged but refused by the provider (`Full`): absolute start and total length,
-    /// oldest first. Bounded by the ring itself: each covers at least a record header of
-    /// unacknowledged bytes, so at most data_len / RECORD_HEADER_LEN wait.
-    unposted: VecDeque<(u64, usize)>,
+    /// The ring's generation, in every record header.
+    epoch: u64,
+    /// WRITEs staged but not yet accepted by the provider (`Full`), oldest first: records, and
+    /// resent ranges (which come first). Bounded by the ring itself: each record covers at
+    /// least a record header of unacknowledged bytes, so at most data_len / RECORD_HEADER_LEN
+    /// wait, plus one resend's ranges (data_len / WRITE_COALESCE_MAX + 2; a new resend replaces
+    /// the ranges of one not yet posted).
+    unposted: VecDeque<Pending>,
+    /// The largest resend counter read from the ack region.
+    resend_seen: u64,
+    /// Start of the last resent range while any of its WRITEs is queued or in flight: space
+    /// from here on is not reused until then.
+    resend_floor: Option<u64>,
+    resend_outstanding: usize,
+    /// Resends made (each: everything unacknowledged WRITEn again).
+    resends: u64,
+    /// Polls since the acknowledged offset last moved while everything posted had completed:
+    /// at WORD_REFRESH_POLLS the doorbell is rung again (a late duplicate may have moved the
+    /// reader's tail word back before it read it).
+    waiting_polls: u32,
     /// Absolute end of the last record WRITE the provider accepted: what the doorbell announces.
     posted_end: u64,
     /// Posts the provider refused with `Full` (retried later).
@@ -92,13 +115,14 @@ impl<C: Connection> RingWriter<C> {
                 reason: format!("{} bytes < data length {data_len} + 8", staging.len()),
             });
         }
-        if ack.len() < 8 || !ack.access().contains(Access::REMOTE_WRITE) {
+        if ack.len() < ACK_WORDS_LEN || !ack.access().contains(Access::REMOTE_WRITE) {
             return Err(BusError::Invalid {
                 what: "ring ack region",
-                reason: "needs 8 bytes with REMOTE_WRITE".into(),
+                reason: format!("needs {ACK_WORDS_LEN} bytes with REMOTE_WRITE"),
             });
         }
-        ack.store_u64(0, 0)?;
+        ack.store_u64(ACK_CONSUMED_OFFSET, 0)?;
+        ack.store_u64(ACK_RESEND_OFFSET, 0)?;
         Ok(RingWriter {
             conn,
             staging,
@@ -106,7 +130,13 @@ impl<C: Connection> RingWriter<C> {
             ring,
             data_len,
             head: 0,
+            epoch: ring_epoch(&ring),
             unposted: VecDeque::new(),
+            resend_seen: 0,
+            resend_floor: None,
+            resend_outstanding: 0,
+            resends: 0,
+            waiting_polls: 0,
             posted_end: 0,
             provider_full: 0,
             acked: 0,
@@ -140,6 +170,11 @@ impl<C: Connection> RingWriter<C> {
         self.acked
     }
 
+    /// Times the reader asked for everything unacknowledged to be WRITEn again and it was.
+    pub fn resends(&self) -> u64 {
+        self.resends
+    }
+
     /// Times the provider refused a record or doorbell WRITE with `Full` below the configured
     /// depth; each was retried by a later `append` or `poll`.
     pub fn provider_full(&self) -> u64 {
@@ -163,9 +198,10 @@ impl<C: Connection> RingWriter<C> {
         BusError::Closed(why)
     }
 
-    /// Reads the ack word. An offset past what was written means a broken reader.
+    /// Reads the ack word (a late duplicate may have moved it back: the largest value read
+    /// counts). An offset past what was written means a broken reader.
     fn refresh_acked(&mut self) -> Result<()> {
-        let seen = self.ack.load_u64(0)?;
+        let seen = self.ack.load_u64(ACK_CONSUMED_OFFSET)?;
         if seen > self.head {
             let why = format!("reader acknowledged {seen}, past the head {}", self.head);
             self.broken = Some(why.clone());
@@ -197,7 +233,8 @@ impl<C: Connection> RingWriter<C> {
         let pos = (self.head % self.data_len as u64) as usize;
         let remaining = self.data_len - pos;
         let gap = if total <= remaining { 0 } else { remaining };
-        let in_use = self.head - self.acked;
+        let reusable_from = self.resend_floor.map_or(self.acked, |f| f.min(self.acked));
+        let in_use = self.head - reusable_from;
         if in_use + (gap + total) as u64 > self.data_len as u64 {
             return Err(BusError::Full { what: "ring" });
         }
@@ -208,12 +245,12 @@ impl<C: Connection> RingWriter<C> {
         }
         if gap >= RECORD_HEADER_LEN {
             let pad_len = (gap - RECORD_HEADER_LEN) as u32;
-            let header = encode_header(self.head, pad_len, KIND_PAD, &[]);
+            let header = encode_header(self.head, pad_len, KIND_PAD, self.epoch, &[]);
             self.stage_record(self.head, &header, &[])?;
         }
         self.head += gap as u64;
         let at = self.head;
-        let header = encode_header(at, payload.len() as u32, KIND_DATA, payload);
+        let header = encode_header(at, payload.len() as u32, KIND_DATA, self.epoch, payload);
         self.stage_record(at, &header, payload)?;
         self.head += total as u64;
         self.post_unposted()?;
@@ -231,8 +268,42 @@ impl<C: Connection> RingWriter<C> {
         self.staging.write(pos + RECORD_HEADER_LEN, payload)?;
         self.staging
             .write(pos + RECORD_HEADER_LEN + payload.len(), &[0u8; 8][..pad])?;
-        self.unposted.push_back((at, total));
+        self.unposted.push_back(Pending {
+            at,
+            total,
+            resend: false,
+        });
         Ok(())
+    }
+
+    /// Queues WRITEs of every byte from the acknowledged offset to the posted end, ahead of
+    /// the records not yet posted, replacing the ranges of an earlier resend still queued.
+    /// The staging mirror holds those bytes: positions are restaged only past `acked`.
+    fn queue_resend(&mut self) {
+        self.unposted.retain(|p| !p.resend);
+        let (from, end) = (self.acked, self.posted_end);
+        let mut ranges = Vec::new();
+        let mut at = from;
+        while at < end {
+            let pos = (at % self.data_len as u64) as usize;
+            let len = ((end - at) as usize)
+                .min(self.data_len - pos)
+                .min(WRITE_COALESCE_MAX);
+            ranges.push(Pending {
+                at,
+                total: len,
+                resend: true,
+            });
+            at += len as u64;
+        }
+        if ranges.is_empty() {
+            return;
+        }
+        self.resends += 1;
+        self.resend_floor = Some(self.resend_floor.map_or(from, |f| f.min(from)));
+        for r in ranges.into_iter().rev() {
+            self.unposted.push_front(r);
+        }
     }
 
     /// Posts queued record WRITEs, oldest first, until the provider says `Full` (they wait for
@@ -241,12 +312,13 @@ impl<C: Connection> RingWriter<C> {
     /// carry one WRITE per round trip of both processes' progress (shm with delivery
     /// complete), so a backlog of small records would otherwise cost one round trip each.
     fn post_unposted(&mut self) -> Result<()> {
-        while let Some(&(at, first_total)) = self.unposted.front() {
+        while let Some(&first) = self.unposted.front() {
             if self.outstanding + 1 >= self.send_wr {
                 return Ok(());
             }
+            let at = first.at;
             let pos = (at % self.data_len as u64) as usize;
-            let (records, total) = self.coalescible(at, pos, first_total);
+            let (records, total) = self.coalescible(first, pos);
             let src = LocalSlice {
                 region: self.staging.clone(),
                 offset: pos,
@@ -257,7 +329,8 @@ impl<C: Connection> RingWriter<C> {
                 offset: (RING_HEADER_LEN + pos) as u64,
                 len: total as u64,
             };
-            match self.conn.post_write(WR_RECORD, src, dst, None) {
+            let wr_id = if first.resend { WR_RESEND } else { WR_RECORD };
+            match self.conn.post_write(wr_id, src, dst, None) {
                 Ok(()) => {}
                 Err(BusError::Full { .. }) => {
                     self.provider_full += 1;
@@ -269,27 +342,32 @@ impl<C: Connection> RingWriter<C> {
                 }
             }
             self.outstanding += 1;
-            self.posted_end = at + total as u64;
+            if first.resend {
+                self.resend_outstanding += 1;
+            }
+            self.posted_end = self.posted_end.max(at + total as u64);
             self.unposted.drain(..records);
         }
         Ok(())
     }
 
-    /// How many queued records from the front (the first at absolute offset `at`, data
-    /// position `pos`) one WRITE can carry, and their bytes: each must start where the previous
-    /// ended (a padding record's WRITE covers only its header), without wrapping.
-    fn coalescible(&self, at: u64, pos: usize, first_total: usize) -> (usize, usize) {
+    /// How many queued WRITEs from the front (`first`, at data position `pos`) one WRITE can
+    /// carry, and their bytes: each must start where the previous ended (a padding record's
+    /// WRITE covers only its header), without wrapping, and be of the same sort (record or
+    /// resend: they complete under different ids).
+    fn coalescible(&self, first: Pending, pos: usize) -> (usize, usize) {
         let mut records = 1;
-        let mut total = first_total;
-        for &(next_at, next_total) in self.unposted.iter().skip(1) {
-            if next_at != at + total as u64
-                || pos + total + next_total > self.data_len
-                || total + next_total > WRITE_COALESCE_MAX
+        let mut total = first.total;
+        for next in self.unposted.iter().skip(1) {
+            if next.at != first.at + total as u64
+                || next.resend != first.resend
+                || pos + total + next.total > self.data_len
+                || total + next.total > WRITE_COALESCE_MAX
             {
                 break;
             }
             records += 1;
-            total += next_total;
+            total += next.total;
         }
         (records, total)
     }
@@ -357,6 +435,9 @@ impl<C: Connection> RingWriter<C> {
             if c.wr_id == WR_TAIL {
                 self.tail_in_flight = false;
             }
+            if c.wr_id == WR_RESEND {
+                self.resend_outstanding = self.resend_outstanding.saturating_sub(1);
+            }
             if c.wr_id == WR_CLOSE && c.status.is_ok() {
                 self.close = CloseState::Delivered;
             }
@@ -367,12 +448,41 @@ impl<C: Connection> RingWriter<C> {
         if let Some(why) = failure {
             return Err(self.break_with(why));
         }
+        let acked_before = self.acked;
         self.refresh_acked()?;
         if self.close != CloseState::Open {
             return self.post_close();
         }
+        let resend = self.ack.load_u64(ACK_RESEND_OFFSET)?;
+        if resend > self.resend_seen {
+            self.resend_seen = resend;
+            self.queue_resend();
+        }
         self.post_unposted()?;
+        if self.resend_outstanding == 0 && !self.unposted.iter().any(|p| p.resend) {
+            self.resend_floor = None;
+        }
+        self.note_waiting(acked_before);
         self.ring_doorbell()
+    }
+
+    /// Counts polls spent waiting for an acknowledgement with everything posted and
+    /// completed; after WORD_REFRESH_POLLS of them the doorbell is rung again.
+    fn note_waiting(&mut self, acked_before: u64) {
+        let waiting = self.acked == acked_before
+            && self.acked < self.posted_end
+            && self.outstanding == 0
+            && self.unposted.is_empty();
+        if !waiting {
+            self.waiting_polls = 0;
+            return;
+        }
+        self.waiting_polls += 1;
+        if self.waiting_polls >= WORD_REFRESH_POLLS {
+            self.waiting_polls = 0;
+            // Rung again with the same value by `ring_doorbell`.
+            self.tail_posted = self.tail_posted.min(self.acked);
+        }
     }
 
     /// Ends the ring on purpose: records not yet posted are dropped, no more doorbells are
@@ -424,6 +534,15 @@ impl<C: Connection> RingWriter<C> {
     pub fn is_drained(&self) -> bool {
         self.acked == self.head
     }
+}
+
+/// A WRITE waiting to be posted: `total` bytes of the staging mirror from absolute offset `at`.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    at: u64,
+    total: usize,
+    /// Part of a resend (bytes posted before), not a new record.
+    resend: bool,
 }
 
 /// Where `close` stands.

@@ -16,7 +16,8 @@ pub const DELAY_MAX: Duration = Duration::from_secs(10);
 ///
 /// Reliable connected traffic (SEND/RECV, WRITE WITH IMM, READ) is never lost, duplicated or
 /// reordered: RC guarantees that, and the sim keeps it. Only datagrams are lost or duplicated,
-/// and only plain WRITEs are placed out of order (as EFA's unordered delivery allows).
+/// and only plain WRITEs are placed out of order or placed twice (as EFA's SRD allows: it
+/// delivers out of order, and some instances may place a WRITE's payload a second time).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Faults {
     /// Probability in 0..=1 that a datagram is dropped in flight.
@@ -34,6 +35,14 @@ pub struct Faults {
     /// allows placement within one message in any order: a reader can see half a record. An
     /// aligned 8-byte word is never torn. The later fragment carries the completion.
     pub tear_writes: bool,
+    /// Probability in 0..=1 (with `reorder_writes`) that a plain WRITE's payload is placed a
+    /// second time, `duplicate_delay_max` at most after the first: the bytes it had at post
+    /// time land again, possibly over newer data the sender wrote there since. The copy is
+    /// silent (its request completes once) and is never torn.
+    pub duplicate_writes: f64,
+    /// How late a duplicated WRITE may land after the original, drawn uniformly from
+    /// `0..=duplicate_delay_max`.
+    pub duplicate_delay_max: Duration,
     /// How long a SEND or WRITE WITH IMM that found no posted receive waits before it retries.
     pub rnr_delay: Duration,
     /// How many such retries before the sender's work request fails with `RetryExceeded`.
@@ -50,6 +59,8 @@ impl Default for Faults {
             delay_max: Duration::from_micros(2),
             reorder_writes: false,
             tear_writes: false,
+            duplicate_writes: 0.0,
+            duplicate_delay_max: Duration::ZERO,
             rnr_delay: Duration::from_micros(100),
             rnr_retry_limit: 1000,
         }
@@ -82,6 +93,7 @@ impl Faults {
         for (name, p) in [
             ("datagram_loss", self.datagram_loss),
             ("datagram_dup", self.datagram_dup),
+            ("duplicate_writes", self.duplicate_writes),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return bad(format!("{name} {p} is not a probability"));
@@ -95,6 +107,15 @@ impl Faults {
         }
         if self.tear_writes && !self.reorder_writes {
             return bad("tear_writes needs reorder_writes".into());
+        }
+        if self.duplicate_writes > 0.0 && !self.reorder_writes {
+            return bad("duplicate_writes needs reorder_writes".into());
+        }
+        if self.duplicate_delay_max > DELAY_MAX {
+            return bad(format!(
+                "duplicate_delay_max {:?} exceeds {DELAY_MAX:?}",
+                self.duplicate_delay_max
+            ));
         }
         if self.rnr_delay > DELAY_MAX || self.rnr_delay.is_zero() {
             return bad(format!(
@@ -136,5 +157,28 @@ mod tests {
             ..Faults::default()
         };
         assert!(f.validate().is_err());
+        let duplicating = Faults {
+            duplicate_writes: 0.5,
+            duplicate_delay_max: Duration::from_millis(1),
+            ..Faults::chaotic()
+        };
+        duplicating.validate().unwrap();
+        for f in [
+            Faults {
+                reorder_writes: false,
+                tear_writes: false,
+                ..duplicating.clone()
+            },
+            Faults {
+                duplicate_writes: 1.5,
+                ..duplicating.clone()
+            },
+            Faults {
+                duplicate_delay_max: DELAY_MAX * 2,
+                ..duplicating.clone()
+            },
+        ] {
+            assert!(f.validate().is_err(), "{f:?}");
+        }
     }
 }

@@ -47,6 +47,8 @@ pub struct SimStats {
     /// Dropped for a partition, a crashed or unknown target, or a full inbox.
     pub datagrams_dropped: u64,
     pub datagrams_delivered: u64,
+    /// Plain WRITEs whose payload was scheduled to land a second time (`duplicate_writes`).
+    pub writes_duplicated: u64,
     pub rnr_retries: u64,
     pub remote_access_errors: u64,
     pub retry_exceeded: u64,

@@ -89,6 +89,31 @@ fn tear_off(flight: &mut Flight, split: usize, other_at: u64, other_seq: u64) ->
 }
 
 impl Network {
+    /// With probability `duplicate_writes`, a silent whole copy of a plain WRITE whose `at` is
+    /// the extra delay after the original (the caller adds the original's arrival). Draws
+    /// nothing when the fault is off, so seeded histories without it stay as they were.
+    fn draw_duplicate(&mut self, data: &[u8], dst: &RemoteSlice) -> Option<Flight> {
+        let p = self.faults.duplicate_writes;
+        if p <= 0.0 || !self.rng.gen_bool(p) {
+            return None;
+        }
+        let extra = self
+            .rng
+            .gen_range(0..=self.faults.duplicate_delay_max.as_nanos() as u64);
+        Some(Flight {
+            at: extra,
+            seq: self.next_seq(),
+            wr_id: 0,
+            kind: FlightKind::Write {
+                dst: *dst,
+                data: data.to_vec(),
+                imm: None,
+            },
+            rnr_retries: 0,
+            silent: true,
+        })
+    }
+
     fn live_qp(&mut self, id: u64) -> Result<&mut Qp> {
         let host = self.qps.get(&id).map(|q| q.host).ok_or_else(closed)?;
         self.check_alive(host)?;
@@ -128,6 +153,10 @@ impl Network {
             }
             _ => None,
         };
+        let duplicate = match &kind {
+            FlightKind::Write { data, dst, .. } if unordered => self.draw_duplicate(data, dst),
+            _ => None,
+        };
         let qp = self.live_qp(id)?;
         check_local(id, qp, local, need)?;
         if qp.sq_outstanding() >= qp.config.send_wr as usize {
@@ -148,6 +177,19 @@ impl Network {
             silent: false,
         };
         if unordered {
+            if let Some(mut copy) = duplicate {
+                // Lands after the original's first byte at the earliest: a retransmission.
+                copy.wr_id = wr_id;
+                copy.at = copy.at.saturating_add(at);
+                self.stats.writes_duplicated += 1;
+                self.unordered.insert(
+                    (copy.at, copy.seq),
+                    Unordered::Write {
+                        from_qp: id,
+                        flight: copy,
+                    },
+                );
+            }
             if let Some((split, other_at, other_seq)) = tear {
                 let fragment = tear_off(&mut flight, split, other_at, other_seq);
                 self.unordered.insert(

@@ -15,7 +15,10 @@ use super::ids::ReplId;
 use super::psync::{PsyncDecision, PsyncRequest};
 use crate::cluster::id::ID_LEN;
 
-pub const HANDSHAKE_VERSION: u8 = 1;
+/// 2: ring records carry the ring's epoch (a 32-byte header) and the reader asks for resends
+/// through the writer's ack region (`bus::ring::layout`); a version-1 peer would write records
+/// this side never validates, so the link is refused at the handshake instead.
+pub const HANDSHAKE_VERSION: u8 = 2;
 /// Longest handshake message: both messages are fixed-size but for optional fields, far below
 /// this; a longer input is garbage and is refused before it is looked at.
 pub const HANDSHAKE_MSG_MAX: usize = 256;
@@ -313,6 +316,9 @@ mod tests {
         let mut v = req.clone();
         v[0] = 9;
         assert_eq!(LinkRequest::decode(&v), Err(HandshakeError::Version(9)));
+        // A peer of the 24-byte ring header (version 1) is refused, not linked.
+        v[0] = 1;
+        assert_eq!(LinkRequest::decode(&v), Err(HandshakeError::Version(1)));
         assert_eq!(
             LinkAccept::decode(&req),
             Err(HandshakeError::Tag {

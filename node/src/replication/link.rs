@@ -112,6 +112,12 @@ impl<C: Connection> ReplicaLink<C> {
         self.reader.not_ready()
     }
 
+    /// Times a record the ring's doorbell announced stayed invalid (a late duplicate WRITE
+    /// overwrote it, or it was slow) and the link asked the primary to WRITE it again.
+    pub fn ring_resend_requests(&self) -> u64 {
+        self.reader.resend_requests()
+    }
+
     /// Whether a full sync's snapshot is arriving (stream bytes wait behind it).
     pub fn loading(&self) -> bool {
         self.snapshot.in_progress()
