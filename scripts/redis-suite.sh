@@ -149,7 +149,10 @@ run_unit() {
         unit_passed=0 unit_failed=0 unit_status=no-start
         return
     fi
-    local suite_args=(--host 127.0.0.1 --port "$port" --single "unit/$unit" --timeout "$unit_timeout")
+    # --baseport: where the suite's own test server listens (baseport - 32 and up), away from
+    # that of a run against the other server's port.
+    local suite_args=(--host 127.0.0.1 --port "$port" --baseport $((port + 1000))
+        --single "unit/$unit" --timeout "$unit_timeout")
     [[ $singledb == 1 ]] && suite_args+=(--singledb)
     [[ -n "$tags" ]] && suite_args+=(--tags "$tags")
     [[ $cluster_mode == 1 ]] && suite_args+=(--cluster-mode)

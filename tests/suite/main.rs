@@ -8,6 +8,7 @@ mod cluster_admin;
 mod cluster_bus;
 mod cluster_replication;
 mod cluster_restart;
+mod compat;
 mod connection;
 mod fabric;
 mod hashes;

@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod connection;
+pub mod functions;
 pub mod hashes;
 pub mod introspection;
 pub mod keys;
@@ -35,4 +36,5 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     migration::COMMANDS,
     cluster::COMMANDS,
     replication::COMMANDS,
+    functions::COMMANDS,
 ];

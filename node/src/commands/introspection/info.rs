@@ -86,12 +86,52 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                     s.field(&format!("errorstat_{code}"), format!("count={count}"));
                 }
             }
-            // Modules, command and latency statistics are not kept: headers only.
+            "commandstats" => commandstats(&mut s, ctx.server),
+            "latencystats" => latencystats(&mut s, ctx.server),
+            // No modules: header only.
             _ => {}
         }
     }
     ctx.reply.verbatim(out.as_bytes());
     Ok(())
+}
+
+/// `cmdstat_<name>:calls=..,usec=..,usec_per_call=..,rejected_calls=..,failed_calls=..`
+/// for every command called or refused since the last reset.
+fn commandstats(s: &mut Section<'_>, server: &Server) {
+    for (name, t) in server.command_stats.totals() {
+        let per_call = if t.calls > 0 {
+            t.usec as f64 / t.calls as f64
+        } else {
+            0.0
+        };
+        s.field(
+            &format!("cmdstat_{name}"),
+            format!(
+                "calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}",
+                t.calls, t.usec, t.rejected_calls, t.failed_calls
+            ),
+        );
+    }
+}
+
+/// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` for every command that ran.
+fn latencystats(s: &mut Section<'_>, server: &Server) {
+    if !server.command_stats.latency_tracking() {
+        return;
+    }
+    let percentiles = server.config.read().latency.info_percentiles.clone();
+    for (name, t) in server.command_stats.totals() {
+        if t.calls == 0 {
+            continue;
+        }
+        let mut value = String::new();
+        for (i, p) in percentiles.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(value, "{sep}p{p}={:.3}", t.percentile_usec(*p));
+        }
+        s.field(&format!("latency_percentiles_usec_{name}"), value);
+    }
 }
 
 /// Writes `name:value` lines.
