@@ -378,3 +378,25 @@ fn client_reply_modes_and_own_qbuf() {
     // *2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n
     assert!(info.contains(" qbuf=26 "), "{info}");
 }
+
+/// Goal: INFO carries Redis 7.0's fields for what this node does not have (scripts, forks,
+/// defragmentation, tracking) with their true value, zero, so that dashboards built on
+/// redis-server's INFO find them.
+#[test]
+fn info_has_redis_fields_for_absent_features() {
+    let node = Node::start(&[]);
+    let everything = node.cli(&["INFO", "everything"]);
+    for field in [
+        "number_of_functions:0",
+        "used_memory_lua:0",
+        "rdb_last_cow_size:0",
+        "current_fork_perc:0.00",
+        "module_fork_in_progress:0",
+        "active_defrag_hits:0",
+        "tracking_total_keys:0",
+        "lazyfreed_objects:0",
+        "mem_aof_buffer:0",
+    ] {
+        assert!(everything.contains(&format!("{field}\r\n")), "{field}");
+    }
+}

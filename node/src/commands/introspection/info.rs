@@ -246,6 +246,26 @@ fn memory(s: &mut Section<'_>, server: &Server) {
     s.field("mem_fragmentation_bytes", rss as i64 - used as i64);
     s.field("mem_allocator", MEM_ALLOCATOR);
     s.field("lazyfree_pending_objects", 0);
+    s.field("lazyfreed_objects", 0);
+    // No script engine: Redis's Lua and function memory fields are truly zero here.
+    for field in [
+        "used_memory_lua",
+        "used_memory_vm_eval",
+        "used_memory_scripts_eval",
+        "number_of_cached_scripts",
+        "number_of_functions",
+        "number_of_libraries",
+        "used_memory_vm_functions",
+        "used_memory_vm_total",
+        "used_memory_functions",
+        "used_memory_scripts",
+    ] {
+        s.field(field, 0);
+    }
+    s.field("used_memory_lua_human", "0B");
+    s.field("used_memory_vm_total_human", "0B");
+    s.field("used_memory_scripts_human", "0B");
+    s.field("mem_aof_buffer", server.aof.info().buffer_length);
 }
 
 /// `# Persistence`: the snapshot state (saves, changes since the last one, the last load);
@@ -274,6 +294,19 @@ fn persistence(s: &mut Section<'_>, server: &Server) {
     s.field("aof_last_bgrewrite_status", status(a.last_bgrewrite_ok));
     s.field("aof_rewrites", a.rewrites);
     s.field("aof_last_write_status", status(a.last_write_ok));
+    // Saves and rewrites run in threads, never in a fork: no copy-on-write, no module forks.
+    for field in [
+        "rdb_last_cow_size",
+        "aof_last_cow_size",
+        "current_cow_peak",
+        "current_cow_size",
+        "current_cow_size_age",
+        "module_fork_in_progress",
+        "module_fork_last_cow_size",
+    ] {
+        s.field(field, 0);
+    }
+    s.field("current_fork_perc", "0.00");
     if a.enabled {
         s.field("aof_current_size", a.current_size);
         s.field("aof_base_size", a.base_size);
@@ -322,6 +355,21 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     s.field("unexpected_error_replies", 0);
     s.field("total_error_replies", Stats::get(&st.error_replies));
     s.field("dump_payload_sanitizations", 0);
+    // No active defragmentation, no client-side caching, no writable replicas' own expiry.
+    for field in [
+        "active_defrag_hits",
+        "active_defrag_misses",
+        "active_defrag_key_hits",
+        "active_defrag_key_misses",
+        "total_active_defrag_time",
+        "current_active_defrag_time",
+        "tracking_total_keys",
+        "tracking_total_items",
+        "tracking_total_prefixes",
+        "slave_expires_tracked_keys",
+    ] {
+        s.field(field, 0);
+    }
     // Ours: times the event loop stopped busy polling and went to sleep (`io-busy-poll-us`).
     s.field("io_busy_poll_sleeps", server.busy_poll.sleeps());
     s.field("io_busy_poll_usec", server.busy_poll.idle_usec());
