@@ -400,3 +400,28 @@ fn info_has_redis_fields_for_absent_features() {
         assert!(everything.contains(&format!("{field}\r\n")), "{field}");
     }
 }
+
+/// Goal: OBJECT ENCODING answers Redis 7.0's names, chosen by the encoding thresholds in the
+/// config: lists are quicklists, sets of integers intsets and other sets hash tables, small
+/// hashes and sorted sets listpacks until a threshold is passed.
+#[test]
+fn object_encoding_answers_redis_7_0_names_by_the_thresholds() {
+    let node = Node::start(&[]);
+    let encoding = |key: &str| node.cli(&["OBJECT", "ENCODING", key]);
+    node.cli(&["RPUSH", "list", "a"]);
+    assert_eq!(encoding("list"), "quicklist");
+    node.cli(&["SADD", "ints", "1", "2", "-3"]);
+    assert_eq!(encoding("ints"), "intset");
+    node.cli(&["SADD", "words", "a", "b"]);
+    assert_eq!(encoding("words"), "hashtable");
+    node.cli(&["HSET", "hash", "f1", "v", "f2", "v"]);
+    assert_eq!(encoding("hash"), "listpack");
+    node.cli(&["ZADD", "zset", "1", "a", "2", "b"]);
+    assert_eq!(encoding("zset"), "listpack");
+    node.cli(&["CONFIG", "SET", "hash-max-ziplist-entries", "1"]);
+    node.cli(&["CONFIG", "SET", "zset-max-listpack-value", "0"]);
+    node.cli(&["CONFIG", "SET", "set-max-intset-entries", "2"]);
+    assert_eq!(encoding("hash"), "hashtable");
+    assert_eq!(encoding("zset"), "skiplist");
+    assert_eq!(encoding("ints"), "hashtable");
+}

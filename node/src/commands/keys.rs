@@ -2,6 +2,7 @@
 //! expiry commands (`expire.rs`), SCAN (`scan.rs`) and OBJECT (`object.rs`).
 
 mod copy;
+mod encoding;
 mod expire;
 mod object;
 mod scan;
