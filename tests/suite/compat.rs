@@ -63,7 +63,8 @@ fn a_key_renamed_into_place_serves_clients_blocked_on_it() {
 
 /// Goal: FLUSHALL and FLUSHDB fail the EXEC of a client watching a key they delete, and only
 /// that: a watched key that did not exist is not touched (Redis's touchAllWatchedKeysInDb).
-/// SMOVE that moves nothing touches nothing either.
+/// SMOVE touches only the sets it changes (a destination that already has the member is
+/// unchanged).
 #[test]
 fn flushes_and_empty_smoves_touch_only_the_watched_keys_they_change() {
     let node = Node::start(&[]);
@@ -101,9 +102,20 @@ fn flushes_and_empty_smoves_touch_only_the_watched_keys_they_change() {
     assert_eq!(node.cli(&["SMOVE", "src", "dst", "nosuch"]), "0");
     assert_eq!(node.cli(&["SMOVE", "nosrc", "dst", "a"]), "0");
     assert_eq!(exec_after(&mut c), pong, "SMOVE moved nothing");
-    assert_eq!(c.call(&["WATCH", "src", "dst"]), Frame::simple("OK"));
+    // The member leaves the source, but the destination already had it: only the source
+    // changed.
+    node.cli(&["SADD", "dst", "a"]);
+    assert_eq!(c.call(&["WATCH", "dst"]), Frame::simple("OK"));
     assert_eq!(node.cli(&["SMOVE", "src", "dst", "a"]), "1");
-    assert_eq!(exec_after(&mut c), Frame::NullArray, "SMOVE moved a member");
+    assert_eq!(
+        exec_after(&mut c),
+        pong,
+        "SMOVE into a set holding the member"
+    );
+    node.cli(&["SADD", "src", "c"]);
+    assert_eq!(c.call(&["WATCH", "dst"]), Frame::simple("OK"));
+    assert_eq!(node.cli(&["SMOVE", "src", "dst", "c"]), "1");
+    assert_eq!(exec_after(&mut c), Frame::NullArray, "SMOVE added a member");
 }
 
 /// Goal: INFO commandstats counts calls, time, rejected calls (refused before running: wrong
