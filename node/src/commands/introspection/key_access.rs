@@ -75,7 +75,6 @@ const SAME_FOR_EVERY_KEY: &[(&str, Flags)] = &[
     ("llen", RO),
     ("lrange", RO_ACCESS),
     ("lindex", RO_ACCESS),
-    ("lpos", RO),
     ("lset", RW_UPDATE),
     ("linsert", RW_INSERT),
     ("lrem", RW_DELETE),
@@ -96,11 +95,10 @@ const SAME_FOR_EVERY_KEY: &[(&str, Flags)] = &[
     ("spop", RW_ACCESS_DELETE),
     ("scard", RO),
     ("sismember", RO),
-    ("smismember", RO),
     ("sintercard", RO_ACCESS),
     // Sorted sets.
     ("zadd", RW_UPDATE),
-    ("zincrby", RW_UPDATE),
+    ("zincrby", RW_ACCESS_UPDATE),
     ("zrem", RW_DELETE),
     ("zremrangebyscore", RW_DELETE),
     ("zremrangebyrank", RW_DELETE),
@@ -112,8 +110,6 @@ const SAME_FOR_EVERY_KEY: &[(&str, Flags)] = &[
     ("zmpop", RW_ACCESS_DELETE),
     ("bzmpop", RW_ACCESS_DELETE),
     ("zcard", RO),
-    ("zcount", RO),
-    ("zlexcount", RO),
     ("zintercard", RO_ACCESS),
 ];
 
@@ -162,7 +158,13 @@ pub fn flags_of_key(spec: &CommandSpec, args: &[&[u8]], position: usize, nth: us
         return if nth == 0 { source } else { destination };
     }
     if DESTINATION_THEN_SOURCES.contains(&name) {
-        return if nth == 0 { OW_UPDATE } else { RO_ACCESS };
+        // Redis 7.0's SINTERSTORE alone marks its destination RW (its key spec says so).
+        let destination = if name == "sinterstore" {
+            RW_UPDATE
+        } else {
+            OW_UPDATE
+        };
+        return if nth == 0 { destination } else { RO_ACCESS };
     }
     if let Some((_, flags)) = SAME_FOR_EVERY_KEY.iter().find(|(n, _)| *n == name) {
         return flags;
