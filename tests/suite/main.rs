@@ -3,6 +3,7 @@
 
 mod aof;
 mod bench_suites;
+mod bitmaps;
 mod cluster;
 mod cluster_admin;
 mod cluster_bus;
@@ -22,6 +23,7 @@ mod protocol;
 mod pubsub;
 mod replication;
 mod replication_forgery;
+mod reply_compare;
 mod server;
 mod sets;
 mod strings;

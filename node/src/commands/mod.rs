@@ -1,5 +1,6 @@
 //! Command families, one file each. Every family exports `COMMANDS`, its table entries.
 
+pub mod bitmaps;
 pub mod cluster;
 pub mod connection;
 pub mod functions;
@@ -23,6 +24,7 @@ use crate::command_framework::CommandSpec;
 pub static FAMILIES: &[&[CommandSpec]] = &[
     connection::COMMANDS,
     strings::COMMANDS,
+    bitmaps::COMMANDS,
     keys::COMMANDS,
     lists::COMMANDS,
     hashes::COMMANDS,
