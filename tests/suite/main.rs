@@ -13,6 +13,7 @@ mod compat;
 mod connection;
 mod fabric;
 mod hashes;
+mod hyperloglog;
 mod keys;
 mod lists;
 mod migrate;

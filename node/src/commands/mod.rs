@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod connection;
 pub mod functions;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod introspection;
 pub mod keys;
 pub mod lists;
@@ -25,6 +26,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     connection::COMMANDS,
     strings::COMMANDS,
     bitmaps::COMMANDS,
+    hyperloglog::COMMANDS,
     keys::COMMANDS,
     lists::COMMANDS,
     hashes::COMMANDS,

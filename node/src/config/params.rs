@@ -278,6 +278,8 @@ pub struct Config {
     pub maxmemory_policy: EvictionPolicy,
     pub maxmemory_samples: u32,
     pub proto_max_bulk_len: u64,
+    /// Size past which a sparse HyperLogLog is converted to dense (Redis's default 3000).
+    pub hll_sparse_max_bytes: u64,
     pub client_query_buffer_limit: u64,
     pub loglevel: String,
     pub logfile: String,
@@ -374,6 +376,7 @@ impl Default for Config {
             maxmemory_policy: EvictionPolicy::NoEviction,
             maxmemory_samples: 5,
             proto_max_bulk_len: DEFAULT_MAX_BULK_LEN as u64,
+            hll_sparse_max_bytes: 3000,
             client_query_buffer_limit: 1 << 30,
             loglevel: "notice".into(),
             logfile: String::new(),
@@ -649,6 +652,15 @@ pub static PARAMS: &[Param] = &[
         |c| c.maxmemory_samples.to_string(),
         |c, v| {
             c.maxmemory_samples = num(v, 1, 64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "hll-sparse-max-bytes",
+        true,
+        |c| c.hll_sparse_max_bytes.to_string(),
+        |c, v| {
+            c.hll_sparse_max_bytes = memory(v, i64::MAX as u64)?;
             Ok(())
         }
     ),
