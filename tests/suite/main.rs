@@ -12,6 +12,7 @@ mod cluster_restart;
 mod compat;
 mod connection;
 mod fabric;
+mod geo;
 mod hashes;
 mod hyperloglog;
 mod keys;

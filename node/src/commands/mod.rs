@@ -4,6 +4,7 @@ pub mod bitmaps;
 pub mod cluster;
 pub mod connection;
 pub mod functions;
+pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod introspection;
@@ -27,6 +28,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     strings::COMMANDS,
     bitmaps::COMMANDS,
     hyperloglog::COMMANDS,
+    geo::COMMANDS,
     keys::COMMANDS,
     lists::COMMANDS,
     hashes::COMMANDS,
