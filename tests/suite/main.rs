@@ -11,6 +11,7 @@ mod cluster_replication;
 mod cluster_restart;
 mod compat;
 mod connection;
+mod datatypes_aof;
 mod fabric;
 mod geo;
 mod hashes;
