@@ -17,6 +17,7 @@ mod geo;
 mod hashes;
 mod hyperloglog;
 mod keys;
+mod lcs_copy;
 mod lists;
 mod migrate;
 mod module_knots;

@@ -9,6 +9,7 @@ pub mod hashes;
 pub mod hyperloglog;
 pub mod introspection;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
 pub mod migration;
 pub mod persistence;
@@ -29,6 +30,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     bitmaps::COMMANDS,
     hyperloglog::COMMANDS,
     geo::COMMANDS,
+    lcs::COMMANDS,
     keys::COMMANDS,
     lists::COMMANDS,
     hashes::COMMANDS,
