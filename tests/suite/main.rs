@@ -30,6 +30,7 @@ mod replication_forgery;
 mod reply_compare;
 mod server;
 mod sets;
+mod sort;
 mod strings;
 mod tls;
 mod tools;

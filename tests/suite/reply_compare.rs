@@ -9,6 +9,11 @@ use integration::Node;
 /// Debian's redis-server, or `None` (with a message saying the comparison is skipped) on a
 /// machine without it.
 pub fn reference(test: &str) -> Option<RedisServer> {
+    reference_with(test, &[])
+}
+
+/// [`reference`] started with `extra` flags (`["--cluster-enabled", "yes"]`).
+pub fn reference_with(test: &str, extra: &[&str]) -> Option<RedisServer> {
     let installed = std::process::Command::new("redis-server")
         .arg("--version")
         .output()
@@ -17,7 +22,7 @@ pub fn reference(test: &str) -> Option<RedisServer> {
         eprintln!("{test}: SKIPPED the comparison with redis-server: it is not installed");
         return None;
     }
-    Some(RedisServer::start(&[]))
+    Some(RedisServer::start(extra))
 }
 
 /// A connection speaking RESP2, or RESP3 after `HELLO 3`.

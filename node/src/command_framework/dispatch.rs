@@ -479,7 +479,9 @@ pub fn lock_for<'a>(
     args: &[&[u8]],
     now: u64,
 ) -> Locked<'a> {
-    if spec.has(flags::ALL_KEYS) {
+    if spec.has(flags::ALL_KEYS)
+        || (spec.has(flags::PATTERN_KEYS) && flags::names_pattern_keys(args))
+    {
         return Locked::lock_all(&server.keyspace, now, lru_clock(now));
     }
     if let Some(i) = spec.single_key_position(args) {

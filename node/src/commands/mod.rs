@@ -17,6 +17,7 @@ pub mod pubsub;
 pub mod replication;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -32,6 +33,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     geo::COMMANDS,
     lcs::COMMANDS,
     keys::COMMANDS,
+    sort::COMMANDS,
     lists::COMMANDS,
     hashes::COMMANDS,
     sets::COMMANDS,

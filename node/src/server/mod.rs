@@ -12,9 +12,9 @@ pub mod error_stats;
 pub mod fabric;
 pub mod hot;
 pub mod input_buffer;
+pub mod latency_monitor;
 #[cfg(test)]
 mod lease_wait_tests;
-pub mod latency_monitor;
 pub mod listener;
 pub mod migrate_links;
 pub mod persistence;
