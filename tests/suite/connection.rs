@@ -42,3 +42,19 @@ fn requirepass_gates_commands() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "OK\n");
 }
+
+#[test]
+fn select_in_cluster_mode_answers_as_redis_cluster() {
+    let node = Node::start(&["--cluster-enabled", "yes"]);
+    assert_eq!(node.cli(&["SELECT", "0"]), "OK");
+    // Redis 7.0's texts: any other database is refused as such in cluster mode, and an
+    // index that is not an int is not an integer.
+    assert_eq!(
+        node.cli(&["SELECT", "1"]),
+        "ERR SELECT is not allowed in cluster mode"
+    );
+    assert_eq!(
+        node.cli(&["SELECT", "4294967296"]),
+        "ERR value is not an integer or out of range"
+    );
+}

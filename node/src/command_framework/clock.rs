@@ -73,13 +73,13 @@ impl CommandClock {
         }
     }
 
-    /// The command that started at `start` ended now: its duration in microseconds.
+    /// The command that started at `start` ended now: its duration in nanoseconds.
     pub fn finish(&mut self, start: CommandStart) -> u64 {
         let now = Instant::now();
         if self.mark.is_some() {
             self.mark = Some(now);
         }
-        now.saturating_duration_since(start.at).as_micros() as u64
+        now.saturating_duration_since(start.at).as_nanos() as u64
     }
 
     fn refresh_wall(&mut self, at: Instant) {
@@ -123,7 +123,7 @@ mod tests {
         let start = clock.start();
         assert!(start.unix_ms >= before && start.unix_ms <= wall_ms());
         std::thread::sleep(Duration::from_millis(3));
-        assert!(clock.finish(start) >= 3000);
+        assert!(clock.finish(start) >= 3_000_000);
     }
 
     #[test]
@@ -132,10 +132,10 @@ mod tests {
         clock.begin_batch();
         let first = clock.start();
         std::thread::sleep(Duration::from_millis(2));
-        assert!(clock.finish(first) >= 2000);
+        assert!(clock.finish(first) >= 2_000_000);
         let second = clock.start();
         assert!(second.at > first.at, "the second starts at the first's end");
-        assert!(clock.finish(second) < 1_000_000);
+        assert!(clock.finish(second) < 1_000_000_000);
         assert!(clock.end_batch().is_some());
         // After the batch, the transport may wait: the next command reads the clock anew.
         std::thread::sleep(Duration::from_millis(2));
@@ -152,7 +152,7 @@ mod tests {
         clock.touch();
         let second = clock.start();
         assert!(second.at.duration_since(first.at) >= Duration::from_millis(5));
-        assert!(clock.finish(second) < 5000);
+        assert!(clock.finish(second) < 5_000_000);
         clock.end_batch();
         // Outside a batch there is no mark to move: every start reads the clock.
         clock.touch();

@@ -28,10 +28,13 @@ pub fn execute(
     let mut reply = Reply::new(out, client.protocol);
     let spec = match resolve(args) {
         Ok(spec) => spec,
-        Err(e) => return reject(server, client, &mut reply, args, e, stats),
+        Err(e) => {
+            let known = known_spec(args);
+            return reject(server, client, &mut reply, args, e, stats, known);
+        }
     };
     if let Err(e) = admit(client, spec) {
-        return reject(server, client, &mut reply, args, e, stats);
+        return reject(server, client, &mut reply, args, e, stats, Some(spec));
     }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
@@ -41,6 +44,7 @@ pub fn execute(
             client.clock.touch();
             let text = e.to_string();
             stats.error_reply(&server.stats, &text);
+            server.command_stats.record_rejected(spec);
             crate::command_framework::redirect::reject(server, client, &mut reply, spec, &text);
             return Effects::default();
         }
@@ -52,7 +56,7 @@ pub fn execute(
         Ok(Routed::Serve) => {}
     }
     if let Err(e) = admit_routed(server, client, spec) {
-        return reject(server, client, &mut reply, args, e, stats);
+        return reject(server, client, &mut reply, args, e, stats, Some(spec));
     }
     if let Some(multi) = client.multi.as_mut() {
         if !spec.has(flags::TXN_CONTROL) {
@@ -62,7 +66,7 @@ pub fn execute(
                 .map(|_evicted| ())
                 .and_then(|()| multi.queue(args, spec.has(flags::DENYOOM)));
             if let Err(e) = queued {
-                return reject(server, client, &mut reply, args, e, stats);
+                return reject(server, client, &mut reply, args, e, stats, Some(spec));
             }
             multi.write |= spec.has(flags::WRITE);
             reply.simple(b"QUEUED");
@@ -75,7 +79,7 @@ pub fn execute(
     let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
     if spec.has(flags::DENYOOM) || exec_denyoom {
         match super::eviction::make_room(server, client.clock.start().at) {
-            Err(e) => return reject(server, client, &mut reply, args, e, stats),
+            Err(e) => return reject(server, client, &mut reply, args, e, stats, Some(spec)),
             // Evicting may have taken a while; it is not the command's time.
             Ok(true) => client.clock.touch(),
             Ok(false) => {}
@@ -118,10 +122,14 @@ fn reject(
     args: &[&[u8]],
     e: CmdError,
     stats: &mut LocalStats,
+    spec: Option<&'static CommandSpec>,
 ) -> Effects {
     client.clock.touch();
     let text = e.to_string();
     stats.error_reply(&server.stats, &text);
+    if let Some(spec) = spec {
+        server.command_stats.record_rejected(spec);
+    }
     if args[0].eq_ignore_ascii_case(b"exec") {
         crate::command_framework::transaction::discard(server, client);
         let reason = text.strip_prefix("ERR ").unwrap_or(&text);
@@ -135,6 +143,17 @@ fn reject(
         reply.error(&text);
     }
     Effects::default()
+}
+
+/// The command a refused request named, if it names one (INFO commandstats counts a wrong
+/// arity as a rejected call of that command; an unknown command or subcommand counts nowhere,
+/// as in Redis).
+fn known_spec(args: &[&[u8]]) -> Option<&'static CommandSpec> {
+    let spec = table::lookup(args[0])?;
+    match args.get(1) {
+        Some(sub) if !spec.subcommands.is_empty() => table::lookup_sub(spec, sub),
+        _ => Some(spec),
+    }
 }
 
 /// The spec for `args`, descending into subcommands, with the arity checked.
@@ -271,6 +290,7 @@ pub fn run(
             client.clock.touch();
             let text = format!("MISCONF Errors writing to the AOF file: {why}");
             stats.error_reply(&server.stats, &text);
+            server.command_stats.record_rejected(spec);
             let mut reply = reply;
             reply.error(&text);
             return Effects::default();
@@ -283,6 +303,7 @@ pub fn run(
         drop(db);
         client.clock.touch();
         stats.error_reply(&server.stats, FAILOVER_PAUSE_ERROR);
+        server.command_stats.record_rejected(spec);
         let mut reply = reply;
         reply.error(FAILOVER_PAUSE_ERROR);
         return Effects::default();
@@ -299,7 +320,7 @@ pub fn run(
         in_exec: false,
         replicating,
     };
-    run_in(&mut ctx, spec, args, stats);
+    let failed = run_in(&mut ctx, spec, args, stats);
     let Ctx {
         db,
         mut effects,
@@ -328,21 +349,28 @@ pub fn run(
     }
     drop(db);
     stats.expired += expired;
-    let elapsed = client.clock.finish(start);
-    after(server, client, spec, args, &effects, elapsed);
+    let nanos = client.clock.finish(start);
+    // A command that blocks counts once, when it is served or times out (as in Redis).
+    if effects.block.is_none() {
+        server.command_stats.record(spec, nanos, failed);
+    }
+    after(server, client, spec, args, &effects, nanos / 1000);
     effects
 }
 
 /// Runs a handler in an existing context (used by `run` and by EXEC for each queued command).
+/// Returns whether the command answered an error.
 pub fn run_in(
     ctx: &mut Ctx<'_>,
     spec: &'static CommandSpec,
     args: &[&[u8]],
     stats: &mut LocalStats,
-) {
+) -> bool {
     let (hits_before, misses_before) = (ctx.db.hits, ctx.db.misses);
     let dirty_before = ctx.effects.dirty;
-    if let Err(e) = (spec.handler)(ctx, args) {
+    let result = (spec.handler)(ctx, args);
+    let failed = result.is_err();
+    if let Err(e) = result {
         let text = e.to_string();
         stats.error_reply(&ctx.server.stats, &text);
         ctx.reply.error(&text);
@@ -354,6 +382,7 @@ pub fn run_in(
         stats.hits += (ctx.db.hits - hits_before) as u64;
         stats.misses += (ctx.db.misses - misses_before) as u64;
     }
+    failed
 }
 
 /// Adds what the handler just did to the request's replication stream: a DEL for each key it
@@ -384,6 +413,10 @@ fn after(
     if effects.dirty > 0 {
         server.snapshot.add_dirty(effects.dirty);
     }
+    let latency_threshold_ms = server.hot.latency_monitor_threshold_ms.load(Relaxed);
+    if latency_threshold_ms != 0 && micros / 1000 >= latency_threshold_ms {
+        note_latency(server, spec, micros / 1000);
+    }
     if !effects.ready.is_empty() {
         server.blocking.wake(&effects.ready);
     }
@@ -408,6 +441,24 @@ fn after(
     }
 }
 
+/// A command over `latency-monitor-threshold`: an event for LATENCY (`fast-command` for the
+/// O(1) ones, as Redis tells them apart). Blocking commands are not events: their time is
+/// the wait.
+#[cold]
+fn note_latency(server: &Server, spec: &CommandSpec, millis: u64) {
+    if spec.has(flags::BLOCKING) {
+        return;
+    }
+    let event = if spec.has(flags::FAST) {
+        "fast-command"
+    } else {
+        "command"
+    };
+    server
+        .latency_monitor
+        .add(event, unix_millis() / 1000, millis);
+}
+
 /// The arguments with the command's secrets replaced by `(redacted)`.
 fn redacted<'a>(spec: &CommandSpec, args: &[&'a [u8]]) -> SmallVec<[&'a [u8]; 8]> {
     let mut shown: SmallVec<[&[u8]; 8]> = SmallVec::from_slice(args);
@@ -428,7 +479,9 @@ pub fn lock_for<'a>(
     args: &[&[u8]],
     now: u64,
 ) -> Locked<'a> {
-    if spec.has(flags::ALL_KEYS) {
+    if spec.has(flags::ALL_KEYS)
+        || (spec.has(flags::PATTERN_KEYS) && flags::names_pattern_keys(args))
+    {
         return Locked::lock_all(&server.keyspace, now, lru_clock(now));
     }
     if let Some(i) = spec.single_key_position(args) {

@@ -28,6 +28,18 @@ pub mod flags {
     /// Counts as preceded by ASKING: cluster routing serves it on an importing slot
     /// (RESTORE-ASKING, which MIGRATE sends in cluster mode).
     pub const ASKING: u32 = 1 << 16;
+    /// Reads keys that patterns in its arguments name (SORT's BY and GET): every shard is
+    /// locked when the arguments hold one (see [`names_pattern_keys`]).
+    pub const PATTERN_KEYS: u32 = 1 << 17;
+
+    /// Whether a PATTERN_KEYS command's arguments may name keys through a pattern: any `BY`
+    /// or `GET` keyword after the key. It may also match a key or pattern spelled so, which
+    /// only locks more than needed.
+    pub fn names_pattern_keys(args: &[&[u8]]) -> bool {
+        args.iter()
+            .skip(2)
+            .any(|a| a.eq_ignore_ascii_case(b"by") || a.eq_ignore_ascii_case(b"get"))
+    }
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),

@@ -221,6 +221,13 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let db = args::int(args[1])?;
+    // Redis reads the index as an int: a wider number is not an integer to it.
+    if i32::try_from(db).is_err() {
+        return Err(CmdError::NotInteger);
+    }
+    if db != 0 && ctx.server.cluster.is_some() {
+        return err("ERR SELECT is not allowed in cluster mode");
+    }
     if db != 0 {
         // A node has one database, as a Redis Cluster node does.
         return err("ERR DB index is out of range");

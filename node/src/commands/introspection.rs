@@ -1,10 +1,13 @@
 //! Looking at the node from a client: INFO (`info.rs`, host readings in `host.rs`), CLIENT
-//! (`client.rs`), COMMAND (`command_table.rs`) and SLOWLOG (`slowlog.rs`).
+//! (`client.rs`), COMMAND (`command_table.rs`, key flags in `key_access.rs`), LATENCY
+//! (`latency.rs`) and SLOWLOG (`slowlog.rs`).
 
 mod client;
 mod command_table;
 mod host;
 mod info;
+mod key_access;
+mod latency;
 mod slowlog;
 
 use crate::command_framework::spec::{command, flags::*, KeySpec};
@@ -45,6 +48,19 @@ pub static COMMANDS: &[CommandSpec] = &[
             command_table::all,
             "server",
             "Returns detailed information about all commands.",
+        )
+    },
+    CommandSpec {
+        since: "2.8.13",
+        subcommands: latency::SUBCOMMANDS,
+        ..command(
+            "latency",
+            -2,
+            0,
+            KeySpec::None,
+            container,
+            "server",
+            "A container for latency diagnostics commands.",
         )
     },
     CommandSpec {

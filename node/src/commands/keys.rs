@@ -1,6 +1,8 @@
-//! Generic key commands: DEL UNLINK EXISTS TYPE TOUCH KEYS RENAME RENAMENX RANDOMKEY, the
+//! Generic key commands: DEL UNLINK EXISTS TYPE TOUCH KEYS RENAME RENAMENX COPY RANDOMKEY, the
 //! expiry commands (`expire.rs`), SCAN (`scan.rs`) and OBJECT (`object.rs`).
 
+mod copy;
+mod encoding;
 mod expire;
 mod object;
 mod scan;
@@ -37,6 +39,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "2.8.0", ..command("scan", -2, READONLY, KeySpec::None, scan::scan, GENERIC, "Iterates over the key names in the database.") },
     command("rename", 3, WRITE, KEY1_2, rename, GENERIC, "Renames a key and overwrites the destination."),
     command("renamenx", 3, WRITE | FAST, KEY1_2, renamenx, GENERIC, "Renames a key only when the target key name doesn't exist."),
+    CommandSpec { since: "6.2.0", ..command("copy", -3, WRITE | DENYOOM, KEY1_2, copy::copy, GENERIC, "Copies the value of a key to a new key.") },
     command("randomkey", 1, READONLY | ALL_KEYS, KeySpec::None, randomkey, GENERIC, "Returns a random key name from the database."),
     CommandSpec {
         since: "2.2.3",
@@ -133,6 +136,9 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
     ctx.db.insert(dst, entry);
     ctx.modified(src);
     ctx.modified(dst);
+    // A list or sorted set moved into place serves the clients blocked on its new name, as
+    // a push there would (Redis signals every key a write adds).
+    ctx.signal_ready(dst);
     if nx {
         ctx.reply.integer(1);
     } else {

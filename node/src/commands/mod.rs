@@ -1,10 +1,15 @@
 //! Command families, one file each. Every family exports `COMMANDS`, its table entries.
 
+pub mod bitmaps;
 pub mod cluster;
 pub mod connection;
+pub mod functions;
+pub mod geo;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod introspection;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
 pub mod migration;
 pub mod persistence;
@@ -12,6 +17,7 @@ pub mod pubsub;
 pub mod replication;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -27,7 +33,12 @@ pub fn install_table() {
 pub static FAMILIES: &[&[CommandSpec]] = &[
     connection::COMMANDS,
     strings::COMMANDS,
+    bitmaps::COMMANDS,
+    hyperloglog::COMMANDS,
+    geo::COMMANDS,
+    lcs::COMMANDS,
     keys::COMMANDS,
+    sort::COMMANDS,
     lists::COMMANDS,
     hashes::COMMANDS,
     sets::COMMANDS,
@@ -40,6 +51,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     migration::COMMANDS,
     cluster::COMMANDS,
     replication::COMMANDS,
+    functions::COMMANDS,
 ];
 
 #[cfg(test)]

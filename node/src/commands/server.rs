@@ -104,9 +104,15 @@ fn flush_mode_ok(args: &[&[u8]]) -> CmdResult {
 fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<u64, CmdError> {
     flush_mode_ok(args)?;
     debug_assert!(ctx.db.holds_all(), "FLUSH* is declared ALL_KEYS");
+    // Only the watches of keys the flush deletes fail their EXEC, as in Redis: a watched
+    // key that is absent (or already expired: EXEC checks those) stays as it was.
+    if ctx.server.watches.active() {
+        let db = &ctx.db;
+        ctx.server
+            .watches
+            .touch_where(|key| db.get_shared(key).is_some());
+    }
     let removed = ctx.db.clear_held() as u64;
-    // Every WATCHed key may have changed: fail every watcher's EXEC, as Redis does.
-    ctx.server.watches.touch_all();
     Ok(removed)
 }
 

@@ -143,14 +143,19 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     ctx.db.remove_if_empty(src);
     ctx.modified(src);
-    if let Value::Set(d) = &mut ctx
+    let added = match &mut ctx
         .db
         .get_or_insert_with(dst, || Value::Set(Box::default()))
         .value
     {
-        d.insert(member.into());
+        Value::Set(d) => d.insert(member.into()),
+        _ => false,
+    };
+    // A destination that already held the member is unchanged: its watchers keep their
+    // EXEC, as in Redis.
+    if added {
+        ctx.modified(dst);
     }
-    ctx.modified(dst);
     ctx.reply.integer(1);
     Ok(())
 }

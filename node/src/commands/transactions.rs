@@ -193,13 +193,15 @@ fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]], stats: &mut LocalStats) {
     };
     *ctx.client.shared.last_command.lock() = spec.name;
     let started = Instant::now();
-    dispatch::run_in(ctx, spec, args, stats);
+    let failed = dispatch::run_in(ctx, spec, args, stats);
     // Blocking commands do not block inside EXEC (`in_exec`); should one still ask to, it
     // gets its timeout reply at once so that the array keeps one reply per command.
     if let Some(block) = ctx.effects.block.take() {
         block.timeout_reply.write(&mut ctx.reply);
     }
-    log_if_slow(ctx, args, started.elapsed().as_micros() as u64);
+    let nanos = started.elapsed().as_nanos() as u64;
+    ctx.server.command_stats.record(spec, nanos, failed);
+    log_if_slow(ctx, args, nanos / 1000);
 }
 
 /// The slow log records the commands of a transaction one by one (never EXEC itself), as

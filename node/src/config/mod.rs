@@ -2,6 +2,8 @@
 //! REWRITE` at run time, all from one table of parameters (`params.rs`).
 
 pub mod bind_addr;
+pub mod encodings;
+pub mod latency;
 pub mod load;
 pub mod log_level;
 pub mod params;

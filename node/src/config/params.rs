@@ -278,6 +278,8 @@ pub struct Config {
     pub maxmemory_policy: EvictionPolicy,
     pub maxmemory_samples: u32,
     pub proto_max_bulk_len: u64,
+    /// Size past which a sparse HyperLogLog is converted to dense (Redis's default 3000).
+    pub hll_sparse_max_bytes: u64,
     pub client_query_buffer_limit: u64,
     pub loglevel: String,
     pub logfile: String,
@@ -322,6 +324,11 @@ pub struct Config {
     /// The TLS listener for clients (`tls-*`).
     pub tls: TlsConfig,
     pub aof: AofConfig,
+    /// `repl-ping-replica-period`: accepted, no effect (see its entry in PARAMS).
+    pub repl_ping_replica_period: u64,
+    /// Redis's encoding thresholds, kept for CONFIG GET/SET (see `encodings.rs`).
+    pub encodings: super::encodings::EncodingLimits,
+    pub latency: super::latency::LatencyConfig,
     /// The file this configuration came from (for CONFIG REWRITE).
     pub file: Option<PathBuf>,
 }
@@ -369,6 +376,7 @@ impl Default for Config {
             maxmemory_policy: EvictionPolicy::NoEviction,
             maxmemory_samples: 5,
             proto_max_bulk_len: DEFAULT_MAX_BULK_LEN as u64,
+            hll_sparse_max_bytes: 3000,
             client_query_buffer_limit: 1 << 30,
             loglevel: "notice".into(),
             logfile: String::new(),
@@ -392,6 +400,9 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             tls: TlsConfig::default(),
             aof: AofConfig::default(),
+            encodings: super::encodings::EncodingLimits::default(),
+            repl_ping_replica_period: 10,
+            latency: super::latency::LatencyConfig::default(),
             file: None,
         }
     }
@@ -641,6 +652,15 @@ pub static PARAMS: &[Param] = &[
         |c| c.maxmemory_samples.to_string(),
         |c, v| {
             c.maxmemory_samples = num(v, 1, 64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "hll-sparse-max-bytes",
+        true,
+        |c| c.hll_sparse_max_bytes.to_string(),
+        |c, v| {
+            c.hll_sparse_max_bytes = memory(v, i64::MAX as u64)?;
             Ok(())
         }
     ),
@@ -1196,9 +1216,134 @@ pub static PARAMS: &[Param] = &[
         }
         Ok(())
     }),
+    // Accepted for Redis's tools and tests, no effect: replicas here are watched through
+    // their ring link's acknowledgements, with no PING interval to set.
+    param!(
+        "repl-ping-replica-period",
+        true,
+        |c| c.repl_ping_replica_period.to_string(),
+        |c, v| {
+            c.repl_ping_replica_period = num(v, 1, i32::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    // Encoding thresholds: kept and shown, no effect here (see config/encodings.rs).
+    param!(
+        "hash-max-listpack-entries",
+        true,
+        |c| c.encodings.hash_max_listpack_entries.to_string(),
+        |c, v| {
+            c.encodings.hash_max_listpack_entries = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "hash-max-listpack-value",
+        true,
+        |c| c.encodings.hash_max_listpack_value.to_string(),
+        |c, v| {
+            c.encodings.hash_max_listpack_value = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "list-max-listpack-size",
+        true,
+        |c| c.encodings.list_max_listpack_size.to_string(),
+        |c, v| {
+            c.encodings.list_max_listpack_size = num(v, i32::MIN as i64, i32::MAX as i64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "list-compress-depth",
+        true,
+        |c| c.encodings.list_compress_depth.to_string(),
+        |c, v| {
+            c.encodings.list_compress_depth = num(v, 0, i32::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "set-max-intset-entries",
+        true,
+        |c| c.encodings.set_max_intset_entries.to_string(),
+        |c, v| {
+            c.encodings.set_max_intset_entries = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "zset-max-listpack-entries",
+        true,
+        |c| c.encodings.zset_max_listpack_entries.to_string(),
+        |c, v| {
+            c.encodings.zset_max_listpack_entries = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "zset-max-listpack-value",
+        true,
+        |c| c.encodings.zset_max_listpack_value.to_string(),
+        |c, v| {
+            c.encodings.zset_max_listpack_value = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "latency-tracking",
+        true,
+        |c| format_bool(c.latency.tracking),
+        |c, v| {
+            c.latency.tracking = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "latency-tracking-info-percentiles",
+        true,
+        |c| super::latency::format_percentiles(&c.latency.info_percentiles),
+        |c, v| {
+            c.latency.info_percentiles = super::latency::parse_percentiles(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "latency-monitor-threshold",
+        true,
+        |c| c.latency.monitor_threshold_ms.to_string(),
+        |c, v| {
+            c.latency.monitor_threshold_ms = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
 ];
 
+/// Old names Redis still accepts for a parameter (`slaveof` for `replicaof`...): CONFIG
+/// GET/SET and config files take either.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("slaveof", "replicaof"),
+    ("repl-ping-slave-period", "repl-ping-replica-period"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+];
+
+/// The parameter's own name for `name` (itself unless it is an alias).
+pub fn canonical_name(name: &str) -> &str {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(name))
+        .map_or(name, |(_, canonical)| canonical)
+}
+
 pub fn find(name: &str) -> Option<&'static Param> {
+    let name = canonical_name(name);
     PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
 

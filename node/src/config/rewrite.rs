@@ -38,7 +38,12 @@ const STRING_PARAMS: &[&str] = &[
     "appenddirname",
 ];
 /// Parameters whose values are several words (`save 3600 1 300 100`, `bind a b`).
-const LIST_PARAMS: &[&str] = &["save", "bind", "rdma-bind"];
+const LIST_PARAMS: &[&str] = &[
+    "save",
+    "bind",
+    "rdma-bind",
+    "latency-tracking-info-percentiles",
+];
 
 /// The new text of a config file whose old text is `original`.
 pub fn rewrite(original: &str, config: &Config) -> String {
@@ -113,7 +118,7 @@ fn directive_param(line: &str) -> Option<usize> {
     if trimmed.starts_with('#') {
         return None;
     }
-    let name = trimmed.split_whitespace().next()?;
+    let name = super::params::canonical_name(trimmed.split_whitespace().next()?);
     PARAMS
         .iter()
         .position(|p| p.name.eq_ignore_ascii_case(name))

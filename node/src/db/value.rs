@@ -96,35 +96,6 @@ impl Value {
         }
     }
 
-    /// Redis's `OBJECT ENCODING` name for this value, from the same size thresholds Redis
-    /// uses to pick its compact encodings.
-    pub fn encoding(&self) -> &'static str {
-        match self {
-            Value::Int(_) => "int",
-            Value::Str(s) if s.len() <= 44 => "embstr",
-            Value::Str(_) => "raw",
-            Value::List(l) if l.len() <= 128 && l.iter().all(|e| e.len() <= 64) => "listpack",
-            Value::List(_) => "quicklist",
-            Value::Hash(h)
-                if h.len() <= 128 && h.iter().all(|(k, v)| k.len() <= 64 && v.len() <= 64) =>
-            {
-                "listpack"
-            }
-            Value::Hash(_) => "hashtable",
-            Value::Set(s)
-                if s.len() <= 512
-                    && s.iter()
-                        .all(|m| proto::resp::request::parse_i64(m).is_some()) =>
-            {
-                "intset"
-            }
-            Value::Set(s) if s.len() <= 128 && s.iter().all(|m| m.len() <= 64) => "listpack",
-            Value::Set(_) => "hashtable",
-            Value::ZSet(z) if z.len() <= 128 && z.max_member_len() <= 64 => "listpack",
-            Value::ZSet(_) => "skiplist",
-        }
-    }
-
     /// True for an aggregate with no elements; Redis deletes such keys.
     pub fn is_empty_aggregate(&self) -> bool {
         match self {

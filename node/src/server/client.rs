@@ -244,6 +244,12 @@ pub struct Client {
     /// Cluster mode: the challenge `REPLCONF RDMA-PORT` gave this connection, which its
     /// `REPLCONF RDMA-LINK` must prove the cluster secret over (used once).
     pub repl_link_challenge: Option<[u8; proto::bus::link_proof::CHALLENGE_LEN]>,
+    /// CLIENT REPLY: whether its replies are sent, and the mode the running command set.
+    pub reply_mode: super::reply_mode::ReplyMode,
+    pub reply_mode_set: Option<super::reply_mode::ReplyMode>,
+    /// Bytes of its input from the running command's first byte on (CLIENT LIST `qbuf` of
+    /// the client asking: Redis counts the command being run).
+    pub input_from_command: usize,
 }
 
 impl Client {
@@ -266,6 +272,9 @@ impl Client {
             clock: Default::default(),
             pending_topology: None,
             repl_link_challenge: None,
+            reply_mode: Default::default(),
+            reply_mode_set: None,
+            input_from_command: 0,
         }
     }
 

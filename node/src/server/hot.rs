@@ -15,6 +15,8 @@ pub struct HotConfig {
     pub maxclients: AtomicU64,
     pub slowlog_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicU64,
+    /// `latency-monitor-threshold` in ms (0: the latency monitor is off).
+    pub latency_monitor_threshold_ms: AtomicU64,
     /// `min-replicas-to-write` and `min-replicas-max-lag`, read by every write's admission.
     pub min_replicas_to_write: AtomicU64,
     pub min_replicas_max_lag: AtomicU64,
@@ -48,6 +50,7 @@ impl From<&Config> for HotConfig {
             maxclients: AtomicU64::new(0),
             slowlog_slower_than: AtomicU64::new(0),
             slowlog_max_len: AtomicU64::new(0),
+            latency_monitor_threshold_ms: AtomicU64::new(0),
             min_replicas_to_write: AtomicU64::new(0),
             min_replicas_max_lag: AtomicU64::new(0),
             repl_sync_acks: AtomicU64::new(0),
@@ -87,6 +90,8 @@ impl HotConfig {
             Relaxed,
         );
         self.slowlog_max_len.store(c.slowlog_max_len, Relaxed);
+        self.latency_monitor_threshold_ms
+            .store(c.latency.monitor_threshold_ms, Relaxed);
         self.min_replicas_to_write
             .store(c.min_replicas_to_write, Relaxed);
         self.min_replicas_max_lag

@@ -5,12 +5,14 @@ pub mod busy_poll;
 pub mod client;
 pub mod clients;
 pub mod cluster_bus;
+pub mod command_stats;
 pub mod connection;
 pub mod cron;
 pub mod error_stats;
 pub mod fabric;
 pub mod hot;
 pub mod input_buffer;
+pub mod latency_monitor;
 #[cfg(test)]
 mod lease_wait_tests;
 pub mod listener;
@@ -22,6 +24,7 @@ pub mod replica_of;
 pub mod replication;
 #[cfg(test)]
 mod replication_tests;
+pub mod reply_mode;
 pub mod session;
 pub mod shutdown;
 pub mod shutdown_replicas;
@@ -50,6 +53,10 @@ pub struct Server {
     /// Config values read on every command, mirrored as atomics.
     pub hot: hot::HotConfig,
     pub stats: stats::Stats,
+    /// Per-command calls, time, refusals and latency (INFO commandstats, latencystats).
+    pub command_stats: command_stats::CommandStats,
+    /// Slow events for LATENCY LATEST/HISTORY (`latency-monitor-threshold`).
+    pub latency_monitor: latency_monitor::LatencyMonitor,
     pub clients: clients::ClientRegistry,
     pub watches: watch::Watches,
     pub blocking: blocking::Blocking,
@@ -99,6 +106,8 @@ impl Server {
             config: RwLock::new(config),
             hot,
             stats: stats::Stats::default(),
+            command_stats: command_stats::CommandStats::new(),
+            latency_monitor: latency_monitor::LatencyMonitor::default(),
             clients: clients::ClientRegistry::default(),
             watches: watch::Watches::default(),
             blocking: blocking::Blocking::default(),
@@ -139,6 +148,8 @@ impl Server {
     /// the backlog's size, an eager backlog, the AOF.
     pub fn config_applied(&self, config: &Config) {
         self.hot.update(config);
+        self.command_stats
+            .set_latency_tracking(config.latency.tracking);
         self.aof.apply_config(config);
         crate::config::log_level::apply(&config.loglevel);
         if let Some(cluster) = &self.cluster {

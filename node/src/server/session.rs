@@ -5,6 +5,7 @@
 
 use super::client::{Client, ClientShared};
 use super::input_buffer::InputBuffer;
+use super::reply_mode::{keep_reply, ReplyMode};
 use super::stats::LocalStats;
 use super::Server;
 use crate::command_framework::ctx::{BlockRequest, Effects, TimeoutReply};
@@ -94,6 +95,7 @@ impl Session {
                         .collect();
                     let offset_before = self.client.repl_offset;
                     let held_from = self.output.len();
+                    self.client.input_from_command = self.input.len() - consumed;
                     let mut effects = dispatch::execute(
                         &self.server,
                         &mut self.client,
@@ -101,6 +103,14 @@ impl Session {
                         &args,
                         &mut self.stats,
                     );
+                    if self.client.reply_mode != ReplyMode::On
+                        || self.client.reply_mode_set.is_some()
+                    {
+                        let set_now = self.client.reply_mode_set.take();
+                        if !keep_reply(&mut self.client.reply_mode, set_now, args[0]) {
+                            self.output.truncate(held_from);
+                        }
+                    }
                     drop(args);
                     consumed += len;
                     if effects.block.is_none() && !effects.close {
@@ -245,6 +255,7 @@ impl Session {
         if block.timeout_reply == TimeoutReply::LapsedLease {
             self.refuse_in_transaction(block);
         }
+        self.count_timed_out_call(block);
         if let TimeoutReply::SyncAcks { held_from, .. } = block.timeout_reply {
             super::sync_acks::time_out(&mut self.output, self.client.protocol, held_from);
             return;
@@ -271,6 +282,22 @@ impl Session {
             crate::command_framework::transaction::discard(&self.server, &mut self.client);
         } else if let Some(multi) = self.client.multi.as_mut() {
             multi.errored = true;
+        }
+    }
+
+    /// A blocking command that times out counts as one call (INFO commandstats), as one that
+    /// is served does when it runs again.
+    fn count_timed_out_call(&self, block: &BlockRequest) {
+        if !matches!(
+            block.timeout_reply,
+            TimeoutReply::NullArray | TimeoutReply::NullBulk | TimeoutReply::ReplicaAcks { .. }
+        ) || block.retry.is_empty()
+        {
+            return;
+        }
+        let args: SmallVec<[&[u8]; 8]> = block.retry.iter().map(|a| a.as_slice()).collect();
+        if let Ok(spec) = dispatch::resolve(&args) {
+            self.server.command_stats.record(spec, 0, false);
         }
     }
 

@@ -21,11 +21,30 @@ pub static SUBCOMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "7.2.0", ..command("client|setinfo", 4, FLAGS, KeySpec::None, setinfo, CONNECTION, "Sets information specific to the client or connection.") },
     CommandSpec { since: "7.0.0", ..command("client|no-evict", 3, ADMIN | FLAGS, KeySpec::None, no_evict, CONNECTION, "Sets the client eviction mode of the connection.") },
     CommandSpec { since: "6.0.0", ..command("client|getredir", 2, FLAGS, KeySpec::None, getredir, CONNECTION, "Returns the client ID to which the connection's tracking notifications are redirected.") },
+    CommandSpec { since: "3.2.0", ..command("client|reply", 3, FLAGS, KeySpec::None, reply, CONNECTION, "Instructs the server whether to reply to commands.") },
     CommandSpec { since: "5.0.0", ..command("client|help", 2, LOADING | STALE, KeySpec::None, help, CONNECTION, "Returns helpful text about the different subcommands.") },
 ];
 
 fn id(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.reply.integer(ctx.client.id() as i64);
+    Ok(())
+}
+
+/// CLIENT REPLY ON | OFF | SKIP (see `server::reply_mode`): the connection applies the mode
+/// once the command has run; only ON's OK is sent.
+fn reply(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    use crate::server::reply_mode::ReplyMode;
+    let mode = if is(args[2], "on") {
+        ReplyMode::On
+    } else if is(args[2], "off") {
+        ReplyMode::Off
+    } else if is(args[2], "skip") {
+        ReplyMode::SkipNext
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    ctx.client.reply_mode_set = Some(mode);
+    ctx.reply.ok();
     Ok(())
 }
 
@@ -86,6 +105,8 @@ impl ClientType {
 struct Caller {
     id: u64,
     queued: usize,
+    /// Its unread input from the running command on (its `qbuf`).
+    input: usize,
 }
 
 /// One line of CLIENT LIST / CLIENT INFO in Redis 7.0's field order. Fields this node does
@@ -115,7 +136,11 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
     } else {
         -1
     };
-    let qbuf = c.query_buffer.load(Relaxed);
+    let qbuf = if c.id == caller.id {
+        caller.input
+    } else {
+        c.query_buffer.load(Relaxed)
+    };
     let omem = c.pushes.lock().len();
     let name = c.name.lock().clone().unwrap_or_default();
     let cmd = *c.last_command.lock();
@@ -146,6 +171,7 @@ fn caller(ctx: &Ctx<'_>) -> Caller {
     Caller {
         id: ctx.client.id(),
         queued: ctx.client.multi.as_ref().map_or(0, |m| m.queued.len()),
+        input: ctx.client.input_from_command,
     }
 }
 
@@ -433,7 +459,15 @@ mod tests {
         );
         *c.last_command.lock() = "client|list";
         let mut out = String::new();
-        describe(&c, &Caller { id: 3, queued: 0 }, &mut out);
+        describe(
+            &c,
+            &Caller {
+                id: 3,
+                queued: 0,
+                input: 0,
+            },
+            &mut out,
+        );
         let fields: Vec<&str> = out
             .trim_end()
             .split(' ')

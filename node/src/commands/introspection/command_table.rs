@@ -192,17 +192,6 @@ fn flag_names(spec: &CommandSpec) -> Vec<&'static str> {
         .collect()
 }
 
-/// Key access flags of a command's keys, derived from the command's flags.
-fn key_flags(spec: &CommandSpec) -> &'static [&'static str] {
-    if spec.has(WRITE) {
-        &["RW", "update"]
-    } else if spec.has(READONLY) {
-        &["RO", "access"]
-    } else {
-        &["RO"]
-    }
-}
-
 fn simple_set(reply: &mut Reply<'_>, items: &[&str]) {
     reply.set(items.len());
     for i in items {
@@ -247,7 +236,7 @@ fn reply_key_specs(reply: &mut Reply<'_>, spec: &CommandSpec) {
     reply.set(1);
     reply.map(3);
     reply.bulk(b"flags");
-    simple_set(reply, key_flags(spec));
+    simple_set(reply, super::key_access::by_command_flags(spec));
     reply.bulk(b"begin_search");
     reply.map(2);
     reply.bulk(b"type");
@@ -395,10 +384,13 @@ fn getkeysandflags(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let full = &args[2..];
     let (spec, positions) = keys_of(full)?;
     ctx.reply.array(positions.len());
-    for i in positions {
+    for (nth, i) in positions.into_iter().enumerate() {
         ctx.reply.array(2);
         ctx.reply.bulk(full[i]);
-        simple_set(&mut ctx.reply, key_flags(spec));
+        simple_set(
+            &mut ctx.reply,
+            super::key_access::flags_of_key(spec, full, i, nth),
+        );
     }
     Ok(())
 }

@@ -86,12 +86,52 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                     s.field(&format!("errorstat_{code}"), format!("count={count}"));
                 }
             }
-            // Modules, command and latency statistics are not kept: headers only.
+            "commandstats" => commandstats(&mut s, ctx.server),
+            "latencystats" => latencystats(&mut s, ctx.server),
+            // No modules: header only.
             _ => {}
         }
     }
     ctx.reply.verbatim(out.as_bytes());
     Ok(())
+}
+
+/// `cmdstat_<name>:calls=..,usec=..,usec_per_call=..,rejected_calls=..,failed_calls=..`
+/// for every command called or refused since the last reset.
+fn commandstats(s: &mut Section<'_>, server: &Server) {
+    for (name, t) in server.command_stats.totals() {
+        let per_call = if t.calls > 0 {
+            t.usec as f64 / t.calls as f64
+        } else {
+            0.0
+        };
+        s.field(
+            &format!("cmdstat_{name}"),
+            format!(
+                "calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}",
+                t.calls, t.usec, t.rejected_calls, t.failed_calls
+            ),
+        );
+    }
+}
+
+/// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` for every command that ran.
+fn latencystats(s: &mut Section<'_>, server: &Server) {
+    if !server.command_stats.latency_tracking() {
+        return;
+    }
+    let percentiles = server.config.read().latency.info_percentiles.clone();
+    for (name, t) in server.command_stats.totals() {
+        if t.calls == 0 {
+            continue;
+        }
+        let mut value = String::new();
+        for (i, p) in percentiles.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(value, "{sep}p{p}={:.3}", t.percentile_usec(*p));
+        }
+        s.field(&format!("latency_percentiles_usec_{name}"), value);
+    }
 }
 
 /// Writes `name:value` lines.
@@ -206,6 +246,26 @@ fn memory(s: &mut Section<'_>, server: &Server) {
     s.field("mem_fragmentation_bytes", rss as i64 - used as i64);
     s.field("mem_allocator", MEM_ALLOCATOR);
     s.field("lazyfree_pending_objects", 0);
+    s.field("lazyfreed_objects", 0);
+    // No script engine: Redis's Lua and function memory fields are truly zero here.
+    for field in [
+        "used_memory_lua",
+        "used_memory_vm_eval",
+        "used_memory_scripts_eval",
+        "number_of_cached_scripts",
+        "number_of_functions",
+        "number_of_libraries",
+        "used_memory_vm_functions",
+        "used_memory_vm_total",
+        "used_memory_functions",
+        "used_memory_scripts",
+    ] {
+        s.field(field, 0);
+    }
+    s.field("used_memory_lua_human", "0B");
+    s.field("used_memory_vm_total_human", "0B");
+    s.field("used_memory_scripts_human", "0B");
+    s.field("mem_aof_buffer", server.aof.info().buffer_length);
 }
 
 /// `# Persistence`: the snapshot state (saves, changes since the last one, the last load);
@@ -234,6 +294,19 @@ fn persistence(s: &mut Section<'_>, server: &Server) {
     s.field("aof_last_bgrewrite_status", status(a.last_bgrewrite_ok));
     s.field("aof_rewrites", a.rewrites);
     s.field("aof_last_write_status", status(a.last_write_ok));
+    // Saves and rewrites run in threads, never in a fork: no copy-on-write, no module forks.
+    for field in [
+        "rdb_last_cow_size",
+        "aof_last_cow_size",
+        "current_cow_peak",
+        "current_cow_size",
+        "current_cow_size_age",
+        "module_fork_in_progress",
+        "module_fork_last_cow_size",
+    ] {
+        s.field(field, 0);
+    }
+    s.field("current_fork_perc", "0.00");
     if a.enabled {
         s.field("aof_current_size", a.current_size);
         s.field("aof_base_size", a.base_size);
@@ -282,6 +355,21 @@ fn stats(s: &mut Section<'_>, server: &Server) {
     s.field("unexpected_error_replies", 0);
     s.field("total_error_replies", Stats::get(&st.error_replies));
     s.field("dump_payload_sanitizations", 0);
+    // No active defragmentation, no client-side caching, no writable replicas' own expiry.
+    for field in [
+        "active_defrag_hits",
+        "active_defrag_misses",
+        "active_defrag_key_hits",
+        "active_defrag_key_misses",
+        "total_active_defrag_time",
+        "current_active_defrag_time",
+        "tracking_total_keys",
+        "tracking_total_items",
+        "tracking_total_prefixes",
+        "slave_expires_tracked_keys",
+    ] {
+        s.field(field, 0);
+    }
     // Ours: times the event loop stopped busy polling and went to sleep (`io-busy-poll-us`).
     s.field("io_busy_poll_sleeps", server.busy_poll.sleeps());
     s.field("io_busy_poll_usec", server.busy_poll.idle_usec());

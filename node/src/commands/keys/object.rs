@@ -84,9 +84,10 @@ pub fn container(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 }
 
 fn encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let limits = ctx.server.config.read().encodings.clone();
     match ctx.db.peek(args[2]) {
         Some(e) => {
-            let name = e.value.encoding();
+            let name = super::encoding::redis_encoding(&e.value, &limits);
             ctx.reply.bulk(name.as_bytes());
         }
         None => ctx.reply.null(),

@@ -79,6 +79,7 @@ pub fn container(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 }
 
 fn index_of(name: &str) -> Option<usize> {
+    let name = crate::config::params::canonical_name(name);
     PARAMS
         .iter()
         .position(|p| p.name.eq_ignore_ascii_case(name))
@@ -137,9 +138,6 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             ));
         };
         let param = &PARAMS[i];
-        if !param.runtime {
-            return Err(set_failed(&name, "can't set immutable config"));
-        }
         if changes.iter().any(|(p, _, _)| std::ptr::eq(*p, param)) {
             return Err(set_failed(&name, "duplicate parameter"));
         }
@@ -149,6 +147,11 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut next = config.clone();
     for (param, name, value) in &changes {
         (param.set)(&mut next, value).map_err(|reason| set_failed(name, &reason))?;
+        // A parameter fixed at start may still be "set" to the value it has (tools that
+        // re-apply a whole config do so); any other value needs a restart.
+        if !param.runtime && (param.get)(&next) != (param.get)(&config) {
+            return Err(set_failed(name, "can't set immutable config"));
+        }
     }
     *config = next;
     ctx.server.config_applied(&config);
@@ -163,6 +166,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn resetstat(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.server.stats.reset();
+    ctx.server.command_stats.reset();
     ctx.reply.ok();
     Ok(())
 }

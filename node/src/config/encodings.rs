@@ -1,0 +1,30 @@
+//! Redis's encoding thresholds (`hash-max-listpack-entries` and the rest). Redis switches a
+//! small value between a compact and a general encoding at these sizes; this node keeps one
+//! representation per type, so the values are kept, shown by CONFIG GET and rewritten, but
+//! change no encoding. Clients and tests that tune them keep working (README: differences).
+
+/// The thresholds, with Redis 7.0's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodingLimits {
+    pub hash_max_listpack_entries: u64,
+    pub hash_max_listpack_value: u64,
+    pub list_max_listpack_size: i64,
+    pub list_compress_depth: u64,
+    pub set_max_intset_entries: u64,
+    pub zset_max_listpack_entries: u64,
+    pub zset_max_listpack_value: u64,
+}
+
+impl Default for EncodingLimits {
+    fn default() -> Self {
+        EncodingLimits {
+            hash_max_listpack_entries: 128,
+            hash_max_listpack_value: 64,
+            list_max_listpack_size: -2,
+            list_compress_depth: 0,
+            set_max_intset_entries: 512,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
+        }
+    }
+}
