@@ -27,6 +27,7 @@ const STRING_PARAMS: &[&str] = &[
     "logfile",
     "pidfile",
     "requirepass",
+    "admin-token",
     "tls-cert-file",
     "tls-key-file",
     "tls-ca-cert-file",
@@ -38,7 +39,7 @@ const STRING_PARAMS: &[&str] = &[
     "appenddirname",
 ];
 /// Parameters whose values are several words (`save 3600 1 300 100`, `bind a b`).
-const LIST_PARAMS: &[&str] = &["save", "bind", "rdma-bind"];
+const LIST_PARAMS: &[&str] = &["save", "bind", "rdma-bind", "admin-bind"];
 
 /// The new text of a config file whose old text is `original`.
 pub fn rewrite(original: &str, config: &Config) -> String {
