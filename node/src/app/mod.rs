@@ -34,8 +34,7 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
 
 async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config)?;
-    let admin_listeners =
-        crate::server::admin::bind(&config).context("starting the admin API")?;
+    let admin_listeners = crate::server::admin::bind(&config).context("starting the admin API")?;
     let pidfile = config.pidfile.clone();
     let mut config = config;
     if config.cluster.enabled {

@@ -771,7 +771,9 @@ pub static PARAMS: &[Param] = &[
     // Not changed at run time: emptying it would open a non-loopback admin port to anyone.
     param!("admin-token", false, |c| c.admin.token.clone(), |c, v| {
         if v.len() > ADMIN_TOKEN_MAX {
-            return Err(format!("admin-token is longer than {ADMIN_TOKEN_MAX} bytes"));
+            return Err(format!(
+                "admin-token is longer than {ADMIN_TOKEN_MAX} bytes"
+            ));
         }
         c.admin.token = v.to_string();
         Ok(())

@@ -8,7 +8,11 @@ use tonic::transport::Channel;
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct AdminArgs {
     /// Any node's admin API.
-    #[arg(long = "admin", value_name = "HOST:PORT", default_value = "127.0.0.1:9000")]
+    #[arg(
+        long = "admin",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:9000"
+    )]
     pub admin: String,
     /// The node's `admin-token`.
     #[arg(long)]
@@ -23,7 +27,10 @@ pub struct AdminArgs {
 pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
 
 impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(v) = &self.0 {
             request.metadata_mut().insert("authorization", v.clone());
         }

@@ -80,7 +80,11 @@ pub fn operation_json(op: &pb::Operation) -> Json {
 /// One line: id, kind, state, phase or error.
 pub fn operation_line(op: &pb::Operation) -> String {
     let phase = op.progress.as_ref().map(|p| p.phase.as_str()).unwrap_or("");
-    let detail = if op.error.is_empty() { phase } else { &op.error };
+    let detail = if op.error.is_empty() {
+        phase
+    } else {
+        &op.error
+    };
     format!(
         "{} {} {} {}{}",
         op.id,
@@ -123,7 +127,10 @@ fn ranges_text(ranges: &[pb::SlotRange]) -> String {
 
 fn ranges_json(ranges: &[pb::SlotRange]) -> Json {
     json::array(ranges.iter().map(|r| {
-        json::object([("start", json::number(r.start)), ("end", json::number(r.end))])
+        json::object([
+            ("start", json::number(r.start)),
+            ("end", json::number(r.end)),
+        ])
     }))
 }
 
@@ -165,7 +172,11 @@ pub fn cluster_text(c: &pb::Cluster) -> String {
         cluster_state_name(c.state),
         c.version,
         c.current_epoch,
-        if c.leader_id.is_empty() { "-" } else { &c.leader_id },
+        if c.leader_id.is_empty() {
+            "-"
+        } else {
+            &c.leader_id
+        },
         c.answered_by
     );
     for n in &c.nodes {
@@ -180,7 +191,11 @@ pub fn cluster_text(c: &pb::Cluster) -> String {
             n.port,
             role,
             health_name(n.health),
-            if n.fabric_address.is_empty() { "-" } else { &n.fabric_address },
+            if n.fabric_address.is_empty() {
+                "-"
+            } else {
+                &n.fabric_address
+            },
             ranges_text(&n.slots)
         ));
     }

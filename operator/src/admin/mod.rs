@@ -114,7 +114,11 @@ async fn execute(command: AdminCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        AdminCommand::ClusterWatch { since, count, admin } => {
+        AdminCommand::ClusterWatch {
+            since,
+            count,
+            admin,
+        } => {
             let mut c = connect(&admin).await?;
             let mut stream = c
                 .watch_cluster(pb::WatchClusterRequest {
@@ -191,7 +195,7 @@ async fn execute(command: AdminCommand) -> anyhow::Result<ExitCode> {
                 .add_node(pb::AddNodeRequest {
                     request_id: request_id(&op),
                     address,
-                    replica_of,
+                    replica_of: replica_of.unwrap_or_default(),
                 })
                 .await
                 .map_err(grpc)?
@@ -295,7 +299,11 @@ fn request_id(op: &OperationArgs) -> String {
 }
 
 /// Prints the operation's changes until it ends; SUCCESS only if it SUCCEEDED.
-async fn follow(c: &mut Client, started: pb::Operation, args: &OperationArgs) -> anyhow::Result<ExitCode> {
+async fn follow(
+    c: &mut Client,
+    started: pb::Operation,
+    args: &OperationArgs,
+) -> anyhow::Result<ExitCode> {
     let json = args.admin.json;
     let terminal = !json && std::io::stdout().is_terminal();
     let show = |op: &pb::Operation| match (json, terminal) {
@@ -346,6 +354,8 @@ async fn follow(c: &mut Client, started: pb::Operation, args: &OperationArgs) ->
 fn is_terminal(op: &pb::Operation) -> bool {
     matches!(
         pb::OperationState::try_from(op.state),
-        Ok(pb::OperationState::Succeeded | pb::OperationState::Failed | pb::OperationState::Cancelled)
+        Ok(pb::OperationState::Succeeded
+            | pb::OperationState::Failed
+            | pb::OperationState::Cancelled)
     )
 }

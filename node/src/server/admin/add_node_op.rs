@@ -26,7 +26,11 @@ pub struct AddNodePlan {
 }
 
 /// Checks the request before it becomes an operation.
-pub fn plan(server: &Server, address: &str, replica_of: Option<&str>) -> Result<AddNodePlan, Status> {
+pub fn plan(
+    server: &Server,
+    address: &str,
+    replica_of: Option<&str>,
+) -> Result<AddNodePlan, Status> {
     let cluster = server
         .cluster
         .as_ref()
@@ -84,11 +88,15 @@ impl From<String> for Stop {
 }
 
 fn run(server: &Server, plan: &AddNodePlan, op: &Tracked) -> Result<(), Stop> {
-    let cluster = server.cluster.as_ref().ok_or("not in cluster mode".to_string())?;
+    let cluster = server
+        .cluster
+        .as_ref()
+        .ok_or("not in cluster mode".to_string())?;
     let at = format!("{}:{}", plan.host, plan.port);
     let call_failed = |what: &str, e: ControlError| format!("{what} of {at}: {e}");
     op.running("asking the new node who it is");
-    let mut peer = Peer::connect(server, &plan.host, plan.port).map_err(|e| call_failed("connecting", e))?;
+    let mut peer =
+        Peer::connect(server, &plan.host, plan.port).map_err(|e| call_failed("connecting", e))?;
     let id = peer
         .call(&[b"CLUSTER", b"MYID"])
         .map_err(|e| call_failed("CLUSTER MYID", e))?;
@@ -151,7 +159,11 @@ fn run(server: &Server, plan: &AddNodePlan, op: &Tracked) -> Result<(), Stop> {
         cancelled(op)?;
         std::thread::sleep(STEP_POLL);
     }
-    wait_for(op, "waiting for the topology to show the replica", is_replica)
+    wait_for(
+        op,
+        "waiting for the topology to show the replica",
+        is_replica,
+    )
 }
 
 /// As redis-cli: a node that knows others or holds keys is not added.

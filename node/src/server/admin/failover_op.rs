@@ -44,7 +44,10 @@ pub fn plan(server: &Server, replica: &str, force: bool) -> Result<FailoverPlan,
             "node {id} is not a replica"
         )));
     }
-    let primary = node.primary.and_then(|p| t.index_of(&p)).and_then(|i| t.node(i));
+    let primary = node
+        .primary
+        .and_then(|p| t.index_of(&p))
+        .and_then(|i| t.node(i));
     let Some(primary) = primary else {
         return Err(Status::failed_precondition(format!(
             "the primary of {id} is unknown"

@@ -62,7 +62,10 @@ pub fn bind(config: &Config) -> Result<Vec<TcpListener>, AdminStartError> {
 }
 
 /// Serves the admin API on `listeners` until the node shuts down.
-pub async fn serve(server: Arc<Server>, listeners: Vec<TcpListener>) -> Result<(), AdminStartError> {
+pub async fn serve(
+    server: Arc<Server>,
+    listeners: Vec<TcpListener>,
+) -> Result<(), AdminStartError> {
     if listeners.is_empty() {
         return Ok(());
     }
@@ -84,7 +87,10 @@ pub async fn serve(server: Arc<Server>, listeners: Vec<TcpListener>) -> Result<(
     let reflection = tonic::service::interceptor::InterceptedService::new(reflection, auth);
     tokio::spawn(slot_stats::sample_rates(server.clone()));
     for listener in listeners {
-        let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         tracing::info!(%addr, "admin API (gRPC) ready");
         let router = tonic::transport::Server::builder()
             .add_service(health.clone())

@@ -184,7 +184,11 @@ impl Operations {
     /// The operation `request_id` names already, if any (checked before a request is
     /// validated: a retried failover must find its operation, not be told the node is no
     /// longer a replica).
-    pub fn named(&self, request_id: &str, fingerprint: &str) -> Result<Option<Arc<Tracked>>, Status> {
+    pub fn named(
+        &self,
+        request_id: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Arc<Tracked>>, Status> {
         self.inner.lock().named(request_id, fingerprint)
     }
 
@@ -229,7 +233,11 @@ impl Inner {
         if request_id.is_empty() {
             return Ok(None);
         }
-        let Some(op) = self.by_request.get(request_id).and_then(|id| self.by_id.get(id)) else {
+        let Some(op) = self
+            .by_request
+            .get(request_id)
+            .and_then(|id| self.by_id.get(id))
+        else {
             return Ok(None);
         };
         if op.fingerprint != fingerprint {
@@ -299,7 +307,11 @@ mod tests {
         assert!(a.stop_if_cancelled());
         assert_eq!(a.snapshot().state, pb::OperationState::Cancelled as i32);
         a.succeed();
-        assert_eq!(a.snapshot().state, pb::OperationState::Cancelled as i32, "ends once");
+        assert_eq!(
+            a.snapshot().state,
+            pb::OperationState::Cancelled as i32,
+            "ends once"
+        );
         let Ok(Begun::New(b)) = ops.begin(new("", "f")) else {
             panic!()
         };

@@ -83,7 +83,10 @@ impl Admin for AdminService {
         request: Request<pb::WatchClusterRequest>,
     ) -> Result<Response<Self::WatchClusterStream>, Status> {
         let since = request.into_inner().since_version;
-        Ok(Response::new(watch_cluster::watch(self.server.clone(), since)?))
+        Ok(Response::new(watch_cluster::watch(
+            self.server.clone(),
+            since,
+        )?))
     }
 
     async fn get_slot_stats(
@@ -118,12 +121,13 @@ impl Admin for AdminService {
         request: Request<pb::AddNodeRequest>,
     ) -> Result<Response<pb::Operation>, Status> {
         let r = request.into_inner();
-        let fingerprint = format!("add-node {} {:?}", r.address, r.replica_of);
+        let replica_of = (!r.replica_of.is_empty()).then_some(r.replica_of.as_str());
+        let fingerprint = format!("add-node {} {:?}", r.address, replica_of);
         if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
             return Ok(Response::new(op.snapshot()));
         }
-        let plan = add_node_op::plan(&self.server, &r.address, r.replica_of.as_deref())?;
-        let description = match &r.replica_of {
+        let plan = add_node_op::plan(&self.server, &r.address, replica_of)?;
+        let description = match replica_of {
             Some(p) => format!("add {} as a replica of {p}", r.address),
             None => format!("add {} as a primary", r.address),
         };
