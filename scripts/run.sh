@@ -35,7 +35,7 @@ else
     secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 fi
 (umask 077 && printf '%s\n' "$secret" >"$SECRET_FILE")
-# The admin API's bearer token: `operator ... --admin 127.0.0.1:9000 --token "$(cat .work/cluster/admin-token)"`.
+# The admin API's bearer token: `operator ... --admin 127.0.0.1:9000 --token-file .work/cluster/admin-token`.
 ADMIN_TOKEN_FILE=.work/cluster/admin-token
 (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$ADMIN_TOKEN_FILE")
 admin_token="$(cat "$ADMIN_TOKEN_FILE")"
@@ -66,5 +66,5 @@ for a in "${addrs[@]}"; do
 done
 target/release/operator cluster create "${addrs[@]}"
 target/release/operator cluster status "${addrs[0]}"
-echo "cluster up: redis-cli -c -p $BASE_PORT; admin API: operator cluster show --admin 127.0.0.1:$((BASE_PORT + 2000)) --token \"\$(cat $ADMIN_TOKEN_FILE)\"; logs in .work/cluster/*/node.log; secret in $SECRET_FILE; Ctrl-C stops it"
+echo "cluster up: redis-cli -c -p $BASE_PORT; admin API: operator cluster show --admin 127.0.0.1:$((BASE_PORT + 2000)) --token-file $ADMIN_TOKEN_FILE; logs in .work/cluster/*/node.log; secret in $SECRET_FILE; Ctrl-C stops it"
 wait

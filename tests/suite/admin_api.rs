@@ -70,6 +70,14 @@ fn the_admin_api_wants_the_token_and_binds_loopback_by_default() {
     }
     let out = admin(port, Some(TOKEN), &["ops", "list"]);
     assert!(out.status.success(), "{}", text(&out));
+    let file = node.dir.path().join("admin-token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let out = admin(
+        port,
+        None,
+        &["ops", "list", "--token-file", file.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out));
     // Not in cluster mode: the cluster RPCs say so rather than answer something empty.
     let out = admin(port, Some(TOKEN), &["cluster", "show"]);
     assert!(!out.status.success());

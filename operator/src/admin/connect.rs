@@ -14,9 +14,13 @@ pub struct AdminArgs {
         default_value = "127.0.0.1:9000"
     )]
     pub admin: String,
-    /// The node's `admin-token`.
-    #[arg(long)]
+    /// The node's `admin-token` (visible to local users in the process list: prefer
+    /// --token-file).
+    #[arg(long, conflicts_with = "token_file")]
     pub token: Option<String>,
+    /// A file holding the node's `admin-token` (surrounding whitespace ignored).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<std::path::PathBuf>,
     /// One JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
@@ -40,8 +44,23 @@ impl tonic::service::Interceptor for Bearer {
 
 pub type Client = AdminClient<InterceptedService<Channel, Bearer>>;
 
+/// Longest token file read: a token, not a document (the node caps `admin-token` at 1024).
+const TOKEN_FILE_MAX: u64 = 4096;
+
+fn token(args: &AdminArgs) -> anyhow::Result<Option<String>> {
+    let Some(path) = &args.token_file else {
+        return Ok(args.token.clone());
+    };
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(TOKEN_FILE_MAX).read_to_string(&mut text))
+        .map_err(|e| anyhow::anyhow!("reading --token-file {}: {e}", path.display()))?;
+    Ok(Some(text.trim().to_string()))
+}
+
 pub async fn connect(args: &AdminArgs) -> anyhow::Result<Client> {
-    let bearer = match &args.token {
+    let bearer = match &token(args)? {
         Some(t) if !t.is_empty() => Some(
             format!("Bearer {t}")
                 .parse()
