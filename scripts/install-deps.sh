@@ -26,6 +26,8 @@ PACKAGES=(
     util-linux      # lscpu (machine description in BENCHMARKS.md)
     python3         # tests/py/cluster_load.py (redis-py, a third-party cluster client)
     tcl             # tclsh: Redis's own test suite (scripts/redis-suite.sh)
+    python3-grpc-tools # tests/py/admin_client.py: a client generated from proto/admin.proto
+    python3-grpcio     # its runtime
     # verbs lane (scripts/verbs-lane.sh): soft-RoCE in a QEMU guest, DESIGN §4.3
     qemu-system-x86   # boots Debian's stock kernel under TCG (no KVM here)
     busybox-static    # the guest's userland

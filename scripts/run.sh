@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the store: builds the node and operator (release) and starts a local cluster of three
 # primaries on 127.0.0.1:7000-7002 whose cluster bus runs on a software fabric (libfabric's
-# tcp provider), each also serving clients over that fabric on port+1000. Ctrl-C stops them.
+# tcp provider), each also serving clients over that fabric on port+1000 and the admin gRPC API
+# on port+2000 (127.0.0.1, token in .work/cluster/admin-token). Ctrl-C stops them.
 #
 #   scripts/run.sh                       the local cluster (redis-cli -c -p 7000, redis-cli --cluster check 127.0.0.1:7000)
 #   scripts/run.sh --standalone [opts]   one node on 127.0.0.1:6379 in the foreground; opts use
@@ -34,6 +35,10 @@ else
     secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 fi
 (umask 077 && printf '%s\n' "$secret" >"$SECRET_FILE")
+# The admin API's bearer token: `operator ... --admin 127.0.0.1:9000 --token-file .work/cluster/admin-token`.
+ADMIN_TOKEN_FILE=.work/cluster/admin-token
+(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$ADMIN_TOKEN_FILE")
+admin_token="$(cat "$ADMIN_TOKEN_FILE")"
 pids=()
 stop() {
     kill "${pids[@]}" 2>/dev/null || true
@@ -47,10 +52,11 @@ for ((i = 0; i < NODES; i++)); do
     dir=".work/cluster/$port"
     rm -rf "$dir"
     mkdir -p "$dir"
-    (umask 077 && printf 'cluster-secret %s\n' "$secret" >"$dir/node.conf")
+    (umask 077 && printf 'cluster-secret %s\nadmin-token %s\n' "$secret" "$admin_token" >"$dir/node.conf")
     target/release/node "$dir/node.conf" --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" \
         --cluster-enabled yes \
         --fabric-provider "$FABRIC" --rdma-port $((port + 1000)) --rdma-bind 127.0.0.1 \
+        --admin-port $((port + 2000)) \
         2>"$dir/node.log" &
     pids+=($!)
     addrs+=("127.0.0.1:$port")
@@ -60,5 +66,5 @@ for a in "${addrs[@]}"; do
 done
 target/release/operator cluster create "${addrs[@]}"
 target/release/operator cluster status "${addrs[0]}"
-echo "cluster up: redis-cli -c -p $BASE_PORT; logs in .work/cluster/*/node.log; secret in $SECRET_FILE; Ctrl-C stops it"
+echo "cluster up: redis-cli -c -p $BASE_PORT; admin API: operator cluster show --admin 127.0.0.1:$((BASE_PORT + 2000)) --token-file $ADMIN_TOKEN_FILE; logs in .work/cluster/*/node.log; secret in $SECRET_FILE; Ctrl-C stops it"
 wait

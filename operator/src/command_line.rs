@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-#[derive(Parser, Debug, PartialEq, Eq)]
+use crate::admin::AdminCommand;
+
+#[derive(Parser, Debug, PartialEq)]
 #[command(
     name = "operator",
     version,
@@ -16,7 +18,8 @@ pub struct OperatorArgs {
     pub command: OperatorCommand,
 }
 
-#[derive(Subcommand, Debug, PartialEq, Eq)]
+// PartialEq only: `rebalance --threshold` is a float.
+#[derive(Subcommand, Debug, PartialEq)]
 pub enum OperatorCommand {
     /// A redis-cli-like client: one-shot (`operator cli SET k v`) or interactive.
     Cli(crate::cli::CliArgs),
@@ -24,6 +27,107 @@ pub enum OperatorCommand {
     Bench(crate::bench::BenchArgs),
     /// Form a cluster of nodes or show its state.
     Cluster(crate::cluster::ClusterArgs),
+    /// Promote a replica in its primary's place (admin API).
+    Failover {
+        /// The replica's node id.
+        replica: String,
+        /// Without the primary's agreement (it may be down).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        op: crate::admin::OperationArgs,
+    },
+    /// Nodes joining the cluster (admin API).
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+    /// The operations a node coordinates (admin API).
+    Ops {
+        #[command(subcommand)]
+        command: OpsCommand,
+    },
+    /// Slot statistics and migration (admin API).
+    Slots {
+        #[command(subcommand)]
+        command: SlotsCommand,
+    },
+    /// Even out the primaries by bytes (admin API).
+    Rebalance {
+        /// Show the plan only.
+        #[arg(long)]
+        dry_run: bool,
+        /// Primaries within this fraction of the mean are left alone.
+        #[arg(long, default_value_t = 0.05)]
+        threshold: f64,
+        #[command(flatten)]
+        op: crate::admin::OperationArgs,
+    },
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum NodeCommand {
+    /// Move a node's slots away, then forget it.
+    Drain {
+        #[arg(value_name = "NODE_ID")]
+        node: String,
+        #[command(flatten)]
+        op: crate::admin::OperationArgs,
+    },
+    /// Bring an empty running node into the cluster: HOST:PORT is its client address.
+    Add {
+        #[arg(value_name = "HOST:PORT")]
+        address: String,
+        /// Make it a replica of this primary.
+        #[arg(long, value_name = "NODE_ID")]
+        replica_of: Option<String>,
+        #[command(flatten)]
+        op: crate::admin::OperationArgs,
+    },
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum OpsCommand {
+    /// Every operation the node remembers.
+    List {
+        #[command(flatten)]
+        admin: crate::admin::AdminArgs,
+    },
+    /// Follow one until it ends.
+    Watch {
+        id: String,
+        #[command(flatten)]
+        admin: crate::admin::AdminArgs,
+    },
+    /// Ask one to stop.
+    Cancel {
+        id: String,
+        #[command(flatten)]
+        admin: crate::admin::AdminArgs,
+    },
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum SlotsCommand {
+    /// Keys, bytes and ops/s per slot held by the node asked.
+    Stats {
+        /// Slots, e.g. 0-999,2000 (default: the node's own).
+        #[arg(long, value_name = "RANGES")]
+        slots: Option<String>,
+        #[command(flatten)]
+        admin: crate::admin::AdminArgs,
+    },
+    /// Move slots to another primary atomically.
+    Migrate {
+        /// Slots, e.g. 0-999,2000.
+        #[arg(long, value_name = "RANGES")]
+        slots: String,
+        /// The primary that takes them.
+        #[arg(long, value_name = "NODE_ID")]
+        to: String,
+        #[command(flatten)]
+        op: crate::admin::OperationArgs,
+    },
 }
 
 /// Runs the chosen subcommand.
@@ -31,7 +135,54 @@ pub fn run(args: OperatorArgs) -> ExitCode {
     match args.command {
         OperatorCommand::Cli(args) => crate::cli::run(args),
         OperatorCommand::Bench(args) => crate::bench::run(args),
-        OperatorCommand::Cluster(args) => crate::cluster::run(args),
+        OperatorCommand::Cluster(args) => match args.command {
+            crate::cluster::ClusterCommand::Show { admin } => {
+                crate::admin::run(AdminCommand::ClusterShow(admin))
+            }
+            crate::cluster::ClusterCommand::Watch {
+                since,
+                count,
+                admin,
+            } => crate::admin::run(AdminCommand::ClusterWatch {
+                since,
+                count,
+                admin,
+            }),
+            command => crate::cluster::run(crate::cluster::ClusterArgs { command }),
+        },
+        OperatorCommand::Failover { replica, force, op } => {
+            crate::admin::run(AdminCommand::Failover { replica, force, op })
+        }
+        OperatorCommand::Node { command } => crate::admin::run(match command {
+            NodeCommand::Add {
+                address,
+                replica_of,
+                op,
+            } => AdminCommand::AddNode {
+                address,
+                replica_of,
+                op,
+            },
+            NodeCommand::Drain { node, op } => AdminCommand::DrainNode { node, op },
+        }),
+        OperatorCommand::Rebalance {
+            dry_run,
+            threshold,
+            op,
+        } => crate::admin::run(AdminCommand::Rebalance {
+            dry_run,
+            threshold,
+            op,
+        }),
+        OperatorCommand::Ops { command } => crate::admin::run(match command {
+            OpsCommand::List { admin } => AdminCommand::OpsList(admin),
+            OpsCommand::Watch { id, admin } => AdminCommand::OpsWatch { id, admin },
+            OpsCommand::Cancel { id, admin } => AdminCommand::OpsCancel { id, admin },
+        }),
+        OperatorCommand::Slots { command } => crate::admin::run(match command {
+            SlotsCommand::Stats { slots, admin } => AdminCommand::SlotStats { slots, admin },
+            SlotsCommand::Migrate { slots, to, op } => AdminCommand::MigrateSlots { slots, to, op },
+        }),
     }
 }
 

@@ -5,9 +5,9 @@
 //! - [`slot`]: CRC16-XMODEM key hashing into 16384 cluster slots, `{hash tag}` aware.
 //! - [`bus`]: cluster bus messages, their authenticated envelope and datagram fragments.
 //!
-//! The admin API, replication records and Valkey-over-RDMA control messages
-//! arrive with the fabric, cluster and replication issues.
+//! - [`admin`]: the admin gRPC API (`admin.proto`): messages, client and server (tonic).
 
+pub mod admin;
 pub mod bus;
 pub mod resp;
 pub mod slot;

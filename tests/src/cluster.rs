@@ -124,6 +124,30 @@ pub fn create_cluster_with(secret: &str, extra: usize, node_args: &[&str]) -> Ve
     nodes
 }
 
+/// Makes `nodes` (started by the caller, e.g. with different flags each) a cluster with
+/// `redis-cli --cluster create` and `replicas` per primary; returns once every node knows
+/// every node and says `cluster_state:ok`.
+pub fn form_cluster(nodes: &[Node], replicas: usize) {
+    let mut args = vec!["--cluster".to_string(), "create".to_string()];
+    args.extend(nodes.iter().map(addr));
+    args.extend([
+        "--cluster-replicas".into(),
+        replicas.to_string(),
+        "--cluster-yes".into(),
+    ]);
+    let (ok, text) = run(Command::new("redis-cli").args(&args));
+    assert!(ok, "redis-cli --cluster create failed:\n{text}");
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("cluster_state:ok and every node everywhere", &refs, || {
+        nodes.iter().all(|n| {
+            let view = n.cli(&["CLUSTER", "NODES"]);
+            view.lines().count() == nodes.len()
+                && !view.contains("handshake")
+                && n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        })
+    });
+}
+
 /// Six nodes made a cluster by `redis-cli --cluster create --cluster-replicas 1` (three
 /// primaries, each with one replica), with `extra` node arguments (e.g. a node timeout);
 /// returns once every node says `cluster_state:ok` and knows all six.

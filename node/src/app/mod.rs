@@ -34,6 +34,7 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
 
 async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config)?;
+    let admin_listeners = crate::server::admin::bind(&config).context("starting the admin API")?;
     let pidfile = config.pidfile.clone();
     let mut config = config;
     if config.cluster.enabled {
@@ -64,6 +65,9 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     crate::server::repl_link::primary::start_configured(&server)
         .context("starting the replication link listener")?;
     start_replicaof(&server)?;
+    crate::server::admin::serve(server.clone(), admin_listeners)
+        .await
+        .context("starting the admin API")?;
     tokio::spawn(cron::run(server.clone()));
     if server.config.read().io_threads <= 1 {
         let poller = server.clone();

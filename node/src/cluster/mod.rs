@@ -43,6 +43,7 @@ pub mod routing;
 pub mod secret_file;
 pub mod setslot;
 pub mod shared;
+pub mod slot_ops;
 pub mod slots;
 pub mod stats;
 pub mod topology;

@@ -122,6 +122,8 @@ pub struct Cluster {
     /// Bumped when CLUSTER SET-SECRET gives the node its secret, so the bus thread picks
     /// it up from the config.
     secret_generation: std::sync::atomic::AtomicU64,
+    /// Keyed commands served per slot (the admin API's ops/s).
+    pub slot_ops: super::slot_ops::SlotOps,
 }
 
 impl Cluster {
@@ -196,6 +198,7 @@ impl Cluster {
             restart_fence: Mutex::new(None),
             fenced: std::sync::atomic::AtomicBool::new(false),
             secret_generation: std::sync::atomic::AtomicU64::new(0),
+            slot_ops: Default::default(),
         })
     }
 

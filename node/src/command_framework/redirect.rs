@@ -146,7 +146,13 @@ fn decide(
                     .unwrap_or_default(),
             ))
         }
-        Route::Serve => Ok(Routed::Serve),
+        Route::Serve => {
+            // Every key of a served command is in one slot (CROSSSLOT otherwise).
+            if let Some(key) = keys.first() {
+                cluster.slot_ops.count(proto::slot::key_slot(key));
+            }
+            Ok(Routed::Serve)
+        }
         other => Err(CmdError::new(other.error_text().unwrap_or_default())),
     }
 }

@@ -115,6 +115,42 @@ pub const REPL_SYNC_ACKS_MAX: u64 = 64;
 /// clients on a shard that lost its replicas.
 pub const REPL_SYNC_TIMEOUT_MS_MAX: u64 = 60_000;
 
+/// The admin gRPC API (`admin-*`, ours: Redis has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// `admin-port`: 0 (the default) serves no admin API.
+    pub port: u16,
+    /// `admin-bind`: the addresses it listens on, read as `bind` entries.
+    pub bind: Vec<String>,
+    /// `admin-token`: callers send `authorization: Bearer <token>`; empty accepts any
+    /// caller, which only a loopback `admin-bind` allows.
+    pub token: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            port: 0,
+            bind: vec!["127.0.0.1".into()],
+            token: String::new(),
+        }
+    }
+}
+
+/// Longest `admin-token`: a key, not a document.
+pub const ADMIN_TOKEN_MAX: usize = 1024;
+
+impl Config {
+    /// Whether an `admin-bind` entry reaches beyond the loopback interface (a wildcard
+    /// counts, an unreadable entry too).
+    pub fn admin_beyond_loopback(&self) -> bool {
+        self.admin
+            .bind
+            .iter()
+            .any(|s| super::bind_addr::parse(s).is_none_or(|b| b.beyond_loopback()))
+    }
+}
+
 /// Cluster mode settings (`cluster-*`, redis.conf names).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
@@ -321,6 +357,8 @@ pub struct Config {
     /// Client traffic over the fabric (`rdma-*`, `fabric-provider`).
     pub fabric: FabricConfig,
     pub cluster: ClusterConfig,
+    /// The admin gRPC API (`admin-*`).
+    pub admin: AdminConfig,
     /// The TLS listener for clients (`tls-*`).
     pub tls: TlsConfig,
     pub aof: AofConfig,
@@ -398,6 +436,7 @@ impl Default for Config {
             replicaof: String::new(),
             fabric: FabricConfig::default(),
             cluster: ClusterConfig::default(),
+            admin: AdminConfig::default(),
             tls: TlsConfig::default(),
             aof: AofConfig::default(),
             encodings: super::encodings::EncodingLimits::default(),
@@ -734,6 +773,31 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }
     ),
+    param!("admin-port", false, |c| c.admin.port.to_string(), |c, v| {
+        c.admin.port = num(v, 0, 65535)?;
+        Ok(())
+    }),
+    param!("admin-bind", false, |c| c.admin.bind.join(" "), |c, v| {
+        let bind: Vec<String> = v.split_whitespace().map(String::from).collect();
+        if bind.is_empty() {
+            return Err("at least one admin-bind address is needed".into());
+        }
+        if let Err(bad) = super::bind_addr::parse_all(&bind) {
+            return Err(format!("admin-bind '{bad}' is not an address"));
+        }
+        c.admin.bind = bind;
+        Ok(())
+    }),
+    // Not changed at run time: emptying it would open a non-loopback admin port to anyone.
+    param!("admin-token", false, |c| c.admin.token.clone(), |c, v| {
+        if v.len() > ADMIN_TOKEN_MAX {
+            return Err(format!(
+                "admin-token is longer than {ADMIN_TOKEN_MAX} bytes"
+            ));
+        }
+        c.admin.token = v.to_string();
+        Ok(())
+    }),
     param!("rdma-port", false, |c| c.fabric.port.to_string(), |c, v| {
         c.fabric.port = num(v, 0, 65535)?;
         Ok(())

@@ -27,6 +27,7 @@ const STRING_PARAMS: &[&str] = &[
     "logfile",
     "pidfile",
     "requirepass",
+    "admin-token",
     "tls-cert-file",
     "tls-key-file",
     "tls-ca-cert-file",
@@ -42,6 +43,7 @@ const LIST_PARAMS: &[&str] = &[
     "save",
     "bind",
     "rdma-bind",
+    "admin-bind",
     "latency-tracking-info-percentiles",
 ];
 

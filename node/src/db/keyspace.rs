@@ -198,6 +198,19 @@ impl Keyspace {
         self.shards[shard_of_slot(slot)].lock().table(slot).len()
     }
 
+    /// The keys of one slot and their bytes (key plus [`super::value::Value::payload_bytes`]):
+    /// O(keys and elements in the slot), under the slot's shard lock. For the admin API's
+    /// slot statistics, which are asked for rarely; nothing on the write path keeps a count.
+    pub fn slot_footprint(&self, slot: u16) -> (u64, u64) {
+        let shard = self.shards[shard_of_slot(slot)].lock();
+        let table = shard.table(slot);
+        let bytes = table
+            .iter()
+            .map(|(k, e)| k.len() as u64 + e.value.payload_bytes())
+            .sum();
+        (table.len() as u64, bytes)
+    }
+
     /// Up to `max` keys of one slot: O(returned keys).
     pub fn keys_in_slot(&self, slot: u16, max: usize) -> Vec<Key> {
         let shard = self.shards[shard_of_slot(slot)].lock();

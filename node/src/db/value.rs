@@ -96,6 +96,21 @@ impl Value {
         }
     }
 
+    /// The bytes of data the value holds (a string's bytes, 8 for an integer, every element
+    /// and field of an aggregate, 8 per sorted-set score), without allocator or table
+    /// overhead: what moving it to another node would carry. O(elements).
+    pub fn payload_bytes(&self) -> u64 {
+        let sum = |it: &mut dyn Iterator<Item = usize>| it.map(|n| n as u64).sum::<u64>();
+        match self {
+            Value::Str(s) => s.len() as u64,
+            Value::Int(_) => 8,
+            Value::List(l) => sum(&mut l.iter().map(|e| e.len())),
+            Value::Hash(h) => sum(&mut h.iter().map(|(k, v)| k.len() + v.len())),
+            Value::Set(s) => sum(&mut s.iter().map(|m| m.len())),
+            Value::ZSet(z) => sum(&mut z.iter_unordered().map(|(m, _)| m.len() + 8)),
+        }
+    }
+
     /// True for an aggregate with no elements; Redis deletes such keys.
     pub fn is_empty_aggregate(&self) -> bool {
         match self {

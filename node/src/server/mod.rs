@@ -1,5 +1,6 @@
 //! The running node: shared state, the TCP listener, per-connection loops and the cron.
 
+pub mod admin;
 pub mod blocking;
 pub mod busy_poll;
 pub mod client;

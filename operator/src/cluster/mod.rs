@@ -40,6 +40,22 @@ pub enum ClusterCommand {
         #[arg(short = 'a', long = "pass", value_name = "PASSWORD")]
         password: Option<String>,
     },
+    /// The topology through the admin API (GetCluster): version, state, nodes, slots.
+    Show {
+        #[command(flatten)]
+        admin: crate::admin::AdminArgs,
+    },
+    /// Topology changes as they happen (WatchCluster).
+    Watch {
+        /// Resume after this topology version (0: start with the topology now).
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+        /// Stop after this many changes.
+        #[arg(long)]
+        count: Option<u64>,
+        #[command(flatten)]
+        admin: crate::admin::AdminArgs,
+    },
 }
 
 pub fn run(args: ClusterArgs) -> ExitCode {
@@ -63,6 +79,9 @@ pub fn run(args: ClusterArgs) -> ExitCode {
             ClusterCommand::Secret => Ok(format!("{}\n", secret::generate())),
             ClusterCommand::Status { node, password } => {
                 status::status(&node, password.as_deref()).await
+            }
+            ClusterCommand::Show { .. } | ClusterCommand::Watch { .. } => {
+                Err("the admin API's subcommands run from command_line".into())
             }
         }
     });

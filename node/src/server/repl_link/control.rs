@@ -78,6 +78,10 @@ impl Control {
         Ok(control)
     }
 
+    pub fn local_addr(&self) -> Result<SocketAddr, ControlError> {
+        Ok(self.stream.local_addr()?)
+    }
+
     pub fn peer(&self) -> Result<SocketAddr, ControlError> {
         Ok(self.stream.peer_addr()?)
     }

@@ -61,7 +61,8 @@ pub fn start(server: Arc<Server>, mode: FailoverMode) -> std::io::Result<()> {
         .map(drop)
 }
 
-fn run(server: &Server, mode: FailoverMode) -> Result<(), ManualFailoverError> {
+/// Runs the failover on the calling thread (blocking up to the pause and a proposal).
+pub fn run(server: &Server, mode: FailoverMode) -> Result<(), ManualFailoverError> {
     let cluster = server
         .cluster
         .as_ref()

@@ -1,0 +1,233 @@
+//! The `admin.v1.Admin` service: each RPC checks its request and hands over to the module
+//! that does the work.
+
+use super::operations::{Begun, NewOperation, Operations, Tracked};
+use super::{add_node_op, failover_op, slot_stats, watch_cluster};
+use crate::server::Server;
+use proto::admin::v1 as pb;
+use proto::admin::v1::admin_server::Admin;
+use std::sync::Arc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// Changes queued for one slow operation watcher before its stream waits.
+const OPERATION_WATCH_QUEUE_MAX: usize = 16;
+/// WatchOperation streams open at once on this node.
+pub const OPERATION_WATCHERS_MAX: usize = 64;
+static OPERATION_WATCHERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub struct AdminService {
+    server: Arc<Server>,
+    operations: Arc<Operations>,
+}
+
+impl AdminService {
+    pub fn new(server: Arc<Server>) -> Self {
+        AdminService {
+            server,
+            operations: Arc::new(Operations::default()),
+        }
+    }
+
+    fn myself_id(&self) -> String {
+        self.server
+            .cluster
+            .as_ref()
+            .map(|c| c.topology.read().myself().id.to_string())
+            .unwrap_or_default()
+    }
+
+    /// Registers the operation, or answers the one its request_id named; `start` runs only
+    /// for a new one.
+    fn begin(
+        &self,
+        new: NewOperation,
+        start: impl FnOnce(Arc<Tracked>) -> std::io::Result<()>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        match self.operations.begin(new)? {
+            Begun::Existing(op) => Ok(Response::new(op.snapshot())),
+            Begun::New(op) => {
+                if let Err(e) = start(op.clone()) {
+                    op.fail(format!("cannot start its thread: {e}"));
+                }
+                Ok(Response::new(op.snapshot()))
+            }
+        }
+    }
+}
+
+fn not_implemented(what: &str) -> Status {
+    Status::unimplemented(format!(
+        "{what} is not implemented yet: atomic slot migration (issue 17) has not been built; move slots with `redis-cli --cluster reshard` meanwhile"
+    ))
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn get_cluster(
+        &self,
+        _: Request<pb::GetClusterRequest>,
+    ) -> Result<Response<pb::Cluster>, Status> {
+        let cluster = self
+            .server
+            .cluster
+            .as_ref()
+            .ok_or_else(|| Status::failed_precondition("not in cluster mode"))?;
+        Ok(Response::new(super::cluster_view::cluster_message(cluster)))
+    }
+
+    type WatchClusterStream = watch_cluster::ClusterChanges;
+
+    async fn watch_cluster(
+        &self,
+        request: Request<pb::WatchClusterRequest>,
+    ) -> Result<Response<Self::WatchClusterStream>, Status> {
+        let since = request.into_inner().since_version;
+        Ok(Response::new(watch_cluster::watch(
+            self.server.clone(),
+            since,
+        )?))
+    }
+
+    async fn get_slot_stats(
+        &self,
+        request: Request<pb::GetSlotStatsRequest>,
+    ) -> Result<Response<pb::GetSlotStatsResponse>, Status> {
+        let slots = slot_stats::requested_slots(&self.server, &request.into_inner().ranges)?;
+        let server = self.server.clone();
+        // A walk of the slots' tables: off the runtime's threads.
+        let stats = tokio::task::spawn_blocking(move || slot_stats::slot_stats(&server, &slots))
+            .await
+            .map_err(|e| Status::internal(format!("slot stats: {e}")))?;
+        Ok(Response::new(stats))
+    }
+
+    async fn migrate_slots(
+        &self,
+        _: Request<pb::MigrateSlotsRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        Err(not_implemented("MigrateSlots"))
+    }
+
+    async fn rebalance(
+        &self,
+        _: Request<pb::RebalanceRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        Err(not_implemented("Rebalance"))
+    }
+
+    async fn add_node(
+        &self,
+        request: Request<pb::AddNodeRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        let r = request.into_inner();
+        let replica_of = (!r.replica_of.is_empty()).then_some(r.replica_of.as_str());
+        let fingerprint = format!("add-node {} {:?}", r.address, replica_of);
+        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op.snapshot()));
+        }
+        let plan = add_node_op::plan(&self.server, &r.address, replica_of)?;
+        let description = match replica_of {
+            Some(p) => format!("add {} as a replica of {p}", r.address),
+            None => format!("add {} as a primary", r.address),
+        };
+        let new = NewOperation {
+            request_id: r.request_id,
+            kind: pb::OperationKind::AddNode,
+            description,
+            fingerprint,
+            coordinator_id: self.myself_id(),
+        };
+        let server = self.server.clone();
+        self.begin(new, |op| add_node_op::start(server, plan, op))
+    }
+
+    async fn drain_node(
+        &self,
+        _: Request<pb::DrainNodeRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        Err(not_implemented("DrainNode"))
+    }
+
+    async fn failover(
+        &self,
+        request: Request<pb::FailoverRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        let r = request.into_inner();
+        let fingerprint = format!("failover {} force={}", r.replica_node_id, r.force);
+        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op.snapshot()));
+        }
+        let plan = failover_op::plan(&self.server, &r.replica_node_id, r.force)?;
+        let new = NewOperation {
+            request_id: r.request_id,
+            kind: pb::OperationKind::Failover,
+            description: format!(
+                "failover of {}{}",
+                r.replica_node_id,
+                if r.force { " (force)" } else { "" }
+            ),
+            fingerprint,
+            coordinator_id: self.myself_id(),
+        };
+        let server = self.server.clone();
+        self.begin(new, |op| failover_op::start(server, plan, op))
+    }
+
+    async fn get_operation(
+        &self,
+        request: Request<pb::GetOperationRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        let op = self.operations.get(&request.into_inner().id)?;
+        Ok(Response::new(op.snapshot()))
+    }
+
+    async fn list_operations(
+        &self,
+        _: Request<pb::ListOperationsRequest>,
+    ) -> Result<Response<pb::ListOperationsResponse>, Status> {
+        Ok(Response::new(pb::ListOperationsResponse {
+            operations: self.operations.list(),
+        }))
+    }
+
+    type WatchOperationStream = ReceiverStream<Result<pb::Operation, Status>>;
+
+    async fn watch_operation(
+        &self,
+        request: Request<pb::WatchOperationRequest>,
+    ) -> Result<Response<Self::WatchOperationStream>, Status> {
+        let op = self.operations.get(&request.into_inner().id)?;
+        let permit = super::stream_limit::acquire(
+            &OPERATION_WATCHERS,
+            OPERATION_WATCHERS_MAX,
+            "WatchOperation",
+        )?;
+        let mut changes = op.subscribe();
+        let (tx, rx) = tokio::sync::mpsc::channel(OPERATION_WATCH_QUEUE_MAX);
+        tokio::spawn(async move {
+            let _permit = permit;
+            loop {
+                let now = changes.borrow_and_update().clone();
+                let done = super::operations::is_terminal(now.state);
+                if tx.send(Ok(now)).await.is_err() || done {
+                    return;
+                }
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn cancel_operation(
+        &self,
+        request: Request<pb::CancelOperationRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        Ok(Response::new(
+            self.operations.cancel(&request.into_inner().id)?,
+        ))
+    }
+}
