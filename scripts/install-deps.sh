@@ -24,6 +24,7 @@ PACKAGES=(
     redis-tools     # redis-cli and redis-benchmark
     procps          # ps/pgrep/free, used by scripts and tests
     util-linux      # lscpu (machine description in BENCHMARKS.md)
+    linux-perf      # perf record/report: profiles of the node under redis-benchmark
     python3         # tests/py/cluster_load.py (redis-py, a third-party cluster client)
     # verbs lane (scripts/verbs-lane.sh): soft-RoCE in a QEMU guest, DESIGN §4.3
     qemu-system-x86   # boots Debian's stock kernel under TCG (no KVM here)

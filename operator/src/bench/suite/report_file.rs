@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Sections written by the suites other than vs-redis, in the order they appear.
-pub const OWNED: [&str; 3] = ["fabric", "replication", "failover"];
+pub const OWNED: [&str; 4] = ["keyspace", "fabric", "replication", "failover"];
 
 /// The part the failover and replication reports share: the machine lines, the method and
 /// the opening of the commands block (the caller lists the commands and closes it).
