@@ -227,3 +227,53 @@ impl Keyspace {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{Locked, Value};
+
+    #[test]
+    fn tables_filled_by_inserts_keep_their_entry_arrays_within_an_eighth_of_their_keys() {
+        let keyspace = Keyspace::new();
+        let mut db = Locked::lock_all(&keyspace, 1, 0);
+        for i in 0..20_000u32 {
+            db.set(format!("key:{i}").as_bytes(), Value::Int(i as i64));
+        }
+        drop(db);
+        let mut tables = 0;
+        for s in 0..SHARD_COUNT {
+            let shard = keyspace.lock_shard(s);
+            for t in shard.tables().iter().filter(|t| !t.is_empty()) {
+                tables += 1;
+                // The map's own policy would size the array to the index: up to 2x the keys.
+                let bound = t.len() + (t.len() / GROWTH_DIVISOR).max(MIN_GROWTH);
+                assert!(
+                    t.capacity() <= bound,
+                    "{} keys, capacity {} > {bound}",
+                    t.len(),
+                    t.capacity()
+                );
+            }
+        }
+        assert!(tables > 10_000, "the keys spread over the slots");
+    }
+
+    #[test]
+    fn keys_in_slot_returns_the_stored_bytes_of_short_and_long_keys() {
+        let keyspace = Keyspace::new();
+        let long = vec![b'k'; 100];
+        let short = b"{tag}short".to_vec();
+        let long_tagged = [b"{tag}".as_slice(), &long].concat();
+        let slot = proto::slot::key_slot(&short);
+        let mut db = Locked::lock_all(&keyspace, 1, 0);
+        db.set(&short, Value::Int(1));
+        db.set(&long_tagged, Value::Int(2));
+        drop(db);
+        let mut keys = keyspace.keys_in_slot(slot, 10);
+        keys.sort();
+        let mut expected: Vec<Key> = vec![short.into(), long_tagged.into()];
+        expected.sort();
+        assert_eq!(keys, expected);
+    }
+}
