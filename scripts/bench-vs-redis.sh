@@ -21,6 +21,8 @@
 #   PIN            1: pin each server to CPU 1 and redis-benchmark to CPU 0; 0: no pinning
 #                  [1 if the machine has >= 2 CPUs]
 #   AGG            per-test aggregation over rounds: median | best [median]
+#   KEYSPACE       redis-benchmark -r over that many preloaded keys; writes only the
+#                  `keyspace` section of the report, e.g. KEYSPACE=1000000 TESTS=set,get []
 #   MEM_KEYS       keys loaded for the memory comparison [1000000; QUICK: 100000]
 #   VALUE_SIZE     value bytes for the memory comparison [100]
 #   BENCH_TIMEOUT  seconds before one redis-benchmark run is killed [1800; QUICK: 300]
@@ -48,6 +50,7 @@ flag_from CLIENTS -c
 flag_from TESTS --tests
 flag_from ROUNDS --rounds
 flag_from AGG --agg
+flag_from KEYSPACE --keyspace
 flag_from MEM_KEYS --mem-keys
 flag_from VALUE_SIZE --value-size
 flag_from BENCH_TIMEOUT --bench-timeout

@@ -94,7 +94,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         for table in shard.tables().iter() {
             for (key, entry) in table.iter() {
                 if !entry.is_expired(now) && (match_all || glob::matches(pattern, key, false)) {
-                    found.push(key.clone());
+                    found.push(key.to_key());
                 }
             }
         }
@@ -171,7 +171,7 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         shard.tables().iter().find_map(|t| {
             t.iter()
                 .find(|(_, e)| !e.is_expired(now))
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| k.to_key())
         })
     });
     match live {
@@ -193,7 +193,7 @@ fn nth_key(ctx: &mut Ctx<'_>, mut n: usize) -> Option<(Key, bool)> {
             if n < table.len() {
                 return table
                     .get_index(n)
-                    .map(|(k, e)| (k.clone(), e.is_expired(now)));
+                    .map(|(k, e)| (k.to_key(), e.is_expired(now)));
             }
             n -= table.len();
         }

@@ -74,7 +74,7 @@ fn sample_any(shard: &Shard, n: usize, rng: &mut impl Rng) -> Vec<Key> {
         if let Some(table) = non_empty_table(shard, rng) {
             let i = rng.gen_range(0..table.len());
             if let Some((k, _)) = table.get_index(i) {
-                out.push(k.clone());
+                out.push(k.to_key());
             }
         }
     }

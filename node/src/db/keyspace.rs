@@ -10,6 +10,7 @@
 use super::entry::Entry;
 use super::expiry::ExpiryQueue;
 use super::image::{ImageSink, PendingImage};
+use super::stored_key::StoredKey;
 use super::value::{Hasher, Key};
 use parking_lot::{Mutex, MutexGuard};
 use proto::slot::SLOT_COUNT;
@@ -26,7 +27,24 @@ const _: () = assert!(SHARD_COUNT.is_power_of_two() && SHARD_COUNT <= 256);
 
 /// The keys of one hash slot. Insertion-ordered with O(1) access by index, which gives cheap
 /// random sampling (RANDOMKEY, eviction) and a SCAN cursor that is stable under deletion.
-pub type SlotTable = indexmap::IndexMap<Key, Entry, Hasher>;
+pub type SlotTable = indexmap::IndexMap<StoredKey, Entry, Hasher>;
+
+/// A full table grows its entry array by this fraction of its length (but at least
+/// [`MIN_GROWTH`] entries) instead of the map's own policy, which sizes the array to the
+/// index's capacity: with a million keys every slot holds about 61 keys in a 112-entry array,
+/// which cost 137 bytes a key where the keys and values themselves took 128.
+pub const GROWTH_DIVISOR: usize = 8;
+/// Fewest entries a full table grows by, so small tables do not reallocate on every insert.
+pub const MIN_GROWTH: usize = 4;
+
+/// Makes room for one more entry in `table` without over-allocating its entry array. The
+/// index still grows by doubling (its slack is 9 bytes an entry, not 64).
+#[inline]
+pub fn reserve_one(table: &mut SlotTable) {
+    if table.len() == table.capacity() {
+        table.reserve_exact((table.len() / GROWTH_DIVISOR).max(MIN_GROWTH));
+    }
+}
 
 pub fn shard_of_slot(slot: u16) -> usize {
     slot as usize % SHARD_COUNT
@@ -214,6 +232,61 @@ impl Keyspace {
     /// Up to `max` keys of one slot: O(returned keys).
     pub fn keys_in_slot(&self, slot: u16, max: usize) -> Vec<Key> {
         let shard = self.shards[shard_of_slot(slot)].lock();
-        shard.table(slot).keys().take(max).cloned().collect()
+        shard
+            .table(slot)
+            .keys()
+            .take(max)
+            .map(StoredKey::to_key)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{Locked, Value};
+
+    #[test]
+    fn tables_filled_by_inserts_keep_their_entry_arrays_within_an_eighth_of_their_keys() {
+        let keyspace = Keyspace::new();
+        let mut db = Locked::lock_all(&keyspace, 1, 0);
+        for i in 0..20_000u32 {
+            db.set(format!("key:{i}").as_bytes(), Value::Int(i as i64));
+        }
+        drop(db);
+        let mut tables = 0;
+        for s in 0..SHARD_COUNT {
+            let shard = keyspace.lock_shard(s);
+            for t in shard.tables().iter().filter(|t| !t.is_empty()) {
+                tables += 1;
+                // The map's own policy would size the array to the index: up to 2x the keys.
+                let bound = t.len() + (t.len() / GROWTH_DIVISOR).max(MIN_GROWTH);
+                assert!(
+                    t.capacity() <= bound,
+                    "{} keys, capacity {} > {bound}",
+                    t.len(),
+                    t.capacity()
+                );
+            }
+        }
+        assert!(tables > 10_000, "the keys spread over the slots");
+    }
+
+    #[test]
+    fn keys_in_slot_returns_the_stored_bytes_of_short_and_long_keys() {
+        let keyspace = Keyspace::new();
+        let long = vec![b'k'; 100];
+        let short = b"{tag}short".to_vec();
+        let long_tagged = [b"{tag}".as_slice(), &long].concat();
+        let slot = proto::slot::key_slot(&short);
+        let mut db = Locked::lock_all(&keyspace, 1, 0);
+        db.set(&short, Value::Int(1));
+        db.set(&long_tagged, Value::Int(2));
+        drop(db);
+        let mut keys = keyspace.keys_in_slot(slot, 10);
+        keys.sort();
+        let mut expected: Vec<Key> = vec![short.into(), long_tagged.into()];
+        expected.sort();
+        assert_eq!(keys, expected);
     }
 }

@@ -5,8 +5,9 @@
 
 use super::entry::{Entry, UnixMillis};
 use super::guards::Guards;
-use super::keyspace::{shard_of_slot, Keyspace, Shard, SHARD_COUNT};
+use super::keyspace::{reserve_one, shard_of_slot, Keyspace, Shard, SHARD_COUNT};
 use super::value::{Key, Value};
+use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
 use parking_lot::MutexGuard;
 use proto::slot::key_slot;
 
@@ -202,14 +203,16 @@ impl<'a> Locked<'a> {
     pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let slot = self.slot_of(key);
         let (now, lru) = (self.now, self.lru_clock);
-        let expired = {
-            let shard = self.shard_mut(slot);
-            match shard.table_mut(slot).get(key) {
+        // One hash lookup: the index found is reused to reach the entry (perf: looking the key
+        // up twice was a tenth of a pipelined GET's cycles on a million keys).
+        let (index, expired) = {
+            let table = self.shard_mut(slot).table(slot);
+            match table.get_full(key) {
                 None => {
                     self.misses += 1;
                     return None;
                 }
-                Some(e) => e.is_expired(now),
+                Some((i, _, e)) => (i, e.is_expired(now)),
             }
         };
         if expired {
@@ -218,7 +221,7 @@ impl<'a> Locked<'a> {
             return None;
         }
         self.hits += 1;
-        let entry = self.shard_mut(slot).table_mut(slot).get_mut(key)?;
+        let (_, entry) = self.shard_mut(slot).table_mut(slot).get_index_mut(index)?;
         entry.lru = lru;
         entry.freq = entry.freq.saturating_add(1);
         Some(entry)
@@ -280,10 +283,14 @@ impl<'a> Locked<'a> {
         let at = entry.expires_at;
         let shard = self.shard_mut(slot);
         let table = shard.table_mut(slot);
-        let old = match table.get_mut(key) {
-            Some(existing) => Some(std::mem::replace(existing, entry)),
-            None => {
-                table.insert(key.into(), entry);
+        reserve_one(table);
+        // One hash lookup for both outcomes (replace or add).
+        let old = match table.raw_entry_mut_v1().from_key(key) {
+            RawEntryMut::Occupied(mut existing) => {
+                Some(std::mem::replace(existing.get_mut(), entry))
+            }
+            RawEntryMut::Vacant(vacant) => {
+                vacant.insert(key.into(), entry);
                 shard.keys += 1;
                 None
             }
@@ -387,7 +394,7 @@ impl<'a> Locked<'a> {
                 .flat_map(|t| {
                     t.iter()
                         .filter(|(_, e)| e.expires_at != 0)
-                        .map(|(k, e)| (e.expires_at, k.clone()))
+                        .map(|(k, e)| (e.expires_at, k.to_key()))
                 })
                 .collect();
             shard.expiry.rebuild(live.into_iter());

@@ -9,10 +9,12 @@ pub mod image;
 pub mod keyspace;
 pub mod locked;
 pub mod memory;
+pub mod stored_key;
 pub mod value;
 pub mod zset;
 
 pub use entry::Entry;
 pub use keyspace::{Keyspace, Shard, SHARD_COUNT};
 pub use locked::Locked;
+pub use stored_key::StoredKey;
 pub use value::{Key, Value};

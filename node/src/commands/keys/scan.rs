@@ -136,7 +136,7 @@ fn scan_keys(
                     if options.kind.is_some_and(|k| k != Some(entry.value.kind())) {
                         return;
                     }
-                    out.push(key.clone());
+                    out.push(Key::from(key));
                 });
             }
             c
@@ -155,7 +155,7 @@ fn visit_table(
     table: &SlotTable,
     cursor: ScanCursor,
     budget: &mut usize,
-    mut f: impl FnMut(&Key, &crate::db::Entry),
+    mut f: impl FnMut(&[u8], &crate::db::Entry),
 ) -> ScanCursor {
     // Entries removed since the last call may have shrunk the table below the cursor.
     let len = table.len().min(u32::MAX as usize) as u32;

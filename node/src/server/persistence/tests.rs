@@ -37,7 +37,7 @@ fn entries(ks: &Keyspace) -> Vec<(Key, Entry)> {
     for s in 0..SHARD_COUNT {
         let shard = ks.lock_shard(s);
         for t in shard.tables().iter() {
-            out.extend(t.iter().map(|(k, e)| (k.clone(), e.clone())));
+            out.extend(t.iter().map(|(k, e)| (k.to_key(), e.clone())));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -1,16 +1,17 @@
 //! The memory comparison: `FLUSHALL`, `used_memory` of the empty server, then exactly N
-//! `SET key:<i> <value>` (pipelined through the client: redis-benchmark -r draws keys at
-//! random, so it cannot guarantee N distinct keys), `DBSIZE` checked, then `INFO memory` and
-//! the process's VmRSS, read only once both servers are loaded so each has idled alike.
+//! `SET key:<i> <value>` through `redis-cli --pipe` (redis-benchmark -r draws keys at random,
+//! so it cannot guarantee N distinct keys), `DBSIZE` checked, then `INFO memory` and the
+//! process's VmRSS, read only once both servers are loaded so each has idled alike.
 
-use anyhow::{anyhow, bail};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{anyhow, bail, Context};
 
 use super::super::server_process::ServerProcess;
-use super::super::sync_client::{error_text, SyncClient};
+use super::super::sync_client::SyncClient;
 use super::{redis_benchmark, SERVERS};
-
-/// SETs per pipeline while loading: memory stays small, writes large.
-const LOAD_BATCH: u64 = 10_000;
 
 /// One server's figures.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,25 +48,48 @@ pub fn value(size: usize) -> Vec<u8> {
         .collect()
 }
 
-fn load(c: &mut SyncClient, name: &str, keys: u64, value: &[u8]) -> anyhow::Result<()> {
-    let mut start = 0;
-    while start < keys {
-        let end = (start + LOAD_BATCH).min(keys);
-        let batch: Vec<Vec<Vec<u8>>> = (start..end)
-            .map(|i| {
-                vec![
-                    b"SET".to_vec(),
-                    format!("key:{i}").into_bytes(),
-                    value.to_vec(),
-                ]
-            })
-            .collect();
-        for reply in c.pipeline(&batch)? {
-            if let Some(message) = error_text(&reply) {
-                bail!("loading keys into {name}: {message}");
-            }
-        }
-        start = end;
+/// Writes `SET <name(i)> <value>` for every `i` in `0..keys` as RESP into `path`: the input
+/// of `redis-cli --pipe`.
+pub fn write_set_commands(
+    path: &Path,
+    keys: u64,
+    name: impl Fn(u64) -> String,
+    value: &[u8],
+) -> anyhow::Result<()> {
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for i in 0..keys {
+        let key = name(i);
+        write!(
+            out,
+            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n",
+            key.len(),
+            value.len()
+        )?;
+        out.write_all(value)?;
+        out.write_all(b"\r\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Sends the commands in `path` to `port` with `redis-cli --pipe`, which reports the replies
+/// it got and the errors among them; fails unless it says `errors: 0`.
+pub fn pipe_load(port: u16, path: &Path, name: &str) -> anyhow::Result<()> {
+    let input = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--pipe"])
+        .stdin(Stdio::from(input))
+        .output()
+        .context("running redis-cli --pipe")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !text.contains("errors: 0,") {
+        bail!(
+            "redis-cli --pipe into {name} failed ({}): {text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(())
 }
@@ -76,8 +100,10 @@ pub fn measure(
     keys: u64,
     value_size: usize,
     commands: &mut Vec<String>,
+    work: &Path,
 ) -> anyhow::Result<Memory> {
-    let value = value(value_size);
+    let input = work.join("memory-load.resp");
+    write_set_commands(&input, keys, |i| format!("key:{i}"), &value(value_size))?;
     let mut memory = Memory {
         keys,
         value_size,
@@ -89,11 +115,11 @@ pub fn measure(
         memory.servers[i].used_memory_empty = used_memory(&mut clients[i], name)?;
         eprintln!("bench vs-redis: loading {keys} keys x {value_size} B into {name}");
         commands.push(format!(
-            "operator bench vs-redis: {keys} x SET key:<i> <{value_size} bytes>, pipelined \
-             {LOAD_BATCH} at a time (port {})",
+            "redis-cli -h 127.0.0.1 -p {} --pipe < memory-load.resp  # {keys} x SET key:<i> \
+             <{value_size} bytes>",
             servers[i].port
         ));
-        load(&mut clients[i], name, keys, &value)?;
+        pipe_load(servers[i].port, &input, name)?;
         servers[i].check_alive()?;
     }
     for (i, name) in SERVERS.iter().enumerate() {

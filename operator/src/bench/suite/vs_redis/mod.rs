@@ -63,6 +63,12 @@ pub struct VsRedisArgs {
     /// Keys loaded for the memory comparison [1000000; quick: 100000].
     #[arg(long)]
     pub mem_keys: Option<u64>,
+    /// redis-benchmark -r: keys drawn from this many. Both servers are first loaded with every
+    /// one of them (redis-benchmark's key names, its 3-byte values) by `redis-cli --pipe` and
+    /// are not flushed between tests, so each test runs against a table of this many keys.
+    /// The report then goes to BENCHMARKS.md's `keyspace` section, not the whole file.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub keyspace: Option<u64>,
     /// Value bytes for the memory comparison.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub value_size: u64,
@@ -131,6 +137,42 @@ impl Results {
             self.commands.push(command);
         }
     }
+}
+
+/// The section of BENCHMARKS.md a `--keyspace` run writes.
+pub const KEYSPACE_SECTION: &str = "keyspace";
+
+/// Value bytes of redis-benchmark's SET (its -d default), used for the preloaded keys.
+const BENCHMARK_VALUE_BYTES: usize = 3;
+
+/// Loads `key:000000000000` .. `key:<keys - 1>` (redis-benchmark's names for -r keys) into both
+/// servers with `redis-cli --pipe` and checks DBSIZE.
+fn preload(
+    servers: &mut [ServerProcess],
+    clients: &mut [SyncClient],
+    keys: u64,
+    work: &std::path::Path,
+    commands: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let input = work.join("keyspace-load.resp");
+    let value = vec![b'x'; BENCHMARK_VALUE_BYTES];
+    memory::write_set_commands(&input, keys, |i| format!("key:{i:012}"), &value)?;
+    for (i, name) in SERVERS.iter().enumerate() {
+        flushall(&mut clients[i], name)?;
+        eprintln!("bench vs-redis: preloading {keys} keys into {name}");
+        commands.push(format!(
+            "redis-cli -h 127.0.0.1 -p {} --pipe < keyspace-load.resp  # {keys} x SET \
+             key:<i, 12 digits> xxx",
+            servers[i].port
+        ));
+        memory::pipe_load(servers[i].port, &input, name)?;
+        let dbsize: u64 = clients[i].text(&["DBSIZE"])?.parse()?;
+        if dbsize != keys {
+            bail!("{name}: DBSIZE is {dbsize} after preloading {keys} keys");
+        }
+    }
+    let _ = std::fs::remove_file(&input);
+    Ok(())
 }
 
 pub fn run(args: VsRedisArgs) -> std::process::ExitCode {
@@ -247,6 +289,26 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
         .map(|s| SyncClient::connect(s.port, Duration::from_secs(60)))
         .collect::<anyhow::Result<_>>()?;
 
+    let value_size = args.value_size as usize;
+    if let Some(keys) = args.keyspace {
+        // Memory first, on servers that have held nothing yet; then the benchmark's keyspace.
+        results.memory = Some(memory::measure(
+            &mut servers,
+            &mut clients,
+            mem_keys,
+            value_size,
+            &mut results.commands,
+            &work,
+        )?);
+        preload(
+            &mut servers,
+            &mut clients,
+            keys,
+            &work,
+            &mut results.commands,
+        )?;
+        results.params.push(("keyspace", keys.to_string()));
+    }
     let tests: Vec<&str> = args.tests.split(',').filter(|t| !t.is_empty()).collect();
     for round in 1..=args.rounds {
         let order: [usize; 2] = if round % 2 == 1 { [0, 1] } else { [1, 0] };
@@ -276,9 +338,14 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
                         ]
                         .map(String::from),
                     );
+                    if let Some(keys) = args.keyspace {
+                        argv.extend(["-r".to_string(), keys.to_string()]);
+                    }
                     results.note_command(shell_line(&argv));
                     let started = std::time::Instant::now();
-                    flushall(&mut clients[i], name)?;
+                    if args.keyspace.is_none() {
+                        flushall(&mut clients[i], name)?;
+                    }
                     let pid = server
                         .pid()
                         .ok_or_else(|| anyhow!("{name} is not running"))?;
@@ -316,7 +383,9 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
                             results.warnings.push(w);
                         }
                     }
-                    flushall(&mut clients[i], name)?;
+                    if args.keyspace.is_none() {
+                        flushall(&mut clients[i], name)?;
+                    }
                     eprintln!(
                         "bench vs-redis: round {round}/{}  -P {p}  {test}  {name}  done in {}s",
                         args.rounds,
@@ -326,18 +395,27 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
             }
         }
     }
-    let value_size = args.value_size as usize;
-    results.memory = Some(memory::measure(
-        &mut servers,
-        &mut clients,
-        mem_keys,
-        value_size,
-        &mut results.commands,
-    )?);
+    if args.keyspace.is_none() {
+        results.memory = Some(memory::measure(
+            &mut servers,
+            &mut clients,
+            mem_keys,
+            value_size,
+            &mut results.commands,
+            &work,
+        )?);
+    }
     results.params.push(("loadavg_end", machine::loadavg()));
-    let markdown = report::markdown(&results, &super::report_file::owned_sections(&args.out))?;
-    super::report_file::write_atomically(&args.out, &markdown)?;
-    println!("{}", report::summary(&markdown));
+    if let Some(keys) = args.keyspace {
+        let markdown = report::markdown(&results, &[])?;
+        let section = report::keyspace_section(&markdown, keys);
+        super::report_file::replace_section(&args.out, KEYSPACE_SECTION, &section)?;
+        println!("{}", report::summary(&markdown));
+    } else {
+        let markdown = report::markdown(&results, &super::report_file::owned_sections(&args.out))?;
+        super::report_file::write_atomically(&args.out, &markdown)?;
+        println!("{}", report::summary(&markdown));
+    }
     println!("wrote {}", args.out.display());
     for server in &mut servers {
         server.stop();

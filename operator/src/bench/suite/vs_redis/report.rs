@@ -46,6 +46,37 @@ pub fn summary(markdown: &str) -> String {
         .to_string()
 }
 
+/// A `--keyspace` run's report as BENCHMARKS.md's `keyspace` section: the whole report from
+/// its summary on, headings one level down, between the section's markers.
+pub fn keyspace_section(markdown: &str, keys: u64) -> String {
+    let (begin, end) = super::super::report_file::markers(super::KEYSPACE_SECTION);
+    let body = markdown
+        .find("## Summary")
+        .map_or(markdown, |at| &markdown[at..]);
+    let mut lines = vec![
+        begin,
+        String::new(),
+        format!(
+            "## Keyspace at scale: `-r {}` over a preloaded table",
+            thousands(keys as f64)
+        ),
+        String::new(),
+        "Written by `operator bench vs-redis --keyspace N` (`KEYSPACE=N \
+         scripts/bench-vs-redis.sh`), which replaces only this section."
+            .to_string(),
+        String::new(),
+    ];
+    lines.extend(body.trim_end().lines().map(|l| {
+        if l.starts_with("## ") {
+            format!("#{l}")
+        } else {
+            l.to_string()
+        }
+    }));
+    lines.extend([String::new(), end]);
+    lines.join("\n")
+}
+
 /// The whole report.
 pub fn markdown(results: &Results, owned: &[String]) -> anyhow::Result<String> {
     let agg = if results.param("agg") == "best" {
@@ -359,7 +390,17 @@ pub fn markdown(results: &Results, owned: &[String]) -> anyhow::Result<String> {
                 " (rps and p50 taken separately)."
             }
         ),
-        "- `FLUSHALL` on the server before and after each of its runs.".into(),
+        if p("keyspace") == "?" {
+            "- `FLUSHALL` on the server before and after each of its runs.".into()
+        } else {
+            format!(
+                "- `-r {keyspace}`: before the runs, each server is loaded with all {keyspace} keys \
+                 `redis-benchmark` draws from (`key:` and 12 digits, 3-byte values) through \
+                 `redis-cli --pipe`, and it is not flushed between runs, so every run works on a \
+                 table of that many keys (GET always hits, SET overwrites).",
+                keyspace = p("keyspace")
+            )
+        },
         "- Server CPU per request: the server process's CPU time (sum of its threads' \
          `/proc/PID/task/TID/schedstat` run time) over one `redis-benchmark` run, divided by the \
          requests it sent; it includes accepting the 50 connections. The node's time spent busy \
@@ -370,9 +411,14 @@ pub fn markdown(results: &Results, owned: &[String]) -> anyhow::Result<String> {
             .into(),
         format!(
             "- Memory: `FLUSHALL`, read `used_memory` of the empty server, then load exactly {} \
-             `SET key:<i> <{value_size} bytes>` (pipelined by `operator bench vs-redis`), check \
-             `DBSIZE`, read `INFO memory` and the process's VmRSS.",
-            thousands(keys as f64)
+             `SET key:<i> <{value_size} bytes>` through `redis-cli --pipe`, check `DBSIZE`, read \
+             `INFO memory` and the process's VmRSS{}.",
+            thousands(keys as f64),
+            if p("keyspace") == "?" {
+                ""
+            } else {
+                " (on the fresh servers, before the preload and the runs)"
+            }
         ),
         String::new(),
         "## Commands".into(),
