@@ -523,3 +523,92 @@ fn idle_connections_to_the_fabric_port_do_not_starve_clients() {
     );
     drop(idle);
 }
+
+/// The node's resident memory (`VmRSS` of /proc/PID/status), in KiB.
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}
+
+/// Budget of one unauthenticated fabric client (pre-auth window, cmd region, input buffer),
+/// plus what libfabric keeps per peer of the hub (rxm connection, tcp endpoint): measured
+/// ~100 KiB, bounded here with room.
+const UNAUTHENTICATED_CLIENT_KIB: u64 = 64 + 192;
+/// Allocator and page-table noise of a node serving a few dozen more clients.
+const RSS_SLACK_KIB: u64 = 4 * 1024;
+
+/// Idle unauthenticated ofi:tcp clients share the fabric listener's endpoint (its hub), so
+/// each costs the node its small pre-auth buffers and libfabric's per-peer state, not an
+/// endpoint's buffer pools (~86 MiB each before the hub).
+#[test]
+fn idle_unauthenticated_ofi_tcp_clients_cost_the_node_little_memory() {
+    let node = FabricNode::start_with(
+        "ofi:tcp",
+        None,
+        &["--requirepass", PASSWORD, "--rdma-unauthenticated-max", "64"],
+    );
+    // The hub's pools are paid once per listener: make them resident before measuring.
+    let mut first = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(first.call("PING"), "PONG");
+    let pid = node.node.pid();
+    let mut idle = Vec::new();
+    let mut connected = 1;
+    let mut before = vm_rss_kib(pid);
+    for batch in [16u64, 16] {
+        for _ in 0..batch {
+            idle.push(node.interactive_cli(&[]));
+        }
+        connected += batch;
+        wait_until("the idle clients never connected", STARTUP_TIMEOUT, || {
+            node.info_field(Some(PASSWORD), "fabric_connected_clients") == connected
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let after = vm_rss_kib(pid);
+        let grown = after.saturating_sub(before);
+        eprintln!(
+            "{batch} more idle clients ({connected} in all): node VmRSS {before} -> {after} KiB, {} KiB per client",
+            grown / batch
+        );
+        assert!(
+            grown < batch * UNAUTHENTICATED_CLIENT_KIB + RSS_SLACK_KIB,
+            "{batch} idle clients grew the node by {grown} KiB"
+        );
+        before = after;
+    }
+    // Still served: the authenticated client, and a new one.
+    assert_eq!(first.call("PING"), "PONG");
+    let mut late = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(late.call("PING"), "PONG");
+}
+
+/// 32 authenticated ofi:tcp clients on the one hub, each writing and reading its own keys
+/// while the others do the same.
+#[test]
+fn thirty_two_authenticated_ofi_tcp_clients_set_and_get() {
+    let node = FabricNode::start_with("ofi:tcp", None, &["--requirepass", PASSWORD]);
+    let pid = node.node.pid();
+    let mut first = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(first.call("PING"), "PONG");
+    let before = vm_rss_kib(pid);
+    let mut clients: Vec<Interactive> = (0..32)
+        .map(|_| node.interactive_cli(&["-a", PASSWORD]))
+        .collect();
+    for round in 0..3 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(c.call(&format!("SET hub:{i} v{i}.{round}")), "OK");
+        }
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(c.call(&format!("GET hub:{i}")), format!("v{i}.{round}"));
+        }
+    }
+    let after = vm_rss_kib(pid);
+    eprintln!(
+        "32 authenticated clients: node VmRSS {before} -> {after} KiB, {} KiB per client",
+        after.saturating_sub(before) / 32
+    );
+    assert_eq!(node.node.cli(&["-a", PASSWORD, "--no-auth-warning", "GET", "hub:31"]), "v31.2");
+}
