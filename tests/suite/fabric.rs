@@ -549,7 +549,12 @@ fn idle_unauthenticated_ofi_tcp_clients_cost_the_node_little_memory() {
     let node = FabricNode::start_with(
         "ofi:tcp",
         None,
-        &["--requirepass", PASSWORD, "--rdma-unauthenticated-max", "64"],
+        &[
+            "--requirepass",
+            PASSWORD,
+            "--rdma-unauthenticated-max",
+            "64",
+        ],
     );
     // The hub's pools are paid once per listener: make them resident before measuring.
     let mut first = node.interactive_cli(&["-a", PASSWORD]);
@@ -610,5 +615,9 @@ fn thirty_two_authenticated_ofi_tcp_clients_set_and_get() {
         "32 authenticated clients: node VmRSS {before} -> {after} KiB, {} KiB per client",
         after.saturating_sub(before) / 32
     );
-    assert_eq!(node.node.cli(&["-a", PASSWORD, "--no-auth-warning", "GET", "hub:31"]), "v31.2");
+    assert_eq!(
+        node.node
+            .cli(&["-a", PASSWORD, "--no-auth-warning", "GET", "hub:31"]),
+        "v31.2"
+    );
 }

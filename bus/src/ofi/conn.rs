@@ -230,7 +230,11 @@ impl OfiConnection {
                 })
             }
         }
-        Ok(self.hub.domain().addressing().target(&dst.region, dst.offset))
+        Ok(self
+            .hub
+            .domain()
+            .addressing()
+            .target(&dst.region, dst.offset))
     }
 }
 

@@ -31,7 +31,9 @@ use super::domain::Domain;
 use super::handshake::{Handshake, Kind, HANDSHAKE_MAX};
 use super::hub::{Hub, InboxLimits, ARRIVAL_BYTES_MAX};
 use super::kind::{OfiKind, Rendezvous};
-use super::open::{connection_sizes, listener_address, open_core, sockaddr_port, Bind, OFI_SEND_MAX};
+use super::open::{
+    connection_sizes, listener_address, open_core, sockaddr_port, Bind, OFI_SEND_MAX,
+};
 use super::rdm::{CoreSizes, Event, RdmCore, BOUNCE_MAX};
 use super::rendezvous_socket::{read_handshake, write_handshake, PendingHello};
 
