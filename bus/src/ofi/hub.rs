@@ -179,8 +179,23 @@ impl Hub {
 
     /// Removes a connection: its inbox, what is queued for it, and its peer's address (so
     /// whatever the peer sends afterwards is dropped as a stray).
+    ///
+    /// Its operations still in flight keep their slots, and the regions they name, until the
+    /// provider finishes them: the provider may still read those regions and hand back
+    /// those contexts, so neither may be reused before. Their completions are then dropped.
+    /// tcp;ofi_rxm finishes them (flushed) once the peer's connection goes; shm 1.17 waits
+    /// for a response from the peer even after `fi_av_remove`, so with a peer that died they
+    /// stay until the hub closes. [`Hub::orphaned`] counts them.
     pub fn detach(&self, owner: u64, fi_addr: FiAddr) {
         let mut s = self.state.lock();
+        let left = s.core.tx_in_flight_of(|o| o == owner);
+        if left > 0 {
+            tracing::debug!(
+                owner,
+                left,
+                "ofi connection detached with operations in flight"
+            );
+        }
         s.inboxes.remove(&owner);
         if s.owner_of.get(&fi_addr) == Some(&owner) {
             s.owner_of.remove(&fi_addr);
@@ -241,6 +256,19 @@ impl Hub {
     /// Arrivals dropped because their sender was no connection of this hub.
     pub fn strays(&self) -> u64 {
         self.state.lock().strays
+    }
+
+    /// Operations posted on the endpoint and not yet completed, all connections together
+    /// (those of detached connections included until the provider finishes them).
+    pub fn in_flight(&self) -> usize {
+        self.state.lock().core.tx_in_flight()
+    }
+
+    /// Operations in flight whose connection was detached (see [`Hub::detach`]).
+    pub fn orphaned(&self) -> usize {
+        let s = self.state.lock();
+        s.core
+            .tx_in_flight_of(|o| o != 0 && !s.inboxes.contains_key(&o))
     }
 
     /// Connections attached.

@@ -542,6 +542,15 @@ impl RdmCore {
         self.tx_slots - self.free_tx.len()
     }
 
+    /// Operations in flight posted for an owner that `keep` rejects (internal sends, owner 0,
+    /// are not counted).
+    pub fn tx_in_flight_of(&self, mut keep: impl FnMut(u64) -> bool) -> usize {
+        self.states
+            .iter()
+            .filter(|s| matches!(s, SlotState::Tx { internal: false, owner, .. } if keep(*owner)))
+            .count()
+    }
+
     /// `Full` while an IMM note still waits: nothing may overtake it (it must arrive after
     /// its WRITE and before anything posted later).
     fn notes_sent(&mut self) -> Result<(), BusError> {
