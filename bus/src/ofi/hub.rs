@@ -185,7 +185,8 @@ impl Hub {
     /// those contexts, so neither may be reused before. Their completions are then dropped.
     /// tcp;ofi_rxm finishes them (flushed) once the peer's connection goes; shm 1.17 waits
     /// for a response from the peer even after `fi_av_remove`, so with a peer that died they
-    /// stay until the hub closes. [`Hub::orphaned`] counts them.
+    /// would stay until the hub closes (which is one reason shm listeners do not share
+    /// endpoints: `listener.rs`). [`Hub::orphaned`] counts them.
     pub fn detach(&self, owner: u64, fi_addr: FiAddr) {
         let mut s = self.state.lock();
         let left = s.core.tx_in_flight_of(|o| o == owner);

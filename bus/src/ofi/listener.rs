@@ -2,8 +2,9 @@
 //!
 //! A connector opens its own endpoint and sends HELLO (its endpoint name and a nonce) to the
 //! listener, then waits for ACCEPT. The listener answers each HELLO by adding the connector to
-//! its hub (one RDM endpoint shared by all the connections it accepts, see `hub.rs`) and
-//! replying ACCEPT with the hub's name.
+//! its hub (one RDM endpoint shared by all the connections it accepts, see `hub.rs`; on shm a
+//! private one per connection, see [`shares_endpoint`]) and replying ACCEPT with the hub's
+//! name.
 //! Where HELLO and ACCEPT travel depends on the [`Rendezvous`]:
 //! - `Fabric` (tcp, shm): the listener is an RDM endpoint bound where connectors can find it
 //!   (tcp: the bind IP and port through `fi_getinfo(node, service, FI_SOURCE)`; shm: a name
@@ -75,8 +76,9 @@ enum Meeting {
 
 pub struct OfiListener {
     meeting: Meeting,
-    /// The endpoint every accepted connection shares.
-    hub: Arc<Hub>,
+    /// The endpoint every accepted connection shares (see [`shares_endpoint`]).
+    hub: Option<Arc<Hub>>,
+    domain: Arc<Domain>,
     bind: SocketAddr,
     config: EndpointConfig,
     /// The idle back-off's next sleep (kept across `accept` calls).
@@ -124,11 +126,21 @@ pub(crate) fn inbox_limits(config: &EndpointConfig) -> InboxLimits {
     }
 }
 
-/// The hub of a listener at `bind`.
+/// Whether the connections a listener accepts share one endpoint. tcp: yes, that is what
+/// pays rxm's ~86 MiB of pools once. shm: no, each keeps an endpoint of its own as before
+/// hubs: shm 1.17 misroutes arrivals on an endpoint whose peers come and go (with hundreds
+/// of short connections, `bus/tests/ofi_rogue.rs`'s canaries stopped completing: 124 s on
+/// main, > 15 min shared), and its operations to a removed peer never end (`Hub::detach`).
+fn shares_endpoint(kind: OfiKind) -> bool {
+    kind != OfiKind::Shm
+}
+
+/// The hub of a listener at `bind` (`private`: for one accepted connection only).
 fn open_hub(
     domain: &Arc<Domain>,
     bind: SocketAddr,
     config: &EndpointConfig,
+    private: bool,
 ) -> Result<Arc<Hub>, BusError> {
     // On tcp, bind to the listener's IP (any port) so connections are reachable the same way
     // the listener is.
@@ -138,8 +150,13 @@ fn open_hub(
         }
         _ => Bind::Any,
     };
-    let core = open_core(domain, at, hub_sizes())?;
-    Ok(Hub::new(core, inbox_limits(config), false))
+    let sizes = if private {
+        connection_sizes(config)
+    } else {
+        hub_sizes()
+    };
+    let core = open_core(domain, at, sizes)?;
+    Ok(Hub::new(core, inbox_limits(config), private))
 }
 
 impl OfiListener {
@@ -182,11 +199,15 @@ impl OfiListener {
                 }
             }
         };
-        let hub = open_hub(domain, bind, config)?;
+        let hub = match shares_endpoint(domain.kind) {
+            true => Some(open_hub(domain, bind, config, false)?),
+            false => None,
+        };
         tracing::debug!(provider = domain.kind.name(), %bind, ?rendezvous, "ofi listening");
         Ok(OfiListener {
             meeting,
             hub,
+            domain: domain.clone(),
             bind,
             config: config.clone(),
             idle_sleep: HANDSHAKE_SLEEP,
@@ -200,9 +221,9 @@ impl OfiListener {
         let accept = Handshake {
             kind: Kind::Accept,
             nonce: hello.nonce,
-            name: self.hub.name().to_vec(),
+            name: conn.hub().name().to_vec(),
         };
-        self.hub.send_until(
+        conn.hub().send_until(
             &accept.encode(),
             conn.peer_fi(),
             Instant::now() + ACCEPT_SEND_TIMEOUT,
@@ -223,18 +244,23 @@ impl OfiListener {
         let accept = Handshake {
             kind: Kind::Accept,
             nonce: hello.nonce,
-            name: self.hub.name().to_vec(),
+            name: conn.hub().name().to_vec(),
         };
         // On failure the connection is dropped, which detaches the peer again.
         socket.answer(&accept)?;
         Ok(conn)
     }
 
-    /// The connection of the peer named in `hello`, attached to the hub.
+    /// The connection of the peer named in `hello`, attached to the listener's hub (or, where
+    /// endpoints are not shared, to a private one opened for it).
     fn connection(&self, hello: &Handshake) -> Result<OfiConnection, BusError> {
-        let (owner, peer_fi) = self.hub.attach(&hello.name)?;
+        let hub = match &self.hub {
+            Some(hub) => hub.clone(),
+            None => open_hub(&self.domain, self.bind, &self.config, true)?,
+        };
+        let (owner, peer_fi) = hub.attach(&hello.name)?;
         OfiConnection::new(
-            self.hub.clone(),
+            hub,
             owner,
             peer_fi,
             &hello.name,
@@ -243,9 +269,9 @@ impl OfiListener {
         )
     }
 
-    /// The endpoint this listener's connections share.
-    pub fn hub(&self) -> &Arc<Hub> {
-        &self.hub
+    /// The endpoint this listener's connections share (none where each has its own).
+    pub fn hub(&self) -> Option<&Arc<Hub>> {
+        self.hub.as_ref()
     }
 
     /// One look for a HELLO over the fabric.
