@@ -158,9 +158,8 @@ fn receive_order(kind: OfiKind) {
     );
     assert_eq!(got[0].byte_len, 3);
     assert_eq!(got[1].imm, Some(7));
-    // tcp;ofi_rxm 1.17 does not report the length of a remote write (see conn.rs).
-    let imm_len_ok = got[1].byte_len == 3 || (kind == OfiKind::Tcp && got[1].byte_len == 0);
-    assert!(imm_len_ok, "{kind:?}: {:?}", got[1]);
+    // The IMM note carries the WRITE's length on every provider (rdm.rs: `RdmCore::write`).
+    assert_eq!(got[1].byte_len, 3, "{kind:?}: {:?}", got[1]);
     assert_eq!(got[2].byte_len, 5);
     let mut text = [0u8; 5];
     inbox.read(0, &mut text[..3]).unwrap();

@@ -523,3 +523,105 @@ fn idle_connections_to_the_fabric_port_do_not_starve_clients() {
     );
     drop(idle);
 }
+
+/// The node's resident memory (`VmRSS` of /proc/PID/status), in KiB.
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}
+
+/// Memory one unauthenticated fabric peer may cost the node (issue 15): its pre-auth
+/// stream (8 KiB window, 4 KiB staging, 32 command receives), its session's small buffers,
+/// and what libfabric keeps per peer of the hub (rxm connection, tcp endpoint). Measured
+/// ~50 KiB.
+const UNAUTHENTICATED_CLIENT_KIB: u64 = 64;
+/// Idle clients measured at once: enough that allocator and page-table noise (a few hundred
+/// KiB, no slack is given for it) is a small share of their total.
+const IDLE_CLIENTS: u64 = 32;
+
+/// Idle unauthenticated ofi:tcp clients share the fabric listener's endpoint (its hub), so
+/// each costs the node its small pre-auth buffers and libfabric's per-peer state, not an
+/// endpoint's buffer pools (~86 MiB each before the hub): at most 64 KiB each.
+#[test]
+fn idle_unauthenticated_ofi_tcp_clients_cost_the_node_little_memory() {
+    let node = FabricNode::start_with(
+        "ofi:tcp",
+        None,
+        &[
+            "--requirepass",
+            PASSWORD,
+            "--rdma-unauthenticated-max",
+            "64",
+        ],
+    );
+    // The hub's pools are paid once per listener: make them resident before measuring,
+    // with an authenticated client that has used its full window.
+    let mut first = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(first.call("PING"), "PONG");
+    assert_eq!(
+        first.call(&format!("SET big {}", "x".repeat(100_000))),
+        "OK"
+    );
+    let pid = node.node.pid();
+    std::thread::sleep(Duration::from_millis(500));
+    let before = vm_rss_kib(pid);
+    let idle: Vec<Interactive> = (0..IDLE_CLIENTS)
+        .map(|_| node.interactive_cli(&[]))
+        .collect();
+    wait_until("the idle clients never connected", STARTUP_TIMEOUT, || {
+        node.info_field(Some(PASSWORD), "fabric_connected_clients") == IDLE_CLIENTS + 1
+    });
+    // Their adverts and the server's first keepalives have been exchanged.
+    std::thread::sleep(Duration::from_millis(500));
+    let after = vm_rss_kib(pid);
+    let grown = after.saturating_sub(before);
+    eprintln!(
+        "{IDLE_CLIENTS} idle unauthenticated clients: node VmRSS {before} -> {after} KiB, {} KiB per client",
+        grown / IDLE_CLIENTS
+    );
+    assert!(
+        grown <= IDLE_CLIENTS * UNAUTHENTICATED_CLIENT_KIB,
+        "{IDLE_CLIENTS} idle clients grew the node by {grown} KiB (> {UNAUTHENTICATED_CLIENT_KIB} KiB each)"
+    );
+    // Still served: the authenticated client, and a new one.
+    assert_eq!(first.call("PING"), "PONG");
+    let mut late = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(late.call("PING"), "PONG");
+    drop(idle);
+}
+
+/// 32 authenticated ofi:tcp clients on the one hub, each writing and reading its own keys
+/// while the others do the same.
+#[test]
+fn thirty_two_authenticated_ofi_tcp_clients_set_and_get() {
+    let node = FabricNode::start_with("ofi:tcp", None, &["--requirepass", PASSWORD]);
+    let pid = node.node.pid();
+    let mut first = node.interactive_cli(&["-a", PASSWORD]);
+    assert_eq!(first.call("PING"), "PONG");
+    let before = vm_rss_kib(pid);
+    let mut clients: Vec<Interactive> = (0..32)
+        .map(|_| node.interactive_cli(&["-a", PASSWORD]))
+        .collect();
+    for round in 0..3 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(c.call(&format!("SET hub:{i} v{i}.{round}")), "OK");
+        }
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(c.call(&format!("GET hub:{i}")), format!("v{i}.{round}"));
+        }
+    }
+    let after = vm_rss_kib(pid);
+    eprintln!(
+        "32 authenticated clients: node VmRSS {before} -> {after} KiB, {} KiB per client",
+        after.saturating_sub(before) / 32
+    );
+    assert_eq!(
+        node.node
+            .cli(&["-a", PASSWORD, "--no-auth-warning", "GET", "hub:31"]),
+        "v31.2"
+    );
+}

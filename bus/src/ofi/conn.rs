@@ -1,16 +1,15 @@
-//! A connection over RDM: one endpoint of our own (own CQ, own AV) talking to exactly one peer
-//! endpoint. Each accepted connection gets a fresh endpoint rather than sharing the listener's:
-//! completions then belong to one connection (no demultiplexing by source address, no
-//! head-of-line blocking between peers, and dropping a connection closes exactly its own
-//! operations), at the price of one endpoint (and on tcp one socket) per connection.
+//! A connection over RDM: one peer of a [`Hub`] endpoint. An accepted connection shares its
+//! listener's hub with every other connection the listener accepted (see `hub.rs` for why and
+//! how completions find their connection); a connector's connection has a private hub.
+//! Dropping the connection detaches its peer from the hub: its regions are its own (registered
+//! through it) and go with their last handle, as before.
 //!
 //! Receives follow verbs: `post_recv` queues the caller's buffer, and every SEND or WRITE WITH
 //! IMM from the peer consumes the oldest queued buffer (a SEND's bytes are copied into it from
-//! our bounce buffer; see `rdm.rs`).
+//! the hub's bounce buffer; see `rdm.rs`).
 //!
-//! `byte_len` of a `RecvWriteImm` is the length libfabric reports for the remote write: shm
-//! reports it, tcp;ofi_rxm 1.17 reports 0. Protocols that need the length carry it in the
-//! immediate (as Valkey-over-RDMA does).
+//! `byte_len` of a `RecvWriteImm` is the length of the peer's WRITE, carried by its IMM note
+//! (`rdm.rs`: `RdmCore::write`).
 //!
 //! Progress: on tcp and shm data moves only inside libfabric calls, so both sides must keep
 //! calling `poll` (or `wait`), including a target that only receives one-sided writes: a WRITE
@@ -20,6 +19,7 @@
 //! operations. The stream protocol's keepalives are what detect it.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::access::Access;
@@ -27,8 +27,8 @@ use crate::addr::EndpointAddr;
 use crate::error::BusError;
 use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice, WorkError};
 
+use super::hub::{Delivery, Hub, ARRIVAL_BYTES_MAX};
 use super::open::OFI_SEND_MAX;
-use super::rdm::{Event, RdmCore};
 use super::region::OfiRegion;
 use super::sys::FiAddr;
 
@@ -46,13 +46,15 @@ struct PostedRecv {
 
 /// Something the peer sent that consumes one posted receive.
 enum Arrival {
-    Send { bounce: u32, len: usize },
+    Send(Vec<u8>),
     Imm { imm: u32, len: usize },
     Failed(WorkError),
 }
 
 pub struct OfiConnection {
-    core: RdmCore,
+    hub: Arc<Hub>,
+    /// This connection's id in the hub (carried by its operations' completions).
+    owner: u64,
     peer_fi: FiAddr,
     peer: EndpointAddr,
     local: EndpointAddr,
@@ -60,10 +62,12 @@ pub struct OfiConnection {
     recv_max: usize,
     recvs: VecDeque<PostedRecv>,
     arrivals: VecDeque<Arrival>,
+    /// Bytes of SEND payload in `arrivals` (bounded by `ARRIVAL_BYTES_MAX`).
+    arrival_bytes: usize,
     /// Completions found but not yet returned (by `wait`, or beyond `max`). Bounded: at most
     /// one per send slot plus one per posted receive.
     done: VecDeque<Completion>,
-    events: VecDeque<Event>,
+    deliveries: VecDeque<Delivery>,
 }
 
 impl std::fmt::Debug for OfiConnection {
@@ -76,70 +80,83 @@ impl std::fmt::Debug for OfiConnection {
 }
 
 impl OfiConnection {
+    /// The connection of the peer at raw address `peer_raw`, attached to `hub` as `owner`
+    /// at `peer_fi` (see [`Hub::attach`]).
     pub(crate) fn new(
-        core: RdmCore,
+        hub: Arc<Hub>,
+        owner: u64,
         peer_fi: FiAddr,
         peer_raw: &[u8],
         max_inline: usize,
         recv_max: usize,
-        early: VecDeque<Event>,
     ) -> Result<Self, BusError> {
-        let tag = core.domain().kind.addr_tag();
+        let tag = hub.domain().kind.addr_tag();
+        let peer = EndpointAddr::ofi(tag, peer_raw);
+        let local = EndpointAddr::ofi(tag, hub.name());
+        let (peer, local) = match (peer, local) {
+            (Ok(p), Ok(l)) => (p, l),
+            (Err(e), _) | (_, Err(e)) => {
+                hub.detach(owner, peer_fi);
+                return Err(e);
+            }
+        };
         Ok(OfiConnection {
-            peer: EndpointAddr::ofi(tag, peer_raw)?,
-            local: EndpointAddr::ofi(tag, &core.ep.name)?,
-            core,
+            hub,
+            owner,
             peer_fi,
+            peer,
+            local,
             max_inline,
             recv_max,
             recvs: VecDeque::new(),
             arrivals: VecDeque::new(),
+            arrival_bytes: 0,
             done: VecDeque::new(),
-            // What arrived in the handshake's last poll after the ACCEPT: the peer's first
-            // messages, handled before anything newer.
-            events: early,
+            deliveries: VecDeque::new(),
         })
     }
 
-    /// Reads the CQ once and turns what it found into completions in `self.done`.
-    fn progress(&mut self, max: usize) -> Result<(), BusError> {
-        self.core.poll(&mut self.events, max.max(1))?;
-        while let Some(event) = self.events.pop_front() {
-            match event {
-                Event::TxDone {
-                    internal: true,
-                    status,
-                    ..
-                } => {
-                    if let Err(e) = status {
-                        tracing::warn!(peer = %self.peer, ?e, "ofi handshake send failed");
-                    }
-                }
-                Event::TxDone {
-                    wr_id, op, status, ..
-                } => self.done.push_back(Completion {
+    /// The peer's entry in the hub's address vector.
+    pub(crate) fn peer_fi(&self) -> FiAddr {
+        self.peer_fi
+    }
+
+    /// The endpoint this connection is a peer of (shared with the other connections its
+    /// listener accepted).
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// Reads the hub once and turns what it has for us into completions in `self.done`.
+    fn progress(&mut self) -> Result<(), BusError> {
+        self.hub.poll(self.owner, &mut self.deliveries)?;
+        while let Some(delivery) = self.deliveries.pop_front() {
+            match delivery {
+                Delivery::Done { wr_id, op, status } => self.done.push_back(Completion {
                     wr_id,
                     op,
                     status,
                     byte_len: 0,
                     imm: None,
                 }),
-                Event::Received { bounce, len } => {
-                    self.arrivals.push_back(Arrival::Send { bounce, len })
+                Delivery::Send(bytes) => {
+                    self.arrival_bytes += bytes.len();
+                    self.arrivals.push_back(Arrival::Send(bytes));
                 }
-                Event::RemoteWriteImm { imm, len } => {
-                    self.arrivals.push_back(Arrival::Imm { imm, len })
-                }
-                Event::RecvFailed { error } => self.arrivals.push_back(Arrival::Failed(error)),
+                Delivery::Imm { imm, len } => self.arrivals.push_back(Arrival::Imm { imm, len }),
+                Delivery::RecvFailed(error) => self.arrivals.push_back(Arrival::Failed(error)),
             }
         }
-        // IMMs that find no posted receive wait here; bounded like a receive queue (on verbs
-        // the peer would get RNR errors instead).
-        if self.arrivals.len() > self.recv_max + super::rdm::BOUNCE_MAX {
+        // Arrivals that find no posted receive wait here; bounded like a receive queue (on
+        // verbs the peer would get RNR errors instead).
+        if self.arrivals.len() > self.recv_max + super::rdm::BOUNCE_MAX
+            || self.arrival_bytes > ARRIVAL_BYTES_MAX
+        {
             return Err(BusError::Protocol(format!(
-                "peer {} sent {} messages beyond the posted receives",
+                "peer {} sent {} messages ({} bytes) beyond the posted receives",
                 self.peer,
-                self.arrivals.len()
+                self.arrivals.len(),
+                self.arrival_bytes
             )));
         }
         self.match_arrivals()
@@ -153,18 +170,19 @@ impl OfiConnection {
                 break;
             };
             let completion = match arrival {
-                Arrival::Send { bounce, len } => {
+                Arrival::Send(bytes) => {
+                    self.arrival_bytes -= bytes.len();
+                    let len = bytes.len();
                     let status = if len > recv.len {
                         Err(WorkError::Other(format!(
                             "message of {len} bytes exceeds the {}-byte receive buffer",
                             recv.len
                         )))
                     } else {
-                        self.core
-                            .bounce_copy_to(bounce, len, &recv.region, recv.offset)
+                        recv.region
+                            .write(recv.offset, &bytes)
                             .map_err(|e| WorkError::Other(e.to_string()))
                     };
-                    self.core.release_bounce(bounce)?;
                     Completion {
                         wr_id: recv.wr_id,
                         op: Op::Recv,
@@ -213,7 +231,7 @@ impl OfiConnection {
             }
         }
         Ok(self
-            .core
+            .hub
             .domain()
             .addressing()
             .target(&dst.region, dst.offset))
@@ -226,7 +244,7 @@ impl Connection for OfiConnection {
     /// On the shared domain (libfabric checks keys per domain): the region's own random key
     /// and address are what keep other peers out.
     fn register(&self, len: usize, access: Access) -> Result<OfiRegion, BusError> {
-        OfiRegion::register(self.core.domain(), len, access)
+        OfiRegion::register(self.hub.domain(), len, access)
     }
 
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<OfiRegion>) -> Result<(), BusError> {
@@ -242,7 +260,8 @@ impl Connection for OfiConnection {
                 reason: format!("{} bytes > OFI_SEND_MAX {OFI_SEND_MAX}", src.len),
             });
         }
-        self.core.send_region(
+        self.hub.lock().core().send_region(
+            self.owner,
             wr_id,
             &src.region,
             src.offset,
@@ -277,7 +296,8 @@ impl Connection for OfiConnection {
         imm: Option<u32>,
     ) -> Result<(), BusError> {
         let (addr, key) = self.remote_target(&dst, src.len)?;
-        self.core.write(
+        self.hub.lock().core().write(
+            self.owner,
             wr_id,
             &src.region,
             src.offset,
@@ -296,7 +316,8 @@ impl Connection for OfiConnection {
         src: RemoteSlice,
     ) -> Result<(), BusError> {
         let (addr, key) = self.remote_target(&src, dst.len)?;
-        self.core.read(
+        self.hub.lock().core().read(
+            self.owner,
             wr_id,
             &dst.region,
             dst.offset,
@@ -309,7 +330,7 @@ impl Connection for OfiConnection {
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<usize, BusError> {
         // Always read the CQ: it is what drives progress on tcp and shm.
-        self.progress(max)?;
+        self.progress()?;
         let n = max.min(self.done.len());
         out.extend(self.done.drain(..n));
         Ok(n)
@@ -319,7 +340,7 @@ impl Connection for OfiConnection {
         let deadline = Instant::now() + timeout;
         let mut sleep = WAIT_SLEEP_MIN;
         loop {
-            self.progress(1)?;
+            self.progress()?;
             if !self.done.is_empty() {
                 return Ok(());
             }
@@ -338,5 +359,11 @@ impl Connection for OfiConnection {
 
     fn local(&self) -> &EndpointAddr {
         &self.local
+    }
+}
+
+impl Drop for OfiConnection {
+    fn drop(&mut self) {
+        self.hub.detach(self.owner, self.peer_fi);
     }
 }

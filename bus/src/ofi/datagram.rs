@@ -174,14 +174,14 @@ impl OfiDatagram {
         self.core.poll(&mut self.events, BOUNCE_MAX)?;
         while let Some(event) = self.events.pop_front() {
             match event {
-                Event::Received { bounce, len } => self.held.push_back((bounce, len)),
+                Event::Received { bounce, len, .. } => self.held.push_back((bounce, len)),
                 Event::TxDone { status: Err(e), .. } => {
                     tracing::debug!(?e, "ofi datagram send failed")
                 }
-                Event::RecvFailed { error } => {
+                Event::RecvFailed { error, .. } => {
                     tracing::debug!(?error, "ofi datagram receive failed")
                 }
-                Event::TxDone { .. } | Event::RemoteWriteImm { .. } => {}
+                Event::TxDone { .. } => {}
             }
         }
         self.flush_outbox()

@@ -226,6 +226,19 @@ impl Endpoint {
         }
     }
 
+    /// `fi_injectdata`: `buf` is copied before return; the peer's receive completes with
+    /// `data` as remote CQ data. No completion here.
+    pub fn inject_data(&mut self, buf: &[u8], data: u64, to: FiAddr) -> isize {
+        // SAFETY: ep is live; buf is only read during the call.
+        unsafe {
+            (*(*self.ep).msg)
+                .injectdata
+                .map_or(-sys::FI_EINVAL as isize, |f| {
+                    f(self.ep, buf.as_ptr() as *const c_void, buf.len(), data, to)
+                })
+        }
+    }
+
     /// `fi_write`, or `fi_writedata` when `data` is set.
     ///
     /// # Safety
@@ -291,22 +304,36 @@ impl Endpoint {
         }
     }
 
-    /// `fi_cq_read` into `entries`; this is also what drives progress on tcp and shm.
-    pub fn cq_read(&mut self, entries: &mut [sys::FiCqDataEntry]) -> Result<CqRead, BusError> {
-        if entries.is_empty() {
+    /// `fi_cq_readfrom` into `entries`, with each entry's source address in `sources` (same
+    /// length; `FI_ADDR_NOTAVAIL` where the provider does not know it). This is also what
+    /// drives progress on tcp and shm.
+    pub fn cq_read(
+        &mut self,
+        entries: &mut [sys::FiCqDataEntry],
+        sources: &mut [FiAddr],
+    ) -> Result<CqRead, BusError> {
+        let count = entries.len().min(sources.len());
+        if count == 0 {
             return Ok(CqRead::Entries(0));
         }
+        sources[..count].fill(sys::FI_ADDR_NOTAVAIL);
         // SAFETY: cq is live and was opened with FI_CQ_FORMAT_DATA, so each entry written is a
-        // fi_cq_data_entry; at most entries.len() are written.
+        // fi_cq_data_entry; at most `count` entries and `count` sources are written.
         let n = unsafe {
-            (*(*self.cq).ops)
-                .read
-                .map_or(-sys::FI_EINVAL as isize, |f| {
-                    f(self.cq, entries.as_mut_ptr() as *mut c_void, entries.len())
-                })
+            let ops = &*(*self.cq).ops;
+            match (ops.readfrom, ops.read) {
+                (Some(f), _) => f(
+                    self.cq,
+                    entries.as_mut_ptr() as *mut c_void,
+                    count,
+                    sources.as_mut_ptr(),
+                ),
+                (None, Some(f)) => f(self.cq, entries.as_mut_ptr() as *mut c_void, count),
+                (None, None) => -sys::FI_EINVAL as isize,
+            }
         };
         if n >= 0 {
-            Ok(CqRead::Entries((n as usize).min(entries.len())))
+            Ok(CqRead::Entries((n as usize).min(count)))
         } else if n == -(sys::FI_EAGAIN as isize) {
             Ok(CqRead::Entries(0))
         } else if n == -(sys::FI_EAVAIL as isize) {
@@ -314,7 +341,7 @@ impl Endpoint {
         } else {
             Err(BusError::Provider {
                 provider: self.domain.kind.name(),
-                call: "fi_cq_read",
+                call: "fi_cq_readfrom",
                 reason: self.domain.lib.strerror(n as i32),
             })
         }

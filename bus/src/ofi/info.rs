@@ -13,8 +13,11 @@ use super::sys;
 
 /// The capabilities every endpoint asks for: messages both ways and one-sided reads and writes
 /// both ways. Remote CQ data (WRITE WITH IMM) is not a capability bit in 1.17 but a domain
-/// attribute, checked by `cq_data_size` after the answer.
-pub const CAPS: u64 = sys::FI_MSG
+/// attribute, checked by `cq_data_size` after the answer. `FI_SOURCE`: receive completions
+/// name their sender (`fi_cq_readfrom`), which is how a hub endpoint shared by many peers
+/// (`hub.rs`) hands each arrival to its connection.
+pub const CAPS: u64 = sys::FI_SOURCE
+    | sys::FI_MSG
     | sys::FI_RMA
     | sys::FI_SEND
     | sys::FI_RECV

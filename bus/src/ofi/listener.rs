@@ -1,13 +1,15 @@
 //! Connection set-up over connectionless RDM endpoints.
 //!
 //! A connector opens its own endpoint and sends HELLO (its endpoint name and a nonce) to the
-//! listener, then waits for ACCEPT. The listener answers each HELLO by opening a fresh endpoint
-//! for the connection (see `conn.rs` for why) and replying ACCEPT with that endpoint's name.
+//! listener, then waits for ACCEPT. The listener answers each HELLO by adding the connector to
+//! its hub (one RDM endpoint shared by all the connections it accepts, see `hub.rs`; on shm a
+//! private one per connection, see [`shares_endpoint`]) and replying ACCEPT with the hub's
+//! name.
 //! Where HELLO and ACCEPT travel depends on the [`Rendezvous`]:
 //! - `Fabric` (tcp, shm): the listener is an RDM endpoint bound where connectors can find it
 //!   (tcp: the bind IP and port through `fi_getinfo(node, service, FI_SOURCE)`; shm: a name
-//!   derived from the socket address). ACCEPT is sent from the new endpoint, so the first
-//!   fabric message also proves the path works.
+//!   derived from the socket address). ACCEPT is sent from the hub, so the first fabric
+//!   message also proves the path works.
 //! - `TcpSocket` (the default for every provider): the listener is a TCP socket at the bind
 //!   address; handshakes are read without blocking from a bounded table of pending sockets
 //!   (`HANDSHAKE_PENDING_MAX`, each dropped after `HANDSHAKE_DEADLINE`), so idle or slow
@@ -28,11 +30,13 @@ use crate::provider::Listener;
 use super::conn::OfiConnection;
 use super::domain::Domain;
 use super::handshake::{Handshake, Kind, HANDSHAKE_MAX};
+use super::hub::{Hub, InboxLimits, ARRIVAL_BYTES_MAX};
 use super::kind::{OfiKind, Rendezvous};
-use super::open::{connection_sizes, listener_address, open_core, sockaddr_port, Bind};
-use super::rdm::{CoreSizes, Event, RdmCore};
+use super::open::{
+    connection_sizes, listener_address, open_core, sockaddr_port, Bind, OFI_SEND_MAX,
+};
+use super::rdm::{CoreSizes, Event, RdmCore, BOUNCE_MAX};
 use super::rendezvous_socket::{read_handshake, write_handshake, PendingHello};
-use super::sys::FiAddr;
 
 /// HELLOs the listener can hold at once; more wait in the provider's unexpected-message queue.
 const LISTENER_BOUNCE: usize = 16;
@@ -49,6 +53,11 @@ const HANDSHAKE_SLEEP_MAX: Duration = Duration::from_millis(2);
 /// flood of idle connections costs bounded memory and never blocks a real connector, which
 /// sends its HELLO at once.
 pub const HANDSHAKE_PENDING_MAX: usize = 256;
+/// Operations in flight on a listener's hub, all its connections together (beyond it a post
+/// meets `Full`, back-pressure): 4,096 slots of about 100 bytes.
+pub const HUB_TX_SLOTS: usize = 4096;
+/// Address-vector entries a hub starts with (it grows with its connections).
+const HUB_AV_COUNT: usize = 256;
 /// TCP connections taken from the kernel per `accept` round (the rest wait for the next):
 /// enough to empty a flooded backlog in a few rounds, so a real connector's SYN finds room
 /// (evicted sockets are closed at once).
@@ -66,8 +75,10 @@ enum Meeting {
 }
 
 pub struct OfiListener {
-    domain: Arc<Domain>,
     meeting: Meeting,
+    /// The endpoint every accepted connection shares (see [`shares_endpoint`]).
+    hub: Option<Arc<Hub>>,
+    domain: Arc<Domain>,
     bind: SocketAddr,
     config: EndpointConfig,
     /// The idle back-off's next sleep (kept across `accept` calls).
@@ -95,24 +106,57 @@ fn listener_sizes() -> CoreSizes {
     }
 }
 
-/// A connection endpoint for the peer named in `hello`, bound near `bind`.
-fn open_for_peer(
+fn hub_sizes() -> CoreSizes {
+    CoreSizes {
+        tx_slots: HUB_TX_SLOTS,
+        bounce_count: BOUNCE_MAX,
+        bounce_bytes: OFI_SEND_MAX,
+        staging_bytes: HANDSHAKE_MAX,
+        cq_size: HUB_TX_SLOTS + BOUNCE_MAX,
+        av_count: HUB_AV_COUNT,
+    }
+}
+
+/// How much one connection may have waiting: its posted receives' worth, plus what the
+/// provider may deliver before the connection polls.
+pub(crate) fn inbox_limits(config: &EndpointConfig) -> InboxLimits {
+    InboxLimits {
+        arrivals: config.recv_wr as usize + BOUNCE_MAX,
+        bytes: ARRIVAL_BYTES_MAX,
+    }
+}
+
+/// Whether the connections a listener accepts share one endpoint. tcp: yes, that is what
+/// pays rxm's ~86 MiB of pools once. shm: no, each keeps an endpoint of its own as before
+/// hubs: shm 1.17 misroutes arrivals on an endpoint whose peers come and go (with hundreds
+/// of short connections, `bus/tests/ofi_rogue.rs`'s canaries stopped completing: 124 s on
+/// main, > 15 min shared), and its operations to a removed peer never end (`Hub::detach`).
+fn shares_endpoint(kind: OfiKind) -> bool {
+    kind != OfiKind::Shm
+}
+
+/// The hub of a listener at `bind` (`private`: for one accepted connection only).
+fn open_hub(
     domain: &Arc<Domain>,
     bind: SocketAddr,
     config: &EndpointConfig,
-    hello: &Handshake,
-) -> Result<(RdmCore, FiAddr), BusError> {
-    // On tcp, bind to the listener's IP (any port) so the connection is reachable the same
-    // way the listener is.
+    private: bool,
+) -> Result<Arc<Hub>, BusError> {
+    // On tcp, bind to the listener's IP (any port) so connections are reachable the same way
+    // the listener is.
     let at = match domain.kind {
         OfiKind::Tcp if bind.is_ipv4() && !bind.ip().is_unspecified() => {
             Bind::At(SocketAddr::new(bind.ip(), 0))
         }
         _ => Bind::Any,
     };
-    let mut core = open_core(domain, at, connection_sizes(config))?;
-    let peer_fi = core.ep.av_insert(&hello.name)?;
-    Ok((core, peer_fi))
+    let sizes = if private {
+        connection_sizes(config)
+    } else {
+        hub_sizes()
+    };
+    let core = open_core(domain, at, sizes)?;
+    Ok(Hub::new(core, inbox_limits(config), private))
 }
 
 impl OfiListener {
@@ -155,10 +199,15 @@ impl OfiListener {
                 }
             }
         };
+        let hub = match shares_endpoint(domain.kind) {
+            true => Some(open_hub(domain, bind, config, false)?),
+            false => None,
+        };
         tracing::debug!(provider = domain.kind.name(), %bind, ?rendezvous, "ofi listening");
         Ok(OfiListener {
-            domain: domain.clone(),
             meeting,
+            hub,
+            domain: domain.clone(),
             bind,
             config: config.clone(),
             idle_sleep: HANDSHAKE_SLEEP,
@@ -166,24 +215,20 @@ impl OfiListener {
         })
     }
 
-    /// Answers one HELLO that came over the fabric: ACCEPT goes from the new endpoint.
+    /// Answers one HELLO that came over the fabric: ACCEPT goes from the hub.
     fn answer_on_fabric(&self, hello: Handshake) -> Result<OfiConnection, BusError> {
-        let (mut core, peer_fi) = open_for_peer(&self.domain, self.bind, &self.config, &hello)?;
+        let conn = self.connection(&hello)?;
         let accept = Handshake {
             kind: Kind::Accept,
             nonce: hello.nonce,
-            name: core.ep.name.clone(),
+            name: conn.hub().name().to_vec(),
         };
-        let mut events = VecDeque::new();
-        core.send_bytes_until(
+        conn.hub().send_until(
             &accept.encode(),
-            peer_fi,
+            conn.peer_fi(),
             Instant::now() + ACCEPT_SEND_TIMEOUT,
-            &mut events,
         )?;
-        // Whatever the polls found (the ACCEPT's completion, perhaps the peer's first
-        // messages) goes to the connection.
-        self.connection(core, peer_fi, &hello.name, events)
+        Ok(conn)
     }
 
     /// Answers one HELLO that came over a TCP socket: ACCEPT goes back over it.
@@ -195,31 +240,38 @@ impl OfiListener {
         if hello.kind != Kind::Hello {
             return Err(BusError::Protocol("ofi handshake: expected HELLO".into()));
         }
-        let (core, peer_fi) = open_for_peer(&self.domain, self.bind, &self.config, &hello)?;
+        let conn = self.connection(&hello)?;
         let accept = Handshake {
             kind: Kind::Accept,
             nonce: hello.nonce,
-            name: core.ep.name.clone(),
+            name: conn.hub().name().to_vec(),
         };
+        // On failure the connection is dropped, which detaches the peer again.
         socket.answer(&accept)?;
-        self.connection(core, peer_fi, &hello.name, VecDeque::new())
+        Ok(conn)
     }
 
-    fn connection(
-        &self,
-        core: RdmCore,
-        peer_fi: FiAddr,
-        peer_name: &[u8],
-        early: VecDeque<Event>,
-    ) -> Result<OfiConnection, BusError> {
+    /// The connection of the peer named in `hello`, attached to the listener's hub (or, where
+    /// endpoints are not shared, to a private one opened for it).
+    fn connection(&self, hello: &Handshake) -> Result<OfiConnection, BusError> {
+        let hub = match &self.hub {
+            Some(hub) => hub.clone(),
+            None => open_hub(&self.domain, self.bind, &self.config, true)?,
+        };
+        let (owner, peer_fi) = hub.attach(&hello.name)?;
         OfiConnection::new(
-            core,
+            hub,
+            owner,
             peer_fi,
-            peer_name,
+            &hello.name,
             self.config.max_inline,
             self.config.recv_wr as usize,
-            early,
         )
+    }
+
+    /// The endpoint this listener's connections share (none where each has its own).
+    pub fn hub(&self) -> Option<&Arc<Hub>> {
+        self.hub.as_ref()
     }
 
     /// One look for a HELLO over the fabric.
@@ -229,7 +281,7 @@ impl OfiListener {
         };
         core.poll(events, LISTENER_BOUNCE)?;
         while let Some(event) = events.pop_front() {
-            let Event::Received { bounce, len } = event else {
+            let Event::Received { bounce, len, .. } = event else {
                 continue;
             };
             let mut buf = vec![0u8; len];
@@ -404,18 +456,20 @@ pub(crate) fn connect(
         nonce: nonce(),
         name: core.ep.name.clone(),
     };
-    let (mut core, accept, early) = match rendezvous {
+    let (core, accept, early) = match rendezvous {
         Rendezvous::Fabric => meet_on_fabric(domain, core, to, &hello, deadline, timeout)?,
         Rendezvous::TcpSocket => meet_on_socket(core, to, &hello, timeout)?,
     };
-    let peer_fi = core.ep.av_insert(&accept.name)?;
+    let hub = Hub::new(core, inbox_limits(config), true);
+    let (owner, peer_fi) = hub.attach(&accept.name)?;
+    hub.absorb(early);
     OfiConnection::new(
-        core,
+        hub,
+        owner,
         peer_fi,
         &accept.name,
         config.max_inline,
         config.recv_wr as usize,
-        early,
     )
 }
 
@@ -460,7 +514,7 @@ fn meet_on_fabric(
         core.poll(&mut events, 16)?;
         while let Some(event) = events.pop_front() {
             match event {
-                Event::Received { bounce, len } => {
+                Event::Received { bounce, len, .. } => {
                     let mut buf = vec![0u8; len];
                     let read = core.bounce_read(bounce, &mut buf);
                     core.release_bounce(bounce)?;

@@ -46,6 +46,7 @@ pub mod dumpable;
 pub mod endpoint;
 pub mod env_guard;
 pub mod handshake;
+pub mod hub;
 pub mod info;
 pub mod kind;
 pub mod library;

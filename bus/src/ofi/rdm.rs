@@ -40,7 +40,13 @@ pub const BOUNCE_MAX: usize = 64;
 /// Staging buffers per endpoint for internal sends that cannot be injected.
 pub const STAGING_MAX: usize = 32;
 
-/// A finished operation or an arrival, as the layer above sees it.
+/// Bytes of an IMM note's payload: the length of the WRITE it announces (little endian).
+pub const IMM_NOTE_LEN: usize = 4;
+
+/// A finished operation or an arrival, as the layer above sees it. `owner` is the tag the
+/// operation was posted with (a hub's connection id; 0 for internal sends); `from` is the
+/// address-vector entry of an arrival's sender (`FI_ADDR_NOTAVAIL` for an address we never
+/// inserted or one the provider does not report).
 #[derive(Debug)]
 pub enum Event {
     /// An operation we posted finished.
@@ -49,14 +55,19 @@ pub enum Event {
         op: Op,
         internal: bool,
         status: Result<(), WorkError>,
+        owner: u64,
     },
     /// A SEND arrived in bounce buffer `bounce` (`len` bytes). The buffer stays ours until
-    /// `release_bounce`.
-    Received { bounce: u32, len: usize },
-    /// A peer's WRITE WITH IMM landed.
-    RemoteWriteImm { imm: u32, len: usize },
+    /// `release_bounce`. `note` is set when the SEND carried remote CQ data: it is then the
+    /// IMM note of a WRITE WITH IMM (see [`RdmCore::write`]), its payload the WRITE's length.
+    Received {
+        bounce: u32,
+        len: usize,
+        from: FiAddr,
+        note: Option<u32>,
+    },
     /// A receive failed (for example a message longer than the bounce buffer).
-    RecvFailed { error: WorkError },
+    RecvFailed { error: WorkError, from: FiAddr },
 }
 
 /// What an occupied slot is doing.
@@ -69,6 +80,7 @@ enum SlotState {
         /// Regions named by the operation, kept alive until its completion.
         _keep: Option<OfiRegion>,
         staging: Option<u32>,
+        owner: u64,
     },
     Bounce(u32),
 }
@@ -80,19 +92,28 @@ struct TxWork {
     internal: bool,
     keep: Option<OfiRegion>,
     staging: Option<u32>,
+    owner: u64,
 }
 
 impl TxWork {
-    /// A caller's operation on `region`.
-    fn user(wr_id: u64, op: Op, region: &OfiRegion) -> TxWork {
+    /// A caller's operation on `region`, for `owner`.
+    fn user(wr_id: u64, op: Op, region: &OfiRegion, owner: u64) -> TxWork {
         TxWork {
             wr_id,
             op,
             internal: false,
             keep: Some(region.clone()),
             staging: None,
+            owner,
         }
     }
+}
+
+/// An IMM note that found the transmit queue full, sent before anything newer to its peer.
+struct PendingNote {
+    to: FiAddr,
+    imm: u32,
+    len: u32,
 }
 
 /// The operation contexts handed to libfabric (one `fi_context2` per slot). The provider may
@@ -165,9 +186,13 @@ pub struct RdmCore {
     staging_bytes: usize,
     free_staging: Vec<u32>,
     ready: VecDeque<Event>,
+    /// IMM notes waiting for room in the transmit queue, oldest first (at most one per
+    /// transmit slot: each follows a WRITE that holds a slot).
+    notes: VecDeque<PendingNote>,
     /// Where completions are read to, kept between polls: a fresh array per poll was a
     /// memset of POLL_BATCH entries on every turn of a busy-polling loop.
     cq_batch: Vec<sys::FiCqDataEntry>,
+    cq_sources: Vec<FiAddr>,
 }
 
 const EMPTY_ENTRY: sys::FiCqDataEntry = sys::FiCqDataEntry {
@@ -210,7 +235,9 @@ impl RdmCore {
             staging_bytes: sizes.staging_bytes,
             free_staging: (0..STAGING_MAX as u32).rev().collect(),
             ready: VecDeque::new(),
+            notes: VecDeque::new(),
             cq_batch: vec![EMPTY_ENTRY; POLL_BATCH],
+            cq_sources: vec![sys::FI_ADDR_NOTAVAIL; POLL_BATCH],
         };
         for b in 0..sizes.bounce_count as u32 {
             core.post_bounce(b)?;
@@ -318,6 +345,7 @@ impl RdmCore {
             internal: work.internal,
             _keep: work.keep,
             staging: work.staging,
+            owner: work.owner,
         };
         let rc = call(&mut self.ep, ctx);
         if rc != 0 {
@@ -339,9 +367,11 @@ impl RdmCore {
         }
     }
 
-    /// SEND of `len` bytes of `region` at `offset` to `to`.
+    /// SEND of `len` bytes of `region` at `offset` to `to`, for `owner`.
+    #[allow(clippy::too_many_arguments)]
     pub fn send_region(
         &mut self,
+        owner: u64,
         wr_id: u64,
         region: &OfiRegion,
         offset: usize,
@@ -350,6 +380,7 @@ impl RdmCore {
         inline_max: usize,
     ) -> Result<(), BusError> {
         self.check_region(region)?;
+        self.notes_sent()?;
         let buf = region.ptr_at(offset, len)?;
         // Injected sends hold no slot, but their made-up completions wait in `ready`: count
         // them against the send queue so a caller that never polls meets `Full`, not growth.
@@ -369,12 +400,13 @@ impl RdmCore {
                 op: Op::Send,
                 internal: false,
                 status: Ok(()),
+                owner,
             });
             return Ok(());
         }
         let desc = region.desc();
         self.post_tx(
-            TxWork::user(wr_id, Op::Send, region),
+            TxWork::user(wr_id, Op::Send, region, owner),
             "fi_send",
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
             |ep, ctx| unsafe { ep.send(buf, len, desc, to, ctx) },
@@ -416,6 +448,7 @@ impl RdmCore {
             internal: true,
             keep: None,
             staging: Some(s),
+            owner: 0,
         };
         let result = self.post_tx(
             work,
@@ -451,10 +484,19 @@ impl RdmCore {
         }
     }
 
-    /// RDMA WRITE (WITH IMM when `imm` is set) of local bytes to remote `addr`/`key`.
+    /// RDMA WRITE of local bytes to remote `addr`/`key`; with `imm`, followed by an IMM note:
+    /// a SEND of the length with `imm` as remote CQ data, which the peer's receive path hands
+    /// to the connection as the WRITE WITH IMM's arrival. Why not `fi_writedata`:
+    /// tcp;ofi_rxm 1.17 reports a remote write's CQ data without its source
+    /// (`rxm_handle_remote_write` uses `rxm_cq_write`, not `rxm_cq_write_src`), so an endpoint
+    /// shared by many peers could not tell whose it is; a SEND's completion names its sender.
+    /// The note travels after the WRITE on the same ordered path (tcp: one socket per peer,
+    /// send-after-write ordered; shm: one command queue), so the data has landed when it
+    /// arrives.
     #[allow(clippy::too_many_arguments)]
     pub fn write(
         &mut self,
+        owner: u64,
         wr_id: u64,
         region: &OfiRegion,
         offset: usize,
@@ -465,24 +507,85 @@ impl RdmCore {
         imm: Option<u32>,
     ) -> Result<(), BusError> {
         self.check_region(region)?;
+        self.notes_sent()?;
         let buf = region.ptr_at(offset, len)?;
         let desc = region.desc();
         self.post_tx(
-            TxWork::user(wr_id, Op::Write, region),
-            if imm.is_some() {
-                "fi_writedata"
-            } else {
-                "fi_write"
-            },
+            TxWork::user(wr_id, Op::Write, region, owner),
+            "fi_write",
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
-            |ep, ctx| unsafe { ep.write(buf, len, desc, imm.map(u64::from), to, addr, key, ctx) },
-        )
+            |ep, ctx| unsafe { ep.write(buf, len, desc, None, to, addr, key, ctx) },
+        )?;
+        if let Some(imm) = imm {
+            self.notes.push_back(PendingNote {
+                to,
+                imm,
+                len: len.min(u32::MAX as usize) as u32,
+            });
+            self.flush_notes()?;
+        }
+        Ok(())
+    }
+
+    /// Forgets what is still queued for `peer` before its address-vector entry is removed
+    /// (and may be reused for another peer): its waiting IMM notes and made-up completions
+    /// of `owner`. Its operations in flight finish later with `owner` and are dropped by
+    /// whoever routes them.
+    pub fn forget_peer(&mut self, peer: FiAddr, owner: u64) {
+        self.notes.retain(|n| n.to != peer);
+        self.ready
+            .retain(|e| !matches!(e, Event::TxDone { owner: o, .. } if *o == owner));
+    }
+
+    /// Transmit slots in use (operations posted and not yet completed).
+    pub fn tx_in_flight(&self) -> usize {
+        self.tx_slots - self.free_tx.len()
+    }
+
+    /// Operations in flight posted for an owner that `keep` rejects (internal sends, owner 0,
+    /// are not counted).
+    pub fn tx_in_flight_of(&self, mut keep: impl FnMut(u64) -> bool) -> usize {
+        self.states
+            .iter()
+            .filter(|s| matches!(s, SlotState::Tx { internal: false, owner, .. } if keep(*owner)))
+            .count()
+    }
+
+    /// `Full` while an IMM note still waits: nothing may overtake it (it must arrive after
+    /// its WRITE and before anything posted later).
+    fn notes_sent(&mut self) -> Result<(), BusError> {
+        self.flush_notes()?;
+        if self.notes.is_empty() {
+            Ok(())
+        } else {
+            Err(BusError::Full {
+                what: "ofi transmit queue (an IMM note waits)",
+            })
+        }
+    }
+
+    /// Sends waiting IMM notes in order until the provider says "try again".
+    fn flush_notes(&mut self) -> Result<(), BusError> {
+        while let Some(note) = self.notes.front() {
+            let rc = self
+                .ep
+                .inject_data(&note.len.to_le_bytes(), u64::from(note.imm), note.to);
+            if rc == -(sys::FI_EAGAIN as isize) {
+                return Ok(());
+            }
+            self.notes.pop_front();
+            if rc != 0 {
+                return Err(self.provider_error("fi_injectdata", rc));
+            }
+        }
+        Ok(())
     }
 
     /// RDMA READ of remote `addr`/`key` into local bytes.
     #[allow(clippy::too_many_arguments)]
     pub fn read(
         &mut self,
+        owner: u64,
         wr_id: u64,
         region: &OfiRegion,
         offset: usize,
@@ -492,10 +595,11 @@ impl RdmCore {
         key: u64,
     ) -> Result<(), BusError> {
         self.check_region(region)?;
+        self.notes_sent()?;
         let buf = region.ptr_at(offset, len)?;
         let desc = region.desc();
         self.post_tx(
-            TxWork::user(wr_id, Op::Read, region),
+            TxWork::user(wr_id, Op::Read, region, owner),
             "fi_read",
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
             |ep, ctx| unsafe { ep.read(buf, len, desc, from, addr, key, ctx) },
@@ -516,15 +620,17 @@ impl RdmCore {
             }
         }
         let want = (max - n).clamp(1, POLL_BATCH);
+        self.flush_notes()?;
         // Taken out for the loop (on_completion needs `&mut self`) and always put back.
         let mut batch = std::mem::take(&mut self.cq_batch);
-        let read = self.ep.cq_read(&mut batch[..want]);
+        let mut sources = std::mem::take(&mut self.cq_sources);
+        let read = self.ep.cq_read(&mut batch[..want], &mut sources[..want]);
         let mut failure = None;
         if let Ok(CqRead::Entries(k)) = &read {
             // Every entry read is handled even if one fails (they are gone from the CQ);
             // the first failure is reported after.
-            for entry in &batch[..*k] {
-                match self.on_completion(entry) {
+            for (entry, from) in batch[..*k].iter().zip(&sources[..*k]) {
+                match self.on_completion(entry, *from) {
                     Ok(Some(e)) => {
                         out.push_back(e);
                         n += 1;
@@ -535,6 +641,7 @@ impl RdmCore {
             }
         }
         self.cq_batch = batch;
+        self.cq_sources = sources;
         match read? {
             CqRead::Entries(_) => {
                 if let Some(e) = failure {
@@ -551,30 +658,32 @@ impl RdmCore {
         Ok(n)
     }
 
-    fn on_completion(&mut self, entry: &sys::FiCqDataEntry) -> Result<Option<Event>, BusError> {
+    fn on_completion(
+        &mut self,
+        entry: &sys::FiCqDataEntry,
+        from: FiAddr,
+    ) -> Result<Option<Event>, BusError> {
         let remote_data = entry.flags & sys::FI_REMOTE_CQ_DATA != 0;
+        // A peer's fi_writedata: our peers never send one (IMMs travel as notes, see `write`),
+        // and tcp;ofi_rxm does not say whose it is (its source slot is left stale), so it is
+        // dropped; on FI_RX_CQ_DATA providers it consumed a bounce receive, given back here.
+        if remote_data && entry.flags & sys::FI_REMOTE_WRITE != 0 {
+            if let Some(i) = self.slot_of(entry.op_context) {
+                if let SlotState::Bounce(b) = self.states[i] {
+                    self.post_bounce(b)?;
+                }
+            }
+            tracing::debug!("ofi remote write with CQ data dropped (not from our protocol)");
+            return Ok(None);
+        }
         let slot = self.slot_of(entry.op_context);
         match slot.map(|i| (i, &self.states[i])) {
             Some((i, SlotState::Tx { .. })) => Ok(Some(self.finish_tx(i, Ok(())))),
-            Some((_, SlotState::Bounce(b))) => {
-                let b = *b;
-                if remote_data {
-                    // FI_RX_CQ_DATA providers: the IMM consumed one of our bounce receives.
-                    self.post_bounce(b)?;
-                    Ok(Some(Event::RemoteWriteImm {
-                        imm: entry.data as u32,
-                        len: entry.len,
-                    }))
-                } else {
-                    Ok(Some(Event::Received {
-                        bounce: b,
-                        len: entry.len.min(self.bounce_bytes),
-                    }))
-                }
-            }
-            _ if remote_data => Ok(Some(Event::RemoteWriteImm {
-                imm: entry.data as u32,
-                len: entry.len,
+            Some((_, SlotState::Bounce(b))) => Ok(Some(Event::Received {
+                bounce: *b,
+                len: entry.len.min(self.bounce_bytes),
+                from,
+                note: remote_data.then_some(entry.data as u32),
             })),
             _ => {
                 tracing::warn!(flags = entry.flags, "ofi completion for no known operation");
@@ -592,6 +701,7 @@ impl RdmCore {
                 op,
                 internal,
                 staging,
+                owner,
                 ..
             } => {
                 if let Some(s) = staging {
@@ -602,11 +712,13 @@ impl RdmCore {
                     op,
                     internal,
                     status,
+                    owner,
                 }
             }
             // Only called for Tx slots.
             SlotState::Free | SlotState::Bounce(_) => Event::RecvFailed {
                 error: WorkError::Other("internal: slot state".into()),
+                from: sys::FI_ADDR_NOTAVAIL,
             },
         }
     }
@@ -634,7 +746,11 @@ impl RdmCore {
                 if error != WorkError::Flushed {
                     self.post_bounce(b)?;
                 }
-                Ok(Some(Event::RecvFailed { error }))
+                // The error entry names no source: the receive's sender is unknown.
+                Ok(Some(Event::RecvFailed {
+                    error,
+                    from: sys::FI_ADDR_NOTAVAIL,
+                }))
             }
             _ => {
                 tracing::warn!(err = entry.err, %text, "ofi error completion for no known operation");

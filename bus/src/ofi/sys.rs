@@ -17,6 +17,8 @@ pub const FI_VERSION_1_17: u32 = (1 << 16) | 17;
 pub type FiAddr = u64;
 /// `FI_ADDR_UNSPEC`: receive from anyone.
 pub const FI_ADDR_UNSPEC: FiAddr = u64::MAX;
+/// `FI_ADDR_NOTAVAIL`: the source of a completion is not known (not in our address vector).
+pub const FI_ADDR_NOTAVAIL: FiAddr = u64::MAX;
 
 // Capability and operation flags (fabric.h).
 pub const FI_MSG: u64 = 1 << 1;
@@ -390,7 +392,14 @@ pub struct FiCqErrEntry {
 pub struct FiOpsCq {
     pub size: usize,
     pub read: Option<unsafe extern "C" fn(cq: *mut FidCq, buf: *mut c_void, count: usize) -> isize>,
-    pub readfrom: Opaque,
+    pub readfrom: Option<
+        unsafe extern "C" fn(
+            cq: *mut FidCq,
+            buf: *mut c_void,
+            count: usize,
+            src_addr: *mut FiAddr,
+        ) -> isize,
+    >,
     pub readerr:
         Option<unsafe extern "C" fn(cq: *mut FidCq, buf: *mut FiCqErrEntry, flags: u64) -> isize>,
     pub sread: Opaque,
@@ -477,7 +486,15 @@ pub struct FiOpsMsg {
         ) -> isize,
     >,
     pub senddata: Opaque,
-    pub injectdata: Opaque,
+    pub injectdata: Option<
+        unsafe extern "C" fn(
+            ep: *mut FidEp,
+            buf: *const c_void,
+            len: usize,
+            data: u64,
+            dest_addr: FiAddr,
+        ) -> isize,
+    >,
 }
 
 /// `fi_read`/`fi_write`: (ep, buf, len, desc, peer, remote addr, key, context).

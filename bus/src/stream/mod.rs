@@ -44,6 +44,11 @@ pub const PREAUTH_TX_LEN: usize = 4 * 1024;
 /// Posted command receives (VALKEY_RDMA_MAX_WQE). Every control message and every WRITE WITH
 /// IMM consumes one; they are re-posted as handled.
 pub const RECV_SLOTS: usize = 1024;
+/// Command receives a pre-auth stream posts (in a command region this small): an unproven
+/// peer needs a handful (AUTH is one WRITE, plus its adverts and keepalives), and the
+/// connection's receive queue then holds 32 entries, not [`RECV_SLOTS`]. The rest are
+/// posted, in a second region, once the window is granted (`window.rs`).
+pub const PREAUTH_RECV_SLOTS: usize = 32;
 /// Control messages in flight at once. We send few (an advert, a keepalive, a feature reply);
 /// 32 leaves slack without pinning much.
 pub const CONTROL_SEND_SLOTS: usize = 32;
@@ -62,5 +67,6 @@ const _: () = assert!(RX_SIZE_MIN <= RX_SIZE_DEFAULT && RX_SIZE_DEFAULT <= RX_SI
 const _: () = assert!(PREAUTH_RX_LEN < RX_SIZE_MIN && PREAUTH_TX_LEN < RX_SIZE_MIN);
 const _: () = assert!(CONTROL_SEND_SLOTS + DATA_WRITES_MAX <= crate::config::WR_DEFAULT as usize);
 const _: () = assert!(RECV_SLOTS <= crate::config::WR_DEFAULT as usize);
+const _: () = assert!(PREAUTH_RECV_SLOTS <= RECV_SLOTS);
 // RegisterXferMemory carries the length as u32.
 const _: () = assert!(RX_SIZE_MAX <= u32::MAX as usize);

@@ -10,7 +10,7 @@ use super::control::{ControlMsg, CONTROL_MSG_LEN};
 use super::session::{
     wr_id, Role, Stream, KIND_CONTROL_SEND, KIND_DATA_WRITE, KIND_RECV, KIND_SHIFT, VALUE_MASK,
 };
-use super::{KEEPALIVE_INTERVAL, PENDING_CONTROL_MAX, POLL_BATCH, POLL_ROUNDS_MAX, RECV_SLOTS};
+use super::{KEEPALIVE_INTERVAL, PENDING_CONTROL_MAX, POLL_BATCH, POLL_ROUNDS_MAX};
 
 impl<C: Connection> Stream<C> {
     /// Drives the stream: reaps completions, handles control messages, re-posts receives, sends
@@ -23,7 +23,7 @@ impl<C: Connection> Stream<C> {
             return Err(self.closed_error());
         }
         let heard_before = self.stats.receives;
-        if let Err(e) = self.reap() {
+        if let Err(e) = self.reap().and_then(|()| self.grow_recvs_if_granted()) {
             return Err(self.fail(e));
         }
         if let Some(limit) = self.peer_silence_limit {
@@ -117,8 +117,8 @@ impl<C: Connection> Stream<C> {
                     )));
                 }
                 let mut raw = [0u8; CONTROL_MSG_LEN];
-                let cmd = self.cmd.as_ref().ok_or_else(|| self.closed_error())?;
-                cmd.read(slot * CONTROL_MSG_LEN, &mut raw)?;
+                let (cmd, offset) = self.cmd_slot(slot)?;
+                cmd.read(offset, &mut raw)?;
                 self.on_control(ControlMsg::decode(&raw)?)?;
                 self.repost_recv(slot)
             }
@@ -151,18 +151,27 @@ impl<C: Connection> Stream<C> {
         }
     }
 
-    fn repost_recv(&mut self, slot: usize) -> Result<()> {
-        if slot >= RECV_SLOTS {
+    /// The region and offset of command receive slot `slot`.
+    fn cmd_slot(&self, slot: usize) -> Result<(&C::Region, usize)> {
+        if slot >= self.recv_slots {
             return Err(BusError::Protocol(format!(
                 "receive slot {slot} out of range"
             )));
         }
-        let Some(cmd) = self.cmd.clone() else {
-            return Err(self.closed_error());
+        let (region, index) = if slot < self.cmd_slots {
+            (self.cmd.as_ref(), slot)
+        } else {
+            (self.cmd_more.as_ref(), slot - self.cmd_slots)
         };
+        let region = region.ok_or_else(|| self.closed_error())?;
+        Ok((region, index * CONTROL_MSG_LEN))
+    }
+
+    fn repost_recv(&mut self, slot: usize) -> Result<()> {
+        let (cmd, offset) = self.cmd_slot(slot)?;
         let dst = LocalSlice {
-            region: cmd,
-            offset: slot * CONTROL_MSG_LEN,
+            region: cmd.clone(),
+            offset,
             len: CONTROL_MSG_LEN,
         };
         let conn = self

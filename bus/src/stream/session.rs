@@ -10,8 +10,8 @@ use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, 
 
 use super::control::{ControlMsg, CONTROL_MSG_LEN};
 use super::{
-    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, POLL_BATCH, PREAUTH_RX_LEN, PREAUTH_TX_LEN, RECV_SLOTS,
-    RX_SIZE_MAX, RX_SIZE_MIN,
+    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, PREAUTH_RECV_SLOTS, PREAUTH_RX_LEN, PREAUTH_TX_LEN,
+    RECV_SLOTS, RX_SIZE_MAX, RX_SIZE_MIN,
 };
 
 /// The top byte of a wr_id says what it was for; the rest is a slot index or a byte count.
@@ -64,8 +64,14 @@ pub struct Stream<C: Connection> {
     pub(super) rx_landed: usize,
     /// Bytes the application has read.
     pub(super) rx_read: usize,
-    /// `RECV_SLOTS` receive slots of 32 bytes: control messages from the peer.
+    /// The first `cmd_slots` receive slots of 32 bytes: control messages from the peer.
     pub(super) cmd: Option<C::Region>,
+    pub(super) cmd_slots: usize,
+    /// Slots `cmd_slots..RECV_SLOTS`, once a pre-auth stream was granted its full window.
+    pub(super) cmd_more: Option<C::Region>,
+    /// Receive slots in use (posted or being handled): `cmd_slots`, or `RECV_SLOTS` with
+    /// `cmd_more`.
+    pub(super) recv_slots: usize,
     /// `CONTROL_SEND_SLOTS` send slots of 32 bytes: our control messages. A region of its
     /// own because a SEND source is remotely readable on `ofi:tcp` (see [`Access::SEND`]):
     /// only what the peer receives anyway sits in it.
@@ -102,36 +108,43 @@ impl<C: Connection> Stream<C> {
     /// ([`Connection::register`]).
     pub fn server(conn: C, rx_size: usize) -> Result<Self> {
         check_rx_size(rx_size)?;
-        Self::new(conn, rx_size, rx_size, rx_size, Role::Server)
+        let full = Sizes::full(rx_size);
+        Self::new(conn, full, full, Role::Server)
     }
 
     /// The server end of a connection whose peer has not proven who it is yet: a small
-    /// window ([`PREAUTH_RX_LEN`] to receive, [`PREAUTH_TX_LEN`] of staging) until
-    /// [`grant_full_window`](Self::grant_full_window), then `rx_size` (see `window.rs`).
+    /// window ([`PREAUTH_RX_LEN`] to receive, [`PREAUTH_TX_LEN`] of staging,
+    /// [`PREAUTH_RECV_SLOTS`] command receives) until
+    /// [`grant_full_window`](Self::grant_full_window), then `rx_size` and [`RECV_SLOTS`]
+    /// (see `window.rs`).
     pub fn server_preauth(conn: C, rx_size: usize) -> Result<Self> {
         check_rx_size(rx_size)?;
-        Self::new(conn, PREAUTH_RX_LEN, PREAUTH_TX_LEN, rx_size, Role::Server)
+        let small = Sizes {
+            rx_len: PREAUTH_RX_LEN,
+            tx_len: PREAUTH_TX_LEN,
+            recv_slots: PREAUTH_RECV_SLOTS,
+        };
+        Self::new(conn, small, Sizes::full(rx_size), Role::Server)
     }
 
     /// The client end of a connection.
     pub fn client(conn: C, rx_size: usize) -> Result<Self> {
         check_rx_size(rx_size)?;
-        Self::new(conn, rx_size, rx_size, rx_size, Role::Client)
+        let full = Sizes::full(rx_size);
+        Self::new(conn, full, full, Role::Client)
     }
 
-    fn new(mut conn: C, rx_len: usize, tx_len: usize, full: usize, role: Role) -> Result<Self> {
+    fn new(mut conn: C, start: Sizes, full: Sizes, role: Role) -> Result<Self> {
+        let Sizes {
+            rx_len,
+            tx_len,
+            recv_slots,
+        } = start;
         let rx = register_rx(&conn, rx_len)?;
-        let cmd = conn.register(RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+        let cmd = conn.register(recv_slots * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
         let cmd_send = conn.register(CONTROL_SEND_SLOTS * CONTROL_MSG_LEN, Access::SEND)?;
         let tx = conn.register(tx_len, Access::NONE)?;
-        for slot in 0..RECV_SLOTS {
-            let dst = LocalSlice {
-                region: cmd.clone(),
-                offset: slot * CONTROL_MSG_LEN,
-                len: CONTROL_MSG_LEN,
-            };
-            conn.post_recv(wr_id(KIND_RECV, slot as u64), dst)?;
-        }
+        post_cmd_recvs(&mut conn, &cmd, 0..recv_slots)?;
         let mut stream = Stream {
             conn: Some(conn),
             role,
@@ -140,12 +153,15 @@ impl<C: Connection> Stream<C> {
             rx_landed: 0,
             rx_read: 0,
             cmd: Some(cmd),
+            cmd_slots: recv_slots,
+            cmd_more: None,
+            recv_slots,
             cmd_send: Some(cmd_send),
             free_send_slots: (0..CONTROL_SEND_SLOTS).rev().collect(),
             pending_control: VecDeque::new(),
             tx: Some(tx),
             tx_len,
-            window: super::window::Window::new(rx_len, tx_len, full),
+            window: super::window::Window::new(start, full),
             tx_accepted: 0,
             tx_posted: 0,
             tx_done: 0,
@@ -158,7 +174,8 @@ impl<C: Connection> Stream<C> {
             client_keepalive: false,
             closed: None,
             stats: StreamStats::default(),
-            completions: Vec::with_capacity(POLL_BATCH),
+            // Grown by the first reap that finds completions: an idle peer costs none.
+            completions: Vec::new(),
         };
         stream.advertise_rx()?;
         Ok(stream)
@@ -212,6 +229,7 @@ impl<C: Connection> Stream<C> {
         }
         self.conn = None;
         self.cmd = None;
+        self.cmd_more = None;
         self.cmd_send = None;
         self.tx = None;
         if self.readable() == 0 {
@@ -221,7 +239,11 @@ impl<C: Connection> Stream<C> {
 
     /// Whether any region of the stream is still registered (tests of `close`).
     pub fn holds_regions(&self) -> bool {
-        self.rx.is_some() || self.cmd.is_some() || self.cmd_send.is_some() || self.tx.is_some()
+        self.rx.is_some()
+            || self.cmd.is_some()
+            || self.cmd_more.is_some()
+            || self.cmd_send.is_some()
+            || self.tx.is_some()
     }
 
     pub(super) fn fail(&mut self, err: BusError) -> BusError {
@@ -387,4 +409,40 @@ pub(super) fn register_rx<C: Connection>(conn: &C, len: usize) -> Result<C::Regi
         });
     }
     Ok(rx)
+}
+
+/// How big a stream's buffers are: at the start, or once its window is granted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sizes {
+    pub(super) rx_len: usize,
+    pub(super) tx_len: usize,
+    pub(super) recv_slots: usize,
+}
+
+impl Sizes {
+    pub(super) fn full(rx_size: usize) -> Sizes {
+        Sizes {
+            rx_len: rx_size,
+            tx_len: rx_size,
+            recv_slots: RECV_SLOTS,
+        }
+    }
+}
+
+/// Posts the command receives of `slots`, which live in `region` from its start.
+pub(super) fn post_cmd_recvs<C: Connection>(
+    conn: &mut C,
+    region: &C::Region,
+    slots: std::ops::Range<usize>,
+) -> Result<()> {
+    let first = slots.start;
+    for slot in slots {
+        let dst = LocalSlice {
+            region: region.clone(),
+            offset: (slot - first) * CONTROL_MSG_LEN,
+            len: CONTROL_MSG_LEN,
+        };
+        conn.post_recv(wr_id(KIND_RECV, slot as u64), dst)?;
+    }
+    Ok(())
 }

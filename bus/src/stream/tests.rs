@@ -727,6 +727,39 @@ fn the_preauth_window_grows_only_after_the_grant_and_at_a_drain() {
     assert_eq!(c.status, Err(WorkError::RemoteAccess));
 }
 
+/// Goal: a pre-auth server end posts only `PREAUTH_RECV_SLOTS` command receives (an idle
+/// unproven peer costs that many); once granted it posts the rest of `RECV_SLOTS` in a
+/// second region, and WRITEs that land in those slots, many in flight at once, deliver
+/// their bytes in order.
+#[test]
+fn the_preauth_receive_slots_grow_after_the_grant() {
+    let mut d = preauth_duo(33);
+    d.pump(Duration::from_micros(100));
+    assert_eq!(d.server.recv_slots(), PREAUTH_RECV_SLOTS);
+    d.server.grant_full_window();
+    d.pump(Duration::from_micros(100));
+    assert_eq!(d.server.recv_slots(), RECV_SLOTS);
+    // Each flush posts one WRITE WITH IMM, which consumes one receive: 300 in flight need
+    // slots of the second region.
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    for piece in data.chunks(10) {
+        assert_eq!(d.client.write(piece).unwrap(), piece.len());
+        d.client.flush().unwrap();
+    }
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..1000 {
+        d.pump(Duration::from_micros(20));
+        let n = d.server.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+        if got.len() == data.len() {
+            break;
+        }
+    }
+    assert_eq!(got, data);
+    assert!(!d.server.is_closed());
+}
+
 /// Goal: the server's staging starts at 4 KiB and grows once granted and empty, so a proven
 /// peer gets replies in full-window pieces; the bytes stay in order through the change.
 #[test]

@@ -49,13 +49,19 @@ pub struct Session {
 
 impl Session {
     pub fn new(server: Arc<Server>, shared: Arc<ClientShared>) -> Self {
+        Self::with_buffers(server, shared, INITIAL_BUFFER)
+    }
+
+    /// A session whose read and write buffers start at `capacity` bytes (they grow with
+    /// demand either way): small for a peer that has not authenticated yet.
+    pub fn with_buffers(server: Arc<Server>, shared: Arc<ClientShared>, capacity: usize) -> Self {
         let authenticated = !server.hot.requirepass_set.load(Relaxed);
         Session {
             server,
             client: Client::new(shared, authenticated),
             parser: RequestParser::new(),
-            input: InputBuffer::with_capacity(INITIAL_BUFFER),
-            output: BytesMut::with_capacity(INITIAL_BUFFER),
+            input: InputBuffer::with_capacity(capacity),
+            output: BytesMut::with_capacity(capacity),
             stats: LocalStats::default(),
         }
     }

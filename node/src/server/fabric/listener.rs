@@ -5,7 +5,7 @@
 use super::client::FabricClient;
 use super::poller::Admission;
 use super::pollers::{self, PollerThread, Pollers};
-use super::preauth::{PreAuth, FABRIC_AUTH_DEADLINE};
+use super::preauth::{PreAuth, FABRIC_AUTH_DEADLINE, FABRIC_PREAUTH_BUFFER};
 use crate::server::client::ClientShared;
 use crate::server::session::Session;
 use crate::server::stats::Stats;
@@ -153,7 +153,11 @@ fn accept_loop<P: Provider>(
             peer_addr,
             local,
         ));
-        let session = Session::new(server.clone(), shared.clone());
+        let session = if small {
+            Session::with_buffers(server.clone(), shared.clone(), FABRIC_PREAUTH_BUFFER)
+        } else {
+            Session::new(server.clone(), shared.clone())
+        };
         let mut client = FabricClient::new(stream, session);
         if over_limit {
             Stats::add(&server.stats.rejected_connections, 1);

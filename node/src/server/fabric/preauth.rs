@@ -21,6 +21,11 @@ pub const FABRIC_AUTH_DEADLINE: Duration = Duration::from_secs(10);
 /// Input an unauthenticated fabric client may have pending (unparsed) before it is closed:
 /// its window is 8 KiB, so a longer pending request can only be an attempt to pin memory.
 pub const FABRIC_PREAUTH_INPUT_MAX: usize = 8 * 1024;
+/// Starting size of the read and write buffers of a fabric client that starts with the
+/// pre-auth window: AUTH and its reply fit, and both grow on demand (to
+/// `INITIAL_BUFFER` and beyond) once it has authenticated. An idle unproven peer costs
+/// two of these, not two `INITIAL_BUFFER`s.
+pub const FABRIC_PREAUTH_BUFFER: usize = 512;
 
 struct Unproven {
     shared: Arc<ClientShared>,
