@@ -8,7 +8,13 @@ use anyhow::Context;
 
 /// Sections written by the suites other than vs-redis, in the order they appear
 /// ("redis-suite" is `scripts/redis-suite.sh`'s table, pasted by hand).
-pub const OWNED: [&str; 5] = ["keyspace", "fabric", "replication", "failover", "redis-suite"];
+pub const OWNED: [&str; 5] = [
+    "keyspace",
+    "fabric",
+    "replication",
+    "failover",
+    "redis-suite",
+];
 
 /// The part the failover and replication reports share: the machine lines, the method and
 /// the opening of the commands block (the caller lists the commands and closes it).
