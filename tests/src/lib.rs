@@ -136,23 +136,25 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// A client port in 20000..30000 whose cluster bus port (+10000) is free too: ephemeral
-/// ports reach 60999, past the highest cluster port (55535). Processes running tests at the
-/// same time start from different places (the pid), and each call moves on.
+/// A client port in 11000..21000 whose cluster bus port (+10000) is free too. Both stay below
+/// the kernel's ephemeral range (32768..60999 here): a bus port in that range could be taken
+/// between this check and the node's start by any `bind(:0)` or outgoing connection (a
+/// topology test once failed so). Processes running tests at the same time start from
+/// different places (the pid), and each call moves on.
 pub fn free_cluster_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let start = std::process::id().wrapping_mul(7919);
     for _ in 0..10_000 {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = 20_000 + (start.wrapping_add(n.wrapping_mul(13)) % 10_000) as u16;
+        let port = 11_000 + (start.wrapping_add(n.wrapping_mul(13)) % 10_000) as u16;
         let both_free = TcpListener::bind(("127.0.0.1", port)).is_ok()
             && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok();
         if both_free {
             return port;
         }
     }
-    panic!("no free cluster port pair in 20000..40000");
+    panic!("no free cluster port pair in 11000..31000");
 }
 
 /// The port a harness node gets: a cluster node needs room for its bus port.
