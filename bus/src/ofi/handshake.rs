@@ -12,7 +12,9 @@ use crate::addr::OFI_ADDR_MAX;
 use crate::error::BusError;
 
 const MAGIC: [u8; 4] = *b"OFIB";
-const VERSION: u8 = 1;
+/// 2: a WRITE's completion note travels as `fi_injectdata` after the WRITE (the hub), where
+/// version 1 used `fi_writedata`; the two cannot talk, so they refuse each other here.
+const VERSION: u8 = 2;
 const HEADER: usize = 16;
 /// Longest handshake message.
 pub const HANDSHAKE_MAX: usize = HEADER + OFI_ADDR_MAX;

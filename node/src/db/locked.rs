@@ -283,7 +283,11 @@ impl<'a> Locked<'a> {
         let at = entry.expires_at;
         let shard = self.shard_mut(slot);
         let table = shard.table_mut(slot);
-        reserve_one(table);
+        // Grow only for a new key: an overwrite in a full table must not copy the whole slot
+        // table under the shard lock. The extra lookup happens only when the table is full.
+        if table.len() == table.capacity() && !table.contains_key(key) {
+            reserve_one(table);
+        }
         // One hash lookup for both outcomes (replace or add).
         let old = match table.raw_entry_mut_v1().from_key(key) {
             RawEntryMut::Occupied(mut existing) => {

@@ -177,7 +177,8 @@ fn check_empty(peer: &mut Peer, at: &str) -> Result<(), String> {
                 .find_map(|l| l.strip_prefix("cluster_known_nodes:"))
                 .and_then(|n| n.trim().parse::<u64>().ok())
         })
-        .unwrap_or(0);
+        // Fail closed: a node whose INFO we cannot read is not known to be empty.
+        .ok_or_else(|| format!("CLUSTER INFO of {at} has no cluster_known_nodes"))?;
     let keys = match peer.call(&[b"DBSIZE"]) {
         Ok(Frame::Integer(n)) => n,
         Ok(other) => return Err(format!("DBSIZE of {at} answered {other:?}")),

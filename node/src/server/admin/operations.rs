@@ -13,6 +13,8 @@ use tonic::Status;
 
 /// Operations remembered; past it the oldest finished one is forgotten.
 pub const OPERATIONS_MAX: usize = 1024;
+/// Longest text of a request's arguments (an address, node ids) taken.
+pub const REQUEST_TEXT_MAX: usize = 512;
 /// Operations running at once; more are refused (RESOURCE_EXHAUSTED).
 pub const RUNNING_OPERATIONS_MAX: usize = 16;
 /// Longest `request_id`.
@@ -136,6 +138,14 @@ impl Operations {
         if new.request_id.len() > REQUEST_ID_MAX {
             return Err(Status::invalid_argument(format!(
                 "request_id is longer than {REQUEST_ID_MAX} bytes"
+            )));
+        }
+        // Kept with every remembered operation (up to OPERATIONS_MAX): a request's size
+        // must not decide the registry's memory (tonic alone admits 4 MiB messages).
+        if new.fingerprint.len() > REQUEST_TEXT_MAX {
+            return Err(Status::invalid_argument(format!(
+                "the request's arguments are {} bytes; at most {REQUEST_TEXT_MAX}",
+                new.fingerprint.len()
             )));
         }
         let mut inner = self.inner.lock();
@@ -275,6 +285,21 @@ mod tests {
             fingerprint: fingerprint.into(),
             coordinator_id: "c".into(),
         }
+    }
+
+    #[test]
+    fn oversized_requests_are_refused_before_they_are_kept() {
+        let ops = Operations::default();
+        let long = "a".repeat(REQUEST_TEXT_MAX + 1);
+        let e = ops.begin(new("", &long)).err().unwrap();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let e = ops
+            .begin(new(&"r".repeat(REQUEST_ID_MAX + 1), "f"))
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(ops.list().is_empty());
+        assert!(ops.begin(new("", &long[1..])).is_ok());
     }
 
     #[test]
