@@ -138,14 +138,36 @@ pub fn form_cluster(nodes: &[Node], replicas: usize) {
     let (ok, text) = run(Command::new("redis-cli").args(&args));
     assert!(ok, "redis-cli --cluster create failed:\n{text}");
     let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until("cluster_state:ok and every node everywhere", &refs, || {
-        nodes.iter().all(|n| {
-            let view = n.cli(&["CLUSTER", "NODES"]);
-            view.lines().count() == nodes.len()
-                && !view.contains("handshake")
-                && n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
-        })
-    });
+    // The topology group forms after the slots are covered: callers that act through it
+    // (failover, watch by version) need it formed, with a leader, on every node.
+    let formed = |info: &str| {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        field("cluster_topology_version:")
+            .parse::<u64>()
+            .unwrap_or(0)
+            > 0
+            && !matches!(field("cluster_topology_leader:").as_str(), "" | "-")
+    };
+    wait_until(
+        "cluster_state:ok, every node everywhere, the group formed",
+        &refs,
+        || {
+            nodes.iter().all(|n| {
+                let view = n.cli(&["CLUSTER", "NODES"]);
+                let info = n.cli(&["CLUSTER", "INFO"]);
+                view.lines().count() == nodes.len()
+                    && !view.contains("handshake")
+                    && info.contains("cluster_state:ok")
+                    && formed(&info)
+            })
+        },
+    );
 }
 
 /// Six nodes made a cluster by `redis-cli --cluster create --cluster-replicas 1` (three
