@@ -1,23 +1,38 @@
 //! Keyed commands served per slot, counted for the admin API's slot statistics (ops/s by
 //! slot, what a rebalance weighs). One relaxed add per served keyed command into a fixed
 //! table of 16384 counters (128 KiB, allocated at start); readers take differences.
+//! Counting is off until the admin API's sampler turns it on: without a reader, the slot's
+//! CRC16 and a shared atomic add per command would be pure cost on the hot path.
 
 use proto::slot::SLOT_COUNT;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub struct SlotOps {
     served: Box<[AtomicU64]>,
+    counting: AtomicBool,
 }
 
 impl Default for SlotOps {
     fn default() -> Self {
         SlotOps {
             served: (0..SLOT_COUNT).map(|_| AtomicU64::new(0)).collect(),
+            counting: AtomicBool::new(false),
         }
     }
 }
 
 impl SlotOps {
+    /// From now on served commands are counted (the admin API's sampler calls it).
+    pub fn start_counting(&self) {
+        self.counting.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether anyone reads the counts; callers skip finding the slot when not.
+    #[inline]
+    pub fn counting(&self) -> bool {
+        self.counting.load(Ordering::Relaxed)
+    }
+
     /// One command served for `slot`.
     #[inline]
     pub fn count(&self, slot: u16) {
@@ -49,6 +64,8 @@ mod tests {
     #[test]
     fn counts_per_slot_and_ignores_out_of_range() {
         let ops = SlotOps::default();
+        assert!(!ops.counting());
+        ops.start_counting();
         ops.count(0);
         ops.count(16383);
         ops.count(16383);

@@ -148,7 +148,7 @@ fn decide(
         }
         Route::Serve => {
             // Every key of a served command is in one slot (CROSSSLOT otherwise).
-            if let Some(key) = keys.first() {
+            if let Some(key) = keys.first().filter(|_| cluster.slot_ops.counting()) {
                 cluster.slot_ops.count(proto::slot::key_slot(key));
             }
             Ok(Routed::Serve)

@@ -22,6 +22,7 @@ pub async fn sample_rates(server: Arc<Server>) {
     let Some(cluster) = server.cluster.as_ref() else {
         return;
     };
+    cluster.slot_ops.start_counting();
     let mut prev = (cluster.slot_ops.snapshot(), Instant::now());
     let mut ticker = tokio::time::interval(RATE_INTERVAL);
     loop {
