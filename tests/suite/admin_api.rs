@@ -395,3 +395,41 @@ fn a_python_client_generated_from_the_proto_reads_the_cluster() {
     assert!(stdout.contains("migrate UNIMPLEMENTED"), "{stdout}");
     assert!(stdout.contains("operations 0"), "{stdout}");
 }
+
+/// The attacker: any local process may call an admin API that has no token. AddNode logs in
+/// to the address it is given with this node's `masterauth`, so such a caller could name a
+/// listener of its own and collect the password. Refused, and the listener hears nothing.
+#[test]
+fn add_node_without_a_token_never_sends_masterauth_to_the_address_given() {
+    let port = free_port();
+    let p = port.to_string();
+    let node = cluster_node_with(
+        SECRET,
+        &[
+            "--admin-port",
+            &p,
+            "--masterauth",
+            "the-replication-password",
+        ],
+    );
+    let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let trap_at = trap.local_addr().unwrap().to_string();
+    let out = admin(port, None, &["node", "add", &trap_at]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("PermissionDenied") && text(&out).contains("set admin-token"),
+        "{}",
+        text(&out)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        matches!(trap.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the node connected to the caller's address"
+    );
+    // Without a masterauth there is nothing to give away: the request goes ahead (and fails
+    // on the trap, which never answers CLUSTER MYID; what matters is it was not refused).
+    node.cli(&["CONFIG", "SET", "masterauth", ""]);
+    let out = admin(port, None, &["node", "add", &trap_at, "--no-wait"]);
+    assert!(!text(&out).contains("PermissionDenied"), "{}", text(&out));
+}

@@ -318,7 +318,7 @@ async fn follow(
     };
     show(&started);
     let mut last = started.clone();
-    if !args.no_wait && !is_terminal(&last) {
+    if !args.no_wait && !last.is_terminal() {
         let mut stream = c
             .watch_operation(pb::WatchOperationRequest {
                 id: started.id.clone(),
@@ -331,7 +331,7 @@ async fn follow(
                 show(&op);
             }
             last = op;
-            if is_terminal(&last) {
+            if last.is_terminal() {
                 break;
             }
         }
@@ -349,13 +349,4 @@ async fn follow(
         Ok(pb::OperationState::Succeeded) => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
-}
-
-fn is_terminal(op: &pb::Operation) -> bool {
-    matches!(
-        pb::OperationState::try_from(op.state),
-        Ok(pb::OperationState::Succeeded
-            | pb::OperationState::Failed
-            | pb::OperationState::Cancelled)
-    )
 }

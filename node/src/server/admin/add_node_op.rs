@@ -35,6 +35,7 @@ pub fn plan(
         .cluster
         .as_ref()
         .ok_or_else(|| Status::failed_precondition("not in cluster mode"))?;
+    refuse_to_send_secrets_unguarded(server)?;
     let (host, port) = address
         .rsplit_once(':')
         .and_then(|(h, p)| Some((h.trim_matches(['[', ']']), p.parse::<u16>().ok()?)))
@@ -63,6 +64,21 @@ pub fn plan(
         port,
         replica_of,
     })
+}
+
+/// AddNode logs in to the address it is given with this node's `masterauth`. With no
+/// admin-token any local process may call it, so it could name an address of its own and
+/// collect the password: refused then.
+fn refuse_to_send_secrets_unguarded(server: &Server) -> Result<(), Status> {
+    let config = server.config.read();
+    let has_secret = config.masterauth.as_ref().is_some_and(|p| !p.is_empty());
+    if has_secret && config.admin.token.is_empty() {
+        return Err(Status::permission_denied(
+            "AddNode would send masterauth to the address given, and admin-token is empty \
+             (any local process may call this API): set admin-token first",
+        ));
+    }
+    Ok(())
 }
 
 pub fn start(server: Arc<Server>, plan: AddNodePlan, op: Arc<Tracked>) -> std::io::Result<()> {

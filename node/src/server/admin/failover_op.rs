@@ -85,7 +85,9 @@ pub fn start(server: Arc<Server>, plan: FailoverPlan, op: Arc<Tracked>) -> std::
             if op.stop_if_cancelled() {
                 return;
             }
-            op.past_point_of_no_return();
+            if !op.past_point_of_no_return() {
+                return;
+            }
             match run(&server, &plan, &op) {
                 Ok(()) => op.succeed(),
                 Err(why) => op.fail(why),

@@ -7,7 +7,7 @@
 use parking_lot::Mutex;
 use proto::admin::v1 as pb;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use tonic::Status;
 
@@ -25,10 +25,17 @@ pub struct Tracked {
     /// What was asked, to tell a retry from a different request under the same id.
     fingerprint: String,
     state: tokio::sync::watch::Sender<pb::Operation>,
-    cancel_requested: AtomicBool,
-    /// Whether a cancel can still stop it (cleared once it is past the point of no return).
-    cancellable: AtomicBool,
+    /// [`CANCELLABLE`], [`CANCEL_REQUESTED`] or [`COMMITTED`]: one word, so that a cancel and
+    /// the worker's step past the point of no return cannot both win.
+    cancel: AtomicU8,
 }
+
+/// A cancel may still stop the operation.
+const CANCELLABLE: u8 = 0;
+/// A cancel was accepted; the worker ends CANCELLED at its next check.
+const CANCEL_REQUESTED: u8 = 1;
+/// The change was handed to the cluster; a cancel is refused.
+const COMMITTED: u8 = 2;
 
 impl Tracked {
     pub fn snapshot(&self) -> pb::Operation {
@@ -65,7 +72,7 @@ impl Tracked {
 
     /// Ends CANCELLED if a cancel was asked for; true then (the worker stops).
     pub fn stop_if_cancelled(&self) -> bool {
-        if !self.cancel_requested.load(Ordering::Acquire) {
+        if self.cancel.load(Ordering::Acquire) != CANCEL_REQUESTED {
             return false;
         }
         self.end(
@@ -75,9 +82,19 @@ impl Tracked {
         true
     }
 
-    /// From here on a cancel is refused: the change is handed to the cluster.
-    pub fn past_point_of_no_return(&self) {
-        self.cancellable.store(false, Ordering::Release);
+    /// From here on a cancel is refused: the change is handed to the cluster. False when a
+    /// cancel came first: the operation has ended CANCELLED and the worker must stop.
+    #[must_use]
+    pub fn past_point_of_no_return(&self) -> bool {
+        match self.cancel.compare_exchange(
+            CANCELLABLE,
+            COMMITTED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) | Err(COMMITTED) => true,
+            Err(_) => !self.stop_if_cancelled(),
+        }
     }
 
     fn end(&self, state: pb::OperationState, error: String) {
@@ -97,12 +114,7 @@ fn progress(op: &mut pb::Operation) -> &mut pb::Progress {
 }
 
 pub fn is_terminal(state: i32) -> bool {
-    matches!(
-        pb::OperationState::try_from(state),
-        Ok(pb::OperationState::Succeeded
-            | pb::OperationState::Failed
-            | pb::OperationState::Cancelled)
-    )
+    pb::OperationState::try_from(state).is_ok_and(pb::OperationState::is_terminal)
 }
 
 /// What a new operation is.
@@ -181,8 +193,7 @@ impl Operations {
         let tracked = Arc::new(Tracked {
             fingerprint: new.fingerprint,
             state: tokio::sync::watch::Sender::new(op),
-            cancel_requested: AtomicBool::new(false),
-            cancellable: AtomicBool::new(true),
+            cancel: AtomicU8::new(CANCELLABLE),
         });
         if !new.request_id.is_empty() {
             inner.by_request.insert(new.request_id, id.clone());
@@ -228,13 +239,17 @@ impl Operations {
         if is_terminal(now.state) {
             return Ok(now);
         }
-        if !op.cancellable.load(Ordering::Acquire) {
-            return Err(Status::failed_precondition(format!(
+        match op.cancel.compare_exchange(
+            CANCELLABLE,
+            CANCEL_REQUESTED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) | Err(CANCEL_REQUESTED) => Ok(op.snapshot()),
+            Err(_) => Err(Status::failed_precondition(format!(
                 "operation {id} can no longer be cancelled: its change was handed to the cluster"
-            )));
+            ))),
         }
-        op.cancel_requested.store(true, Ordering::Release);
-        Ok(op.snapshot())
     }
 }
 
@@ -340,10 +355,32 @@ mod tests {
         let Ok(Begun::New(b)) = ops.begin(new("", "f")) else {
             panic!()
         };
-        b.past_point_of_no_return();
+        assert!(b.past_point_of_no_return());
         let e = ops.cancel(&b.id()).err().unwrap();
         assert_eq!(e.code(), tonic::Code::FailedPrecondition);
         assert_eq!(ops.get("nope").err().unwrap().code(), tonic::Code::NotFound);
+    }
+
+    #[test]
+    fn a_cancel_and_the_point_of_no_return_never_both_win() {
+        // Raced from two threads many times: either the cancel is refused and the worker goes
+        // on, or the cancel is accepted and the worker stops with the operation CANCELLED.
+        for _ in 0..200 {
+            let ops = Arc::new(Operations::default());
+            let Ok(Begun::New(op)) = ops.begin(new("", "f")) else {
+                panic!()
+            };
+            let id = op.id();
+            let canceller = {
+                let ops = ops.clone();
+                std::thread::spawn(move || ops.cancel(&id).is_ok())
+            };
+            let worker_goes_on = op.past_point_of_no_return();
+            let cancel_accepted = canceller.join().unwrap();
+            assert_ne!(worker_goes_on, cancel_accepted);
+            let cancelled = op.snapshot().state == pb::OperationState::Cancelled as i32;
+            assert_eq!(cancelled, cancel_accepted);
+        }
     }
 
     #[test]

@@ -94,11 +94,15 @@ impl Admin for AdminService {
         request: Request<pb::GetSlotStatsRequest>,
     ) -> Result<Response<pb::GetSlotStatsResponse>, Status> {
         let slots = slot_stats::requested_slots(&self.server, &request.into_inner().ranges)?;
+        let walk = slot_stats::Walk::begin()?;
         let server = self.server.clone();
         // A walk of the slots' tables: off the runtime's threads.
-        let stats = tokio::task::spawn_blocking(move || slot_stats::slot_stats(&server, &slots))
-            .await
-            .map_err(|e| Status::internal(format!("slot stats: {e}")))?;
+        let stats = tokio::task::spawn_blocking(move || {
+            let _walk = walk;
+            slot_stats::slot_stats(&server, &slots)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("slot stats: {e}")))?;
         Ok(Response::new(stats))
     }
 

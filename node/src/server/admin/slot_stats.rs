@@ -81,6 +81,36 @@ pub fn requested_slots(server: &Server, ranges: &[pb::SlotRange]) -> Result<Vec<
     Ok(slots)
 }
 
+/// GetSlotStats walks running at once: each walks up to every slot's table on a blocking
+/// thread, so callers in a loop could otherwise keep many threads busy.
+pub const SLOT_STATS_WALKS_MAX: usize = 2;
+static WALKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the [`SLOT_STATS_WALKS_MAX`] walks; the place is given back when dropped.
+pub struct Walk(());
+
+impl Walk {
+    /// A place for one walk, or RESOURCE_EXHAUSTED when all are taken.
+    pub fn begin() -> Result<Walk, Status> {
+        use std::sync::atomic::Ordering;
+        let taken = WALKS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < SLOT_STATS_WALKS_MAX).then_some(n + 1)
+        });
+        match taken {
+            Ok(_) => Ok(Walk(())),
+            Err(_) => Err(Status::resource_exhausted(format!(
+                "{SLOT_STATS_WALKS_MAX} GetSlotStats calls are running already; try again"
+            ))),
+        }
+    }
+}
+
+impl Drop for Walk {
+    fn drop(&mut self) {
+        WALKS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// The stats of `slots` (blocking: walks their tables).
 pub fn slot_stats(server: &Server, slots: &[u16]) -> pb::GetSlotStatsResponse {
     let rates = RATES.lock().clone();
@@ -112,5 +142,21 @@ pub fn slot_stats(server: &Server, slots: &[u16]) -> pb::GetSlotStatsResponse {
     pb::GetSlotStatsResponse {
         answered_by: me,
         slots: stats,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walks_at_once_are_bounded_and_given_back() {
+        let held: Vec<Walk> = (0..SLOT_STATS_WALKS_MAX)
+            .map(|_| Walk::begin().unwrap())
+            .collect();
+        let refused = Walk::begin().err().unwrap();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        drop(held);
+        assert!(Walk::begin().is_ok());
     }
 }
