@@ -16,6 +16,7 @@
 //! - [`shared`]: the state a running node holds (routing applied to commands is the command
 //!   framework's `redirect`);
 //! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O;
+//! - [`migration`]: atomic slot migration's ledger and source state machine, no I/O;
 //! - [`consensus`]: the topology as a Raft-replicated state machine (raft-rs), no I/O;
 //! - [`agent`]: this node's part in the topology group (founding, joining, proposals, the
 //!   leader's upkeep), no I/O; [`core`]: gossip and agent as one core;
@@ -32,6 +33,7 @@ pub mod flags;
 pub mod forget;
 pub mod gossip;
 pub mod id;
+pub mod migration;
 pub mod node;
 pub mod nodes_text;
 pub mod ops;

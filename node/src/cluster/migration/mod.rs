@@ -1,0 +1,27 @@
+//! Atomic slot migration as cores without I/O (docs/atomic-migration.md has the design):
+//!
+//! - [`ranges`]: the slots an op names, checked, merged and cut into batches;
+//! - [`ledger`]: the migrations as the topology log applied them (open, begin, commit,
+//!   abort): the single point of truth for who owns a moving slot;
+//! - [`source`]: the source node's state machine for one migration (copy, catch up, bounded
+//!   pause, commit), fed `(now_ms, input)` and answering actions for its driver;
+//! - [`settings`]: its limits.
+//!
+//! Not wired to the node yet: the topology records, the driver (slot copy, link, write
+//! pause) and the admin API's MigrateSlots come next. `sim_tests` runs the source machine
+//! and the ledger against a simulated log, link, keyspace and clients with faults.
+
+pub mod ledger;
+pub mod ranges;
+pub mod settings;
+pub mod source;
+
+#[cfg(test)]
+mod ledger_tests;
+#[cfg(test)]
+mod sim_tests;
+
+pub use ledger::{MigrationId, MigrationLedger, MigrationRecord, MigrationState};
+pub use ranges::SlotRanges;
+pub use settings::MigrationSettings;
+pub use source::SourceMigration;
