@@ -48,31 +48,11 @@ fn opened(ledger: &mut MigrationLedger, ranges: &[(u16, u16)]) {
 fn open_checks_ownership_and_names_one_op_per_request_id() {
     let mut l = MigrationLedger::default();
     assert_eq!(
-        l.open(
-            OpenRequest {
-                id: ID,
-                request_id: "",
-                source: node(1),
-                target: node(1),
-                ranges: r(&[(0, 9)]),
-                slots_per_batch: 5
-            },
-            owners
-        ),
+        l.open(req(ID, "", node(1), node(1), r(&[(0, 9)])), owners),
         Err(Refusal::SameNode)
     );
     assert_eq!(
-        l.open(
-            OpenRequest {
-                id: ID,
-                request_id: "",
-                source: node(1),
-                target: node(2),
-                ranges: r(&[(95, 105)]),
-                slots_per_batch: 5
-            },
-            owners
-        ),
+        l.open(req(ID, "", node(1), node(2), r(&[(95, 105)])), owners),
         Err(Refusal::NotOwnedBySource {
             slot: 100,
             source_id: node(1)
@@ -83,30 +63,13 @@ fn open_checks_ownership_and_names_one_op_per_request_id() {
     // The same request again (a retry through another node): the same op.
     assert_eq!(
         l.open(
-            OpenRequest {
-                id: MigrationId(8),
-                request_id: "req",
-                source: node(1),
-                target: node(2),
-                ranges: r(&[(0, 9)]),
-                slots_per_batch: 5
-            },
+            req(MigrationId(8), "req", node(1), node(2), r(&[(0, 9)])),
             owners
         ),
         Ok(Opened::Existing(ID))
     );
     assert_eq!(
-        l.open(
-            OpenRequest {
-                id: ID,
-                request_id: "other",
-                source: node(1),
-                target: node(2),
-                ranges: r(&[(0, 9)]),
-                slots_per_batch: 5
-            },
-            owners
-        ),
+        l.open(req(ID, "other", node(1), node(2), r(&[(0, 9)])), owners),
         Err(Refusal::DuplicateId(ID))
     );
     assert_eq!(l.by_request_id("req").unwrap().id, ID);
@@ -165,18 +128,8 @@ fn a_slot_moves_in_one_migration_at_a_time() {
     let mut l = MigrationLedger::default();
     opened(&mut l, &[(0, 9)]);
     let other = MigrationId(9);
-    l.open(
-        OpenRequest {
-            id: other,
-            request_id: "",
-            source: node(1),
-            target: node(3),
-            ranges: r(&[(3, 3)]),
-            slots_per_batch: 5,
-        },
-        owners,
-    )
-    .unwrap();
+    l.open(req(other, "", node(1), node(3), r(&[(3, 3)])), owners)
+        .unwrap();
     l.begin(ID, 0, &r(&[(0, 4)]), owners).unwrap();
     assert_eq!(
         l.begin(other, 0, &r(&[(3, 3)]), owners),
@@ -207,28 +160,14 @@ fn running_and_remembered_ops_are_bounded() {
     let mut l = MigrationLedger::default();
     for i in 0..RUNNING_MIGRATIONS_MAX as u16 {
         l.open(
-            OpenRequest {
-                id: MigrationId(i.into()),
-                request_id: "",
-                source: node(1),
-                target: node(2),
-                ranges: r(&[(i, i)]),
-                slots_per_batch: 5,
-            },
+            req(MigrationId(i.into()), "", node(1), node(2), r(&[(i, i)])),
             owners,
         )
         .unwrap();
     }
     assert_eq!(
         l.open(
-            OpenRequest {
-                id: MigrationId(999),
-                request_id: "",
-                source: node(1),
-                target: node(2),
-                ranges: r(&[(50, 50)]),
-                slots_per_batch: 5
-            },
+            req(MigrationId(999), "", node(1), node(2), r(&[(50, 50)])),
             owners
         ),
         Err(Refusal::TooManyRunning)
@@ -239,14 +178,7 @@ fn running_and_remembered_ops_are_bounded() {
     for i in 0..(FINISHED_MIGRATIONS_KEPT as u64 + 10) {
         let id = MigrationId(1000 + i);
         l.open(
-            OpenRequest {
-                id,
-                request_id: &format!("r{i}"),
-                source: node(1),
-                target: node(2),
-                ranges: r(&[(1, 1)]),
-                slots_per_batch: 5,
-            },
+            req(id, &format!("r{i}"), node(1), node(2), r(&[(1, 1)])),
             owners,
         )
         .unwrap();
@@ -260,14 +192,7 @@ fn running_and_remembered_ops_are_bounded() {
     let long = "x".repeat(REQUEST_ID_MAX + 1);
     assert_eq!(
         l.open(
-            OpenRequest {
-                id: MigrationId(5000),
-                request_id: &long,
-                source: node(1),
-                target: node(2),
-                ranges: r(&[(1, 1)]),
-                slots_per_batch: 5
-            },
+            req(MigrationId(5000), &long, node(1), node(2), r(&[(1, 1)])),
             owners
         ),
         Err(Refusal::RequestIdTooLong)
