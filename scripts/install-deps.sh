@@ -29,6 +29,7 @@ PACKAGES=(
     tcl             # tclsh: Redis's own test suite (scripts/redis-suite.sh)
     python3-grpc-tools # tests/py/admin_client.py: a client generated from proto/admin.proto
     python3-grpcio     # its runtime
+    python3-prometheus-client # tests/py/parse_metrics.py: the metrics endpoint parsed by Prometheus's own parser
     # verbs lane (scripts/verbs-lane.sh): soft-RoCE in a QEMU guest, DESIGN §4.3
     qemu-system-x86   # boots Debian's stock kernel under TCG (no KVM here)
     busybox-static    # the guest's userland

@@ -20,6 +20,7 @@ mod hyperloglog;
 mod keys;
 mod lcs_copy;
 mod lists;
+mod metrics;
 mod migrate;
 mod module_knots;
 mod operator_tools;

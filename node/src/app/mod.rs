@@ -35,6 +35,8 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
 async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let listeners = bind_listeners(&config)?;
     let admin_listeners = crate::server::admin::bind(&config).context("starting the admin API")?;
+    let metrics_listeners =
+        crate::server::metrics::bind(&config).context("starting the metrics endpoint")?;
     let pidfile = config.pidfile.clone();
     let mut config = config;
     if config.cluster.enabled {
@@ -65,9 +67,11 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     crate::server::repl_link::primary::start_configured(&server)
         .context("starting the replication link listener")?;
     start_replicaof(&server)?;
-    crate::server::admin::serve(server.clone(), admin_listeners)
+    let operations = Arc::new(crate::server::admin::operations::Operations::default());
+    crate::server::admin::serve(server.clone(), admin_listeners, operations.clone())
         .await
         .context("starting the admin API")?;
+    crate::server::metrics::serve(server.clone(), metrics_listeners, Some(operations));
     tokio::spawn(cron::run(server.clone()));
     if server.config.read().io_threads <= 1 {
         let poller = server.clone();

@@ -140,15 +140,49 @@ impl Default for AdminConfig {
 /// Longest `admin-token`: a key, not a document.
 pub const ADMIN_TOKEN_MAX: usize = 1024;
 
+/// Prometheus metrics over HTTP (`metrics-*`, ours: Redis has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `metrics-port`: 0 (the default) serves no metrics.
+    pub port: u16,
+    /// `metrics-bind`: the addresses it listens on, read as `bind` entries.
+    pub bind: Vec<String>,
+    /// `metrics-token`: scrapers send `Authorization: Bearer <token>`; empty accepts any
+    /// caller, which only a loopback `metrics-bind` allows.
+    pub token: String,
+    /// `metrics-slot-detail`: also one series per slot this node holds keys in (keys,
+    /// ops/s); off by default, as it is up to 16384 series per metric.
+    pub slot_detail: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            port: 0,
+            bind: vec!["127.0.0.1".into()],
+            token: String::new(),
+            slot_detail: false,
+        }
+    }
+}
+
 impl Config {
     /// Whether an `admin-bind` entry reaches beyond the loopback interface (a wildcard
     /// counts, an unreadable entry too).
     pub fn admin_beyond_loopback(&self) -> bool {
-        self.admin
-            .bind
-            .iter()
-            .any(|s| super::bind_addr::parse(s).is_none_or(|b| b.beyond_loopback()))
+        beyond_loopback(&self.admin.bind)
     }
+
+    /// Whether a `metrics-bind` entry reaches beyond the loopback interface.
+    pub fn metrics_beyond_loopback(&self) -> bool {
+        beyond_loopback(&self.metrics.bind)
+    }
+}
+
+/// Whether a bind list reaches beyond loopback (a wildcard counts, an unreadable entry too).
+fn beyond_loopback(bind: &[String]) -> bool {
+    bind.iter()
+        .any(|s| super::bind_addr::parse(s).is_none_or(|b| b.beyond_loopback()))
 }
 
 /// Cluster mode settings (`cluster-*`, redis.conf names).
@@ -359,6 +393,7 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// The admin gRPC API (`admin-*`).
     pub admin: AdminConfig,
+    pub metrics: MetricsConfig,
     /// The TLS listener for clients (`tls-*`).
     pub tls: TlsConfig,
     pub aof: AofConfig,
@@ -437,6 +472,7 @@ impl Default for Config {
             fabric: FabricConfig::default(),
             cluster: ClusterConfig::default(),
             admin: AdminConfig::default(),
+            metrics: MetricsConfig::default(),
             tls: TlsConfig::default(),
             aof: AofConfig::default(),
             encodings: super::encodings::EncodingLimits::default(),
@@ -798,6 +834,55 @@ pub static PARAMS: &[Param] = &[
         c.admin.token = v.to_string();
         Ok(())
     }),
+    param!(
+        "metrics-port",
+        false,
+        |c| c.metrics.port.to_string(),
+        |c, v| {
+            c.metrics.port = num(v, 0, 65535)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "metrics-bind",
+        false,
+        |c| c.metrics.bind.join(" "),
+        |c, v| {
+            let bind: Vec<String> = v.split_whitespace().map(String::from).collect();
+            if bind.is_empty() {
+                return Err("at least one metrics-bind address is needed".into());
+            }
+            if let Err(bad) = super::bind_addr::parse_all(&bind) {
+                return Err(format!("metrics-bind '{bad}' is not an address"));
+            }
+            c.metrics.bind = bind;
+            Ok(())
+        }
+    ),
+    // Not changed at run time, as admin-token.
+    param!(
+        "metrics-token",
+        false,
+        |c| c.metrics.token.clone(),
+        |c, v| {
+            if v.len() > ADMIN_TOKEN_MAX {
+                return Err(format!(
+                    "metrics-token is longer than {ADMIN_TOKEN_MAX} bytes"
+                ));
+            }
+            c.metrics.token = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "metrics-slot-detail",
+        true,
+        |c| format_bool(c.metrics.slot_detail),
+        |c, v| {
+            c.metrics.slot_detail = boolean(v)?;
+            Ok(())
+        }
+    ),
     param!("rdma-port", false, |c| c.fabric.port.to_string(), |c, v| {
         c.fabric.port = num(v, 0, 65535)?;
         Ok(())

@@ -28,6 +28,7 @@ const STRING_PARAMS: &[&str] = &[
     "pidfile",
     "requirepass",
     "admin-token",
+    "metrics-token",
     "tls-cert-file",
     "tls-key-file",
     "tls-ca-cert-file",
@@ -44,6 +45,7 @@ const LIST_PARAMS: &[&str] = &[
     "bind",
     "rdma-bind",
     "admin-bind",
+    "metrics-bind",
     "latency-tracking-info-percentiles",
 ];
 

@@ -17,6 +17,7 @@ pub mod latency_monitor;
 #[cfg(test)]
 mod lease_wait_tests;
 pub mod listener;
+pub mod metrics;
 pub mod migrate_links;
 pub mod persistence;
 pub mod pubsub;

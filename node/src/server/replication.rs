@@ -656,6 +656,11 @@ impl Replication {
             .collect()
     }
 
+    /// Every attached replica as INFO describes it (address, state, offset, lag).
+    pub fn replicas(&self, now_ms: u64) -> Vec<ReplicaLine> {
+        Self::replica_lines(&self.state.lock(), now_ms)
+    }
+
     /// INFO's `# Replication` fields, in Redis 7's order.
     pub fn info_fields(&self, link: Option<&PrimaryLink>, now_ms: u64) -> Vec<(String, String)> {
         let s = self.state.lock();

@@ -38,7 +38,7 @@ impl BearerCheck {
         }
     }
 
-    fn admits(&self, header: Option<&[u8]>) -> bool {
+    pub fn admits(&self, header: Option<&[u8]>) -> bool {
         match &self.expected {
             None => true,
             Some(expected) => header.is_some_and(|h| constant_time_eq(h, expected)),

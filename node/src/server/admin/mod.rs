@@ -65,13 +65,14 @@ pub fn bind(config: &Config) -> Result<Vec<TcpListener>, AdminStartError> {
 pub async fn serve(
     server: Arc<Server>,
     listeners: Vec<TcpListener>,
+    operations: Arc<operations::Operations>,
 ) -> Result<(), AdminStartError> {
     if listeners.is_empty() {
         return Ok(());
     }
     let token = server.config.read().admin.token.clone();
     let auth = auth::BearerCheck::new(&token);
-    let service = service::AdminService::new(server.clone());
+    let service = service::AdminService::new(server.clone(), operations);
     let admin = AdminServer::with_interceptor(service, auth.clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter

@@ -22,11 +22,9 @@ pub struct AdminService {
 }
 
 impl AdminService {
-    pub fn new(server: Arc<Server>) -> Self {
-        AdminService {
-            server,
-            operations: Arc::new(Operations::default()),
-        }
+    /// `operations` is the node's registry (the metrics endpoint reads it too).
+    pub fn new(server: Arc<Server>, operations: Arc<Operations>) -> Self {
+        AdminService { server, operations }
     }
 
     fn myself_id(&self) -> String {

@@ -81,6 +81,11 @@ pub fn requested_slots(server: &Server, ranges: &[pb::SlotRange]) -> Result<Vec<
     Ok(slots)
 }
 
+/// The last sampled ops/s of every slot (empty until the admin API's sampler ran).
+pub fn rates() -> Vec<f64> {
+    RATES.lock().clone()
+}
+
 /// GetSlotStats walks running at once: each walks up to every slot's table on a blocking
 /// thread, so callers in a loop could otherwise keep many threads busy.
 pub const SLOT_STATS_WALKS_MAX: usize = 2;
