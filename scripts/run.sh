@@ -2,7 +2,8 @@
 # Runs the store: builds the node and operator (release) and starts a local cluster of three
 # primaries on 127.0.0.1:7000-7002 whose cluster bus runs on a software fabric (libfabric's
 # tcp provider), each also serving clients over that fabric on port+1000 and the admin gRPC API
-# on port+2000 (127.0.0.1, token in .work/cluster/admin-token). Ctrl-C stops them.
+# on port+2000 (127.0.0.1, token in .work/cluster/admin-token) and Prometheus metrics on
+# port+3000 (127.0.0.1, GET /metrics). Ctrl-C stops them.
 #
 #   scripts/run.sh                       the local cluster (redis-cli -c -p 7000, redis-cli --cluster check 127.0.0.1:7000)
 #   scripts/run.sh --standalone [opts]   one node on 127.0.0.1:6379 in the foreground; opts use
@@ -57,6 +58,7 @@ for ((i = 0; i < NODES; i++)); do
         --cluster-enabled yes \
         --fabric-provider "$FABRIC" --rdma-port $((port + 1000)) --rdma-bind 127.0.0.1 \
         --admin-port $((port + 2000)) \
+        --metrics-port $((port + 3000)) \
         2>"$dir/node.log" &
     pids+=($!)
     addrs+=("127.0.0.1:$port")
@@ -66,5 +68,5 @@ for a in "${addrs[@]}"; do
 done
 target/release/operator cluster create "${addrs[@]}"
 target/release/operator cluster status "${addrs[0]}"
-echo "cluster up: redis-cli -c -p $BASE_PORT; admin API: operator cluster show --admin 127.0.0.1:$((BASE_PORT + 2000)) --token-file $ADMIN_TOKEN_FILE; logs in .work/cluster/*/node.log; secret in $SECRET_FILE; Ctrl-C stops it"
+echo "cluster up: redis-cli -c -p $BASE_PORT; admin API: operator cluster show --admin 127.0.0.1:$((BASE_PORT + 2000)) --token-file $ADMIN_TOKEN_FILE; metrics: curl 127.0.0.1:$((BASE_PORT + 3000))/metrics; logs in .work/cluster/*/node.log; secret in $SECRET_FILE; Ctrl-C stops it"
 wait
