@@ -1,12 +1,17 @@
 //! `maxmemory` before a command: evicting keys by the configured policy (the choice is the
 //! keyspace's [`crate::db::eviction`] core) or refusing the command with Redis's OOM error
 //! under `noeviction`.
+//!
+//! The random source and the wall clock are passed in ([`make_room_with`]), so that a test
+//! can drive which keys go; [`make_room`] gives the thread's rng and the system clock.
 
+use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::CmdError;
 use crate::db::eviction::{choose_victim, EvictionPolicy};
 use crate::db::keyspace::SHARD_COUNT;
-use crate::server::stats::Stats;
-use crate::server::{lru_clock, unix_millis, Server};
+use crate::node_state::services::WriteStream;
+use crate::node_state::stats::Stats;
+use crate::node_state::NodeState;
 use rand::Rng;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -18,7 +23,23 @@ const EVICTIONS_PER_REFRESH: usize = 8;
 
 /// Ensures used memory is under `maxmemory`, evicting if the policy allows. Ok(true): it
 /// had work to do (eviction, which may take a while). `now`: the command's clock reading.
-pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdError> {
+pub fn make_room(
+    server: &NodeState,
+    stream: &dyn WriteStream,
+    now: std::time::Instant,
+) -> Result<bool, CmdError> {
+    make_room_with(server, stream, now, &mut rand::thread_rng(), &unix_millis)
+}
+
+/// [`make_room`] with the random source (which shard, which sampled keys) and the wall
+/// clock (unix ms: the evicting shard's "now" for expiry and LRU) given.
+pub fn make_room_with(
+    server: &NodeState,
+    stream: &dyn WriteStream,
+    now: std::time::Instant,
+    rng: &mut impl Rng,
+    wall_clock: &dyn Fn() -> u64,
+) -> Result<bool, CmdError> {
     let max = server.hot.maxmemory.load(Relaxed);
     if max == 0 || server.memory.used_at(now) <= max {
         return Ok(false);
@@ -28,12 +49,11 @@ pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdEr
         return Err(CmdError::OutOfMemory);
     }
     let samples = server.hot.maxmemory_samples.load(Relaxed).max(1) as usize;
-    let mut rng = rand::thread_rng();
     for round in 0..MAX_EVICTIONS_PER_COMMAND {
         if round % EVICTIONS_PER_REFRESH == 0 && server.memory.refresh() <= max {
             return Ok(true);
         }
-        if !evict_one(server, policy, samples, &mut rng) {
+        if !evict_one(server, stream, policy, samples, rng, wall_clock) {
             break;
         }
     }
@@ -45,8 +65,15 @@ pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdEr
 }
 
 /// Evicts one key chosen by `policy` from a random shard. Returns false if no key qualifies.
-fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut impl Rng) -> bool {
-    let now = unix_millis();
+fn evict_one(
+    server: &NodeState,
+    stream: &dyn WriteStream,
+    policy: EvictionPolicy,
+    samples: usize,
+    rng: &mut impl Rng,
+    wall_clock: &dyn Fn() -> u64,
+) -> bool {
+    let now = wall_clock();
     let start = rng.gen_range(0..SHARD_COUNT);
     for offset in 0..SHARD_COUNT {
         let shard_idx = (start + offset) % SHARD_COUNT;
@@ -79,7 +106,7 @@ fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut 
                     outgoing.key_removed(&key);
                 }
                 if !outgoing.is_empty() {
-                    crate::server::write_stream::feed(server, &mut outgoing);
+                    stream.feed(&mut outgoing);
                 }
             }
             if evicted || locked.expired > 0 {

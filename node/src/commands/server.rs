@@ -7,7 +7,7 @@ use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::SHARD_COUNT;
-use crate::server::shutdown::ShutdownMode;
+use crate::node_state::shutdown::ShutdownMode;
 
 const SERVER: &str = "server";
 
@@ -179,14 +179,14 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     tracing::info!(client = ctx.client.id(), ?mode, "SHUTDOWN requested");
     // As Redis 7: replicas get the last writes first, unless NOW.
     if !option("now") {
-        crate::server::shutdown_replicas::wait_for_replicas(ctx.server);
+        ctx.services.shutdown().wait_for_replicas();
     }
     // The final save happens here, so that a failure can keep the node up as Redis does
     // (unless FORCE says to go anyway).
-    if let Err(e) = crate::server::persistence::prepare_shutdown(ctx.server, mode) {
+    if let Err(e) = ctx.services.persistence().prepare_shutdown(mode) {
         tracing::error!(error = %e, "final save before SHUTDOWN failed");
         if !option("force") {
-            crate::server::shutdown_replicas::resume_writes(ctx.server);
+            ctx.services.shutdown().resume_writes();
             return err("ERR Errors trying to SHUTDOWN. Check logs.");
         }
     }

@@ -8,7 +8,7 @@ use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::{Entry, Value};
 use crate::replication::propagate::WriteEffect;
-use crate::server::persistence::dump;
+use crate::snapshot_format::dump;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct RestoreOptions {

@@ -3,10 +3,10 @@
 
 use crate::command_framework::args;
 use crate::command_framework::error::err;
-use crate::command_framework::glob;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::config::params::{Param, PARAMS};
+use crate::node_state::glob;
 
 const FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
