@@ -64,7 +64,14 @@ pub enum TimeoutReply {
     /// A keyed command of this node's slot while its serving lease has lapsed: run again
     /// when the lease holds, CLUSTERDOWN at the timeout (one lease).
     LapsedLease,
+    /// SHUTDOWN waiting for its own thread (replicas, final save): run again when that
+    /// thread wakes it (the outcome in `Client::pending_shutdown`); no timeout.
+    Shutdown,
 }
+
+/// SHUTDOWN's answer when its final save failed (Redis's words), or when its thread ended
+/// without an outcome.
+pub const SHUTDOWN_FAILED_ERROR: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
 
 impl TimeoutReply {
     /// The error this timeout answers, for the kinds that answer one.
@@ -77,6 +84,7 @@ impl TimeoutReply {
             TimeoutReply::LapsedLease => {
                 Some(crate::command_framework::redirect::lapsed_lease_error())
             }
+            TimeoutReply::Shutdown => Some(SHUTDOWN_FAILED_ERROR.to_string()),
             TimeoutReply::TopologyChange => Some(topology_not_made(
                 crate::cluster::shared::PROPOSAL_NO_ANSWER,
             )),

@@ -121,3 +121,105 @@ fn evict_one(
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::db::{Locked, Value};
+    use crate::node_state::services::write_stream::Fed;
+    use crate::replication::outgoing::Outgoing;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// Nothing replicates in these tests: eviction must not feed anything.
+    struct NoStream;
+
+    impl WriteStream for NoStream {
+        fn feed(&self, _outgoing: &mut Outgoing) -> Fed {
+            panic!("nothing is replicated, nothing is fed");
+        }
+        fn refusing_writes(&self) -> Option<String> {
+            None
+        }
+        fn log_end(&self) -> u64 {
+            0
+        }
+    }
+
+    /// The fixed wall clock of these tests (unix ms), before every expiry below.
+    const NOW: u64 = 1_000;
+
+    /// Keys of one slot (one hash tag), so that every eviction looks at the same shard.
+    fn state_with(keys: &[(&str, Option<u64>)]) -> NodeState {
+        let state = NodeState::new(Config::default(), Vec::new());
+        let mut db = Locked::lock_all(&state.keyspace, NOW, lru_clock(NOW));
+        for (key, expires_at) in keys {
+            db.set(key.as_bytes(), Value::Int(1));
+            if let Some(at) = expires_at {
+                db.set_expiry(key.as_bytes(), *at);
+            }
+        }
+        drop(db);
+        state
+    }
+
+    fn present(state: &NodeState, keys: &[&str]) -> Vec<String> {
+        let mut db = Locked::lock_all(&state.keyspace, NOW, lru_clock(NOW));
+        keys.iter()
+            .filter(|k| db.exists(k.as_bytes()))
+            .map(|k| k.to_string())
+            .collect()
+    }
+
+    /// Evicts one key after another; returns the keys in the order they went.
+    fn eviction_order(
+        state: &NodeState,
+        policy: EvictionPolicy,
+        keys: &[&str],
+        seed: u64,
+    ) -> Vec<String> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut order = Vec::new();
+        let mut left = present(state, keys);
+        while evict_one(state, &NoStream, policy, 16, &mut rng, &|| NOW) {
+            let now_left = present(state, keys);
+            let gone: Vec<_> = left.iter().filter(|k| !now_left.contains(k)).collect();
+            assert_eq!(gone.len(), 1, "one key per eviction: {gone:?}");
+            order.push(gone[0].clone());
+            left = now_left;
+        }
+        order
+    }
+
+    #[test]
+    fn volatile_ttl_evicts_the_nearest_expiry_first_and_never_a_persistent_key() {
+        let keys = ["{s}a", "{s}b", "{s}c", "{s}p"];
+        let state = state_with(&[
+            ("{s}a", Some(5_000)),
+            ("{s}b", Some(3_000)),
+            ("{s}c", Some(9_000)),
+            ("{s}p", None),
+        ]);
+        let order = eviction_order(&state, EvictionPolicy::VolatileTtl, &keys, 7);
+        assert_eq!(order, ["{s}b", "{s}a", "{s}c"]);
+        assert_eq!(present(&state, &keys), ["{s}p"]);
+        assert_eq!(state.stats.evicted_keys.load(Relaxed), 3);
+    }
+
+    #[test]
+    fn a_seeded_random_source_evicts_the_same_keys_in_the_same_order() {
+        let keys: Vec<String> = (0..20).map(|i| format!("{{s}}k{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let entries: Vec<(&str, Option<u64>)> = keys.iter().map(|k| (*k, None)).collect();
+        let run = |seed| {
+            let state = state_with(&entries);
+            eviction_order(&state, EvictionPolicy::AllKeysRandom, &keys, seed)
+        };
+        let first = run(42);
+        assert_eq!(first.len(), keys.len(), "every key goes: {first:?}");
+        assert_eq!(run(42), first);
+        // The order is the random source's, not the keys' (a fixed seed that shuffles).
+        assert_ne!(first, keys);
+    }
+}

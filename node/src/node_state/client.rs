@@ -242,6 +242,9 @@ pub struct Client {
     pub clock: crate::node_state::command_clock::CommandClock,
     /// Where the outcome of the topology change its blocked command waits for arrives.
     pub pending_topology: Option<crate::cluster::shared::PendingChange>,
+    /// Where the outcome of the SHUTDOWN its parked command waits for arrives.
+    pub pending_shutdown:
+        Option<std::sync::mpsc::Receiver<crate::node_state::services::shutdown::ShutdownOutcome>>,
     /// Cluster mode: the challenge `REPLCONF RDMA-PORT` gave this connection, which its
     /// `REPLCONF RDMA-LINK` must prove the cluster secret over (used once).
     pub repl_link_challenge: Option<[u8; proto::bus::link_proof::CHALLENGE_LEN]>,
@@ -272,6 +275,7 @@ impl Client {
             log_offset: 0,
             clock: Default::default(),
             pending_topology: None,
+            pending_shutdown: None,
             repl_link_challenge: None,
             reply_mode: Default::default(),
             reply_mode_set: None,

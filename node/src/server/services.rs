@@ -10,15 +10,18 @@ use crate::node_state::replication::ReplicaAddr;
 use crate::node_state::services::failover::{FailoverMode, FailoverStartError};
 use crate::node_state::services::persistence::{AofInfo, AofRewriteError};
 use crate::node_state::services::replication_links::{FollowError, ReplicaNode};
+use crate::node_state::services::shutdown::{ShutdownOutcome, ShutdownStartError};
 use crate::node_state::services::write_stream::Fed;
 use crate::node_state::services::{
     ManualFailover, NodeServices, Persistence, ReplicationLinks, ShutdownSteps, WriteStream,
 };
 use crate::node_state::shutdown::ShutdownMode;
 use crate::node_state::snapshot_state::{SaveError, SaveStats};
-use crate::node_state::NodeState;
+use crate::node_state::{ClientShared, NodeState};
 use crate::replication::handshake::LinkRequest;
 use crate::replication::outgoing::Outgoing;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 
 impl NodeServices for Server {
     fn state(&self) -> &NodeState {
@@ -104,10 +107,13 @@ impl ManualFailover for Server {
 }
 
 impl ShutdownSteps for Server {
-    fn wait_for_replicas(&self) -> bool {
-        shutdown_replicas::wait_for_replicas(self)
-    }
-    fn resume_writes(&self) {
-        shutdown_replicas::resume_writes(self)
+    fn start(
+        &self,
+        mode: ShutdownMode,
+        force: bool,
+        client: Arc<ClientShared>,
+    ) -> Result<Receiver<ShutdownOutcome>, ShutdownStartError> {
+        let server = self.owner().ok_or(ShutdownStartError::NotStarted)?;
+        Ok(shutdown_replicas::start(server, mode, force, client)?)
     }
 }

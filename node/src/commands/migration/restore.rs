@@ -1,6 +1,6 @@
 //! RESTORE and RESTORE-ASKING: `key ttl serialized-value [REPLACE] [ABSTTL]
 //! [IDLETIME seconds] [FREQ frequency]`. The payload is verified (version, CRC-64) before
-//! it is decoded, and decoding is bounded by the payload's own size (`persistence::format`);
+//! it is decoded, and decoding is bounded by the payload's own size (`snapshot_format::format`);
 //! the payload itself is one argument, so `proto-max-bulk-len` already caps it.
 
 use crate::command_framework::args::{self, is};

@@ -1,18 +1,18 @@
-//! Snapshots: SAVE, BGSAVE, load at start, `save` rules, the save at shutdown, and the
-//! DUMP/RESTORE payloads, all in one versioned, checksummed format of our own.
+//! Snapshots: SAVE, BGSAVE, load at start, `save` rules, the save at shutdown, all in one
+//! versioned, checksummed format of our own ([`crate::snapshot_format`], which also makes
+//! the DUMP/RESTORE payloads).
 //!
-//! - [`format`]: the bytes (values, entries, file framing), bounded decoding;
-//! - [`checksum`]: CRC-64 over streams;
 //! - [`snapshot`]: writing the keyspace (slot by slot, no fork) to a writer or atomically to
 //!   the snapshot file;
 //! - [`load`]: reading a snapshot into the keyspace;
-//! - [`dump`]: DUMP/RESTORE payloads;
 //! - [`rules`]: when the cron saves;
-//! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence);
 //! - [`aof`]: the append-only file (`appendonly yes`), loaded at start instead of the
 //!   snapshot when it exists.
-//! - [`identity`]: the replication identity file (which history the dataset is);
-//! - [`restart`]: the ids a start continues with, from the identity and what was loaded.
+//! - [`restart`]: the ids a start continues with, from the replication identity
+//!   ([`crate::node_state::identity`]) and what was loaded.
+//!
+//! The dirty counter, the running save and the outcomes (LASTSAVE, INFO persistence) are
+//! state: [`crate::node_state::snapshot_state`].
 //!
 //! Background saves run on a `std::thread`, not in the async runtime: serializing is CPU
 //! work and file I/O blocks.

@@ -1,5 +1,5 @@
 //! The snapshot a full sync ships, consistent with a replication offset, and its load on the
-//! replica. Same format as SAVE's files (`persistence::format`).
+//! replica. Same format as SAVE's files (`snapshot_format::format`).
 //!
 //! Consistency: writers append to the backlog while they still hold their shards, so with
 //! every shard held no write is in flight: the offset read then is exactly the stream position

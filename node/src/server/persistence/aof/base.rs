@@ -1,5 +1,5 @@
 //! Writing a rewrite's base: the keyspace as it was at the image's instant (see
-//! `db/image.rs`), in the snapshot format (`persistence::format`), as Redis writes an RDB
+//! `db/image.rs`), in the snapshot format (`snapshot_format::format`), as Redis writes an RDB
 //! preamble into its base. Slots arrive in any order (writers capture the slots they are
 //! about to change, the walk the rest), so the base lists them in that order; each key is
 //! in it once.
