@@ -155,6 +155,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     *config = next;
     ctx.server.config_applied(&config);
+    ctx.services.persistence().apply_config(&config);
     drop(config);
     tracing::info!(
         params = ?changes.iter().map(|(p, _, _)| p.name).collect::<Vec<_>>(),
