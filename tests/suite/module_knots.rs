@@ -1,8 +1,7 @@
-//! Goal: the top-level modules of every crate form layers, not knots (issue "House redesign",
-//! "no import cycle between the top-level modules of any crate"). node/'s knot of today is
-//! allowed edge by edge in `tests/module_knot_allowlist.txt`, which may only shrink.
+//! The top-level modules of every crate form layers, not knots (issue "House redesign",
+//! "no import cycle between the top-level modules of any crate"): an import edge that closes
+//! a loop fails this test. node/'s last knot is gone; no exception is allowed.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use integration::module_graph::ModuleGraph;
@@ -28,52 +27,26 @@ fn workspace_members(root: &Path) -> Vec<String> {
         .collect()
 }
 
-/// `crate: from -> to` lines; comments and blank lines skipped.
-fn allowlist(root: &Path) -> BTreeSet<String> {
-    std::fs::read_to_string(root.join("tests/module_knot_allowlist.txt"))
-        .unwrap()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
-fn no_new_import_knots_between_top_level_modules() {
+fn no_import_knots_between_top_level_modules() {
     let root = workspace_root();
     let members = workspace_members(&root);
     assert!(
         members.iter().any(|m| m == "node") && members.len() >= 6,
         "workspace members not read: {members:?}"
     );
-    let allowed = allowlist(&root);
-    let mut found = BTreeSet::new();
     let mut problems = Vec::new();
     for member in &members {
         let graph = ModuleGraph::read(&root.join(member).join("src")).unwrap();
         assert!(!graph.modules.is_empty(), "{member}: no modules read");
         for edge in graph.knot_edges() {
-            let line = format!("{member}: {} -> {}", edge.from, edge.to);
-            if member != "node" {
-                problems.push(format!(
-                    "{line} ({}): {member} must have no knot",
-                    edge.file
-                ));
-            } else if !allowed.contains(&line) {
-                problems.push(format!(
-                    "{line} ({}): a new edge in node's knot (the allowlist may only shrink)",
-                    edge.file
-                ));
-            }
-            found.insert(line);
+            problems.push(format!(
+                "{member}: {} -> {} ({}): closes an import loop; a lower layer must not import \
+                 an upper one (define a trait below, implement it above; node/DESIGN.md)",
+                edge.from, edge.to, edge.file
+            ));
         }
         eprint!("{member}: {}", graph.report());
-    }
-    for stale in allowed.difference(&found) {
-        problems.push(format!(
-            "{stale}: no longer in a knot; delete its line from tests/module_knot_allowlist.txt"
-        ));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -363,6 +363,26 @@ fn shutdown_save_then_restart() {
     check(&mut node.client(), &f);
 }
 
+/// Goal: a SHUTDOWN whose final save fails answers Redis's error and the node stays up and
+/// keeps taking writes (the wait's pause is lifted); SHUTDOWN SAVE FORCE then stops it anyway.
+/// Method: a directory where the snapshot file goes makes the save's rename fail.
+#[test]
+fn a_failed_final_save_keeps_the_node_up_unless_forced() {
+    let mut node = Node::start(&[]);
+    std::fs::create_dir(node.dir.path().join("dump.snap")).unwrap();
+    let mut c = node.client();
+    assert_eq!(cmd(&mut c, &["SET", "k", "v"]).unwrap(), Value::Okay);
+    let refused = cmd(&mut c, &["SHUTDOWN", "SAVE"]).expect_err("the save fails");
+    assert_eq!(
+        (refused.code(), refused.detail()),
+        (Some("ERR"), Some("Errors trying to SHUTDOWN. Check logs.")),
+        "{refused}"
+    );
+    assert_eq!(cmd(&mut c, &["SET", "k", "w"]).unwrap(), Value::Okay);
+    let _ = cmd(&mut c, &["SHUTDOWN", "SAVE", "FORCE"]);
+    assert!(node.wait_exit().success(), "{}", node.log());
+}
+
 #[test]
 fn dump_restore_between_two_nodes() {
     let a = Node::start(&[]);

@@ -434,6 +434,62 @@ fn a_primary_shutting_down_waits_for_its_replica() {
     });
 }
 
+/// Goal: SHUTDOWN's wait for its replicas holds no connection's thread: with one io-thread,
+/// another client is answered while SHUTDOWN waits (Redis too serves clients meanwhile), and
+/// the node still stops once `shutdown-timeout` passes.
+/// Method: a replica stopped with SIGSTOP acknowledges nothing; its primary (`io-threads 1`,
+/// `shutdown-timeout 3`) takes a write, then SHUTDOWN NOSAVE on one connection; once the log
+/// says it waits, PING on another connection must answer within a second, before the exit.
+#[test]
+fn a_shutdown_waiting_for_replicas_leaves_other_clients_served() {
+    let repl_port = free_port().to_string();
+    let mut args = FABRIC.to_vec();
+    args.extend(["--repl-fabric-port", &repl_port]);
+    args.extend(["--io-threads", "1", "--shutdown-timeout", "3"]);
+    let mut primary = Node::start(&args);
+    wait_for_log(&primary, "accepting replication links (fabric)");
+    let target = format!("127.0.0.1 {}", primary.port);
+    let mut replica_args = FABRIC.to_vec();
+    replica_args.extend(["--replicaof", &target]);
+    let replica = Node::start(&replica_args);
+    let mut p = primary.client();
+    cmd(&mut p, &["SET", "first", "1"]).unwrap();
+    eventually("the full sync", &replica, |c| {
+        get(c, "first").as_deref() == Some("1")
+    });
+    replica.signal("STOP");
+    cmd(&mut p, &["SET", "unacknowledged", "1"]).unwrap();
+    let mut other = primary.client();
+    let shutdown = std::thread::spawn(move || cmd(&mut p, &["SHUTDOWN", "NOSAVE"]).is_err());
+    wait_for_log(
+        &primary,
+        "waiting for replicas to acknowledge the last write",
+    );
+    let asked = Instant::now();
+    let pong = cmd(&mut other, &["PING"]);
+    let waited = asked.elapsed();
+    let still_waiting = !primary.log().contains("shutting down anyway");
+    assert_eq!(
+        pong.unwrap(),
+        Value::SimpleString("PONG".into()),
+        "PING while SHUTDOWN waits"
+    );
+    assert!(
+        waited < Duration::from_secs(1) && still_waiting,
+        "PING answered after {waited:?}, during the wait: {still_waiting}"
+    );
+    assert!(shutdown.join().unwrap(), "SHUTDOWN answers nothing");
+    assert!(primary.wait_exit().success(), "{}", primary.log());
+    replica.signal("CONT");
+    assert!(
+        primary
+            .log()
+            .contains("replicas did not catch up within shutdown-timeout"),
+        "{}",
+        primary.log()
+    );
+}
+
 /// Goal: a full sync taken while writes keep coming loses none and applies none twice: the
 /// snapshot and its offset agree, so after the sync the replica equals the primary.
 /// Method: 20000 keys (a snapshot of many ring records), REPLICAOF given while another client

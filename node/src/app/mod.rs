@@ -47,6 +47,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     } else {
         None
     };
+    crate::commands::install_table();
     let mut server = Server::new(config);
     server.cluster = cluster;
     let server = Arc::new(server);

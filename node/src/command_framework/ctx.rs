@@ -1,9 +1,9 @@
 //! What a command handler works with.
 
 use crate::db::{Key, Locked};
+use crate::node_state::{Client, NodeServices, NodeState};
 use crate::replication::outgoing::Outgoing;
 use crate::replication::propagate::WriteEffect;
-use crate::server::{Client, Server};
 use proto::resp::Reply;
 use smallvec::SmallVec;
 
@@ -46,7 +46,7 @@ pub enum TimeoutReply {
     NullBulk,
     /// WAIT: the count of replicas that acknowledged `offset` when the timeout passed. Only a
     /// caller that can see the acknowledgements answers it truly
-    /// ([`Session::time_out_blocked`](crate::server::session::Session::time_out_blocked));
+    /// (`server::session::Session::time_out_blocked`);
     /// `write` answers 0, what a WAIT that cannot wait finds with no replica attached.
     ReplicaAcks { offset: u64 },
     /// A write under `repl-sync-acks`: its reply (from `held_from` in the output) is held
@@ -64,7 +64,14 @@ pub enum TimeoutReply {
     /// A keyed command of this node's slot while its serving lease has lapsed: run again
     /// when the lease holds, CLUSTERDOWN at the timeout (one lease).
     LapsedLease,
+    /// SHUTDOWN waiting for its own thread (replicas, final save): run again when that
+    /// thread wakes it (the outcome in `Client::pending_shutdown`); no timeout.
+    Shutdown,
 }
+
+/// SHUTDOWN's answer when its final save failed (Redis's words), or when its thread ended
+/// without an outcome.
+pub const SHUTDOWN_FAILED_ERROR: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
 
 impl TimeoutReply {
     /// The error this timeout answers, for the kinds that answer one.
@@ -77,6 +84,7 @@ impl TimeoutReply {
             TimeoutReply::LapsedLease => {
                 Some(crate::command_framework::redirect::lapsed_lease_error())
             }
+            TimeoutReply::Shutdown => Some(SHUTDOWN_FAILED_ERROR.to_string()),
             TimeoutReply::TopologyChange => Some(topology_not_made(
                 crate::cluster::shared::PROPOSAL_NO_ANSWER,
             )),
@@ -114,7 +122,10 @@ pub struct Effects {
 }
 
 pub struct Ctx<'a> {
-    pub server: &'a Server,
+    /// The node's shared state.
+    pub server: &'a NodeState,
+    /// The node's I/O that commands reach (saves, replication links, failover, shutdown).
+    pub services: &'a dyn NodeServices,
     pub client: &'a mut Client,
     pub db: Locked<'a>,
     pub reply: Reply<'a>,

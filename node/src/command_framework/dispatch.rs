@@ -5,12 +5,13 @@ use super::ctx::{BlockRequest, Ctx, Effects, TimeoutReply};
 use super::error::CmdError;
 use super::spec::{flags, CommandSpec};
 use super::table;
+use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::redirect::Routed;
 use crate::db::keyspace::shard_of_slot;
 use crate::db::Locked;
+use crate::node_state::stats::LocalStats;
+use crate::node_state::{Client, NodeServices, NodeState};
 use crate::replication::ack::NOREPLICAS_ERROR;
-use crate::server::stats::LocalStats;
-use crate::server::{lru_clock, unix_millis, Client, Server};
 use bytes::BytesMut;
 use proto::resp::Reply;
 use smallvec::SmallVec;
@@ -18,12 +19,13 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// Runs one client request (`args[0]` is the command name) and writes its reply to `out`.
 pub fn execute(
-    server: &Server,
+    node: &dyn NodeServices,
     client: &mut Client,
     out: &mut BytesMut,
     args: &[&[u8]],
     stats: &mut LocalStats,
 ) -> Effects {
+    let server = node.state();
     stats.commands += 1;
     let mut reply = Reply::new(out, client.protocol);
     let spec = match resolve(args) {
@@ -62,9 +64,14 @@ pub fn execute(
         if !spec.has(flags::TXN_CONTROL) {
             // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
             // the transaction, whatever the command.
-            let queued = super::eviction::make_room(server, client.clock.start().at)
-                .map(|_evicted| ())
-                .and_then(|()| multi.queue(args, spec.has(flags::DENYOOM)));
+            let queued =
+                super::eviction::make_room(server, node.write_stream(), client.clock.start().at)
+                    .map(|_evicted| ())
+                    .and_then(|()| {
+                        multi
+                            .queue(args, spec.has(flags::DENYOOM))
+                            .map_err(|e| CmdError::new(e.to_string()))
+                    });
             if let Err(e) = queued {
                 return reject(server, client, &mut reply, args, e, stats, Some(spec));
             }
@@ -78,7 +85,7 @@ pub fn execute(
     // before the shards are locked (eviction locks them).
     let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
     if spec.has(flags::DENYOOM) || exec_denyoom {
-        match super::eviction::make_room(server, client.clock.start().at) {
+        match super::eviction::make_room(server, node.write_stream(), client.clock.start().at) {
             Err(e) => return reject(server, client, &mut reply, args, e, stats, Some(spec)),
             // Evicting may have taken a while; it is not the command's time.
             Ok(true) => client.clock.touch(),
@@ -86,7 +93,7 @@ pub fn execute(
         }
     }
     *client.shared.last_command.lock() = spec.name;
-    run(server, client, reply, spec, args, stats)
+    run(node, client, reply, spec, args, stats)
 }
 
 /// A keyed command of this node's slot finds the serving lease lapsed: it waits for the
@@ -116,7 +123,7 @@ fn wait_for_lease(
 /// dooms the transaction; a refused EXEC discards it with EXECABORT (as Redis's
 /// `execCommandAbort`, which quotes the reason without its `ERR` code).
 fn reject(
-    server: &Server,
+    server: &NodeState,
     client: &mut Client,
     reply: &mut Reply<'_>,
     args: &[&[u8]],
@@ -211,7 +218,7 @@ fn admit(client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
 /// subscribed context, LOADING): a key of another node's slot gets MOVED first, so a
 /// client follows it rather than failing on a node that would not serve the key anyway;
 /// a replica answers READONLY only for what it would serve.
-fn admit_routed(server: &Server, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
+fn admit_routed(server: &NodeState, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
     let write = is_write(spec, client);
     if write && !(good_replicas_enough(server) && sync_ack_replicas_enough(server, client)) {
         return Err(CmdError::new(NOREPLICAS_ERROR));
@@ -242,7 +249,7 @@ fn is_write(spec: &CommandSpec, client: &Client) -> bool {
 
 /// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): one
 /// relaxed load while the check is off (the default).
-fn good_replicas_enough(server: &Server) -> bool {
+fn good_replicas_enough(server: &NodeState) -> bool {
     let hot = &server.hot;
     let to_write = hot.min_replicas_to_write.load(Relaxed);
     if to_write == 0 {
@@ -261,7 +268,7 @@ fn good_replicas_enough(server: &Server) -> bool {
 /// from this primary: it could not be acknowledged, and answering it (or applying it and
 /// answering an error later) would promise what no replica holds. A replica's own writes
 /// come only from its primary's link, which is never refused.
-fn sync_ack_replicas_enough(server: &Server, client: &Client) -> bool {
+fn sync_ack_replicas_enough(server: &NodeState, client: &Client) -> bool {
     let wanted = server.hot.repl_sync_acks.load(Relaxed);
     if wanted == 0 || client.primary_link || server.replica_of.is_replica() {
         return true;
@@ -271,13 +278,14 @@ fn sync_ack_replicas_enough(server: &Server, client: &Client) -> bool {
 
 /// Locks the command's shards and runs its handler.
 pub fn run(
-    server: &Server,
+    node: &dyn NodeServices,
     client: &mut Client,
     reply: Reply<'_>,
     spec: &'static CommandSpec,
     args: &[&[u8]],
     stats: &mut LocalStats,
 ) -> Effects {
+    let server = node.state();
     let start = client.clock.start();
     let now = start.unix_ms;
     let mut db = lock_for(server, spec, args, now);
@@ -285,7 +293,7 @@ pub fn run(
     // shard is held (its rewrite's image), so a write either sees it or ran before it.
     let replicating = server.replication.active();
     if replicating && !client.primary_link && is_write(spec, client) {
-        if let Some(why) = server.aof.refusing_writes() {
+        if let Some(why) = node.write_stream().refusing_writes() {
             drop(db);
             client.clock.touch();
             let text = format!("MISCONF Errors writing to the AOF file: {why}");
@@ -313,6 +321,7 @@ pub fn run(
     }
     let mut ctx = Ctx {
         server,
+        services: node,
         client,
         db,
         reply,
@@ -330,7 +339,7 @@ pub fn run(
     // Into the stream while the shards are still locked: no later write to these keys can
     // be appended before this one.
     if !effects.outgoing.is_empty() {
-        let fed = crate::server::write_stream::feed(server, &mut effects.outgoing);
+        let fed = node.write_stream().feed(&mut effects.outgoing);
         if let Some(offset) = fed.repl {
             client.repl_offset = offset;
         }
@@ -339,7 +348,7 @@ pub fn run(
         // The reply leaves once the AOF holds everything appended so far: this write, and
         // any other this command may have seen (its keys' last writers appended before
         // they let the shards go).
-        client.log_offset = server.aof.log.appended();
+        client.log_offset = node.write_stream().log_end();
     }
     let expired = db.expired;
     // WATCHes are invalidated while the shards are still locked: an EXEC locking them next
@@ -403,7 +412,7 @@ fn capture(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[&[u8]], dirty_before: 
 
 /// Work after the locks are released: count dirty changes, wake blocked clients, log slow.
 fn after(
-    server: &Server,
+    server: &NodeState,
     client: &Client,
     spec: &CommandSpec,
     args: &[&[u8]],
@@ -445,7 +454,7 @@ fn after(
 /// O(1) ones, as Redis tells them apart). Blocking commands are not events: their time is
 /// the wait.
 #[cold]
-fn note_latency(server: &Server, spec: &CommandSpec, millis: u64) {
+fn note_latency(server: &NodeState, spec: &CommandSpec, millis: u64) {
     if spec.has(flags::BLOCKING) {
         return;
     }
@@ -474,7 +483,7 @@ fn redacted<'a>(spec: &CommandSpec, args: &[&'a [u8]]) -> SmallVec<[&'a [u8]; 8]
 
 /// Locks the shards of the command's keys, all shards for whole-keyspace commands.
 pub fn lock_for<'a>(
-    server: &'a Server,
+    server: &'a NodeState,
     spec: &CommandSpec,
     args: &[&[u8]],
     now: u64,

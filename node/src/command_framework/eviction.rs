@@ -1,12 +1,17 @@
 //! `maxmemory` before a command: evicting keys by the configured policy (the choice is the
 //! keyspace's [`crate::db::eviction`] core) or refusing the command with Redis's OOM error
 //! under `noeviction`.
+//!
+//! The random source and the wall clock are passed in ([`make_room_with`]), so that a test
+//! can drive which keys go; [`make_room`] gives the thread's rng and the system clock.
 
+use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::CmdError;
 use crate::db::eviction::{choose_victim, EvictionPolicy};
 use crate::db::keyspace::SHARD_COUNT;
-use crate::server::stats::Stats;
-use crate::server::{lru_clock, unix_millis, Server};
+use crate::node_state::services::WriteStream;
+use crate::node_state::stats::Stats;
+use crate::node_state::NodeState;
 use rand::Rng;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -18,7 +23,23 @@ const EVICTIONS_PER_REFRESH: usize = 8;
 
 /// Ensures used memory is under `maxmemory`, evicting if the policy allows. Ok(true): it
 /// had work to do (eviction, which may take a while). `now`: the command's clock reading.
-pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdError> {
+pub fn make_room(
+    server: &NodeState,
+    stream: &dyn WriteStream,
+    now: std::time::Instant,
+) -> Result<bool, CmdError> {
+    make_room_with(server, stream, now, &mut rand::thread_rng(), &unix_millis)
+}
+
+/// [`make_room`] with the random source (which shard, which sampled keys) and the wall
+/// clock (unix ms: the evicting shard's "now" for expiry and LRU) given.
+pub fn make_room_with(
+    server: &NodeState,
+    stream: &dyn WriteStream,
+    now: std::time::Instant,
+    rng: &mut impl Rng,
+    wall_clock: &dyn Fn() -> u64,
+) -> Result<bool, CmdError> {
     let max = server.hot.maxmemory.load(Relaxed);
     if max == 0 || server.memory.used_at(now) <= max {
         return Ok(false);
@@ -28,12 +49,11 @@ pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdEr
         return Err(CmdError::OutOfMemory);
     }
     let samples = server.hot.maxmemory_samples.load(Relaxed).max(1) as usize;
-    let mut rng = rand::thread_rng();
     for round in 0..MAX_EVICTIONS_PER_COMMAND {
         if round % EVICTIONS_PER_REFRESH == 0 && server.memory.refresh() <= max {
             return Ok(true);
         }
-        if !evict_one(server, policy, samples, &mut rng) {
+        if !evict_one(server, stream, policy, samples, rng, wall_clock) {
             break;
         }
     }
@@ -45,8 +65,15 @@ pub fn make_room(server: &Server, now: std::time::Instant) -> Result<bool, CmdEr
 }
 
 /// Evicts one key chosen by `policy` from a random shard. Returns false if no key qualifies.
-fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut impl Rng) -> bool {
-    let now = unix_millis();
+fn evict_one(
+    server: &NodeState,
+    stream: &dyn WriteStream,
+    policy: EvictionPolicy,
+    samples: usize,
+    rng: &mut impl Rng,
+    wall_clock: &dyn Fn() -> u64,
+) -> bool {
+    let now = wall_clock();
     let start = rng.gen_range(0..SHARD_COUNT);
     for offset in 0..SHARD_COUNT {
         let shard_idx = (start + offset) % SHARD_COUNT;
@@ -79,7 +106,7 @@ fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut 
                     outgoing.key_removed(&key);
                 }
                 if !outgoing.is_empty() {
-                    crate::server::write_stream::feed(server, &mut outgoing);
+                    stream.feed(&mut outgoing);
                 }
             }
             if evicted || locked.expired > 0 {
@@ -93,4 +120,106 @@ fn evict_one(server: &Server, policy: EvictionPolicy, samples: usize, rng: &mut 
         drop(shard);
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::db::{Locked, Value};
+    use crate::node_state::services::write_stream::Fed;
+    use crate::replication::outgoing::Outgoing;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// Nothing replicates in these tests: eviction must not feed anything.
+    struct NoStream;
+
+    impl WriteStream for NoStream {
+        fn feed(&self, _outgoing: &mut Outgoing) -> Fed {
+            panic!("nothing is replicated, nothing is fed");
+        }
+        fn refusing_writes(&self) -> Option<String> {
+            None
+        }
+        fn log_end(&self) -> u64 {
+            0
+        }
+    }
+
+    /// The fixed wall clock of these tests (unix ms), before every expiry below.
+    const NOW: u64 = 1_000;
+
+    /// Keys of one slot (one hash tag), so that every eviction looks at the same shard.
+    fn state_with(keys: &[(&str, Option<u64>)]) -> NodeState {
+        let state = NodeState::new(Config::default(), Vec::new());
+        let mut db = Locked::lock_all(&state.keyspace, NOW, lru_clock(NOW));
+        for (key, expires_at) in keys {
+            db.set(key.as_bytes(), Value::Int(1));
+            if let Some(at) = expires_at {
+                db.set_expiry(key.as_bytes(), *at);
+            }
+        }
+        drop(db);
+        state
+    }
+
+    fn present(state: &NodeState, keys: &[&str]) -> Vec<String> {
+        let mut db = Locked::lock_all(&state.keyspace, NOW, lru_clock(NOW));
+        keys.iter()
+            .filter(|k| db.exists(k.as_bytes()))
+            .map(|k| k.to_string())
+            .collect()
+    }
+
+    /// Evicts one key after another; returns the keys in the order they went.
+    fn eviction_order(
+        state: &NodeState,
+        policy: EvictionPolicy,
+        keys: &[&str],
+        seed: u64,
+    ) -> Vec<String> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut order = Vec::new();
+        let mut left = present(state, keys);
+        while evict_one(state, &NoStream, policy, 16, &mut rng, &|| NOW) {
+            let now_left = present(state, keys);
+            let gone: Vec<_> = left.iter().filter(|k| !now_left.contains(k)).collect();
+            assert_eq!(gone.len(), 1, "one key per eviction: {gone:?}");
+            order.push(gone[0].clone());
+            left = now_left;
+        }
+        order
+    }
+
+    #[test]
+    fn volatile_ttl_evicts_the_nearest_expiry_first_and_never_a_persistent_key() {
+        let keys = ["{s}a", "{s}b", "{s}c", "{s}p"];
+        let state = state_with(&[
+            ("{s}a", Some(5_000)),
+            ("{s}b", Some(3_000)),
+            ("{s}c", Some(9_000)),
+            ("{s}p", None),
+        ]);
+        let order = eviction_order(&state, EvictionPolicy::VolatileTtl, &keys, 7);
+        assert_eq!(order, ["{s}b", "{s}a", "{s}c"]);
+        assert_eq!(present(&state, &keys), ["{s}p"]);
+        assert_eq!(state.stats.evicted_keys.load(Relaxed), 3);
+    }
+
+    #[test]
+    fn a_seeded_random_source_evicts_the_same_keys_in_the_same_order() {
+        let keys: Vec<String> = (0..20).map(|i| format!("{{s}}k{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let entries: Vec<(&str, Option<u64>)> = keys.iter().map(|k| (*k, None)).collect();
+        let run = |seed| {
+            let state = state_with(&entries);
+            eviction_order(&state, EvictionPolicy::AllKeysRandom, &keys, seed)
+        };
+        let first = run(42);
+        assert_eq!(first.len(), keys.len(), "every key goes: {first:?}");
+        assert_eq!(run(42), first);
+        // The order is the random source's, not the keys' (a fixed seed that shuffles).
+        assert_ne!(first, keys);
+    }
 }

@@ -4,12 +4,10 @@
 //! `COMMAND INFO/DOCS/COUNT/LIST/GETKEYS` answer from the same table.
 
 pub mod args;
-pub mod clock;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;
 pub mod eviction;
-pub mod glob;
 pub mod redirect;
 pub mod sample;
 pub mod scan;

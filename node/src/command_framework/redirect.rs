@@ -6,7 +6,7 @@ use crate::cluster::routing::{route, Request, Route};
 use crate::command_framework::spec::{flags, CommandSpec};
 use crate::command_framework::CmdError;
 use crate::db::keyspace::shard_of_slot;
-use crate::server::{Client, Server};
+use crate::node_state::{Client, NodeState};
 use proto::resp::Reply;
 use smallvec::SmallVec;
 
@@ -22,7 +22,7 @@ pub enum Routed {
 /// Decides whether this node runs `args` (Ok) or redirects the client (Err with the reply).
 /// Without cluster mode, always Ok(Serve).
 pub fn check(
-    server: &Server,
+    server: &NodeState,
     client: &mut Client,
     spec: &CommandSpec,
     args: &[&[u8]],
@@ -108,7 +108,7 @@ struct Flags {
 
 /// `now`: the command's unix ms.
 fn decide(
-    server: &Server,
+    server: &NodeState,
     cluster: &crate::cluster::Cluster,
     keys: &[&[u8]],
     flags: Flags,
@@ -167,7 +167,7 @@ pub fn lapsed_lease_error() -> String {
 /// Answers a redirected command as Redis does: a redirected EXEC discards its transaction;
 /// a command refused while queueing dooms the transaction.
 pub fn reject(
-    server: &Server,
+    server: &NodeState,
     client: &mut Client,
     reply: &mut Reply<'_>,
     spec: &CommandSpec,

@@ -87,7 +87,7 @@ impl ScanOptions<'_> {
     /// Whether `element` passes MATCH.
     pub fn matches(&self, element: &[u8]) -> bool {
         self.pattern
-            .is_none_or(|p| super::glob::matches(p, element, false))
+            .is_none_or(|p| crate::node_state::glob::matches(p, element, false))
     }
 }
 

@@ -108,6 +108,12 @@ pub struct CommandSpec {
     pub secrets: Option<SecretPositions>,
 }
 
+impl crate::node_state::command_stats::CountedCommand for CommandSpec {
+    fn counted_name(&self) -> &'static str {
+        self.name
+    }
+}
+
 impl CommandSpec {
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0

@@ -1,9 +1,10 @@
 //! The command table: every family's specs, looked up by name without allocating.
 //!
-//! The families are given by the layer above (`commands`, through `Server::new`): the
+//! The families are given by the layer above (`commands::install_table`, called by whoever starts a node): the
 //! framework knows how a command is described and run, not which commands exist.
 
 use super::spec::CommandSpec;
+use crate::node_state::command_stats::CountedCommand;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -23,7 +24,7 @@ pub fn install(families: &'static [&'static [CommandSpec]]) {
 fn table() -> &'static Table {
     TABLE
         .get()
-        .expect("the command table is installed (Server::new) before any lookup")
+        .expect("the command table is installed (`commands::install_table`) before any lookup")
 }
 
 fn build(families: &'static [&'static [CommandSpec]]) -> Table {
@@ -72,4 +73,18 @@ pub fn all() -> Vec<&'static CommandSpec> {
 
 pub fn count() -> usize {
     table().len()
+}
+
+/// Every command and subcommand, as INFO commandstats counts them.
+pub fn counted() -> Vec<&'static dyn CountedCommand> {
+    let mut out: Vec<&'static dyn CountedCommand> = Vec::new();
+    for spec in all() {
+        out.push(spec);
+        out.extend(
+            spec.subcommands
+                .iter()
+                .map(|s| s as &'static dyn CountedCommand),
+        );
+    }
+    out
 }

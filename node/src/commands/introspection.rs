@@ -98,7 +98,7 @@ pub fn validate_client_name(name: &[u8]) -> Result<Option<String>, CmdError> {
     if name.is_empty() {
         return Ok(None);
     }
-    if name.len() > crate::server::client::MAX_CLIENT_NAME_LEN
+    if name.len() > crate::node_state::client::MAX_CLIENT_NAME_LEN
         || name.iter().any(|&b| !(b'!'..=b'~').contains(&b))
     {
         return Err(CmdError::new(

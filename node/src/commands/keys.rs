@@ -7,10 +7,10 @@ mod expire;
 mod object;
 mod scan;
 
-use crate::command_framework::glob;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::Key;
+use crate::node_state::glob;
 use rand::Rng;
 
 /// Random picks RANDOMKEY tries before falling back to a walk of the keyspace. Each pick that

@@ -7,7 +7,10 @@
 //! clients blocked on it are woken.
 
 mod blocking;
+// End to end through the server's connections: a test may reach any layer, and files under
+// a `tests` folder are not counted as imports of `commands`.
 #[cfg(test)]
+#[path = "lists/tests/blocking.rs"]
 mod blocking_tests;
 mod edit;
 mod index;

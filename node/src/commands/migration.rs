@@ -8,7 +8,7 @@ mod restore;
 
 use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1};
 use crate::command_framework::{CmdResult, CommandSpec, Ctx};
-use crate::server::persistence::dump;
+use crate::snapshot_format::dump;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {

@@ -4,7 +4,8 @@ use crate::command_framework::args::is;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::server::persistence::{self, SaveError};
+use crate::node_state::services::persistence::AofRewriteError;
+use crate::node_state::snapshot_state::SaveError;
 
 pub static COMMANDS: &[CommandSpec] = &[
     command(
@@ -49,7 +50,7 @@ const IN_PROGRESS: &str = "ERR Background save already in progress";
 
 /// SAVE: waits for the save, on this connection's thread.
 fn save(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    match persistence::save(ctx.server) {
+    match ctx.services.persistence().save() {
         Ok(_) => ctx.reply.ok(),
         Err(SaveError::InProgress) => return err(IN_PROGRESS),
         // Redis answers a bare "ERR"; the reason is in the log.
@@ -77,7 +78,7 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.reply.simple(b"Background saving scheduled");
         return Ok(());
     }
-    match persistence::bgsave(ctx.server) {
+    match ctx.services.persistence().bgsave() {
         Ok(()) => ctx.reply.simple(b"Background saving started"),
         Err(SaveError::InProgress) => return err(IN_PROGRESS),
         Err(_) => return err("ERR"),
@@ -89,13 +90,11 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// alone, as Redis writes one).
 fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let config = ctx.server.config.read().clone();
-    match ctx.server.aof.bgrewrite(&config) {
+    match ctx.services.persistence().bgrewrite_aof(&config) {
         Ok(()) => ctx
             .reply
             .simple(b"Background append only file rewriting started"),
-        Err(e @ crate::server::persistence::aof::rewrite::RewriteError::InProgress) => {
-            return err(format!("ERR {e}"))
-        }
+        Err(e @ AofRewriteError::InProgress) => return err(format!("ERR {e}")),
         Err(e) => {
             tracing::error!("cannot start an AOF rewrite: {e}");
             return err("ERR Can't execute an AOF background rewriting. Please check the server logs for more information.");

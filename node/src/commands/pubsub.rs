@@ -3,7 +3,7 @@
 //!
 //! A client's subscriptions live in two places kept in step: its own sets (`Client::channels`,
 //! `patterns`, `shard_channels`), which answer the counts in confirmations, and the server's
-//! registry ([`crate::server::pubsub`]), which publishers read. Confirmations are this command's
+//! registry ([`crate::node_state::pubsub`]), which publishers read. Confirmations are this command's
 //! reply — one `[kind, name, count]` per name, as a push in RESP3 — while messages published
 //! to a client reach it through its push queue.
 //!
@@ -13,9 +13,9 @@ use crate::command_framework::args;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1};
 use crate::command_framework::{CmdResult, CommandSpec, Ctx};
-use crate::server::pubsub::{Kind, MAX_SUBSCRIPTIONS_PER_CLIENT};
-use crate::server::stats::Stats;
-use crate::server::{Client, Server};
+use crate::node_state::pubsub::{Kind, MAX_SUBSCRIPTIONS_PER_CLIENT};
+use crate::node_state::stats::Stats;
+use crate::node_state::{Client, NodeState};
 use bytes::BytesMut;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
@@ -507,7 +507,7 @@ fn pubsub_help(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 /// Drops every subscription of a client that is going away (disconnect) or resets (RESET).
 /// Writes no reply; messages still queued are dropped too, so that a RESET connection
 /// starts clean (a RESP2 client must not find a message where it expects a reply).
-pub fn unsubscribe_all(server: &Server, client: &mut Client) {
+pub fn unsubscribe_all(server: &NodeState, client: &mut Client) {
     let id = client.id();
     for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
         for name in set_of(client, kind).drain() {
@@ -521,8 +521,9 @@ pub fn unsubscribe_all(server: &Server, client: &mut Client) {
 #[cfg(test)]
 mod tests {
     use crate::command_framework::{dispatch, table};
-    use crate::server::stats::LocalStats;
-    use crate::server::{Client, ClientShared, Server};
+    use crate::node_state::stats::LocalStats;
+    use crate::node_state::{Client, ClientShared};
+    use crate::server::Server;
     use std::sync::Arc;
 
     fn test_client(server: &Server) -> Client {
@@ -543,6 +544,7 @@ mod tests {
     fn queued_messages_precede_the_unsubscribe_confirmation() {
         // No connection drains the subscriber's queue here, so the messages wait in it, as
         // they may while a connection is busy; UNSUBSCRIBE must put them ahead of its reply.
+        crate::commands::install_table();
         let server = Server::new(crate::config::Config::default());
         let (mut sub, mut publisher) = (test_client(&server), test_client(&server));
         request(&server, &mut sub, &["SUBSCRIBE", "c"]);
@@ -574,7 +576,6 @@ mod tests {
 
     #[test]
     fn table_entries_resolve_with_redis_arity() {
-        crate::commands::install_table();
         let sub = table::lookup(b"SUBSCRIBE").unwrap();
         assert!(!sub.arity_ok(1) && sub.arity_ok(3));
         let pubsub = table::lookup(b"pubsub").unwrap();
@@ -586,7 +587,6 @@ mod tests {
 
     #[test]
     fn shard_channels_are_keys_for_slot_routing() {
-        crate::commands::install_table();
         let ss = table::lookup(b"ssubscribe").unwrap();
         let args: [&[u8]; 3] = [b"ssubscribe", b"a", b"b"];
         assert_eq!(ss.key_positions(&args).as_slice(), &[1, 2]);

@@ -1,12 +1,12 @@
 //! Replication commands: WAIT and ROLE (clients of a primary), REPLICAOF / SLAVEOF (make this
 //! node follow a primary or stop), REPLCONF (a replica setting its link up).
 
+use crate::clock::unix_millis;
 use crate::command_framework::args;
 use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::server::unix_millis;
 use std::time::Duration;
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -96,7 +96,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         .filter(|p| *p > 0)
         .ok_or_else(|| CmdError::new("ERR Invalid master port"))?;
     let host = String::from_utf8_lossy(args[1]).into_owned();
-    match crate::server::repl_link::follow(ctx.server, &host, port) {
+    match ctx.services.replication_links().follow(&host, port) {
         Ok(true) => ctx.reply.ok(),
         Ok(false) => ctx
             .reply
@@ -124,7 +124,7 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     if sub.eq_ignore_ascii_case(b"rdma-port") {
-        let port = match ctx.server.repl_links.port() {
+        let port = match ctx.services.replication_links().link_port() {
             0 => return err("ERR this node accepts no replication links (repl-fabric-port 0)"),
             p => i64::from(p),
         };
@@ -179,7 +179,7 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
             _ => return Err(CmdError::Syntax),
         };
-        let mut node = crate::server::repl_link::primary::ReplicaNode::default();
+        let mut node = crate::node_state::services::replication_links::ReplicaNode::default();
         if let Some(id) = named.first() {
             node.id = Some(
                 crate::cluster::NodeId::parse(id)
@@ -197,12 +197,16 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let port = u16::try_from(args::int(port)?).map_err(|_| CmdError::Syntax)?;
         let request = crate::replication::handshake::LinkRequest::decode(request_bytes)
             .map_err(|e| CmdError::new(format!("ERR {e}")))?;
-        let addr = crate::server::replication::ReplicaAddr {
+        let addr = crate::node_state::replication::ReplicaAddr {
             ip: ctx.client.shared.peer.ip().to_string(),
             port,
         };
         let endpoint = String::from_utf8_lossy(endpoint).into_owned();
-        match ctx.server.repl_links.link(endpoint, request, addr, node) {
+        match ctx
+            .services
+            .replication_links()
+            .link(endpoint, request, addr, node)
+        {
             Ok(accept) => ctx.reply.bulk(&accept),
             Err(e) => return Err(CmdError::new(e)),
         }

@@ -3,11 +3,13 @@
 mod config;
 
 use crate::command_framework::args::is;
+use crate::command_framework::ctx::{BlockRequest, TimeoutReply, SHUTDOWN_FAILED_ERROR};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::db::SHARD_COUNT;
-use crate::server::shutdown::ShutdownMode;
+use crate::node_state::shutdown::ShutdownMode;
+use std::sync::mpsc::TryRecvError;
 
 const SERVER: &str = "server";
 
@@ -173,26 +175,65 @@ fn shutdown_mode(options: &[&[u8]]) -> Result<ShutdownMode, CmdError> {
 }
 
 /// SHUTDOWN answers nothing when it succeeds: the connection closes as the node stops.
+/// Without NOW the replicas get the last writes first (as Redis 7), on a thread of its own
+/// that also makes the final save: the client parks until it is done.
 fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    if ctx.client.pending_shutdown.is_some() {
+        return shutdown_outcome(ctx, args);
+    }
     let mode = shutdown_mode(&args[1..])?;
     let option = |name: &str| args[1..].iter().any(|a| is(a, name));
     tracing::info!(client = ctx.client.id(), ?mode, "SHUTDOWN requested");
-    // As Redis 7: replicas get the last writes first, unless NOW.
     if !option("now") {
-        crate::server::shutdown_replicas::wait_for_replicas(ctx.server);
+        let outcome = ctx
+            .services
+            .shutdown()
+            .start(mode, option("force"), ctx.client.shared.clone())
+            .map_err(|e| CmdError::new(format!("ERR {e}")))?;
+        ctx.client.pending_shutdown = Some(outcome);
+        park_shutdown(ctx, args);
+        return Ok(());
     }
     // The final save happens here, so that a failure can keep the node up as Redis does
     // (unless FORCE says to go anyway).
-    if let Err(e) = crate::server::persistence::prepare_shutdown(ctx.server, mode) {
+    if let Err(e) = ctx.services.persistence().prepare_shutdown(mode) {
         tracing::error!(error = %e, "final save before SHUTDOWN failed");
         if !option("force") {
-            crate::server::shutdown_replicas::resume_writes(ctx.server);
-            return err("ERR Errors trying to SHUTDOWN. Check logs.");
+            return err(SHUTDOWN_FAILED_ERROR);
         }
     }
     ctx.server.shutdown.trigger(mode);
     ctx.effects.close = true;
     Ok(())
+}
+
+/// The parked SHUTDOWN, run again when its thread woke it (or by any other wake-up).
+fn shutdown_outcome(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let outcome = match ctx.client.pending_shutdown.as_ref().map(|o| o.try_recv()) {
+        Some(Err(TryRecvError::Empty)) => {
+            park_shutdown(ctx, args);
+            return Ok(());
+        }
+        Some(Ok(outcome)) => outcome,
+        Some(Err(TryRecvError::Disconnected)) | None => Err(SHUTDOWN_FAILED_ERROR.to_string()),
+    };
+    ctx.client.pending_shutdown = None;
+    match outcome {
+        Ok(()) => {
+            ctx.effects.close = true;
+            Ok(())
+        }
+        Err(text) => err(text),
+    }
+}
+
+fn park_shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) {
+    ctx.effects.block = Some(BlockRequest {
+        keys: Vec::new(),
+        timeout: None,
+        retry: args.iter().map(|a| a.to_vec()).collect(),
+        timeout_reply: TimeoutReply::Shutdown,
+    });
 }
 
 #[cfg(test)]

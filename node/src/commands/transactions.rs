@@ -14,10 +14,10 @@ use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS};
 use crate::command_framework::{dispatch, transaction};
 use crate::command_framework::{CmdResult, CommandSpec, Ctx};
 use crate::db::Locked;
-use crate::server::client::MultiState;
-use crate::server::stats::LocalStats;
-use crate::server::watch::{WatchHandle, MAX_WATCHED_KEYS_PER_CLIENT};
-use crate::server::{Client, Server};
+use crate::node_state::client::MultiState;
+use crate::node_state::stats::LocalStats;
+use crate::node_state::watch::{WatchHandle, MAX_WATCHED_KEYS_PER_CLIENT};
+use crate::node_state::{Client, NodeState};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -110,7 +110,7 @@ fn discard(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-fn unwatch_all(server: &Server, client: &mut Client) {
+fn unwatch_all(server: &NodeState, client: &mut Client) {
     if let Some(handle) = client.watch.take() {
         server.watches.unwatch_all(handle);
     }
@@ -225,11 +225,11 @@ mod tests {
     use super::*;
     use crate::command_framework::table;
     use crate::db::Keyspace;
-    use crate::server::watch::Watches;
+    use crate::node_state::watch::Watches;
+    use crate::server::Server;
 
     #[test]
     fn control_commands_run_immediately_and_unwatch_is_queued() {
-        crate::commands::install_table();
         for name in ["multi", "exec", "discard", "watch"] {
             let spec = table::lookup(name.as_bytes()).unwrap();
             assert!(spec.has(TXN_CONTROL), "{name}");
@@ -269,12 +269,13 @@ mod tests {
 
     fn test_client(server: &Server) -> Client {
         let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let shared = crate::server::ClientShared::new(server.clients.next_id(), addr, addr);
+        let shared = crate::node_state::ClientShared::new(server.clients.next_id(), addr, addr);
         Client::new(std::sync::Arc::new(shared), true)
     }
 
     #[test]
     fn exec_of_a_growing_transaction_is_refused_over_maxmemory() {
+        crate::commands::install_table();
         let server = Server::new(crate::config::Config::default());
         let mut c = test_client(&server);
         assert_eq!(request(&server, &mut c, &["WATCH", "w"]), "+OK\r\n");
@@ -302,7 +303,7 @@ mod tests {
 
     #[test]
     fn the_queue_is_bounded_and_overflow_dooms_the_transaction() {
-        use crate::server::client::MAX_QUEUED_COMMANDS;
+        use crate::node_state::client::MAX_QUEUED_COMMANDS;
         let mut multi = MultiState::default();
         for _ in 0..MAX_QUEUED_COMMANDS {
             multi.queue(&[b"ping"], false).unwrap();

@@ -1,10 +1,10 @@
 //! One TCP client connection (plain or TLS): read, hand the bytes to the [`Session`], write its replies.
 //! Pipelined requests are all executed from one read and answered with one write.
 
-use super::client::ClientShared;
 use super::session::{Session, Step};
 use super::Server;
 use crate::command_framework::ctx::BlockRequest;
+use crate::node_state::client::ClientShared;
 use crate::server::persistence::aof::log::Gate;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

@@ -1,10 +1,10 @@
 //! Periodic work, `hz` times a second: active expiry, idle-client timeouts, `save` rules,
 //! the ops/sec sample, the memory reading and MIGRATE's idle links.
 
-use super::stats::Stats;
 use super::{lru_clock, unix_millis, Server};
 use crate::db::keyspace::SHARD_COUNT;
 use crate::db::Locked;
+use crate::node_state::stats::Stats;
 use crate::replication::outgoing::Outgoing;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

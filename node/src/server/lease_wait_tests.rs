@@ -33,6 +33,7 @@ fn node(lease_ms: u64) -> (Arc<Server>, tempfile::TempDir) {
         .expect("slots");
     cluster.set_lease_ms(lease_ms);
     cluster.set_serving_until(0, 1);
+    crate::commands::install_table();
     let mut server = Server::new(config);
     server.cluster = Some(cluster);
     (Arc::new(server), dir)

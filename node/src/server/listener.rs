@@ -2,10 +2,10 @@
 //! accept with `maxclients` and protected mode, and hand each socket to a connection task
 //! (on a TLS listener, after the handshake: `tls_admit`).
 
-use super::client::ClientShared;
 use super::connection::Connection;
-use super::stats::Stats;
 use super::Server;
+use crate::node_state::client::ClientShared;
+use crate::node_state::stats::Stats;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

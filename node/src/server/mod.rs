@@ -1,179 +1,95 @@
-//! The running node: shared state, the TCP listener, per-connection loops and the cron.
+//! The running node: listeners, per-connection loops, the cron, persistence I/O, replication
+//! links, the cluster bus thread, the fabric listener, and the [`Server`] that owns the
+//! shared state ([`NodeState`]) together with the I/O objects commands reach through
+//! `node_state::services`.
 
 pub mod admin;
-pub mod blocking;
-pub mod busy_poll;
-pub mod client;
-pub mod clients;
 pub mod cluster_bus;
-pub mod command_stats;
 pub mod connection;
 pub mod cron;
-pub mod error_stats;
 pub mod fabric;
-pub mod hot;
 pub mod input_buffer;
-pub mod latency_monitor;
 #[cfg(test)]
 mod lease_wait_tests;
 pub mod listener;
 pub mod metrics;
-pub mod migrate_links;
 pub mod persistence;
-pub mod pubsub;
 pub mod repl_link;
-pub mod replica_of;
-pub mod replication;
 #[cfg(test)]
 mod replication_tests;
-pub mod reply_mode;
+pub mod services;
 pub mod session;
-pub mod shutdown;
 pub mod shutdown_replicas;
-pub mod slowlog;
 pub mod socket;
-pub mod stats;
 pub mod sync_acks;
 pub mod tls_admit;
-pub mod watch;
 pub mod write_stream;
 
 pub use crate::clock::{lru_clock, unix_millis};
-pub use client::{Client, ClientShared};
+pub use crate::node_state::{random_hex_id, Client, ClientShared, NodeState};
 
 use crate::config::Config;
-use crate::db::memory::MemoryGauge;
-use crate::db::Keyspace;
-use crate::server::persistence::SnapshotState;
-use parking_lot::RwLock;
-use std::time::Instant;
+use crate::node_state::identity::LoadedHistory;
+use crate::server::persistence::aof::Aof;
+use crate::server::repl_link::primary::LinkDesk;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, OnceLock, Weak};
 
-/// Everything the connections of one node share.
+/// The running node: the shared state and the I/O objects of this layer. Derefs to the
+/// state, so that this layer's code reads `server.keyspace` as commands do.
 pub struct Server {
-    pub keyspace: Keyspace,
-    pub config: RwLock<Config>,
-    /// Config values read on every command, mirrored as atomics.
-    pub hot: hot::HotConfig,
-    pub stats: stats::Stats,
-    /// Per-command calls, time, refusals and latency (INFO commandstats, latencystats).
-    pub command_stats: command_stats::CommandStats,
-    /// Slow events for LATENCY LATEST/HISTORY (`latency-monitor-threshold`).
-    pub latency_monitor: latency_monitor::LatencyMonitor,
-    pub clients: clients::ClientRegistry,
-    pub watches: watch::Watches,
-    pub blocking: blocking::Blocking,
-    pub pubsub: pubsub::PubSub,
-    pub memory: MemoryGauge,
-    pub snapshot: SnapshotState,
-    pub slowlog: slowlog::SlowLog,
-    pub shutdown: shutdown::Shutdown,
-    pub started: Instant,
-    pub started_unix_ms: u64,
-    /// 40 hex characters, new at every start (INFO `run_id`).
-    pub run_id: String,
-    /// Cluster mode state; None unless `cluster-enabled yes` (set once at start).
-    pub cluster: Option<crate::cluster::Cluster>,
-    /// MIGRATE's cached connections to target nodes.
-    pub migrate_links: migrate_links::MigrateLinks,
-    /// Replication ids, backlog, replicas' acknowledgements, WAITing clients.
-    pub replication: replication::Replication,
-    /// The primary this node follows (REPLICAOF), if any.
-    pub replica_of: replica_of::ReplicaOf,
+    state: NodeState,
     /// The primary's replication-link acceptor, once `repl-fabric-port` listens.
-    pub repl_links: crate::server::repl_link::primary::LinkDesk,
-    /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
-    pub busy_poll: busy_poll::BusyPoll,
+    pub repl_links: LinkDesk,
     /// The append-only file: the log, its rewrites, its files.
-    pub aof: crate::server::persistence::aof::Aof,
+    pub aof: Aof,
     /// What the start found of the previous run's replication (identity, exact history).
-    pub loaded_history: parking_lot::Mutex<crate::server::persistence::identity::LoadedHistory>,
+    pub loaded_history: parking_lot::Mutex<LoadedHistory>,
+    /// The node itself, for the threads a `&Server` starts (set by `attach`).
+    owner: OnceLock<Weak<Server>>,
+}
+
+impl Deref for Server {
+    type Target = NodeState;
+    fn deref(&self) -> &NodeState {
+        &self.state
+    }
+}
+
+impl DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut NodeState {
+        &mut self.state
+    }
 }
 
 impl Server {
+    /// A node with `config`. The command table must be installed first
+    /// (`commands::install_table`): INFO commandstats counts its entries.
     pub fn new(config: Config) -> Self {
-        crate::commands::install_table();
-        let hot = hot::HotConfig::from(&config);
-        let replication = replication::Replication::new(
-            crate::replication::ids::ReplicationIds::new(&mut rand::thread_rng()),
-            config.repl_backlog_size as usize,
-        );
-        if config.repl_backlog_eager {
-            if let Err(e) = replication.ensure_backlog() {
-                tracing::error!(error = %e, "cannot create the replication backlog");
-            }
-        }
-        let aof = crate::server::persistence::aof::Aof::new(&config);
+        let aof = Aof::new(&config);
         Server {
-            keyspace: Keyspace::new(),
-            config: RwLock::new(config),
-            hot,
-            stats: stats::Stats::default(),
-            command_stats: command_stats::CommandStats::new(),
-            latency_monitor: latency_monitor::LatencyMonitor::default(),
-            clients: clients::ClientRegistry::default(),
-            watches: watch::Watches::default(),
-            blocking: blocking::Blocking::default(),
-            pubsub: pubsub::PubSub::default(),
-            memory: MemoryGauge::default(),
-            snapshot: SnapshotState::default(),
-            slowlog: slowlog::SlowLog::default(),
-            shutdown: shutdown::Shutdown::default(),
-            started: Instant::now(),
-            started_unix_ms: unix_millis(),
-            run_id: random_hex_id(),
-            cluster: None,
-            migrate_links: migrate_links::MigrateLinks::default(),
-            replication,
-            replica_of: replica_of::ReplicaOf::default(),
-            repl_links: crate::server::repl_link::primary::LinkDesk::default(),
-            busy_poll: busy_poll::BusyPoll::default(),
+            state: NodeState::new(config, crate::command_framework::table::counted()),
+            repl_links: LinkDesk::default(),
             aof,
             loaded_history: Default::default(),
+            owner: OnceLock::new(),
         }
     }
 
-    /// Applies a CONFIG SET to both the config and its hot mirror.
+    /// Remembers the node so that background threads can be started from a `&Server`.
+    pub fn attach(&self, server: &Arc<Server>) {
+        let _ = self.owner.set(Arc::downgrade(server));
+    }
+
+    /// The node as an `Arc`, once attached (not while it is being started or stopped).
+    pub fn owner(&self) -> Option<Arc<Server>> {
+        self.owner.get().and_then(Weak::upgrade)
+    }
+
+    /// Applies a CONFIG SET to the config, the state that mirrors it, and the AOF.
     pub fn set_config(&self, name: &str, value: &str) -> Result<(), String> {
-        let mut config = self.config.write();
-        let param = crate::config::params::find(name).ok_or_else(|| {
-            format!("Unknown option or number of arguments for CONFIG SET - '{name}'")
-        })?;
-        if !param.runtime {
-            return Err(format!("can't set immutable config '{}'", param.name));
-        }
-        config.set(name, value)?;
-        self.config_applied(&config);
+        self.state.set_config(name, value)?;
+        self.aof.apply_config(&self.config.read());
         Ok(())
     }
-
-    /// Brings the running state in line with a changed config (CONFIG SET): the hot mirror,
-    /// the backlog's size, an eager backlog, the AOF.
-    pub fn config_applied(&self, config: &Config) {
-        self.hot.update(config);
-        self.command_stats
-            .set_latency_tracking(config.latency.tracking);
-        self.aof.apply_config(config);
-        crate::config::log_level::apply(&config.loglevel);
-        if let Some(cluster) = &self.cluster {
-            cluster.apply_settings(crate::cluster::Settings::from(&config.cluster));
-        }
-        let backlog = self
-            .replication
-            .set_backlog_size(config.repl_backlog_size as usize)
-            .and_then(|()| match config.repl_backlog_eager {
-                true => self.replication.ensure_backlog(),
-                false => Ok(()),
-            });
-        if let Err(e) = backlog {
-            tracing::error!(error = %e, "replication backlog not changed");
-        }
-    }
-}
-
-pub fn random_hex_id() -> String {
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
-    (0..40)
-        .map(|_| char::from_digit(rng.gen_range(0..16), 16).unwrap_or('0'))
-        .collect()
 }

@@ -2,10 +2,10 @@
 //! handler's decision (absolute expiry, popped members, stored value) rewritten so that a
 //! replica reaches the same state, transactions as MULTI ... EXEC, expired keys as DELs.
 
-use super::stats::LocalStats;
 use super::{Client, ClientShared, Server};
 use crate::command_framework::dispatch;
 use crate::config::Config;
+use crate::node_state::stats::LocalStats;
 use bytes::BytesMut;
 use proto::resp::Frame;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ fn server(eager: bool) -> Server {
         repl_backlog_eager: eager,
         ..Config::default()
     };
+    crate::commands::install_table();
     Server::new(config)
 }
 
@@ -231,7 +232,7 @@ fn min_replicas_to_write_refuses_writes_not_reads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_is_answered_when_a_replica_acknowledges() {
     use super::connection::Connection;
-    use super::replication::ReplicaAddr;
+    use crate::node_state::replication::ReplicaAddr;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -3,13 +3,13 @@
 //! bytes in and out and decides how to wait; the session parses, executes and replies, so both
 //! transports run exactly the same command code.
 
-use super::client::{Client, ClientShared};
 use super::input_buffer::InputBuffer;
-use super::reply_mode::{keep_reply, ReplyMode};
-use super::stats::LocalStats;
 use super::Server;
 use crate::command_framework::ctx::{BlockRequest, Effects, TimeoutReply};
 use crate::command_framework::dispatch;
+use crate::node_state::client::{Client, ClientShared};
+use crate::node_state::reply_mode::{keep_reply, ReplyMode};
+use crate::node_state::stats::LocalStats;
 use bytes::BytesMut;
 use proto::resp::request::Parsed;
 use proto::resp::{RequestLimits, RequestParser};
@@ -103,7 +103,7 @@ impl Session {
                     let held_from = self.output.len();
                     self.client.input_from_command = self.input.len() - consumed;
                     let mut effects = dispatch::execute(
-                        &self.server,
+                        &*self.server,
                         &mut self.client,
                         &mut self.output,
                         &args,
@@ -198,7 +198,7 @@ impl Session {
         self.take_pushes();
         let args: SmallVec<[&[u8]; 8]> = block.retry.iter().map(|a| a.as_slice()).collect();
         let mut effects = dispatch::execute(
-            &self.server,
+            &*self.server,
             &mut self.client,
             &mut self.output,
             &args,

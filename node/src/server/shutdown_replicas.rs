@@ -3,13 +3,62 @@
 //! online replica to acknowledge the last write. A rolling restart of a primary then loses
 //! no acknowledged write: its replicas hold everything it answered.
 //!
-//! For SHUTDOWN the wait holds the connection's thread (with one io-thread, other clients'
-//! reads wait too, for at most `shutdown-timeout`; Redis keeps serving them); for a signal it
-//! runs on a blocking thread, and a second signal stops waiting. Writes get the failover
-//! pause's TRYAGAIN meanwhile. The acknowledgements arrive on the replication threads.
+//! The wait polls, so it runs on a thread whose own loop it is, never on a connection's: for
+//! SHUTDOWN a thread of its own ([`start`]; the client parks meanwhile and other clients
+//! are served, as in Redis), for a signal a blocking thread, where a second signal stops
+//! waiting. Writes get the failover pause's TRYAGAIN meanwhile. The acknowledgements arrive
+//! on the replication threads.
 
 use super::Server;
+use crate::command_framework::ctx::SHUTDOWN_FAILED_ERROR;
+use crate::node_state::services::shutdown::ShutdownOutcome;
+use crate::node_state::shutdown::ShutdownMode;
+use crate::node_state::ClientShared;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// SHUTDOWN without NOW, on a thread of its own: waits for the replicas, saves, stops the
+/// node; then puts the outcome in the returned channel and wakes `client`.
+pub fn start(
+    server: Arc<Server>,
+    mode: ShutdownMode,
+    force: bool,
+    client: Arc<ClientShared>,
+) -> std::io::Result<Receiver<ShutdownOutcome>> {
+    let (outcome, answer) = mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("node-shutdown".into())
+        .spawn(move || {
+            // Woken also if this thread panics: the parked client then finds no outcome.
+            let _wake = WakeOnDrop(client);
+            let _ = outcome.send(finish(&server, mode, force));
+        })?;
+    Ok(answer)
+}
+
+struct WakeOnDrop(Arc<ClientShared>);
+
+impl Drop for WakeOnDrop {
+    fn drop(&mut self) {
+        self.0.wake();
+    }
+}
+
+/// The replicas get the last writes, the final save happens (a failure keeps the node up
+/// as Redis does, unless `force`), the node stops.
+fn finish(server: &Server, mode: ShutdownMode, force: bool) -> ShutdownOutcome {
+    wait_for_replicas(server);
+    if let Err(e) = super::persistence::prepare_shutdown(server, mode) {
+        tracing::error!(error = %e, "final save before SHUTDOWN failed");
+        if !force {
+            resume_writes(server);
+            return Err(SHUTDOWN_FAILED_ERROR.to_string());
+        }
+    }
+    server.shutdown.trigger(mode);
+    Ok(())
+}
 
 /// How often the acknowledgements are looked at while waiting.
 const POLL: Duration = Duration::from_millis(5);

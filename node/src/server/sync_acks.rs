@@ -7,9 +7,9 @@
 //! streaming is refused before it runs (the dispatcher's admission), as Redis's
 //! `min-replicas-to-write`.
 
-use super::client::Client;
 use super::Server;
 use crate::command_framework::ctx::{BlockRequest, TimeoutReply, SYNC_ACKS_TIMEOUT_ERROR};
+use crate::node_state::client::Client;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 

@@ -5,8 +5,8 @@
 //! The socket is the same read-registered `ClientSocket` as a plain client's, under rustls.
 
 use super::listener::{prepare_socket, refusal, register, serve};
-use super::stats::Stats;
 use super::Server;
+use crate::node_state::stats::Stats;
 use crate::tls::{handshake, TLS_HANDSHAKE_TIMEOUT};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;

@@ -7,14 +7,7 @@
 use super::Server;
 use crate::replication::outgoing::Outgoing;
 
-/// The offsets a feed reached (None: that consumer did not take it).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Fed {
-    /// `master_repl_offset` after it (what WAIT waits for).
-    pub repl: Option<u64>,
-    /// The AOF's offset after it (what the client's replies wait for).
-    pub log: Option<u64>,
-}
+pub use crate::node_state::services::write_stream::Fed;
 
 /// Feeds `outgoing` to the consumers that take it. Call with its shards held.
 pub fn feed(server: &Server, outgoing: &mut Outgoing) -> Fed {

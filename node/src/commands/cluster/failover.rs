@@ -1,10 +1,12 @@
 //! CLUSTER FAILOVER [FORCE|TAKEOVER]: Redis 7.0.15's checks and errors, then the failover
-//! runs in the background ([`crate::server::repl_link::manual_failover`]) and the reply is +OK at
+//! runs in the background (`server::repl_link::manual_failover`, through [`ManualFailover`]) and the reply is +OK at
 //! once, as in Redis.
 
 use super::cluster;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
-use crate::server::repl_link::manual_failover::{self, FailoverMode};
+use crate::node_state::services::failover::FailoverMode;
+#[cfg(doc)]
+use crate::node_state::services::ManualFailover;
 
 pub fn failover(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
@@ -42,13 +44,10 @@ pub fn failover(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "ERR the topology group is not formed yet: failover needs its majority",
         ));
     }
-    let server = ctx
-        .server
-        .snapshot
-        .owner()
-        .ok_or_else(|| CmdError::new("ERR the node is not started yet"))?;
-    manual_failover::start(server, mode)
-        .map_err(|e| CmdError::new(format!("ERR cannot start the failover: {e}")))?;
+    ctx.services
+        .failover()
+        .start(mode)
+        .map_err(|e| CmdError::new(format!("ERR {e}")))?;
     ctx.reply.ok();
     Ok(())
 }

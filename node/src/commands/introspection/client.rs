@@ -4,7 +4,7 @@ use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::server::ClientShared;
+use crate::node_state::ClientShared;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -33,7 +33,7 @@ fn id(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 /// CLIENT REPLY ON | OFF | SKIP (see `server::reply_mode`): the connection applies the mode
 /// once the command has run; only ON's OK is sent.
 fn reply(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    use crate::server::reply_mode::ReplyMode;
+    use crate::node_state::reply_mode::ReplyMode;
     let mode = if is(args[2], "on") {
         ReplyMode::On
     } else if is(args[2], "off") {
@@ -334,7 +334,7 @@ fn setinfo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     } else {
         return err(format!("ERR Unrecognized option '{}'", args::text(attr)));
     };
-    if value.len() > crate::server::client::MAX_CLIENT_NAME_LEN
+    if value.len() > crate::node_state::client::MAX_CLIENT_NAME_LEN
         || value.iter().any(|&b| !(b'!'..=b'~').contains(&b))
     {
         return err(format!(

@@ -3,10 +3,10 @@
 
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
-use crate::command_framework::glob;
 use crate::command_framework::spec::{command, flags, flags::*, KeySpec};
 use crate::command_framework::table;
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::node_state::glob;
 use proto::resp::Reply;
 
 const FLAGS: u32 = LOADING | STALE;

@@ -3,8 +3,9 @@
 
 use super::host;
 use crate::command_framework::{CmdResult, Ctx};
-use crate::server::stats::Stats;
-use crate::server::Server;
+use crate::node_state::services::Persistence;
+use crate::node_state::stats::Stats;
+use crate::node_state::NodeState;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -68,8 +69,8 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         match *name {
             "server" => server(&mut s, ctx.server),
             "clients" => clients(&mut s, ctx.server),
-            "memory" => memory(&mut s, ctx.server),
-            "persistence" => persistence(&mut s, ctx.server),
+            "memory" => memory(&mut s, ctx.server, ctx.services.persistence()),
+            "persistence" => persistence(&mut s, ctx.server, ctx.services.persistence()),
             "stats" => stats(&mut s, ctx.server),
             "replication" => replication(&mut s, ctx.server),
             "cpu" => cpu(&mut s),
@@ -98,7 +99,7 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// `cmdstat_<name>:calls=..,usec=..,usec_per_call=..,rejected_calls=..,failed_calls=..`
 /// for every command called or refused since the last reset.
-fn commandstats(s: &mut Section<'_>, server: &Server) {
+fn commandstats(s: &mut Section<'_>, server: &NodeState) {
     for (name, t) in server.command_stats.totals() {
         let per_call = if t.calls > 0 {
             t.usec as f64 / t.calls as f64
@@ -116,7 +117,7 @@ fn commandstats(s: &mut Section<'_>, server: &Server) {
 }
 
 /// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` for every command that ran.
-fn latencystats(s: &mut Section<'_>, server: &Server) {
+fn latencystats(s: &mut Section<'_>, server: &NodeState) {
     if !server.command_stats.latency_tracking() {
         return;
     }
@@ -143,7 +144,7 @@ impl Section<'_> {
     }
 }
 
-fn server(s: &mut Section<'_>, server: &Server) {
+fn server(s: &mut Section<'_>, server: &NodeState) {
     let config = server.config.read();
     // As Redis: a node without a plain port shows its TLS port (Redis has no tls_port field).
     let (port, hz, file) = (
@@ -197,7 +198,7 @@ fn server(s: &mut Section<'_>, server: &Server) {
     // Redis's LRU clock: seconds, 24 bits.
     s.field(
         "lru_clock",
-        (crate::server::unix_millis() / 1000) & ((1 << 24) - 1),
+        (crate::clock::unix_millis() / 1000) & ((1 << 24) - 1),
     );
     s.field("executable", executable);
     s.field("config_file", file.unwrap_or_default());
@@ -205,7 +206,7 @@ fn server(s: &mut Section<'_>, server: &Server) {
     s.field("node_version", env!("CARGO_PKG_VERSION"));
 }
 
-fn clients(s: &mut Section<'_>, server: &Server) {
+fn clients(s: &mut Section<'_>, server: &NodeState) {
     s.field("connected_clients", server.clients.count());
     s.field("cluster_connections", 0);
     s.field("maxclients", server.hot.maxclients.load(Relaxed));
@@ -216,7 +217,7 @@ fn clients(s: &mut Section<'_>, server: &Server) {
     s.field("clients_in_timeout_table", 0);
 }
 
-fn memory(s: &mut Section<'_>, server: &Server) {
+fn memory(s: &mut Section<'_>, server: &NodeState, persistence: &dyn Persistence) {
     let used = server.memory.refresh();
     let peak = server.memory.peak().max(used);
     let rss = host::rss_bytes();
@@ -265,13 +266,13 @@ fn memory(s: &mut Section<'_>, server: &Server) {
     s.field("used_memory_lua_human", "0B");
     s.field("used_memory_vm_total_human", "0B");
     s.field("used_memory_scripts_human", "0B");
-    s.field("mem_aof_buffer", server.aof.info().buffer_length);
+    s.field("mem_aof_buffer", persistence.aof_info().buffer_length);
 }
 
 /// `# Persistence`: the snapshot state (saves, changes since the last one, the last load);
 /// `loading` is a replica loading a full sync's snapshot; the AOF's state, with its sizes
 /// while it is on (as Redis lists them).
-fn persistence(s: &mut Section<'_>, server: &Server) {
+fn persistence(s: &mut Section<'_>, server: &NodeState, persistence: &dyn Persistence) {
     let p = server.snapshot.info();
     s.field("loading", u8::from(server.replica_of.is_loading()));
     s.field("async_loading", 0);
@@ -284,7 +285,7 @@ fn persistence(s: &mut Section<'_>, server: &Server) {
     s.field("rdb_saves", p.rdb_saves);
     s.field("rdb_last_load_keys_expired", p.rdb_last_load_keys_expired);
     s.field("rdb_last_load_keys_loaded", p.rdb_last_load_keys_loaded);
-    let a = server.aof.info();
+    let a = persistence.aof_info();
     let status = |ok: bool| if ok { "ok" } else { "err" };
     s.field("aof_enabled", u8::from(a.enabled));
     s.field("aof_rewrite_in_progress", u8::from(a.rewrite_in_progress));
@@ -315,7 +316,7 @@ fn persistence(s: &mut Section<'_>, server: &Server) {
     }
 }
 
-fn stats(s: &mut Section<'_>, server: &Server) {
+fn stats(s: &mut Section<'_>, server: &NodeState) {
     let st = &server.stats;
     s.field(
         "total_connections_received",
@@ -382,16 +383,16 @@ fn stats(s: &mut Section<'_>, server: &Server) {
 }
 
 /// `# Replication`: the fields replication's report builds, in Redis 7's order.
-fn replication(s: &mut Section<'_>, server: &Server) {
+fn replication(s: &mut Section<'_>, server: &NodeState) {
     for (name, value) in server.replication.info_fields(
         server.replica_of.primary_link().as_ref(),
-        crate::server::unix_millis(),
+        crate::clock::unix_millis(),
     ) {
         s.field(&name, value);
     }
 }
 
-fn fabric(s: &mut Section<'_>, server: &Server) {
+fn fabric(s: &mut Section<'_>, server: &NodeState) {
     let (port, provider, bind) = {
         let c = server.config.read();
         (

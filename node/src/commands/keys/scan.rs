@@ -10,11 +10,11 @@
 //! allows. New keys are appended at the top and may or may not be returned, also as allowed.
 
 use crate::command_framework::args::{self, is};
-use crate::command_framework::glob;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::keyspace::{SlotTable, SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::db::value::Kind;
 use crate::db::Key;
+use crate::node_state::glob;
 
 /// Positions in a full scan: one per slot table.
 const POSITIONS: u64 = (SHARD_COUNT * SLOTS_PER_SHARD) as u64;

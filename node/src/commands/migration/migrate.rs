@@ -22,8 +22,8 @@
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
-use crate::server::migrate_links::{Line, Link, LinkError, MigrateLinks};
-use crate::server::persistence::dump;
+use crate::node_state::migrate_links::{Line, Link, LinkError, MigrateLinks};
+use crate::snapshot_format::dump;
 use smallvec::SmallVec;
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! RESTORE and RESTORE-ASKING: `key ttl serialized-value [REPLACE] [ABSTTL]
 //! [IDLETIME seconds] [FREQ frequency]`. The payload is verified (version, CRC-64) before
-//! it is decoded, and decoding is bounded by the payload's own size (`persistence::format`);
+//! it is decoded, and decoding is bounded by the payload's own size (`snapshot_format::format`);
 //! the payload itself is one argument, so `proto-max-bulk-len` already caps it.
 
 use crate::command_framework::args::{self, is};
@@ -8,7 +8,7 @@ use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::{Entry, Value};
 use crate::replication::propagate::WriteEffect;
-use crate::server::persistence::dump;
+use crate::snapshot_format::dump;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct RestoreOptions {

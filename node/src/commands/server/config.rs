@@ -3,10 +3,10 @@
 
 use crate::command_framework::args;
 use crate::command_framework::error::err;
-use crate::command_framework::glob;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::config::params::{Param, PARAMS};
+use crate::node_state::glob;
 
 const FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
@@ -155,6 +155,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     *config = next;
     ctx.server.config_applied(&config);
+    ctx.services.persistence().apply_config(&config);
     drop(config);
     tracing::info!(
         params = ?changes.iter().map(|(p, _, _)| p.name).collect::<Vec<_>>(),

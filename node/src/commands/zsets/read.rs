@@ -4,7 +4,8 @@ use super::parse::{LexRange, ScoreRange};
 use super::range::{lex_ranks, score_ranks};
 use super::{pair, pairs_header, zset_at};
 use crate::command_framework::args::{self, is};
-use crate::command_framework::{glob, CmdError, CmdResult, Ctx};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::node_state::glob;
 use proto::resp::reply::format_double;
 use rand::Rng;
 

@@ -11,7 +11,7 @@ use crate::cluster::shared::GroupView;
 use crate::cluster::topology::Topology;
 use crate::cluster::transport::runtime::{BusCore, Outbox, ProposalReply};
 use crate::cluster::{Cluster, NodeId};
-use crate::server::pubsub::Kind;
+use crate::node_state::pubsub::Kind;
 use crate::server::Server;
 use bus::EndpointAddr;
 use proto::bus::fragment::{Reassembler, ReassemblyLimits};

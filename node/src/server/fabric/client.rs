@@ -4,9 +4,9 @@
 
 use super::preauth::FABRIC_PREAUTH_INPUT_MAX;
 use crate::command_framework::ctx::BlockRequest;
+use crate::node_state::stats::Stats;
 use crate::server::persistence::aof::log::Gate;
 use crate::server::session::{Session, Step};
-use crate::server::stats::Stats;
 use bus::stream::Stream;
 use bus::Connection;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

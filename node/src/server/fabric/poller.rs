@@ -13,7 +13,7 @@
 
 use super::client::{FabricClient, READ_CHUNK};
 use super::slot::PollerSlot;
-use crate::server::stats::Stats;
+use crate::node_state::stats::Stats;
 use crate::server::Server;
 use bus::Connection;
 use std::sync::atomic::Ordering::Relaxed;

@@ -94,7 +94,7 @@ impl<C: Connection> Pollers<C> {
             let wedged = slot.heart.is_wedged();
             if !wedged && silent > limit {
                 slot.heart.set_wedged(true);
-                crate::server::stats::Stats::add(&self.server.stats.fabric_poller_stalls, 1);
+                crate::node_state::stats::Stats::add(&self.server.stats.fabric_poller_stalls, 1);
                 tracing::error!(
                     poller = slot.index,
                     silent_ms = silent,

@@ -9,8 +9,8 @@
 //! session authenticates (and then grants the stream its full window); closing goes through
 //! CLIENT KILL's path ([`ClientShared::kill`]).
 
-use crate::server::client::ClientShared;
-use crate::server::stats::Stats;
+use crate::node_state::client::ClientShared;
+use crate::node_state::stats::Stats;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 
 use super::listener;
 use crate::config::Config;
-use crate::server::stats::Stats;
+use crate::node_state::stats::Stats;
 use crate::server::Server;
 use bus::sim::{Faults, SimFabric, SimProvider};
 use bus::stream::Stream;
@@ -90,6 +90,7 @@ fn start_with(protected_mode: bool) -> (Arc<Server>, SimFabric, listener::Fabric
 
 fn start_config(mut config: Config) -> (Arc<Server>, SimFabric, listener::FabricListener) {
     config.fabric.rx_size = RX as u64;
+    crate::commands::install_table();
     let server = Arc::new(Server::new(config));
     let fabric = SimFabric::new_realtime(7, Faults::default()).unwrap();
     let host = fabric.add_host().unwrap();

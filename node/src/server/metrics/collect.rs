@@ -3,9 +3,9 @@
 //! has is `rdma_store_*`.
 
 use super::exposition::{Exposition, Kind};
+use crate::node_state::command_stats::CommandTotals;
+use crate::node_state::stats::Stats;
 use crate::server::admin::operations::Operations;
-use crate::server::command_stats::CommandTotals;
-use crate::server::stats::Stats;
 use crate::server::Server;
 use proto::admin::v1 as pb;
 use std::sync::atomic::Ordering::Relaxed;

@@ -6,11 +6,11 @@ use super::snapshot::{self, aux};
 use super::*;
 use crate::config::Config;
 use crate::db::{Entry, Keyspace, Locked, Value};
+use crate::node_state::replication::Replication;
+use crate::node_state::shutdown::ShutdownMode;
 use crate::replication::outgoing::Outgoing;
 use crate::replication::propagate::WriteEffect;
-use crate::server::persistence::format::{put_aux, put_end, put_header, Decoder};
-use crate::server::replication::Replication;
-use crate::server::shutdown::ShutdownMode;
+use crate::snapshot_format::format::{put_aux, put_end, put_header, Decoder};
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 
@@ -73,6 +73,7 @@ fn stream_meddled(server: &Server, during: impl FnMut()) -> Vec<u8> {
 /// exactly that `(replid, offset)`.
 #[test]
 fn a_quiescent_save_round_trips_its_history() {
+    crate::commands::install_table();
     let s = Server::new(Config::default());
     s.replication.ensure_backlog().unwrap();
     put(&s.keyspace, b"k");
@@ -87,6 +88,7 @@ fn a_quiescent_save_round_trips_its_history() {
 /// or with no backlog at all (writes are not fed, the offset means nothing).
 #[test]
 fn a_save_that_a_write_overlapped_names_no_history() {
+    crate::commands::install_table();
     let s = Server::new(Config::default());
     s.replication.ensure_backlog().unwrap();
     feed_set(&s.replication, b"a");
@@ -110,6 +112,7 @@ fn a_save_that_a_write_overlapped_names_no_history() {
         "once it ended"
     );
 
+    crate::commands::install_table();
     let idle = Server::new(Config::default());
     assert!(!idle.replication.active());
     assert_eq!(
@@ -172,8 +175,9 @@ fn save_writes_the_history_into_the_file() {
         dir: dir.path().to_path_buf(),
         ..Config::default()
     };
+    crate::commands::install_table();
     let s = Arc::new(Server::new(config));
-    s.snapshot.attach(&s);
+    s.attach(&s);
     s.replication.ensure_backlog().unwrap();
     put(&s.keyspace, b"k");
     let offset = feed_set(&s.replication, b"k");
@@ -193,6 +197,7 @@ fn server_in(dir: &std::path::Path) -> Arc<Server> {
         dir: dir.to_path_buf(),
         ..Config::default()
     };
+    crate::commands::install_table();
     Arc::new(Server::new(config))
 }
 

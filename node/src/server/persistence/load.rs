@@ -6,12 +6,12 @@
 //! a corrupt file is fatal and the process exits. A later caller that must not keep a
 //! partial load (a replica's full sync) clears what it loaded on error.
 
-use super::checksum::CrcReader;
-use super::format::{Decoder, FormatError, Record};
 use super::snapshot::aux;
 use crate::db::{Entry, Keyspace, Locked};
 use crate::replication::ids::ReplId;
 use crate::server::lru_clock;
+use crate::snapshot_format::checksum::CrcReader;
+use crate::snapshot_format::format::{Decoder, FormatError, Record};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -21,19 +21,7 @@ pub const READ_BUFFER_BYTES: usize = 1 << 20;
 /// Bytes of the trailing checksum.
 const CHECKSUM_LEN: u64 = 8;
 
-/// What a load found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LoadStats {
-    pub keys: u64,
-    /// Entries skipped because they had expired by load time.
-    pub expired: u64,
-    pub bytes: u64,
-    pub version: u16,
-    /// The replication history the file is exactly (its dataset is `replid`'s stream up to
-    /// the offset), when the save saw that history stand still from its first key to its
-    /// last (`snapshot.rs`); `None` for an inexact save or a file without the fields.
-    pub history: Option<(ReplId, u64)>,
-}
+pub use crate::node_state::snapshot_state::LoadStats;
 
 /// The history aux fields as read, before they are judged.
 #[derive(Default)]

@@ -1,37 +1,33 @@
-//! Snapshots: SAVE, BGSAVE, load at start, `save` rules, the save at shutdown, and the
-//! DUMP/RESTORE payloads, all in one versioned, checksummed format of our own.
+//! Snapshots: SAVE, BGSAVE, load at start, `save` rules, the save at shutdown, all in one
+//! versioned, checksummed format of our own ([`crate::snapshot_format`], which also makes
+//! the DUMP/RESTORE payloads).
 //!
-//! - [`format`]: the bytes (values, entries, file framing), bounded decoding;
-//! - [`checksum`]: CRC-64 over streams;
 //! - [`snapshot`]: writing the keyspace (slot by slot, no fork) to a writer or atomically to
 //!   the snapshot file;
 //! - [`load`]: reading a snapshot into the keyspace;
-//! - [`dump`]: DUMP/RESTORE payloads;
 //! - [`rules`]: when the cron saves;
-//! - [`state`]: dirty counter, running save, outcomes (LASTSAVE, INFO persistence);
 //! - [`aof`]: the append-only file (`appendonly yes`), loaded at start instead of the
 //!   snapshot when it exists.
-//! - [`identity`]: the replication identity file (which history the dataset is);
-//! - [`restart`]: the ids a start continues with, from the identity and what was loaded.
+//! - [`restart`]: the ids a start continues with, from the replication identity
+//!   ([`crate::node_state::identity`]) and what was loaded.
+//!
+//! The dirty counter, the running save and the outcomes (LASTSAVE, INFO persistence) are
+//! state: [`crate::node_state::snapshot_state`].
 //!
 //! Background saves run on a `std::thread`, not in the async runtime: serializing is CPU
 //! work and file I/O blocks.
 
 pub mod aof;
-pub mod checksum;
-pub mod dump;
-pub mod format;
-pub mod identity;
 pub mod load;
 pub mod restart;
 pub mod rules;
 pub mod snapshot;
-pub mod state;
 
+pub use crate::node_state::snapshot_state::{PersistenceInfo, SaveKind, SnapshotState};
 pub use snapshot::{SaveError, SaveStats};
-pub use state::{PersistenceInfo, SaveKind, SnapshotState};
 
-use crate::server::shutdown::ShutdownMode;
+use crate::node_state::identity;
+use crate::node_state::shutdown::ShutdownMode;
 use crate::server::{unix_millis, Server};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,7 +92,7 @@ pub fn save(server: &Server) -> Result<SaveStats, SaveError> {
 
 /// BGSAVE: starts a save on a thread of its own and returns at once.
 pub fn bgsave(server: &Server) -> Result<(), SaveError> {
-    let owner = server.snapshot.owner().ok_or(SaveError::NotStarted)?;
+    let owner = server.owner().ok_or(SaveError::NotStarted)?;
     server.snapshot.begin(SaveKind::Background)?;
     let spawned = std::thread::Builder::new()
         .name("bgsave".into())
@@ -174,7 +170,7 @@ pub fn cron(server: &Server) {
 /// fsync) it is exactly the identity's history; after a crash under `appendfsync always` it
 /// holds every acknowledged write (complete, under a fresh id); otherwise it is neither.
 pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
-    server.snapshot.attach(server);
+    server.attach(server);
     server.aof.attach(server);
     let (aof, always, dir) = {
         let config = server.config.read();

@@ -14,8 +14,8 @@
 //! - In cluster mode the backlog exists from the start either way: a write is fed, so its
 //!   offset moves, and `repl-sync-acks` waits for it, from the first write on.
 
-use super::identity::{self, LoadedHistory};
 use crate::cluster::agent::restart_fence::Fence;
+use crate::node_state::identity::{self, LoadedHistory};
 use crate::replication::ids::ReplicationIds;
 use crate::server::{unix_millis, Server};
 use anyhow::Context;
@@ -120,7 +120,7 @@ fn restart_fence(loaded: &LoadedHistory, node: Option<crate::cluster::NodeId>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::persistence::identity::{Identity, RunState};
+    use crate::node_state::identity::{Identity, RunState};
 
     fn id(c: u8) -> crate::cluster::NodeId {
         crate::cluster::NodeId::parse(&[c; 40]).unwrap()

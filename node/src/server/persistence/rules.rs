@@ -2,24 +2,11 @@
 //! retry delay after a failed save, as a pure function of the state.
 
 use crate::config::SaveRule;
+pub use crate::node_state::snapshot_state::CronView;
 
 /// After a failed background save, the next automatic one waits this long (Redis's
 /// CONFIG_BGSAVE_RETRY_DELAY), so that a full disk is not hammered 10 times a second.
 pub const RETRY_DELAY_SECS: u64 = 5;
-
-/// What the decision needs to know.
-#[derive(Debug, Clone, Copy)]
-pub struct CronView {
-    /// Changes since the last successful save.
-    pub dirty: u64,
-    /// Seconds since the last successful save (or since start).
-    pub secs_since_save: u64,
-    /// Seconds since the last save attempt, if there was one.
-    pub secs_since_attempt: Option<u64>,
-    pub last_ok: bool,
-    /// BGSAVE SCHEDULE (or BGSAVE inside MULTI) asked for one.
-    pub scheduled: bool,
-}
 
 /// Why the cron should start a background save now, or None.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,12 +15,12 @@
 //! the file exactly that history's prefix (no write reached the stream or the dataset while
 //! it was written), which a restart may continue from (`load::LoadStats::history`).
 
-use super::checksum::CrcWriter;
-use super::format::{put_aux, put_end, put_entry, put_header};
 use crate::db::keyspace::{SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::db::Keyspace;
-use crate::server::replication::{HistoryMark, Replication};
+use crate::node_state::replication::{HistoryMark, Replication};
 use crate::server::unix_millis;
+use crate::snapshot_format::checksum::CrcWriter;
+use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_header};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -32,30 +32,7 @@ pub const FILE_BUFFER_BYTES: usize = 1 << 20;
 /// this so that one big slot does not pin its memory for the rest of the save.
 pub const SLOT_BUFFER_KEEP_BYTES: usize = 4 << 20;
 
-/// What a save wrote.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SaveStats {
-    pub keys: u64,
-    pub bytes: u64,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SaveError {
-    #[error("a save is already in progress")]
-    InProgress,
-    #[error("the node has not finished starting")]
-    NotStarted,
-    #[error("cannot start the background save thread: {0}")]
-    Spawn(std::io::Error),
-    #[error("aborted: the node is shutting down")]
-    Aborted,
-    #[error("{action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
+pub use crate::node_state::snapshot_state::{SaveError, SaveStats};
 
 /// Why streaming stopped.
 #[derive(Debug, thiserror::Error)]

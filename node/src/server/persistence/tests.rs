@@ -1,8 +1,6 @@
 //! Snapshots end to end without a network: keyspace -> file -> keyspace, corruption of every
 //! byte, the shutdown modes, and the save bookkeeping.
 
-use super::format::tests::{same, value as any_value};
-use super::format::Decoder;
 use super::load::{load_file, load_from, LoadError};
 use super::*;
 use crate::config::{Config, SaveRule};
@@ -10,6 +8,8 @@ use crate::db::keyspace::SHARD_COUNT;
 use crate::db::value::{HashValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::{Entry, Key, Keyspace, Locked, Value};
+use crate::snapshot_format::format::tests::{same, value as any_value};
+use crate::snapshot_format::format::{self, Decoder};
 use proptest::prelude::*;
 use std::sync::atomic::AtomicBool;
 
@@ -19,8 +19,9 @@ fn server_in(dir: &std::path::Path, save: Vec<SaveRule>) -> Arc<Server> {
         save,
         ..Config::default()
     };
+    crate::commands::install_table();
     let server = Arc::new(Server::new(config));
-    server.snapshot.attach(&server);
+    server.attach(&server);
     server
 }
 

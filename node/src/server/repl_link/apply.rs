@@ -7,7 +7,7 @@
 //! resync from a point inside the transaction would lose its MULTI. So the applied offset is
 //! the end of the last command after which no transaction was open.
 
-use crate::server::client::ClientShared;
+use crate::node_state::client::ClientShared;
 use crate::server::session::{Session, Step};
 use crate::server::Server;
 use proto::resp::request::Parsed;
@@ -169,6 +169,7 @@ mod tests {
     /// transaction. Method: a stream fed byte by byte, the offset checked after each byte.
     #[test]
     fn whole_commands_run_and_the_applied_offset_skips_open_transactions() {
+        crate::commands::install_table();
         let server = Arc::new(Server::new(Config::default()));
         server.replica_of.follow("127.0.0.1", 1);
         let first = resp(&["SET", "a", "1"]);

@@ -27,12 +27,7 @@ pub const MANUAL_FAILOVER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Between looks at this replica's offset while it catches up.
 const CATCH_UP_POLL: Duration = Duration::from_millis(1);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailoverMode {
-    Default,
-    Force,
-    Takeover,
-}
+pub use crate::node_state::services::failover::FailoverMode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManualFailoverError {

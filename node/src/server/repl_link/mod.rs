@@ -1,7 +1,7 @@
 //! Replication's runtime over the fabric (issue 5): the threads that move the stream from a
 //! primary's backlog into its replicas' rings and apply it there. The cores they drive (no
-//! I/O) are in [`crate::replication`]; the shared state in [`crate::server::replication`]
-//! (primary) and [`crate::server::replica_of`] (replica).
+//! I/O) are in [`crate::replication`]; the shared state in [`crate::node_state::replication`]
+//! (primary) and [`crate::node_state::replica_of`] (replica).
 //!
 //! - [`primary`]: the `repl-fabric-port` listener and a shipper thread per replica;
 //! - [`ship_thread`]: the primary's thread per replica link (backlog → ring, acks back);
@@ -23,16 +23,10 @@ pub mod replica;
 pub mod ship_thread;
 pub mod snapshot;
 
-use crate::server::replica_of::FollowOutcome;
+use crate::node_state::replica_of::FollowOutcome;
 use crate::server::Server;
 
-#[derive(Debug, thiserror::Error)]
-pub enum FollowError {
-    #[error("the node is not started yet")]
-    NotStarted,
-    #[error("cannot start the replication thread: {0}")]
-    Thread(#[from] std::io::Error),
-}
+pub use crate::node_state::services::replication_links::FollowError;
 
 /// Makes this node a replica of `host:port` (REPLICAOF, `replicaof`): `Ok(true)` when a new
 /// link was started, `Ok(false)` when that primary was already followed.
@@ -47,7 +41,7 @@ pub fn follow_node(
     port: u16,
     node: Option<crate::cluster::NodeId>,
 ) -> Result<bool, FollowError> {
-    let owner = server.snapshot.owner().ok_or(FollowError::NotStarted)?;
+    let owner = server.owner().ok_or(FollowError::NotStarted)?;
     match server.replica_of.follow_node(host, port, node) {
         FollowOutcome::AlreadyFollowing => Ok(false),
         FollowOutcome::Started(generation) => {

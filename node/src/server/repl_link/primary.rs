@@ -9,11 +9,11 @@
 
 use super::peer_watch::PeerWatch;
 use super::snapshot;
+use crate::node_state::replication::{ReplicaAddr, ReplicaId};
+use crate::node_state::stats::Stats;
 use crate::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
 use crate::replication::psync::{PsyncDecision, PsyncRequest};
 use crate::replication::ship::{ShipStart, Shipper};
-use crate::server::replication::{ReplicaAddr, ReplicaId};
-use crate::server::stats::Stats;
 use crate::server::{unix_millis, Server};
 use bus::select::{with_provider, WithProvider};
 use bus::{Connection, EndpointConfig, Listener, Provider};
@@ -38,14 +38,7 @@ pub const LINK_SETUP_TIMEOUT: Duration = Duration::from_secs(5);
 const LINK_ASKS_MAX: usize = 16;
 /// How often the accept thread looks at requests and the shutdown flag.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
-/// Who a replica says it is in the cluster (REPLCONF RDMA-LINK's optional arguments): its
-/// node id, and its process incarnation if it knows it. The link is watched through gossip
-/// by them ([`super::peer_watch`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReplicaNode {
-    pub id: Option<crate::cluster::NodeId>,
-    pub incarnation: Option<u64>,
-}
+pub use crate::node_state::services::replication_links::ReplicaNode;
 
 /// Completions read per pending connection per round.
 const PENDING_POLL_MAX: usize = 16;

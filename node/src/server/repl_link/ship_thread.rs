@@ -4,9 +4,9 @@
 //! and in cluster mode when gossip finds the replica dead or restarted ([`PeerWatch`]).
 
 use super::peer_watch::{PeerState, PeerWatch};
+use crate::node_state::replication::ReplicaId;
 use crate::replication::backlog::Backlog;
 use crate::replication::ship::Shipper;
-use crate::server::replication::ReplicaId;
 use crate::server::{unix_millis, Server};
 use bus::Connection;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

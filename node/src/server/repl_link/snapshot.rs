@@ -1,5 +1,5 @@
 //! The snapshot a full sync ships, consistent with a replication offset, and its load on the
-//! replica. Same format as SAVE's files (`persistence::format`).
+//! replica. Same format as SAVE's files (`snapshot_format::format`).
 //!
 //! Consistency: writers append to the backlog while they still hold their shards, so with
 //! every shard held no write is in flight: the offset read then is exactly the stream position
@@ -8,12 +8,12 @@
 //! later (issue 5).
 
 use crate::db::Locked;
-use crate::server::persistence::format::{
-    crc64, put_aux, put_end, put_entry, put_header, Decoder, FormatError,
-};
 use crate::server::persistence::load::{load_from, LoadStats};
 use crate::server::persistence::snapshot::{aux, put_history_end, put_history_start};
 use crate::server::{lru_clock, unix_millis, Server};
+use crate::snapshot_format::format::{
+    crc64, put_aux, put_end, put_entry, put_header, Decoder, FormatError,
+};
 
 /// A snapshot of every live key and the replication offset it corresponds to.
 pub struct ConsistentSnapshot {
@@ -120,6 +120,7 @@ mod tests {
     /// loading it replaces (not merges into) the replica's dataset; a damaged one is refused.
     #[test]
     fn a_snapshot_replaces_the_replicas_dataset_and_names_its_offset() {
+        crate::commands::install_table();
         let primary = Server::new(Config::default());
         primary.replication.ensure_backlog().unwrap();
         let mut out = Outgoing::default();
@@ -133,6 +134,7 @@ mod tests {
         let snap = take(&primary);
         assert_eq!(snap.offset, fed);
 
+        crate::commands::install_table();
         let replica = Server::new(Config::default());
         put(&replica, b"stale", b"y", 0);
         let stats = load(&replica, &snap.bytes).unwrap();

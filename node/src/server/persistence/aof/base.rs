@@ -1,5 +1,5 @@
 //! Writing a rewrite's base: the keyspace as it was at the image's instant (see
-//! `db/image.rs`), in the snapshot format (`persistence::format`), as Redis writes an RDB
+//! `db/image.rs`), in the snapshot format (`snapshot_format::format`), as Redis writes an RDB
 //! preamble into its base. Slots arrive in any order (writers capture the slots they are
 //! about to change, the walk the rest), so the base lists them in that order; each key is
 //! in it once.
@@ -12,9 +12,9 @@ use super::files::{failed, FileError};
 use crate::db::image::ImageSink;
 use crate::db::keyspace::{SlotTable, SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::db::Keyspace;
-use crate::server::persistence::checksum::CrcWriter;
-use crate::server::persistence::format::{put_aux, put_end, put_entry, put_header};
 use crate::server::persistence::snapshot::FILE_BUFFER_BYTES;
+use crate::snapshot_format::checksum::CrcWriter;
+use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_header};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::fs::File;

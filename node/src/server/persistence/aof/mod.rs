@@ -74,21 +74,7 @@ pub(crate) struct Control {
     pub(crate) rewrites: u64,
 }
 
-/// INFO persistence's AOF fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AofInfo {
-    pub enabled: bool,
-    pub rewrite_in_progress: bool,
-    pub rewrite_scheduled: bool,
-    pub last_rewrite_time_sec: i64,
-    pub current_rewrite_time_sec: i64,
-    pub last_bgrewrite_ok: bool,
-    pub rewrites: u64,
-    pub last_write_ok: bool,
-    pub current_size: u64,
-    pub base_size: u64,
-    pub buffer_length: u64,
-}
+pub use crate::node_state::services::persistence::AofInfo;
 
 pub struct Aof {
     pub log: log::AppendLog,

@@ -8,8 +8,8 @@
 //! command array, or a command this node does not know, is damage.
 
 use crate::command_framework::dispatch;
-use crate::server::client::{Client, ClientShared};
-use crate::server::stats::LocalStats;
+use crate::node_state::client::{Client, ClientShared};
+use crate::node_state::stats::LocalStats;
 use crate::server::Server;
 use bytes::BytesMut;
 use proto::resp::request::Parsed;
@@ -160,7 +160,7 @@ impl<'a> Loader<'a> {
     ) -> Result<(), ReplayError> {
         self.reply.clear();
         let _effects = dispatch::execute(
-            self.server,
+            &**self.server,
             &mut self.client,
             &mut self.reply,
             args,
@@ -220,6 +220,7 @@ mod tests {
     }
 
     fn server() -> Arc<Server> {
+        crate::commands::install_table();
         Arc::new(Server::new(Config::default()))
     }
 

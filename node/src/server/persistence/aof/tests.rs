@@ -5,8 +5,8 @@ use super::manifest::Manifest;
 use crate::command_framework::dispatch;
 use crate::config::{Config, FsyncPolicy};
 use crate::db::{Locked, Value};
-use crate::server::client::{Client, ClientShared};
-use crate::server::stats::LocalStats;
+use crate::node_state::client::{Client, ClientShared};
+use crate::node_state::stats::LocalStats;
 use crate::server::{unix_millis, Server};
 use bytes::BytesMut;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +26,7 @@ fn config(dir: &std::path::Path) -> Config {
 }
 
 fn start(config: Config) -> Arc<Server> {
+    crate::commands::install_table();
     let server = Arc::new(Server::new(config));
     crate::server::persistence::load_at_start(&server).unwrap();
     server

@@ -142,6 +142,7 @@ mod tests {
     /// (0) reads leave it asleep.
     #[tokio::test(flavor = "current_thread")]
     async fn reads_wake_the_poller_and_idleness_puts_it_to_sleep() {
+        crate::commands::install_table();
         let server = Arc::new(Server::new(Config::default()));
         server.hot.io_busy_poll_us.store(200, Relaxed);
         let poller = server.clone();

@@ -8,13 +8,23 @@
 //! INFO sums the tables; CONFIG RESETSTAT records the sums as a baseline that INFO
 //! subtracts, since a reset cannot write into counters other threads own.
 
-use crate::command_framework::table;
-use crate::command_framework::CommandSpec;
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
+
+/// A command (or subcommand) as the statistics count it: an entry of the static command
+/// table, told apart by its address (no hashing of names on every command's path).
+pub trait CountedCommand: Sync {
+    /// `name` or `parent|sub`.
+    fn counted_name(&self) -> &'static str;
+}
+
+/// The address that identifies `command` in the tables.
+fn key_of(command: &'static dyn CountedCommand) -> usize {
+    command as *const dyn CountedCommand as *const () as usize
+}
 
 /// Threads that get a table of their own. Commands run on the io-threads, the fabric pollers
 /// and a few service threads; should more threads than this ever run commands, the rest share
@@ -150,7 +160,7 @@ pub struct CommandStats {
     id: u64,
     /// Command (or subcommand) spec address -> its index in the tables.
     index: HashMap<usize, usize, ahash::RandomState>,
-    specs: Vec<&'static CommandSpec>,
+    specs: Vec<&'static dyn CountedCommand>,
     tables: Mutex<Vec<Arc<Table>>>,
     overflow: Arc<Table>,
     /// The totals at the last CONFIG RESETSTAT.
@@ -164,24 +174,14 @@ thread_local! {
     static THREAD_TABLES: RefCell<Vec<(u64, Arc<Table>)>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Default for CommandStats {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl CommandStats {
-    pub fn new() -> Self {
+    /// Counters for `specs`, every command and subcommand of the table.
+    pub fn new(specs: Vec<&'static dyn CountedCommand>) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        let mut specs: Vec<&'static CommandSpec> = Vec::new();
-        for spec in table::all() {
-            specs.push(spec);
-            specs.extend(spec.subcommands.iter());
-        }
         let index = specs
             .iter()
             .enumerate()
-            .map(|(i, s)| (*s as *const CommandSpec as usize, i))
+            .map(|(i, s)| (key_of(*s), i))
             .collect();
         CommandStats {
             id: NEXT_ID.fetch_add(1, Relaxed),
@@ -204,9 +204,9 @@ impl CommandStats {
     }
 
     /// Runs `f` on this thread's table and the command's counters.
-    fn with_counters(&self, spec: &'static CommandSpec, f: impl FnOnce(&Table, &Counters)) {
-        let Some(&i) = self.index.get(&(spec as *const CommandSpec as usize)) else {
-            debug_assert!(false, "{} is not in the command table", spec.name);
+    fn with_counters(&self, spec: &'static dyn CountedCommand, f: impl FnOnce(&Table, &Counters)) {
+        let Some(&i) = self.index.get(&key_of(spec)) else {
+            debug_assert!(false, "{} is not in the command table", spec.counted_name());
             return;
         };
         THREAD_TABLES.with(|cell| {
@@ -235,7 +235,7 @@ impl CommandStats {
     }
 
     /// A call of `spec` that ran for `nanos`; `failed` if it answered an error.
-    pub fn record(&self, spec: &'static CommandSpec, nanos: u64, failed: bool) {
+    pub fn record(&self, spec: &'static dyn CountedCommand, nanos: u64, failed: bool) {
         let track_latency = self.latency_tracking();
         self.with_counters(spec, |t, c| {
             t.bump(&c.calls, 1);
@@ -254,7 +254,7 @@ impl CommandStats {
     }
 
     /// A call of `spec` refused before it ran (arity, authentication, MULTI, OOM, routing).
-    pub fn record_rejected(&self, spec: &'static CommandSpec) {
+    pub fn record_rejected(&self, spec: &'static dyn CountedCommand) {
         self.with_counters(spec, |t, c| t.bump(&c.rejected, 1));
     }
 
@@ -300,7 +300,7 @@ impl CommandStats {
                 continue;
             }
             t.usec /= 1000;
-            out.push((self.specs[i].name, t));
+            out.push((self.specs[i].counted_name(), t));
         }
         out.sort_by_key(|(name, _)| *name);
         out
@@ -316,6 +316,7 @@ impl CommandStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command_framework::table;
 
     #[test]
     fn buckets_are_ordered_and_hold_their_values() {
@@ -354,7 +355,8 @@ mod tests {
 
     #[test]
     fn calls_from_several_threads_add_up_and_reset_starts_from_zero() {
-        let stats = Arc::new(CommandStats::new());
+        crate::commands::install_table();
+        let stats = Arc::new(CommandStats::new(table::counted()));
         let get = table::lookup(b"get").expect("get");
         let config_get = table::lookup_sub(table::lookup(b"config").expect("config"), b"get")
             .expect("config get");

@@ -83,7 +83,7 @@ impl<R: Read> Read for CrcReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::persistence::format::crc64;
+    use crate::snapshot_format::format::crc64;
     use std::io::BufReader;
 
     #[test]

@@ -16,6 +16,7 @@
 
 use super::client::ClientShared;
 use crate::cluster::id::NodeId;
+use crate::node_state::identity::{self, Identity, RunState};
 use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::{ReplId, ReplicationIds};
@@ -23,7 +24,6 @@ use crate::replication::outgoing::Outgoing;
 use crate::replication::psync::{self, PsyncDecision, PsyncRequest};
 use crate::replication::report::{self, PrimaryLink, ReplicaLine, Role};
 use crate::replication::wait::{WaitError, WaitQueue, Waiter};
-use crate::server::persistence::identity::{self, Identity, RunState};
 use parking_lot::{Condvar, Mutex};
 use proto::resp::Frame;
 use std::collections::BTreeMap;

@@ -2,11 +2,10 @@
 //! (at most one), and the outcome of past saves, for `save` rules, LASTSAVE and INFO
 //! persistence.
 
-use super::load::LoadStats;
-use crate::server::Server;
+use crate::replication::ids::ReplId;
 use parking_lot::{Condvar, Mutex};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +73,6 @@ pub struct SnapshotState {
     done: Condvar,
     /// Asks the running save to stop at the next slot (shutdown).
     abort: AtomicBool,
-    /// The node, for starting background threads from a `&Server` (set by `attach`).
-    owner: OnceLock<Weak<Server>>,
 }
 
 impl Default for SnapshotState {
@@ -96,9 +93,61 @@ impl Default for SnapshotState {
             }),
             done: Condvar::new(),
             abort: AtomicBool::new(false),
-            owner: OnceLock::new(),
         }
     }
+}
+
+/// What a load found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadStats {
+    pub keys: u64,
+    /// Entries skipped because they had expired by load time.
+    pub expired: u64,
+    pub bytes: u64,
+    pub version: u16,
+    /// The replication history the file is exactly (its dataset is `replid`'s stream up to
+    /// the offset), when the save saw that history stand still from its first key to its
+    /// last (`snapshot.rs`); `None` for an inexact save or a file without the fields.
+    pub history: Option<(ReplId, u64)>,
+}
+
+/// What a save wrote.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SaveStats {
+    pub keys: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error("a save is already in progress")]
+    InProgress,
+    #[error("the node has not finished starting")]
+    NotStarted,
+    #[error("cannot start the background save thread: {0}")]
+    Spawn(std::io::Error),
+    #[error("aborted: the node is shutting down")]
+    Aborted,
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What the cron's `save` rules decide on (`persistence::rules`).
+#[derive(Debug, Clone, Copy)]
+pub struct CronView {
+    /// Changes since the last successful save.
+    pub dirty: u64,
+    /// Seconds since the last successful save (or since start).
+    pub secs_since_save: u64,
+    /// Seconds since the last save attempt, if there was one.
+    pub secs_since_attempt: Option<u64>,
+    pub last_ok: bool,
+    /// BGSAVE SCHEDULE (or BGSAVE inside MULTI) asked for one.
+    pub scheduled: bool,
 }
 
 pub fn unix_secs() -> u64 {
@@ -116,15 +165,6 @@ impl SnapshotState {
     /// Changes since the last successful save (INFO `rdb_changes_since_last_save`).
     pub fn dirty(&self) -> u64 {
         self.dirty.load(Relaxed)
-    }
-
-    /// Remembers the node so that background saves can be started from a `&Server`.
-    pub fn attach(&self, server: &Arc<Server>) {
-        let _ = self.owner.set(Arc::downgrade(server));
-    }
-
-    pub(crate) fn owner(&self) -> Option<Arc<Server>> {
-        self.owner.get().and_then(Weak::upgrade)
     }
 
     pub fn in_progress(&self) -> Option<SaveKind> {
@@ -164,10 +204,10 @@ impl SnapshotState {
     }
 
     /// Claims the single save slot. Fails if a save is running.
-    pub(super) fn begin(&self, kind: SaveKind) -> Result<(), super::SaveError> {
+    pub(crate) fn begin(&self, kind: SaveKind) -> Result<(), SaveError> {
         let mut inner = self.inner.lock();
         if inner.running.is_some() {
-            return Err(super::SaveError::InProgress);
+            return Err(SaveError::InProgress);
         }
         inner.running = Some(Running {
             kind,
@@ -180,7 +220,7 @@ impl SnapshotState {
     }
 
     /// Releases the save slot and records the outcome.
-    pub(super) fn finish(&self, ok: bool) {
+    pub(crate) fn finish(&self, ok: bool) {
         let mut inner = self.inner.lock();
         let Some(run) = inner.running.take() else {
             debug_assert!(false, "finish without begin");
@@ -208,7 +248,7 @@ impl SnapshotState {
     }
 
     /// Asks a running save to stop and waits for it, at most `max_wait`. True if none runs.
-    pub(super) fn abort_running(&self, max_wait: Duration) -> bool {
+    pub(crate) fn abort_running(&self, max_wait: Duration) -> bool {
         let deadline = Instant::now() + max_wait;
         let mut inner = self.inner.lock();
         if inner.running.is_none() {
@@ -228,13 +268,13 @@ impl SnapshotState {
         self.inner.lock().scheduled = true;
     }
 
-    pub(super) fn clear_scheduled(&self) {
+    pub(crate) fn clear_scheduled(&self) {
         self.inner.lock().scheduled = false;
     }
 
-    pub(super) fn cron_view(&self) -> super::rules::CronView {
+    pub(crate) fn cron_view(&self) -> CronView {
         let inner = self.inner.lock();
-        super::rules::CronView {
+        CronView {
             dirty: self.dirty(),
             secs_since_save: unix_secs().saturating_sub(inner.last_save_unix),
             secs_since_attempt: inner.last_attempt.map(|a| a.elapsed().as_secs()),
@@ -243,15 +283,15 @@ impl SnapshotState {
         }
     }
 
-    pub(super) fn set_last_load(&self, stats: LoadStats) {
+    pub(crate) fn set_last_load(&self, stats: LoadStats) {
         self.inner.lock().last_load = stats;
     }
 
-    pub(super) fn final_save_done(&self) -> bool {
+    pub(crate) fn final_save_done(&self) -> bool {
         self.inner.lock().final_save_done
     }
 
-    pub(super) fn mark_final_save_done(&self) {
+    pub(crate) fn mark_final_save_done(&self) {
         self.inner.lock().final_save_done = true;
     }
 }

@@ -188,20 +188,21 @@ pub struct MultiState {
     pub write: bool,
 }
 
+/// A command that would take a MULTI queue past its limits (the client gets this error).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "ERR transaction too large (at most {MAX_QUEUED_COMMANDS} commands, {MAX_QUEUED_BYTES} bytes)"
+)]
+pub struct TransactionTooLarge;
+
 impl MultiState {
     /// Queues a command for EXEC. Past the limits the command is refused and the transaction
     /// doomed (EXEC answers EXECABORT), as for any command rejected while queueing.
-    pub fn queue(
-        &mut self,
-        args: &[&[u8]],
-        denyoom: bool,
-    ) -> Result<(), crate::command_framework::CmdError> {
+    pub fn queue(&mut self, args: &[&[u8]], denyoom: bool) -> Result<(), TransactionTooLarge> {
         let size: usize = args.iter().map(|a| a.len() + QUEUED_ARG_OVERHEAD).sum();
         if self.queued.len() >= MAX_QUEUED_COMMANDS || self.bytes + size > MAX_QUEUED_BYTES {
             self.errored = true;
-            let (n, b) = (MAX_QUEUED_COMMANDS, MAX_QUEUED_BYTES);
-            let text = format!("ERR transaction too large (at most {n} commands, {b} bytes)");
-            return Err(crate::command_framework::CmdError::new(text));
+            return Err(TransactionTooLarge);
         }
         self.bytes += size;
         self.denyoom |= denyoom;
@@ -238,9 +239,12 @@ pub struct Client {
     /// are allowed although the node is a read-only replica.
     pub primary_link: bool,
     /// Its commands' "now" and durations, read once per command (see the module).
-    pub clock: crate::command_framework::clock::CommandClock,
+    pub clock: crate::node_state::command_clock::CommandClock,
     /// Where the outcome of the topology change its blocked command waits for arrives.
     pub pending_topology: Option<crate::cluster::shared::PendingChange>,
+    /// Where the outcome of the SHUTDOWN its parked command waits for arrives.
+    pub pending_shutdown:
+        Option<std::sync::mpsc::Receiver<crate::node_state::services::shutdown::ShutdownOutcome>>,
     /// Cluster mode: the challenge `REPLCONF RDMA-PORT` gave this connection, which its
     /// `REPLCONF RDMA-LINK` must prove the cluster secret over (used once).
     pub repl_link_challenge: Option<[u8; proto::bus::link_proof::CHALLENGE_LEN]>,
@@ -271,6 +275,7 @@ impl Client {
             log_offset: 0,
             clock: Default::default(),
             pending_topology: None,
+            pending_shutdown: None,
             repl_link_challenge: None,
             reply_mode: Default::default(),
             reply_mode_set: None,

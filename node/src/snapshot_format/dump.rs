@@ -49,7 +49,7 @@ pub fn value(payload: &[u8]) -> Result<Value, PayloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::persistence::format::tests::{same, value as any_value};
+    use crate::snapshot_format::format::tests::{same, value as any_value};
     use proptest::prelude::*;
 
     proptest! {

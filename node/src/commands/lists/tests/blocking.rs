@@ -5,9 +5,10 @@
 use crate::command_framework::ctx::{Ctx, Effects};
 use crate::command_framework::{dispatch, table};
 use crate::config::Config;
+use crate::node_state::stats::LocalStats;
+use crate::node_state::{Client, ClientShared};
 use crate::server::connection::Connection;
-use crate::server::stats::LocalStats;
-use crate::server::{Client, ClientShared, Server};
+use crate::server::Server;
 use bytes::BytesMut;
 use proto::resp::{ProtocolVersion, Reply};
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 const PATIENCE: Duration = Duration::from_secs(10);
 
 fn server() -> Arc<Server> {
+    crate::commands::install_table();
     Arc::new(Server::new(Config::default()))
 }
 
@@ -224,7 +226,6 @@ async fn a_key_of_another_type_keeps_a_blocked_client_waiting() {
 /// with a small stack so that a few hundred levels would do.
 #[test]
 fn a_long_pipeline_of_blocking_commands_keeps_a_flat_stack() {
-    crate::commands::install_table();
     const WAITS: usize = 400;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -256,9 +257,10 @@ fn run_in_exec(server: &Server, args: &[&str]) -> (String, Effects) {
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let spec = table::lookup(args[0]).expect("command");
     let mut out = BytesMut::new();
-    let db = dispatch::lock_for(server, spec, &args, crate::server::unix_millis());
+    let db = dispatch::lock_for(server, spec, &args, crate::clock::unix_millis());
     let mut ctx = Ctx {
         server,
+        services: server,
         client: &mut client,
         db,
         reply: Reply::new(&mut out, ProtocolVersion::Resp2),
@@ -274,6 +276,7 @@ fn run_in_exec(server: &Server, args: &[&str]) -> (String, Effects) {
 
 #[test]
 fn inside_exec_blocking_commands_do_not_block() {
+    crate::commands::install_table();
     let server = Server::new(Config::default());
     for (args, reply) in [
         (&["BLPOP", "k", "0"][..], "*-1\r\n"),
@@ -293,6 +296,7 @@ fn inside_exec_blocking_commands_do_not_block() {
 
 #[test]
 fn outside_exec_an_empty_wait_blocks_without_a_reply() {
+    crate::commands::install_table();
     let server = Server::new(Config::default());
     let addr = "127.0.0.1:1".parse().expect("address");
     let shared = Arc::new(ClientShared::new(1, addr, addr));

@@ -14,7 +14,7 @@
 //! queue (and reaches the client ahead of the confirmation) or dropped, never queued after.
 
 use super::client::ClientShared;
-use crate::command_framework::glob;
+use crate::node_state::glob;
 use bytes::BytesMut;
 use indexmap::IndexMap;
 use parking_lot::RwLock;

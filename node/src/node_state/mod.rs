@@ -1,0 +1,165 @@
+//! The node's shared state, as every connection and command sees it: the keyspace handle,
+//! config and its hot mirror, statistics, clients, WATCH, blocked clients, pub/sub, the
+//! slow log, replication state, the primary followed, the shutdown flag.
+//!
+//! Below `command_framework` and `commands`, above the cores: it imports nothing of the
+//! layers that run commands or do the node's I/O. What commands need from those (saves,
+//! the AOF, replication links, failover, the shutdown's wait for replicas) is reached
+//! through the traits of [`services`], which `server` implements.
+
+pub mod blocking;
+pub mod busy_poll;
+pub mod client;
+pub mod clients;
+pub mod command_clock;
+pub mod command_stats;
+pub mod error_stats;
+pub mod glob;
+pub mod hot;
+pub mod identity;
+pub mod latency_monitor;
+pub mod migrate_links;
+pub mod pubsub;
+pub mod replica_of;
+pub mod replication;
+pub mod reply_mode;
+pub mod services;
+pub mod shutdown;
+pub mod slowlog;
+pub mod snapshot_state;
+pub mod stats;
+pub mod watch;
+
+pub use client::{Client, ClientShared};
+pub use services::NodeServices;
+
+use crate::clock::unix_millis;
+use crate::config::Config;
+use crate::db::memory::MemoryGauge;
+use crate::db::Keyspace;
+use command_stats::CountedCommand;
+use parking_lot::RwLock;
+use snapshot_state::SnapshotState;
+use std::time::Instant;
+
+/// Everything the connections of one node share.
+pub struct NodeState {
+    pub keyspace: Keyspace,
+    pub config: RwLock<Config>,
+    /// Config values read on every command, mirrored as atomics.
+    pub hot: hot::HotConfig,
+    pub stats: stats::Stats,
+    /// Per-command calls, time, refusals and latency (INFO commandstats, latencystats).
+    pub command_stats: command_stats::CommandStats,
+    /// Slow events for LATENCY LATEST/HISTORY (`latency-monitor-threshold`).
+    pub latency_monitor: latency_monitor::LatencyMonitor,
+    pub clients: clients::ClientRegistry,
+    pub watches: watch::Watches,
+    pub blocking: blocking::Blocking,
+    pub pubsub: pubsub::PubSub,
+    pub memory: MemoryGauge,
+    /// Dirty counter, the running save, save outcomes (the saving itself is `server`'s).
+    pub snapshot: SnapshotState,
+    pub slowlog: slowlog::SlowLog,
+    pub shutdown: shutdown::Shutdown,
+    pub started: Instant,
+    pub started_unix_ms: u64,
+    /// 40 hex characters, new at every start (INFO `run_id`).
+    pub run_id: String,
+    /// Cluster mode state; None unless `cluster-enabled yes` (set once at start).
+    pub cluster: Option<crate::cluster::Cluster>,
+    /// MIGRATE's cached connections to target nodes.
+    pub migrate_links: migrate_links::MigrateLinks,
+    /// Replication ids, backlog, replicas' acknowledgements, WAITing clients.
+    pub replication: replication::Replication,
+    /// The primary this node follows (REPLICAOF), if any.
+    pub replica_of: replica_of::ReplicaOf,
+    /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
+    pub busy_poll: busy_poll::BusyPoll,
+}
+
+impl NodeState {
+    /// The state of a node starting with `config`; `commands` are the command table's
+    /// entries, counted by INFO commandstats.
+    pub fn new(config: Config, commands: Vec<&'static dyn CountedCommand>) -> Self {
+        let hot = hot::HotConfig::from(&config);
+        let replication = replication::Replication::new(
+            crate::replication::ids::ReplicationIds::new(&mut rand::thread_rng()),
+            config.repl_backlog_size as usize,
+        );
+        if config.repl_backlog_eager {
+            if let Err(e) = replication.ensure_backlog() {
+                tracing::error!(error = %e, "cannot create the replication backlog");
+            }
+        }
+        NodeState {
+            keyspace: Keyspace::new(),
+            config: RwLock::new(config),
+            hot,
+            stats: stats::Stats::default(),
+            command_stats: command_stats::CommandStats::new(commands),
+            latency_monitor: latency_monitor::LatencyMonitor::default(),
+            clients: clients::ClientRegistry::default(),
+            watches: watch::Watches::default(),
+            blocking: blocking::Blocking::default(),
+            pubsub: pubsub::PubSub::default(),
+            memory: MemoryGauge::default(),
+            snapshot: SnapshotState::default(),
+            slowlog: slowlog::SlowLog::default(),
+            shutdown: shutdown::Shutdown::default(),
+            started: Instant::now(),
+            started_unix_ms: unix_millis(),
+            run_id: random_hex_id(),
+            cluster: None,
+            migrate_links: migrate_links::MigrateLinks::default(),
+            replication,
+            replica_of: replica_of::ReplicaOf::default(),
+            busy_poll: busy_poll::BusyPoll::default(),
+        }
+    }
+
+    /// Applies a CONFIG SET to the config and the state that mirrors it (the AOF, which is
+    /// `server`'s, follows through [`services::Persistence::apply_config`]).
+    pub fn set_config(&self, name: &str, value: &str) -> Result<(), String> {
+        let mut config = self.config.write();
+        let param = crate::config::params::find(name).ok_or_else(|| {
+            format!("Unknown option or number of arguments for CONFIG SET - '{name}'")
+        })?;
+        if !param.runtime {
+            return Err(format!("can't set immutable config '{}'", param.name));
+        }
+        config.set(name, value)?;
+        self.config_applied(&config);
+        Ok(())
+    }
+
+    /// Brings the state in line with a changed config (CONFIG SET): the hot mirror, the
+    /// backlog's size, an eager backlog, the log level, the cluster's settings.
+    pub fn config_applied(&self, config: &Config) {
+        self.hot.update(config);
+        self.command_stats
+            .set_latency_tracking(config.latency.tracking);
+        crate::config::log_level::apply(&config.loglevel);
+        if let Some(cluster) = &self.cluster {
+            cluster.apply_settings(crate::cluster::Settings::from(&config.cluster));
+        }
+        let backlog = self
+            .replication
+            .set_backlog_size(config.repl_backlog_size as usize)
+            .and_then(|()| match config.repl_backlog_eager {
+                true => self.replication.ensure_backlog(),
+                false => Ok(()),
+            });
+        if let Err(e) = backlog {
+            tracing::error!(error = %e, "replication backlog not changed");
+        }
+    }
+}
+
+pub fn random_hex_id() -> String {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    (0..40)
+        .map(|_| char::from_digit(rng.gen_range(0..16), 16).unwrap_or('0'))
+        .collect()
+}

@@ -1,0 +1,27 @@
+//! What commands need from the layer above that does the node's I/O, as narrow traits that
+//! this layer defines and `server` implements: the command context holds a
+//! `&dyn NodeServices` and a command takes only the handle it needs.
+
+pub mod failover;
+pub mod persistence;
+pub mod replication_links;
+pub mod shutdown;
+pub mod write_stream;
+
+pub use failover::ManualFailover;
+pub use persistence::Persistence;
+pub use replication_links::ReplicationLinks;
+pub use shutdown::ShutdownSteps;
+pub use write_stream::WriteStream;
+
+use super::NodeState;
+
+/// The running node as the command layers see it: its shared state and its services.
+pub trait NodeServices: Send + Sync {
+    fn state(&self) -> &NodeState;
+    fn write_stream(&self) -> &dyn WriteStream;
+    fn persistence(&self) -> &dyn Persistence;
+    fn replication_links(&self) -> &dyn ReplicationLinks;
+    fn failover(&self) -> &dyn ManualFailover;
+    fn shutdown(&self) -> &dyn ShutdownSteps;
+}

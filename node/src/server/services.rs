@@ -1,0 +1,119 @@
+//! This layer's side of `node_state::services`: what commands reach of the node's I/O.
+
+use super::persistence;
+use super::persistence::aof::rewrite::RewriteError;
+use super::repl_link::{self, manual_failover};
+use super::shutdown_replicas;
+use super::Server;
+use crate::config::Config;
+use crate::node_state::replication::ReplicaAddr;
+use crate::node_state::services::failover::{FailoverMode, FailoverStartError};
+use crate::node_state::services::persistence::{AofInfo, AofRewriteError};
+use crate::node_state::services::replication_links::{FollowError, ReplicaNode};
+use crate::node_state::services::shutdown::{ShutdownOutcome, ShutdownStartError};
+use crate::node_state::services::write_stream::Fed;
+use crate::node_state::services::{
+    ManualFailover, NodeServices, Persistence, ReplicationLinks, ShutdownSteps, WriteStream,
+};
+use crate::node_state::shutdown::ShutdownMode;
+use crate::node_state::snapshot_state::{SaveError, SaveStats};
+use crate::node_state::{ClientShared, NodeState};
+use crate::replication::handshake::LinkRequest;
+use crate::replication::outgoing::Outgoing;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+impl NodeServices for Server {
+    fn state(&self) -> &NodeState {
+        self
+    }
+    fn write_stream(&self) -> &dyn WriteStream {
+        self
+    }
+    fn persistence(&self) -> &dyn Persistence {
+        self
+    }
+    fn replication_links(&self) -> &dyn ReplicationLinks {
+        self
+    }
+    fn failover(&self) -> &dyn ManualFailover {
+        self
+    }
+    fn shutdown(&self) -> &dyn ShutdownSteps {
+        self
+    }
+}
+
+impl WriteStream for Server {
+    fn feed(&self, outgoing: &mut Outgoing) -> Fed {
+        super::write_stream::feed(self, outgoing)
+    }
+    fn refusing_writes(&self) -> Option<String> {
+        self.aof.refusing_writes()
+    }
+    fn log_end(&self) -> u64 {
+        self.aof.log.appended()
+    }
+}
+
+impl Persistence for Server {
+    fn save(&self) -> Result<SaveStats, SaveError> {
+        persistence::save(self)
+    }
+    fn bgsave(&self) -> Result<(), SaveError> {
+        persistence::bgsave(self)
+    }
+    fn bgrewrite_aof(&self, config: &Config) -> Result<(), AofRewriteError> {
+        self.aof.bgrewrite(config).map_err(|e| match e {
+            RewriteError::InProgress => AofRewriteError::InProgress,
+            other => AofRewriteError::Failed(other.to_string()),
+        })
+    }
+    fn aof_info(&self) -> AofInfo {
+        self.aof.info()
+    }
+    fn apply_config(&self, config: &Config) {
+        self.aof.apply_config(config);
+    }
+    fn prepare_shutdown(&self, mode: ShutdownMode) -> Result<(), SaveError> {
+        persistence::prepare_shutdown(self, mode)
+    }
+}
+
+impl ReplicationLinks for Server {
+    fn follow(&self, host: &str, port: u16) -> Result<bool, FollowError> {
+        repl_link::follow(self, host, port)
+    }
+    fn link_port(&self) -> u16 {
+        self.repl_links.port()
+    }
+    fn link(
+        &self,
+        peer: String,
+        request: LinkRequest,
+        addr: ReplicaAddr,
+        node: ReplicaNode,
+    ) -> Result<Vec<u8>, String> {
+        self.repl_links.link(peer, request, addr, node)
+    }
+}
+
+impl ManualFailover for Server {
+    fn start(&self, mode: FailoverMode) -> Result<(), FailoverStartError> {
+        let server = self.owner().ok_or(FailoverStartError::NotStarted)?;
+        manual_failover::start(server, mode)?;
+        Ok(())
+    }
+}
+
+impl ShutdownSteps for Server {
+    fn start(
+        &self,
+        mode: ShutdownMode,
+        force: bool,
+        client: Arc<ClientShared>,
+    ) -> Result<Receiver<ShutdownOutcome>, ShutdownStartError> {
+        let server = self.owner().ok_or(ShutdownStartError::NotStarted)?;
+        Ok(shutdown_replicas::start(server, mode, force, client)?)
+    }
+}

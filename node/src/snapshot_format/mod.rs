@@ -1,0 +1,10 @@
+//! The bytes of snapshots, AOF bases and DUMP payloads: one versioned, checksummed format of
+//! our own. Pure encoding and bounded decoding; the files are `server::persistence`'s.
+//!
+//! - [`format`]: values, entries, file framing;
+//! - [`checksum`]: CRC-64 over streams;
+//! - [`dump`]: DUMP/RESTORE payloads (also MIGRATE's).
+
+pub mod checksum;
+pub mod dump;
+pub mod format;
