@@ -19,6 +19,8 @@
 //! - [`link_frame`]: a ring record on a link: stream bytes or a full sync's snapshot pieces;
 //! - [`fullsync`]: a snapshot cut into frames and reassembled within a limit;
 //! - [`ship`]: the primary's end of a link (backlog → ring WRITEs, applied offset back);
+//! - [`ship_pace`]: that link's timing decisions (ping, online, `repl-timeout`, busy polling)
+//!   with the time passed in;
 //! - [`link`]: the replica's end (ring → in-order stream bytes, applied offset published).
 //!
 //! The running node holds them in the server layer's `Replication` state: the dispatcher
@@ -40,6 +42,7 @@ pub mod psync;
 pub mod record;
 pub mod report;
 pub mod ship;
+pub mod ship_pace;
 pub mod wait;
 
 #[cfg(test)]
