@@ -4,7 +4,7 @@
 //! releases the records in offset order (WRITEs are reordered, torn and duplicated by the
 //! fabric), the replica executes whole commands and publishes its applied offset into the
 //! primary's ack word. Links are set up with the real handshake messages and PSYNC decision
-//! (`handshake`, `psync`, `ids`), paced by [`ShipPace`], and acknowledgements are counted by
+//! (`handshake`, `psync`, `ids`), paced by [`ShipPace`] and [`LinkPace`], and acknowledgements are counted by
 //! [`ReplicaAcks`]. Partitions and crashes of the cluster's network apply to the fabric too.
 //!
 //! The rules by which a node serves clients (the contract the real node follows):
@@ -40,6 +40,7 @@ use node::replication::ack::ReplicaAcks;
 use node::replication::apply_order::REORDER_BYTES_MAX_DEFAULT;
 use node::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
 use node::replication::link::{LinkLimits, ReplicaLink};
+use node::replication::link_pace::LinkPace;
 use node::replication::psync::{self, PsyncDecision, PsyncRequest};
 use node::replication::ship::{ShipStart, Shipper};
 use node::replication::ship_pace::{PaceLimits, ShipPace};
@@ -102,7 +103,8 @@ struct Upstream {
     /// then is anything acknowledged.
     synced: bool,
     started_ms: u64,
-    heard_ms: u64,
+    /// Silence is counted from the accept on.
+    pace: LinkPace,
 }
 
 /// A primary's link to one replica.
@@ -446,10 +448,8 @@ impl DataPath {
             Ok(polled) => polled,
             Err(e) => return self.drop_upstream(now, i, &e.to_string()),
         };
-        if polled.records > 0 {
-            up.heard_ms = now;
-        } else if now - up.heard_ms > SILENCE_MS {
-            return self.drop_upstream(now, i, "primary silent");
+        if let Err(silent) = up.pace.after_poll(polled.records, ms(now)) {
+            return self.drop_upstream(now, i, &silent.to_string());
         }
         let node = &mut self.nodes[i];
         if let Err(e) = node.execute(&released) {
@@ -525,7 +525,7 @@ impl DataPath {
             accepted: None,
             synced: false,
             started_ms: now,
-            heard_ms: now,
+            pace: LinkPace::new(ms(SILENCE_MS), ms(now)),
         });
         let bytes = request.encode();
         self.send(
@@ -656,7 +656,7 @@ impl DataPath {
             self.stats.partial_syncs += 1;
         }
         up.accepted = Some(accept.decision);
-        up.heard_ms = now;
+        up.pace.heard(ms(now));
     }
 
     /// Delivers one data message that arrived at node `to` (clients are handled by the

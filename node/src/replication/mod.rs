@@ -21,7 +21,9 @@
 //! - [`ship`]: the primary's end of a link (backlog → ring WRITEs, applied offset back);
 //! - [`ship_pace`]: that link's timing decisions (ping, online, `repl-timeout`, busy polling)
 //!   with the time passed in;
-//! - [`link`]: the replica's end (ring → in-order stream bytes, applied offset published).
+//! - [`link`]: the replica's end (ring → in-order stream bytes, applied offset published);
+//! - [`link_pace`]: that link's timing decisions (primary silent, busy polling) with the
+//!   time passed in.
 //!
 //! The running node holds them in the server layer's `Replication` state: the dispatcher
 //! captures each request's writes into an [`outgoing::Outgoing`] (handlers say what they
@@ -36,6 +38,7 @@ pub mod handshake;
 pub mod ids;
 pub mod link;
 pub mod link_frame;
+pub mod link_pace;
 pub mod outgoing;
 pub mod propagate;
 pub mod psync;
