@@ -3,8 +3,8 @@
 //! learns the slot map from whoever answers CLUSTER SLOTS), with a timeout. Every outcome
 //! goes into the per-key histories: answered, refused (left out) or unknown.
 
-use crate::data::key_slot;
 use crate::data_net::{DataNet, Endpoint, Key, Msg, OpKind, OpResult};
+use crate::data_path::key_slot;
 use crate::linearizable::{Histories, Op, Recorded, OPS_PER_KEY_MAX};
 use crate::sim::Sim;
 use rand::Rng;

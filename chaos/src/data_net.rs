@@ -1,7 +1,9 @@
-//! The data path's network: client requests and replies, and the replication stream, as
-//! typed messages with the same weather (loss, delay, reordering) and the same partitions
-//! as the cluster bus of [`crate::net`]. Clients reach every node (they sit outside the
-//! partitions), so a primary cut off from its cluster still gets requests.
+//! The data path's message network: client requests and replies, and the two handshake
+//! messages that set a replication link up (in their wire form), with the same weather
+//! (loss, delay, reordering) and the same partitions as the cluster bus of [`crate::net`].
+//! Clients reach every node (they sit outside the partitions), so a primary cut off from its
+//! cluster still gets requests. The replication stream itself goes over the simulated
+//! fabric (`bus::sim`), as ring WRITEs (see [`crate::data_path`]).
 
 use crate::net::Weather;
 use rand::rngs::StdRng;
@@ -43,22 +45,12 @@ pub enum Msg {
     Request { op: u64, key: Key, kind: OpKind },
     /// Node to client.
     Reply { op: u64, result: OpResult },
-    /// Replica to the primary its topology names: send me everything (a full sync).
-    SyncRequest,
-    /// Primary to replica: the whole store at `offset` of history `replid`.
-    Snapshot {
-        replid: u64,
-        offset: u64,
-        store: Vec<(Key, Value)>,
-    },
-    /// Primary to replica: the writes at offsets `first`, `first + 1`, ...
-    Stream {
-        replid: u64,
-        first: u64,
-        entries: Vec<(Key, Value)>,
-    },
-    /// Replica to primary: everything up to `applied` of `replid` is applied here.
-    Ack { replid: u64, applied: u64 },
+    /// Replica to the primary its topology names: `node::replication::handshake::LinkRequest`
+    /// (ring advert, PSYNC) for the fabric connection of link attempt `attempt`.
+    LinkRequest { attempt: u64, bytes: Vec<u8> },
+    /// Primary to replica: `LinkAccept` (ack words, `+CONTINUE` / `+FULLRESYNC`) for
+    /// `attempt`.
+    LinkAccept { attempt: u64, bytes: Vec<u8> },
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,8 +6,8 @@
 //! history must be linearizable.
 
 use crate::clients::Clients;
-use crate::data::{Data, DataStats};
 use crate::data_net::{DataNet, DataNetStats, Endpoint, Msg};
+use crate::data_path::{DataPath, DataStats, STEP_MS};
 use crate::linearizable::CheckError;
 use crate::net::Weather;
 use crate::sim::{Sim, START_MS};
@@ -26,6 +26,8 @@ pub const KEYS: u8 = 4;
 pub const FAULT_MS: u64 = 14_000;
 /// How long the reads after the faults may take to reach every key.
 pub const FINAL_LIMIT_MS: u64 = 20_000;
+/// How long the replicas may take, after the final reads, to hold their primaries' stores.
+pub const CONVERGE_LIMIT_MS: u64 = 10_000;
 pub const BOOT_LIMIT_MS: u64 = 30_000;
 /// A killed primary stays down this long (ms): long enough to be failed over (FAIL takes
 /// over the 2 s node timeout, then a commit) in most runs, not in all.
@@ -58,6 +60,8 @@ pub struct FailoverReport {
 pub enum FailoverViolation {
     #[error("seed {seed}: {error}; replay: {}", replay_failover(*seed))]
     NotLinearizable { seed: u64, error: CheckError },
+    #[error("seed {seed}: replicas diverged: {detail}; replay: {}", replay_failover(*seed))]
+    Diverged { seed: u64, detail: String },
     #[error("seed {seed}: {phase} not reached within {limit_ms} ms: {detail}; replay: {}", replay_failover(*seed))]
     Stuck {
         seed: u64,
@@ -73,11 +77,13 @@ pub fn replay_failover(seed: u64) -> String {
 
 struct Run {
     sim: Sim,
-    data: Data,
+    data: DataPath,
     clients: Clients,
     rng: StdRng,
     calm: Weather,
     down: Option<(usize, u64)>,
+    /// When the data path's links turn next (every STEP_MS of virtual time).
+    next_step: u64,
     partition_until: Option<u64>,
     storm_until: Option<u64>,
     report: FailoverReport,
@@ -132,7 +138,31 @@ impl Run {
             .histories
             .check()
             .map_err(|error| FailoverViolation::NotLinearizable { seed, error })?;
-        reads
+        reads?;
+        self.converge()
+    }
+
+    /// Without faults or clients, every replica reaches its primary's offset with the same
+    /// store.
+    fn converge(&mut self) -> Result<(), FailoverViolation> {
+        let start = self.sim.now;
+        loop {
+            match self.data.converged(&self.sim) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(detail) => {
+                    return Err(FailoverViolation::Diverged {
+                        seed: self.sim.seed,
+                        detail,
+                    })
+                }
+            }
+            if self.sim.now - start > CONVERGE_LIMIT_MS {
+                let detail = "replicas not caught up".to_string();
+                return Err(self.stuck("convergence", CONVERGE_LIMIT_MS, detail));
+            }
+            self.round(false);
+        }
     }
 
     fn new(seed: u64, replicas: usize) -> Run {
@@ -146,8 +176,10 @@ impl Run {
         };
         sim.net.weather = calm;
         let net = DataNet::new(StdRng::seed_from_u64(rng.gen()));
+        let data_seed = rng.gen();
         Run {
-            data: Data::new(nodes, net),
+            data: DataPath::new(nodes, net, data_seed),
+            next_step: 0,
             clients: Clients::new(CLIENTS, KEYS),
             sim,
             rng,
@@ -264,13 +296,27 @@ impl Run {
         }
     }
 
-    /// One 100 ms round: gossip and data messages delivered in time order, then every node's
-    /// tick, the data path's, and the clients'.
+    /// One 100 ms round: gossip and data messages and the data path's link turns (every
+    /// STEP_MS) in time order, then every node's tick and the clients'.
     fn round(&mut self, clients: bool) {
         let next_tick = self.sim.next_tick();
-        while let Some(at) = self.data.net.next_time().filter(|&at| at <= next_tick) {
+        self.next_step = self.next_step.max(self.sim.now);
+        loop {
+            let message = self.data.net.next_time().filter(|&at| at <= next_tick);
+            let step = Some(self.next_step).filter(|&at| at <= next_tick);
+            let at = match (message, step) {
+                (Some(m), Some(s)) => m.min(s),
+                (Some(m), None) => m,
+                (None, Some(s)) => s,
+                (None, None) => break,
+            };
             self.sim.deliver_until(at);
             self.sim.now = self.sim.now.max(at);
+            if step == Some(at) && message.is_none_or(|m| m > at) {
+                self.data.step(&self.sim);
+                self.next_step = at + STEP_MS;
+                continue;
+            }
             let Some((_, from, to, msg)) = self.data.net.pop_due(at) else {
                 break;
             };
@@ -286,9 +332,6 @@ impl Run {
         self.sim.deliver_until(next_tick);
         self.data.publish_offsets(&mut self.sim);
         self.sim.tick_all(next_tick);
-        for i in 0..self.sim.nodes.len() {
-            self.data.tick(&self.sim, i);
-        }
         if self.data.trace.is_some() {
             self.trace_flags();
         }
@@ -321,6 +364,7 @@ impl Run {
         if self.storm_until.is_some_and(|t| t <= now) {
             self.storm_until = None;
             self.sim.net.weather = self.calm;
+            self.data.set_weather(self.calm, true);
         }
         if self.down.is_none() && self.rng.gen_bool(KILL_CHANCE) {
             let primaries = self.primaries();
@@ -355,6 +399,7 @@ impl Run {
                 duplicate: self.rng.gen_range(0.0..0.1),
                 delay_max_ms: self.rng.gen_range(1..=250),
             };
+            self.data.set_weather(self.sim.net.weather, false);
             self.storm_until = Some(now + self.rng.gen_range(500..4_000));
             self.report.storms += 1;
         }
@@ -405,7 +450,9 @@ impl Run {
         self.data.note(self.sim.now, || format!("restart node {i}"));
         // The config file always loads in the simulation; a failure is a core bug that the
         // seeds test reports, here it only keeps the node down.
-        let _ = self.sim.restart(i);
+        if self.sim.restart(i).is_ok() {
+            self.data.restart(i);
+        }
     }
 
     fn heal(&mut self) {
@@ -414,6 +461,7 @@ impl Run {
         }
         self.sim.net.heal();
         self.sim.net.weather = self.calm;
+        self.data.set_weather(self.calm, true);
         self.partition_until = None;
         self.storm_until = None;
     }
@@ -447,5 +495,34 @@ impl Run {
             .max()
             .unwrap_or(0);
         self.report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: the convergence check is not vacuous: after a booted cluster carried writes
+    /// through the real replication core, a replica store forged behind replication's back
+    /// is reported as diverged, and the honest cluster converges.
+    #[test]
+    fn a_forged_replica_store_is_caught_as_divergence() {
+        let mut run = Run::new(7, 1);
+        run.boot().unwrap();
+        for _ in 0..30 {
+            run.round(true);
+        }
+        run.clients.writing = false;
+        run.converge().unwrap();
+        assert!(run.data.stats.stream_bytes > 0, "writes were streamed");
+        let replica = (SHARDS..run.sim.nodes.len())
+            .find(|&r| !run.data.nodes[r].store.is_empty())
+            .expect("a replica holding data");
+        let (&key, &value) = run.data.nodes[replica].store.iter().next().unwrap();
+        run.data.nodes[replica].store.insert(key, value + 1_000_000);
+        assert!(matches!(
+            run.converge(),
+            Err(FailoverViolation::Diverged { seed: 7, .. })
+        ));
     }
 }

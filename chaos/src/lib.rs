@@ -9,18 +9,21 @@
 //! - [`operator`]: topology changes as an admin makes them (proposals in a group);
 //! - [`checks`]: the invariants, run after every step;
 //! - [`scenario`]: one run from a seed, [`run_seed`];
-//! - [`failover`]: failovers under faults with a data path ([`data`], [`data_net`]),
-//!   clients ([`clients`]) and a per-key linearizability check ([`linearizable`]).
+//! - [`failover`]: failovers under faults with a data path ([`data_path`]: node's real
+//!   replication core over the simulated fabric, one [`repl_node`] store per node; link
+//!   handshakes and client traffic over [`data_net`]), clients ([`clients`]) and a per-key
+//!   linearizability check ([`linearizable`]).
 
 pub mod checks;
 pub mod clients;
-pub mod data;
 pub mod data_net;
+pub mod data_path;
 pub mod failover;
 pub mod faults;
 pub mod linearizable;
 pub mod net;
 pub mod operator;
+pub mod repl_node;
 pub mod scenario;
 pub mod sim;
 

@@ -19,7 +19,11 @@
 //! - [`link_frame`]: a ring record on a link: stream bytes or a full sync's snapshot pieces;
 //! - [`fullsync`]: a snapshot cut into frames and reassembled within a limit;
 //! - [`ship`]: the primary's end of a link (backlog → ring WRITEs, applied offset back);
-//! - [`link`]: the replica's end (ring → in-order stream bytes, applied offset published).
+//! - [`ship_pace`]: that link's timing decisions (ping, online, `repl-timeout`, busy polling)
+//!   with the time passed in;
+//! - [`link`]: the replica's end (ring → in-order stream bytes, applied offset published);
+//! - [`link_pace`]: that link's timing decisions (primary silent, busy polling) with the
+//!   time passed in.
 //!
 //! The running node holds them in the server layer's `Replication` state: the dispatcher
 //! captures each request's writes into an [`outgoing::Outgoing`] (handlers say what they
@@ -34,12 +38,14 @@ pub mod handshake;
 pub mod ids;
 pub mod link;
 pub mod link_frame;
+pub mod link_pace;
 pub mod outgoing;
 pub mod propagate;
 pub mod psync;
 pub mod record;
 pub mod report;
 pub mod ship;
+pub mod ship_pace;
 pub mod wait;
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ pub mod store;
 mod turn;
 
 use super::consensus::log::BOOTSTRAP_INDEX;
-use super::consensus::{ApplyError, LogError, TopologyCommand, TopologyLog};
+use super::consensus::{ApplyError, LogError, LogStore, TopologyCommand, TopologyLog};
 use super::gossip::Gossip;
 use super::id::NodeId;
 use super::topology::Topology;
@@ -149,6 +149,9 @@ pub enum ProposeError {
 pub(crate) struct Group {
     pub id: NodeId,
     pub log: TopologyLog,
+    /// Where each turn's `Persist` is written before its messages leave (None: an agent
+    /// without a directory keeps the log in memory only).
+    pub kept: Option<Box<dyn LogStore>>,
 }
 
 pub struct TopologyAgent<W> {
@@ -223,9 +226,13 @@ impl<W> TopologyAgent<W> {
         applied: u64,
     ) -> Result<Self, StoreError> {
         let mut agent = Self::new(me, settings, seed);
-        if let Some((id, log)) = store.open(me, seed, applied)? {
+        if let Some((id, log, kept)) = store.open(me, seed, applied)? {
             tracing::info!(group = %id, "back in the topology group");
-            agent.group = Some(Group { id, log });
+            agent.group = Some(Group {
+                id,
+                log,
+                kept: Some(Box::new(kept)),
+            });
         }
         agent.store = Some(store);
         Ok(agent)

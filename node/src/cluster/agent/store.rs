@@ -3,7 +3,7 @@
 //! restarted member reopens both and rejoins as the member it was (its term, its vote, the
 //! entries it acknowledged); a node that left its group removes them.
 
-use crate::cluster::consensus::durable::FILE_NAME;
+use crate::cluster::consensus::durable::{DurableLog, FILE_NAME};
 use crate::cluster::consensus::{LogError, TopologyLog};
 use crate::cluster::id::{HexId, NodeId};
 use crate::cluster::persist::write_atomically;
@@ -77,7 +77,7 @@ impl GroupStore {
         me: NodeId,
         seed: u64,
         applied: u64,
-    ) -> Result<Option<(NodeId, TopologyLog)>, StoreError> {
+    ) -> Result<Option<(NodeId, TopologyLog, DurableLog)>, StoreError> {
         let path = self.group_path();
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -94,7 +94,7 @@ impl GroupStore {
         };
         let group = HexId::parse(text.trim().as_bytes()).ok_or(StoreError::BadGroup(path))?;
         let log_path = self.log_path();
-        let Some(log) = TopologyLog::open(me, &log_path, seed)? else {
+        let Some((log, file)) = TopologyLog::open(me, &log_path, seed)? else {
             return Err(StoreError::MissingLog { path: log_path });
         };
         if log.last_index() < applied {
@@ -104,17 +104,22 @@ impl GroupStore {
                 version: applied,
             });
         }
-        Ok(Some((group, log)))
+        Ok(Some((group, log, file)))
     }
 
-    /// Makes a new log durable for `group` (any files of an earlier group go first).
-    pub fn attach(&self, group: NodeId, log: TopologyLog) -> Result<TopologyLog, StoreError> {
+    /// Makes a new log durable for `group` (any files of an earlier group go first); the
+    /// file is returned for the driver to save each turn into.
+    pub fn attach(
+        &self,
+        group: NodeId,
+        log: TopologyLog,
+    ) -> Result<(TopologyLog, DurableLog), StoreError> {
         self.forget()?;
-        let log = log.with_file(&self.log_path())?;
+        let (log, file) = log.with_file(&self.log_path())?;
         let path = self.group_path();
         write_atomically(&path, group.as_str().as_bytes())
             .map_err(|error| StoreError::Io { path, error })?;
-        Ok(log)
+        Ok((log, file))
     }
 
     /// This node is in no group any more.

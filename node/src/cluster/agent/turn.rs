@@ -4,7 +4,7 @@
 
 use super::{AgentAction, Group, PreJoin, ProposeError, TopologyAgent};
 use crate::cluster::consensus::{
-    ApplyError, LogError, MemberRole, ProposalId, TopologyCommand, TopologyLog,
+    log_store, ApplyError, LogError, LogStore, MemberRole, ProposalId, TopologyCommand, TopologyLog,
 };
 use crate::cluster::flags::bit;
 use crate::cluster::id::NodeId;
@@ -43,10 +43,10 @@ impl<W> TopologyAgent<W> {
 
     /// Starts or joins `group` with `log` (its raft clock starts now).
     pub(super) fn enter(&mut self, now_ms: u64, id: NodeId, log: TopologyLog) {
-        let log = match &self.store {
-            None => log,
+        let (log, kept) = match &self.store {
+            None => (log, None),
             Some(store) => match store.attach(id, log) {
-                Ok(log) => log,
+                Ok((log, file)) => (log, Some(Box::new(file) as Box<dyn LogStore>)),
                 Err(e) => {
                     // A member without its log on disk could vote twice after a restart.
                     tracing::error!(error = %e, "cannot keep the topology log; not joining");
@@ -55,7 +55,7 @@ impl<W> TopologyAgent<W> {
             },
         };
         tracing::info!(group = %id, "in the topology group");
-        self.group = Some(Group { id, log });
+        self.group = Some(Group { id, log, kept });
         self.raft_clock_ms = now_ms;
     }
 
@@ -204,6 +204,14 @@ impl<W> TopologyAgent<W> {
             if out.is_empty() {
                 return;
             }
+            // Durable before any message of the turn leaves or anything of it is applied.
+            if let (Some(persist), Some(kept)) = (&out.persist, g.kept.as_deref_mut()) {
+                if let Err(e) = log_store::save(&mut g.log, kept, persist) {
+                    tracing::warn!(error = %e, "topology log turn failed");
+                    self.drop_poisoned();
+                    return;
+                }
+            }
             let group = g.id;
             for (to, data) in out.messages.iter().cloned() {
                 self.out.push(AgentAction::Raft { to, group, data });
@@ -230,8 +238,17 @@ impl<W> TopologyAgent<W> {
                 self.save = true;
             }
             if out.snapshot_due {
-                if let Err(e) = g.log.compact(t) {
-                    tracing::warn!(error = %e, "topology snapshot not taken");
+                match g.log.compact(t) {
+                    Ok(Some(persist)) => {
+                        if let Some(kept) = g.kept.as_deref_mut() {
+                            // The log is poisoned now; the next turn reopens it.
+                            if let Err(e) = log_store::save(&mut g.log, kept, &persist) {
+                                tracing::warn!(error = %e, "topology snapshot not kept");
+                            }
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "topology snapshot not taken"),
                 }
             }
             for entry in &out.committed {
@@ -332,9 +349,13 @@ impl<W> TopologyAgent<W> {
         let group = self.group.take();
         if let (Some(store), Some(g)) = (&self.store, group) {
             match store.open(self.me, self.seed ^ g.log.term(), 0) {
-                Ok(Some((id, log))) => {
+                Ok(Some((id, log, file))) => {
                     tracing::error!("topology log poisoned; reopened from its file");
-                    self.group = Some(Group { id, log });
+                    self.group = Some(Group {
+                        id,
+                        log,
+                        kept: Some(Box::new(file)),
+                    });
                     return;
                 }
                 Ok(None) => {}

@@ -1,13 +1,16 @@
 //! A group whose members crash at random points and restart from their log files, for the
-//! durable-log tests. A crash during a turn loses everything that turn returned (no message
-//! left, nothing applied) and keeps a random prefix of what the turn wrote to the file, as a
-//! power cut before the fsync may. A restarted member starts with an empty topology and
+//! durable-log tests. Each member's driver saves a turn's `Persist` into its file before it
+//! sends or applies anything of the turn. A crash during a turn loses everything that turn
+//! returned (no message left, nothing applied) and keeps a random prefix of what the turn
+//! wrote to the file, as a power cut before the fsync may. A restarted member starts with an empty topology and
 //! rebuilds it from its log. Every committed entry any member reports is recorded; two
 //! reports of one index must agree, and so must any two topologies at one version.
 
 use super::command::TopologyCommand;
+use super::durable::DurableLog;
 use super::image::TopologyImage;
 use super::log::TopologyLog;
+use super::log_store;
 use super::sim::node_id;
 use crate::cluster::id::{HexId, NodeId};
 use crate::cluster::node::ClusterNode;
@@ -25,6 +28,8 @@ pub struct Member {
     pub path: PathBuf,
     /// None while down.
     pub log: Option<TopologyLog>,
+    /// The log's file, open for saving while the member is up.
+    pub file: Option<DurableLog>,
     pub topology: Topology,
 }
 
@@ -56,7 +61,7 @@ impl CrashNet {
             .enumerate()
             .map(|(i, &id)| {
                 let path = dir.join(format!("node-{i}.log"));
-                let log = TopologyLog::new(id, &ids, &[], seed + i as u64)
+                let (log, file) = TopologyLog::new(id, &ids, &[], seed + i as u64)
                     .unwrap()
                     .with_file(&path)
                     .unwrap();
@@ -64,6 +69,7 @@ impl CrashNet {
                     id,
                     path,
                     log: Some(log),
+                    file: Some(file),
                     topology: fresh_topology(id),
                 }
             })
@@ -98,6 +104,7 @@ impl CrashNet {
 
     /// Member `i` goes down between turns.
     pub fn crash(&mut self, i: usize) {
+        self.members[i].file = None;
         if self.members[i].log.take().is_some() {
             self.crashes += 1;
         }
@@ -107,11 +114,12 @@ impl CrashNet {
     pub fn restart(&mut self, i: usize) {
         let seed = self.rng.gen();
         let m = &mut self.members[i];
-        let log = TopologyLog::open(m.id, &m.path, seed)
+        let (log, file) = TopologyLog::open(m.id, &m.path, seed)
             .unwrap()
             .expect("a member's file outlives it");
         assert_eq!(log.applied(), log.snapshot_index());
         m.log = Some(log);
+        m.file = Some(file);
         m.topology = fresh_topology(m.id);
         self.restarts += 1;
     }
@@ -164,19 +172,21 @@ impl CrashNet {
     fn turn(&mut self, i: usize) -> bool {
         let ids: Vec<NodeId> = self.members.iter().map(|m| m.id).collect();
         let m = &mut self.members[i];
-        let Some(log) = m.log.as_mut() else {
+        let (Some(log), Some(file)) = (m.log.as_mut(), m.file.as_mut()) else {
             return false;
         };
-        let file = log.file().unwrap();
         let (len_before, rewrites_before) = (file.len(), file.rewrites());
         let out = log.ready().unwrap();
         if out.is_empty() {
             return false;
         }
+        if let Some(persist) = &out.persist {
+            log_store::save(log, file, persist).unwrap();
+        }
         if self.rng.gen_range(0..100) < self.crash_percent {
-            let file = log.file().unwrap();
             let (len_after, rewrote) = (file.len(), file.rewrites() != rewrites_before);
             m.log = None;
+            m.file = None;
             self.crashes += 1;
             // A rewrite is atomic (the new file or the old one); appends may be cut anywhere.
             if !rewrote && len_after > len_before {
@@ -193,7 +203,9 @@ impl CrashNet {
         }
         out.apply_to(&mut m.topology);
         if out.snapshot_due {
-            log.compact(&m.topology).unwrap();
+            if let Some(persist) = log.compact(&m.topology).unwrap() {
+                log_store::save(log, file, &persist).unwrap();
+            }
         }
         for c in &out.committed {
             let command = c.command.clone().unwrap();
@@ -224,9 +236,11 @@ impl CrashNet {
     /// Takes a snapshot on member `i` if its topology is where its log applied to.
     pub fn compact(&mut self, i: usize) {
         let m = &mut self.members[i];
-        if let Some(log) = m.log.as_mut() {
+        if let (Some(log), Some(file)) = (m.log.as_mut(), m.file.as_mut()) {
             if m.topology.consensus.version == log.applied() {
-                log.compact(&m.topology).unwrap();
+                if let Some(persist) = log.compact(&m.topology).unwrap() {
+                    log_store::save(log, file, &persist).unwrap();
+                }
             }
         }
     }

@@ -2,8 +2,9 @@
 //! a restart (term, vote, entries it acknowledged, the snapshot it holds) as framed records
 //! ([`super::durable_record`]) appended to one file.
 //!
-//! - Each ready turn appends its new entries and hard state, then fsyncs once, before the
-//!   messages that acknowledge them are handed out (raft-rs's persisted-messages rule).
+//! - Each ready turn appends its new entries and hard state, then fsyncs once; the driver
+//!   saves a turn ([`super::log_store::LogStore::save`]) before it sends the messages that
+//!   acknowledge them or applies anything of the turn (raft-rs's persisted-messages rule).
 //! - A commit index learned after the turn is only noted; it goes out with the next write.
 //!   Raft does not need it for safety (the leader tells it again), it only spares re-learning.
 //! - A snapshot (installed or taken) rewrites the file atomically (temp file, fsync, rename,

@@ -10,6 +10,7 @@ use super::durable_load::load;
 use super::durable_record::{encode, RecordKind};
 use super::log::TopologyLog;
 use super::log_error::LogError;
+use super::log_store::{self, Persist};
 use super::raft_id::raft_id;
 use super::sim::{add_node, node_id, SimNet};
 use super::TopologyImage;
@@ -266,9 +267,13 @@ fn vote_request(from: &NodeId, to: &NodeId, term: u64) -> Vec<u8> {
     m.write_to_bytes().unwrap()
 }
 
-/// Whether the turn's output grants `to` its vote (None: no answer to `to`).
-fn vote_granted(log: &mut TopologyLog, to: &NodeId) -> Option<bool> {
+/// Whether the turn's output grants `to` its vote (None: no answer to `to`); the turn is
+/// saved into `file` first, as a driver does.
+fn vote_granted(log: &mut TopologyLog, file: Option<&mut DurableLog>, to: &NodeId) -> Option<bool> {
     let out = log.ready().unwrap();
+    if let (Some(persist), Some(file)) = (&out.persist, file) {
+        log_store::save(log, file, persist).unwrap();
+    }
     out.messages
         .iter()
         .filter(|(n, _)| n == to)
@@ -283,41 +288,56 @@ fn a_restarted_voter_keeps_its_term_and_never_votes_twice_in_one() {
     let path = dir.path().join("log");
     let ids = [node_id(0), node_id(1), node_id(2)];
     let (a, b, me) = (ids[0], ids[1], ids[2]);
-    let mut log = TopologyLog::new(me, &ids, &[], 5)
+    let (mut log, mut file) = TopologyLog::new(me, &ids, &[], 5)
         .unwrap()
         .with_file(&path)
         .unwrap();
-    log.ready().unwrap();
-    let before = log.file().unwrap().len();
+    assert_eq!(vote_granted(&mut log, Some(&mut file), &a), None);
+    let before = file.len();
     log.step(&a, &vote_request(&a, &me, 5)).unwrap();
-    assert_eq!(vote_granted(&mut log, &a), Some(true));
+    let out = log.ready().unwrap();
     assert!(
-        log.file().unwrap().len() > before,
-        "the vote was on disk when its answer was handed out"
+        matches!(&out.persist, Some(Persist::Turn { hard_state: Some(hs), .. }) if hs.vote == raft_id(&a)),
+        "the turn that grants the vote hands the vote out to be persisted"
     );
-    drop(log);
+    log_store::save(&mut log, &mut file, out.persist.as_ref().unwrap()).unwrap();
+    assert!(
+        file.len() > before,
+        "the vote was on disk before its answer was sent"
+    );
+    let granted = out
+        .messages
+        .iter()
+        .filter(|(n, _)| *n == a)
+        .map(|(_, b)| Message::parse_from_bytes(b).unwrap())
+        .any(|m| m.get_msg_type() == MessageType::MsgRequestVoteResponse && !m.reject);
+    assert!(granted, "a's vote granted");
+    drop((log, file));
 
-    let mut log = TopologyLog::open(me, &path, 6).unwrap().unwrap();
+    let (mut log, mut file) = TopologyLog::open(me, &path, 6).unwrap().unwrap();
     assert_eq!(log.term(), 5);
     log.step(&b, &vote_request(&b, &me, 5)).unwrap();
     assert_eq!(
-        vote_granted(&mut log, &b),
+        vote_granted(&mut log, Some(&mut file), &b),
         Some(false),
         "voted twice in term 5"
     );
     // The candidate it voted for may ask again (a lost answer) and is granted again.
     log.step(&a, &vote_request(&a, &me, 5)).unwrap();
-    assert_eq!(vote_granted(&mut log, &a), Some(true));
+    assert_eq!(vote_granted(&mut log, Some(&mut file), &a), Some(true));
     // A later term is a new vote.
     log.step(&b, &vote_request(&b, &me, 6)).unwrap();
-    assert_eq!(vote_granted(&mut log, &b), Some(true));
-    drop(log);
-    assert_eq!(TopologyLog::open(me, &path, 7).unwrap().unwrap().term(), 6);
+    assert_eq!(vote_granted(&mut log, Some(&mut file), &b), Some(true));
+    drop((log, file));
+    assert_eq!(
+        TopologyLog::open(me, &path, 7).unwrap().unwrap().0.term(),
+        6
+    );
 
     // The check can fail: a log without its file would have voted for b in term 5.
     let mut forgetful = TopologyLog::new(me, &ids, &[], 5).unwrap();
     forgetful.step(&b, &vote_request(&b, &me, 5)).unwrap();
-    assert_eq!(vote_granted(&mut forgetful, &b), Some(true));
+    assert_eq!(vote_granted(&mut forgetful, None, &b), Some(true));
 }
 
 fn log_path(dir: &Path, i: usize) -> PathBuf {
@@ -332,8 +352,7 @@ fn fresh_topology(id: NodeId) -> Topology {
 fn durable_net(voters: usize, seed: u64, dir: &Path) -> SimNet {
     let mut net = SimNet::new(voters, 0, seed);
     for i in 0..voters {
-        let log = net.nodes[i].log.take().unwrap();
-        net.nodes[i].log = Some(log.with_file(&log_path(dir, i)).unwrap());
+        net.attach_file(i, &log_path(dir, i));
     }
     net
 }
@@ -341,12 +360,13 @@ fn durable_net(voters: usize, seed: u64, dir: &Path) -> SimNet {
 /// Node `i` restarts: its log comes back from its file, its topology starts empty.
 fn restart(net: &mut SimNet, dir: &Path, i: usize, seed: u64) {
     net.crash(i);
-    let log = TopologyLog::open(node_id(i), &log_path(dir, i), seed)
+    let (log, file) = TopologyLog::open(node_id(i), &log_path(dir, i), seed)
         .unwrap()
         .expect("the file is there");
     assert_eq!(log.applied(), log.snapshot_index());
     let node = &mut net.nodes[i];
     node.log = Some(log);
+    node.file = Some(file);
     node.topology = fresh_topology(node_id(i));
     node.applied.clear();
     node.restores = 0;
@@ -453,18 +473,21 @@ fn compaction_shrinks_the_file_and_a_reopen_restores_the_same_image() {
     let before = file_len(&path);
     let topology = net.nodes[node].topology.clone();
     let image = TopologyImage::capture(&topology);
-    net.log(node).compact(&topology).unwrap();
+    net.compact(node, &topology).unwrap();
     assert_eq!(net.log(node).snapshot_index(), image.version);
     let after = file_len(&path);
     assert!(after < before, "compaction left {after} of {before} bytes");
-    assert_eq!(net.log(node).file().unwrap().rewrites(), 1);
+    assert_eq!(net.nodes[node].file.as_ref().unwrap().rewrites(), 1);
 
     // Reopened with an empty topology: the first turn restores the snapshot's image.
     net.crash(node);
-    let mut log = TopologyLog::open(node_id(node), &path, 7).unwrap().unwrap();
+    let (mut log, mut file) = TopologyLog::open(node_id(node), &path, 7).unwrap().unwrap();
     assert_eq!(log.applied(), image.version);
     assert_eq!(log.snapshot_index(), image.version);
     let out = log.ready().unwrap();
+    if let Some(persist) = &out.persist {
+        log_store::save(&mut log, &mut file, persist).unwrap();
+    }
     assert_eq!(out.restore.as_ref(), Some(&image));
     let mut restored = fresh_topology(node_id(node));
     out.apply_to(&mut restored);
@@ -475,6 +498,7 @@ fn compaction_shrinks_the_file_and_a_reopen_restores_the_same_image() {
     assert_eq!(TopologyImage::capture(&kept), image);
     // Back in the group, it follows what commits next.
     net.nodes[node].log = Some(log);
+    net.nodes[node].file = Some(file);
     net.nodes[node].topology = restored;
     commit(&mut net, &assign(0, 5000, 5100));
     let leader = net.elect(ELECTION_TICKS_MAX);
@@ -619,20 +643,21 @@ fn a_joiner_keeps_the_snapshot_it_was_sent_across_a_restart() {
     }
     for i in 0..3 {
         let topology = net.nodes[i].topology.clone();
-        net.log(i).compact(&topology).unwrap();
+        net.compact(i, &topology).unwrap();
     }
     let path = log_path(dir.path(), 3);
-    let joiner_log = TopologyLog::new(node_id(3), &[], &[], 31)
+    let (joiner_log, joiner_file) = TopologyLog::new(node_id(3), &[], &[], 31)
         .unwrap()
         .with_file(&path)
         .unwrap();
     let joiner = net.push(joiner_log);
+    net.nodes[joiner].file = Some(joiner_file);
     let leader = net.elect(ELECTION_TICKS_MAX);
     net.log(leader).propose_add_learner(&node_id(3)).unwrap();
     net.run(20);
     assert_eq!(net.nodes[joiner].restores, 1);
     assert_eq!(
-        net.log(joiner).file().unwrap().rewrites(),
+        net.nodes[joiner].file.as_ref().unwrap().rewrites(),
         1,
         "the install rewrote the file"
     );
@@ -671,7 +696,7 @@ fn a_failed_write_poisons_the_log() {
     std::fs::remove_dir_all(&sub).unwrap();
     let topology = net.nodes[0].topology.clone();
     assert!(matches!(
-        net.log(0).compact(&topology).unwrap_err(),
+        net.compact(0, &topology).unwrap_err(),
         LogError::Durable(DurableError::Io { .. })
     ));
     assert_eq!(net.log(0).tick().unwrap_err(), LogError::Poisoned);

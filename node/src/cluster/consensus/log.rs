@@ -1,12 +1,13 @@
 //! `TopologyLog`: a raft-rs `RawNode` over in-memory storage, fed ticks and peer bytes,
-//! handing back bytes to send and committed topology commands (raft-rs's Ready loop). Up to
-//! [`VOTERS_MAX`] voters decide; every other node follows as a learner.
+//! handing back bytes to send, committed topology commands, and what must be made durable
+//! before either leaves (raft-rs's Ready loop; the driver writes it through a
+//! [`LogStore`](super::log_store::LogStore)). It does no I/O. Up to [`VOTERS_MAX`] voters
+//! decide; every other node follows as a learner.
 
 use super::command::TopologyCommand;
-use super::durable::DurableLog;
-use super::durable_error::DurableError;
 use super::image::TopologyImage;
 use super::log_error::LogError;
+use super::log_store::Persist;
 use super::output::{Committed, LeaderChange, MemberRole, MembershipChange, Output, ProposalId};
 use super::raft_id::{raft_id, Directory};
 use super::slog_bridge;
@@ -73,9 +74,6 @@ pub struct TopologyLog {
     /// The highest commit index a peer's message carried: a joiner still waiting for its
     /// snapshot learns from it that the group did start (see [`Self::group_started`]).
     commit_seen: u64,
-    /// The file that keeps term, vote, entries and snapshot across restarts (None: memory
-    /// only, as in tests, until [`Self::with_file`]).
-    file: Option<DurableLog>,
     /// Set when reopened from a file: the snapshot image (and its index) the first turn hands
     /// out, so that a topology starting empty reaches the snapshot before the entries after
     /// it are applied again.
@@ -192,7 +190,6 @@ impl TopologyLog {
             leader_reported: (0, 0),
             poisoned: false,
             commit_seen: 0,
-            file: None,
             reopened: None,
         };
         log.draw_election_timeout();
@@ -355,7 +352,10 @@ impl TopologyLog {
 
     /// Takes a snapshot of `topology` (which this log brought to [`Self::applied`]) and drops
     /// the log entries before it. Later, a follower that needs them gets the snapshot.
-    pub fn compact(&mut self, topology: &Topology) -> Result<(), LogError> {
+    /// Returns what the driver must persist (a rewrite from the snapshot), None when the
+    /// snapshot is already as fresh.
+    #[must_use = "a compaction must be persisted"]
+    pub fn compact(&mut self, topology: &Topology) -> Result<Option<Persist>, LogError> {
         if self.poisoned {
             return Err(LogError::Poisoned);
         }
@@ -366,7 +366,7 @@ impl TopologyLog {
             });
         }
         if self.applied <= self.snapshot_index() {
-            return Ok(());
+            return Ok(None);
         }
         let store = self.raw.store();
         let payload = SnapshotPayload {
@@ -382,11 +382,15 @@ impl TopologyLog {
         meta.term = store.term(self.applied)?;
         meta.set_conf_state(store.conf_state());
         self.raw.mut_store().compact(snapshot)?;
-        self.persist(|file, store| file.rewrite_from(store))
+        Ok(Some(Persist::Rewrite))
     }
 
-    /// One turn of raft-rs's Ready loop: persist new entries and hard state, collect the
-    /// messages, hand out the snapshot and committed entries, advance.
+    /// One turn of raft-rs's Ready loop: the new entries and hard state go into the
+    /// in-memory storage and into [`Output::persist`], the messages, snapshot and committed
+    /// entries into the output, and raft advances. The driver makes `persist` durable before
+    /// it sends or applies anything of the output (raft's rule: what acknowledges entries or
+    /// a vote leaves only once they are on disk); if it cannot, it calls
+    /// [`Self::persist_failed`] and drops the output.
     pub fn ready(&mut self) -> Result<Output, LogError> {
         if self.poisoned {
             return Err(LogError::Poisoned);
@@ -444,8 +448,15 @@ impl TopologyLog {
         if let Some(hs) = rd.hs() {
             self.raw.mut_store().mem.wl().set_hardstate(hs.clone());
         }
-        // Raft's rule: what acknowledges these entries or this vote leaves once they are on disk.
-        self.persist(|file, store| file.save_turn(store, installed, rd.entries(), rd.hs()))?;
+        // Raft's rule: what acknowledges these entries or this vote leaves once they are on
+        // disk. The driver persists before it sends anything of this output.
+        let mut persist =
+            (installed || !rd.entries().is_empty() || rd.hs().is_some()).then(|| Persist::Turn {
+                snapshot_installed: installed,
+                entries: rd.entries().to_vec(),
+                hard_state: rd.hs().cloned(),
+                commit_learned: None,
+            });
         self.send(rd.take_persisted_messages(), out, &mut snapshots_sent);
         let mut light = self.raw.advance(rd);
         if let Some(commit) = light.commit_index() {
@@ -455,10 +466,20 @@ impl TopologyLog {
                 .wl()
                 .mut_hard_state()
                 .set_commit(commit);
-            if let Some(file) = self.file.as_mut() {
-                file.note_hard_state(self.raw.store().mem.rl().hard_state().clone());
+            let hard_state = self.raw.store().mem.rl().hard_state().clone();
+            match persist.as_mut() {
+                Some(Persist::Turn { commit_learned, .. }) => *commit_learned = Some(hard_state),
+                _ => {
+                    persist = Some(Persist::Turn {
+                        snapshot_installed: false,
+                        entries: Vec::new(),
+                        hard_state: None,
+                        commit_learned: Some(hard_state),
+                    })
+                }
             }
         }
+        out.persist = persist;
         self.send(light.take_messages(), out, &mut snapshots_sent);
         self.apply_entries(light.take_committed_entries(), out)?;
         self.raw.advance_apply();
@@ -587,39 +608,27 @@ impl TopologyLog {
         self.raw.raft.set_randomized_election_timeout(t);
     }
 
-    /// Runs a write to the log file, if there is one. A failed write poisons the log: raft
-    /// believes something is on disk that may not be, and must not answer peers on it.
-    fn persist(
-        &mut self,
-        write: impl FnOnce(&mut DurableLog, &TopologyStorage) -> Result<(), DurableError>,
-    ) -> Result<(), LogError> {
-        let Some(file) = self.file.as_mut() else {
-            return Ok(());
-        };
-        if let Err(e) = write(file, self.raw.store()) {
-            self.poisoned = true;
-            tracing::error!(error = %e, "topology log file write failed; the log must be reopened");
-            return Err(e.into());
-        }
-        Ok(())
+    /// The driver could not make a turn's [`Persist`] durable: raft believes something is on
+    /// disk that may not be, so this log must not answer peers any more (drop it and reopen
+    /// it from its store).
+    pub fn persist_failed(&mut self) {
+        self.poisoned = true;
     }
 
-    /// Starts writing to `file` (see [`super::log_file`]); `reopened` as the field says,
-    /// `next_proposal` past the proposal ids the file's entries already carry.
-    pub(super) fn attach(
+    /// The in-memory storage a [`LogStore`](super::log_store::LogStore) reads a rewrite from.
+    pub fn storage(&self) -> &TopologyStorage {
+        self.raw.store()
+    }
+
+    /// A log brought back from its store (see [`super::log_file`]): `reopened` as the field
+    /// says, `next_proposal` past the proposal ids the stored entries already carry.
+    pub(super) fn reopened_from_store(
         &mut self,
-        file: DurableLog,
         reopened: Option<(u64, TopologyImage)>,
         next_proposal: u64,
     ) {
-        self.file = Some(file);
         self.reopened = reopened;
         self.next_proposal = self.next_proposal.max(next_proposal);
-    }
-
-    /// The log file this log writes to, if any.
-    pub fn file(&self) -> Option<&DurableLog> {
-        self.file.as_ref()
     }
 
     pub(super) fn raw(&self) -> &RawNode<TopologyStorage> {

@@ -1,6 +1,7 @@
-//! A topology log that survives restarts: [`TopologyLog::with_file`] starts writing a new
-//! log's state to its file, [`TopologyLog::open`] brings a log back from one. The file and
-//! its rules are in [`super::durable`].
+//! A topology log that survives restarts: [`TopologyLog::with_file`] creates the file for a
+//! new log's state, [`TopologyLog::open`] brings a log back from one. Both hand the file
+//! back beside the log: the driver saves each turn's [`Persist`](super::log_store::Persist)
+//! into it ([`super::log_store`]). The file and its rules are in [`super::durable`].
 //!
 //! Reopened, a log starts from its snapshot: `applied` is the snapshot's index, the first
 //! turn hands out the snapshot's image (unless it is the empty bootstrap one), and raft hands
@@ -21,19 +22,23 @@ use raft::prelude::{ConfChange, EntryType};
 use std::path::Path;
 
 impl TopologyLog {
-    /// Writes this (new) log's state to a new file at `path` and keeps it up to date from
-    /// now on. Refuses an existing file ([`DurableError::Exists`]):
+    /// Writes this (new) log's state to a new file at `path`, returned for the driver to
+    /// keep up to date. Refuses an existing file ([`DurableError::Exists`]):
     /// it may hold a vote this node must keep, so [`Self::open`] it instead.
-    pub fn with_file(mut self, path: &Path) -> Result<Self, LogError> {
+    pub fn with_file(self, path: &Path) -> Result<(Self, DurableLog), LogError> {
         let state = self.raw().store().stored_state()?;
         let file = DurableLog::create(path, &self.me(), &state)?;
-        self.attach(file, None, 0);
-        Ok(self)
+        Ok((self, file))
     }
 
-    /// The log `me` left in the file at `path`, or None when there is no file (start one
-    /// with [`Self::new`] and [`Self::with_file`]). `seed` drives the election timeouts.
-    pub fn open(me: NodeId, path: &Path, seed: u64) -> Result<Option<TopologyLog>, LogError> {
+    /// The log `me` left in the file at `path` and the file to go on with, or None when
+    /// there is no file (start one with [`Self::new`] and [`Self::with_file`]). `seed`
+    /// drives the election timeouts.
+    pub fn open(
+        me: NodeId,
+        path: &Path,
+        seed: u64,
+    ) -> Result<Option<(TopologyLog, DurableLog)>, LogError> {
         let Some(loaded) = load(path)? else {
             return Ok(None);
         };
@@ -87,7 +92,7 @@ impl TopologyLog {
             .max()
             .unwrap_or(0);
         let file = DurableLog::append_to(path, &me)?;
-        log.attach(file, reopened, next_proposal);
+        log.reopened_from_store(reopened, next_proposal);
         tracing::info!(
             path = %path.display(),
             term = log.term(),
@@ -96,6 +101,6 @@ impl TopologyLog {
             dropped = loaded.dropped,
             "topology log reopened"
         );
-        Ok(Some(log))
+        Ok(Some((log, file)))
     }
 }

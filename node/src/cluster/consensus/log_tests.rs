@@ -220,7 +220,7 @@ fn a_learner_catches_up_by_snapshot_after_compaction() {
     }
     for i in 0..3 {
         let topology = net.nodes[i].topology.clone();
-        net.log(i).compact(&topology).unwrap();
+        net.compact(i, &topology).unwrap();
         assert_eq!(net.log(i).snapshot_index(), topology.consensus.version);
     }
     let joiner = net.push(TopologyLog::new(node_id(3), &[], &[], 99).unwrap());
@@ -257,7 +257,7 @@ fn compaction_needs_the_topology_the_log_applied() {
     let mut stale = net.nodes[0].topology.clone();
     stale.consensus.version -= 1;
     assert!(matches!(
-        net.log(0).compact(&stale).unwrap_err(),
+        net.compact(0, &stale).unwrap_err(),
         LogError::StaleTopology { .. }
     ));
 }

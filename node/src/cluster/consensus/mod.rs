@@ -1,16 +1,17 @@
 //! The Raft-replicated topology (DESIGN.md §1): the slot map, shard membership and roles
 //! change only through commands a Raft group has committed, so every node applies the same
 //! changes in the same order and no slot has two owners in one topology version. The log
-//! takes ticks and peer bytes and hands back bytes to send and entries to apply; its only
-//! I/O is its own file (when given one), written inside `ready` before anything that
-//! acknowledges what it holds is handed out.
+//! takes ticks and peer bytes and hands back bytes to send, entries to apply and what must
+//! be made durable first; it does no I/O: the driver writes each turn's [`Persist`] through
+//! a [`LogStore`] (the node's file, [`durable::DurableLog`]; or memory) before it sends or
+//! applies anything of that turn.
 //!
 //! A driver (the node's runtime, or the chaos simulator) runs each group member so:
 //!
 //! ```text
 //! at start:              let path = dir.join(durable::FILE_NAME);
-//!                        let log = match TopologyLog::open(me, &path, seed)? {
-//!                            Some(log) => log,    (a restart: term, vote, log kept)
+//!                        let (log, store) = match TopologyLog::open(me, &path, seed)? {
+//!                            Some(kept) => kept,  (a restart: term, vote, log kept)
 //!                            None => TopologyLog::new(me, &voters, &learners, seed)?
 //!                                        .with_file(&path)?,
 //!                        };
@@ -20,9 +21,14 @@
 //! bus RAFT message:      log.step(&sender, &bytes)        (errors: drop the message, log it)
 //! operator/failover:     log.propose(&command)            (NotLeader { leader } → redirect)
 //! after any of these:    let out = log.ready()?;
+//!                        if let Some(p) = &out.persist {
+//!                            log_store::save(&mut log, &mut store, p)?   (write + fsync)
+//!                        }
 //!                        send out.messages (opaque bytes, bus RAFT messages);
 //!                        out.apply_to(&mut topology);     (under the topology lock)
-//!                        if out.snapshot_due { log.compact(&topology)? }
+//!                        if out.snapshot_due {
+//!                            if let Some(p) = log.compact(&topology)? { save it likewise }
+//!                        }
 //! ```
 //!
 //! `topology.consensus.version` is the version gossip carries: equal versions mean equal
@@ -37,6 +43,8 @@
 //!   [`membership`] its conf changes, [`peer_check`] its checks on peer bytes, [`output`] what each turn hands back, [`storage`] and
 //!   [`snapshot`] what it keeps, [`raft_id`] how node ids become raft ids,
 //!   [`slog_bridge`] raft's logging into tracing;
+//! - [`log_store`]: [`Persist`] (what a turn must make durable) and the [`LogStore`] trait
+//!   the driver writes it through, with [`log_store::MemoryStore`];
 //! - [`log_file`]: the log kept across restarts ([`TopologyLog::open`],
 //!   [`TopologyLog::with_file`]) in the file of [`durable`] ([`durable_record`] its framing,
 //!   [`durable_load`] its replay, [`durable_error`] its errors).
@@ -52,6 +60,7 @@ pub mod image;
 pub mod log;
 pub mod log_error;
 pub mod log_file;
+pub mod log_store;
 pub mod membership;
 pub mod output;
 pub mod peer_check;
@@ -79,5 +88,6 @@ pub use durable_error::DurableError;
 pub use image::TopologyImage;
 pub use log::TopologyLog;
 pub use log_error::LogError;
+pub use log_store::{LogStore, Persist};
 pub use output::{Committed, LeaderChange, MemberRole, MembershipChange, Output, ProposalId};
 pub use state::ConsensusState;

@@ -5,6 +5,7 @@ use super::apply::{advance_version, apply, ApplyError};
 use super::codec::CodecError;
 use super::command::TopologyCommand;
 use super::image::TopologyImage;
+use super::log_store::Persist;
 use crate::cluster::id::NodeId;
 use crate::cluster::topology::Topology;
 
@@ -47,6 +48,9 @@ pub struct MembershipChange {
 
 #[derive(Debug, Default)]
 pub struct Output {
+    /// What the driver must make durable before it sends or applies anything below
+    /// ([`LogStore::save`](super::log_store::LogStore::save)).
+    pub persist: Option<Persist>,
     /// Raft messages to send, encoded with raft's codec: (recipient, bytes).
     pub messages: Vec<(NodeId, Vec<u8>)>,
     /// A snapshot from the leader: install it before the committed entries.
@@ -65,7 +69,8 @@ pub struct Output {
 
 impl Output {
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
+        self.persist.is_none()
+            && self.messages.is_empty()
             && self.restore.is_none()
             && self.committed.is_empty()
             && self.applied.is_none()

@@ -1,12 +1,16 @@
 //! A deterministic in-memory network for topology-log tests: nodes exchange raft bytes
 //! through one FIFO queue, time moves by explicit ticks, links can be cut and nodes crashed.
+//! Each node's driver saves every turn's `Persist` (into its file when it has one, else a
+//! [`MemoryStore`]) before it queues the turn's messages or applies it.
 //! After every turn each node's topology image is compared with the image any other node had
 //! at the same version: one version, one topology (so never two owners of a slot).
 
 use super::command::{NodeAddress, TopologyCommand};
+use super::durable::DurableLog;
 use super::image::TopologyImage;
 use super::log::TopologyLog;
 use super::log_error::LogError;
+use super::log_store::{self, LogStore, MemoryStore};
 use super::output::{Committed, LeaderChange};
 use crate::cluster::id::{HexId, NodeId};
 use crate::cluster::node::ClusterNode;
@@ -39,6 +43,9 @@ pub struct SimNode {
     pub id: NodeId,
     /// None while crashed.
     pub log: Option<TopologyLog>,
+    /// The log's file, when the test gave it one; else `memory` keeps what turns save.
+    pub file: Option<DurableLog>,
+    pub memory: MemoryStore,
     pub topology: Topology,
     /// Committed command entries in the order this node applied them, with the outcome.
     pub applied: Vec<(Committed, bool)>,
@@ -89,6 +96,8 @@ impl SimNet {
         self.nodes.push(SimNode {
             id,
             log: Some(log),
+            file: None,
+            memory: MemoryStore::default(),
             topology: Topology::new(ClusterNode::new(id, shard)),
             applied: Vec::new(),
             restores: 0,
@@ -119,6 +128,27 @@ impl SimNet {
 
     pub fn crash(&mut self, i: usize) {
         self.nodes[i].log = None;
+        self.nodes[i].file = None;
+    }
+
+    /// Node `i`'s log is kept in a new file at `path` from now on.
+    pub fn attach_file(&mut self, i: usize, path: &std::path::Path) {
+        let log = self.nodes[i].log.take().expect("node is crashed");
+        let (log, file) = log.with_file(path).unwrap();
+        self.nodes[i].log = Some(log);
+        self.nodes[i].file = Some(file);
+    }
+
+    /// Node `i` takes a snapshot of `topology` and its driver saves it.
+    pub fn compact(&mut self, i: usize, topology: &Topology) -> Result<(), LogError> {
+        let node = &mut self.nodes[i];
+        let log = node.log.as_mut().expect("node is crashed");
+        match log.compact(topology)? {
+            Some(persist) => {
+                log_store::save(log, store_of(&mut node.file, &mut node.memory), &persist)
+            }
+            None => Ok(()),
+        }
     }
 
     /// Cuts every link between `group` and the other nodes, both ways.
@@ -211,9 +241,15 @@ impl SimNet {
         if out.is_empty() {
             return false;
         }
+        let store = store_of(&mut node.file, &mut node.memory);
+        if let Some(persist) = &out.persist {
+            log_store::save(log, store, persist).unwrap();
+        }
         let outcomes = out.apply_to(&mut node.topology);
         if out.snapshot_due {
-            log.compact(&node.topology).unwrap();
+            if let Some(persist) = log.compact(&node.topology).unwrap() {
+                log_store::save(log, store, &persist).unwrap();
+            }
         }
         node.restores += out.restore.is_some() as usize;
         node.leader_reports.extend(out.leader.clone());
@@ -252,5 +288,16 @@ impl SimNet {
     /// Versions at which two or more nodes' images were compared.
     pub fn versions_seen(&self) -> usize {
         self.images.len()
+    }
+}
+
+/// Where a node's turns are saved: its file, else memory.
+fn store_of<'a>(
+    file: &'a mut Option<DurableLog>,
+    memory: &'a mut MemoryStore,
+) -> &'a mut dyn LogStore {
+    match file {
+        Some(f) => f,
+        None => memory,
     }
 }

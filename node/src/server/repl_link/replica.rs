@@ -19,6 +19,7 @@ use crate::replication::fullsync::SNAPSHOT_BYTES_MAX_DEFAULT;
 use crate::replication::handshake::{LinkAccept, LinkDecision, LinkRequest};
 use crate::replication::ids::ReplId;
 use crate::replication::link::{LinkLimits, ReplicaLink};
+use crate::replication::link_pace::LinkPace;
 use crate::replication::psync::{self, PsyncRequest, SyncRefused};
 use crate::replication::report::LinkState;
 use crate::server::Server;
@@ -43,8 +44,6 @@ const IDLE_POLL: Duration = Duration::from_micros(500);
 /// ago): on manual-progress providers (shm, tcp) the primary's WRITEs land and this side's
 /// acks complete only during this thread's calls into the provider.
 const BUSY_POLL: Duration = Duration::from_micros(20);
-/// How long after the last record the link counts as busy.
-const BUSY_WINDOW: Duration = Duration::from_millis(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaLinkError {
@@ -320,11 +319,12 @@ fn apply_loop<C: Connection>(
     mut synced: bool,
     mut watch: Option<PeerWatch>,
 ) -> Result<(), ReplicaLinkError> {
-    let silence_limit = silence_limit(server);
+    // The link's clock: the pacing core takes the time since this loop started.
+    let origin = Instant::now();
+    let mut pace = LinkPace::new(silence_limit(server), origin.elapsed());
     let mut applier = StreamApplier::new(server, link.applied_offset());
     let mut released = Vec::new();
-    let mut last_io = Instant::now();
-    server.replica_of.note_io(generation, last_io);
+    server.replica_of.note_io(generation, origin);
     while server.replica_of.is_current(generation) {
         if server.shutdown.is_triggered() {
             return Ok(());
@@ -340,13 +340,11 @@ fn apply_loop<C: Connection>(
         }
         released.clear();
         let polled = link.poll(&mut released)?;
+        if let Err(silent) = pace.after_poll(polled.records, origin.elapsed()) {
+            return Err(ReplicaLinkError::PrimarySilent(silent.limit_ms));
+        }
         if polled.records > 0 {
-            last_io = Instant::now();
-            server.replica_of.note_io(generation, last_io);
-        } else if last_io.elapsed() > silence_limit {
-            return Err(ReplicaLinkError::PrimarySilent(
-                silence_limit.as_millis() as u64
-            ));
+            server.replica_of.note_io(generation, Instant::now());
         }
         if let (Some(w), Some(cluster)) = (watch.as_mut(), server.cluster.as_ref()) {
             // A suspected primary is left to the silence limit: its ring may still work.
@@ -378,7 +376,7 @@ fn apply_loop<C: Connection>(
             applier.reset(snap.offset);
             synced = true;
             // Loading took this thread's time, not the primary's silence.
-            last_io = Instant::now();
+            pace.heard(origin.elapsed());
             server
                 .replica_of
                 .set_state(generation, LinkState::Connected);
@@ -397,8 +395,8 @@ fn apply_loop<C: Connection>(
         }
         drop(gate);
         if polled.records == 0 {
-            let busy = link.busy() || last_io.elapsed() < BUSY_WINDOW;
-            std::thread::sleep(if busy { BUSY_POLL } else { IDLE_POLL });
+            let soon = pace.poll_soon(link.busy(), origin.elapsed());
+            std::thread::sleep(if soon { BUSY_POLL } else { IDLE_POLL });
         }
     }
     Err(ReplicaLinkError::Stale)

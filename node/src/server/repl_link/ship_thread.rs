@@ -7,6 +7,7 @@ use super::peer_watch::{PeerState, PeerWatch};
 use crate::node_state::replication::ReplicaId;
 use crate::replication::backlog::Backlog;
 use crate::replication::ship::Shipper;
+use crate::replication::ship_pace::{PaceLimits, ShipPace};
 use crate::server::{unix_millis, Server};
 use bus::Connection;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -22,9 +23,6 @@ const SHIP_IDLE: Duration = Duration::from_millis(2);
 /// during its own calls into the provider, and shm with delivery complete carries one WRITE
 /// per round trip of both processes' progress (a 2 ms sleep there made bursts take seconds).
 const SHIP_BUSY_POLL: Duration = Duration::from_micros(20);
-/// Busy pumping lasts while something moved this recently; a replica that stopped moving
-/// (stalled, paused) gets the idle cadence, so a stuck link does not spin a core.
-const BUSY_WINDOW: Duration = Duration::from_millis(10);
 /// A link that posted nothing for this long sends a ping record, so the replica can tell an
 /// idle primary from a gone one (Redis: `repl-ping-replica-period`, 10 s by default there).
 /// In cluster mode a quarter of the node timeout when that is shorter ([`ping_period`]).
@@ -62,7 +60,16 @@ pub fn ship_loop<C: Connection>(
     stop: Arc<AtomicBool>,
     mut watch: Option<PeerWatch>,
 ) {
-    let ping_every = ping_period(&server);
+    // The link's clock: the pacing core takes the time since this thread started.
+    let origin = Instant::now();
+    let mut pace = ShipPace::new(
+        PaceLimits {
+            ping_every: ping_period(&server),
+            repl_timeout: repl_timeout(&server),
+        },
+        online_at,
+        origin.elapsed(),
+    );
     let mut live = true;
     let size = mirror_size(shipper.ring_data_len());
     let mut mirror = match Backlog::new(size, shipper.next_offset() - 1) {
@@ -73,11 +80,6 @@ pub fn ship_loop<C: Connection>(
             return;
         }
     };
-    let mut online = false;
-    let mut behind_since: Option<Instant> = None;
-    let mut last_post = Instant::now();
-    let mut last_move = Instant::now();
-    let mut last_seen = (0u64, 0u64);
     while !server.shutdown.is_triggered() {
         if stop.load(Relaxed) {
             tracing::info!(replica = id, "replica linked again; this link ends");
@@ -139,16 +141,12 @@ pub fn ship_loop<C: Connection>(
                 break;
             }
         };
-        let seen = (progress.acked_offset, shipper.ring_in_use());
-        if progress.shipped_bytes > 0 || seen != last_seen {
-            last_move = Instant::now();
-            last_seen = seen;
-        }
-        if progress.shipped_bytes > 0 || progress.snapshot_remaining > 0 {
-            last_post = Instant::now();
-        } else if last_post.elapsed() >= ping_every {
+        // CONFIG SET repl-timeout applies to links already up.
+        pace.set_repl_timeout(repl_timeout(&server));
+        let verdict = pace.after_pump(&progress, shipper.ring_in_use(), origin.elapsed());
+        if verdict.ping_due {
             match shipper.ping() {
-                Ok(true) => last_post = Instant::now(),
+                Ok(true) => pace.pinged(origin.elapsed()),
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(replica = id, error = %e, "replication link failed");
@@ -169,8 +167,7 @@ pub fn ship_loop<C: Connection>(
                 server.replication.set_live(id, live, now);
             }
         }
-        if !online && progress.snapshot_remaining == 0 && progress.acked_offset >= online_at {
-            online = true;
+        if verdict.went_online {
             server.replication.replica_online(id, now);
             tracing::info!(
                 replica = id,
@@ -181,13 +178,11 @@ pub fn ship_loop<C: Connection>(
         server
             .replication
             .observe_ack(id, progress.acked_offset, now);
-        if progress.acked_offset + 1 >= progress.next_offset {
-            behind_since = None;
-        } else if behind_since.get_or_insert_with(Instant::now).elapsed() > repl_timeout(&server) {
+        if verdict.timed_out {
             tracing::warn!(replica = id, "replica acknowledges nothing; dropping link");
             break;
         }
-        if progress.shipped_bytes == 0 && shipper.busy() && last_move.elapsed() < BUSY_WINDOW {
+        if progress.shipped_bytes == 0 && pace.poll_soon(shipper.busy(), origin.elapsed()) {
             std::thread::sleep(SHIP_BUSY_POLL);
         } else if progress.shipped_bytes == 0 {
             // Nothing moved: sleep until bytes beyond what the node has now arrive (or the
