@@ -3,7 +3,7 @@
 //! (loss, delay, reordering) and the same partitions as the cluster bus of [`crate::net`].
 //! Clients reach every node (they sit outside the partitions), so a primary cut off from its
 //! cluster still gets requests. The replication stream itself goes over the simulated
-//! fabric (`bus::sim`), as ring WRITEs (see [`crate::data_path`]).
+//! fabric (`bus::sim`), as ring WRITEs (see the `data_path` module).
 
 use crate::net::Weather;
 use rand::rngs::StdRng;
