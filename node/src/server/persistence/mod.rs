@@ -27,6 +27,7 @@ pub mod restart;
 pub mod rules;
 pub mod snapshot;
 pub mod state;
+pub mod stream_format;
 
 pub use snapshot::{SaveError, SaveStats};
 pub use state::{PersistenceInfo, SaveKind, SnapshotState};
