@@ -195,7 +195,7 @@ fn xread_keys(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
         return SmallVec::new();
     };
     let rest = args.len() - at - 1;
-    if rest == 0 || rest % 2 != 0 {
+    if rest == 0 || !rest.is_multiple_of(2) {
         return SmallVec::new();
     }
     (at + 1..at + 1 + rest / 2).collect()

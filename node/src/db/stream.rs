@@ -120,7 +120,7 @@ impl Stream {
     /// Appends an entry; `id` must be above `last_id` ([`Stream::next_id`]) and `pairs`
     /// hold field, value, ... (at least one pair).
     pub fn append(&mut self, id: StreamId, pairs: &[&[u8]], limits: NodeLimits) {
-        debug_assert!(id > self.last_id && !pairs.is_empty() && pairs.len() % 2 == 0);
+        debug_assert!(id > self.last_id && !pairs.is_empty() && pairs.len().is_multiple_of(2));
         let max_bytes = match limits.max_bytes {
             0 => NODE_BYTES_CAP,
             n => n.min(NODE_BYTES_CAP),
@@ -352,7 +352,7 @@ impl Stream {
     /// Puts an entry back as it was persisted: IDs ascending, above every entry already
     /// loaded, counters restored separately.
     pub fn load_entry(&mut self, id: StreamId, pairs: &[&[u8]], limits: NodeLimits) -> bool {
-        if pairs.is_empty() || pairs.len() % 2 != 0 {
+        if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
             return false;
         }
         if id.is_zero() || self.last_entry_id().is_some_and(|last| id <= last) {

@@ -63,7 +63,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]], readgroup: bool) -> Result<ReadArgs<'a>, 
             out.count = usize::try_from(int(args[i])?.max(0)).unwrap_or(usize::MAX);
         } else if is(a, "streams") && more > 0 {
             let rest = args.len() - i - 1;
-            if rest % 2 != 0 {
+            if !rest.is_multiple_of(2) {
                 let (name, symbol) = if readgroup {
                     ("xreadgroup", '>')
                 } else {

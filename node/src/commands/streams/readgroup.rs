@@ -37,11 +37,13 @@ pub fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let s = match stream_at(&mut ctx.db, key) {
             Ok(Some(s)) => s,
             Ok(None) | Err(CmdError::WrongType) if retry => return err(KEY_GONE),
-            Ok(None) => return err(format!(
+            Ok(None) => {
+                return err(format!(
                 "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
                 String::from_utf8_lossy(key),
                 String::from_utf8_lossy(group)
-            )),
+            ))
+            }
             Err(e) => return Err(e),
         };
         if !s.groups.contains_key(group) {

@@ -25,7 +25,10 @@ pub fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let limits = node_limits(ctx);
     let opts = options::parse(args, true, limits, ctx.client.primary_link)?;
     let fields_at = opts.end + 1;
-    if fields_at > args.len() || (args.len() - fields_at) < 2 || (args.len() - fields_at) % 2 != 0 {
+    if fields_at > args.len()
+        || (args.len() - fields_at) < 2
+        || !(args.len() - fields_at).is_multiple_of(2)
+    {
         return Err(CmdError::WrongArity("xadd".into()));
     }
     if let Some(p) = opts.id {
