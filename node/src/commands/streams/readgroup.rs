@@ -92,7 +92,24 @@ pub fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         match after[i] {
             Some(id) => {
                 let history = read_history(s, group, &cname, id, count, now);
-                changed |= !history.is_empty();
+                // A re-delivery counts: the replica gets each pending entry as it now is.
+                let g = &s.groups[group];
+                for (id, live) in &history {
+                    if let (true, Some(p)) = (*live, g.pel.get(id)) {
+                        changed = true;
+                        if replicating {
+                            repl.push(xclaim_effect(
+                                key,
+                                group,
+                                &cname,
+                                *id,
+                                p.delivery_time,
+                                p.delivery_count,
+                                g.last_id,
+                            ));
+                        }
+                    }
+                }
                 served.push((i, Served::History(history)));
             }
             None => {
@@ -122,11 +139,12 @@ pub fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             changed_keys.push(key);
         }
     }
+    if !changed_keys.is_empty() {
+        // Never the command itself: a replica must not read on its own.
+        ctx.replicate(|| WriteEffect::Commands(repl));
+    }
     for key in changed_keys {
         ctx.modified(key);
-    }
-    if !repl.is_empty() {
-        ctx.replicate(|| WriteEffect::Commands(repl));
     }
     if !served.is_empty() {
         write_served(ctx, a.keys, served);

@@ -215,3 +215,18 @@ fn read_counters_and_lag_follow_redis() {
     let g = Group::new(StreamId::new(5, 0), Some(5));
     assert_eq!(s.group_lag(&g), Some(0));
 }
+
+#[test]
+fn a_minid_trim_that_empties_a_node_removes_it() {
+    let mut s = filled(3, 100);
+    s.delete(StreamId::new(3, 0));
+    let t = Trim {
+        strategy: TrimStrategy::MinId(StreamId::new(3, 0)),
+        approx: false,
+        limit: 0,
+    };
+    assert_eq!(s.trim(t), 2);
+    assert!(s.is_empty());
+    assert_eq!(s.node_count(), 0);
+    assert_eq!(s.first_id, StreamId::ZERO);
+}
