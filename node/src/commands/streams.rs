@@ -1,8 +1,8 @@
 //! Streams, with Redis 7.0's replies and error texts: XADD XTRIM XDEL XSETID (`write`),
 //! XLEN XRANGE XREVRANGE XREAD (`read`), XGROUP (`groups`), XREADGROUP (`readgroup`), XACK
-//! XPENDING XCLAIM XAUTOCLAIM (`pending`), XINFO (`info`). `reply` writes entries, `options`
-//! parses the trimming options XADD and XTRIM share, `blocking` the waits of XREAD and
-//! XREADGROUP.
+//! XPENDING (`pending`), XCLAIM XAUTOCLAIM (`claim`), XINFO (`info`). `reply` writes
+//! entries, `options` parses the trimming options XADD and XTRIM share, `blocking` the
+//! waits of XREAD and XREADGROUP.
 //!
 //! Replication: writes whose arguments do not replay to the same state are rewritten, as
 //! Redis rewrites them: XADD with `*` or `ms-*` carries the ID it generated, approximate or
@@ -12,6 +12,7 @@
 //! group's new last ID and `XGROUP CREATECONSUMER` for a consumer they created.
 
 mod blocking;
+mod claim;
 mod groups;
 mod info;
 mod options;
@@ -48,8 +49,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "5.0.0", ..command("xreadgroup", -7, WRITE | BLOCKING | MOVABLE_KEYS, KeySpec::Custom(xread_keys), readgroup::xreadgroup, GROUP, "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.") },
     CommandSpec { since: "5.0.0", ..command("xack", -4, WRITE | FAST, KEY1, pending::xack, GROUP, "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.") },
     CommandSpec { since: "5.0.0", ..command("xpending", -3, READONLY, KEY1, pending::xpending, GROUP, "Returns the information and entries from a stream consumer group's pending entries list.") },
-    CommandSpec { since: "5.0.0", ..command("xclaim", -6, WRITE | FAST, KEY1, pending::xclaim, GROUP, "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.") },
-    CommandSpec { since: "6.2.0", ..command("xautoclaim", -6, WRITE | FAST, KEY1, pending::xautoclaim, GROUP, "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.") },
+    CommandSpec { since: "5.0.0", ..command("xclaim", -6, WRITE | FAST, KEY1, claim::xclaim, GROUP, "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.") },
+    CommandSpec { since: "6.2.0", ..command("xautoclaim", -6, WRITE | FAST, KEY1, claim::xautoclaim, GROUP, "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.") },
     CommandSpec {
         since: "5.0.0",
         subcommands: XGROUP_SUBCOMMANDS,

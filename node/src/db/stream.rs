@@ -339,7 +339,7 @@ impl Stream {
         g.last_id = id;
     }
 
-    /// Nodes and their live counts, first to last (for persistence and tests).
+    /// Every live entry, first to last (persistence, tests).
     pub fn entries(&self) -> impl Iterator<Item = (StreamId, Fields<'_>)> + '_ {
         self.nodes.values().flat_map(|n| {
             n.items
