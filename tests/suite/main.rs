@@ -33,6 +33,7 @@ mod reply_compare;
 mod server;
 mod sets;
 mod sort;
+mod streams;
 mod strings;
 mod tls;
 mod tools;

@@ -44,6 +44,10 @@ pub enum TimeoutReply {
     NullArray,
     /// `$-1` (RESP3 `_`).
     NullBulk,
+    /// XREAD, XREADGROUP: a null array, as `NullArray`; the client is woken by every
+    /// signal on its keys (a new entry serves every reader; XREADGROUP answers an error
+    /// when its key or group goes).
+    StreamRead,
     /// WAIT: the count of replicas that acknowledged `offset` when the timeout passed. Only a
     /// caller that can see the acknowledgements answers it truly
     /// (`server::session::Session::time_out_blocked`);
@@ -77,9 +81,10 @@ impl TimeoutReply {
     /// The error this timeout answers, for the kinds that answer one.
     pub fn error_text(&self) -> Option<String> {
         match self {
-            TimeoutReply::NullArray | TimeoutReply::NullBulk | TimeoutReply::ReplicaAcks { .. } => {
-                None
-            }
+            TimeoutReply::NullArray
+            | TimeoutReply::NullBulk
+            | TimeoutReply::StreamRead
+            | TimeoutReply::ReplicaAcks { .. } => None,
             TimeoutReply::SyncAcks { .. } => Some(SYNC_ACKS_TIMEOUT_ERROR.to_string()),
             TimeoutReply::LapsedLease => {
                 Some(crate::command_framework::redirect::lapsed_lease_error())
@@ -93,7 +98,7 @@ impl TimeoutReply {
 
     pub fn write(self, reply: &mut Reply<'_>) {
         match self {
-            TimeoutReply::NullArray => reply.null_array(),
+            TimeoutReply::NullArray | TimeoutReply::StreamRead => reply.null_array(),
             TimeoutReply::NullBulk => reply.null(),
             TimeoutReply::ReplicaAcks { .. } => reply.integer(0),
             other => reply.error(&other.error_text().unwrap_or_default()),
@@ -146,10 +151,17 @@ impl Ctx<'_> {
     }
 
     /// Records a change to the dataset for `save` rules and WATCH.
+    ///
+    /// Also signals the key while clients are blocked: a stream reader must see its key
+    /// deleted, replaced or its group destroyed (Redis signals every such key); a list or
+    /// sorted-set waiter first in line just looks again.
     pub fn modified(&mut self, key: &[u8]) {
         self.effects.dirty += 1;
         if self.server.watches.active() {
             self.effects.modified.push(key.into());
+        }
+        if self.server.blocking.active() {
+            self.effects.ready.push(key.into());
         }
     }
 

@@ -18,6 +18,7 @@ pub mod replication;
 pub mod server;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -43,6 +44,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     hashes::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    streams::COMMANDS,
     transactions::COMMANDS,
     pubsub::COMMANDS,
     server::COMMANDS,

@@ -13,6 +13,9 @@ pub struct EncodingLimits {
     pub set_max_intset_entries: u64,
     pub zset_max_listpack_entries: u64,
     pub zset_max_listpack_value: u64,
+    /// Streams do use these two: nodes fill up to them, and `~` trims whole nodes.
+    pub stream_node_max_entries: u64,
+    pub stream_node_max_bytes: u64,
 }
 
 impl Default for EncodingLimits {
@@ -25,6 +28,8 @@ impl Default for EncodingLimits {
             set_max_intset_entries: 512,
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
+            stream_node_max_entries: 100,
+            stream_node_max_bytes: 4096,
         }
     }
 }

@@ -1440,6 +1440,25 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }
     ),
+    // Stream node limits: these do shape streams (see db/stream.rs).
+    param!(
+        "stream-node-max-entries",
+        true,
+        |c| c.encodings.stream_node_max_entries.to_string(),
+        |c, v| {
+            c.encodings.stream_node_max_entries = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "stream-node-max-bytes",
+        true,
+        |c| c.encodings.stream_node_max_bytes.to_string(),
+        |c, v| {
+            c.encodings.stream_node_max_bytes = memory(v, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
     param!(
         "latency-tracking",
         true,

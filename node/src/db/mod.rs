@@ -10,6 +10,7 @@ pub mod keyspace;
 pub mod locked;
 pub mod memory;
 pub mod stored_key;
+pub mod stream;
 pub mod value;
 pub mod zset;
 

@@ -1,8 +1,9 @@
-//! The five data types, as stored.
+//! The six data types, as stored.
 //!
 //! Aggregates are boxed so that a string entry, by far the most common, stays small: the
 //! enum is 24 bytes (a tag and a boxed slice).
 
+use super::stream::Stream;
 use super::zset::ZSet;
 use std::collections::VecDeque;
 
@@ -26,6 +27,7 @@ pub enum Value {
     Hash(Box<HashValue>),
     Set(Box<SetValue>),
     ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 const _: () = assert!(std::mem::size_of::<Value>() <= 24);
@@ -38,6 +40,7 @@ pub enum Kind {
     Hash,
     Set,
     ZSet,
+    Stream,
 }
 
 impl Kind {
@@ -48,6 +51,7 @@ impl Kind {
             Kind::Hash => "hash",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 
@@ -60,6 +64,7 @@ impl Kind {
             b"hash" => Kind::Hash,
             b"set" => Kind::Set,
             b"zset" => Kind::ZSet,
+            b"stream" => Kind::Stream,
             _ => return None,
         })
     }
@@ -73,6 +78,7 @@ impl Value {
             Value::Hash(_) => Kind::Hash,
             Value::Set(_) => Kind::Set,
             Value::ZSet(_) => Kind::ZSet,
+            Value::Stream(_) => Kind::Stream,
         }
     }
 
@@ -108,6 +114,7 @@ impl Value {
             Value::Hash(h) => sum(&mut h.iter().map(|(k, v)| k.len() + v.len())),
             Value::Set(s) => sum(&mut s.iter().map(|m| m.len())),
             Value::ZSet(z) => sum(&mut z.iter_unordered().map(|(m, _)| m.len() + 8)),
+            Value::Stream(s) => s.payload_bytes(),
         }
     }
 
@@ -119,6 +126,8 @@ impl Value {
             Value::Hash(h) => h.is_empty(),
             Value::Set(s) => s.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            // An empty stream is kept (it still has its last ID and groups), as in Redis.
+            Value::Stream(_) => false,
         }
     }
 }

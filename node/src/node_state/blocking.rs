@@ -4,6 +4,11 @@
 //! to a key, the first client waiting on that key is woken and runs its command again. A
 //! client that is served wakes the next one in line on the same keys when it leaves, so one
 //! push of many elements serves many clients, in the order they blocked.
+//!
+//! Stream readers (XREAD, XREADGROUP) wait differently: an entry added to a stream serves
+//! every reader at once (nothing is consumed), and a reader blocked on a group must learn
+//! when its key or group goes away. So they are woken by every signal on their keys, not
+//! only when first in line.
 
 use super::client::ClientShared;
 use crate::db::Key;
@@ -12,10 +17,17 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
+/// A client in a key's line.
+struct Waiter {
+    client: Arc<ClientShared>,
+    /// Woken by every signal on the key, wherever it stands in line (stream readers).
+    every_signal: bool,
+}
+
 #[derive(Default)]
 pub struct Blocking {
     waiting: AtomicUsize,
-    by_key: Mutex<HashMap<Key, VecDeque<Arc<ClientShared>>>>,
+    by_key: Mutex<HashMap<Key, VecDeque<Waiter>>>,
 }
 
 impl Blocking {
@@ -37,12 +49,17 @@ impl Blocking {
     /// line: only then may elements pushed before it registered be left for it (with a
     /// client ahead on a key, that client was woken by the push, and wakes the next one
     /// when it leaves), so only then should it look again before waiting.
-    pub fn register(&self, keys: &[Key], client: &Arc<ClientShared>) -> bool {
+    /// `every_signal`: the client is woken by every signal on its keys (stream readers),
+    /// and is always told to look again.
+    pub fn register(&self, keys: &[Key], client: &Arc<ClientShared>, every_signal: bool) -> bool {
         let mut map = self.by_key.lock();
-        let mut first = false;
+        let mut first = every_signal;
         for key in keys {
             let line = map.entry(key.clone()).or_default();
-            line.push_back(client.clone());
+            line.push_back(Waiter {
+                client: client.clone(),
+                every_signal,
+            });
             first |= line.len() == 1;
         }
         self.waiting.fetch_add(1, Relaxed);
@@ -55,9 +72,9 @@ impl Blocking {
         let mut map = self.by_key.lock();
         for key in keys {
             if let Some(line) = map.get_mut(key) {
-                line.retain(|c| c.id != client.id);
+                line.retain(|w| w.client.id != client.id);
                 if let Some(next) = line.front() {
-                    next.wake();
+                    next.client.wake();
                 } else {
                     map.remove(key);
                 }
@@ -66,12 +83,16 @@ impl Blocking {
         self.waiting.fetch_sub(1, Relaxed);
     }
 
-    /// Wakes the first client waiting on each key.
+    /// Wakes the first client waiting on each key, and every stream reader on it.
     pub fn wake(&self, keys: &[Key]) {
         let map = self.by_key.lock();
         for key in keys {
-            if let Some(first) = map.get(key).and_then(|line| line.front()) {
-                first.wake();
+            if let Some(line) = map.get(key) {
+                for (i, w) in line.iter().enumerate() {
+                    if i == 0 || w.every_signal {
+                        w.client.wake();
+                    }
+                }
             }
         }
     }
@@ -79,8 +100,8 @@ impl Blocking {
     /// Wakes every blocked client (FLUSHALL, CLIENT UNBLOCK, shutdown).
     pub fn wake_all(&self) {
         for line in self.by_key.lock().values() {
-            for c in line {
-                c.wake();
+            for w in line {
+                w.client.wake();
             }
         }
     }
@@ -103,9 +124,12 @@ mod tests {
     fn lines_form_and_clear() {
         let b = Blocking::default();
         let (one, two) = (client(1), client(2));
-        assert!(b.register(&keys(&["a", "b"]), &one), "first on both keys");
         assert!(
-            !b.register(&keys(&["a"]), &two),
+            b.register(&keys(&["a", "b"]), &one, false),
+            "first on both keys"
+        );
+        assert!(
+            !b.register(&keys(&["a"]), &two, false),
             "behind client 1 on its only key"
         );
         assert!(b.active());
@@ -115,5 +139,23 @@ mod tests {
         b.unregister(&keys(&["a"]), &two);
         assert!(!b.active());
         assert_eq!(b.blocking_keys(), 0);
+    }
+
+    /// Goal: a signal wakes the first client in line and every stream reader, not the
+    /// other clients behind the first. Method: three clients on one key, wake-up flags read.
+    #[test]
+    fn stream_readers_are_woken_wherever_they_stand() {
+        let b = Blocking::default();
+        let (pop1, pop2, reader) = (client(1), client(2), client(3));
+        b.register(&keys(&["k"]), &pop1, false);
+        b.register(&keys(&["k"]), &pop2, false);
+        assert!(
+            b.register(&keys(&["k"]), &reader, true),
+            "a reader always looks again"
+        );
+        b.wake(&keys(&["k"]));
+        assert!(pop1.take_wakeup());
+        assert!(!pop2.take_wakeup());
+        assert!(reader.take_wakeup());
     }
 }

@@ -33,6 +33,9 @@ pub enum WriteEffect {
     /// The key that served a pop among several keys, and how many elements it gave:
     /// BLPOP, BRPOP, BZPOPMIN, BZPOPMAX, BLMPOP, LMPOP, BZMPOP, ZMPOP.
     Served { key: Vec<u8>, count: usize },
+    /// The commands a replica runs instead of the write, already rewritten by the handler
+    /// (streams: the generated XADD ID, exact trims, XREADGROUP's claims and group IDs).
+    Commands(Vec<Argv>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -170,6 +173,7 @@ pub fn propagate(argv: &[&[u8]], effect: &WriteEffect) -> Result<Vec<Argv>, Prop
             return Err(unexpected(&name, effect))
         }
         (_, WriteEffect::None) => vec![owned(argv)],
+        (_, WriteEffect::Commands(commands)) => commands.clone(),
         (_, effect) => return Err(unexpected(&name, effect)),
     };
     Ok(out)

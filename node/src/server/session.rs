@@ -183,7 +183,10 @@ impl Session {
     pub fn enter_blocked(&mut self, block: &BlockRequest) -> bool {
         let shared = &self.client.shared;
         shared.blocked.store(true, Relaxed);
-        self.server.blocking.register(&block.keys, shared)
+        let every_signal = block.timeout_reply == TimeoutReply::StreamRead;
+        self.server
+            .blocking
+            .register(&block.keys, shared, every_signal)
     }
 
     /// Runs the blocked command again after a wake-up. True means it completed (its reply is
@@ -296,7 +299,10 @@ impl Session {
     fn count_timed_out_call(&self, block: &BlockRequest) {
         if !matches!(
             block.timeout_reply,
-            TimeoutReply::NullArray | TimeoutReply::NullBulk | TimeoutReply::ReplicaAcks { .. }
+            TimeoutReply::NullArray
+                | TimeoutReply::NullBulk
+                | TimeoutReply::ReplicaAcks { .. }
+                | TimeoutReply::StreamRead
         ) || block.retry.is_empty()
         {
             return;

@@ -18,11 +18,21 @@ pub enum PayloadError {
     BadData(FormatError),
 }
 
+/// The oldest format version that holds `value`: streams came with version 2, and a
+/// payload without one keeps version 1 so that nodes of the previous version still
+/// RESTORE it (MIGRATE during a rolling upgrade).
+fn payload_version(value: &Value) -> u16 {
+    match value {
+        Value::Stream(_) => VERSION,
+        _ => 1,
+    }
+}
+
 /// The DUMP payload of `value`.
 pub fn payload(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     put_value(&mut out, value);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&payload_version(value).to_le_bytes());
     let crc = crc64(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -93,6 +103,16 @@ mod tests {
             let cut = at.index(p.len());
             prop_assert!(matches!(value(&p[..cut]), Err(PayloadError::VersionOrChecksum)));
         }
+    }
+
+    #[test]
+    fn only_streams_need_format_version_2() {
+        let version = |p: &[u8]| u16::from_le_bytes([p[p.len() - 10], p[p.len() - 9]]);
+        assert_eq!(version(&payload(&Value::Int(7))), 1);
+        let stream = Value::Stream(Box::default());
+        let p = payload(&stream);
+        assert_eq!(version(&p), 2);
+        assert!(matches!(value(&p), Ok(Value::Stream(_))));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! `bytes` is `len:varint` then `len` bytes. A value is a type tag then its body:
 //! `STR bytes` | `INT zigzag-varint` | `LIST n:varint bytes*n` | `HASH n:varint (field value)*n`
 //! | `SET n:varint bytes*n` | `ZSET n:varint (member score:f64)*n`, zset members in
-//! (score, member) order. Aggregates are never empty.
+//! (score, member) order | `STREAM ...` (version 2, `stream_format.rs`). Aggregates other
+//! than streams are never empty.
 //!
 //! Decoding is bounded: every length is checked against the bytes that remain and a named
 //! limit before anything is allocated, preallocation is capped, and there is no nesting, so a
@@ -29,7 +30,7 @@ use std::io::Read;
 /// The first bytes of every snapshot file.
 pub const MAGIC: &[u8; 8] = b"NODESNAP";
 /// The format version written; readers accept 1..=VERSION. Bump it on any layout change.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 
 /// Longest string, key or element accepted: the most `proto-max-bulk-len` can be set to,
 /// so anything the node could have stored fits.
@@ -53,6 +54,7 @@ pub mod tag {
     pub const HASH: u8 = 3;
     pub const SET: u8 = 4;
     pub const ZSET: u8 = 5;
+    pub const STREAM: u8 = 6;
 }
 
 /// Record opcodes in a file.
@@ -176,6 +178,10 @@ pub fn put_value(out: &mut Vec<u8>, value: &Value) {
                 written += 1;
             }
             debug_assert_eq!(written, zset.len(), "zset count and pairs disagree");
+        }
+        Value::Stream(stream) => {
+            out.push(tag::STREAM);
+            super::stream_format::put_stream(out, stream);
         }
     }
 }
@@ -335,6 +341,15 @@ impl<R: Read> Decoder<R> {
 
     /// A length or count, checked against `max` and against the bytes left, assuming each
     /// unit takes at least `min_bytes_each` bytes of input.
+    pub(super) fn length_of(
+        &mut self,
+        what: &'static str,
+        max: u64,
+        min_bytes_each: u64,
+    ) -> Result<usize, FormatError> {
+        self.length(what, max, min_bytes_each)
+    }
+
     fn length(
         &mut self,
         what: &'static str,
@@ -453,6 +468,7 @@ impl<R: Read> Decoder<R> {
                 }
                 Value::ZSet(Box::new(zset))
             }
+            tag::STREAM => Value::Stream(Box::new(self.stream()?)),
             other => {
                 return Err(FormatError::UnknownType {
                     tag: other,

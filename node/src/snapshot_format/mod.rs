@@ -3,8 +3,10 @@
 //!
 //! - [`format`]: values, entries, file framing;
 //! - [`checksum`]: CRC-64 over streams;
-//! - [`dump`]: DUMP/RESTORE payloads (also MIGRATE's).
+//! - [`dump`]: DUMP/RESTORE payloads (also MIGRATE's);
+//! - [`stream_format`]: the stream value's body.
 
 pub mod checksum;
 pub mod dump;
 pub mod format;
+pub mod stream_format;

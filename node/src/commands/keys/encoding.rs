@@ -44,5 +44,6 @@ pub fn redis_encoding(value: &Value, limits: &EncodingLimits) -> &'static str {
             "listpack"
         }
         Value::ZSet(_) => "skiplist",
+        Value::Stream(_) => "stream",
     }
 }

@@ -95,7 +95,7 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.reply.ok();
         return Ok(());
     }
-    let wakes = matches!(value, Value::List(_) | Value::ZSet(_));
+    let wakes = matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_));
     let mut entry = Entry::new(value, ctx.db.lru_clock);
     entry.expires_at = expires_at;
     if let Some(idle) = o.idle_secs {
