@@ -6,7 +6,16 @@
 //! - a peer that floods SENDs past its posted receives has its connection failed at its
 //!   bounded queue, and the other peers go on being served;
 //! - a peer closed while its WRITEs are in flight leaves the hub: its address, its inbox, and
-//!   (once the provider finishes them) its operations' slots and the regions they held.
+//!   (once the provider finishes them) its operations' slots and the regions they held;
+//! - connections that hold transmit slots (operations whose completions they do not take)
+//!   meet `Full` at their share of the hub's slots, and another peer's request/reply still
+//!   runs;
+//! - an operation that fails on one peer (a WRITE with a wrong key) fails on that connection
+//!   only;
+//! - a connection with 32 receives posted (a pre-auth stream's) is cut off once its peer
+//!   sends 64 messages past them, not `rdma-recv-wr` + 64;
+//! - an ACCEPT that cannot be sent for 2 s (a peer whose transport never answers) does not
+//!   hold the hub: the other connections go on meanwhile.
 //!
 //! Needs libfabric (`scripts/install-deps.sh`). Run: `cargo test -p bus --test ofi_hub`.
 
@@ -14,9 +23,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bus::ofi::hub::{ARRIVALS_BEYOND_RECEIVES, TX_FAIR_SHARE};
 use bus::ofi::{OfiKind, OfiProvider};
-use bus::stream::{Stream, RX_SIZE_MIN};
-use bus::{Access, BusError, Connection, EndpointConfig, Listener, LocalSlice, Provider, Region};
+use bus::stream::{Stream, PREAUTH_RECV_SLOTS, RX_SIZE_MIN};
+use bus::{
+    Access, BusError, Completion, Connection, EndpointConfig, Listener, LocalSlice, Provider,
+    Region, RemoteRegion, RemoteSlice, WorkError,
+};
 
 type Conn = <OfiProvider as Provider>::Conn;
 
@@ -262,4 +275,410 @@ fn three_peers(kind: OfiKind) {
     );
     // The remaining peers are still served.
     interleaved_streams(&mut client_streams, &mut others_server, start);
+}
+
+/// One request/reply on a stream pair; how long it took.
+fn request_reply(client: &mut Stream<Conn>, server: &mut Stream<Conn>, start: Instant) -> Duration {
+    let began = Instant::now();
+    let request = b"*1\r\n$4\r\nPING\r\n";
+    let reply = b"+PONG\r\n";
+    let mut buf = [0u8; 64];
+    let deadline = began + STEP_TIMEOUT;
+    let mut sent = 0;
+    let mut got = Vec::new();
+    while got.len() < request.len() {
+        assert!(
+            Instant::now() < deadline,
+            "request stalled at {} bytes",
+            got.len()
+        );
+        sent += client.write(&request[sent..]).unwrap();
+        client.progress(now(start)).unwrap();
+        server.progress(now(start)).unwrap();
+        let n = server.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, request);
+    let (mut sent, mut got) = (0, Vec::new());
+    while got.len() < reply.len() {
+        assert!(
+            Instant::now() < deadline,
+            "reply stalled at {} bytes",
+            got.len()
+        );
+        sent += server.write(&reply[sent..]).unwrap();
+        server.progress(now(start)).unwrap();
+        client.progress(now(start)).unwrap();
+        let n = client.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, reply);
+    began.elapsed()
+}
+
+/// One WRITE from `from` to `target`, both polled until it completes: tcp;ofi_rxm sets up
+/// its transport connection at the first operation, which needs both sides' progress.
+fn first_write(from: &mut Conn, to: &mut Conn, target: RemoteRegion) {
+    let src = from.register(8, Access::NONE).unwrap();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let slice = || LocalSlice {
+        region: src.clone(),
+        offset: 0,
+        len: 8,
+    };
+    let dst = RemoteSlice {
+        region: target,
+        offset: 0,
+        len: 8,
+    };
+    let mut out = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "first WRITE never posted");
+        match from.post_write(u64::MAX, slice(), dst, None) {
+            Ok(()) => break,
+            Err(BusError::Full { .. }) => {
+                from.poll(&mut out, 64).unwrap();
+                to.poll(&mut Vec::new(), 64).unwrap();
+            }
+            Err(e) => panic!("first WRITE failed: {e}"),
+        }
+    }
+    while !out.iter().any(|c: &Completion| c.wr_id == u64::MAX) {
+        assert!(Instant::now() < deadline, "first WRITE never completed");
+        from.poll(&mut out, 64).unwrap();
+        to.poll(&mut Vec::new(), 64).unwrap();
+    }
+}
+
+/// Posts 8-byte WRITEs from `hog` to `target` without ever taking their completions, until
+/// the hub refuses one: (slots held, the refusal). The provider's own "try again" is waited
+/// out with the peer and `light` (another connection of the hub) progressing.
+fn hog_until_refused(
+    hog: &mut Conn,
+    peer: &mut Conn,
+    target: RemoteRegion,
+    light: &mut Stream<Conn>,
+    start: Instant,
+) -> (usize, &'static str) {
+    let src = hog.register(8, Access::NONE).unwrap();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut posted = 0u64;
+    loop {
+        assert!(Instant::now() < deadline, "never refused after {posted}");
+        let dst = RemoteSlice {
+            region: target,
+            offset: (posted % 8) * 8,
+            len: 8,
+        };
+        let slice = LocalSlice {
+            region: src.clone(),
+            offset: 0,
+            len: 8,
+        };
+        match hog.post_write(posted, slice, dst, None) {
+            Ok(()) => posted += 1,
+            Err(BusError::Full {
+                what: "ofi transmit queue",
+            }) => {
+                peer.poll(&mut Vec::new(), 64).unwrap();
+                light.progress(now(start)).unwrap();
+            }
+            Err(BusError::Full { what }) => {
+                return (hog.hub().in_flight_of(hog.owner()), what);
+            }
+            Err(e) => panic!("hog write failed: {e}"),
+        }
+        if posted.is_multiple_of(64) {
+            peer.poll(&mut Vec::new(), 64).unwrap();
+            light.progress(now(start)).unwrap();
+        }
+    }
+}
+
+/// Goal: connections that post and never take their completions (each holds a slot until it
+/// does) meet `Full` at their share of the hub's transmit slots (`per_connection`; once the
+/// hub is down to its reserve, `TX_FAIR_SHARE`), and another peer's request/reply still
+/// runs; a hog that takes its completions gets its slots back.
+#[test]
+fn peers_hogging_transmit_slots_meet_their_share_and_another_peer_is_still_served() {
+    let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
+    let start = Instant::now();
+    let (_listener, clients, accepted) = peers(&p, 1);
+    let limits = accepted[0].hub().tx_limits();
+    drop((clients, accepted));
+    let hogs = (limits.slots - limits.reserve) / limits.per_connection + 1;
+    eprintln!("{limits:?}: {hogs} hogs");
+    let (_listener, clients, accepted) = peers(&p, hogs + 1);
+    let hub = accepted[0].hub().clone();
+    let mut clients = clients.into_iter();
+    let mut accepted = accepted.into_iter();
+    let mut light_client = Stream::client(clients.next().unwrap(), RX_SIZE_MIN).unwrap();
+    let mut light_server = Stream::server(accepted.next().unwrap(), RX_SIZE_MIN).unwrap();
+    request_reply(&mut light_client, &mut light_server, start);
+    let mut hog_pairs = Vec::new();
+    let mut held = Vec::new();
+    for i in 0..hogs {
+        let mut client = clients.next().unwrap();
+        let mut server = accepted.next().unwrap();
+        let region = client.register(64, Access::REMOTE_WRITE).unwrap();
+        let target = region.remote().unwrap();
+        first_write(&mut server, &mut client, target);
+        let (holds, refusal) =
+            hog_until_refused(&mut server, &mut client, target, &mut light_server, start);
+        eprintln!("hog {i}: holds {holds} slots, then: {refusal}");
+        held.push(holds);
+        hog_pairs.push((client, server, region));
+    }
+    assert_eq!(
+        held[..hogs - 1],
+        vec![limits.per_connection; hogs - 1][..],
+        "a hog was stopped at another count than its share"
+    );
+    assert_eq!(
+        held[hogs - 1],
+        TX_FAIR_SHARE,
+        "the hog that found the hub at its reserve"
+    );
+    // The light peer is served while the hogs hold their slots.
+    for _ in 0..20 {
+        request_reply(&mut light_client, &mut light_server, start);
+    }
+    // A hog that takes its completions gets its slots back.
+    let (client, server, _) = &mut hog_pairs[0];
+    let mut out = Vec::new();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    while hub.in_flight_of(server.owner()) > 0 {
+        assert!(Instant::now() < deadline, "the hog's slots never came back");
+        server.poll(&mut out, 4096).unwrap();
+        client.poll(&mut Vec::new(), 64).unwrap();
+    }
+    assert!(
+        out.len() >= limits.per_connection,
+        "{} completions",
+        out.len()
+    );
+    let failed: Vec<_> = out.iter().filter(|c| c.status.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed, first {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
+
+/// Polls `conn` (and the streams) until one of its completions is `wr_id`'s.
+fn completion_of(conn: &mut Conn, peer: &mut Conn, wr_id: u64) -> Completion {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut out = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "no completion for {wr_id}");
+        conn.poll(&mut out, 64).unwrap();
+        // The target's libfabric is what rejects the key: it must progress.
+        let _ = peer.poll(&mut Vec::new(), 64);
+        if let Some(i) = out.iter().position(|c| c.wr_id == wr_id) {
+            return out.swap_remove(i);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Goal: a WRITE with a key its peer never gave fails on its own connection (tcp: the peer
+/// drops that transport connection), the hub stays up and its other peers are served.
+#[test]
+fn an_operation_failing_on_one_peer_fails_only_its_connection() {
+    let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
+    let start = Instant::now();
+    let (_listener, clients, accepted) = peers(&p, 3);
+    let hub = accepted[0].hub().clone();
+    let mut clients = clients.into_iter();
+    let mut accepted = accepted.into_iter();
+    let mut victim_client = clients.next().unwrap();
+    let mut victim = accepted.next().unwrap();
+    let mut client_streams: Vec<Stream<Conn>> = clients
+        .map(|c| Stream::client(c, RX_SIZE_MIN).unwrap())
+        .collect();
+    let mut server_streams: Vec<Stream<Conn>> = accepted
+        .map(|c| Stream::server(c, RX_SIZE_MIN).unwrap())
+        .collect();
+    request_reply(&mut client_streams[0], &mut server_streams[0], start);
+
+    let region = victim_client.register(64, Access::REMOTE_WRITE).unwrap();
+    let real = region.remote().unwrap();
+    first_write(&mut victim, &mut victim_client, real);
+    let forged = RemoteRegion {
+        rkey: real.rkey ^ 0x5a5a_5a5a,
+        ..real
+    };
+    let src = victim.register(8, Access::NONE).unwrap();
+    let slice = LocalSlice {
+        region: src,
+        offset: 0,
+        len: 8,
+    };
+    let dst = RemoteSlice {
+        region: forged,
+        offset: 0,
+        len: 8,
+    };
+    victim.post_write(77, slice, dst, None).unwrap();
+    let done = completion_of(&mut victim, &mut victim_client, 77);
+    // tcp;ofi_rxm: the target drops the transport connection, which flushes the WRITE
+    // (with the rejected-key errno when the flush is first to report, else "not connected").
+    assert!(
+        matches!(
+            done.status,
+            Err(WorkError::RemoteAccess | WorkError::RetryExceeded)
+        ),
+        "the forged WRITE completed with {:?}",
+        done.status
+    );
+    assert_eq!(hub.peers(), 3);
+    // The others were not touched, before or after the victim goes.
+    for (c, s) in client_streams.iter_mut().zip(server_streams.iter_mut()) {
+        request_reply(c, s, start);
+    }
+    drop(victim);
+    drop(victim_client);
+    for (c, s) in client_streams.iter_mut().zip(server_streams.iter_mut()) {
+        request_reply(c, s, start);
+    }
+}
+
+/// Sends `count` 32-byte messages from `from` to `to`, retrying on `Full`, until every send
+/// completed; `to`'s completions go to `got`. `to`'s error, if it fails meanwhile.
+fn send_messages(
+    from: &mut Conn,
+    to: &mut Conn,
+    count: usize,
+    got: &mut Vec<Completion>,
+) -> Result<(), BusError> {
+    let src = from.register(32, Access::SEND).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let (mut sent, mut done) = (0, 0);
+    while done < count {
+        assert!(
+            Instant::now() < deadline,
+            "{sent} of {count} sent, {done} completed"
+        );
+        if sent < count {
+            let slice = LocalSlice {
+                region: src.clone(),
+                offset: 0,
+                len: 32,
+            };
+            match from.post_send(sent as u64, slice) {
+                Ok(()) => sent += 1,
+                Err(BusError::Full { .. }) => {}
+                Err(e) => panic!("send failed: {e}"),
+            }
+        }
+        done += from.poll(&mut out, 64).unwrap();
+        out.clear();
+        to.poll(got, 64)?;
+    }
+    Ok(())
+}
+
+/// Goal: a connection with a pre-auth stream's 32 receives posted holds at most 64 messages
+/// past them (`ARRIVALS_BEYOND_RECEIVES`), not `rdma-recv-wr` + 64: one more and it fails.
+#[test]
+fn a_connection_with_few_receives_posted_is_cut_off_past_them() {
+    let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
+    let (_listener, mut clients, mut accepted) = peers(&p, 1);
+    let (client, server) = (&mut clients[0], &mut accepted[0]);
+    let recv = server
+        .register(PREAUTH_RECV_SLOTS * 64, Access::LOCAL_WRITE)
+        .unwrap();
+    for i in 0..PREAUTH_RECV_SLOTS {
+        let slice = LocalSlice {
+            region: recv.clone(),
+            offset: i * 64,
+            len: 64,
+        };
+        server.post_recv(i as u64, slice).unwrap();
+    }
+    assert!(config().recv_wr as usize > PREAUTH_RECV_SLOTS + ARRIVALS_BEYOND_RECEIVES);
+    // As many as it may hold: received, no error.
+    let mut got = Vec::new();
+    send_messages(
+        client,
+        server,
+        PREAUTH_RECV_SLOTS + ARRIVALS_BEYOND_RECEIVES,
+        &mut got,
+    )
+    .expect("cut off within its limit");
+    let settle = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < settle {
+        server.poll(&mut got, 64).expect("cut off within its limit");
+    }
+    assert_eq!(got.len(), PREAUTH_RECV_SLOTS, "receives completed");
+    // One more: cut off.
+    let error = match send_messages(client, server, 1, &mut got) {
+        Err(e) => e,
+        Ok(()) => {
+            let deadline = Instant::now() + STEP_TIMEOUT;
+            loop {
+                assert!(Instant::now() < deadline, "never cut off");
+                if let Err(e) = server.poll(&mut got, 64) {
+                    break e;
+                }
+            }
+        }
+    };
+    assert!(matches!(error, BusError::Protocol(_)), "{error:?}");
+}
+
+/// Goal: while the hub retries an ACCEPT to a peer whose transport never answers (a TCP
+/// socket that takes connections and says nothing), the other connections are served: the
+/// hub is locked per attempt, not for the 2 s of retrying.
+#[test]
+fn a_send_that_cannot_go_out_does_not_hold_the_hub() {
+    let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
+    let start = Instant::now();
+    let (_listener, clients, accepted) = peers(&p, 1);
+    let hub = accepted[0].hub().clone();
+    let mut client = Stream::client(clients.into_iter().next().unwrap(), RX_SIZE_MIN).unwrap();
+    let mut server = Stream::server(accepted.into_iter().next().unwrap(), RX_SIZE_MIN).unwrap();
+    request_reply(&mut client, &mut server, start);
+
+    let mute = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = mute.local_addr().unwrap().port();
+    // A sockaddr_in naming it, as tcp;ofi_rxm names peers.
+    let mut raw = vec![0u8; 16];
+    raw[..2].copy_from_slice(&2u16.to_ne_bytes());
+    raw[2..4].copy_from_slice(&port.to_be_bytes());
+    raw[4..8].copy_from_slice(&[127, 0, 0, 1]);
+    let attached = hub.attach(&raw).unwrap();
+    let retrying = Duration::from_secs(2);
+    let sender = {
+        let hub = hub.clone();
+        std::thread::spawn(move || {
+            let began = Instant::now();
+            let sent = hub.send_until(&[0u8; 32], attached.peer_fi, began + retrying);
+            (sent, began.elapsed())
+        })
+    };
+    let mut slowest = Duration::ZERO;
+    let mut rounds = 0;
+    while !sender.is_finished() {
+        slowest = slowest.max(request_reply(&mut client, &mut server, start));
+        rounds += 1;
+    }
+    let (sent, took) = sender.join().unwrap();
+    eprintln!("send_until: {sent:?} after {took:?}; {rounds} request/replies meanwhile, slowest {slowest:?}");
+    assert!(
+        took >= retrying,
+        "the send to the mute peer ended early: {sent:?} (the test needs it to retry)"
+    );
+    assert!(
+        rounds > 10,
+        "only {rounds} request/replies while it retried"
+    );
+    assert!(
+        slowest < Duration::from_millis(500),
+        "a request/reply took {slowest:?} while the hub retried a send"
+    );
+    hub.detach(attached.owner, attached.peer_fi);
+    drop(mute);
 }

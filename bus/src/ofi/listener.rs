@@ -30,7 +30,7 @@ use crate::provider::Listener;
 use super::conn::OfiConnection;
 use super::domain::Domain;
 use super::handshake::{Handshake, Kind, HANDSHAKE_MAX};
-use super::hub::{Hub, InboxLimits, ARRIVAL_BYTES_MAX};
+use super::hub::{Hub, TxLimits};
 use super::kind::{OfiKind, Rendezvous};
 use super::open::{
     connection_sizes, listener_address, open_core, sockaddr_port, Bind, OFI_SEND_MAX,
@@ -54,8 +54,15 @@ const HANDSHAKE_SLEEP_MAX: Duration = Duration::from_millis(2);
 /// sends its HELLO at once.
 pub const HANDSHAKE_PENDING_MAX: usize = 256;
 /// Operations in flight on a listener's hub, all its connections together (beyond it a post
-/// meets `Full`, back-pressure): 4,096 slots of about 100 bytes.
+/// meets `Full`, back-pressure): 4,096 slots of about 100 bytes, or what the provider grants
+/// an endpoint if less (tcp;ofi_rxm 1.17: 2,048; shm: 1,024), so that the shares below are
+/// shares of what the provider will really take.
 pub const HUB_TX_SLOTS: usize = 4096;
+/// A hub's slots are split in this many shares: one connection may hold one share (or
+/// `rdma-send-wr` if less), and one share is kept for connections that hold little
+/// ([`hub::TX_FAIR_SHARE`](super::hub::TX_FAIR_SHARE)): connections that keep their
+/// operations in flight take at most the other shares together.
+pub const HUB_TX_SHARES: usize = 4;
 /// Address-vector entries a hub starts with (it grows with its connections).
 const HUB_AV_COUNT: usize = 256;
 /// TCP connections taken from the kernel per `accept` round (the rest wait for the next):
@@ -117,12 +124,26 @@ fn hub_sizes() -> CoreSizes {
     }
 }
 
-/// How much one connection may have waiting: its posted receives' worth, plus what the
-/// provider may deliver before the connection polls.
-pub(crate) fn inbox_limits(config: &EndpointConfig) -> InboxLimits {
-    InboxLimits {
-        arrivals: config.recv_wr as usize + BOUNCE_MAX,
-        bytes: ARRIVAL_BYTES_MAX,
+/// How a hub's transmit slots are shared: a listener's among its connections, a private
+/// one's all for its connection.
+pub(crate) fn tx_limits(config: &EndpointConfig, private: bool, granted: usize) -> TxLimits {
+    match private {
+        true => {
+            let slots = connection_sizes(config).tx_slots;
+            TxLimits {
+                slots,
+                per_connection: slots,
+                reserve: 0,
+            }
+        }
+        false => {
+            let slots = HUB_TX_SLOTS.min(granted).max(HUB_TX_SHARES);
+            TxLimits {
+                slots,
+                per_connection: (config.send_wr as usize).min(slots / HUB_TX_SHARES),
+                reserve: slots / HUB_TX_SHARES,
+            }
+        }
     }
 }
 
@@ -156,7 +177,8 @@ fn open_hub(
         hub_sizes()
     };
     let core = open_core(domain, at, sizes)?;
-    Ok(Hub::new(core, inbox_limits(config), private))
+    let granted = domain.info.tx_attr().size;
+    Ok(Hub::new(core, tx_limits(config, private, granted), private))
 }
 
 impl OfiListener {
@@ -258,11 +280,10 @@ impl OfiListener {
             Some(hub) => hub.clone(),
             None => open_hub(&self.domain, self.bind, &self.config, true)?,
         };
-        let (owner, peer_fi) = hub.attach(&hello.name)?;
+        let attached = hub.attach(&hello.name)?;
         OfiConnection::new(
             hub,
-            owner,
-            peer_fi,
+            attached,
             &hello.name,
             self.config.max_inline,
             self.config.recv_wr as usize,
@@ -460,13 +481,12 @@ pub(crate) fn connect(
         Rendezvous::Fabric => meet_on_fabric(domain, core, to, &hello, deadline, timeout)?,
         Rendezvous::TcpSocket => meet_on_socket(core, to, &hello, timeout)?,
     };
-    let hub = Hub::new(core, inbox_limits(config), true);
-    let (owner, peer_fi) = hub.attach(&accept.name)?;
+    let hub = Hub::new(core, tx_limits(config, true, usize::MAX), true);
+    let attached = hub.attach(&accept.name)?;
     hub.absorb(early);
     OfiConnection::new(
         hub,
-        owner,
-        peer_fi,
+        attached,
         &accept.name,
         config.max_inline,
         config.recv_wr as usize,
