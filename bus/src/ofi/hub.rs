@@ -34,6 +34,11 @@
 //! mutex: connections of one hub polled from several threads take turns, and nobody holds
 //! it while waiting (`send_until` retries with the lock released between attempts).
 //!
+//! Removing a peer: on tcp its address leaves the address vector when its connection
+//! closes. shm 1.17 cannot be asked that safely (`Hub::detach`), so a shm hub keeps every
+//! address it was given ([`Mode::SharedKeepingAddresses`]) and serves a bounded number of
+//! connections over its life (the listener then opens the next one, `listener.rs`).
+//!
 //! A connector's connection has a private hub with its one peer (`private`): everything that
 //! arrives on it is that peer's, as before hubs existed (the handshake's ACCEPT and the
 //! messages behind it come from an address not yet in the vector).
@@ -154,6 +159,8 @@ struct HubState {
     /// Slots held by all connections together (the sum of their `tx_held`).
     tx_held: usize,
     private: bool,
+    /// Peers' addresses stay in the address vector after they detach (see [`Mode`]).
+    keep_addresses: bool,
     scratch: VecDeque<Event>,
     /// Arrivals dropped because no connection of this hub had sent them.
     strays: u64,
@@ -172,6 +179,23 @@ impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hub").finish_non_exhaustive()
     }
+}
+
+/// Who a hub serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One peer only (a connector's connection), which owns every arrival.
+    Private,
+    /// A listener's connections; a detached peer's address leaves the address vector.
+    Shared,
+    /// A listener's connections; a detached peer's address stays in the address vector (its
+    /// arrivals are still dropped: it no longer maps to a connection). For shm 1.17, whose
+    /// `fi_av_remove` frees the peer's slot in its peer table (`smr_map_del`) before telling
+    /// the peer (`smr_unmap_from_endpoint` then finds the slot free and returns early), so
+    /// the removed peer keeps sending with that slot's id, and once the slot is reused the
+    /// hub attributes those arrivals to the new peer; it also unmaps the peer's region under
+    /// operations still in flight to it.
+    SharedKeepingAddresses,
 }
 
 /// The endpoint of a hub, locked for posting operations.
@@ -211,8 +235,8 @@ impl Locked<'_> {
 }
 
 impl Hub {
-    /// A hub over `core`. `private`: one peer only, which owns every arrival.
-    pub fn new(core: RdmCore, tx: TxLimits, private: bool) -> Arc<Hub> {
+    /// A hub over `core`, serving as `mode` says.
+    pub fn new(core: RdmCore, tx: TxLimits, mode: Mode) -> Arc<Hub> {
         Arc::new(Hub {
             domain: core.domain().clone(),
             name: core.ep.name.clone(),
@@ -223,7 +247,8 @@ impl Hub {
                 next_owner: 1,
                 tx,
                 tx_held: 0,
-                private,
+                private: mode == Mode::Private,
+                keep_addresses: mode == Mode::SharedKeepingAddresses,
                 scratch: VecDeque::new(),
                 strays: 0,
                 broken: None,
@@ -281,9 +306,9 @@ impl Hub {
     /// provider finishes them: the provider may still read those regions and hand back
     /// those contexts, so neither may be reused before. Their completions are then dropped.
     /// tcp;ofi_rxm finishes them (flushed) once the peer's connection goes; shm 1.17 waits
-    /// for a response from the peer even after `fi_av_remove`, so with a peer that died they
-    /// would stay until the hub closes (which is one reason shm listeners do not share
-    /// endpoints: `listener.rs`). [`Hub::orphaned`] counts them.
+    /// for the peer to answer each, so with a peer that died they stay until the hub closes
+    /// (a shm hub serves a bounded number of connections and closes with its last one,
+    /// `listener.rs`). [`Hub::orphaned`] counts them.
     pub fn detach(&self, owner: u64, fi_addr: FiAddr) {
         let mut s = self.state.lock();
         let left = s.core.tx_in_flight_of(|o| o == owner);
@@ -300,7 +325,9 @@ impl Hub {
         if s.owner_of.get(&fi_addr) == Some(&owner) {
             s.owner_of.remove(&fi_addr);
             s.core.forget_peer(fi_addr, owner);
-            s.core.ep.av_remove(fi_addr);
+            if !s.keep_addresses {
+                s.core.ep.av_remove(fi_addr);
+            }
         }
     }
 
@@ -386,6 +413,11 @@ impl Hub {
         let s = self.state.lock();
         s.core
             .tx_in_flight_of(|o| o != 0 && !s.inboxes.contains_key(&o))
+    }
+
+    /// Connections ever attached (detached ones included).
+    pub fn attached_total(&self) -> u64 {
+        self.state.lock().next_owner - 1
     }
 
     /// Connections attached.
