@@ -150,6 +150,12 @@ fn shm_connections_share_a_hub_per_generation_and_a_gone_peer_leaves_the_others_
         assert!(Arc::ptr_eq(c.hub(), &hub), "shm: a connection off the hub");
     }
     assert_eq!(hub.peers(), SHM_HUB_PEERS);
+    let (size, used) = shm_region_of(&hub);
+    eprintln!(
+        "shm: the hub of {SHM_HUB_PEERS} connections: one region of {} KiB ({} KiB touched)",
+        size >> 10,
+        used >> 10
+    );
     let mut client_streams: Vec<Stream<Conn>> = clients
         .into_iter()
         .map(|c| Stream::client(c, RX_SIZE_MIN).unwrap())
@@ -198,6 +204,18 @@ fn shm_connections_share_a_hub_per_generation_and_a_gone_peer_leaves_the_others_
         weak.upgrade().is_none(),
         "shm: a used-up hub outlived its connections"
     );
+}
+
+/// The size of the shm region backing `hub`'s endpoint (`/dev/shm/<its name>`): (bytes,
+/// bytes in use).
+fn shm_region_of(hub: &bus::ofi::hub::Hub) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let name = String::from_utf8_lossy(hub.name());
+    let name = name.trim_end_matches('\0');
+    let file = name.rsplit("://").next().unwrap_or(name);
+    let m = std::fs::metadata(format!("/dev/shm/{file}"))
+        .unwrap_or_else(|e| panic!("no shm region for hub name {name:?}: {e}"));
+    (m.len(), m.blocks() * 512)
 }
 
 /// Goal (shm): hundreds of short connections come and go through one listener while a long
