@@ -67,12 +67,20 @@ pub const HUB_TX_SHARES: usize = 4;
 /// closes with its last connection. shm 1.17 cannot remove a peer safely (`hub::Mode`), so
 /// a shm hub keeps every peer it had: this bounds the peer table (shm's own limit is 256),
 /// the regions of gone peers it keeps mapped, and what operations a dead peer leaves stuck.
-/// The hub's costs (its 1 shm region and pools) are shared by up to this many clients.
-pub const SHM_HUB_PEERS: usize = 32;
+///
+/// Why so few: shm splits an endpoint's 256 SAR buffers of 32 KiB (8 MiB) among its peers
+/// (`max_sar_buf_per_peer` = 256 / peers), and a WRITE larger than a peer's share is moved
+/// in parts: the hub then handles the commands behind it, the IMM note among them, before
+/// the WRITE's data has all landed (shm answers `FI_ORDER_SAS` only, no `FI_ORDER_SAW`).
+/// 4 peers keep a peer's share at 2 MiB, twice the default window (`rdma-rx-size` 1 MiB),
+/// the largest WRITE a Stream makes. With 32 peers it would be 256 KiB.
+pub const SHM_HUB_PEERS: usize = SHM_SAR_BYTES / (2 * crate::stream::RX_SIZE_DEFAULT);
+/// shm 1.17's SAR buffers per endpoint, shared by its peers (256 of 32 KiB).
+const SHM_SAR_BYTES: usize = 256 * 32 * 1024;
 /// shm hubs of one listener open at once (the current one and used-up ones whose
-/// connections are not all closed): beyond it a HELLO is refused (its handshake socket
-/// closed, the reason logged), so clients that stay cannot make the node map shared memory
-/// without bound.
+/// connections are not all closed), each a 16 MiB shm region: beyond it a HELLO is refused
+/// (its handshake socket closed, the reason logged), so clients that stay cannot make the
+/// node map shared memory without bound (at most 1 GiB of regions, 256 connections).
 pub const SHM_HUBS_MAX: usize = 64;
 /// Address-vector entries a hub starts with (it grows with its connections).
 const HUB_AV_COUNT: usize = 256;
