@@ -19,6 +19,7 @@
 //! operations. The stream protocol's keepalives are what detect it.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ use crate::addr::EndpointAddr;
 use crate::error::BusError;
 use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice, WorkError};
 
-use super::hub::{Delivery, Hub, ARRIVAL_BYTES_MAX};
+use super::hub::{Attached, Delivery, Hub, ARRIVALS_BEYOND_RECEIVES, ARRIVAL_BYTES_MAX};
 use super::open::OFI_SEND_MAX;
 use super::region::OfiRegion;
 use super::sys::FiAddr;
@@ -61,6 +62,9 @@ pub struct OfiConnection {
     max_inline: usize,
     recv_max: usize,
     recvs: VecDeque<PostedRecv>,
+    /// The most receives posted at once (shared with the hub, which bounds our inbox by it,
+    /// plus its slack, between two polls).
+    receives_high: Arc<AtomicUsize>,
     arrivals: VecDeque<Arrival>,
     /// Bytes of SEND payload in `arrivals` (bounded by `ARRIVAL_BYTES_MAX`).
     arrival_bytes: usize,
@@ -80,16 +84,20 @@ impl std::fmt::Debug for OfiConnection {
 }
 
 impl OfiConnection {
-    /// The connection of the peer at raw address `peer_raw`, attached to `hub` as `owner`
-    /// at `peer_fi` (see [`Hub::attach`]).
+    /// The connection of the peer at raw address `peer_raw`, attached to `hub` (see
+    /// [`Hub::attach`]).
     pub(crate) fn new(
         hub: Arc<Hub>,
-        owner: u64,
-        peer_fi: FiAddr,
+        attached: Attached,
         peer_raw: &[u8],
         max_inline: usize,
         recv_max: usize,
     ) -> Result<Self, BusError> {
+        let Attached {
+            owner,
+            peer_fi,
+            receives,
+        } = attached;
         let tag = hub.domain().kind.addr_tag();
         let peer = EndpointAddr::ofi(tag, peer_raw);
         let local = EndpointAddr::ofi(tag, hub.name());
@@ -109,6 +117,7 @@ impl OfiConnection {
             max_inline,
             recv_max,
             recvs: VecDeque::new(),
+            receives_high: receives,
             arrivals: VecDeque::new(),
             arrival_bytes: 0,
             done: VecDeque::new(),
@@ -125,6 +134,11 @@ impl OfiConnection {
     /// listener accepted).
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
+    }
+
+    /// This connection's id in its hub (see [`Hub::in_flight_of`]).
+    pub fn owner(&self) -> u64 {
+        self.owner
     }
 
     /// Reads the hub once and turns what it has for us into completions in `self.done`.
@@ -147,10 +161,10 @@ impl OfiConnection {
                 Delivery::RecvFailed(error) => self.arrivals.push_back(Arrival::Failed(error)),
             }
         }
-        // Arrivals that find no posted receive wait here; bounded like a receive queue (on
-        // verbs the peer would get RNR errors instead).
-        if self.arrivals.len() > self.recv_max + super::rdm::BOUNCE_MAX
-            || self.arrival_bytes > ARRIVAL_BYTES_MAX
+        self.match_arrivals()?;
+        // Arrivals that find no posted receive wait here, a few (on verbs the peer would get
+        // RNR errors instead): a peer that sends past our posted receives is cut off.
+        if self.arrivals.len() > ARRIVALS_BEYOND_RECEIVES || self.arrival_bytes > ARRIVAL_BYTES_MAX
         {
             return Err(BusError::Protocol(format!(
                 "peer {} sent {} messages ({} bytes) beyond the posted receives",
@@ -159,7 +173,7 @@ impl OfiConnection {
                 self.arrival_bytes
             )));
         }
-        self.match_arrivals()
+        Ok(())
     }
 
     /// Pairs arrivals with posted receives, oldest first, as a verbs receive queue does.
@@ -260,15 +274,10 @@ impl Connection for OfiConnection {
                 reason: format!("{} bytes > OFI_SEND_MAX {OFI_SEND_MAX}", src.len),
             });
         }
-        self.hub.lock().core().send_region(
-            self.owner,
-            wr_id,
-            &src.region,
-            src.offset,
-            src.len,
-            self.peer_fi,
-            self.max_inline,
-        )
+        let (owner, to, inline) = (self.owner, self.peer_fi, self.max_inline);
+        self.hub.lock().post(owner, |core| {
+            core.send_region(owner, wr_id, &src.region, src.offset, src.len, to, inline)
+        })
     }
 
     fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<OfiRegion>) -> Result<(), BusError> {
@@ -284,6 +293,7 @@ impl Connection for OfiConnection {
             offset: dst.offset,
             len: dst.len,
         });
+        self.receives_high.fetch_max(self.recvs.len(), Relaxed);
         // Messages that arrived before this receive complete at the next poll.
         self.match_arrivals()
     }
@@ -296,17 +306,20 @@ impl Connection for OfiConnection {
         imm: Option<u32>,
     ) -> Result<(), BusError> {
         let (addr, key) = self.remote_target(&dst, src.len)?;
-        self.hub.lock().core().write(
-            self.owner,
-            wr_id,
-            &src.region,
-            src.offset,
-            src.len,
-            self.peer_fi,
-            addr,
-            key,
-            imm,
-        )
+        let (owner, to) = (self.owner, self.peer_fi);
+        self.hub.lock().post(owner, |core| {
+            core.write(
+                owner,
+                wr_id,
+                &src.region,
+                src.offset,
+                src.len,
+                to,
+                addr,
+                key,
+                imm,
+            )
+        })
     }
 
     fn post_read(
@@ -316,16 +329,19 @@ impl Connection for OfiConnection {
         src: RemoteSlice,
     ) -> Result<(), BusError> {
         let (addr, key) = self.remote_target(&src, dst.len)?;
-        self.hub.lock().core().read(
-            self.owner,
-            wr_id,
-            &dst.region,
-            dst.offset,
-            dst.len,
-            self.peer_fi,
-            addr,
-            key,
-        )
+        let (owner, from) = (self.owner, self.peer_fi);
+        self.hub.lock().post(owner, |core| {
+            core.read(
+                owner,
+                wr_id,
+                &dst.region,
+                dst.offset,
+                dst.len,
+                from,
+                addr,
+                key,
+            )
+        })
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<usize, BusError> {

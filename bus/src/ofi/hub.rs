@@ -10,22 +10,43 @@
 //! Demultiplexing: operations are posted with their connection's `owner` id, which their
 //! completion carries back (`rdm.rs` slots); arrivals (SENDs and IMM notes) are routed by the
 //! sender's address from `fi_cq_readfrom` (FI_SOURCE). An arrival from an address that is not
-//! a connection of this hub (never inserted, or removed on close) is dropped at once. Each
-//! connection's inbox is bounded ([`InboxLimits`]); a peer that sends past it (more than its
-//! posted receives allow) gets its connection failed with a protocol error at its next poll,
-//! while the other peers' arrivals go on being routed.
+//! a connection of this hub (never inserted, or removed on close) is dropped at once.
+//!
+//! What one peer can do to the others is bounded:
+//! - **Arrivals**: each connection's inbox holds at most its posted receives (the most it has
+//!   had posted at once: 32 for a pre-auth stream, `rdma-recv-wr` after) plus
+//!   [`ARRIVALS_BEYOND_RECEIVES`], and [`ARRIVAL_BYTES_MAX`] bytes; a peer that sends past it
+//!   gets its connection failed with a protocol error at its next poll, while the other
+//!   peers' arrivals go on being routed.
+//! - **Transmit slots** ([`TxLimits`]): an operation holds one of the hub's slots from its
+//!   post until its connection has taken its completion. One connection holds at most
+//!   `per_connection`, and once fewer than `reserve` are free only connections holding fewer
+//!   than [`TX_FAIR_SHARE`] may take more: connections whose operations stay in flight (a
+//!   peer that stops polling keeps its WRITEs pending) or that do not take their completions
+//!   meet `Full`, the others still get slots.
+//! - **IMM notes** wait per peer (`rdm.rs`): a backed-up peer holds back only its own.
+//! - **Errors**: a failed operation completes on its own connection; a note the provider
+//!   refuses fails its peer's connection only. Only errors of the endpoint itself (reading
+//!   the completion queue, re-posting a receive) fail every connection of the hub.
 //!
 //! Any connection's `poll` drives the whole endpoint and routes what it finds to everyone's
 //! inbox, so peers progress whichever connection the caller polls. The endpoint sits behind a
-//! mutex: connections of one hub polled from several threads take turns.
+//! mutex: connections of one hub polled from several threads take turns, and nobody holds
+//! it while waiting (`send_until` retries with the lock released between attempts).
+//!
+//! Removing a peer: on tcp its address leaves the address vector when its connection
+//! closes. shm 1.17 cannot be asked that safely (`Hub::detach`), so a shm hub keeps every
+//! address it was given ([`Mode::SharedKeepingAddresses`]) and serves a bounded number of
+//! connections over its life (the listener then opens the next one, `listener.rs`).
 //!
 //! A connector's connection has a private hub with its one peer (`private`): everything that
 //! arrives on it is that peer's, as before hubs existed (the handshake's ACCEPT and the
 //! messages behind it come from an address not yet in the vector).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -39,19 +60,50 @@ use super::sys::{self, FiAddr};
 /// Completions read from the endpoint per poll of any of its connections.
 const HUB_POLL_BATCH: usize = 32;
 
-/// How much one connection's inbox may hold before its peer counts as flooding.
-#[derive(Clone, Copy, Debug)]
-pub struct InboxLimits {
-    /// Arrivals (SENDs, IMM notes, failed receives) waiting for the connection's next poll.
-    pub arrivals: usize,
-    /// Bytes of SEND payload among them.
-    pub bytes: usize,
-}
+/// Pause between attempts of `send_until` (the hub is unlocked meanwhile).
+const SEND_RETRY_SLEEP: Duration = Duration::from_micros(50);
+
+/// Arrivals (SENDs, IMM notes, failed receives) a connection may have waiting beyond the
+/// receives it has posted: what the provider may deliver between a receive's completion and
+/// its re-posting. A peer that keeps within its posted receives never comes near it.
+pub const ARRIVALS_BEYOND_RECEIVES: usize = 64;
 
 /// Bytes of SEND payload one connection may have waiting (in its inbox, or arrived before a
 /// receive was posted): a peer that keeps within its posted receives (control messages of
 /// 32 bytes, at most `rdma-recv-wr` of them) never comes near it.
 pub const ARRIVAL_BYTES_MAX: usize = 64 * 1024;
+
+/// Operations in flight one connection may keep once its hub runs short of slots (fewer than
+/// `TxLimits::reserve` free): enough for a request's reply and its control messages.
+pub const TX_FAIR_SHARE: usize = 16;
+
+/// How one hub's transmit slots are shared among its connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxLimits {
+    /// Slots of the hub, all connections together.
+    pub slots: usize,
+    /// Slots one connection may hold (operations posted whose completion it has not taken).
+    pub per_connection: usize,
+    /// Free slots kept for connections holding fewer than [`TX_FAIR_SHARE`].
+    pub reserve: usize,
+}
+
+/// The most arrivals `receives` posted receives allow to wait.
+pub fn arrivals_allowed(receives: usize) -> usize {
+    receives + ARRIVALS_BEYOND_RECEIVES
+}
+
+/// What one attached connection needs from the hub.
+#[derive(Debug)]
+pub struct Attached {
+    /// Its id in the hub (carried by its operations' completions).
+    pub owner: u64,
+    /// Its peer's entry in the address vector.
+    pub peer_fi: FiAddr,
+    /// The most receives the connection has had posted at once; it raises it as it posts
+    /// more, and the hub bounds its inbox by it (no lock needed: only ever grows).
+    pub receives: Arc<AtomicUsize>,
+}
 
 /// What the hub hands a connection.
 #[derive(Debug)]
@@ -76,13 +128,24 @@ impl Delivery {
     }
 }
 
+/// Why a connection fails at its next poll.
+#[derive(Debug)]
+enum Fault {
+    /// Its peer sent past the inbox limits; what it sends after is dropped.
+    Flooded,
+    /// The provider refused something for this peer only (an IMM note).
+    Failed(String),
+}
+
 #[derive(Default)]
 struct Inbox {
     items: VecDeque<Delivery>,
     arrivals: usize,
     bytes: usize,
-    /// Set when the peer sent past the limits; what it sends after is dropped.
-    overflowed: bool,
+    receives: Arc<AtomicUsize>,
+    /// Slots this connection holds: operations posted whose completion it has not taken.
+    tx_held: usize,
+    fault: Option<Fault>,
 }
 
 struct HubState {
@@ -92,11 +155,17 @@ struct HubState {
     /// Owner id of each peer address.
     owner_of: HashMap<FiAddr, u64>,
     next_owner: u64,
-    limits: InboxLimits,
+    tx: TxLimits,
+    /// Slots held by all connections together (the sum of their `tx_held`).
+    tx_held: usize,
     private: bool,
+    /// Peers' addresses stay in the address vector after they detach (see [`Mode`]).
+    keep_addresses: bool,
     scratch: VecDeque<Event>,
     /// Arrivals dropped because no connection of this hub had sent them.
     strays: u64,
+    /// Set when the endpoint itself failed: every connection fails with it.
+    broken: Option<String>,
 }
 
 pub struct Hub {
@@ -112,18 +181,62 @@ impl std::fmt::Debug for Hub {
     }
 }
 
+/// Who a hub serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One peer only (a connector's connection), which owns every arrival.
+    Private,
+    /// A listener's connections; a detached peer's address leaves the address vector.
+    Shared,
+    /// A listener's connections; a detached peer's address stays in the address vector (its
+    /// arrivals are still dropped: it no longer maps to a connection). For shm 1.17, whose
+    /// `fi_av_remove` frees the peer's slot in its peer table (`smr_map_del`) before telling
+    /// the peer (`smr_unmap_from_endpoint` then finds the slot free and returns early), so
+    /// the removed peer keeps sending with that slot's id, and once the slot is reused the
+    /// hub attributes those arrivals to the new peer; it also unmaps the peer's region under
+    /// operations still in flight to it.
+    SharedKeepingAddresses,
+}
+
 /// The endpoint of a hub, locked for posting operations.
 pub struct Locked<'a>(MutexGuard<'a, HubState>);
 
 impl Locked<'_> {
-    pub fn core(&mut self) -> &mut RdmCore {
-        &mut self.0.core
+    /// Posts one operation for connection `owner` with `post`, if its share of the transmit
+    /// slots allows (`Full` otherwise: back-pressure, as a full send queue).
+    pub fn post(
+        &mut self,
+        owner: u64,
+        post: impl FnOnce(&mut RdmCore) -> Result<(), BusError>,
+    ) -> Result<(), BusError> {
+        let s = &mut *self.0;
+        let free = s.tx.slots.saturating_sub(s.tx_held);
+        let tx = s.tx;
+        let Some(inbox) = s.inboxes.get(&owner) else {
+            return Err(BusError::Closed("ofi connection detached".into()));
+        };
+        if inbox.tx_held >= tx.per_connection {
+            return Err(BusError::Full {
+                what: "ofi send work requests of this connection (rdma-send-wr)",
+            });
+        }
+        if free <= tx.reserve && inbox.tx_held >= TX_FAIR_SHARE {
+            return Err(BusError::Full {
+                what: "ofi hub transmit slots (the rest is kept for other connections)",
+            });
+        }
+        post(&mut s.core)?;
+        if let Some(inbox) = s.inboxes.get_mut(&owner) {
+            inbox.tx_held += 1;
+            s.tx_held += 1;
+        }
+        Ok(())
     }
 }
 
 impl Hub {
-    /// A hub over `core`. `private`: one peer only, which owns every arrival.
-    pub fn new(core: RdmCore, limits: InboxLimits, private: bool) -> Arc<Hub> {
+    /// A hub over `core`, serving as `mode` says.
+    pub fn new(core: RdmCore, tx: TxLimits, mode: Mode) -> Arc<Hub> {
         Arc::new(Hub {
             domain: core.domain().clone(),
             name: core.ep.name.clone(),
@@ -132,10 +245,13 @@ impl Hub {
                 inboxes: HashMap::new(),
                 owner_of: HashMap::new(),
                 next_owner: 1,
-                limits,
-                private,
+                tx,
+                tx_held: 0,
+                private: mode == Mode::Private,
+                keep_addresses: mode == Mode::SharedKeepingAddresses,
                 scratch: VecDeque::new(),
                 strays: 0,
+                broken: None,
             }),
         })
     }
@@ -152,10 +268,10 @@ impl Hub {
         Locked(self.state.lock())
     }
 
-    /// Adds the peer at raw address `peer` and gives it an inbox: its owner id and address.
+    /// Adds the peer at raw address `peer` and gives it an inbox.
     /// A peer address already connected to this hub is refused (two connections cannot
     /// share one sender address: arrivals could not be told apart).
-    pub fn attach(&self, peer: &[u8]) -> Result<(u64, FiAddr), BusError> {
+    pub fn attach(&self, peer: &[u8]) -> Result<Attached, BusError> {
         let mut s = self.state.lock();
         if s.private && !s.inboxes.is_empty() {
             return Err(BusError::Invalid {
@@ -173,8 +289,14 @@ impl Hub {
         let owner = s.next_owner;
         s.next_owner += 1;
         s.owner_of.insert(fi_addr, owner);
-        s.inboxes.insert(owner, Inbox::default());
-        Ok((owner, fi_addr))
+        let inbox = Inbox::default();
+        let receives = inbox.receives.clone();
+        s.inboxes.insert(owner, inbox);
+        Ok(Attached {
+            owner,
+            peer_fi: fi_addr,
+            receives,
+        })
     }
 
     /// Removes a connection: its inbox, what is queued for it, and its peer's address (so
@@ -184,9 +306,9 @@ impl Hub {
     /// provider finishes them: the provider may still read those regions and hand back
     /// those contexts, so neither may be reused before. Their completions are then dropped.
     /// tcp;ofi_rxm finishes them (flushed) once the peer's connection goes; shm 1.17 waits
-    /// for a response from the peer even after `fi_av_remove`, so with a peer that died they
-    /// would stay until the hub closes (which is one reason shm listeners do not share
-    /// endpoints: `listener.rs`). [`Hub::orphaned`] counts them.
+    /// for the peer to answer each, so with a peer that died they stay until the hub closes
+    /// (a shm hub serves a bounded number of connections and closes with its last one,
+    /// `listener.rs`). [`Hub::orphaned`] counts them.
     pub fn detach(&self, owner: u64, fi_addr: FiAddr) {
         let mut s = self.state.lock();
         let left = s.core.tx_in_flight_of(|o| o == owner);
@@ -197,40 +319,48 @@ impl Hub {
                 "ofi connection detached with operations in flight"
             );
         }
-        s.inboxes.remove(&owner);
+        if let Some(inbox) = s.inboxes.remove(&owner) {
+            s.tx_held -= inbox.tx_held;
+        }
         if s.owner_of.get(&fi_addr) == Some(&owner) {
             s.owner_of.remove(&fi_addr);
             s.core.forget_peer(fi_addr, owner);
-            s.core.ep.av_remove(fi_addr);
+            if !s.keep_addresses {
+                s.core.ep.av_remove(fi_addr);
+            }
         }
     }
 
     /// Hands `owner`'s waiting deliveries to `out` after one read of the endpoint (which is
     /// what drives progress, for every connection of the hub). Fails with a protocol error
-    /// once its peer sent past the inbox limits.
+    /// once its peer sent past the inbox limits, and with the provider's error once something
+    /// for its peer alone failed or the endpoint itself did.
     pub fn poll(&self, owner: u64, out: &mut VecDeque<Delivery>) -> Result<(), BusError> {
         let mut guard = self.state.lock();
         let s = &mut *guard;
-        let mut events = std::mem::take(&mut s.scratch);
-        let mut result = s.core.poll(&mut events, HUB_POLL_BATCH).map(|_| ());
-        // Every event read is routed even if one fails (they are gone from the CQ).
-        while let Some(event) = events.pop_front() {
-            let routed = route(s, event);
-            if result.is_ok() {
-                result = routed;
-            }
+        s.read_and_route();
+        if let Some(reason) = &s.broken {
+            return Err(BusError::Closed(format!(
+                "ofi hub endpoint failed: {reason}"
+            )));
         }
-        s.scratch = events;
-        result?;
         let Some(inbox) = s.inboxes.get_mut(&owner) else {
             return Err(BusError::Closed("ofi connection detached".into()));
         };
-        if inbox.overflowed {
-            return Err(BusError::Protocol(format!(
-                "peer sent more than {} messages or {} bytes beyond its posted receives",
-                s.limits.arrivals, s.limits.bytes
-            )));
+        match &inbox.fault {
+            Some(Fault::Flooded) => {
+                return Err(BusError::Protocol(format!(
+                    "peer sent more than {} messages or {ARRIVAL_BYTES_MAX} bytes beyond its \
+                     posted receives",
+                    arrivals_allowed(inbox.receives.load(Relaxed)),
+                )))
+            }
+            Some(Fault::Failed(reason)) => return Err(BusError::Closed(reason.clone())),
+            None => {}
         }
+        let taken = inbox.items.iter().filter(|d| !d.is_arrival()).count();
+        inbox.tx_held -= taken;
+        s.tx_held -= taken;
         out.extend(inbox.items.drain(..));
         inbox.arrivals = 0;
         inbox.bytes = 0;
@@ -238,20 +368,33 @@ impl Hub {
     }
 
     /// Sends internal bytes (a handshake) to `to`, retrying until `deadline` while the
-    /// provider is busy; what the retries' polls find is routed as usual.
+    /// provider is busy. The hub is locked for each attempt only (tcp;ofi_rxm says "try
+    /// again" until its connection to a new peer is up, which can take a while): the other
+    /// connections go on meanwhile, and what each attempt's poll finds is routed as usual.
     pub fn send_until(&self, bytes: &[u8], to: FiAddr, deadline: Instant) -> Result<(), BusError> {
-        let mut guard = self.state.lock();
-        let s = &mut *guard;
-        let mut events = VecDeque::new();
-        let sent = s.core.send_bytes_until(bytes, to, deadline, &mut events);
-        s.route_all(events);
-        sent
+        loop {
+            let sent = {
+                let mut s = self.state.lock();
+                let sent = s.core.send_bytes(0, bytes, to);
+                s.read_and_route();
+                sent
+            };
+            match sent {
+                Err(BusError::Full { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(SEND_RETRY_SLEEP)
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Routes events read before the hub existed (a connector's handshake: the peer's first
     /// messages may sit behind its ACCEPT).
-    pub fn absorb(&self, events: VecDeque<Event>) {
-        self.state.lock().route_all(events);
+    pub fn absorb(&self, mut events: VecDeque<Event>) {
+        let mut s = self.state.lock();
+        if let Err(e) = s.route_all(&mut events) {
+            s.broken = Some(e.to_string());
+        }
     }
 
     /// Arrivals dropped because their sender was no connection of this hub.
@@ -272,19 +415,72 @@ impl Hub {
             .tx_in_flight_of(|o| o != 0 && !s.inboxes.contains_key(&o))
     }
 
+    /// Connections ever attached (detached ones included).
+    pub fn attached_total(&self) -> u64 {
+        self.state.lock().next_owner - 1
+    }
+
     /// Connections attached.
     pub fn peers(&self) -> usize {
         self.state.lock().inboxes.len()
     }
+
+    /// How the transmit slots are shared.
+    pub fn tx_limits(&self) -> TxLimits {
+        self.state.lock().tx
+    }
+
+    /// Slots connection `owner` holds (what counts against its share): operations posted
+    /// whose completion it has not taken.
+    pub fn in_flight_of(&self, owner: u64) -> usize {
+        self.state
+            .lock()
+            .inboxes
+            .get(&owner)
+            .map_or(0, |inbox| inbox.tx_held)
+    }
 }
 
 impl HubState {
-    fn route_all(&mut self, mut events: VecDeque<Event>) {
-        while let Some(event) = events.pop_front() {
-            if let Err(e) = route(self, event) {
-                tracing::debug!(%e, "ofi hub could not route an event");
+    /// One read of the endpoint; routes what it found, and what failed for one peer only.
+    /// An error of the endpoint itself breaks the hub (every connection fails with it).
+    fn read_and_route(&mut self) {
+        if self.broken.is_some() {
+            return;
+        }
+        let mut events = std::mem::take(&mut self.scratch);
+        let read = self.core.poll(&mut events, HUB_POLL_BATCH).map(|_| ());
+        // Every event read is routed even if one fails (they are gone from the CQ).
+        let routed = self.route_all(&mut events);
+        self.scratch = events;
+        for (peer, error) in self.core.take_note_failures() {
+            tracing::debug!(%error, "ofi IMM note refused; failing its connection");
+            if let Some(inbox) = self
+                .owner_of
+                .get(&peer)
+                .and_then(|o| self.inboxes.get_mut(o))
+            {
+                inbox.fault.get_or_insert(Fault::Failed(format!(
+                    "ofi: announcing a WRITE to this peer failed: {error}"
+                )));
             }
         }
+        if let Err(e) = read.and(routed) {
+            tracing::error!(%e, peers = self.inboxes.len(), "ofi hub endpoint failed");
+            self.broken = Some(e.to_string());
+        }
+    }
+
+    /// Routes every event of `events`; the first error (of the endpoint) after.
+    fn route_all(&mut self, events: &mut VecDeque<Event>) -> Result<(), BusError> {
+        let mut result = Ok(());
+        while let Some(event) = events.pop_front() {
+            let routed = route(self, event);
+            if result.is_ok() {
+                result = routed;
+            }
+        }
+        result
     }
 }
 
@@ -369,11 +565,10 @@ fn owner_of(s: &HubState, from: FiAddr) -> Option<u64> {
 }
 
 fn deliver(s: &mut HubState, owner: Option<u64>, delivery: Delivery) {
-    let limits = s.limits;
     let Some(inbox) = owner.and_then(|o| s.inboxes.get_mut(&o)) else {
         return;
     };
-    if inbox.overflowed {
+    if matches!(inbox.fault, Some(Fault::Flooded)) {
         return;
     }
     let bytes = match &delivery {
@@ -381,8 +576,9 @@ fn deliver(s: &mut HubState, owner: Option<u64>, delivery: Delivery) {
         _ => 0,
     };
     if delivery.is_arrival() {
-        if inbox.arrivals + 1 > limits.arrivals || inbox.bytes + bytes > limits.bytes {
-            inbox.overflowed = true;
+        let allowed = arrivals_allowed(inbox.receives.load(Relaxed));
+        if inbox.arrivals + 1 > allowed || inbox.bytes + bytes > ARRIVAL_BYTES_MAX {
+            inbox.fault = Some(Fault::Flooded);
             // What it sent so far is dropped with it: its connection fails at the next poll.
             inbox.items.retain(|d| !d.is_arrival());
             return;

@@ -2,9 +2,9 @@
 //!
 //! A connector opens its own endpoint and sends HELLO (its endpoint name and a nonce) to the
 //! listener, then waits for ACCEPT. The listener answers each HELLO by adding the connector to
-//! its hub (one RDM endpoint shared by all the connections it accepts, see `hub.rs`; on shm a
-//! private one per connection, see [`shares_endpoint`]) and replying ACCEPT with the hub's
-//! name.
+//! its hub (one RDM endpoint shared by the connections it accepts, see `hub.rs`; on shm one
+//! per [`SHM_HUB_PEERS`] connections, see `OfiListener::current_hub`) and replying ACCEPT
+//! with the hub's name.
 //! Where HELLO and ACCEPT travel depends on the [`Rendezvous`]:
 //! - `Fabric` (tcp, shm): the listener is an RDM endpoint bound where connectors can find it
 //!   (tcp: the bind IP and port through `fi_getinfo(node, service, FI_SOURCE)`; shm: a name
@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::config::EndpointConfig;
@@ -30,7 +30,7 @@ use crate::provider::Listener;
 use super::conn::OfiConnection;
 use super::domain::Domain;
 use super::handshake::{Handshake, Kind, HANDSHAKE_MAX};
-use super::hub::{Hub, InboxLimits, ARRIVAL_BYTES_MAX};
+use super::hub::{Hub, Mode, TxLimits};
 use super::kind::{OfiKind, Rendezvous};
 use super::open::{
     connection_sizes, listener_address, open_core, sockaddr_port, Bind, OFI_SEND_MAX,
@@ -54,8 +54,34 @@ const HANDSHAKE_SLEEP_MAX: Duration = Duration::from_millis(2);
 /// sends its HELLO at once.
 pub const HANDSHAKE_PENDING_MAX: usize = 256;
 /// Operations in flight on a listener's hub, all its connections together (beyond it a post
-/// meets `Full`, back-pressure): 4,096 slots of about 100 bytes.
+/// meets `Full`, back-pressure): 4,096 slots of about 100 bytes, or what the provider grants
+/// an endpoint if less (tcp;ofi_rxm 1.17: 2,048; shm: 1,024), so that the shares below are
+/// shares of what the provider will really take.
 pub const HUB_TX_SLOTS: usize = 4096;
+/// A hub's slots are split in this many shares: one connection may hold one share (or
+/// `rdma-send-wr` if less), and one share is kept for connections that hold little
+/// ([`hub::TX_FAIR_SHARE`](super::hub::TX_FAIR_SHARE)): connections that keep their
+/// operations in flight take at most the other shares together.
+pub const HUB_TX_SHARES: usize = 4;
+/// Connections one shm hub serves over its life; the next one gets a new hub, and a hub
+/// closes with its last connection. shm 1.17 cannot remove a peer safely (`hub::Mode`), so
+/// a shm hub keeps every peer it had: this bounds the peer table (shm's own limit is 256),
+/// the regions of gone peers it keeps mapped, and what operations a dead peer leaves stuck.
+///
+/// Why so few: shm splits an endpoint's 256 SAR buffers of 32 KiB (8 MiB) among its peers
+/// (`max_sar_buf_per_peer` = 256 / peers), and a WRITE larger than a peer's share is moved
+/// in parts: the hub then handles the commands behind it, the IMM note among them, before
+/// the WRITE's data has all landed (shm answers `FI_ORDER_SAS` only, no `FI_ORDER_SAW`).
+/// 4 peers keep a peer's share at 2 MiB, twice the default window (`rdma-rx-size` 1 MiB),
+/// the largest WRITE a Stream makes. With 32 peers it would be 256 KiB.
+pub const SHM_HUB_PEERS: usize = SHM_SAR_BYTES / (2 * crate::stream::RX_SIZE_DEFAULT);
+/// shm 1.17's SAR buffers per endpoint, shared by its peers (256 of 32 KiB).
+const SHM_SAR_BYTES: usize = 256 * 32 * 1024;
+/// shm hubs of one listener open at once (the current one and used-up ones whose
+/// connections are not all closed), each a 16 MiB shm region: beyond it a HELLO is refused
+/// (its handshake socket closed, the reason logged), so clients that stay cannot make the
+/// node map shared memory without bound (at most 1 GiB of regions, 256 connections).
+pub const SHM_HUBS_MAX: usize = 64;
 /// Address-vector entries a hub starts with (it grows with its connections).
 const HUB_AV_COUNT: usize = 256;
 /// TCP connections taken from the kernel per `accept` round (the rest wait for the next):
@@ -76,8 +102,10 @@ enum Meeting {
 
 pub struct OfiListener {
     meeting: Meeting,
-    /// The endpoint every accepted connection shares (see [`shares_endpoint`]).
-    hub: Option<Arc<Hub>>,
+    /// The endpoint accepted connections share (on shm: the current one, see `current_hub`).
+    hub: Arc<Hub>,
+    /// shm: used-up hubs, until their last connection closes.
+    used_up: Vec<Weak<Hub>>,
     domain: Arc<Domain>,
     bind: SocketAddr,
     config: EndpointConfig,
@@ -117,30 +145,34 @@ fn hub_sizes() -> CoreSizes {
     }
 }
 
-/// How much one connection may have waiting: its posted receives' worth, plus what the
-/// provider may deliver before the connection polls.
-pub(crate) fn inbox_limits(config: &EndpointConfig) -> InboxLimits {
-    InboxLimits {
-        arrivals: config.recv_wr as usize + BOUNCE_MAX,
-        bytes: ARRIVAL_BYTES_MAX,
+/// How a hub's transmit slots are shared: a listener's among its connections, a private
+/// one's all for its connection.
+pub(crate) fn tx_limits(config: &EndpointConfig, private: bool, granted: usize) -> TxLimits {
+    match private {
+        true => {
+            let slots = connection_sizes(config).tx_slots;
+            TxLimits {
+                slots,
+                per_connection: slots,
+                reserve: 0,
+            }
+        }
+        false => {
+            let slots = HUB_TX_SLOTS.min(granted).max(HUB_TX_SHARES);
+            TxLimits {
+                slots,
+                per_connection: (config.send_wr as usize).min(slots / HUB_TX_SHARES),
+                reserve: slots / HUB_TX_SHARES,
+            }
+        }
     }
 }
 
-/// Whether the connections a listener accepts share one endpoint. tcp: yes, that is what
-/// pays rxm's ~86 MiB of pools once. shm: no, each keeps an endpoint of its own as before
-/// hubs: shm 1.17 misroutes arrivals on an endpoint whose peers come and go (with hundreds
-/// of short connections, `bus/tests/ofi_rogue.rs`'s canaries stopped completing: 124 s on
-/// main, > 15 min shared), and its operations to a removed peer never end (`Hub::detach`).
-fn shares_endpoint(kind: OfiKind) -> bool {
-    kind != OfiKind::Shm
-}
-
-/// The hub of a listener at `bind` (`private`: for one accepted connection only).
+/// The hub of a listener at `bind`.
 fn open_hub(
     domain: &Arc<Domain>,
     bind: SocketAddr,
     config: &EndpointConfig,
-    private: bool,
 ) -> Result<Arc<Hub>, BusError> {
     // On tcp, bind to the listener's IP (any port) so connections are reachable the same way
     // the listener is.
@@ -150,13 +182,13 @@ fn open_hub(
         }
         _ => Bind::Any,
     };
-    let sizes = if private {
-        connection_sizes(config)
-    } else {
-        hub_sizes()
+    let core = open_core(domain, at, hub_sizes())?;
+    let granted = domain.info.tx_attr().size;
+    let mode = match domain.kind {
+        OfiKind::Shm => Mode::SharedKeepingAddresses,
+        OfiKind::Tcp | OfiKind::Efa => Mode::Shared,
     };
-    let core = open_core(domain, at, sizes)?;
-    Ok(Hub::new(core, inbox_limits(config), private))
+    Ok(Hub::new(core, tx_limits(config, false, granted), mode))
 }
 
 impl OfiListener {
@@ -199,14 +231,12 @@ impl OfiListener {
                 }
             }
         };
-        let hub = match shares_endpoint(domain.kind) {
-            true => Some(open_hub(domain, bind, config, false)?),
-            false => None,
-        };
+        let hub = open_hub(domain, bind, config)?;
         tracing::debug!(provider = domain.kind.name(), %bind, ?rendezvous, "ofi listening");
         Ok(OfiListener {
             meeting,
             hub,
+            used_up: Vec::new(),
             domain: domain.clone(),
             bind,
             config: config.clone(),
@@ -216,7 +246,7 @@ impl OfiListener {
     }
 
     /// Answers one HELLO that came over the fabric: ACCEPT goes from the hub.
-    fn answer_on_fabric(&self, hello: Handshake) -> Result<OfiConnection, BusError> {
+    fn answer_on_fabric(&mut self, hello: Handshake) -> Result<OfiConnection, BusError> {
         let conn = self.connection(&hello)?;
         let accept = Handshake {
             kind: Kind::Accept,
@@ -233,7 +263,7 @@ impl OfiListener {
 
     /// Answers one HELLO that came over a TCP socket: ACCEPT goes back over it.
     fn answer_on_socket(
-        &self,
+        &mut self,
         socket: PendingHello,
         hello: Handshake,
     ) -> Result<OfiConnection, BusError> {
@@ -251,27 +281,44 @@ impl OfiListener {
         Ok(conn)
     }
 
-    /// The connection of the peer named in `hello`, attached to the listener's hub (or, where
-    /// endpoints are not shared, to a private one opened for it).
-    fn connection(&self, hello: &Handshake) -> Result<OfiConnection, BusError> {
-        let hub = match &self.hub {
-            Some(hub) => hub.clone(),
-            None => open_hub(&self.domain, self.bind, &self.config, true)?,
-        };
-        let (owner, peer_fi) = hub.attach(&hello.name)?;
+    /// The connection of the peer named in `hello`, attached to the listener's hub.
+    fn connection(&mut self, hello: &Handshake) -> Result<OfiConnection, BusError> {
+        let hub = self.current_hub()?;
+        let attached = hub.attach(&hello.name)?;
         OfiConnection::new(
             hub,
-            owner,
-            peer_fi,
+            attached,
             &hello.name,
             self.config.max_inline,
             self.config.recv_wr as usize,
         )
     }
 
-    /// The endpoint this listener's connections share (none where each has its own).
+    /// The hub the next connection joins. On shm, once the current one has served
+    /// [`SHM_HUB_PEERS`] connections a new one is opened (the old one closes with its last
+    /// connection); with [`SHM_HUBS_MAX`] still open, the connection is refused.
+    fn current_hub(&mut self) -> Result<Arc<Hub>, BusError> {
+        if self.domain.kind == OfiKind::Shm && self.hub.attached_total() >= SHM_HUB_PEERS as u64 {
+            self.used_up.retain(|h| h.strong_count() > 0);
+            if self.used_up.len() + 1 >= SHM_HUBS_MAX {
+                return Err(BusError::Full {
+                    what: "ofi:shm hubs of this listener (SHM_HUBS_MAX): too many connections",
+                });
+            }
+            let next = open_hub(&self.domain, self.bind, &self.config)?;
+            let old = std::mem::replace(&mut self.hub, next);
+            self.used_up.push(Arc::downgrade(&old));
+            tracing::debug!(
+                open = self.used_up.len() + 1,
+                "ofi:shm listener opened its next hub"
+            );
+        }
+        Ok(self.hub.clone())
+    }
+
+    /// The endpoint the next accepted connection joins.
     pub fn hub(&self) -> Option<&Arc<Hub>> {
-        self.hub.as_ref()
+        Some(&self.hub)
     }
 
     /// One look for a HELLO over the fabric.
@@ -460,13 +507,12 @@ pub(crate) fn connect(
         Rendezvous::Fabric => meet_on_fabric(domain, core, to, &hello, deadline, timeout)?,
         Rendezvous::TcpSocket => meet_on_socket(core, to, &hello, timeout)?,
     };
-    let hub = Hub::new(core, inbox_limits(config), true);
-    let (owner, peer_fi) = hub.attach(&accept.name)?;
+    let hub = Hub::new(core, tx_limits(config, true, usize::MAX), Mode::Private);
+    let attached = hub.attach(&accept.name)?;
     hub.absorb(early);
     OfiConnection::new(
         hub,
-        owner,
-        peer_fi,
+        attached,
         &accept.name,
         config.max_inline,
         config.recv_wr as usize,

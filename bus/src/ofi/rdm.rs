@@ -16,7 +16,7 @@
 //!   buffers, or sent with `fi_inject` when small enough.
 #![allow(unsafe_code)]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::size_of;
 use std::ptr;
@@ -111,9 +111,22 @@ impl TxWork {
 
 /// An IMM note that found the transmit queue full, sent before anything newer to its peer.
 struct PendingNote {
-    to: FiAddr,
     imm: u32,
     len: u32,
+}
+
+/// IMM notes waiting for room in the transmit queue, per peer: a peer whose path is backed
+/// up holds back only its own notes (and its own later operations), not other peers'.
+/// At most one note per peer waits: a post to a peer with a waiting note meets `Full`.
+#[derive(Default)]
+struct Notes {
+    waiting: HashMap<FiAddr, VecDeque<PendingNote>>,
+    /// Peers with waiting notes in the order they are tried (round robin, so a peer whose
+    /// sends keep failing with "try again" does not keep the others waiting).
+    order: VecDeque<FiAddr>,
+    /// Notes the provider refused outright, by peer: that peer's WRITE WITH IMM will never
+    /// be announced, so its connection must fail (the hub takes these, `take_note_failures`).
+    failed: Vec<(FiAddr, BusError)>,
 }
 
 /// The operation contexts handed to libfabric (one `fi_context2` per slot). The provider may
@@ -186,9 +199,8 @@ pub struct RdmCore {
     staging_bytes: usize,
     free_staging: Vec<u32>,
     ready: VecDeque<Event>,
-    /// IMM notes waiting for room in the transmit queue, oldest first (at most one per
-    /// transmit slot: each follows a WRITE that holds a slot).
-    notes: VecDeque<PendingNote>,
+    /// IMM notes waiting for room in the transmit queue, per peer.
+    notes: Notes,
     /// Where completions are read to, kept between polls: a fresh array per poll was a
     /// memset of POLL_BATCH entries on every turn of a busy-polling loop.
     cq_batch: Vec<sys::FiCqDataEntry>,
@@ -235,7 +247,7 @@ impl RdmCore {
             staging_bytes: sizes.staging_bytes,
             free_staging: (0..STAGING_MAX as u32).rev().collect(),
             ready: VecDeque::new(),
-            notes: VecDeque::new(),
+            notes: Notes::default(),
             cq_batch: vec![EMPTY_ENTRY; POLL_BATCH],
             cq_sources: vec![sys::FI_ADDR_NOTAVAIL; POLL_BATCH],
         };
@@ -380,7 +392,7 @@ impl RdmCore {
         inline_max: usize,
     ) -> Result<(), BusError> {
         self.check_region(region)?;
-        self.notes_sent()?;
+        self.notes_sent(to)?;
         let buf = region.ptr_at(offset, len)?;
         // Injected sends hold no slot, but their made-up completions wait in `ready`: count
         // them against the send queue so a caller that never polls meets `Full`, not growth.
@@ -507,7 +519,7 @@ impl RdmCore {
         imm: Option<u32>,
     ) -> Result<(), BusError> {
         self.check_region(region)?;
-        self.notes_sent()?;
+        self.notes_sent(to)?;
         let buf = region.ptr_at(offset, len)?;
         let desc = region.desc();
         self.post_tx(
@@ -517,12 +529,16 @@ impl RdmCore {
             |ep, ctx| unsafe { ep.write(buf, len, desc, None, to, addr, key, ctx) },
         )?;
         if let Some(imm) = imm {
-            self.notes.push_back(PendingNote {
-                to,
+            let note = PendingNote {
                 imm,
                 len: len.min(u32::MAX as usize) as u32,
-            });
-            self.flush_notes()?;
+            };
+            let queue = self.notes.waiting.entry(to).or_default();
+            if queue.is_empty() {
+                self.notes.order.push_back(to);
+            }
+            queue.push_back(note);
+            self.flush_notes_to(to);
         }
         Ok(())
     }
@@ -532,9 +548,16 @@ impl RdmCore {
     /// of `owner`. Its operations in flight finish later with `owner` and are dropped by
     /// whoever routes them.
     pub fn forget_peer(&mut self, peer: FiAddr, owner: u64) {
-        self.notes.retain(|n| n.to != peer);
+        self.notes.waiting.remove(&peer);
+        self.notes.order.retain(|p| *p != peer);
+        self.notes.failed.retain(|(p, _)| *p != peer);
         self.ready
             .retain(|e| !matches!(e, Event::TxDone { owner: o, .. } if *o == owner));
+    }
+
+    /// Transmit slots free.
+    pub fn tx_free(&self) -> usize {
+        self.free_tx.len()
     }
 
     /// Transmit slots in use (operations posted and not yet completed).
@@ -551,34 +574,68 @@ impl RdmCore {
             .count()
     }
 
-    /// `Full` while an IMM note still waits: nothing may overtake it (it must arrive after
-    /// its WRITE and before anything posted later).
-    fn notes_sent(&mut self) -> Result<(), BusError> {
-        self.flush_notes()?;
-        if self.notes.is_empty() {
-            Ok(())
-        } else {
-            Err(BusError::Full {
-                what: "ofi transmit queue (an IMM note waits)",
-            })
+    /// `Full` while an IMM note to `to` still waits: nothing to that peer may overtake it (it
+    /// must arrive after its WRITE and before anything posted later). Other peers' notes do
+    /// not matter.
+    fn notes_sent(&mut self, to: FiAddr) -> Result<(), BusError> {
+        if !self.flush_notes_to(to) {
+            return Err(BusError::Full {
+                what: "ofi transmit queue (an IMM note to this peer waits)",
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends `to`'s waiting notes in order until the provider says "try again"; whether none
+    /// is left. A note the provider refuses is recorded against its peer (`notes.failed`).
+    fn flush_notes_to(&mut self, to: FiAddr) -> bool {
+        let Some(queue) = self.notes.waiting.get_mut(&to) else {
+            return true;
+        };
+        let mut refused = None;
+        while let Some(note) = queue.front() {
+            let rc = self
+                .ep
+                .inject_data(&note.len.to_le_bytes(), u64::from(note.imm), to);
+            if rc == -(sys::FI_EAGAIN as isize) {
+                return false;
+            }
+            queue.pop_front();
+            if rc != 0 {
+                // What follows the lost note would be misread by the peer: drop it too.
+                refused = Some(rc);
+                break;
+            }
+        }
+        self.notes.waiting.remove(&to);
+        self.notes.order.retain(|p| *p != to);
+        if let Some(rc) = refused {
+            let error = self.provider_error("fi_injectdata", rc);
+            self.notes.failed.push((to, error));
+        }
+        true
+    }
+
+    /// One attempt for every peer with waiting notes, in round-robin order.
+    fn flush_notes(&mut self) {
+        for _ in 0..self.notes.order.len() {
+            let Some(peer) = self.notes.order.pop_front() else {
+                break;
+            };
+            if !self.flush_notes_to(peer) {
+                self.notes.order.push_back(peer);
+            }
         }
     }
 
-    /// Sends waiting IMM notes in order until the provider says "try again".
-    fn flush_notes(&mut self) -> Result<(), BusError> {
-        while let Some(note) = self.notes.front() {
-            let rc = self
-                .ep
-                .inject_data(&note.len.to_le_bytes(), u64::from(note.imm), note.to);
-            if rc == -(sys::FI_EAGAIN as isize) {
-                return Ok(());
-            }
-            self.notes.pop_front();
-            if rc != 0 {
-                return Err(self.provider_error("fi_injectdata", rc));
-            }
-        }
-        Ok(())
+    /// Notes the provider refused since the last call, with the peer each was for.
+    pub fn take_note_failures(&mut self) -> Vec<(FiAddr, BusError)> {
+        std::mem::take(&mut self.notes.failed)
+    }
+
+    /// Peers with IMM notes waiting.
+    pub fn peers_with_waiting_notes(&self) -> usize {
+        self.notes.order.len()
     }
 
     /// RDMA READ of remote `addr`/`key` into local bytes.
@@ -595,7 +652,7 @@ impl RdmCore {
         key: u64,
     ) -> Result<(), BusError> {
         self.check_region(region)?;
-        self.notes_sent()?;
+        self.notes_sent(from)?;
         let buf = region.ptr_at(offset, len)?;
         let desc = region.desc();
         self.post_tx(
@@ -620,7 +677,7 @@ impl RdmCore {
             }
         }
         let want = (max - n).clamp(1, POLL_BATCH);
-        self.flush_notes()?;
+        self.flush_notes();
         // Taken out for the loop (on_completion needs `&mut self`) and always put back.
         let mut batch = std::mem::take(&mut self.cq_batch);
         let mut sources = std::mem::take(&mut self.cq_sources);
