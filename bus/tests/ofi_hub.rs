@@ -15,7 +15,9 @@
 //! - a connection with 32 receives posted (a pre-auth stream's) is cut off once its peer
 //!   sends 64 messages past them, not `rdma-recv-wr` + 64;
 //! - an ACCEPT that cannot be sent for 2 s (a peer whose transport never answers) does not
-//!   hold the hub: the other connections go on meanwhile.
+//!   hold the hub: the other connections go on meanwhile;
+//! - an IMM note waits for its WRITE's delivery completion where the provider may handle a
+//!   send before an earlier write (`ofi::note_gate`), and only there.
 //!
 //! Needs libfabric (`scripts/install-deps.sh`). Run: `cargo test -p bus --test ofi_hub`.
 
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bus::ofi::hub::{ARRIVALS_BEYOND_RECEIVES, TX_FAIR_SHARE};
 use bus::ofi::listener::SHM_HUB_PEERS;
-use bus::ofi::{OfiKind, OfiListener, OfiProvider};
+use bus::ofi::{OfiKind, OfiListener, OfiOrdering, OfiProvider};
 use bus::stream::{Stream, PREAUTH_RECV_SLOTS, RX_SIZE_MIN};
 use bus::{
     Access, BusError, Completion, Connection, EndpointConfig, Listener, LocalSlice, Provider,
@@ -89,15 +91,27 @@ fn now(start: Instant) -> Duration {
 /// Streams `STREAM_BYTES` from every client to its server end, one piece per client per
 /// turn, and checks every byte at the server end it was meant for.
 fn interleaved_streams(clients: &mut [Stream<Conn>], servers: &mut [Stream<Conn>], start: Instant) {
+    streams_apart(clients, servers, start, STREAM_BYTES, PIECE);
+}
+
+/// Streams `total` bytes from every client to its server end, `piece` bytes per client per
+/// turn, and checks every byte at the server end it was meant for.
+fn streams_apart(
+    clients: &mut [Stream<Conn>],
+    servers: &mut [Stream<Conn>],
+    start: Instant,
+    total: usize,
+    piece: usize,
+) {
     let n = clients.len();
     let mut sent = vec![0usize; n];
     let mut received = vec![0usize; n];
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; 1 << 20];
     let deadline = Instant::now() + STEP_TIMEOUT * 3;
-    while received.iter().any(|&r| r < STREAM_BYTES) {
+    while received.iter().any(|&r| r < total) {
         assert!(Instant::now() < deadline, "streams stalled at {received:?}");
         for peer in 0..n {
-            let end = (sent[peer] + PIECE).min(STREAM_BYTES);
+            let end = (sent[peer] + piece).min(total);
             let piece: Vec<u8> = (sent[peer]..end).map(|i| byte_of(peer, i)).collect();
             sent[peer] += clients[peer].write(&piece).unwrap();
             clients[peer].progress(now(start)).unwrap();
@@ -114,7 +128,7 @@ fn interleaved_streams(clients: &mut [Stream<Conn>], servers: &mut [Stream<Conn>
             received[peer] += got;
         }
     }
-    assert_eq!(received, vec![STREAM_BYTES; n]);
+    assert_eq!(received, vec![total; n]);
 }
 
 /// Polls `conn` until it fails, progressing the others meanwhile; the error.
@@ -204,6 +218,68 @@ fn shm_connections_share_a_hub_per_generation_and_a_gone_peer_leaves_the_others_
         weak.upgrade().is_none(),
         "shm: a used-up hub outlived its connections"
     );
+}
+
+/// Goal (shm): WRITEs larger than a peer's share of the hub's SAR buffers (8 MiB split among
+/// its peers) arrive whole before the IMM note announcing them is handled. shm moves such a
+/// WRITE in parts and handles the commands behind it, the note among them, at once (it keeps
+/// no send-after-write order for them), so the note waits for the WRITE's delivery
+/// completion (`ofi::note_gate`). Windows of 8 MiB let a Stream write up to that at once.
+#[test]
+fn shm_writes_larger_than_a_peers_sar_share_arrive_before_their_note() {
+    let p = OfiProvider::open(OfiKind::Shm).expect("libfabric with shm (install-deps.sh)");
+    let start = Instant::now();
+    let (_listener, clients, accepted) = peers(&p, SHM_HUB_PEERS);
+    const WINDOW: usize = 8 << 20;
+    let client_hubs: Vec<_> = clients.iter().map(|c| c.hub().clone()).collect();
+    let mut client_streams: Vec<Stream<Conn>> = clients
+        .into_iter()
+        .map(|c| Stream::client(c, WINDOW).unwrap())
+        .collect();
+    let mut server_streams: Vec<Stream<Conn>> = accepted
+        .into_iter()
+        .map(|c| Stream::server(c, WINDOW).unwrap())
+        .collect();
+    // Pieces of ~3 MiB: each WRITE exceeds a peer's 2 MiB share.
+    streams_apart(
+        &mut client_streams,
+        &mut server_streams,
+        start,
+        24 << 20,
+        3 << 20 | 1,
+    );
+    let notes_held: u64 = client_hubs.iter().map(|h| h.notes_held()).sum();
+    assert!(notes_held > 0, "shm: no note waited for its large WRITE");
+}
+
+/// Goal: where the provider does not keep a send after a write (here: tcp endpoints opened
+/// with `OfiOrdering::None`, as efa answers), every IMM note waits for its WRITE's delivery
+/// completion, and streams still arrive whole (the held note is released, nothing stalls);
+/// where it does (tcp as answered), no note waits.
+#[test]
+fn notes_wait_for_their_write_only_where_sends_may_pass_writes() {
+    for (ordering, held) in [(OfiOrdering::None, true), (OfiOrdering::AsAnswered, false)] {
+        let p = OfiProvider::open_with_ordering(OfiKind::Tcp, ordering).expect("libfabric tcp");
+        let start = Instant::now();
+        let (_listener, clients, accepted) = peers(&p, 3);
+        let client_hubs: Vec<_> = clients.iter().map(|c| c.hub().clone()).collect();
+        let mut client_streams: Vec<Stream<Conn>> = clients
+            .into_iter()
+            .map(|c| Stream::client(c, RX_SIZE_MIN).unwrap())
+            .collect();
+        let mut server_streams: Vec<Stream<Conn>> = accepted
+            .into_iter()
+            .map(|c| Stream::server(c, RX_SIZE_MIN).unwrap())
+            .collect();
+        interleaved_streams(&mut client_streams, &mut server_streams, start);
+        let notes_held: u64 = client_hubs.iter().map(|h| h.notes_held()).sum();
+        eprintln!("tcp {ordering:?}: {notes_held} notes held for their WRITE");
+        assert_eq!(
+            notes_held > 0,
+            held,
+            "{ordering:?}: {notes_held} notes held"
+        );
+    }
 }
 
 /// The size of the shm region backing `hub`'s endpoint (`/dev/shm/<its name>`): (bytes,

@@ -438,14 +438,16 @@ fn a_primary_shutting_down_waits_for_its_replica() {
 /// another client is answered while SHUTDOWN waits (Redis too serves clients meanwhile), and
 /// the node still stops once `shutdown-timeout` passes.
 /// Method: a replica stopped with SIGSTOP acknowledges nothing; its primary (`io-threads 1`,
-/// `shutdown-timeout 3`) takes a write, then SHUTDOWN NOSAVE on one connection; once the log
-/// says it waits, PING on another connection must answer within a second, before the exit.
+/// `shutdown-timeout 10`) takes a write, then SHUTDOWN NOSAVE on one connection; once the log
+/// says it waits, PING on another connection must be answered while the wait goes on (the
+/// log not yet saying it gave up). 10 s, not less: on a loaded 2-core host the PING may take
+/// a few seconds to be sent at all, and an answer after the wait proves nothing.
 #[test]
 fn a_shutdown_waiting_for_replicas_leaves_other_clients_served() {
     let repl_port = free_port().to_string();
     let mut args = FABRIC.to_vec();
     args.extend(["--repl-fabric-port", &repl_port]);
-    args.extend(["--io-threads", "1", "--shutdown-timeout", "3"]);
+    args.extend(["--io-threads", "1", "--shutdown-timeout", "10"]);
     let mut primary = Node::start(&args);
     wait_for_log(&primary, "accepting replication links (fabric)");
     let target = format!("127.0.0.1 {}", primary.port);
@@ -465,19 +467,14 @@ fn a_shutdown_waiting_for_replicas_leaves_other_clients_served() {
         &primary,
         "waiting for replicas to acknowledge the last write",
     );
-    let asked = Instant::now();
     let pong = cmd(&mut other, &["PING"]);
-    let waited = asked.elapsed();
     let still_waiting = !primary.log().contains("shutting down anyway");
     assert_eq!(
         pong.unwrap(),
         Value::SimpleString("PONG".into()),
         "PING while SHUTDOWN waits"
     );
-    assert!(
-        waited < Duration::from_secs(1) && still_waiting,
-        "PING answered after {waited:?}, during the wait: {still_waiting}"
-    );
+    assert!(still_waiting, "PING answered only once the wait was over");
     assert!(shutdown.join().unwrap(), "SHUTDOWN answers nothing");
     assert!(primary.wait_exit().success(), "{}", primary.log());
     replica.signal("CONT");

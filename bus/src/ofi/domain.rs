@@ -28,6 +28,8 @@ pub struct DomainCaps {
     pub max_msg_size: usize,
     /// Whether remote CQ data consumes a posted receive (FI_RX_CQ_DATA mode).
     pub rx_cq_data: bool,
+    /// The message ordering the provider answered for the transmit side (`FI_ORDER_*`).
+    pub tx_msg_order: u64,
 }
 
 impl DomainCaps {
@@ -138,6 +140,7 @@ impl Domain {
             inject_size: info.tx_attr().inject_size,
             max_msg_size: info.ep_attr().max_msg_size,
             rx_cq_data: info.first().mode & sys::FI_RX_CQ_DATA != 0,
+            tx_msg_order: info.tx_attr().msg_order,
         };
         let mut fabric = ptr::null_mut();
         // SAFETY: fabric_attr comes from fi_getinfo; fabric receives a new object on success.

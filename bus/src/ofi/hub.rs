@@ -415,6 +415,11 @@ impl Hub {
             .tx_in_flight_of(|o| o != 0 && !s.inboxes.contains_key(&o))
     }
 
+    /// IMM notes the endpoint held until their WRITE was delivered (`ofi::note_gate`).
+    pub fn notes_held(&self) -> u64 {
+        self.state.lock().core.notes_held()
+    }
+
     /// Connections ever attached (detached ones included).
     pub fn attached_total(&self) -> u64 {
         self.state.lock().next_owner - 1

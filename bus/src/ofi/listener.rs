@@ -73,7 +73,9 @@ pub const HUB_TX_SHARES: usize = 4;
 /// in parts: the hub then handles the commands behind it, the IMM note among them, before
 /// the WRITE's data has all landed (shm answers `FI_ORDER_SAS` only, no `FI_ORDER_SAW`).
 /// 4 peers keep a peer's share at 2 MiB, twice the default window (`rdma-rx-size` 1 MiB),
-/// the largest WRITE a Stream makes. With 32 peers it would be 256 KiB.
+/// the largest WRITE a Stream makes. With 32 peers it would be 256 KiB. (Such notes also
+/// wait for their WRITE's delivery completion, `ofi::note_gate`; the small share is kept so
+/// that default windows never take the slower path.)
 pub const SHM_HUB_PEERS: usize = SHM_SAR_BYTES / (2 * crate::stream::RX_SIZE_DEFAULT);
 /// shm 1.17's SAR buffers per endpoint, shared by its peers (256 of 32 KiB).
 const SHM_SAR_BYTES: usize = 256 * 32 * 1024;

@@ -52,6 +52,7 @@ pub mod kind;
 pub mod library;
 pub mod listener;
 pub mod mr_key;
+mod note_gate;
 pub mod open;
 mod placement;
 pub mod rdm;

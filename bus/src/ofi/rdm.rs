@@ -29,6 +29,7 @@ use crate::provider::{Op, Region, WorkError};
 use super::domain::Domain;
 use super::endpoint::{CqRead, Endpoint};
 use super::kind::OfiKind;
+use super::note_gate::NoteGate;
 use super::region::OfiRegion;
 use super::sys::{self, FiAddr, FiContext2};
 
@@ -81,6 +82,8 @@ enum SlotState {
         _keep: Option<OfiRegion>,
         staging: Option<u32>,
         owner: u64,
+        /// A WRITE whose IMM note to this peer is held until it completes (`NoteGate`).
+        holds_note_to: Option<FiAddr>,
     },
     Bounce(u32),
 }
@@ -113,6 +116,8 @@ impl TxWork {
 struct PendingNote {
     imm: u32,
     len: u32,
+    /// Held until its WRITE's delivery completion (`NoteGate`); nothing to the peer passes it.
+    held: bool,
 }
 
 /// IMM notes waiting for room in the transmit queue, per peer: a peer whose path is backed
@@ -199,8 +204,12 @@ pub struct RdmCore {
     staging_bytes: usize,
     free_staging: Vec<u32>,
     ready: VecDeque<Event>,
-    /// IMM notes waiting for room in the transmit queue, per peer.
+    /// IMM notes waiting for room in the transmit queue or for their WRITE, per peer.
     notes: Notes,
+    /// Which WRITEs hold their note until delivered.
+    note_gate: NoteGate,
+    /// Notes held for their WRITE so far (observability, tests).
+    notes_held: u64,
     /// Where completions are read to, kept between polls: a fresh array per poll was a
     /// memset of POLL_BATCH entries on every turn of a busy-polling loop.
     cq_batch: Vec<sys::FiCqDataEntry>,
@@ -248,6 +257,13 @@ impl RdmCore {
             free_staging: (0..STAGING_MAX as u32).rev().collect(),
             ready: VecDeque::new(),
             notes: Notes::default(),
+            note_gate: NoteGate::for_endpoint(
+                domain.kind,
+                domain.ordering,
+                domain.caps.tx_msg_order,
+                domain.caps.inject_size,
+            ),
+            notes_held: 0,
             cq_batch: vec![EMPTY_ENTRY; POLL_BATCH],
             cq_sources: vec![sys::FI_ADDR_NOTAVAIL; POLL_BATCH],
         };
@@ -348,7 +364,7 @@ impl RdmCore {
         work: TxWork,
         call_name: &'static str,
         call: impl FnOnce(&mut Endpoint, *mut c_void) -> isize,
-    ) -> Result<(), BusError> {
+    ) -> Result<usize, BusError> {
         let index = self.take_tx_slot()?;
         let ctx = self.slot_ctx(index);
         self.states[index] = SlotState::Tx {
@@ -358,6 +374,7 @@ impl RdmCore {
             _keep: work.keep,
             staging: work.staging,
             owner: work.owner,
+            holds_note_to: None,
         };
         let rc = call(&mut self.ep, ctx);
         if rc != 0 {
@@ -365,7 +382,7 @@ impl RdmCore {
             self.free_tx.push(index as u32);
             return Err(self.provider_error(call_name, rc));
         }
-        Ok(())
+        Ok(index)
     }
 
     fn check_region(&self, region: &OfiRegion) -> Result<(), BusError> {
@@ -423,6 +440,7 @@ impl RdmCore {
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
             |ep, ctx| unsafe { ep.send(buf, len, desc, to, ctx) },
         )
+        .map(|_| ())
     }
 
     /// SEND of internal bytes (handshake, datagram) to `to`, through inject or staging.
@@ -472,7 +490,7 @@ impl RdmCore {
         if result.is_err() {
             self.free_staging.push(s);
         }
-        result
+        result.map(|_| ())
     }
 
     /// `send_bytes`, retrying while the provider says "try again" (tcp;ofi_rxm does until its
@@ -502,9 +520,9 @@ impl RdmCore {
     /// tcp;ofi_rxm 1.17 reports a remote write's CQ data without its source
     /// (`rxm_handle_remote_write` uses `rxm_cq_write`, not `rxm_cq_write_src`), so an endpoint
     /// shared by many peers could not tell whose it is; a SEND's completion names its sender.
-    /// The note travels after the WRITE on the same ordered path (tcp: one socket per peer,
-    /// send-after-write ordered; shm: one command queue), so the data has landed when it
-    /// arrives.
+    /// The note goes after the WRITE on a path that keeps sends after writes, or else waits
+    /// for the WRITE's delivery completion (`NoteGate`), so the data has landed when it
+    /// arrives. Until it has gone, operations to the same peer meet `Full`.
     #[allow(clippy::too_many_arguments)]
     pub fn write(
         &mut self,
@@ -522,16 +540,24 @@ impl RdmCore {
         self.notes_sent(to)?;
         let buf = region.ptr_at(offset, len)?;
         let desc = region.desc();
-        self.post_tx(
+        let index = self.post_tx(
             TxWork::user(wr_id, Op::Write, region, owner),
             "fi_write",
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
             |ep, ctx| unsafe { ep.write(buf, len, desc, None, to, addr, key, ctx) },
         )?;
         if let Some(imm) = imm {
+            let held = self.note_gate.holds(len);
+            if held {
+                self.notes_held += 1;
+                if let SlotState::Tx { holds_note_to, .. } = &mut self.states[index] {
+                    *holds_note_to = Some(to);
+                }
+            }
             let note = PendingNote {
                 imm,
                 len: len.min(u32::MAX as usize) as u32,
+                held,
             };
             let queue = self.notes.waiting.entry(to).or_default();
             if queue.is_empty() {
@@ -594,6 +620,9 @@ impl RdmCore {
         };
         let mut refused = None;
         while let Some(note) = queue.front() {
+            if note.held {
+                return false;
+            }
             let rc = self
                 .ep
                 .inject_data(&note.len.to_le_bytes(), u64::from(note.imm), to);
@@ -616,6 +645,35 @@ impl RdmCore {
         true
     }
 
+    /// The WRITE holding `peer`'s front note finished: delivered, the note goes (now, or
+    /// when the transmit queue has room); failed, the note and what waits behind it are
+    /// dropped (they would announce bytes that never landed) and the peer's connection fails.
+    fn release_held_note(&mut self, peer: FiAddr, status: &Result<(), WorkError>) {
+        let Some(queue) = self.notes.waiting.get_mut(&peer) else {
+            // Forgotten with its peer (`forget_peer`).
+            return;
+        };
+        debug_assert!(queue.front().is_some_and(|n| n.held));
+        match status {
+            Ok(()) => {
+                if let Some(note) = queue.front_mut() {
+                    note.held = false;
+                }
+                self.flush_notes_to(peer);
+            }
+            Err(error) => {
+                self.notes.waiting.remove(&peer);
+                self.notes.order.retain(|p| *p != peer);
+                let error = BusError::Provider {
+                    provider: self.domain().kind.name(),
+                    call: "fi_write",
+                    reason: format!("the WRITE an IMM note announces failed: {error:?}"),
+                };
+                self.notes.failed.push((peer, error));
+            }
+        }
+    }
+
     /// One attempt for every peer with waiting notes, in round-robin order.
     fn flush_notes(&mut self) {
         for _ in 0..self.notes.order.len() {
@@ -631,6 +689,11 @@ impl RdmCore {
     /// Notes the provider refused since the last call, with the peer each was for.
     pub fn take_note_failures(&mut self) -> Vec<(FiAddr, BusError)> {
         std::mem::take(&mut self.notes.failed)
+    }
+
+    /// IMM notes that waited for their WRITE's delivery completion (`NoteGate`), so far.
+    pub fn notes_held(&self) -> u64 {
+        self.notes_held
     }
 
     /// Peers with IMM notes waiting.
@@ -661,6 +724,7 @@ impl RdmCore {
             // SAFETY: the region is kept alive by the slot until completion; ctx is the slot's.
             |ep, ctx| unsafe { ep.read(buf, len, desc, from, addr, key, ctx) },
         )
+        .map(|_| ())
     }
 
     /// Drives progress and returns up to `max` events (always calls `fi_cq_read`, because tcp
@@ -759,10 +823,14 @@ impl RdmCore {
                 internal,
                 staging,
                 owner,
+                holds_note_to,
                 ..
             } => {
                 if let Some(s) = staging {
                     self.free_staging.push(s);
+                }
+                if let Some(peer) = holds_note_to {
+                    self.release_held_note(peer, &status);
                 }
                 Event::TxDone {
                     wr_id,

@@ -34,6 +34,8 @@ pub const FI_REMOTE_CQ_DATA: u64 = 1 << 17;
 pub const FI_SOURCE: u64 = 1 << 57;
 /// `msg_order`/`comp_order`: no ordering asked for.
 pub const FI_ORDER_NONE: u64 = 0;
+/// `msg_order`: a send is not handled before an earlier write to the same peer.
+pub const FI_ORDER_SAW: u64 = 1 << 7;
 /// Completion only once the data is placed at the target (and errors there are reported).
 pub const FI_DELIVERY_COMPLETE: u64 = 1 << 28;
 /// Mode bits: the application hands each operation a `fi_context`/`fi_context2` the provider
