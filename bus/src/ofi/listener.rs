@@ -68,21 +68,18 @@ pub const HUB_TX_SHARES: usize = 4;
 /// a shm hub keeps every peer it had: this bounds the peer table (shm's own limit is 256),
 /// the regions of gone peers it keeps mapped, and what operations a dead peer leaves stuck.
 ///
-/// Why so few: shm splits an endpoint's 256 SAR buffers of 32 KiB (8 MiB) among its peers
-/// (`max_sar_buf_per_peer` = 256 / peers), and a WRITE larger than a peer's share is moved
-/// in parts: the hub then handles the commands behind it, the IMM note among them, before
-/// the WRITE's data has all landed (shm answers `FI_ORDER_SAS` only, no `FI_ORDER_SAW`).
-/// 4 peers keep a peer's share at 2 MiB, twice the default window (`rdma-rx-size` 1 MiB),
-/// the largest WRITE a Stream makes. With 32 peers it would be 256 KiB. (Such notes also
-/// wait for their WRITE's delivery completion, `ofi::note_gate`; the small share is kept so
-/// that default windows never take the slower path.)
-pub const SHM_HUB_PEERS: usize = SHM_SAR_BYTES / (2 * crate::stream::RX_SIZE_DEFAULT);
-/// shm 1.17's SAR buffers per endpoint, shared by its peers (256 of 32 KiB).
-const SHM_SAR_BYTES: usize = 256 * 32 * 1024;
+/// Each hub costs the node a shm region of 16 MiB of which shm 1.17 touches ~8 MiB at
+/// once, whatever the queue sizes asked: 32 peers bring that to ~250 KiB per connection.
+/// shm splits the region's 256 SAR buffers of 32 KiB among its peers (256 KiB each at 32),
+/// and a WRITE larger than a peer's share moves in parts while the commands behind it are
+/// handled at once (shm keeps no send-after-write order for them): the IMM note of such a
+/// WRITE waits for its delivery completion (`ofi::note_gate`), so it never announces bytes
+/// that have not landed.
+pub const SHM_HUB_PEERS: usize = 32;
 /// shm hubs of one listener open at once (the current one and used-up ones whose
 /// connections are not all closed), each a 16 MiB shm region: beyond it a HELLO is refused
 /// (its handshake socket closed, the reason logged), so clients that stay cannot make the
-/// node map shared memory without bound (at most 1 GiB of regions, 256 connections).
+/// node map shared memory without bound (at most 1 GiB of regions, 2,048 connections).
 pub const SHM_HUBS_MAX: usize = 64;
 /// Address-vector entries a hub starts with (it grows with its connections).
 const HUB_AV_COUNT: usize = 256;
