@@ -30,9 +30,3 @@ pub fn forbid_cross_memory_attach(provider: &'static str) -> Result<(), BusError
     }
     Ok(())
 }
-
-/// Whether the process is dumpable (`prctl(PR_GET_DUMPABLE)`).
-pub fn is_dumpable() -> bool {
-    // SAFETY: as above.
-    unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) == 1 }
-}

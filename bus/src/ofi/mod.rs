@@ -39,27 +39,27 @@
 //! - `ofi:shm` and `ofi:efa` make the process non-dumpable, closing shm's key-less
 //!   cross-memory-attach path to same-user processes ([`dumpable`]).
 
-pub mod conn;
-pub mod datagram;
-pub mod domain;
-pub mod dumpable;
-pub mod endpoint;
-pub mod env_guard;
-pub mod handshake;
+pub(crate) mod conn;
+pub(crate) mod datagram;
+pub(crate) mod domain;
+pub(crate) mod dumpable;
+pub(crate) mod endpoint;
+pub(crate) mod env_guard;
+pub(crate) mod handshake;
 pub mod hub;
-pub mod info;
-pub mod kind;
-pub mod library;
+pub(crate) mod info;
+pub(crate) mod kind;
+pub(crate) mod library;
 pub mod listener;
-pub mod mr_key;
+pub(crate) mod mr_key;
 mod note_gate;
-pub mod open;
+pub(crate) mod open;
 mod placement;
-pub mod rdm;
-pub mod region;
-pub mod rendezvous_socket;
+pub(crate) mod rdm;
+pub(crate) mod region;
+pub(crate) mod rendezvous_socket;
 mod shm_sweep;
-pub mod sys;
+pub(crate) mod sys;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
