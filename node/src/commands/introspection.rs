@@ -3,6 +3,7 @@
 //! (`latency.rs`) and SLOWLOG (`slowlog.rs`).
 
 mod client;
+mod client_control;
 mod command_table;
 mod host;
 mod info;
