@@ -226,7 +226,7 @@ fn stats(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         ("keys.count", int(o.keys)),
         (
             "keys.bytes-per-key",
-            int(if o.keys == 0 { 0 } else { o.net() / o.keys }),
+            int(o.net().checked_div(o.keys).unwrap_or(0)),
         ),
         ("dataset.bytes", int(o.dataset())),
         (
