@@ -22,7 +22,10 @@ pub fn pause_hold(server: &NodeState, client: &Client, args: &[&[u8]]) -> Option
         return None;
     }
     let now = unix_millis();
-    let (_, end) = pause.in_force(now)?;
+    let Some((_, end)) = pause.in_force(now) else {
+        pause.lapse(now);
+        return None;
+    };
     let spec = resolve(args).ok()?;
     admit(client, spec).ok()?;
     let writes = writes_or_may_replicate(spec, client);

@@ -71,6 +71,15 @@ impl ClientPause {
         (now_ms <= end).then_some((mode, end))
     }
 
+    /// Clears a pause whose end has passed, so that commands go back to the one-load check
+    /// ([`ClientPause::maybe_set`]) instead of reading the clock.
+    pub fn lapse(&self, now_ms: u64) {
+        let _update = self.update.lock();
+        if self.maybe_set() && self.in_force(now_ms).is_none() {
+            self.mode.store(0, Ordering::Release);
+        }
+    }
+
     /// Whether any pause may be set (one relaxed load: the per-command check).
     #[inline]
     pub fn maybe_set(&self) -> bool {
@@ -131,6 +140,11 @@ mod tests {
         assert!(p.unpause());
         assert!(!p.holds(false, 0) && !p.suspends_key_removal(0));
         assert!(!p.unpause(), "nothing left to lift");
+        p.pause(PauseMode::Write, 100, 0);
+        p.lapse(100);
+        assert!(p.maybe_set(), "still in force at its end");
+        p.lapse(101);
+        assert!(!p.maybe_set(), "cleared once over");
         p.pause(PauseMode::All, 100, 0);
         p.pause(PauseMode::Write, 300, 200);
         assert_eq!(
