@@ -302,3 +302,39 @@ fn memory_stats_parse_and_the_other_subcommands_answer() {
         error("ERR wrong number of arguments for 'memory|stats' command")
     );
 }
+
+/// Goal: a WRITE pause holds EXEC of a transaction that queued a write before the pause, and
+/// keeps a key whose TTL passes from being removed by active expiry until it ends (Redis
+/// 7.0). Method: MULTI/SET queued, then the pause; a key of 50 ms TTL outlives the `hz`
+/// cycles of a 300 ms wait (DBSIZE counts it), and goes once the pause is lifted.
+#[test]
+fn pause_write_holds_exec_and_active_expiry() {
+    let node = Node::start(&[]);
+    let mut admin = RawClient::connect(node.port);
+    let mut txn = RawClient::connect(node.port);
+    assert_eq!(admin.call(&["SET", "short", "v", "PX", "50"]), ok());
+    assert_eq!(txn.call(&["MULTI"]), ok());
+    assert_eq!(
+        txn.call(&["SET", "k", "v"]),
+        Frame::Simple("QUEUED".as_bytes().to_vec().into())
+    );
+    assert_eq!(admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"]), ok());
+    txn.send(&["EXEC"]);
+    wait_blocked(&node, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        admin.call(&["DBSIZE"]),
+        Frame::Integer(1),
+        "the expired key is still there"
+    );
+    assert_eq!(txn.read_within(HELD), None, "EXEC is held");
+
+    assert_eq!(admin.call(&["CLIENT", "UNPAUSE"]), ok());
+    assert_eq!(txn.read(), Frame::Array(vec![ok()]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while admin.call(&["DBSIZE"]) != Frame::Integer(1) {
+        assert!(Instant::now() < deadline, "active expiry never resumed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(admin.call(&["EXISTS", "k"]), Frame::Integer(1));
+}
