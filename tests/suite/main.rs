@@ -5,6 +5,7 @@ mod admin_api;
 mod aof;
 mod bench_suites;
 mod bitmaps;
+mod client_control;
 mod cluster;
 mod cluster_admin;
 mod cluster_bus;

@@ -71,6 +71,11 @@ pub enum TimeoutReply {
     /// SHUTDOWN waiting for its own thread (replicas, final save): run again when that
     /// thread wakes it (the outcome in `Client::pending_shutdown`); no timeout.
     Shutdown,
+    /// A request held by CLIENT PAUSE, still unexecuted in the client's input (`writes`: it
+    /// writes or may replicate). Its timeout is the pause's end; then, or when woken, the
+    /// session runs its input again, which holds the request again if a pause still does.
+    /// Nothing is answered for it.
+    Paused { writes: bool },
 }
 
 /// SHUTDOWN's answer when its final save failed (Redis's words), or when its thread ended
@@ -78,6 +83,19 @@ pub enum TimeoutReply {
 pub const SHUTDOWN_FAILED_ERROR: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
 
 impl TimeoutReply {
+    /// Whether CLIENT UNBLOCK may end this wait: a blocking command's wait on keys, or
+    /// WAIT's (as Redis's list, sorted set, stream and WAIT blocks), not a pause or the
+    /// node's own waits.
+    pub fn client_unblock_may_end(&self) -> bool {
+        matches!(
+            self,
+            TimeoutReply::NullArray
+                | TimeoutReply::NullBulk
+                | TimeoutReply::StreamRead
+                | TimeoutReply::ReplicaAcks { .. }
+        )
+    }
+
     /// The error this timeout answers, for the kinds that answer one.
     pub fn error_text(&self) -> Option<String> {
         match self {
@@ -90,6 +108,7 @@ impl TimeoutReply {
                 Some(crate::command_framework::redirect::lapsed_lease_error())
             }
             TimeoutReply::Shutdown => Some(SHUTDOWN_FAILED_ERROR.to_string()),
+            TimeoutReply::Paused { .. } => None,
             TimeoutReply::TopologyChange => Some(topology_not_made(
                 crate::cluster::shared::PROPOSAL_NO_ANSWER,
             )),
@@ -101,6 +120,7 @@ impl TimeoutReply {
             TimeoutReply::NullArray | TimeoutReply::StreamRead => reply.null_array(),
             TimeoutReply::NullBulk => reply.null(),
             TimeoutReply::ReplicaAcks { .. } => reply.integer(0),
+            TimeoutReply::Paused { .. } => {}
             other => reply.error(&other.error_text().unwrap_or_default()),
         }
     }

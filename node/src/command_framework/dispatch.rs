@@ -202,7 +202,7 @@ pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a rea
 
 /// Checks that apply before a command may run or be queued, ahead of the cluster's
 /// redirect (Redis's `processCommand` order: authentication, then MULTI's refusals).
-fn admit(client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
+pub(super) fn admit(client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
     if !client.authenticated && !spec.has(flags::NO_AUTH) {
         return Err(CmdError::NoAuth);
     }

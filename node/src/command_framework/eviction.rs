@@ -44,6 +44,11 @@ pub fn make_room_with(
     if max == 0 || server.memory.used_at(now) <= max {
         return Ok(false);
     }
+    // No eviction (and no refusal) while CLIENT PAUSE holds the dataset still, as Redis 7.0
+    // does during any pause.
+    if server.client_pause.suspends_key_removal(wall_clock()) {
+        return Ok(false);
+    }
     let policy = server.hot.policy();
     if policy == EvictionPolicy::NoEviction {
         return Err(CmdError::OutOfMemory);

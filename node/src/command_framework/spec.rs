@@ -31,6 +31,9 @@ pub mod flags {
     /// Reads keys that patterns in its arguments name (SORT's BY and GET): every shard is
     /// locked when the arguments hold one (see [`names_pattern_keys`]).
     pub const PATTERN_KEYS: u32 = 1 << 17;
+    /// Not a write, yet may feed the replication stream (PUBLISH, PFCOUNT): held by a
+    /// CLIENT PAUSE WRITE as writes are.
+    pub const MAY_REPLICATE: u32 = 1 << 18;
 
     /// Whether a PATTERN_KEYS command's arguments may name keys through a pattern: any `BY`
     /// or `GET` keyword after the key. It may also match a key or pattern spelled so, which
@@ -54,6 +57,7 @@ pub mod flags {
         (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
         (NO_MULTI, "no_multi"),
         (MOVABLE_KEYS, "movablekeys"),
     ];

@@ -16,7 +16,7 @@ const HLL: &str = "hyperloglog";
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "2.8.9", ..command("pfadd", -2, WRITE | DENYOOM | FAST, KEY1, pfadd, HLL, "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.") },
-    CommandSpec { since: "2.8.9", ..command("pfcount", -2, READONLY, ALL_ARGS_KEYS, pfcount, HLL, "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).") },
+    CommandSpec { since: "2.8.9", ..command("pfcount", -2, READONLY | MAY_REPLICATE, ALL_ARGS_KEYS, pfcount, HLL, "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).") },
     CommandSpec { since: "2.8.9", ..command("pfmerge", -2, WRITE | DENYOOM, ALL_ARGS_KEYS, pfmerge, HLL, "Merges one or more HyperLogLog values into a single key.") },
     CommandSpec { since: "2.8.9", ..command("pfdebug", 3, WRITE | DENYOOM | ADMIN, KeySpec::Range { first: 2, last: 2, step: 1 }, pfdebug, HLL, "Internal commands for debugging HyperLogLog values.") },
     CommandSpec { since: "2.8.9", ..command("pfselftest", 1, ADMIN, KeySpec::None, pfselftest, HLL, "An internal command for testing HyperLogLog values.") },

@@ -1,13 +1,15 @@
 //! Looking at the node from a client: INFO (`info.rs`, host readings in `host.rs`), CLIENT
 //! (`client.rs`), COMMAND (`command_table.rs`, key flags in `key_access.rs`), LATENCY
-//! (`latency.rs`) and SLOWLOG (`slowlog.rs`).
+//! (`latency.rs`), MEMORY (`memory.rs`) and SLOWLOG (`slowlog.rs`).
 
 mod client;
+mod client_control;
 mod command_table;
 mod host;
 mod info;
 mod key_access;
 mod latency;
+mod memory;
 mod slowlog;
 
 use crate::command_framework::spec::{command, flags::*, KeySpec};
@@ -61,6 +63,19 @@ pub static COMMANDS: &[CommandSpec] = &[
             container,
             "server",
             "A container for latency diagnostics commands.",
+        )
+    },
+    CommandSpec {
+        since: "4.0.0",
+        subcommands: memory::SUBCOMMANDS,
+        ..command(
+            "memory",
+            -2,
+            0,
+            KeySpec::None,
+            container,
+            "server",
+            "A container for memory diagnostics commands.",
         )
     },
     CommandSpec {

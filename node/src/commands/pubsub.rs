@@ -107,7 +107,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         ..command(
             "publish",
             3,
-            PUBSUB | LOADING | STALE | FAST,
+            PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
             KeySpec::None,
             publish,
             "pubsub",
@@ -119,7 +119,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         ..command(
             "spublish",
             3,
-            PUBSUB | LOADING | STALE | FAST,
+            PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
             KEY1,
             spublish,
             "pubsub",

@@ -4,6 +4,7 @@
 pub mod entry;
 pub mod eviction;
 pub mod expiry;
+pub mod footprint;
 pub mod guards;
 pub mod image;
 pub mod keyspace;

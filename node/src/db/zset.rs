@@ -93,6 +93,13 @@ impl ZSet {
         self.map.is_empty()
     }
 
+    /// Bytes of the member table's slots, members' own bytes aside (MEMORY USAGE): each
+    /// holds the member's hash, its boxed slice and its tree node.
+    pub fn table_bytes(&self) -> usize {
+        let slot = 8 + std::mem::size_of::<Box<[u8]>>() + std::mem::size_of::<Node>();
+        self.map.capacity() * slot
+    }
+
     /// Length of the longest member (for OBJECT ENCODING's listpack threshold): O(n).
     pub fn max_member_len(&self) -> usize {
         self.map.keys().map(|m| m.len()).max().unwrap_or(0)

@@ -34,6 +34,10 @@ pub struct ClientShared {
     pub shard_subscriptions: AtomicUsize,
     pub in_multi: AtomicBool,
     pub blocked: AtomicBool,
+    /// Its command is held by CLIENT PAUSE (CLIENT UNPAUSE wakes such clients).
+    pub paused: AtomicBool,
+    /// CLIENT UNBLOCK's requests to end its wait.
+    pub unblock: super::client_unblock::UnblockSlot,
     pub query_buffer: AtomicUsize,
     /// Set by CLIENT KILL, the idle timeout or an overflowing push queue.
     pub killed: AtomicBool,
@@ -69,6 +73,8 @@ impl ClientShared {
             shard_subscriptions: AtomicUsize::new(0),
             in_multi: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            unblock: Default::default(),
             query_buffer: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             pushes: Mutex::new(BytesMut::new()),

@@ -10,6 +10,8 @@
 pub mod blocking;
 pub mod busy_poll;
 pub mod client;
+pub mod client_pause;
+pub mod client_unblock;
 pub mod clients;
 pub mod command_clock;
 pub mod command_stats;
@@ -56,6 +58,8 @@ pub struct NodeState {
     pub clients: clients::ClientRegistry,
     pub watches: watch::Watches,
     pub blocking: blocking::Blocking,
+    /// CLIENT PAUSE: what clients' commands are held, until when.
+    pub client_pause: client_pause::ClientPause,
     pub pubsub: pubsub::PubSub,
     pub memory: MemoryGauge,
     /// Dirty counter, the running save, save outcomes (the saving itself is `server`'s).
@@ -102,6 +106,7 @@ impl NodeState {
             clients: clients::ClientRegistry::default(),
             watches: watch::Watches::default(),
             blocking: blocking::Blocking::default(),
+            client_pause: client_pause::ClientPause::default(),
             pubsub: pubsub::PubSub::default(),
             memory: MemoryGauge::default(),
             snapshot: SnapshotState::default(),

@@ -47,6 +47,11 @@ pub fn active_expire(server: &Server) {
         return;
     }
     let now = unix_millis();
+    // CLIENT PAUSE keeps the dataset as it is until it ends (Redis 7.0 stops active expiry
+    // during any pause): a failover waiting on it must find replicas with the same keys.
+    if server.client_pause.suspends_key_removal(now) {
+        return;
+    }
     let mut expired_total = 0;
     for shard_idx in 0..SHARD_COUNT {
         // A shard held by a long command (MIGRATE waiting on its target) is left for the

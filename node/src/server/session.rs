@@ -7,7 +7,9 @@ use super::input_buffer::InputBuffer;
 use super::Server;
 use crate::command_framework::ctx::{BlockRequest, Effects, TimeoutReply};
 use crate::command_framework::dispatch;
+use crate::command_framework::pause_hold::pause_hold;
 use crate::node_state::client::{Client, ClientShared};
+use crate::node_state::client_unblock::{UnblockHow, UNBLOCKED_ERROR};
 use crate::node_state::reply_mode::{keep_reply, ReplyMode};
 use crate::node_state::stats::LocalStats;
 use bytes::BytesMut;
@@ -99,6 +101,12 @@ impl Session {
                     let args: SmallVec<[&[u8]; 8]> = (0..self.parser.arg_count())
                         .map(|i| self.parser.arg(buf, i))
                         .collect();
+                    // A request CLIENT PAUSE holds stays in the input, unconsumed: it
+                    // runs when the pause lets it, in its place in the pipeline.
+                    if let Some(held) = pause_hold(&self.server, &self.client, &args) {
+                        step = Step::Block(held);
+                        break;
+                    }
                     let offset_before = self.client.repl_offset;
                     let held_from = self.output.len();
                     self.client.input_from_command = self.input.len() - consumed;
@@ -183,6 +191,15 @@ impl Session {
     pub fn enter_blocked(&mut self, block: &BlockRequest) -> bool {
         let shared = &self.client.shared;
         shared.blocked.store(true, Relaxed);
+        if let TimeoutReply::Paused { .. } = block.timeout_reply {
+            shared.paused.store(true, Relaxed);
+            self.server.client_pause.note_held();
+            // CLIENT UNPAUSE may have woken paused clients before this one was marked.
+            return true;
+        }
+        if block.timeout_reply.client_unblock_may_end() {
+            shared.unblock.enter();
+        }
         let every_signal = block.timeout_reply == TimeoutReply::StreamRead;
         self.server
             .blocking
@@ -192,6 +209,47 @@ impl Session {
     /// Runs the blocked command again after a wake-up. True means it completed (its reply is
     /// in `output`); false means it still finds nothing and keeps waiting.
     pub fn retry_blocked(&mut self, block: &BlockRequest) -> bool {
+        if let TimeoutReply::Paused { writes } = block.timeout_reply {
+            // Over: the session runs the held request from its input (or holds it again).
+            return !self
+                .server
+                .client_pause
+                .holds(writes, crate::clock::unix_millis());
+        }
+        if block.timeout_reply.client_unblock_may_end() {
+            // Held while the command looks again, so CLIENT UNBLOCK either finds the
+            // client still waiting afterwards or has already asked it to stop.
+            let shared = self.client.shared.clone();
+            let slot = shared.unblock.hold();
+            if let Some(how) = slot.requested() {
+                self.answer_unblocked(block, how);
+                slot.leave();
+                return true;
+            }
+            let served = self.retry_on_keys(block);
+            if served {
+                slot.leave();
+            }
+            return served;
+        }
+        self.retry_on_keys(block)
+    }
+
+    /// Ends a wait as CLIENT UNBLOCK asked: the command's timeout reply, or an error.
+    fn answer_unblocked(&mut self, block: &BlockRequest, how: UnblockHow) {
+        match how {
+            UnblockHow::Timeout => self.answer_timeout(block),
+            UnblockHow::Error => {
+                self.count_timed_out_call(block);
+                self.stats.error_reply(&self.server.stats, UNBLOCKED_ERROR);
+                let mut reply = proto::resp::Reply::new(&mut self.output, self.client.protocol);
+                reply.error(UNBLOCKED_ERROR);
+            }
+        }
+    }
+
+    /// Runs the blocked command again (see [`Session::retry_blocked`]).
+    fn retry_on_keys(&mut self, block: &BlockRequest) -> bool {
         if let TimeoutReply::SyncAcks { offset, wanted, .. } = block.timeout_reply {
             return super::sync_acks::acknowledged(&self.server, offset, wanted);
         }
@@ -250,6 +308,24 @@ impl Session {
 
     /// Answers a blocked command whose timeout passed.
     pub fn time_out_blocked(&mut self, block: &BlockRequest) {
+        if block.timeout_reply.client_unblock_may_end() {
+            let shared = self.client.shared.clone();
+            let slot = shared.unblock.hold();
+            // A CLIENT UNBLOCK that came with the deadline answered 1: its way wins.
+            let how = slot.requested().unwrap_or(UnblockHow::Timeout);
+            self.answer_unblocked(block, how);
+            slot.leave();
+            return;
+        }
+        self.answer_timeout(block);
+    }
+
+    /// The reply of a wait whose timeout passed. A held request (CLIENT PAUSE) gets none:
+    /// the session runs it from its input next.
+    fn answer_timeout(&mut self, block: &BlockRequest) {
+        if let TimeoutReply::Paused { .. } = block.timeout_reply {
+            return;
+        }
         if block.timeout_reply == TimeoutReply::TopologyChange {
             // An outcome that came with the deadline is still the answer.
             if self.answer_topology_change() {
@@ -317,6 +393,12 @@ impl Session {
     pub fn leave_blocked(&mut self, block: &BlockRequest) {
         let shared = &self.client.shared;
         shared.blocked.store(false, Relaxed);
+        if let TimeoutReply::Paused { .. } = block.timeout_reply {
+            shared.paused.store(false, Relaxed);
+            self.server.client_pause.note_released();
+            return;
+        }
+        shared.unblock.leave();
         self.server.blocking.unregister(&block.keys, shared);
         if matches!(
             block.timeout_reply,

@@ -1,5 +1,7 @@
-//! CLIENT ID | SETNAME | GETNAME | LIST | INFO | KILL | SETINFO | NO-EVICT | GETREDIR | HELP.
+//! CLIENT ID | SETNAME | GETNAME | LIST | INFO | KILL | SETINFO | NO-EVICT | GETREDIR | HELP;
+//! PAUSE, UNPAUSE and UNBLOCK are in `client_control`.
 
+use super::client_control;
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
@@ -21,6 +23,9 @@ pub static SUBCOMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "7.2.0", ..command("client|setinfo", 4, FLAGS, KeySpec::None, setinfo, CONNECTION, "Sets information specific to the client or connection.") },
     CommandSpec { since: "7.0.0", ..command("client|no-evict", 3, ADMIN | FLAGS, KeySpec::None, no_evict, CONNECTION, "Sets the client eviction mode of the connection.") },
     CommandSpec { since: "6.0.0", ..command("client|getredir", 2, FLAGS, KeySpec::None, getredir, CONNECTION, "Returns the client ID to which the connection's tracking notifications are redirected.") },
+    CommandSpec { since: "2.9.50", ..command("client|pause", -3, ADMIN | FLAGS, KeySpec::None, client_control::pause, CONNECTION, "Suspends commands processing.") },
+    CommandSpec { since: "6.2.0", ..command("client|unpause", 2, ADMIN | FLAGS, KeySpec::None, client_control::unpause, CONNECTION, "Resumes processing commands from paused clients.") },
+    CommandSpec { since: "5.0.0", ..command("client|unblock", -3, ADMIN | FLAGS, KeySpec::None, client_control::unblock, CONNECTION, "Unblocks a client blocked by a blocking command from a different connection.") },
     CommandSpec { since: "3.2.0", ..command("client|reply", 3, FLAGS, KeySpec::None, reply, CONNECTION, "Instructs the server whether to reply to commands.") },
     CommandSpec { since: "5.0.0", ..command("client|help", 2, LOADING | STALE, KeySpec::None, help, CONNECTION, "Returns helpful text about the different subcommands.") },
 ];
@@ -396,6 +401,12 @@ const HELP: &[&str] = &[
     "    Set client meta attr. Options are:",
     "    * LIB-NAME: the client lib name.",
     "    * LIB-VER: the client lib version.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
     "HELP",

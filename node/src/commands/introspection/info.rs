@@ -212,7 +212,11 @@ fn clients(s: &mut Section<'_>, server: &NodeState) {
     s.field("maxclients", server.hot.maxclients.load(Relaxed));
     s.field("client_recent_max_input_buffer", 0);
     s.field("client_recent_max_output_buffer", 0);
-    s.field("blocked_clients", server.blocking.blocked_clients());
+    // Clients held by CLIENT PAUSE count as blocked, as in Redis 7.0.
+    s.field(
+        "blocked_clients",
+        server.blocking.blocked_clients() + server.client_pause.held(),
+    );
     s.field("tracking_clients", 0);
     s.field("clients_in_timeout_table", 0);
 }

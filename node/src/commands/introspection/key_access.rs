@@ -28,6 +28,8 @@ const SAME_FOR_EVERY_KEY: &[(&str, Flags)] = &[
     ("getrange", RO_ACCESS),
     ("substr", RO_ACCESS),
     ("strlen", RO),
+    // MEMORY USAGE looks at the key's size, not its data.
+    ("memory|usage", RO),
     ("mset", OW_UPDATE),
     ("msetnx", OW_INSERT),
     ("setex", OW_UPDATE),
