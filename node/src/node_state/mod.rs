@@ -17,8 +17,10 @@ pub mod error_stats;
 pub mod glob;
 pub mod hot;
 pub mod identity;
+pub mod keyspace_events;
 pub mod latency_monitor;
 pub mod migrate_links;
+pub mod monitors;
 pub mod pubsub;
 pub mod replica_of;
 pub mod replication;
@@ -57,6 +59,8 @@ pub struct NodeState {
     pub watches: watch::Watches,
     pub blocking: blocking::Blocking,
     pub pubsub: pubsub::PubSub,
+    /// Clients in MONITOR mode.
+    pub monitors: monitors::Monitors,
     pub memory: MemoryGauge,
     /// Dirty counter, the running save, save outcomes (the saving itself is `server`'s).
     pub snapshot: SnapshotState,
@@ -103,6 +107,7 @@ impl NodeState {
             watches: watch::Watches::default(),
             blocking: blocking::Blocking::default(),
             pubsub: pubsub::PubSub::default(),
+            monitors: monitors::Monitors::default(),
             memory: MemoryGauge::default(),
             snapshot: SnapshotState::default(),
             slowlog: slowlog::SlowLog::default(),
