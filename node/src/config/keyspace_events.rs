@@ -84,7 +84,12 @@ pub fn format(flags: u32) -> String {
             (MODULE, 'd'),
             (NEW, 'n'),
         ];
-        out.extend(classes.iter().filter(|(f, _)| flags & f != 0).map(|(_, c)| c));
+        out.extend(
+            classes
+                .iter()
+                .filter(|(f, _)| flags & f != 0)
+                .map(|(_, c)| c),
+        );
     }
     for (f, c) in [(KEYSPACE, 'K'), (KEYEVENT, 'E'), (KEY_MISS, 'm')] {
         if flags & f != 0 {

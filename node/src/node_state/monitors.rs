@@ -107,7 +107,10 @@ mod tests {
     fn lines_are_formatted_and_quoted_as_redis_does() {
         let at = Duration::new(1339518083, 107_412_000);
         let line = format_line(at, "127.0.0.1:60866", &[b"keys", b"*"]);
-        assert_eq!(line, b"+1339518083.107412 [0 127.0.0.1:60866] \"keys\" \"*\"\r\n");
+        assert_eq!(
+            line,
+            b"+1339518083.107412 [0 127.0.0.1:60866] \"keys\" \"*\"\r\n"
+        );
         let line = format_line(
             Duration::new(5, 3_000),
             "[::1]:7",
