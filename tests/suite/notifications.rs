@@ -60,6 +60,12 @@ fn expect_keyevents(sub: &mut RawClient, expected: &[(&str, &str)]) {
     assert_eq!(sub.read_within(QUIET), None, "after {expected:?}");
 }
 
+/// A command and the keyevent messages `(event, key)` it publishes, in order.
+type Step = (
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
 fn run(con: &mut redis::Connection, args: &[&str]) {
     cmd(con, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
 }
@@ -118,7 +124,7 @@ fn commands_publish_redis_event_names_on_both_channels() {
     drop(sub);
 
     let mut sub = psubscribed(&node, &["__keyevent@0__:*"]);
-    let steps: &[(&[&str], &[(&str, &str)])] = &[
+    let steps: &[Step] = &[
         (
             &["SET", "s", "v", "EX", "100"],
             &[("set", "s"), ("expire", "s")],
