@@ -363,3 +363,37 @@ fn a_monitor_that_never_reads_is_closed_and_the_node_keeps_serving() {
     assert!(!clients.contains("cmd=monitor"), "{clients}");
     assert_eq!(node.cli(&["DBSIZE"]), "96");
 }
+
+#[test]
+fn implicit_stream_consumers_and_evictions_publish_their_events() {
+    let node = Node::start(&["--notify-keyspace-events", "Ete"]);
+    let mut sub = psubscribed(&node, &["__keyevent@0__:*"]);
+    let mut con = node.client();
+    run(&mut con, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+    run(&mut con, &["XADD", "s", "1", "f", "v"]);
+    expect_keyevents(&mut sub, &[("xgroup-create", "s"), ("xadd", "s")]);
+    // Consumers XREADGROUP and XCLAIM create on the fly are announced; an existing one not.
+    run(
+        &mut con,
+        &["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">"],
+    );
+    expect_keyevents(&mut sub, &[("xgroup-createconsumer", "s")]);
+    run(&mut con, &["XCLAIM", "s", "g", "mike", "0", "1-0", "FORCE"]);
+    expect_keyevents(&mut sub, &[("xgroup-createconsumer", "s")]);
+    run(&mut con, &["XAUTOCLAIM", "s", "g", "alice", "0", "0"]);
+    // Deleting a consumer that does not exist changes nothing.
+    run(&mut con, &["XGROUP", "DELCONSUMER", "s", "g", "nobody"]);
+    run(&mut con, &["XGROUP", "DELCONSUMER", "s", "g", "mike"]);
+    expect_keyevents(&mut sub, &[("xgroup-delconsumer", "s")]);
+
+    // Lowering maxmemory evicts at once, as Redis's CONFIG SET does: `evicted`.
+    run(&mut con, &["DEL", "s"]);
+    run(
+        &mut con,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+    );
+    run(&mut con, &["SET", "victim", "v"]);
+    run(&mut con, &["CONFIG", "SET", "maxmemory", "1"]);
+    expect_keyevents(&mut sub, &[("evicted", "victim")]);
+    run(&mut con, &["CONFIG", "SET", "maxmemory", "0"]);
+}
