@@ -24,6 +24,7 @@ mod lists;
 mod metrics;
 mod migrate;
 mod module_knots;
+mod notifications;
 mod operator_tools;
 mod persistence;
 mod protocol;

@@ -1,6 +1,9 @@
 //! What a command handler works with.
 
+use super::key_events::{CommandEvent, WhenGone};
+use crate::config::keyspace_events::{GENERIC, NEW};
 use crate::db::{Key, Locked};
+use crate::node_state::keyspace_events::{self, KeyEvents};
 use crate::node_state::{Client, NodeServices, NodeState};
 use crate::replication::outgoing::Outgoing;
 use crate::replication::propagate::WriteEffect;
@@ -144,6 +147,9 @@ pub struct Effects {
     pub repl: WriteEffect,
     /// The replication stream this request produces, fed to the backlog by the dispatcher.
     pub outgoing: Outgoing,
+    /// Keyspace events to publish once the keys are unlocked (recorded only while
+    /// `notify-keyspace-events` publishes something).
+    pub events: KeyEvents,
 }
 
 pub struct Ctx<'a> {
@@ -159,6 +165,9 @@ pub struct Ctx<'a> {
     pub in_exec: bool,
     /// Writes are fed to a replication backlog (read once per request).
     pub replicating: bool,
+    /// The running command's keyspace event, set per command by the dispatcher; None while
+    /// notifications are off, so that [`Ctx::modified`] records nothing.
+    pub event: Option<CommandEvent>,
 }
 
 impl Ctx<'_> {
@@ -182,6 +191,48 @@ impl Ctx<'_> {
         }
         if self.server.blocking.active() {
             self.effects.ready.push(key.into());
+        }
+        if let Some(event) = self.event {
+            self.record_event(event, key);
+        }
+    }
+
+    /// Names the event of the changes reported next by [`Ctx::modified`] (for commands whose
+    /// event depends on their arguments or on the key: RENAME's `rename_from`, LMOVE's
+    /// ends...). Does nothing while notifications are off.
+    pub fn name_event(&mut self, class: u32, name: &'static str, when_gone: WhenGone) {
+        if self.event.is_some() {
+            self.event = Some(CommandEvent {
+                class,
+                name,
+                when_gone,
+            });
+        }
+    }
+
+    /// Records an event besides the change's own (SET's `expire` for its TTL, XADD's
+    /// `xtrim`). Does nothing unless it is published.
+    pub fn notify(&mut self, class: u32, name: &'static str, key: &[u8]) {
+        if self.event.is_some() && keyspace_events::wanted(self.server, class) {
+            self.effects.events.push(class, name, key);
+        }
+    }
+
+    /// The event of one change: keys this command created first (`new`), then the event,
+    /// or `del` for a key the change deleted (see [`WhenGone`]).
+    fn record_event(&mut self, event: CommandEvent, key: &[u8]) {
+        for created in self.db.take_created() {
+            self.notify(NEW, "new", &created);
+        }
+        let gone = self
+            .db
+            .get_shared(key)
+            .is_none_or(|e| e.value.is_empty_aggregate());
+        if !gone || event.when_gone != WhenGone::Del {
+            self.notify(event.class, event.name, key);
+        }
+        if gone && event.when_gone != WhenGone::Keep {
+            self.notify(GENERIC, "del", key);
         }
     }
 

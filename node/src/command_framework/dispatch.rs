@@ -3,12 +3,15 @@
 use super::args;
 use super::ctx::{BlockRequest, Ctx, Effects, TimeoutReply};
 use super::error::CmdError;
+use super::key_events::{self, CommandEvent, WhenGone};
 use super::spec::{flags, CommandSpec};
 use super::table;
 use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::redirect::Routed;
+use crate::config::keyspace_events::{EXPIRED, NEW};
 use crate::db::keyspace::shard_of_slot;
-use crate::db::Locked;
+use crate::db::{Key, Locked};
+use crate::node_state::keyspace_events::{self, KeyEvents};
 use crate::node_state::stats::LocalStats;
 use crate::node_state::{Client, NodeServices, NodeState};
 use crate::replication::ack::NOREPLICAS_ERROR;
@@ -316,7 +319,8 @@ pub fn run(
         reply.error(FAILOVER_PAUSE_ERROR);
         return Effects::default();
     }
-    if replicating {
+    // Expired keys are recorded for replicas (a DEL each) and for `expired` events.
+    if replicating || keyspace_events::wanted(server, EXPIRED) {
         db.record_removed();
     }
     let mut ctx = Ctx {
@@ -328,6 +332,7 @@ pub fn run(
         effects: Effects::default(),
         in_exec: false,
         replicating,
+        event: None,
     };
     let failed = run_in(&mut ctx, spec, args, stats);
     let Ctx {
@@ -356,6 +361,11 @@ pub fn run(
     if !effects.modified.is_empty() {
         server.watches.touch(&effects.modified);
     }
+    // Published with the keys still locked, so that the events of one key reach
+    // subscribers in the order its changes were made.
+    if !effects.events.is_empty() {
+        keyspace_events::publish(server, &effects.events);
+    }
     drop(db);
     stats.expired += expired;
     let nanos = client.clock.finish(start);
@@ -377,6 +387,8 @@ pub fn run_in(
 ) -> bool {
     let (hits_before, misses_before) = (ctx.db.hits, ctx.db.misses);
     let dirty_before = ctx.effects.dirty;
+    let events_before = ctx.effects.events.list.len();
+    ctx.event = events_for(ctx, spec);
     let result = (spec.handler)(ctx, args);
     let failed = result.is_err();
     if let Err(e) = result {
@@ -384,8 +396,20 @@ pub fn run_in(
         stats.error_reply(&ctx.server.stats, &text);
         ctx.reply.error(&text);
     }
+    // Empty unless recorded for replicas or for `expired` events.
+    let removed = ctx.db.take_removed();
+    if ctx.event.is_some() {
+        note_expired_and_created(ctx, &removed, events_before);
+    }
     if ctx.replicating {
-        capture(ctx, spec, args, dirty_before);
+        capture(ctx, &removed, spec, args, dirty_before);
+    }
+    // Shown after it ran, as Redis's `call` does (so EXEC follows its commands); admin
+    // commands never, their arguments being too sensitive.
+    if ctx.server.monitors.active() && !spec.has(flags::ADMIN) {
+        ctx.server
+            .monitors
+            .feed(&ctx.client.shared, &redacted(spec, args));
     }
     if spec.has(flags::READONLY) {
         stats.hits += (ctx.db.hits - hits_before) as u64;
@@ -398,15 +422,59 @@ pub fn run_in(
 /// found expired (first: it happened first), then the write rewritten if it changed the
 /// dataset. A write that cannot be rewritten is logged, never failed: the client's command
 /// did run.
-fn capture(ctx: &mut Ctx<'_>, spec: &CommandSpec, args: &[&[u8]], dirty_before: u64) {
-    for key in ctx.db.take_removed() {
-        ctx.effects.outgoing.key_removed(&key);
+fn capture(
+    ctx: &mut Ctx<'_>,
+    removed: &[Key],
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    dirty_before: u64,
+) {
+    for key in removed {
+        ctx.effects.outgoing.key_removed(key);
     }
     let effect = std::mem::take(&mut ctx.effects.repl);
     if spec.has(flags::WRITE) && ctx.effects.dirty != dirty_before {
         if let Err(e) = ctx.effects.outgoing.command(args, &effect) {
             tracing::error!(command = spec.name, error = %e, "write not replicated");
         }
+    }
+}
+
+/// The command's keyspace event, if notifications are on (one relaxed load when off); also
+/// starts recording created keys when `new` events are published.
+fn events_for(ctx: &mut Ctx<'_>, spec: &CommandSpec) -> Option<CommandEvent> {
+    if ctx.server.hot.notify_keyspace_events.load(Relaxed) == 0 {
+        return None;
+    }
+    if keyspace_events::wanted(ctx.server, NEW) {
+        ctx.db.record_created();
+    }
+    // Commands without an event of their own still report expired and created keys.
+    Some(key_events::for_command(spec.name).unwrap_or(NO_EVENT))
+}
+
+/// The stand-in event of a command that emits none: its class is no class, so it is never
+/// published.
+const NO_EVENT: CommandEvent = CommandEvent {
+    class: 0,
+    name: "",
+    when_gone: WhenGone::Keep,
+};
+
+/// Adds the `expired` events of keys the command found expired, ahead of its own events
+/// (the expiry happened first), and the `new` events of keys created without a reported
+/// change.
+fn note_expired_and_created(ctx: &mut Ctx<'_>, removed: &[Key], events_before: usize) {
+    if !removed.is_empty() && keyspace_events::wanted(ctx.server, EXPIRED) {
+        let mut expired = KeyEvents::default();
+        for key in removed {
+            expired.push(EXPIRED, "expired", key);
+        }
+        let at = events_before.min(ctx.effects.events.list.len());
+        ctx.effects.events.list.splice(at..at, expired.list);
+    }
+    for key in ctx.db.take_created() {
+        ctx.notify(NEW, "new", &key);
     }
 }
 

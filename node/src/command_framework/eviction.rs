@@ -7,8 +7,10 @@
 
 use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::CmdError;
+use crate::config::keyspace_events::EVICTED;
 use crate::db::eviction::{choose_victim, EvictionPolicy};
 use crate::db::keyspace::SHARD_COUNT;
+use crate::node_state::keyspace_events;
 use crate::node_state::services::WriteStream;
 use crate::node_state::stats::Stats;
 use crate::node_state::NodeState;
@@ -113,6 +115,9 @@ fn evict_one(
                 if !outgoing.is_empty() {
                     stream.feed(&mut outgoing);
                 }
+            }
+            if evicted {
+                keyspace_events::publish_one(server, EVICTED, "evicted", &key);
             }
             if evicted || locked.expired > 0 {
                 Stats::add(&server.stats.evicted_keys, 1);

@@ -8,6 +8,7 @@ pub mod ctx;
 pub mod dispatch;
 pub mod error;
 pub mod eviction;
+pub mod key_events;
 pub mod pause_hold;
 pub mod redirect;
 pub mod sample;

@@ -40,17 +40,21 @@ pub static COMMANDS: &[CommandSpec] = &[
         "connection",
         "Closes the connection.",
     ),
-    command(
-        "auth",
-        -2,
-        NO_AUTH | FAST | STALE | LOADING | NOSCRIPT,
-        KeySpec::None,
-        auth,
-        "connection",
-        "Authenticates the connection.",
-    ),
+    CommandSpec {
+        secrets: Some(auth_secret_positions),
+        ..command(
+            "auth",
+            -2,
+            NO_AUTH | FAST | STALE | LOADING | NOSCRIPT,
+            KeySpec::None,
+            auth,
+            "connection",
+            "Authenticates the connection.",
+        )
+    },
     CommandSpec {
         since: "6.0.0",
+        secrets: Some(hello_secret_positions),
         ..command(
             "hello",
             -1,
@@ -248,6 +252,7 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         ctx.server.watches.unwatch_all(handle);
     }
     super::pubsub::unsubscribe_all(ctx.server, ctx.client);
+    ctx.server.monitors.remove(ctx.client.id());
     *ctx.client.shared.name.lock() = None;
     ctx.client.set_protocol(ProtocolVersion::Resp2);
     ctx.client.authenticated = !ctx
@@ -258,4 +263,30 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.reply.set_version(ProtocolVersion::Resp2);
     ctx.reply.simple(b"RESET");
     Ok(())
+}
+
+/// AUTH's secrets: every argument (the password, or the username and password). Redis
+/// redacts the two it reads; a malformed AUTH with more is redacted whole here, as its
+/// arguments are as likely to be secrets.
+fn auth_secret_positions(args: &[&[u8]]) -> smallvec::SmallVec<[usize; 2]> {
+    (1..args.len()).collect()
+}
+
+/// HELLO's secrets: the username and password after each `AUTH` option, read as the
+/// handler reads the options.
+fn hello_secret_positions(args: &[&[u8]]) -> smallvec::SmallVec<[usize; 2]> {
+    let mut secrets = smallvec::SmallVec::new();
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if is(args[i], "auth") && more >= 2 {
+            secrets.extend([i + 1, i + 2]);
+            i += 3;
+        } else if is(args[i], "setname") && more >= 1 {
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    secrets
 }

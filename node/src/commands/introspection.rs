@@ -1,6 +1,6 @@
 //! Looking at the node from a client: INFO (`info.rs`, host readings in `host.rs`), CLIENT
 //! (`client.rs`), COMMAND (`command_table.rs`, key flags in `key_access.rs`), LATENCY
-//! (`latency.rs`), MEMORY (`memory.rs`) and SLOWLOG (`slowlog.rs`).
+//! (`latency.rs`), MEMORY (`memory.rs`), MONITOR (`monitor.rs`) and SLOWLOG (`slowlog.rs`).
 
 mod client;
 mod client_control;
@@ -10,6 +10,7 @@ mod info;
 mod key_access;
 mod latency;
 mod memory;
+mod monitor;
 mod slowlog;
 
 use crate::command_framework::spec::{command, flags::*, KeySpec};
@@ -52,6 +53,15 @@ pub static COMMANDS: &[CommandSpec] = &[
             "Returns detailed information about all commands.",
         )
     },
+    command(
+        "monitor",
+        1,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        KeySpec::None,
+        monitor::monitor,
+        "server",
+        "Listens for all requests received by the server in real-time.",
+    ),
     CommandSpec {
         since: "2.8.13",
         subcommands: latency::SUBCOMMANDS,

@@ -7,8 +7,10 @@ mod expire;
 mod object;
 mod scan;
 
+use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::config::keyspace_events::GENERIC as GENERIC_EVENTS;
 use crate::db::Key;
 use crate::node_state::glob;
 use rand::Rng;
@@ -134,7 +136,9 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
     }
     let entry = ctx.db.remove(src).ok_or(CmdError::NoSuchKey)?;
     ctx.db.insert(dst, entry);
+    ctx.name_event(GENERIC_EVENTS, "rename_from", WhenGone::Keep);
     ctx.modified(src);
+    ctx.name_event(GENERIC_EVENTS, "rename_to", WhenGone::Keep);
     ctx.modified(dst);
     // A list or sorted set moved into place serves the clients blocked on its new name, as
     // a push there would (Redis signals every key a write adds).

@@ -74,6 +74,22 @@ impl End {
             Err(CmdError::Syntax)
         }
     }
+
+    /// The keyspace event of taking an element from this end (`lpop`, `rpop`).
+    fn pop_event(self) -> &'static str {
+        match self {
+            End::Left => "lpop",
+            End::Right => "rpop",
+        }
+    }
+
+    /// The keyspace event of adding an element at this end (`lpush`, `rpush`).
+    fn push_event(self) -> &'static str {
+        match self {
+            End::Left => "lpush",
+            End::Right => "rpush",
+        }
+    }
 }
 
 /// The list stored at `key`: None when there is no key, WRONGTYPE when it holds another type.

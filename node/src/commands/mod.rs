@@ -78,4 +78,47 @@ mod tests {
         }
         assert!(shortcuts > 100, "GET, SET, LPUSH... take the shortcut");
     }
+
+    /// Every write that names keys has a keyspace event, or is one Redis does not notify
+    /// (listed here): a new write command must choose.
+    #[test]
+    fn every_keyed_write_has_a_keyspace_event() {
+        use crate::command_framework::{flags, key_events};
+        const SILENT_IN_REDIS: &[&str] = &[
+            "flushall",
+            "flushdb",
+            "pfdebug",
+            "pfcount",
+            "xack",
+            "xautoclaim",
+            "xclaim",
+            "xreadgroup",
+            "move",
+            "swapdb",
+            "xgroup",
+            "xgroup|help",
+            "asking",
+        ];
+        super::install_table();
+        let mut specs = table::all();
+        let subs: Vec<_> = specs.iter().flat_map(|s| s.subcommands.iter()).collect();
+        specs.extend(subs);
+        let keyed_writes: Vec<&str> = specs
+            .iter()
+            .filter(|s| {
+                s.has(flags::WRITE) && !matches!(s.keys, crate::command_framework::KeySpec::None)
+            })
+            .map(|s| s.name)
+            .collect();
+        assert!(keyed_writes.len() > 80, "{keyed_writes:?}");
+        let missing: Vec<&str> = keyed_writes
+            .into_iter()
+            .filter(|n| key_events::for_command(n).is_none() && !SILENT_IN_REDIS.contains(n))
+            .collect();
+        assert!(missing.is_empty(), "writes without an event: {missing:?}");
+        assert_eq!(
+            key_events::for_command("xgroup|create").unwrap().name,
+            "xgroup-create"
+        );
+    }
 }

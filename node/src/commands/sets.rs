@@ -7,9 +7,11 @@
 mod algebra;
 mod random;
 
+use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::scan::{self, Extra};
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::config::keyspace_events::SET as SET_EVENTS;
 use crate::db::value::SetValue;
 use crate::db::{Locked, Value};
 
@@ -154,6 +156,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     // A destination that already held the member is unchanged: its watchers keep their
     // EXEC, as in Redis.
     if added {
+        ctx.name_event(SET_EVENTS, "sadd", WhenGone::Keep);
         ctx.modified(dst);
     }
     ctx.reply.integer(1);

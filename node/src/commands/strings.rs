@@ -3,8 +3,10 @@
 
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
+use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::config::keyspace_events::GENERIC;
 use crate::db::{Entry, Value};
 use crate::replication::propagate::WriteEffect;
 
@@ -177,6 +179,9 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     }
     ctx.modified(key);
+    if !o.keep_ttl && o.expires_at.is_some() {
+        ctx.notify(GENERIC, "expire", key);
+    }
     if o.get {
         match old {
             Some(v) => ctx.reply.bulk(&v),
@@ -206,6 +211,7 @@ fn set_with_ttl(ctx: &mut Ctx<'_>, args: &[&[u8]], unit_ms: i64, name: &str) -> 
     ctx.db.insert(args[1], entry);
     ctx.replicate(|| WriteEffect::ExpiresAtMs(at));
     ctx.modified(args[1]);
+    ctx.notify(GENERIC, "expire", args[1]);
     ctx.reply.ok();
     Ok(())
 }
@@ -293,6 +299,9 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 0 => WriteEffect::Persisted,
                 at => WriteEffect::ExpiresAtMs(at),
             });
+            if at == 0 {
+                ctx.name_event(GENERIC, "persist", WhenGone::Keep);
+            }
             ctx.modified(args[1]);
         }
         None => {}

@@ -3,6 +3,7 @@
 
 pub mod bind_addr;
 pub mod encodings;
+pub mod keyspace_events;
 pub mod latency;
 pub mod load;
 pub mod log_level;

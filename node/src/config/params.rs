@@ -350,6 +350,8 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     /// Size past which a sparse HyperLogLog is converted to dense (Redis's default 3000).
     pub hll_sparse_max_bytes: u64,
+    /// `notify-keyspace-events`, as [`super::keyspace_events`] bits (0, the default: off).
+    pub notify_keyspace_events: u32,
     pub client_query_buffer_limit: u64,
     pub loglevel: String,
     pub logfile: String,
@@ -450,6 +452,7 @@ impl Default for Config {
             maxmemory_samples: 5,
             proto_max_bulk_len: DEFAULT_MAX_BULK_LEN as u64,
             hll_sparse_max_bytes: 3000,
+            notify_keyspace_events: 0,
             client_query_buffer_limit: 1 << 30,
             loglevel: "notice".into(),
             logfile: String::new(),
@@ -736,6 +739,16 @@ pub static PARAMS: &[Param] = &[
         |c| c.hll_sparse_max_bytes.to_string(),
         |c, v| {
             c.hll_sparse_max_bytes = memory(v, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "notify-keyspace-events",
+        true,
+        |c| super::keyspace_events::format(c.notify_keyspace_events),
+        |c, v| {
+            c.notify_keyspace_events = super::keyspace_events::parse(v)
+                .ok_or_else(|| super::keyspace_events::INVALID_CLASS.to_string())?;
             Ok(())
         }
     ),

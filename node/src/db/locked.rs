@@ -30,6 +30,9 @@ pub struct Locked<'a> {
     /// Names of the keys lazy expiry deleted, kept only while writes are replicated
     /// ([`Locked::record_removed`]): each becomes a DEL in the replication stream.
     removed: Option<Vec<Key>>,
+    /// Names of the keys created during this command, kept only while `new` keyspace
+    /// events are published ([`Locked::record_created`]).
+    created: Option<Vec<Key>>,
 }
 
 /// Expired keys one command may record for its replicas. A command reaches only the keys it
@@ -54,6 +57,7 @@ impl<'a> Locked<'a> {
             hits: 0,
             misses: 0,
             removed: None,
+            created: None,
         };
         for &s in shards {
             locked.guards.insert(s, keyspace.lock_shard(s));
@@ -81,6 +85,7 @@ impl<'a> Locked<'a> {
             hits: 0,
             misses: 0,
             removed: None,
+            created: None,
         };
         locked.guards.insert(shard, guard);
         locked
@@ -102,6 +107,28 @@ impl<'a> Locked<'a> {
         match self.removed.as_mut() {
             Some(keys) if !keys.is_empty() => std::mem::take(keys),
             _ => Vec::new(),
+        }
+    }
+
+    /// Starts recording the names of keys created (see [`Locked::take_created`]).
+    pub fn record_created(&mut self) {
+        self.created.get_or_insert_with(Vec::new);
+    }
+
+    /// The keys created since the last call (none unless recording).
+    pub fn take_created(&mut self) -> Vec<Key> {
+        match self.created.as_mut() {
+            Some(keys) if !keys.is_empty() => std::mem::take(keys),
+            _ => Vec::new(),
+        }
+    }
+
+    fn note_created(&mut self, key: &[u8]) {
+        if let Some(keys) = self.created.as_mut() {
+            // Bounded like `removed`: past it, `new` events are dropped.
+            if keys.len() < REMOVED_KEYS_MAX {
+                keys.push(key.into());
+            }
         }
     }
 
@@ -310,6 +337,11 @@ impl<'a> Locked<'a> {
             Some(o) if o.is_expired(now) => {
                 self.expired += 1;
                 self.note_removed(key);
+                self.note_created(key);
+                None
+            }
+            None => {
+                self.note_created(key);
                 None
             }
             other => other,

@@ -1,7 +1,7 @@
 //! Config values consulted on every command, kept as atomics so the hot path takes no lock.
 
 use crate::config::{Config, EvictionPolicy};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 pub struct HotConfig {
     pub maxmemory: AtomicU64,
@@ -25,6 +25,8 @@ pub struct HotConfig {
     pub repl_sync_timeout_ms: AtomicU64,
     /// `io-busy-poll-us`, read by the busy-polling task on every turn and by every read.
     pub io_busy_poll_us: AtomicU64,
+    /// `notify-keyspace-events` bits, read by every key change to know whether to record it.
+    pub notify_keyspace_events: AtomicU32,
 }
 
 const POLICIES: [EvictionPolicy; 6] = [
@@ -56,6 +58,7 @@ impl From<&Config> for HotConfig {
             repl_sync_acks: AtomicU64::new(0),
             repl_sync_timeout_ms: AtomicU64::new(5000),
             io_busy_poll_us: AtomicU64::new(0),
+            notify_keyspace_events: AtomicU32::new(0),
         };
         hot.update(c);
         hot
@@ -78,6 +81,8 @@ impl HotConfig {
         self.requirepass_set.store(c.requirepass.is_some(), Relaxed);
         self.protected_mode.store(c.protected_mode, Relaxed);
         self.timeout_secs.store(c.timeout, Relaxed);
+        self.notify_keyspace_events
+            .store(c.notify_keyspace_events, Relaxed);
         self.io_busy_poll_us.store(c.io_busy_poll_us, Relaxed);
         self.maxclients.store(c.maxclients, Relaxed);
         // -1 (never log) is stored as u64::MAX.

@@ -19,8 +19,10 @@ pub mod error_stats;
 pub mod glob;
 pub mod hot;
 pub mod identity;
+pub mod keyspace_events;
 pub mod latency_monitor;
 pub mod migrate_links;
+pub mod monitors;
 pub mod pubsub;
 pub mod replica_of;
 pub mod replication;
@@ -61,6 +63,8 @@ pub struct NodeState {
     /// CLIENT PAUSE: what clients' commands are held, until when.
     pub client_pause: client_pause::ClientPause,
     pub pubsub: pubsub::PubSub,
+    /// Clients in MONITOR mode.
+    pub monitors: monitors::Monitors,
     pub memory: MemoryGauge,
     /// Dirty counter, the running save, save outcomes (the saving itself is `server`'s).
     pub snapshot: SnapshotState,
@@ -108,6 +112,7 @@ impl NodeState {
             blocking: blocking::Blocking::default(),
             client_pause: client_pause::ClientPause::default(),
             pubsub: pubsub::PubSub::default(),
+            monitors: monitors::Monitors::default(),
             memory: MemoryGauge::default(),
             snapshot: SnapshotState::default(),
             slowlog: slowlog::SlowLog::default(),

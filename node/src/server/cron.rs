@@ -2,8 +2,10 @@
 //! the ops/sec sample, the memory reading and MIGRATE's idle links.
 
 use super::{lru_clock, unix_millis, Server};
+use crate::config::keyspace_events::EXPIRED;
 use crate::db::keyspace::SHARD_COUNT;
 use crate::db::Locked;
+use crate::node_state::keyspace_events;
 use crate::node_state::stats::Stats;
 use crate::replication::outgoing::Outgoing;
 use std::sync::atomic::Ordering::Relaxed;
@@ -91,6 +93,12 @@ pub fn active_expire(server: &Server) {
                 locked.remove(key);
             }
             expired_total += locked.expired;
+            // Published with the shard still locked, like a command's events.
+            if keyspace_events::wanted(server, EXPIRED) {
+                for key in &due {
+                    keyspace_events::publish_one(server, EXPIRED, "expired", key);
+                }
+            }
             if replicating {
                 // Replicas never expire keys on their own clock: they get these DELs, fed
                 // while the shard is still locked, each on its own as Redis propagates them

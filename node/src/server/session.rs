@@ -441,6 +441,7 @@ impl Session {
             server.watches.unwatch_all(handle);
         }
         crate::commands::pubsub::unsubscribe_all(server, &mut self.client);
+        server.monitors.remove(self.client.id());
         server.clients.remove(self.client.id());
     }
 }

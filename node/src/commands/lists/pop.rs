@@ -4,7 +4,9 @@
 use super::edit::push_into;
 use super::{list_mut, End};
 use crate::command_framework::args::{self, is};
+use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::config::keyspace_events::LIST;
 use crate::db::value::ListValue;
 use crate::db::Value;
 use crate::replication::propagate::WriteEffect;
@@ -38,6 +40,7 @@ fn pop_from(
     let popped = take(list, end, n);
     if !popped.is_empty() {
         ctx.db.remove_if_empty(key);
+        ctx.name_event(LIST, end.pop_event(), WhenGone::AlsoDel);
         ctx.modified(key);
     }
     Ok(Some(popped))
@@ -112,7 +115,9 @@ pub(super) fn lmove_core(
     };
     push_into(list, to, [element.clone()]);
     ctx.db.remove_if_empty(src);
+    ctx.name_event(LIST, from.pop_event(), WhenGone::AlsoDel);
     ctx.modified(src);
+    ctx.name_event(LIST, to.push_event(), WhenGone::Keep);
     ctx.modified(dst);
     ctx.signal_ready(dst);
     Ok(Some(element))

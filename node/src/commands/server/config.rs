@@ -157,6 +157,17 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.server.config_applied(&config);
     ctx.services.persistence().apply_config(&config);
     drop(config);
+    // A lowered `maxmemory` evicts at once, as Redis's CONFIG SET does (its
+    // `performEvictions`), not at the next write. CONFIG names no keys, so this command
+    // holds no shard that eviction would take; what cannot be freed is left for the
+    // next write to refuse.
+    if changes.iter().any(|(p, _, _)| p.name == "maxmemory") {
+        let _ = crate::command_framework::eviction::make_room(
+            ctx.server,
+            ctx.services.write_stream(),
+            std::time::Instant::now(),
+        );
+    }
     tracing::info!(
         params = ?changes.iter().map(|(p, _, _)| p.name).collect::<Vec<_>>(),
         "CONFIG SET"

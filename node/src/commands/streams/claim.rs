@@ -7,6 +7,7 @@ use super::{int_or, no_group, range_start, reply, stream_at, strict_id};
 use crate::command_framework::args::is;
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::config::keyspace_events::STREAM;
 use crate::db::stream::group::DeliveryCount;
 use crate::db::stream::{id, Stream, StreamId};
 use crate::replication::propagate::{Argv, WriteEffect};
@@ -89,6 +90,7 @@ pub fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let mut claimed: Vec<StreamId> = Vec::new();
     let mut consumer_name = None;
+    let mut consumer_created = false;
     for id in ids {
         let exists = s.contains(id);
         let g = s.groups.get_mut(group).expect("checked above");
@@ -124,6 +126,7 @@ pub fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Some(n) => n,
             None => {
                 let (n, created) = g.consumer_or_create(consumer, now);
+                consumer_created |= created;
                 if created && replicating {
                     repl.push(argv(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]));
                 }
@@ -170,6 +173,9 @@ pub fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.modified(key);
         ctx.replicate(|| WriteEffect::Commands(repl));
     }
+    if consumer_created {
+        ctx.notify(STREAM, "xgroup-createconsumer", key);
+    }
     Ok(())
 }
 
@@ -215,6 +221,7 @@ pub fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut claimed: Vec<StreamId> = Vec::new();
     let mut deleted: Vec<StreamId> = Vec::new();
     let mut consumer_name = None;
+    let mut consumer_created = false;
     let mut cursor = start;
     let mut next: Option<StreamId> = None;
     loop {
@@ -261,6 +268,7 @@ pub fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Some(n) => n,
             None => {
                 let (n, created) = g.consumer_or_create(consumer, now);
+                consumer_created |= created;
                 if created && replicating {
                     repl.push(argv(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]));
                 }
@@ -311,6 +319,9 @@ pub fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if !claimed.is_empty() || !deleted.is_empty() {
         ctx.modified(key);
         ctx.replicate(|| WriteEffect::Commands(repl));
+    }
+    if consumer_created {
+        ctx.notify(STREAM, "xgroup-createconsumer", key);
     }
     Ok(())
 }

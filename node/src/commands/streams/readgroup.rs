@@ -10,6 +10,7 @@ use super::blocking::{self, BLOCKED_DEFAULT_COUNT};
 use super::{reply, stream_at, strict_id};
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::config::keyspace_events::STREAM;
 use crate::db::stream::{Stream, StreamId};
 use crate::db::Value;
 use crate::replication::propagate::{Argv, WriteEffect};
@@ -70,6 +71,8 @@ pub fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let replicating = ctx.replicating;
     let mut repl: Vec<Argv> = Vec::new();
     let mut changed_keys: Vec<&[u8]> = Vec::new();
+    // Keys whose group got this consumer now (Redis notifies `xgroup-createconsumer`).
+    let mut consumer_created_on: Vec<&[u8]> = Vec::new();
     let mut served: Vec<(usize, Served)> = Vec::new();
     for (i, key) in a.keys.iter().enumerate() {
         let Some(Value::Stream(s)) = ctx.db.get(key).map(|e| &mut e.value) else {
@@ -85,6 +88,7 @@ pub fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
         if created {
             changed = true;
+            consumer_created_on.push(key);
             if replicating {
                 repl.push(argv(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]));
             }
@@ -142,6 +146,9 @@ pub fn xreadgroup(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if !changed_keys.is_empty() {
         // Never the command itself: a replica must not read on its own.
         ctx.replicate(|| WriteEffect::Commands(repl));
+    }
+    for key in consumer_created_on {
+        ctx.notify(STREAM, "xgroup-createconsumer", key);
     }
     for key in changed_keys {
         ctx.modified(key);

@@ -5,6 +5,7 @@ use super::{int, reply, stream_at, strict_id};
 use crate::command_framework::args::is;
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::config::keyspace_events::STREAM;
 use crate::db::stream::{AddIdError, Stream, StreamId, Trim, TrimStrategy};
 use crate::db::Value;
 use crate::replication::propagate::{Argv, WriteEffect};
@@ -70,9 +71,7 @@ pub fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     let s = stream_at(&mut ctx.db, key)?.ok_or(CmdError::NoSuchKey)?;
     s.append(id, pairs, limits);
-    if let Some(t) = opts.trim {
-        s.trim(t);
-    }
+    let trimmed = opts.trim.map_or(0, |t| s.trim(t));
     let rewrite = ctx.replicating.then(|| {
         let mut c: Argv = vec![b"XADD".to_vec(), key.to_vec()];
         if opts.nomkstream {
@@ -101,6 +100,9 @@ pub fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.replicate(|| WriteEffect::Commands(vec![c]));
     }
     ctx.modified(key);
+    if trimmed > 0 {
+        ctx.notify(STREAM, "xtrim", key);
+    }
     ctx.signal_ready(key);
     reply::id(&mut ctx.reply, id);
     Ok(())

@@ -7,7 +7,9 @@
 use super::zset_at;
 use crate::command_framework::args::{self, is};
 use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
+use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::config::keyspace_events::ZSET as ZSET_EVENTS;
 use crate::db::zset::ZSet;
 use crate::replication::propagate::WriteEffect;
 use proto::resp::Reply;
@@ -16,6 +18,16 @@ use proto::resp::Reply;
 enum End {
     Min,
     Max,
+}
+
+impl End {
+    /// The keyspace event of popping from this end (`zpopmin`, `zpopmax`).
+    fn pop_event(self) -> &'static str {
+        match self {
+            End::Min => "zpopmin",
+            End::Max => "zpopmax",
+        }
+    }
 }
 
 /// How a batch of popped members is written.
@@ -81,6 +93,7 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End) -> CmdResult {
     };
     if popped > 0 {
         ctx.db.remove_if_empty(key);
+        ctx.name_event(ZSET_EVENTS, end.pop_event(), WhenGone::AlsoDel);
         ctx.modified(key);
     }
     Ok(())

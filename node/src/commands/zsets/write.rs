@@ -4,7 +4,9 @@ use super::parse::{self, LexRange, ScoreRange};
 use super::{insert_error, zset_at};
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
+use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::config::keyspace_events::ZSET as ZSET_EVENTS;
 use crate::db::zset::ZSet;
 use crate::db::Value;
 use smallvec::SmallVec;
@@ -179,6 +181,9 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], incr: bool) -> CmdResult {
     };
     let changes = tally.added + tally.updated;
     if changes > 0 {
+        if f.incr {
+            ctx.name_event(ZSET_EVENTS, "zincr", WhenGone::Keep);
+        }
         ctx.modified(key);
         ctx.effects.dirty += (changes - 1) as u64;
     }

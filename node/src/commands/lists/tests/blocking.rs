@@ -267,6 +267,7 @@ fn run_in_exec(server: &Server, args: &[&str]) -> (String, Effects) {
         effects: Effects::default(),
         in_exec: true,
         replicating: false,
+        event: None,
     };
     dispatch::run_in(&mut ctx, spec, &args, &mut LocalStats::default());
     let effects = std::mem::take(&mut ctx.effects);
