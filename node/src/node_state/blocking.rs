@@ -97,7 +97,7 @@ impl Blocking {
         }
     }
 
-    /// Wakes every blocked client (FLUSHALL, CLIENT UNBLOCK, shutdown).
+    /// Wakes every blocked client (FLUSHALL/FLUSHDB that removed keys).
     pub fn wake_all(&self) {
         for line in self.by_key.lock().values() {
             for w in line {
