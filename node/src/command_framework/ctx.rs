@@ -144,6 +144,19 @@ pub struct Effects {
     pub repl: WriteEffect,
     /// The replication stream this request produces, fed to the backlog by the dispatcher.
     pub outgoing: Outgoing,
+    /// SYNC or PSYNC: the connection becomes a consumer of the replication stream.
+    pub replica_stream: Option<ReplicaStreamAsk>,
+}
+
+/// A client's SYNC or PSYNC over TCP: its connection stops taking commands and receives a
+/// snapshot and then the replication stream (the server layer's `tcp_replica`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaStreamAsk {
+    /// The history named (`None` for SYNC and `PSYNC ? -1`).
+    pub psync: crate::replication::psync::PsyncRequest,
+    /// PSYNC gets a `+FULLRESYNC`/`+CONTINUE` status line first; SYNC goes straight to the
+    /// payload.
+    pub status_line: bool,
 }
 
 pub struct Ctx<'a> {
