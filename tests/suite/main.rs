@@ -36,6 +36,7 @@ mod sets;
 mod sort;
 mod streams;
 mod strings;
+mod tcp_sync;
 mod tls;
 mod tools;
 mod topology_group;
