@@ -244,3 +244,52 @@ fn a_consumer_that_does_not_read_is_disconnected() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Goal: `redis-cli --replica` (PSYNC, then SYNC's payload) follows the node's stream.
+#[test]
+fn redis_cli_replica_follows_the_stream() {
+    let node = Node::start(&[]);
+    let mut child = std::process::Command::new("redis-cli")
+        .args(["-p", &node.port.to_string(), "--replica"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("redis-cli");
+    // Its progress goes to stderr, the commands to stdout.
+    let (progress_tx, progress) = std::sync::mpsc::channel();
+    let (commands_tx, commands) = std::sync::mpsc::channel();
+    forward_lines(Box::new(child.stderr.take().unwrap()), progress_tx);
+    forward_lines(Box::new(child.stdout.take().unwrap()), commands_tx);
+    // It logs commands once the payload is read.
+    while !progress
+        .recv_timeout(WAIT)
+        .expect("redis-cli --replica's progress")
+        .contains("Logging commands")
+    {}
+    let mut other = node.client();
+    cmd(&mut other, &["SET", "foo", "bar"]).unwrap();
+    cmd(&mut other, &["RPUSH", "l", "a", "b"]).unwrap();
+    let next = || {
+        commands
+            .recv_timeout(WAIT)
+            .expect("a command from redis-cli")
+    };
+    assert_eq!(next(), r#""SELECT","0""#);
+    assert_eq!(next(), r#""SET","foo","bar""#);
+    assert_eq!(next(), r#""RPUSH","l","a","b""#);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Sends each line `out` gives to `lines`, from a thread, until either end is gone.
+fn forward_lines(out: Box<dyn Read + Send>, lines: std::sync::mpsc::Sender<String>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+}
