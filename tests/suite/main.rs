@@ -37,6 +37,7 @@ mod sets;
 mod sort;
 mod streams;
 mod strings;
+mod tcp_sync;
 mod tls;
 mod tools;
 mod topology_group;

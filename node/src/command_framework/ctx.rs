@@ -150,6 +150,19 @@ pub struct Effects {
     /// Keyspace events to publish once the keys are unlocked (recorded only while
     /// `notify-keyspace-events` publishes something).
     pub events: KeyEvents,
+    /// SYNC or PSYNC: the connection becomes a consumer of the replication stream.
+    pub replica_stream: Option<ReplicaStreamAsk>,
+}
+
+/// A client's SYNC or PSYNC over TCP: its connection stops taking commands and receives a
+/// snapshot and then the replication stream (the server layer's `tcp_replica`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaStreamAsk {
+    /// The history named (`None` for SYNC and `PSYNC ? -1`).
+    pub psync: crate::replication::psync::PsyncRequest,
+    /// PSYNC gets a `+FULLRESYNC`/`+CONTINUE` status line first; SYNC goes straight to the
+    /// payload.
+    pub status_line: bool,
 }
 
 pub struct Ctx<'a> {

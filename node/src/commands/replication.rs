@@ -3,10 +3,11 @@
 
 use crate::clock::unix_millis;
 use crate::command_framework::args;
-use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
+use crate::command_framework::ctx::{BlockRequest, ReplicaStreamAsk, TimeoutReply};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::replication::psync::PsyncRequest;
 use std::time::Duration;
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -70,7 +71,52 @@ pub static COMMANDS: &[CommandSpec] = &[
             "An internal command for configuring the replication stream.",
         )
     },
+    CommandSpec {
+        since: "1.0.0",
+        ..command(
+            "sync",
+            1,
+            ADMIN | NOSCRIPT | NO_MULTI,
+            KeySpec::None,
+            sync,
+            "server",
+            "An internal command used in replication.",
+        )
+    },
+    CommandSpec {
+        since: "2.8.0",
+        ..command(
+            "psync",
+            3,
+            ADMIN | NOSCRIPT | NO_MULTI,
+            KeySpec::None,
+            psync,
+            "server",
+            "An internal command used in replication.",
+        )
+    },
 ];
+
+/// SYNC: the connection becomes a consumer of the replication stream (a full sync's snapshot,
+/// then the stream); the server layer serves it (`server::tcp_replica`). No reply here.
+fn sync(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    ctx.effects.replica_stream = Some(ReplicaStreamAsk {
+        psync: PsyncRequest { history: None },
+        status_line: false,
+    });
+    Ok(())
+}
+
+/// PSYNC <replid> <offset>: as SYNC, after `+FULLRESYNC <replid> <offset>`, or `+CONTINUE`
+/// when the named history is still in the backlog.
+fn psync(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let psync = PsyncRequest::parse(args).map_err(|e| CmdError::new(e.to_string()))?;
+    ctx.effects.replica_stream = Some(ReplicaStreamAsk {
+        psync,
+        status_line: true,
+    });
+    Ok(())
+}
 
 /// Longest write pause a replica may ask for (Redis pauses for twice its 5 s manual
 /// failover timeout).

@@ -165,6 +165,9 @@ pub fn propagate(argv: &[&[u8]], effect: &WriteEffect) -> Result<Vec<Argv>, Prop
             WriteEffect::None,
         ) => return Err(missing("the key that served the pop")),
 
+        // GETDEL deleted the key: a replica runs the DEL (as Redis rewrites it).
+        (b"getdel", WriteEffect::None) => vec![cmd(&[b"DEL", arg(1)?])],
+
         // MIGRATE's handler records each key it moved away as a DEL (`Outgoing::key_removed`):
         // the command itself must never reach a replica, which would migrate again.
         (b"migrate", WriteEffect::None) => Vec::new(),

@@ -74,6 +74,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     let _ = self.flush().await;
                     return false;
                 }
+                Step::ReplicaStream(ask) => {
+                    // What was pipelined before SYNC is answered first; what follows it
+                    // is never executed (the connection is a stream consumer from here).
+                    if self.flush().await.is_ok() {
+                        super::tcp_replica::serve(&mut self.stream, &self.session, ask).await;
+                    }
+                    return false;
+                }
                 Step::Block(block) => {
                     if !self.wait_blocked(block).await {
                         return false;

@@ -22,6 +22,7 @@ pub mod session;
 pub mod shutdown_replicas;
 pub mod socket;
 pub mod sync_acks;
+pub mod tcp_replica;
 pub mod tls_admit;
 pub mod write_stream;
 
@@ -47,6 +48,9 @@ pub struct Server {
     pub loaded_history: parking_lot::Mutex<LoadedHistory>,
     /// The node itself, for the threads a `&Server` starts (set by `attach`).
     owner: OnceLock<Weak<Server>>,
+    /// Connections serving the replication stream over TCP (SYNC, PSYNC), at most
+    /// [`tcp_replica::TCP_REPLICAS_MAX`].
+    pub tcp_replicas: std::sync::atomic::AtomicUsize,
 }
 
 impl Deref for Server {
@@ -73,6 +77,7 @@ impl Server {
             aof,
             loaded_history: Default::default(),
             owner: OnceLock::new(),
+            tcp_replicas: Default::default(),
         }
     }
 

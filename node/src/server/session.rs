@@ -5,7 +5,7 @@
 
 use super::input_buffer::InputBuffer;
 use super::Server;
-use crate::command_framework::ctx::{BlockRequest, Effects, TimeoutReply};
+use crate::command_framework::ctx::{BlockRequest, Effects, ReplicaStreamAsk, TimeoutReply};
 use crate::command_framework::dispatch;
 use crate::command_framework::pause_hold::pause_hold;
 use crate::node_state::client::{Client, ClientShared};
@@ -35,6 +35,9 @@ pub enum Step {
     Close,
     /// Write the output, then wait for the command's keys (see [`Session::retry_blocked`]).
     Block(BlockRequest),
+    /// Write the output, then serve the replication stream until the client leaves
+    /// (SYNC, PSYNC: [`super::tcp_replica`]).
+    ReplicaStream(ReplicaStreamAsk),
 }
 
 /// One client's protocol state, independent of the transport.
@@ -449,6 +452,9 @@ impl Session {
 fn after_command(effects: Effects) -> Option<Step> {
     if effects.close {
         return Some(Step::Close);
+    }
+    if let Some(ask) = effects.replica_stream {
+        return Some(Step::ReplicaStream(ask));
     }
     effects.block.map(Step::Block)
 }

@@ -139,6 +139,15 @@ fn getex_becomes_pexpireat_persist_or_nothing() {
     ));
 }
 
+/// Goal: GETDEL reaches replicas (and SYNC consumers) as the DEL it did, as in Redis.
+#[test]
+fn getdel_becomes_del() {
+    assert_eq!(
+        run(&["getdel", "k"], WriteEffect::None).unwrap(),
+        one(&["DEL", "k"])
+    );
+}
+
 #[test]
 fn float_increments_replicate_their_result() {
     assert_eq!(

@@ -244,6 +244,17 @@ impl<C: Connection> FabricClient<C> {
                     since: Instant::now(),
                 }
             }
+            // The stream is served on the TCP client port only (fabric replicas link with
+            // REPLCONF RDMA-LINK); the request is refused and, as after SYNC anywhere, what
+            // was pipelined behind it is not executed.
+            Step::ReplicaStream(_) => {
+                self.session
+                    .output
+                    .extend_from_slice(b"-ERR SYNC and PSYNC are served on the TCP port only\r\n");
+                self.state = State::Closing {
+                    since: Instant::now(),
+                }
+            }
             Step::Block(block) => {
                 let deadline = block.timeout.map(|t| Instant::now() + t);
                 let look_again = self.session.enter_blocked(&block);
