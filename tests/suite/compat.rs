@@ -239,7 +239,8 @@ fn command_getkeysandflags_reports_redis_key_flags() {
 
 /// Goal: CONFIG GET/SET take Redis's old names (`slaveof`, `*-ziplist-*`) and the encoding
 /// thresholds clients and tests tune; FUNCTION FLUSH (which clients send to reset a server)
-/// answers OK on a node that has no functions to delete.
+/// answers OK on a node that has no functions to delete; `lua-time-limit` is taken as
+/// `busy-reply-threshold`.
 #[test]
 fn config_aliases_encoding_thresholds_and_function_flush() {
     let node = Node::start(&[]);
@@ -268,6 +269,12 @@ fn config_aliases_encoding_thresholds_and_function_flush() {
         .starts_with("ERR CONFIG SET failed"));
     // The value is empty: redis-cli prints the name and an empty line, which `cli` trims.
     assert_eq!(node.cli(&["CONFIG", "GET", "slaveof"]), "slaveof");
+    // Tests and tools set the script time limit before MULTI/EVAL work (no effect here).
+    assert_eq!(node.cli(&["CONFIG", "SET", "lua-time-limit", "10"]), "OK");
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "busy-reply-threshold"]),
+        "busy-reply-threshold\n10"
+    );
     assert_eq!(node.cli(&["FUNCTION", "FLUSH"]), "OK");
     assert_eq!(node.cli(&["FUNCTION", "FLUSH", "ASYNC"]), "OK");
     assert!(node

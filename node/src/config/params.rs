@@ -401,6 +401,9 @@ pub struct Config {
     pub aof: AofConfig,
     /// `repl-ping-replica-period`: accepted, no effect (see its entry in PARAMS).
     pub repl_ping_replica_period: u64,
+    /// `busy-reply-threshold` (`lua-time-limit`), ms: accepted, no effect (the node runs no
+    /// scripts or functions, so nothing is ever busy for it).
+    pub busy_reply_threshold: u64,
     /// Redis's encoding thresholds, kept for CONFIG GET/SET (see `encodings.rs`).
     pub encodings: super::encodings::EncodingLimits,
     pub latency: super::latency::LatencyConfig,
@@ -480,6 +483,7 @@ impl Default for Config {
             aof: AofConfig::default(),
             encodings: super::encodings::EncodingLimits::default(),
             repl_ping_replica_period: 10,
+            busy_reply_threshold: 5000,
             latency: super::latency::LatencyConfig::default(),
             file: None,
         }
@@ -1418,6 +1422,15 @@ pub static PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "busy-reply-threshold",
+        true,
+        |c| c.busy_reply_threshold.to_string(),
+        |c, v| {
+            c.busy_reply_threshold = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
         "list-compress-depth",
         true,
         |c| c.encodings.list_compress_depth.to_string(),
@@ -1505,6 +1518,7 @@ pub static PARAMS: &[Param] = &[
 /// GET/SET and config files take either.
 pub const ALIASES: &[(&str, &str)] = &[
     ("slaveof", "replicaof"),
+    ("lua-time-limit", "busy-reply-threshold"),
     ("repl-ping-slave-period", "repl-ping-replica-period"),
     ("min-slaves-to-write", "min-replicas-to-write"),
     ("min-slaves-max-lag", "min-replicas-max-lag"),
