@@ -188,29 +188,53 @@ fn put_line(out: &mut BytesMut, text: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Formats a double as Redis does for replies: `inf`, `-inf`, `nan`, integers without a
-/// fraction, otherwise the shortest text that reads back to the same value, with `%g`-style
-/// exponents (`1e+21`) outside `[1e-5, 1e17)`.
+/// Formats a double as Redis 7.0 does for replies (`addReplyDouble`): `inf`, `-inf`, `nan`,
+/// otherwise C's `%.17g`: 17 significant digits (so 0.1 is `0.10000000000000001`, as Redis
+/// 7.0 answers; 7.2 moved to the shortest form), trailing zeros dropped, and an exponent of
+/// at least two digits (`1e+21`, `1.4999999999999999e-07`) below 1e-4 or from 1e17.
 pub fn format_double(v: f64, buf: &mut [u8; 64]) -> &[u8] {
     use std::io::Write;
+    /// `%.17g`'s precision.
+    const DIGITS: i32 = 17;
     let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let abs = v.abs();
     let written = if v.is_nan() {
         write!(cursor, "nan")
     } else if v.is_infinite() {
         write!(cursor, "{}", if v > 0.0 { "inf" } else { "-inf" })
-    } else if abs == 0.0 || (1e-5..1e17).contains(&abs) {
-        write!(cursor, "{v}")
+    } else if v == 0.0 {
+        write!(cursor, "{}", if v.is_sign_negative() { "-0" } else { "0" })
     } else {
-        let text = format!("{v:e}");
-        match text.split_once('e') {
-            Some((mantissa, exp)) if !exp.starts_with('-') => write!(cursor, "{mantissa}e+{exp}"),
-            _ => write!(cursor, "{text}"),
+        // The decimal exponent after rounding to 17 digits decides the style, as in C.
+        let scientific = format!("{:.*e}", (DIGITS - 1) as usize, v);
+        let (mantissa, exponent) = scientific
+            .split_once('e')
+            .expect("`{:e}` always has an exponent");
+        let exponent: i32 = exponent.parse().expect("`{:e}` exponents are integers");
+        if !(-4..DIGITS).contains(&exponent) {
+            let sign = if exponent < 0 { '-' } else { '+' };
+            write!(
+                cursor,
+                "{}e{sign}{:02}",
+                trim_fraction(mantissa),
+                exponent.abs()
+            )
+        } else {
+            let fixed = format!("{:.*}", (DIGITS - 1 - exponent) as usize, v);
+            write!(cursor, "{}", trim_fraction(&fixed))
         }
     };
     debug_assert!(written.is_ok(), "64 bytes hold any f64");
     let len = cursor.position() as usize;
     &buf[..len]
+}
+
+/// `%g` drops trailing zeros of the fraction, and the point with them.
+fn trim_fraction(text: &str) -> &str {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]
@@ -240,10 +264,19 @@ mod tests {
     #[test]
     fn doubles_format_like_redis() {
         let f = |v: f64| String::from_utf8(format_double(v, &mut [0; 64]).to_vec()).unwrap();
+        // Expected texts are glibc's printf("%.17g") of the same values.
         assert_eq!(f(3.0), "3");
         assert_eq!(f(-0.5), "-0.5");
+        assert_eq!(f(0.1), "0.10000000000000001");
+        assert_eq!(f(0.3555149302610731), "0.35551493026107311");
         assert_eq!(f(1e21), "1e+21");
-        assert_eq!(f(1.5e-7), "1.5e-7");
+        assert_eq!(f(1.5e-7), "1.4999999999999999e-07");
+        assert_eq!(f(0.0001), "0.0001");
+        assert_eq!(f(1e16), "10000000000000000");
+        assert_eq!(f(1e17), "1e+17");
+        assert_eq!(f(123456789.125), "123456789.125");
+        assert_eq!(f(-2.5e-300), "-2.5e-300");
+        assert_eq!(f(-0.0), "-0");
         assert_eq!(f(f64::INFINITY), "inf");
         assert_eq!(f(f64::NEG_INFINITY), "-inf");
     }
