@@ -110,16 +110,24 @@ pub fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 /// Pops from the first key holding members; returns false if none does. `count` None is
-/// the BZPOPMIN shape ([key, member, score]); Some(n) the ZMPOP shape.
+/// the BZPOPMIN shape ([key, member, score]); Some(n) the ZMPOP shape. With
+/// `wrong_type_is_empty` (a blocked client's retry) a key of another type is passed over, as
+/// Redis 7.0 serves a blocked zset client only from a zset and keeps it waiting otherwise;
+/// else it is WRONGTYPE.
 fn pop_first_available(
     ctx: &mut Ctx<'_>,
     keys: &[&[u8]],
     end: End,
     count: Option<usize>,
+    wrong_type_is_empty: bool,
 ) -> Result<bool, CmdError> {
     for key in keys {
         let Ctx { db, reply, .. } = &mut *ctx;
-        let Some(z) = zset_at(db, key)? else {
+        let z = match zset_at(db, key) {
+            Err(CmdError::WrongType) if wrong_type_is_empty => continue,
+            other => other?,
+        };
+        let Some(z) = z else {
             continue;
         };
         if z.is_empty() {
@@ -161,7 +169,14 @@ fn blocking_pop(
     count: Option<usize>,
     timeout: Option<std::time::Duration>,
 ) -> CmdResult {
-    if pop_first_available(ctx, keys, end, count)? {
+    // The connection marks its client blocked while it waits, and only a waiting connection
+    // runs commands while it is marked: this run is a retry.
+    let retry = ctx
+        .client
+        .shared
+        .blocked
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if pop_first_available(ctx, keys, end, count, retry)? {
         return Ok(());
     }
     if ctx.in_exec {
@@ -237,7 +252,7 @@ fn parse_mpop<'a, 'b>(
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]
 pub fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (keys, end, count) = parse_mpop(args, 1)?;
-    if !pop_first_available(ctx, keys, end, Some(count))? {
+    if !pop_first_available(ctx, keys, end, Some(count), false)? {
         ctx.reply.null_array();
     }
     Ok(())
