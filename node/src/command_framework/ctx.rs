@@ -184,6 +184,17 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// True when this run is a blocked client's retry: its connection marks the client
+    /// blocked for as long as it waits, and only a waiting connection runs commands while it
+    /// is marked. Blocking pops then pass over a key of another type (Redis 7.0 keeps such a
+    /// client waiting) where a first run answers WRONGTYPE.
+    pub fn is_block_retry(&self) -> bool {
+        self.client
+            .shared
+            .blocked
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Records what the write decided for its replicas. `effect` runs only while writes are
     /// replicated, so a handler pays nothing (no allocation) otherwise.
     pub fn replicate(&mut self, effect: impl FnOnce() -> WriteEffect) {

@@ -15,14 +15,7 @@ use crate::command_framework::args;
 use crate::command_framework::ctx::{BlockRequest, TimeoutReply};
 use crate::command_framework::{CmdResult, Ctx};
 use crate::db::Key;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-
-/// True when this run is a blocked client's retry: its connection marks the client blocked
-/// for as long as it waits, and only a waiting connection runs commands while it is marked.
-fn is_retry(ctx: &Ctx<'_>) -> bool {
-    ctx.client.shared.blocked.load(Relaxed)
-}
 
 /// Asks the connection to wait on `keys` and run `args` again when one is signalled.
 fn block(
@@ -44,7 +37,7 @@ fn block(
 fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End) -> CmdResult {
     let timeout = args::timeout_secs(args[args.len() - 1])?;
     let keys = &args[1..args.len() - 1];
-    let retry = is_retry(ctx);
+    let retry = ctx.is_block_retry();
     if let Some((key, popped)) = mpop_core(ctx, keys, end, 1, retry)? {
         ctx.reply.array(2);
         ctx.reply.bulk(key);
@@ -70,7 +63,7 @@ pub fn brpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn bmove(ctx: &mut Ctx<'_>, args: &[&[u8]], from: End, to: End, timeout: &[u8]) -> CmdResult {
     let timeout = args::timeout_secs(timeout)?;
     let (src, dst) = (args[1], args[2]);
-    let retry = is_retry(ctx);
+    let retry = ctx.is_block_retry();
     match lmove_core(ctx, src, dst, from, to, retry)? {
         Some(e) => ctx.reply.bulk(&e),
         // Redis answers a null bulk here, but a null array when a wait times out.
@@ -95,7 +88,7 @@ pub fn brpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 pub fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let timeout = args::timeout_secs(args[1])?;
     let m = parse_mpop(args, 2)?;
-    let retry = is_retry(ctx);
+    let retry = ctx.is_block_retry();
     match mpop_core(ctx, m.keys, m.end, m.count, retry)? {
         Some((key, popped)) => reply_mpop(ctx, key, &popped),
         None if ctx.in_exec => ctx.reply.null_array(),

@@ -169,13 +169,7 @@ fn blocking_pop(
     count: Option<usize>,
     timeout: Option<std::time::Duration>,
 ) -> CmdResult {
-    // The connection marks its client blocked while it waits, and only a waiting connection
-    // runs commands while it is marked: this run is a retry.
-    let retry = ctx
-        .client
-        .shared
-        .blocked
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let retry = ctx.is_block_retry();
     if pop_first_available(ctx, keys, end, count, retry)? {
         return Ok(());
     }
