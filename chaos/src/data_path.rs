@@ -158,6 +158,15 @@ fn index_of(sim: &Sim, id: &node::cluster::id::NodeId) -> Option<usize> {
     sim.nodes.iter().position(|n| n.id() == *id)
 }
 
+/// The config epoch of node `p` as node `i`'s topology knows it (what a node records as its
+/// history's epoch when it syncs from `p`).
+fn primary_epoch(sim: &Sim, i: usize, p: usize) -> u64 {
+    let t = &sim.nodes[i].topology;
+    t.index_of(&sim.nodes[p].id())
+        .and_then(|x| t.node(x))
+        .map_or(0, |n| t.node_epoch(n))
+}
+
 fn role(sim: &Sim, i: usize) -> Role {
     let me = sim.nodes[i].topology.myself();
     if me.is_primary() {
@@ -321,6 +330,7 @@ impl DataPath {
             n.ids.shift_on_promotion(n.offset(), &mut self.rng);
             n.history_primary = Some(i);
             let t = &sim.nodes[i].topology;
+            n.history_epoch = t.node_epoch(t.myself());
             if t.slots.owns_any(t.myself_index()) {
                 self.stats.promotions += 1;
             }
@@ -457,14 +467,15 @@ impl DataPath {
         }
         self.stats.stream_bytes += released.len() as u64;
         if let Some(snapshot) = polled.snapshot {
-            let Some(LinkDecision::FullResync { replid, offset }) = up.accepted else {
+            let Some(LinkDecision::FullResync { replid, offset, .. }) = up.accepted else {
                 return self.drop_upstream(now, i, "a snapshot on a continued link");
             };
             if snapshot.offset != offset {
                 return self.drop_upstream(now, i, "a snapshot at another offset");
             }
             let ids = psync::on_full_resync(replid);
-            if let Err(e) = node.load(&snapshot.bytes, offset, ids, p) {
+            let epoch = primary_epoch(sim, i, p);
+            if let Err(e) = node.load(&snapshot.bytes, offset, ids, p, epoch) {
                 return self.drop_upstream(now, i, &e.to_string());
             }
             up.synced = true;
@@ -574,7 +585,14 @@ impl DataPath {
                     offset,
                     snapshot: node.snapshot(),
                 },
-                LinkDecision::FullResync { replid, offset },
+                LinkDecision::FullResync {
+                    replid,
+                    offset,
+                    promoted_in: match node.history_primary {
+                        Some(h) if h == i => node.history_epoch,
+                        _ => 0,
+                    },
+                },
                 offset,
             ),
         };
@@ -631,13 +649,25 @@ impl DataPath {
             Err(e) => return self.drop_upstream(now, i, &e.to_string()),
         };
         let node = &mut self.nodes[i];
-        if let LinkDecision::FullResync { replid, offset } = accept.decision {
-            let mine = (node.ids.replid(), node.offset());
-            let mine_primary = node.history_primary.map(|h| sim.nodes[h].id());
-            let offered_by = Some(sim.nodes[p].id());
-            if let Err(reason) =
-                psync::full_sync_allowed(mine, mine_primary, offered_by, (replid, offset))
-            {
+        if let LinkDecision::FullResync {
+            replid,
+            offset,
+            promoted_in,
+        } = accept.decision
+        {
+            let mine = psync::HeldHistory {
+                replid: node.ids.replid(),
+                offset: node.offset(),
+                primary: node.history_primary.map(|h| sim.nodes[h].id()),
+                epoch: node.history_epoch,
+            };
+            let offer = psync::SyncOffer {
+                by: Some(sim.nodes[p].id()),
+                replid,
+                offset,
+                promoted_in,
+            };
+            if let Err(reason) = psync::full_sync_allowed(mine, offer) {
                 self.stats.syncs_refused += 1;
                 return self.drop_upstream(now, i, &format!("full sync refused: {reason}"));
             }
@@ -652,6 +682,7 @@ impl DataPath {
             let processed = node.offset();
             psync::on_continue(&mut node.ids, new_replid, processed);
             node.history_primary = Some(p);
+            node.history_epoch = primary_epoch(sim, i, p);
             up.synced = true;
             self.stats.partial_syncs += 1;
         }

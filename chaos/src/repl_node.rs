@@ -38,6 +38,9 @@ pub struct ReplNode {
     pub committed: u64,
     /// The node whose stream `ids`' history is, as a replica last synced (full-sync check).
     pub history_primary: Option<usize>,
+    /// That primary's config epoch when this node took the history from it, or this node's
+    /// own at its promotion (the node's identity `epoch`).
+    pub history_epoch: u64,
     /// Released stream bytes not yet forming a whole command.
     partial: Vec<u8>,
 }
@@ -51,6 +54,7 @@ impl ReplNode {
             backlog: Backlog::new(BACKLOG_BYTES, 0).expect("a valid backlog size"),
             committed: 0,
             history_primary: None,
+            history_epoch: 0,
             partial: Vec::new(),
         }
     }
@@ -119,13 +123,14 @@ impl ReplNode {
     }
 
     /// Replaces the store by a full sync's snapshot taken at `offset` of the history `ids`
-    /// names, synced from `primary`.
+    /// names, synced from `primary` (whose config epoch was `primary_epoch`).
     pub fn load(
         &mut self,
         bytes: &[u8],
         offset: u64,
         ids: ReplicationIds,
         primary: usize,
+        primary_epoch: u64,
     ) -> Result<(), StreamError> {
         let mut store = BTreeMap::new();
         let mut used = 0;
@@ -146,6 +151,7 @@ impl ReplNode {
         self.backlog.reset(offset);
         self.ids = ids;
         self.history_primary = Some(primary);
+        self.history_epoch = primary_epoch;
         self.partial.clear();
         Ok(())
     }
@@ -210,7 +216,7 @@ mod tests {
         let mut loaded = ReplNode::new(&mut rng);
         let ids = ReplicationIds::with_replid(primary.ids.replid());
         loaded
-            .load(&primary.snapshot(), primary.offset(), ids, 0)
+            .load(&primary.snapshot(), primary.offset(), ids, 0, 0)
             .unwrap();
         assert_eq!(loaded.store, primary.store);
         assert_eq!(loaded.offset(), primary.offset());

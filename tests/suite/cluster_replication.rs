@@ -491,6 +491,103 @@ fn a_replica_keeps_its_data_when_its_restarted_primary_lost_it() {
     }
 }
 
+/// Goal: a replica that missed two failovers of its shard (its primary failed over to a
+/// sibling and was promoted back under a new replication id) follows its primary again: the
+/// primary's full sync carries the epoch of the promotion that made its history, newer than
+/// the replica's own history, so the replica takes it instead of refusing it forever as
+/// "primary-lost-history" (the check it keeps for a primary that restarted without data).
+/// Method: six real nodes on `ofi:tcp` with `--save`, a seventh made a second replica of one
+/// primary; that shard's first replica stopped with SIGTERM (it keeps its data and history),
+/// CLUSTER FAILOVER to the sibling and back, the replica restarted on its dir and port.
+#[test]
+fn a_replica_follows_its_primary_back_after_two_failovers_it_missed() {
+    let secret = "two-failovers";
+    let args = ["--save", "3600 1"];
+    let mut nodes = create_cluster_with_replicas(secret, &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    let p_id = nodes[p].cli(&["CLUSTER", "MYID"]);
+    let sibling = integration::cluster::cluster_node_with(secret, &args);
+    let sibling_port = sibling.port.to_string();
+    assert_eq!(
+        nodes[0].cli(&["CLUSTER", "MEET", "127.0.0.1", &sibling_port]),
+        "OK"
+    );
+    let mut all: Vec<&Node> = nodes.iter().collect();
+    all.push(&sibling);
+    wait_until("the sibling known everywhere", &all, || {
+        all.iter()
+            .all(|n| n.cli(&["CLUSTER", "NODES"]).lines().count() == 7)
+    });
+    assert_eq!(sibling.cli(&["CLUSTER", "REPLICATE", &p_id]), "OK");
+    wait_until("the sibling linked", &all, || {
+        info_field(&sibling, "master_link_status") == "up"
+    });
+    write_keys(&nodes[0], "before", 50);
+    assert_eq!(nodes[p].cli(&["WAIT", "2", "5000"]), "2");
+
+    // The replica stops cleanly: it keeps the primary's history, id, offset and epoch.
+    let r_port = nodes[r].port;
+    let mut stopped = nodes.remove(r);
+    assert!(
+        stopped.signal_and_wait("TERM").success(),
+        "{}",
+        stopped.log()
+    );
+    let r_dir = stopped.into_dir();
+    let p = if p > r { p - 1 } else { p };
+    let mut all: Vec<&Node> = nodes.iter().collect();
+    all.push(&sibling);
+
+    assert_eq!(sibling.cli(&["CLUSTER", "FAILOVER"]), "OK");
+    wait_until(
+        "the sibling promoted, the primary following it",
+        &all,
+        || {
+            info_field(&sibling, "role") == "master"
+                && info_field(&nodes[p], "master_link_status") == "up"
+        },
+    );
+    write_keys(&nodes[0], "during", 50);
+    assert_eq!(nodes[p].cli(&["CLUSTER", "FAILOVER"]), "OK");
+    wait_until("the primary promoted back", &all, || {
+        info_field(&nodes[p], "role") == "master"
+            && info_field(&sibling, "master_link_status") == "up"
+    });
+    write_keys(&nodes[0], "after", 50);
+    let replid = info_field(&nodes[p], "master_replid");
+
+    let restarted = integration::cluster::cluster_node_in(r_dir, r_port, secret, &args);
+    nodes.push(restarted);
+    let r = nodes.len() - 1;
+    let mut all: Vec<&Node> = nodes.iter().collect();
+    all.push(&sibling);
+    wait_until_described(
+        "the replica following its primary again",
+        &all,
+        || {
+            info_field(&nodes[r], "master_port") == nodes[p].port.to_string()
+                && info_field(&nodes[r], "master_link_status") == "up"
+        },
+        || {
+            format!(
+                "master_port={} link={} refused={}\n{}",
+                info_field(&nodes[r], "master_port"),
+                info_field(&nodes[r], "master_link_status"),
+                info_field(&nodes[r], "master_sync_refused"),
+                nodes[r].log()
+            )
+        },
+    );
+    assert_eq!(info_field(&nodes[r], "master_sync_refused"), "");
+    assert_eq!(info_field(&nodes[r], "master_replid"), replid);
+    assert_eq!(nodes[p].cli(&["WAIT", "2", "5000"]), "2");
+    assert_eq!(nodes[r].cli(&["DBSIZE"]), nodes[p].cli(&["DBSIZE"]));
+    assert_keys(&nodes[0], "before", 50);
+    assert_keys(&nodes[0], "during", 50);
+    assert_keys(&nodes[0], "after", 50);
+}
+
 /// Goal: a replica notices that its primary died and came back (SIGKILL, restarted at once)
 /// within the node timeout, not `repl-timeout` (60 s): its link goes down.
 /// Method: six real nodes on `ofi:tcp`, `cluster-node-timeout 1000`; the replica's INFO

@@ -130,7 +130,8 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     if args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one") {
         if ctx.server.replica_of.stop() {
-            ctx.server.replication.promote();
+            // Outside cluster mode no topology grants epochs.
+            ctx.server.replication.promote(0);
             tracing::info!("MASTER MODE enabled (user request)");
         }
         ctx.reply.ok();

@@ -21,7 +21,7 @@ use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::{ReplId, ReplicationIds};
 use crate::replication::outgoing::Outgoing;
-use crate::replication::psync::{self, PsyncDecision, PsyncRequest};
+use crate::replication::psync::{self, HeldHistory, PsyncDecision, PsyncRequest};
 use crate::replication::report::{self, PrimaryLink, ReplicaLine, Role};
 use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
@@ -184,6 +184,30 @@ impl Replication {
     /// The node whose stream this history is.
     pub fn history_primary(&self) -> Option<NodeId> {
         self.state.lock().history_primary
+    }
+
+    /// The history as a replica's full-sync check needs it (`psync::full_sync_allowed`).
+    pub fn held_history(&self) -> HeldHistory {
+        let s = self.state.lock();
+        HeldHistory {
+            replid: s.ids.replid(),
+            offset: self.offset.load(Relaxed),
+            primary: s.history_primary,
+            epoch: s.history_epoch,
+        }
+    }
+
+    /// The config epoch of the promotion that made this node's history its own stream, for
+    /// the full syncs it offers; 0 when the history is not its own or began without one (at
+    /// a restart, on a fresh node), so that a replica holding more never takes it for a
+    /// newer decision.
+    pub fn promoted_in(&self) -> u64 {
+        let myself = self.identity_file.lock().as_ref().and_then(|f| f.node);
+        let s = self.state.lock();
+        match (s.history_primary, myself) {
+            (Some(owner), Some(me)) if owner == me => s.history_epoch,
+            _ => 0,
+        }
     }
 
     /// From now on the identity file at `path` follows every change of the ids; writes it
@@ -461,15 +485,17 @@ impl Replication {
 
     /// This replica becomes a primary (REPLICAOF NO ONE, a failover): a new id starts at the
     /// current offset and the old one stays valid up to it, so the other replicas of the old
-    /// primary continue from this node's backlog (Redis's `shiftReplicationId`).
-    pub fn promote(&self) {
+    /// primary continue from this node's backlog (Redis's `shiftReplicationId`). `epoch`
+    /// is the config epoch the topology granted the promotion (0 outside cluster mode).
+    pub fn promote(&self, epoch: u64) {
         let myself = self.identity_file.lock().as_ref().and_then(|f| f.node);
         {
             let mut s = self.state.lock();
             let offset = self.offset.load(Relaxed);
             s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
-            // The history is this node's own stream from here on.
+            // The history is this node's own stream from here on, made so by this promotion.
             s.history_primary = myself;
+            s.history_epoch = epoch;
             tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted on promotion");
         }
         self.write_identity();

@@ -18,7 +18,9 @@ use crate::cluster::id::ID_LEN;
 /// 2: ring records carry the ring's epoch (a 32-byte header) and the reader asks for resends
 /// through the writer's ack region (`bus::ring::layout`); a version-1 peer would write records
 /// this side never validates, so the link is refused at the handshake instead.
-pub const HANDSHAKE_VERSION: u8 = 2;
+/// 3: a full-sync decision carries the topology epoch in which the primary's history began
+/// (`promoted_in`), which a version-2 replica would not read.
+pub const HANDSHAKE_VERSION: u8 = 3;
 /// Longest handshake message: both messages are fixed-size but for optional fields, far below
 /// this; a longer input is garbage and is refused before it is looked at.
 pub const HANDSHAKE_MSG_MAX: usize = 256;
@@ -58,17 +60,28 @@ pub enum LinkDecision {
     /// `+CONTINUE`: the stream follows from the requested offset; `Some` when the primary's
     /// history has a new id.
     Continue { new_replid: Option<ReplId> },
-    /// `+FULLRESYNC`: a snapshot at `offset` comes first.
-    FullResync { replid: ReplId, offset: u64 },
+    /// `+FULLRESYNC`: a snapshot at `offset` comes first. `promoted_in` is the config epoch
+    /// of the topology decision that made the primary's current history authoritative (its
+    /// promotion), 0 when none did (a history that began at a restart or on a fresh node):
+    /// the replica lets a new history of its own primary replace its data only when a
+    /// decision newer than its own history made it (`psync::full_sync_allowed`).
+    FullResync {
+        replid: ReplId,
+        offset: u64,
+        promoted_in: u64,
+    },
 }
 
-impl From<&PsyncDecision> for LinkDecision {
-    fn from(d: &PsyncDecision) -> Self {
+impl LinkDecision {
+    /// The link decision for a PSYNC decision; `promoted_in` as in [`LinkDecision::FullResync`].
+    pub fn from_psync(d: &PsyncDecision, promoted_in: u64) -> Self {
         match *d {
             PsyncDecision::Continue { new_replid, .. } => LinkDecision::Continue { new_replid },
-            PsyncDecision::FullResync { replid, offset, .. } => {
-                LinkDecision::FullResync { replid, offset }
-            }
+            PsyncDecision::FullResync { replid, offset, .. } => LinkDecision::FullResync {
+                replid,
+                offset,
+                promoted_in,
+            },
         }
     }
 }
@@ -130,10 +143,15 @@ impl LinkAccept {
                     None => out.push(0),
                 }
             }
-            LinkDecision::FullResync { replid, offset } => {
+            LinkDecision::FullResync {
+                replid,
+                offset,
+                promoted_in,
+            } => {
                 out.push(DECISION_FULL);
                 out.extend_from_slice(replid.as_bytes());
                 out.extend_from_slice(&offset.to_le_bytes());
+                out.extend_from_slice(&promoted_in.to_le_bytes());
             }
         }
         out
@@ -154,6 +172,7 @@ impl LinkAccept {
             DECISION_FULL => LinkDecision::FullResync {
                 replid: r.replid("replid")?,
                 offset: r.u64()?,
+                promoted_in: r.u64()?,
             },
             _ => return Err(HandshakeError::BadField("decision")),
         };
@@ -269,6 +288,7 @@ mod tests {
             LinkDecision::FullResync {
                 replid: id(b'c'),
                 offset: 99,
+                promoted_in: 7,
             },
         ] {
             let acc = LinkAccept {
@@ -287,9 +307,22 @@ mod tests {
             new_replid: Some(id(b'd')),
         };
         assert_eq!(
-            LinkDecision::from(&d),
+            LinkDecision::from_psync(&d, 3),
             LinkDecision::Continue {
                 new_replid: Some(id(b'd'))
+            }
+        );
+        let full = PsyncDecision::FullResync {
+            replid: id(b'f'),
+            offset: 40,
+            reason: super::super::psync::FullResyncReason::Requested,
+        };
+        assert_eq!(
+            LinkDecision::from_psync(&full, 3),
+            LinkDecision::FullResync {
+                replid: id(b'f'),
+                offset: 40,
+                promoted_in: 3,
             }
         );
     }

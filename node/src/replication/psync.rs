@@ -175,10 +175,31 @@ pub enum SyncRefused {
     PrimaryBehind,
 }
 
-/// The replica's check before it lets a full sync replace its dataset. `mine` is its
-/// history (id, last byte held), `mine_primary` the node whose stream that history is,
-/// `offered_by` the node it is linked to now (None outside cluster mode) and `offer` the
-/// `+FULLRESYNC <replid> <offset>` it got.
+/// The history a replica holds, as its full-sync check needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldHistory {
+    pub replid: ReplId,
+    /// The last byte held.
+    pub offset: u64,
+    /// The node whose stream this history is (None: nobody's known).
+    pub primary: Option<NodeId>,
+    /// That primary's config epoch when this replica took the history from it.
+    pub epoch: u64,
+}
+
+/// A primary's `+FULLRESYNC`, as the replica's full-sync check needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncOffer {
+    /// The node the replica is linked to (None outside cluster mode).
+    pub by: Option<NodeId>,
+    pub replid: ReplId,
+    pub offset: u64,
+    /// The config epoch of the decision that made the offered history authoritative (the
+    /// primary's promotion), 0 if none did.
+    pub promoted_in: u64,
+}
+
+/// The replica's check before it lets a full sync replace its dataset.
 ///
 /// - No history claimed (offset 0, or nobody's stream): nothing to lose.
 /// - Outside cluster mode, or another node than the history's primary: the topology
@@ -187,27 +208,28 @@ pub enum SyncRefused {
 ///   acknowledged.
 /// - The same primary, the same id, at or past this replica's offset: it merely fell out
 ///   of the backlog.
-/// - Otherwise refused: the same primary under a new id (it restarted without its
-///   history) or behind this replica (it lost a tail); the replica keeps its data.
-pub fn full_sync_allowed(
-    mine: (ReplId, u64),
-    mine_primary: Option<NodeId>,
-    offered_by: Option<NodeId>,
-    offer: (ReplId, u64),
-) -> Result<(), SyncRefused> {
-    let (my_replid, my_offset) = mine;
-    let (replid, offset) = offer;
-    let Some(history_primary) = mine_primary.filter(|_| my_offset > 0) else {
+/// - The same primary under a new id that a topology decision newer than this replica's
+///   history made authoritative (it failed over away and was promoted back, say): as for
+///   another node, the topology decided since. Without this the replica would refuse its
+///   primary forever.
+/// - Otherwise refused: the same primary under a new id no decision made (it restarted
+///   without its history) or behind this replica (it lost a tail); the replica keeps its
+///   data.
+pub fn full_sync_allowed(mine: HeldHistory, offer: SyncOffer) -> Result<(), SyncRefused> {
+    let Some(history_primary) = mine.primary.filter(|_| mine.offset > 0) else {
         return Ok(());
     };
-    match offered_by {
+    match offer.by {
         Some(by) if by == history_primary => {}
         _ => return Ok(()),
     }
-    if replid != my_replid {
+    if offer.replid != mine.replid {
+        if offer.promoted_in > mine.epoch {
+            return Ok(());
+        }
         return Err(SyncRefused::PrimaryLostHistory);
     }
-    if offset < my_offset {
+    if offer.offset < mine.offset {
         return Err(SyncRefused::PrimaryBehind);
     }
     Ok(())
@@ -419,35 +441,59 @@ mod tests {
         let (h, other_id) = (ReplId::random(&mut r), ReplId::random(&mut r));
         let (p, q) = (NodeId::random(&mut r), NodeId::random(&mut r));
         use SyncRefused::*;
+        let held = |offset, primary| HeldHistory {
+            replid: h,
+            offset,
+            primary,
+            epoch: 8,
+        };
+        let offer = |by, replid, offset, promoted_in| SyncOffer {
+            by,
+            replid,
+            offset,
+            promoted_in,
+        };
+        let p_ = Some(p);
         let table = [
-            // (mine, mine_primary, offered_by, offer, verdict)
+            // (mine, offer, verdict)
             (
-                (h, 100),
-                Some(p),
-                Some(p),
-                (other_id, 0),
+                held(100, p_),
+                offer(p_, other_id, 0, 0),
                 Err(PrimaryLostHistory),
             ),
             (
-                (h, 100),
-                Some(p),
-                Some(p),
-                (other_id, 500),
+                held(100, p_),
+                offer(p_, other_id, 500, 0),
                 Err(PrimaryLostHistory),
             ),
-            ((h, 100), Some(p), Some(p), (h, 99), Err(PrimaryBehind)),
-            ((h, 100), Some(p), Some(p), (h, 100), Ok(())),
-            ((h, 100), Some(p), Some(p), (h, 5000), Ok(())),
-            ((h, 100), Some(p), Some(q), (other_id, 0), Ok(())),
-            ((h, 100), Some(p), None, (other_id, 0), Ok(())),
-            ((h, 100), None, Some(p), (other_id, 0), Ok(())),
-            ((h, 0), Some(p), Some(p), (other_id, 0), Ok(())),
+            // A promotion no newer than the history: the same era, a restart.
+            (
+                held(100, p_),
+                offer(p_, other_id, 0, 8),
+                Err(PrimaryLostHistory),
+            ),
+            (
+                held(100, p_),
+                offer(p_, other_id, 0, 3),
+                Err(PrimaryLostHistory),
+            ),
+            // Promoted again after this replica took its history: the topology decided.
+            (held(100, p_), offer(p_, other_id, 0, 9), Ok(())),
+            (held(100, p_), offer(p_, h, 99, 0), Err(PrimaryBehind)),
+            // The same history behind: a newer promotion does not excuse a lost tail.
+            (held(100, p_), offer(p_, h, 99, 9), Err(PrimaryBehind)),
+            (held(100, p_), offer(p_, h, 100, 0), Ok(())),
+            (held(100, p_), offer(p_, h, 5000, 0), Ok(())),
+            (held(100, p_), offer(Some(q), other_id, 0, 0), Ok(())),
+            (held(100, p_), offer(None, other_id, 0, 0), Ok(())),
+            (held(100, None), offer(p_, other_id, 0, 0), Ok(())),
+            (held(0, p_), offer(p_, other_id, 0, 0), Ok(())),
         ];
-        for (mine, mine_primary, by, offer, verdict) in table {
+        for (mine, offer, verdict) in table {
             assert_eq!(
-                full_sync_allowed(mine, mine_primary, by, offer),
+                full_sync_allowed(mine, offer),
                 verdict,
-                "{mine:?} of {mine_primary:?}, offered {offer:?} by {by:?}"
+                "{mine:?}, offered {offer:?}"
             );
         }
         assert_eq!(PrimaryLostHistory.to_string(), "primary-lost-history");

@@ -23,13 +23,13 @@ use anyhow::Context;
 /// Restores the ids from `loaded` (see the module comment), records it in the server, and
 /// writes the identity file (`running`) before any client is served.
 pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
-    let (node, role_primary, epoch) = match &server.cluster {
+    let (node, role_primary) = match &server.cluster {
         Some(c) => {
             let t = c.topology.read();
             let me = t.myself();
-            (Some(me.id), me.is_primary(), t.node_epoch(me))
+            (Some(me.id), me.is_primary())
         }
-        None => (None, false, 0),
+        None => (None, false),
     };
     match loaded.loaded {
         Some((replid, offset)) => {
@@ -47,9 +47,11 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
             }
         }
         None => {
-            // Fresh ids: a new history, this node's own if it serves as a primary.
+            // Fresh ids: a new history, this node's own if it serves as a primary, made so by
+            // no promotion (epoch 0): a replica that holds more of this node's previous
+            // history must not take it for a newer topology decision.
             let mine = node.filter(|_| role_primary);
-            server.replication.set_history_primary(mine, epoch);
+            server.replication.set_history_primary(mine, 0);
         }
     }
     let covered = loaded.covered();

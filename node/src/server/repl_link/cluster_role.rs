@@ -9,8 +9,9 @@ use crate::server::Server;
 /// What the topology asks of this node's replication.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Wanted {
-    /// Serve as a primary: follow nobody.
-    Primary,
+    /// Serve as a primary: follow nobody. `epoch`: this node's config epoch, the one its
+    /// promotion was granted when it was one.
+    Primary { epoch: u64 },
     /// Follow the primary `id` at this client address.
     Follow {
         host: String,
@@ -26,7 +27,9 @@ fn wanted(server: &Server) -> Option<Wanted> {
     let t = cluster.topology.read();
     let me = t.myself();
     if !me.is_replica() {
-        return Some(Wanted::Primary);
+        return Some(Wanted::Primary {
+            epoch: t.node_epoch(me),
+        });
     }
     let primary = me
         .primary
@@ -47,9 +50,9 @@ fn wanted(server: &Server) -> Option<Wanted> {
 pub fn follow_topology(server: &Server) {
     match wanted(server) {
         None | Some(Wanted::Unknown) => {}
-        Some(Wanted::Primary) => {
+        Some(Wanted::Primary { epoch }) => {
             if server.replica_of.is_replica() && server.replica_of.stop() {
-                server.replication.promote();
+                server.replication.promote(epoch);
                 tracing::info!("MASTER MODE enabled (the topology made this node a primary)");
             }
         }

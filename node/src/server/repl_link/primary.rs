@@ -303,7 +303,7 @@ fn start_link<P: Provider>(
     let (start, link_decision, last_applied) = match decision {
         PsyncDecision::Continue { from, .. } => (
             ShipStart::Continue { from },
-            LinkDecision::from(&decision),
+            LinkDecision::from_psync(&decision, server.replication.promoted_in()),
             from.saturating_sub(1),
         ),
         PsyncDecision::FullResync { replid, .. } => {
@@ -320,7 +320,11 @@ fn start_link<P: Provider>(
                     offset,
                     snapshot: snap.bytes,
                 },
-                LinkDecision::FullResync { replid, offset },
+                LinkDecision::FullResync {
+                    replid,
+                    offset,
+                    promoted_in: server.replication.promoted_in(),
+                },
                 offset,
             )
         }

@@ -241,17 +241,28 @@ fn set_up<P: Provider>(
         _ => return Err(ReplicaLinkError::Reply("REPLCONF RDMA-LINK")),
     };
     let primary = server.replica_of.node(generation);
-    if let LinkDecision::FullResync { replid, offset } = accept.decision {
-        let mine = server.replication.history();
-        let mine_primary = server.replication.history_primary();
-        if let Err(reason) = psync::full_sync_allowed(mine, mine_primary, primary, (replid, offset))
-        {
+    if let LinkDecision::FullResync {
+        replid,
+        offset,
+        promoted_in,
+    } = accept.decision
+    {
+        let mine = server.replication.held_history();
+        let offer = psync::SyncOffer {
+            by: primary,
+            replid,
+            offset,
+            promoted_in,
+        };
+        if let Err(reason) = psync::full_sync_allowed(mine, offer) {
             tracing::warn!(
                 %reason,
                 offered_replid = %replid,
                 offered_offset = offset,
-                my_replid = %mine.0,
-                my_offset = mine.1,
+                offered_promoted_in = promoted_in,
+                my_replid = %mine.replid,
+                my_offset = mine.offset,
+                my_history_epoch = mine.epoch,
                 "refusing the full sync: it would drop history its primary no longer has"
             );
             server.replica_of.set_sync_refused(generation, Some(reason));
@@ -261,7 +272,7 @@ fn set_up<P: Provider>(
     server.replica_of.set_sync_refused(generation, None);
     link.connect_primary(accept.ring_ack, accept.applied_word)?;
     let (replid, synced) = match accept.decision {
-        LinkDecision::FullResync { replid, offset } => {
+        LinkDecision::FullResync { replid, offset, .. } => {
             tracing::info!(%replid, offset, "full sync from the primary");
             server.replica_of.set_state(generation, LinkState::Sync);
             (replid, false)
