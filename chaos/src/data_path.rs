@@ -588,9 +588,13 @@ impl DataPath {
                 LinkDecision::FullResync {
                     replid,
                     offset,
-                    promoted_in: match node.history_primary {
-                        Some(h) if h == i => node.history_epoch,
-                        _ => 0,
+                    claim: psync::HistoryClaim {
+                        promoted_in: match node.history_primary {
+                            Some(h) if h == i => node.history_epoch,
+                            _ => 0,
+                        },
+                        // The simulated nodes keep their histories across crashes.
+                        succeeds: None,
                     },
                 },
                 offset,
@@ -652,7 +656,7 @@ impl DataPath {
         if let LinkDecision::FullResync {
             replid,
             offset,
-            promoted_in,
+            claim,
         } = accept.decision
         {
             let mine = psync::HeldHistory {
@@ -665,7 +669,7 @@ impl DataPath {
                 by: Some(sim.nodes[p].id()),
                 replid,
                 offset,
-                promoted_in,
+                claim,
             };
             if let Err(reason) = psync::full_sync_allowed(mine, offer) {
                 self.stats.syncs_refused += 1;

@@ -588,6 +588,59 @@ fn a_replica_follows_its_primary_back_after_two_failovers_it_missed() {
     assert_keys(&nodes[0], "after", 50);
 }
 
+/// Goal: a primary killed with SIGKILL under `appendfsync always` and back at once (before
+/// any failover) loads every acknowledged write from its AOF and serves; its replica, which
+/// holds the old history, takes the restarted primary's full sync (the AOF holds everything
+/// that history acknowledged) instead of refusing it forever, so the shard keeps a replica
+/// and `repl-sync-acks 1` writes go on.
+/// Method: six real nodes on `ofi:tcp` with `--appendonly yes --appendfsync always
+/// --repl-sync-acks 1` and a 5 s node timeout (no failover during the restart); SIGKILL,
+/// restart on the same dir and port, `CLIENT KILL TYPE master` on the replica.
+#[test]
+fn a_replica_follows_its_primary_restarted_from_a_complete_aof() {
+    let secret = "aof-restart";
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--repl-sync-acks",
+        "1",
+        "--cluster-node-timeout",
+        "5000",
+    ];
+    let mut nodes = create_cluster_with_replicas(secret, &args);
+    let pairs = wait_for_pairs(&nodes);
+    let (p, r) = pairs[0];
+    write_keys(&nodes[0], "before", 100);
+    let port = nodes[p].port;
+    let dir = nodes.remove(p).into_dir();
+    let restarted = integration::cluster::cluster_node_in(dir, port, secret, &args);
+    nodes.insert(p, restarted);
+    let _ = nodes[r].cli(&["CLIENT", "KILL", "TYPE", "master"]);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until_described(
+        "the replica following the restarted primary",
+        &refs,
+        || {
+            info_field(&nodes[r], "master_link_status") == "up"
+                && info_field(&nodes[p], "role") == "master"
+        },
+        || {
+            format!(
+                "link={} refused={} p role={}\n{}",
+                info_field(&nodes[r], "master_link_status"),
+                info_field(&nodes[r], "master_sync_refused"),
+                info_field(&nodes[p], "role"),
+                nodes[r].log()
+            )
+        },
+    );
+    assert_keys(&nodes[0], "before", 100);
+    write_keys(&nodes[0], "after", 100);
+    assert_keys(&nodes[0], "after", 100);
+}
+
 /// Goal: a replica notices that its primary died and came back (SIGKILL, restarted at once)
 /// within the node timeout, not `repl-timeout` (60 s): its link goes down.
 /// Method: six real nodes on `ofi:tcp`, `cluster-node-timeout 1000`; the replica's INFO

@@ -13,13 +13,17 @@
 //! offset <master_repl_offset>
 //! primary <node id | ->
 //! epoch <config epoch of that primary>
+//! succeeds <40 hex> <40 hex> | -
 //! state running | stopped
 //! ```
 //!
 //! `primary` names the node whose stream the history is (this node itself while it is a
 //! primary). It is written at start (`running`), whenever the ids change (promotion, a full
 //! sync, a continued history under a new id) and after the final save (`stopped`, with the
-//! last offset); never per write. A file that does not parse refuses the start, as a corrupt
+//! last offset); never per write. `succeeds <old> <new>`: history `new` began from a complete
+//! replay of `old` (an `appendfsync always` AOF read to its end after a crash), so it holds
+//! everything `old` acknowledged; a replica of `old` may take a full sync of `new` (the line
+//! is optional when read: files from before it have none). A file that does not parse refuses the start, as a corrupt
 //! snapshot does: a damaged identity must not quietly read as "no history".
 
 use crate::cluster::id::NodeId;
@@ -59,9 +63,20 @@ pub struct Identity {
     pub offset: u64,
     /// The node whose stream the history is.
     pub primary: Option<NodeId>,
-    /// That primary's config epoch when the file was written (for logs).
+    /// That primary's config epoch when this node took the history from it, or this node's
+    /// own at the promotion that made the history (0: none did).
     pub epoch: u64,
+    /// `(old, new)`: history `new` began from a complete replay of `old`.
+    pub succeeds: Option<Succession>,
     pub state: RunState,
+}
+
+/// A history that began from a complete replay of another (see the module comment): it
+/// holds everything `old` acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Succession {
+    pub old: ReplId,
+    pub new: ReplId,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,8 +98,12 @@ impl Identity {
             (Some(id), Some(until)) => format!("{id} {until}"),
             _ => "- 0".to_string(),
         };
+        let succeeds = match self.succeeds {
+            Some(s) => format!("{} {}", s.old, s.new),
+            None => "-".to_string(),
+        };
         format!(
-            "version {IDENTITY_VERSION}\nnode {}\nreplid {}\nreplid2 {replid2}\noffset {}\nprimary {}\nepoch {}\nstate {}\n",
+            "version {IDENTITY_VERSION}\nnode {}\nreplid {}\nreplid2 {replid2}\noffset {}\nprimary {}\nepoch {}\nsucceeds {succeeds}\nstate {}\n",
             id(self.node),
             self.ids.replid(),
             self.offset,
@@ -139,6 +158,18 @@ impl Identity {
             )),
             None => return Err("replid2 needs an id and an offset".into()),
         };
+        let succeeds = match get("succeeds").ok() {
+            None | Some("-") => None,
+            Some(pair) => {
+                let (old, new) = pair
+                    .split_once(' ')
+                    .ok_or_else(|| "succeeds needs two ids".to_string())?;
+                Some(Succession {
+                    old: hex("succeeds", old)?,
+                    new: hex("succeeds", new)?,
+                })
+            }
+        };
         let state = match get("state")? {
             "running" => RunState::Running,
             "stopped" => RunState::Stopped,
@@ -150,6 +181,7 @@ impl Identity {
             offset: number("offset")?,
             primary: optional_id("primary")?,
             epoch: number("epoch")?,
+            succeeds,
             state,
         })
     }
@@ -238,6 +270,10 @@ mod tests {
             offset: 1234,
             primary: Some(id(b'a')),
             epoch: 7,
+            succeeds: Some(Succession {
+                old: id(b'9'),
+                new: id(b'b'),
+            }),
             state: RunState::Stopped,
         }
     }
@@ -253,6 +289,7 @@ mod tests {
                 node: None,
                 ids: ReplicationIds::with_replid(id(b'd')),
                 primary: None,
+                succeeds: None,
                 state: RunState::Running,
                 ..sample()
             },
@@ -260,6 +297,20 @@ mod tests {
             save(&path, &identity).unwrap();
             assert_eq!(load(&path).unwrap(), Some(identity));
         }
+    }
+
+    /// Goal: a file written before the `succeeds` line existed still reads (as none).
+    #[test]
+    fn a_file_without_succeeds_reads_as_none() {
+        let old = sample()
+            .encode()
+            .lines()
+            .filter(|l| !l.starts_with("succeeds"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>();
+        let parsed = Identity::parse(&old).unwrap();
+        assert_eq!(parsed.succeeds, None);
+        assert_eq!(parsed.ids, sample().ids);
     }
 
     #[test]
@@ -275,6 +326,11 @@ mod tests {
             (good.replace("epoch 7\n", ""), "no epoch"),
             (format!("{good}offset 5\n"), "twice"),
             (good.replace("replid2 cccc", "replid2"), "replid2"),
+            (
+                good.replace(&format!(" {}\nstate", "b".repeat(40)), "\nstate"),
+                "succeeds",
+            ),
+            (good.replace("succeeds 9999", "succeeds zzzz"), "succeeds"),
             ("x".repeat(IDENTITY_FILE_MAX + 1), "larger"),
             ("nonsense".into(), "without a value"),
         ];

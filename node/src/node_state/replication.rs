@@ -16,12 +16,12 @@
 
 use super::client::ClientShared;
 use crate::cluster::id::NodeId;
-use crate::node_state::identity::{self, Identity, RunState};
+use crate::node_state::identity::{self, Identity, RunState, Succession};
 use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::{ReplId, ReplicationIds};
 use crate::replication::outgoing::Outgoing;
-use crate::replication::psync::{self, HeldHistory, PsyncDecision, PsyncRequest};
+use crate::replication::psync::{self, HeldHistory, HistoryClaim, PsyncDecision, PsyncRequest};
 use crate::replication::report::{self, PrimaryLink, ReplicaLine, Role};
 use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
@@ -88,6 +88,9 @@ struct State {
     /// config epoch then: written into the identity file.
     history_primary: Option<NodeId>,
     history_epoch: u64,
+    /// Set when the current history began from a complete replay of another (identity
+    /// `succeeds`); it speaks for the history `new` names only.
+    succession: Option<Succession>,
 }
 
 /// Where the identity file is written, and as which node (set once at start).
@@ -145,6 +148,7 @@ impl Replication {
                 waiters: WaitQueue::default(),
                 history_primary: None,
                 history_epoch: 0,
+                succession: None,
             }),
             new_bytes: Condvar::new(),
             writes_paused_until_ms: AtomicU64::new(0),
@@ -186,6 +190,19 @@ impl Replication {
         self.state.lock().history_primary
     }
 
+    /// Records that the current history began from a complete replay of another (see
+    /// `identity::Succession`); rewrites the identity file.
+    pub fn set_succession(&self, succession: Option<Succession>) {
+        {
+            let mut s = self.state.lock();
+            if s.succession == succession {
+                return;
+            }
+            s.succession = succession;
+        }
+        self.write_identity();
+    }
+
     /// The history as a replica's full-sync check needs it (`psync::full_sync_allowed`).
     pub fn held_history(&self) -> HeldHistory {
         let s = self.state.lock();
@@ -197,16 +214,24 @@ impl Replication {
         }
     }
 
-    /// The config epoch of the promotion that made this node's history its own stream, for
-    /// the full syncs it offers; 0 when the history is not its own or began without one (at
-    /// a restart, on a fresh node), so that a replica holding more never takes it for a
-    /// newer decision.
-    pub fn promoted_in(&self) -> u64 {
+    /// What this node's full syncs say of its history (`psync::HistoryClaim`): the config
+    /// epoch of the promotion that made it its own stream (0 when the history is not its own
+    /// or began without one, at a restart or on a fresh node, so that a replica holding more
+    /// never takes it for a newer decision), and the history a complete replay of which
+    /// began it.
+    pub fn history_claim(&self) -> HistoryClaim {
         let myself = self.identity_file.lock().as_ref().and_then(|f| f.node);
         let s = self.state.lock();
-        match (s.history_primary, myself) {
+        let promoted_in = match (s.history_primary, myself) {
             (Some(owner), Some(me)) if owner == me => s.history_epoch,
             _ => 0,
+        };
+        HistoryClaim {
+            promoted_in,
+            succeeds: s
+                .succession
+                .filter(|x| x.new == s.ids.replid())
+                .map(|x| x.old),
         }
     }
 
@@ -261,6 +286,7 @@ impl Replication {
             offset: self.offset.load(Relaxed),
             primary: s.history_primary,
             epoch: s.history_epoch,
+            succeeds: s.succession.filter(|x| x.new == s.ids.replid()),
             state,
         }
     }

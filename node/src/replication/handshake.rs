@@ -12,14 +12,15 @@ use bus::ring::{decode_advert, encode_advert, ADVERT_LEN};
 use bus::RemoteRegion;
 
 use super::ids::ReplId;
-use super::psync::{PsyncDecision, PsyncRequest};
+use super::psync::{HistoryClaim, PsyncDecision, PsyncRequest};
 use crate::cluster::id::ID_LEN;
 
 /// 2: ring records carry the ring's epoch (a 32-byte header) and the reader asks for resends
 /// through the writer's ack region (`bus::ring::layout`); a version-1 peer would write records
 /// this side never validates, so the link is refused at the handshake instead.
-/// 3: a full-sync decision carries the topology epoch in which the primary's history began
-/// (`promoted_in`), which a version-2 replica would not read.
+/// 3: a full-sync decision carries what the primary claims of its history (the epoch of the
+/// promotion that made it, the history whose complete replay began it), which a version-2
+/// replica would not read.
 pub const HANDSHAKE_VERSION: u8 = 3;
 /// Longest handshake message: both messages are fixed-size but for optional fields, far below
 /// this; a longer input is garbage and is refused before it is looked at.
@@ -60,27 +61,24 @@ pub enum LinkDecision {
     /// `+CONTINUE`: the stream follows from the requested offset; `Some` when the primary's
     /// history has a new id.
     Continue { new_replid: Option<ReplId> },
-    /// `+FULLRESYNC`: a snapshot at `offset` comes first. `promoted_in` is the config epoch
-    /// of the topology decision that made the primary's current history authoritative (its
-    /// promotion), 0 when none did (a history that began at a restart or on a fresh node):
-    /// the replica lets a new history of its own primary replace its data only when a
-    /// decision newer than its own history made it (`psync::full_sync_allowed`).
+    /// `+FULLRESYNC`: a snapshot at `offset` comes first. `claim` says why the history may
+    /// replace a replica's other history of the same primary (`psync::full_sync_allowed`).
     FullResync {
         replid: ReplId,
         offset: u64,
-        promoted_in: u64,
+        claim: HistoryClaim,
     },
 }
 
 impl LinkDecision {
-    /// The link decision for a PSYNC decision; `promoted_in` as in [`LinkDecision::FullResync`].
-    pub fn from_psync(d: &PsyncDecision, promoted_in: u64) -> Self {
+    /// The link decision for a PSYNC decision; `claim` as in [`LinkDecision::FullResync`].
+    pub fn from_psync(d: &PsyncDecision, claim: HistoryClaim) -> Self {
         match *d {
             PsyncDecision::Continue { new_replid, .. } => LinkDecision::Continue { new_replid },
             PsyncDecision::FullResync { replid, offset, .. } => LinkDecision::FullResync {
                 replid,
                 offset,
-                promoted_in,
+                claim,
             },
         }
     }
@@ -146,12 +144,19 @@ impl LinkAccept {
             LinkDecision::FullResync {
                 replid,
                 offset,
-                promoted_in,
+                claim,
             } => {
                 out.push(DECISION_FULL);
                 out.extend_from_slice(replid.as_bytes());
                 out.extend_from_slice(&offset.to_le_bytes());
-                out.extend_from_slice(&promoted_in.to_le_bytes());
+                out.extend_from_slice(&claim.promoted_in.to_le_bytes());
+                match claim.succeeds {
+                    Some(id) => {
+                        out.push(1);
+                        out.extend_from_slice(id.as_bytes());
+                    }
+                    None => out.push(0),
+                }
             }
         }
         out
@@ -172,7 +177,14 @@ impl LinkAccept {
             DECISION_FULL => LinkDecision::FullResync {
                 replid: r.replid("replid")?,
                 offset: r.u64()?,
-                promoted_in: r.u64()?,
+                claim: HistoryClaim {
+                    promoted_in: r.u64()?,
+                    succeeds: if r.flag("succeeds")? {
+                        Some(r.replid("succeeds")?)
+                    } else {
+                        None
+                    },
+                },
             },
             _ => return Err(HandshakeError::BadField("decision")),
         };
@@ -288,7 +300,18 @@ mod tests {
             LinkDecision::FullResync {
                 replid: id(b'c'),
                 offset: 99,
-                promoted_in: 7,
+                claim: HistoryClaim {
+                    promoted_in: 7,
+                    succeeds: None,
+                },
+            },
+            LinkDecision::FullResync {
+                replid: id(b'c'),
+                offset: 99,
+                claim: HistoryClaim {
+                    promoted_in: 0,
+                    succeeds: Some(id(b'9')),
+                },
             },
         ] {
             let acc = LinkAccept {
@@ -306,8 +329,12 @@ mod tests {
             from: 10,
             new_replid: Some(id(b'd')),
         };
+        let claim = HistoryClaim {
+            promoted_in: 3,
+            succeeds: None,
+        };
         assert_eq!(
-            LinkDecision::from_psync(&d, 3),
+            LinkDecision::from_psync(&d, claim),
             LinkDecision::Continue {
                 new_replid: Some(id(b'd'))
             }
@@ -318,11 +345,11 @@ mod tests {
             reason: super::super::psync::FullResyncReason::Requested,
         };
         assert_eq!(
-            LinkDecision::from_psync(&full, 3),
+            LinkDecision::from_psync(&full, claim),
             LinkDecision::FullResync {
                 replid: id(b'f'),
                 offset: 40,
-                promoted_in: 3,
+                claim,
             }
         );
     }

@@ -96,7 +96,7 @@ fn connect(
         ShipStart::FullSync { offset, .. } => LinkDecision::FullResync {
             replid: replid(),
             offset: *offset,
-            promoted_in: 0,
+            claim: Default::default(),
         },
     };
     let shipper = Shipper::create(primary_conn, request.ring, &cfg, start).unwrap();

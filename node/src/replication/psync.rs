@@ -187,6 +187,18 @@ pub struct HeldHistory {
     pub epoch: u64,
 }
 
+/// What a primary's full sync says of the history it offers, beyond its id: why a replica
+/// that holds another history of the same primary may take it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistoryClaim {
+    /// The config epoch of the decision that made the history authoritative (the primary's
+    /// promotion), 0 if none did.
+    pub promoted_in: u64,
+    /// The history a complete replay of which began this one (an `appendfsync always` AOF
+    /// read to its end after a crash): this one holds everything that one acknowledged.
+    pub succeeds: Option<ReplId>,
+}
+
 /// A primary's `+FULLRESYNC`, as the replica's full-sync check needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncOffer {
@@ -194,9 +206,7 @@ pub struct SyncOffer {
     pub by: Option<NodeId>,
     pub replid: ReplId,
     pub offset: u64,
-    /// The config epoch of the decision that made the offered history authoritative (the
-    /// primary's promotion), 0 if none did.
-    pub promoted_in: u64,
+    pub claim: HistoryClaim,
 }
 
 /// The replica's check before it lets a full sync replace its dataset.
@@ -224,7 +234,9 @@ pub fn full_sync_allowed(mine: HeldHistory, offer: SyncOffer) -> Result<(), Sync
         _ => return Ok(()),
     }
     if offer.replid != mine.replid {
-        if offer.promoted_in > mine.epoch {
+        let decided_since = offer.claim.promoted_in > mine.epoch;
+        let replayed_mine = offer.claim.succeeds == Some(mine.replid);
+        if decided_since || replayed_mine {
             return Ok(());
         }
         return Err(SyncRefused::PrimaryLostHistory);
@@ -451,7 +463,17 @@ mod tests {
             by,
             replid,
             offset,
-            promoted_in,
+            claim: HistoryClaim {
+                promoted_in,
+                succeeds: None,
+            },
+        };
+        let replayed = |succeeds| SyncOffer {
+            claim: HistoryClaim {
+                promoted_in: 0,
+                succeeds: Some(succeeds),
+            },
+            ..offer(Some(p), other_id, 0, 0)
         };
         let p_ = Some(p);
         let table = [
@@ -479,6 +501,9 @@ mod tests {
             ),
             // Promoted again after this replica took its history: the topology decided.
             (held(100, p_), offer(p_, other_id, 0, 9), Ok(())),
+            // A complete replay of this replica's history began the offered one.
+            (held(100, p_), replayed(h), Ok(())),
+            (held(100, p_), replayed(other_id), Err(PrimaryLostHistory)),
             (held(100, p_), offer(p_, h, 99, 0), Err(PrimaryBehind)),
             // The same history behind: a newer promotion does not excuse a lost tail.
             (held(100, p_), offer(p_, h, 99, 9), Err(PrimaryBehind)),

@@ -15,7 +15,7 @@
 //!   offset moves, and `repl-sync-acks` waits for it, from the first write on.
 
 use crate::cluster::agent::restart_fence::Fence;
-use crate::node_state::identity::{self, LoadedHistory};
+use crate::node_state::identity::{self, LoadedHistory, Succession};
 use crate::replication::ids::ReplicationIds;
 use crate::server::{unix_millis, Server};
 use anyhow::Context;
@@ -40,7 +40,10 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
                 .restore(ReplicationIds::from_parts(replid, previous), offset)
                 .context("restoring the replication backlog")?;
             match same {
-                Some(i) => server.replication.set_history_primary(i.primary, i.epoch),
+                Some(i) => {
+                    server.replication.set_history_primary(i.primary, i.epoch);
+                    server.replication.set_succession(i.succeeds);
+                }
                 // An exact snapshot without its identity (removed, or an older node's):
                 // whose stream it was is not known.
                 None => server.replication.set_history_primary(None, 0),
@@ -52,6 +55,23 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
             // history must not take it for a newer topology decision.
             let mine = node.filter(|_| role_primary);
             server.replication.set_history_primary(mine, 0);
+            // A complete replay of the history this node served as its primary holds
+            // everything that history acknowledged: its replicas may take the new one.
+            if let Some(old) = loaded
+                .identity
+                .filter(|_| loaded.complete && loaded.was_primary())
+            {
+                let succession = Succession {
+                    old: old.ids.replid(),
+                    new: server.replication.history().0,
+                };
+                tracing::info!(
+                    old = %succession.old,
+                    new = %succession.new,
+                    "the new history holds everything the previous one acknowledged (complete AOF replay)"
+                );
+                server.replication.set_succession(Some(succession));
+            }
         }
     }
     let covered = loaded.covered();
@@ -140,6 +160,7 @@ mod tests {
             offset: 900,
             primary: Some(me),
             epoch: 3,
+            succeeds: None,
             state: RunState::Running,
         };
         let loaded = |identity: Identity, loaded| LoadedHistory {

@@ -303,7 +303,7 @@ fn start_link<P: Provider>(
     let (start, link_decision, last_applied) = match decision {
         PsyncDecision::Continue { from, .. } => (
             ShipStart::Continue { from },
-            LinkDecision::from_psync(&decision, server.replication.promoted_in()),
+            LinkDecision::from_psync(&decision, server.replication.history_claim()),
             from.saturating_sub(1),
         ),
         PsyncDecision::FullResync { replid, .. } => {
@@ -323,7 +323,7 @@ fn start_link<P: Provider>(
                 LinkDecision::FullResync {
                     replid,
                     offset,
-                    promoted_in: server.replication.promoted_in(),
+                    claim: server.replication.history_claim(),
                 },
                 offset,
             )

@@ -244,7 +244,7 @@ fn set_up<P: Provider>(
     if let LinkDecision::FullResync {
         replid,
         offset,
-        promoted_in,
+        claim,
     } = accept.decision
     {
         let mine = server.replication.held_history();
@@ -252,14 +252,15 @@ fn set_up<P: Provider>(
             by: primary,
             replid,
             offset,
-            promoted_in,
+            claim,
         };
         if let Err(reason) = psync::full_sync_allowed(mine, offer) {
             tracing::warn!(
                 %reason,
                 offered_replid = %replid,
                 offered_offset = offset,
-                offered_promoted_in = promoted_in,
+                offered_promoted_in = claim.promoted_in,
+                offered_succeeds = ?claim.succeeds,
                 my_replid = %mine.replid,
                 my_offset = mine.offset,
                 my_history_epoch = mine.epoch,
