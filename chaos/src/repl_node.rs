@@ -1,15 +1,17 @@
 //! One simulated node's data: a key→value store and node's replication core around it. A
 //! primary's write is propagated (`replication::propagate`) into its `Backlog` as RESP; a
-//! replica executes the whole commands its link released, mirrors them into its own backlog
+//! replica executes the whole commands its link released, cut by the node's own
+//! `StreamCursor` (the core the node's applier runs on), mirrors them into its own backlog
 //! (so that it can serve PSYNCs once promoted) and acknowledges the offset after the last
-//! whole command, as the node's applier does; a full sync's snapshot is the store as SET
-//! commands.
+//! whole command; a full sync's snapshot is the store as SET commands.
 
 use crate::data_net::{Key, Value};
 use node::replication::backlog::Backlog;
 use node::replication::ids::ReplicationIds;
 use node::replication::propagate::{encode_stream, propagate, WriteEffect};
+use node::replication::stream_cursor::{AfterCommand, CursorError, StreamCursor};
 use proto::resp::Frame;
+use proto::resp::RequestLimits;
 use rand::Rng;
 use std::collections::BTreeMap;
 
@@ -41,8 +43,8 @@ pub struct ReplNode {
     /// That primary's config epoch when this node took the history from it, or this node's
     /// own at its promotion (the node's identity `epoch`).
     pub history_epoch: u64,
-    /// Released stream bytes not yet forming a whole command.
-    partial: Vec<u8>,
+    /// The stream as a replica reads it (released bytes not yet forming a whole command).
+    cursor: StreamCursor,
 }
 
 impl ReplNode {
@@ -55,7 +57,7 @@ impl ReplNode {
             committed: 0,
             history_primary: None,
             history_epoch: 0,
-            partial: Vec::new(),
+            cursor: StreamCursor::new(0),
         }
     }
 
@@ -81,36 +83,45 @@ impl ReplNode {
 
     /// A new link starts: released bytes of an older one are not this link's.
     pub fn start_link(&mut self) {
-        self.partial.clear();
+        self.cursor.reset(self.offset());
     }
 
     /// Executes every whole command of the stream's next `bytes`; returns the offset to
     /// acknowledge (the end of the last whole command executed).
     pub fn execute(&mut self, bytes: &[u8]) -> Result<u64, StreamError> {
-        self.partial.extend_from_slice(bytes);
-        let mut used = 0;
-        while used < self.partial.len() {
-            let at = self.offset() + 1;
-            let (frame, len) = match proto::resp::decode(&self.partial[used..]) {
-                Ok(Some(found)) => found,
-                Ok(None) => break,
-                Err(e) => {
-                    return Err(StreamError::Protocol {
-                        at,
-                        reason: e.to_string(),
-                    })
-                }
-            };
+        let ReplNode {
+            store,
+            last_write,
+            backlog,
+            cursor,
+            ..
+        } = self;
+        let run = |command: node::replication::stream_cursor::StreamCommand<'_>| {
+            let (frame, _) = proto::resp::decode(command.bytes)
+                .ok()
+                .flatten()
+                .ok_or_else(|| StreamError::Protocol {
+                    at: command.at,
+                    reason: "not one whole frame".into(),
+                })?;
             let (key, value) = parse_set(&frame).ok_or_else(|| StreamError::Unexpected {
-                at,
+                at: command.at,
                 what: format!("{frame:?}"),
             })?;
-            let offset = self.backlog.append(&self.partial[used..used + len]);
-            self.store.insert(key, value);
-            self.last_write.insert(key, offset);
-            used += len;
-        }
-        self.partial.drain(..used);
+            store.insert(key, value);
+            last_write.insert(key, command.at + command.bytes.len() as u64 - 1);
+            Ok(AfterCommand::Settled)
+        };
+        let mirror = |settled: &[u8], applied: u64| {
+            let offset = backlog.append(settled);
+            debug_assert_eq!(offset, applied, "the history left the stream");
+        };
+        cursor
+            .push(bytes, &RequestLimits::default(), run, mirror)
+            .map_err(|e| match e {
+                CursorError::Protocol { at, reason } => StreamError::Protocol { at, reason },
+                CursorError::Run(e) => e,
+            })?;
         Ok(self.offset())
     }
 
@@ -152,7 +163,7 @@ impl ReplNode {
         self.ids = ids;
         self.history_primary = Some(primary);
         self.history_epoch = primary_epoch;
-        self.partial.clear();
+        self.cursor.reset(offset);
         Ok(())
     }
 }

@@ -12,6 +12,8 @@
 //! - [`outgoing`]: what one request (a command, an EXEC) adds to the stream;
 //! - [`record`]: a ring record's payload: the stream offset of its first byte, the bytes;
 //! - [`apply_order`]: a replica's reorder buffer: records released strictly by offset;
+//! - [`stream_cursor`]: the released stream cut into whole commands, and the offsets a
+//!   replica acknowledges and mirrors (transactions settle at their EXEC);
 //! - [`ack`]: acknowledged offsets, WAIT counts, `min-replicas-to-write`;
 //! - [`wait`]: clients waiting for acknowledgements (WAIT, synchronous writes);
 //! - [`report`]: INFO replication fields and the ROLE reply;
@@ -46,6 +48,7 @@ pub mod record;
 pub mod report;
 pub mod ship;
 pub mod ship_pace;
+pub mod stream_cursor;
 pub mod wait;
 
 #[cfg(test)]

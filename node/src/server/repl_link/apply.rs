@@ -1,17 +1,13 @@
-//! A replica executing its primary's stream: the released bytes, cut into whole commands,
-//! run through the dispatcher as the primary's client (no replies; writes allowed on a
-//! read-only replica), and the offset a replica may acknowledge.
-//!
-//! The acknowledged ("applied") offset stops at whole-command boundaries outside
-//! transactions: inside MULTI the queued commands have not changed the dataset yet, and a
-//! resync from a point inside the transaction would lose its MULTI. So the applied offset is
-//! the end of the last command after which no transaction was open.
+//! A replica executing its primary's stream: the released bytes, cut into whole commands by
+//! the replication core's [`StreamCursor`] (which also keeps the offsets a replica
+//! acknowledges and mirrors), run through the dispatcher as the primary's client (no replies;
+//! writes allowed on a read-only replica), and mirrored into this node's own history.
 
 use crate::node_state::client::ClientShared;
+use crate::replication::stream_cursor::{AfterCommand, CursorError, StreamCursor};
 use crate::server::session::{Session, Step};
 use crate::server::Server;
-use proto::resp::request::Parsed;
-use proto::resp::{RequestLimits, RequestParser};
+use proto::resp::RequestLimits;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -26,16 +22,7 @@ pub enum ApplyError {
 
 pub struct StreamApplier {
     session: Session,
-    parser: RequestParser,
-    /// Released bytes not yet executed (at most one incomplete command after `push`).
-    pending: Vec<u8>,
-    /// The last stream byte executed.
-    executed: u64,
-    /// The last stream byte after which no transaction was open.
-    applied: u64,
-    /// Executed bytes past `applied` (an open transaction's), mirrored into this node's own
-    /// history once the transaction ends, so the history never stops inside one.
-    unmirrored: Vec<u8>,
+    cursor: StreamCursor,
 }
 
 impl StreamApplier {
@@ -56,11 +43,7 @@ impl StreamApplier {
         session.client.primary_link = true;
         StreamApplier {
             session,
-            parser: RequestParser::new(),
-            pending: Vec::new(),
-            executed,
-            applied: executed,
-            unmirrored: Vec::new(),
+            cursor: StreamCursor::new(executed),
         }
     }
 
@@ -71,18 +54,14 @@ impl StreamApplier {
 
     /// The offset the replica may acknowledge.
     pub fn applied(&self) -> u64 {
-        self.applied
+        self.cursor.applied()
     }
 
     /// A full sync loaded a snapshot at `offset`: the stream continues after it, and whatever
     /// was pending or half-open belongs to the replaced dataset.
     pub fn reset(&mut self, offset: u64) {
-        self.pending.clear();
-        self.parser = RequestParser::new();
+        self.cursor.reset(offset);
         self.session.client.multi = None;
-        self.unmirrored.clear();
-        self.executed = offset;
-        self.applied = offset;
     }
 }
 
@@ -95,52 +74,38 @@ impl Drop for StreamApplier {
 impl StreamApplier {
     /// Executes every whole command in `bytes` (the stream's next bytes, in order).
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), ApplyError> {
-        self.pending.extend_from_slice(bytes);
         let limits = RequestLimits {
             max_bulk_len: self.session.server.hot.proto_max_bulk_len.load(Relaxed) as usize,
             ..RequestLimits::default()
         };
-        let mut pos = 0;
         let server = self.session.server.clone();
-        while pos < self.pending.len() {
-            let at = self.executed + pos as u64 + 1;
-            // The command changes the dataset before it is mirrored into the history below
-            // (not under its shards, as a primary feeds): a save meanwhile is not exact.
-            let _unfed = server.replication.unfed_write();
-            let len = match self.parser.parse(&self.pending[pos..], &limits) {
-                Ok(Parsed::Request { len }) => {
-                    let command = &self.pending[pos..pos + len];
-                    self.session.input.extend_from_slice(command);
-                    let (step, _) = self.session.process_input();
-                    // The primary's client gets no replies.
-                    self.session.output.clear();
-                    if matches!(step, Step::Close) {
-                        return Err(ApplyError::Closed(at));
-                    }
-                    len
-                }
-                Ok(Parsed::Empty { len }) => len,
-                Ok(Parsed::Incomplete) => break,
-                Err(e) => {
-                    return Err(ApplyError::Protocol {
-                        at,
-                        reason: e.to_string(),
-                    })
-                }
-            };
-            self.unmirrored
-                .extend_from_slice(&self.pending[pos..pos + len]);
-            pos += len;
-            if self.session.client.multi.is_none() {
-                self.applied = self.executed + pos as u64;
-                let mirrored = self.session.server.replication.feed_raw(&self.unmirrored);
-                debug_assert_eq!(mirrored, self.applied, "the history left the stream");
-                self.unmirrored.clear();
+        // The commands change the dataset before they are mirrored into the history (not
+        // under their shards, as a primary feeds): a save meanwhile is not exact.
+        let _unfed = server.replication.unfed_write();
+        let session = &mut self.session;
+        let run = |command: crate::replication::stream_cursor::StreamCommand<'_>| {
+            session.input.extend_from_slice(command.bytes);
+            let (step, _) = session.process_input();
+            // The primary's client gets no replies.
+            session.output.clear();
+            if matches!(step, Step::Close) {
+                return Err(ApplyError::Closed(command.at));
             }
-        }
-        self.pending.drain(..pos);
-        self.executed += pos as u64;
-        Ok(())
+            Ok(match session.client.multi {
+                Some(_) => AfterCommand::InTransaction,
+                None => AfterCommand::Settled,
+            })
+        };
+        let mirror = |settled: &[u8], applied: u64| {
+            let mirrored = server.replication.feed_raw(settled);
+            debug_assert_eq!(mirrored, applied, "the history left the stream");
+        };
+        self.cursor
+            .push(bytes, &limits, run, mirror)
+            .map_err(|e| match e {
+                CursorError::Protocol { at, reason } => ApplyError::Protocol { at, reason },
+                CursorError::Run(e) => e,
+            })
     }
 }
 
