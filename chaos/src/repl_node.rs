@@ -97,17 +97,11 @@ impl ReplNode {
             ..
         } = self;
         let run = |command: node::replication::stream_cursor::StreamCommand<'_>| {
-            let (frame, _) = proto::resp::decode(command.bytes)
-                .ok()
-                .flatten()
-                .ok_or_else(|| StreamError::Protocol {
+            let (key, value) =
+                parse_set_args(command.args).ok_or_else(|| StreamError::Unexpected {
                     at: command.at,
-                    reason: "not one whole frame".into(),
+                    what: String::from_utf8_lossy(command.bytes).into_owned(),
                 })?;
-            let (key, value) = parse_set(&frame).ok_or_else(|| StreamError::Unexpected {
-                at: command.at,
-                what: format!("{frame:?}"),
-            })?;
             store.insert(key, value);
             last_write.insert(key, command.at + command.bytes.len() as u64 - 1);
             Ok(AfterCommand::Settled)
@@ -186,6 +180,14 @@ fn parse_set(frame: &Frame) -> Option<(Key, Value)> {
         return None;
     };
     let [Frame::Bulk(name), Frame::Bulk(key), Frame::Bulk(value)] = items.as_slice() else {
+        return None;
+    };
+    parse_set_args(&[name, key, value])
+}
+
+/// `SET key:<k> <v>` from a command's arguments.
+fn parse_set_args(args: &[&[u8]]) -> Option<(Key, Value)> {
+    let [name, key, value] = args else {
         return None;
     };
     if !name.eq_ignore_ascii_case(b"SET") {

@@ -13,6 +13,7 @@
 
 use proto::resp::request::Parsed;
 use proto::resp::{RequestLimits, RequestParser};
+use smallvec::SmallVec;
 
 /// One whole command of the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +22,8 @@ pub struct StreamCommand<'a> {
     pub at: u64,
     /// Its RESP bytes, exactly as the primary sent them.
     pub bytes: &'a [u8],
+    /// Its arguments, the command name first.
+    pub args: &'a [&'a [u8]],
 }
 
 /// What running a command left behind.
@@ -107,11 +110,23 @@ impl StreamCursor {
                 break Ok(());
             }
             let at = self.executed + pos as u64 + 1;
+            // A stream (and an AOF) holds RESP arrays only: an inline command is damage.
+            if !self.parser.in_progress() && self.pending[pos] != b'*' {
+                break Err(CursorError::Protocol {
+                    at,
+                    reason: format!("expected '*', got {:?}", self.pending[pos] as char),
+                });
+            }
             let len = match self.parser.parse(&self.pending[pos..], limits) {
                 Ok(Parsed::Request { len }) => {
+                    let bytes = &self.pending[pos..pos + len];
+                    let args: SmallVec<[&[u8]; 8]> = (0..self.parser.arg_count())
+                        .map(|i| self.parser.arg(bytes, i))
+                        .collect();
                     let command = StreamCommand {
                         at,
-                        bytes: &self.pending[pos..pos + len],
+                        bytes,
+                        args: &args,
                     };
                     match run(command) {
                         Ok(after) => self.in_transaction = after == AfterCommand::InTransaction,
@@ -119,7 +134,7 @@ impl StreamCursor {
                     }
                     len
                 }
-                // Blank lines and empty arrays change nothing: they settle as what preceded.
+                // Empty arrays change nothing: they settle as what preceded.
                 Ok(Parsed::Empty { len }) => len,
                 Ok(Parsed::Incomplete) => break Ok(()),
                 Err(e) => {
@@ -173,8 +188,7 @@ mod tests {
                 bytes,
                 &RequestLimits::default(),
                 |cmd| {
-                    let text = String::from_utf8_lossy(cmd.bytes).to_string();
-                    let name = text.split("\r\n").nth(2).unwrap_or("").to_ascii_uppercase();
+                    let name = String::from_utf8_lossy(cmd.args[0]).to_ascii_uppercase();
                     match name.as_str() {
                         "MULTI" => *open = true,
                         "EXEC" | "DISCARD" => *open = false,
@@ -209,7 +223,7 @@ mod tests {
         let txn = [
             resp(&["MULTI"]),
             resp(&["INCR", "n"]),
-            b"\r\n".to_vec(),
+            b"*-1\r\n".to_vec(),
             resp(&["EXEC"]),
         ]
         .concat();
@@ -262,6 +276,15 @@ mod tests {
         match r.push(&mut c, b"*1\r\n$x\r\n") {
             Err(CursorError::Protocol { at, .. }) => assert_eq!(at, 11),
             other => panic!("{other:?}"),
+        }
+        let mut c = StreamCursor::new(0);
+        let ok = resp(&["SET", "a", "1"]);
+        match r.push(&mut c, &[ok.clone(), b"SET b 2\r\n".to_vec()].concat()) {
+            Err(CursorError::Protocol { at, reason }) => {
+                assert_eq!(at, ok.len() as u64 + 1);
+                assert!(reason.contains("expected '*'"), "{reason}");
+            }
+            other => panic!("inline commands are not stream: {other:?}"),
         }
 
         let mut c = StreamCursor::new(0);

@@ -10,11 +10,10 @@
 use crate::command_framework::dispatch;
 use crate::node_state::client::{Client, ClientShared};
 use crate::node_state::stats::LocalStats;
+use crate::replication::stream_cursor::{AfterCommand, CursorError, StreamCommand, StreamCursor};
 use crate::server::Server;
 use bytes::BytesMut;
-use proto::resp::request::Parsed;
-use proto::resp::{RequestLimits, RequestParser};
-use smallvec::SmallVec;
+use proto::resp::RequestLimits;
 use std::fs::File;
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -51,7 +50,9 @@ pub fn replay_file(server: &Arc<Server>, path: &Path) -> Result<Replayed, Replay
     replay(server, |buf| file.read(buf))
 }
 
-/// Runs the commands `read` yields (a file's bytes, in order) until it returns 0.
+/// Runs the commands `read` yields (a file's bytes, in order) until it returns 0. The file
+/// is cut into commands by the same core a replica reads its primary's stream with
+/// ([`StreamCursor`]): its settled offset is where a truncated tail starts.
 pub fn replay(
     server: &Arc<Server>,
     mut read: impl FnMut(&mut [u8]) -> std::io::Result<usize>,
@@ -61,67 +62,39 @@ pub fn replay(
         max_bulk_len: server.config.read().proto_max_bulk_len as usize,
         ..RequestLimits::default()
     };
-    let mut parser = RequestParser::new();
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    // File offset of buf[0], and of the first byte not yet executed within buf.
-    let mut buf_offset = 0u64;
-    let mut pos = 0usize;
+    // Cursor offsets count from 1; file offsets from 0 (cursor offset = file offset + 1).
+    let mut cursor = StreamCursor::new(0);
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut out = Replayed::default();
-    // Where the open transaction's MULTI started (a truncated tail starts there).
-    let mut txn_start: Option<u64> = None;
+    let mut read_len = 0u64;
     loop {
         let n = read(&mut chunk).map_err(ReplayError::Read)?;
         if n == 0 {
             break;
         }
-        buf.drain(..pos);
-        buf_offset += pos as u64;
-        pos = 0;
-        buf.extend_from_slice(&chunk[..n]);
-        while pos < buf.len() {
-            let offset = buf_offset + pos as u64;
-            if !parser.in_progress() && buf[pos] != b'*' {
-                return Err(ReplayError::Damaged {
-                    offset,
-                    reason: format!("expected '*', got {:?}", buf[pos] as char),
-                });
-            }
-            let len = match parser.parse(&buf[pos..], &limits) {
-                Ok(Parsed::Request { len }) => len,
-                Ok(Parsed::Empty { len }) => {
-                    pos += len;
-                    continue;
-                }
-                Ok(Parsed::Incomplete) => break,
-                Err(e) => {
-                    return Err(ReplayError::Damaged {
-                        offset,
-                        reason: e.to_string(),
-                    })
-                }
-            };
-            let command = &buf[pos..pos + len];
-            let args: SmallVec<[&[u8]; 8]> = (0..parser.arg_count())
-                .map(|i| parser.arg(command, i))
-                .collect();
-            let was_in_txn = loader.client.multi.is_some();
-            loader.execute(&args, offset, &mut out)?;
-            drop(args);
+        read_len += n as u64;
+        let run = |command: StreamCommand<'_>| {
+            let offset = command.at - 1;
+            loader.execute(command.args, offset, &mut out)?;
             out.commands += 1;
-            pos += len;
-            match (was_in_txn, loader.client.multi.is_some()) {
-                (false, true) => txn_start = Some(offset),
-                (true, false) => txn_start = None,
-                _ => {}
-            }
-            if txn_start.is_none() {
-                out.good_len = buf_offset + pos as u64;
-            }
-        }
+            Ok(match loader.client.multi {
+                Some(_) => AfterCommand::InTransaction,
+                None => AfterCommand::Settled,
+            })
+        };
+        // Nothing to mirror: a node's own AOF is not a replication history.
+        cursor
+            .push(&chunk[..n], &limits, run, |_, _| {})
+            .map_err(|e| match e {
+                CursorError::Protocol { at, reason } => ReplayError::Damaged {
+                    offset: at - 1,
+                    reason,
+                },
+                CursorError::Run(e) => e,
+            })?;
     }
-    let end = buf_offset + buf.len() as u64;
-    out.truncated = out.good_len < end;
+    out.good_len = cursor.applied();
+    out.truncated = out.good_len < read_len;
     Ok(out)
 }
 
