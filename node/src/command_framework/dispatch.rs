@@ -30,6 +30,12 @@ pub fn execute(
 ) -> Effects {
     let server = node.state();
     stats.commands += 1;
+    if server.tracking.active() {
+        // Before the command, as Redis: its invalidations reach a tracking caller ahead of
+        // the reply.
+        let max_keys = server.hot.tracking_table_max_keys.load(Relaxed);
+        server.tracking.enforce_limit(&server.clients, max_keys);
+    }
     let mut reply = Reply::new(out, client.protocol);
     let spec = match resolve(args) {
         Ok(spec) => spec,
@@ -319,8 +325,9 @@ pub fn run(
         reply.error(FAILOVER_PAUSE_ERROR);
         return Effects::default();
     }
-    // Expired keys are recorded for replicas (a DEL each) and for `expired` events.
-    if replicating || keyspace_events::wanted(server, EXPIRED) {
+    // Expired keys are recorded for replicas (a DEL each), for `expired` events and for
+    // tracking clients' invalidations.
+    if replicating || keyspace_events::wanted(server, EXPIRED) || server.tracking.active() {
         db.record_removed();
     }
     let mut ctx = Ctx {
@@ -366,6 +373,13 @@ pub fn run(
     if !effects.events.is_empty() {
         keyspace_events::publish(server, &effects.events);
     }
+    // BCAST invalidations, also before the keys are unlocked: a reader that locks them next
+    // is told of any later change.
+    if !effects.tracking_changes.is_empty() {
+        server
+            .tracking
+            .broadcast(&server.clients, &effects.tracking_changes);
+    }
     drop(db);
     stats.expired += expired;
     let nanos = client.clock.finish(start);
@@ -374,6 +388,11 @@ pub fn run(
         server.command_stats.record(spec, nanos, failed);
     }
     after(server, client, spec, args, &effects, nanos / 1000);
+    // CLIENT CACHING applies to the next command, or to the transaction it precedes, and
+    // survives other CLIENT subcommands (Redis's rule).
+    if client.multi.is_none() && !spec.name.starts_with("client|") {
+        client.tracking.caching = false;
+    }
     effects
 }
 
@@ -388,6 +407,7 @@ pub fn run_in(
     let (hits_before, misses_before) = (ctx.db.hits, ctx.db.misses);
     let dirty_before = ctx.effects.dirty;
     let events_before = ctx.effects.events.list.len();
+    let modified_before = ctx.effects.modified.len();
     ctx.event = events_for(ctx, spec);
     let result = (spec.handler)(ctx, args);
     let failed = result.is_err();
@@ -398,6 +418,9 @@ pub fn run_in(
     }
     // Empty unless recorded for replicas or for `expired` events.
     let removed = ctx.db.take_removed();
+    if ctx.server.tracking.active() {
+        super::tracking::after_command(ctx, spec, args, &removed, modified_before);
+    }
     if ctx.event.is_some() {
         note_expired_and_created(ctx, &removed, events_before);
     }
