@@ -42,11 +42,7 @@ pub(super) fn after_command(
         }
     }
     let client = &ctx.client;
-    if spec.has(flags::READONLY)
-        && client
-            .tracking
-            .remembers(client.shared.tracking.flags())
-    {
+    if spec.has(flags::READONLY) && client.tracking.remembers(client.shared.tracking.flags()) {
         let positions = spec.key_positions(args);
         tracking.remember(me, positions.iter().map(|&i| args[i]));
     }

@@ -110,6 +110,12 @@ impl Session {
                         step = Step::Block(held);
                         break;
                     }
+                    // A tracking client's invalidations queued so far go ahead of this
+                    // reply (Redis writes them into the output as they happen); those
+                    // the command itself causes follow its reply.
+                    if self.client.shared.tracking.is_on() {
+                        take_pushes_into(&self.client.shared, &mut self.output);
+                    }
                     let offset_before = self.client.repl_offset;
                     let held_from = self.output.len();
                     self.client.input_from_command = self.input.len() - consumed;
@@ -413,11 +419,7 @@ impl Session {
 
     /// Moves queued pub/sub pushes into the output.
     pub fn take_pushes(&mut self) {
-        let mut pushes = self.client.shared.pushes.lock();
-        if !pushes.is_empty() {
-            self.output.extend_from_slice(&pushes);
-            pushes.clear();
-        }
+        take_pushes_into(&self.client.shared, &mut self.output);
     }
 
     /// What the replies in `output` wait for: the AOF must hold what they answer
@@ -444,8 +446,20 @@ impl Session {
             server.watches.unwatch_all(handle);
         }
         crate::commands::pubsub::unsubscribe_all(server, &mut self.client);
+        server
+            .tracking
+            .disable(&self.client.shared, &mut self.client.tracking);
         server.monitors.remove(self.client.id());
         server.clients.remove(self.client.id());
+    }
+}
+
+/// Moves a client's queued pushes (pub/sub messages, invalidations) into `output`.
+fn take_pushes_into(shared: &ClientShared, output: &mut BytesMut) {
+    let mut pushes = shared.pushes.lock();
+    if !pushes.is_empty() {
+        output.extend_from_slice(&pushes);
+        pushes.clear();
     }
 }
 

@@ -45,7 +45,8 @@ impl SharedTracking {
     /// Turns tracking on with exactly these options (a broken redirect is forgotten).
     pub fn set(&self, options: u8, redirect: u64) {
         self.redirect.store(redirect, Relaxed);
-        self.flags.store(ON | (options & !(ON | BROKEN_REDIRECT)), Relaxed);
+        self.flags
+            .store(ON | (options & !(ON | BROKEN_REDIRECT)), Relaxed);
     }
 
     pub fn clear(&self) {

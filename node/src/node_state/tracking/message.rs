@@ -124,8 +124,14 @@ mod tests {
             text(encode(Resp2, true, true, Invalidated::Everything)).unwrap(),
             "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n"
         );
-        assert_eq!(text(encode(Resp2, false, true, Invalidated::Everything)), None);
-        assert_eq!(text(encode(Resp2, true, false, Invalidated::Everything)), None);
+        assert_eq!(
+            text(encode(Resp2, false, true, Invalidated::Everything)),
+            None
+        );
+        assert_eq!(
+            text(encode(Resp2, true, false, Invalidated::Everything)),
+            None
+        );
     }
 
     #[test]
@@ -133,10 +139,14 @@ mod tests {
         let addr = "127.0.0.1:1".parse().unwrap();
         let clients = ClientRegistry::default();
         let target = std::sync::Arc::new(ClientShared::new(1, addr, addr));
-        target.protocol.store(3, std::sync::atomic::Ordering::Relaxed);
+        target
+            .protocol
+            .store(3, std::sync::atomic::Ordering::Relaxed);
         target.tracking.set(0, 42);
         deliver(&clients, &target, Invalidated::Keys(&[b"k"]));
-        assert!(target.tracking.has(super::super::client_state::BROKEN_REDIRECT));
+        assert!(target
+            .tracking
+            .has(super::super::client_state::BROKEN_REDIRECT));
         assert_eq!(
             &target.pushes.lock()[..],
             b">2\r\n$21\r\ntracking-redir-broken\r\n:42\r\n"

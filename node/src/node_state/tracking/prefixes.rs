@@ -163,7 +163,10 @@ mod tests {
             "ERR Prefix 'FO' overlaps with an existing prefix 'FOO'. Prefixes for a single client must not overlap."
         );
         assert!(check_new(&[e("FOO")], &[b"BAR", b"BAZ"]).is_ok());
-        assert!(check_new(&[e("")], &[b"a"]).is_err(), "the empty prefix covers all");
+        assert!(
+            check_new(&[e("")], &[b"a"]).is_err(),
+            "the empty prefix covers all"
+        );
         let many: Vec<Key> = (0..MAX_PREFIXES_PER_CLIENT)
             .map(|i| format!("p{i}:").into_bytes().into())
             .collect();

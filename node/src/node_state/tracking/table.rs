@@ -145,7 +145,9 @@ mod tests {
         }
         let mut seed = 12345usize;
         let mut pick = |n: usize| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
         let mut seen = std::collections::HashSet::new();
