@@ -123,7 +123,7 @@ fn evict_one(
                 // Told with the shard still locked, like a command's changes.
                 server
                     .tracking
-                    .removed_outside_commands(&server.clients, &[key.clone()]);
+                    .removed_outside_commands(&server.clients, std::slice::from_ref(&key));
             }
             if evicted || locked.expired > 0 {
                 Stats::add(&server.stats.evicted_keys, 1);

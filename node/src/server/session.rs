@@ -110,12 +110,6 @@ impl Session {
                         step = Step::Block(held);
                         break;
                     }
-                    // A tracking client's invalidations queued so far go ahead of this
-                    // reply (Redis writes them into the output as they happen); those
-                    // the command itself causes follow its reply.
-                    if self.client.shared.tracking.is_on() {
-                        take_pushes_into(&self.client.shared, &mut self.output);
-                    }
                     let offset_before = self.client.repl_offset;
                     let held_from = self.output.len();
                     self.client.input_from_command = self.input.len() - consumed;
@@ -131,7 +125,9 @@ impl Session {
                     {
                         let set_now = self.client.reply_mode_set.take();
                         if !keep_reply(&mut self.client.reply_mode, set_now, args[0]) {
-                            self.output.truncate(held_from);
+                            // Invalidations placed ahead of the reply stay.
+                            self.output
+                                .truncate(held_from + self.client.tracking.pushed_ahead);
                         }
                     }
                     drop(args);
@@ -419,7 +415,11 @@ impl Session {
 
     /// Moves queued pub/sub pushes into the output.
     pub fn take_pushes(&mut self) {
-        take_pushes_into(&self.client.shared, &mut self.output);
+        let mut pushes = self.client.shared.pushes.lock();
+        if !pushes.is_empty() {
+            self.output.extend_from_slice(&pushes);
+            pushes.clear();
+        }
     }
 
     /// What the replies in `output` wait for: the AOF must hold what they answer
@@ -451,15 +451,6 @@ impl Session {
             .disable(&self.client.shared, &mut self.client.tracking);
         server.monitors.remove(self.client.id());
         server.clients.remove(self.client.id());
-    }
-}
-
-/// Moves a client's queued pushes (pub/sub messages, invalidations) into `output`.
-fn take_pushes_into(shared: &ClientShared, output: &mut BytesMut) {
-    let mut pushes = shared.pushes.lock();
-    if !pushes.is_empty() {
-        output.extend_from_slice(&pushes);
-        pushes.clear();
     }
 }
 

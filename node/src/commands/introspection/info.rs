@@ -270,6 +270,8 @@ fn memory(s: &mut Section<'_>, server: &NodeState, persistence: &dyn Persistence
     s.field("used_memory_lua_human", "0B");
     s.field("used_memory_vm_total_human", "0B");
     s.field("used_memory_scripts_human", "0B");
+    // maxmemory compares `used_memory` itself: nothing is left out of eviction's count.
+    s.field("mem_not_counted_for_evict", 0);
     s.field("mem_aof_buffer", persistence.aof_info().buffer_length);
 }
 

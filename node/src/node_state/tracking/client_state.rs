@@ -75,6 +75,9 @@ pub struct LocalTracking {
     pub caching: bool,
     /// Its BCAST prefixes (the empty prefix when BCAST named none).
     pub prefixes: Vec<Key>,
+    /// Bytes of queued pushes the dispatcher moved into the output ahead of the running
+    /// command's reply (kept when CLIENT REPLY drops the reply).
+    pub pushed_ahead: usize,
 }
 
 impl LocalTracking {

@@ -40,6 +40,9 @@ pub const EVICTIONS_PER_CALL: usize = 10_000;
 /// clients), for BCAST's NOLOOP.
 pub type Change = (Key, Option<u64>);
 
+/// One prefix's listeners and the changed keys under it (with their writers).
+type PrefixBatch<'a> = (prefixes::Listeners, Vec<(&'a [u8], Option<u64>)>);
+
 #[derive(Default)]
 pub struct Tracking {
     pub table: table::TrackingTable,
@@ -174,8 +177,7 @@ impl Tracking {
                 })
                 .or_insert(*writer);
         }
-        let mut by_prefix: BTreeMap<Key, (prefixes::Listeners, Vec<(&[u8], Option<u64>)>)> =
-            BTreeMap::new();
+        let mut by_prefix: BTreeMap<Key, PrefixBatch<'_>> = BTreeMap::new();
         {
             let table = self.prefixes.read();
             for (&key, &writer) in &changed {
