@@ -97,8 +97,11 @@ impl Tracking {
                 new_prefixes
             };
             for p in added {
-                table.add(p, shared.id);
-                local.prefixes.push((*p).into());
+                // BCAST again without PREFIX adds the empty prefix again: once, as Redis.
+                if !local.prefixes.iter().any(|have| &have[..] == *p) {
+                    table.add(p, shared.id);
+                    local.prefixes.push((*p).into());
+                }
             }
             self.prefix_count.store(table.count(), Relaxed);
         }
@@ -327,6 +330,10 @@ mod tests {
             ">2\r\n$10\r\ninvalidate\r\n*2\r\n$3\r\na:1\r\n$3\r\na:2\r\n",
             "b:1 was its own change (NOLOOP), c:1 is under no prefix"
         );
+        t.enable(&a, &mut la, BCAST, 0, &[]);
+        t.enable(&a, &mut la, BCAST, 0, &[]);
+        assert_eq!(la.prefixes.len(), 3, "the empty prefix once");
+        assert_eq!(t.prefix_count(), 3);
         t.disable(&a, &mut la);
         assert_eq!(t.prefix_count(), 0);
         assert!(la.prefixes.is_empty());
