@@ -372,3 +372,24 @@ fn redis_py_client_side_caching_drops_a_read_another_client_changed() {
     );
     assert!(text.trim_end().ends_with("done"), "{text}");
 }
+
+#[test]
+fn client_list_shows_tracking_and_no_evict_flags() {
+    let node = Node::start(&[]);
+    let mut c = RawClient::connect(node.port);
+    let info = |c: &mut RawClient| match c.call(&["CLIENT", "INFO"]) {
+        Frame::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("CLIENT INFO answered {other:?}"),
+    };
+    assert!(info(&mut c).contains(" flags=N ") && info(&mut c).contains(" redir=-1 "));
+    assert_eq!(c.call(&["CLIENT", "TRACKING", "on", "BCAST"]), ok());
+    assert_eq!(c.call(&["CLIENT", "NO-EVICT", "on"]), ok());
+    let line = info(&mut c);
+    assert!(
+        line.contains(" flags=tBe ") && line.contains(" redir=0 "),
+        "{line}"
+    );
+    assert_eq!(c.call(&["CLIENT", "NO-EVICT", "off"]), ok());
+    assert_eq!(c.call(&["CLIENT", "TRACKING", "off"]), ok());
+    assert!(info(&mut c).contains(" flags=N "));
+}
