@@ -16,6 +16,8 @@
 #   --out FILE         also write the table to FILE
 #   --timeout SEC      per unit and server; a unit still running then counts as a hang [300]
 #   --node-bin PATH    node binary [target/release/node if built, else target/debug/node]
+#   --skiptest NAME    passed to the suite (a test name or regexp it skips; repeatable), e.g.
+#                      for tests that need a command the node lacks (EVAL)
 #   --reference FILE   take the redis-server columns from an earlier table (--out) instead of
 #                      running redis-server again (its results do not change between runs)
 #
@@ -47,6 +49,7 @@ out=""
 unit_timeout=300
 node_bin=""
 reference=""
+skiptests=()
 units=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -57,6 +60,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift ;;
     --timeout) unit_timeout="$2"; shift ;;
     --node-bin) node_bin="$2"; shift ;;
+    --skiptest) skiptests+=("$2"); shift ;;
     --reference) reference="$2"; servers="${servers/,redis/}"; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
@@ -156,6 +160,8 @@ run_unit() {
     [[ $singledb == 1 ]] && suite_args+=(--singledb)
     [[ -n "$tags" ]] && suite_args+=(--tags "$tags")
     [[ $cluster_mode == 1 ]] && suite_args+=(--cluster-mode)
+    local skip
+    for skip in ${skiptests[@]+"${skiptests[@]}"}; do suite_args+=(--skiptest "$skip"); done
     local rc=0
     # TERM=dumb: the suite colours its output on xterm-like terminals only.
     (cd "$SUITE" && TERM=dumb timeout --kill-after=10 "$unit_timeout" ./runtest "${suite_args[@]}") \

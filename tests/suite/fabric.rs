@@ -660,3 +660,21 @@ fn thirty_two_authenticated_ofi_tcp_clients_set_and_get() {
         "v31.2"
     );
 }
+
+/// A RESP3 tracking client over the fabric gets its invalidation push through the fabric
+/// writer (pushes are queued on the client and drained by whichever transport serves it),
+/// ahead of the reply to its next command.
+#[test]
+fn a_tracking_client_over_ofi_tcp_gets_invalidations_written_by_tcp_clients() {
+    let node = FabricNode::start("ofi:tcp");
+    let mut cli = node.interactive_cli(&["-3"]);
+    assert_eq!(cli.call("CLIENT TRACKING on"), "OK");
+    assert_eq!(cli.call("GET tracked"), "");
+    assert_eq!(node.node.cli(&["SET", "tracked", "1"]), "OK");
+    assert_eq!(cli.call("PING"), "invalidate");
+    let mut rest = String::new();
+    for _ in 0..2 {
+        cli.stdout.read_line(&mut rest).unwrap();
+    }
+    assert_eq!(rest, "tracked\nPONG\n");
+}

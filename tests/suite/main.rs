@@ -41,6 +41,7 @@ mod tcp_sync;
 mod tls;
 mod tools;
 mod topology_group;
+mod tracking;
 mod transactions;
 mod trust;
 mod zsets;

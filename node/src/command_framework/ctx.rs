@@ -134,8 +134,11 @@ impl TimeoutReply {
 pub struct Effects {
     /// Changes to the dataset (for `save` rules and INFO `rdb_changes_since_last_save`).
     pub dirty: u64,
-    /// Keys modified, recorded only while some client WATCHes keys.
+    /// Keys modified, recorded only while some client WATCHes keys or tracking is active.
     pub modified: SmallVec<[Key; 2]>,
+    /// Keys changed by the request, for BCAST tracking clients (recorded only while one
+    /// listens): told once the request is done, one message per prefix.
+    pub tracking_changes: Vec<crate::node_state::tracking::Change>,
     /// Keys that received elements, recorded only while some client is blocked.
     pub ready: SmallVec<[Key; 2]>,
     /// Set by a blocking command that has to wait.
@@ -203,14 +206,14 @@ impl Ctx<'_> {
         }
     }
 
-    /// Records a change to the dataset for `save` rules and WATCH.
+    /// Records a change to the dataset for `save` rules, WATCH and CLIENT TRACKING.
     ///
     /// Also signals the key while clients are blocked: a stream reader must see its key
     /// deleted, replaced or its group destroyed (Redis signals every such key); a list or
     /// sorted-set waiter first in line just looks again.
     pub fn modified(&mut self, key: &[u8]) {
         self.effects.dirty += 1;
-        if self.server.watches.active() {
+        if self.server.watches.active() || self.server.tracking.active() {
             self.effects.modified.push(key.into());
         }
         if self.server.blocking.active() {

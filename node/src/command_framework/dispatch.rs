@@ -31,6 +31,14 @@ pub fn execute(
     let server = node.state();
     stats.commands += 1;
     let mut reply = Reply::new(out, client.protocol);
+    client.tracking.pushed_ahead = 0;
+    if server.tracking.active() {
+        // Before the command, as Redis: its invalidations reach a tracking caller ahead of
+        // the reply.
+        let max_keys = server.hot.tracking_table_max_keys.load(Relaxed);
+        server.tracking.enforce_limit(&server.clients, max_keys);
+    }
+    invalidations_ahead(client, &mut reply);
     let spec = match resolve(args) {
         Ok(spec) => spec,
         Err(e) => {
@@ -63,18 +71,17 @@ pub fn execute(
     if let Err(e) = admit_routed(server, client, spec) {
         return reject(server, client, &mut reply, args, e, stats, Some(spec));
     }
-    if let Some(multi) = client.multi.as_mut() {
-        if !spec.has(flags::TXN_CONTROL) {
-            // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
-            // the transaction, whatever the command.
-            let queued =
-                super::eviction::make_room(server, node.write_stream(), client.clock.start().at)
-                    .map(|_evicted| ())
-                    .and_then(|()| {
-                        multi
-                            .queue(args, spec.has(flags::DENYOOM))
-                            .map_err(|e| CmdError::new(e.to_string()))
-                    });
+    if client.multi.is_some() && !spec.has(flags::TXN_CONTROL) {
+        // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
+        // the transaction, whatever the command.
+        let room = super::eviction::make_room(server, node.write_stream(), client.clock.start().at);
+        invalidations_ahead(client, &mut reply);
+        if let Some(multi) = client.multi.as_mut() {
+            let queued = room.map(|_evicted| ()).and_then(|()| {
+                multi
+                    .queue(args, spec.has(flags::DENYOOM))
+                    .map_err(|e| CmdError::new(e.to_string()))
+            });
             if let Err(e) = queued {
                 return reject(server, client, &mut reply, args, e, stats, Some(spec));
             }
@@ -88,15 +95,39 @@ pub fn execute(
     // before the shards are locked (eviction locks them).
     let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
     if spec.has(flags::DENYOOM) || exec_denyoom {
-        match super::eviction::make_room(server, node.write_stream(), client.clock.start().at) {
-            Err(e) => return reject(server, client, &mut reply, args, e, stats, Some(spec)),
+        let room = super::eviction::make_room(server, node.write_stream(), client.clock.start().at);
+        if !matches!(room, Ok(false)) {
             // Evicting may have taken a while; it is not the command's time.
-            Ok(true) => client.clock.touch(),
-            Ok(false) => {}
+            client.clock.touch();
+            invalidations_ahead(client, &mut reply);
+        }
+        if let Err(e) = room {
+            return reject(server, client, &mut reply, args, e, stats, Some(spec));
+        }
+    } else if server.hot.maxmemory.load(Relaxed) != 0 {
+        // Redis evicts before every command; only those that may grow memory are refused
+        // when it cannot make room.
+        let room = super::eviction::make_room(server, node.write_stream(), client.clock.start().at);
+        if !matches!(room, Ok(false)) {
+            client.clock.touch();
+            invalidations_ahead(client, &mut reply);
         }
     }
     *client.shared.last_command.lock() = spec.name;
     run(node, client, reply, spec, args, stats)
+}
+
+/// Moves a tracking client's queued invalidations (and any other push) into its output
+/// ahead of the reply of the command about to run, as Redis writes them when they happen:
+/// those of keys evicted before the command (`maxmemory`, the tracking table's limit) come
+/// before its reply; those the command itself causes follow it. Counted in
+/// `pushed_ahead`, so that a silenced reply (CLIENT REPLY OFF) does not drop them.
+fn invalidations_ahead(client: &mut Client, reply: &mut Reply<'_>) {
+    if client.shared.tracking.is_on() {
+        let pushes = std::mem::take(&mut *client.shared.pushes.lock());
+        reply.raw(&pushes);
+        client.tracking.pushed_ahead += pushes.len();
+    }
 }
 
 /// A keyed command of this node's slot finds the serving lease lapsed: it waits for the
@@ -319,8 +350,9 @@ pub fn run(
         reply.error(FAILOVER_PAUSE_ERROR);
         return Effects::default();
     }
-    // Expired keys are recorded for replicas (a DEL each) and for `expired` events.
-    if replicating || keyspace_events::wanted(server, EXPIRED) {
+    // Expired keys are recorded for replicas (a DEL each), for `expired` events and for
+    // tracking clients' invalidations.
+    if replicating || keyspace_events::wanted(server, EXPIRED) || server.tracking.active() {
         db.record_removed();
     }
     let mut ctx = Ctx {
@@ -366,6 +398,13 @@ pub fn run(
     if !effects.events.is_empty() {
         keyspace_events::publish(server, &effects.events);
     }
+    // BCAST invalidations, also before the keys are unlocked: a reader that locks them next
+    // is told of any later change.
+    if !effects.tracking_changes.is_empty() {
+        server
+            .tracking
+            .broadcast(&server.clients, &effects.tracking_changes);
+    }
     drop(db);
     stats.expired += expired;
     let nanos = client.clock.finish(start);
@@ -374,6 +413,11 @@ pub fn run(
         server.command_stats.record(spec, nanos, failed);
     }
     after(server, client, spec, args, &effects, nanos / 1000);
+    // CLIENT CACHING applies to the next command, or to the transaction it precedes, and
+    // survives other CLIENT subcommands (Redis's rule).
+    if client.multi.is_none() && !spec.name.starts_with("client|") {
+        client.tracking.caching = false;
+    }
     effects
 }
 
@@ -388,6 +432,7 @@ pub fn run_in(
     let (hits_before, misses_before) = (ctx.db.hits, ctx.db.misses);
     let dirty_before = ctx.effects.dirty;
     let events_before = ctx.effects.events.list.len();
+    let modified_before = ctx.effects.modified.len();
     ctx.event = events_for(ctx, spec);
     let result = (spec.handler)(ctx, args);
     let failed = result.is_err();
@@ -398,6 +443,9 @@ pub fn run_in(
     }
     // Empty unless recorded for replicas or for `expired` events.
     let removed = ctx.db.take_removed();
+    if ctx.server.tracking.active() {
+        super::tracking::after_command(ctx, spec, args, &removed, modified_before);
+    }
     if ctx.event.is_some() {
         note_expired_and_created(ctx, &removed, events_before);
     }

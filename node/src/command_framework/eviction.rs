@@ -119,6 +119,12 @@ fn evict_one(
             if evicted {
                 keyspace_events::publish_one(server, EVICTED, "evicted", &key);
             }
+            if evicted && server.tracking.active() {
+                // Told with the shard still locked, like a command's changes.
+                server
+                    .tracking
+                    .removed_outside_commands(&server.clients, std::slice::from_ref(&key));
+            }
             if evicted || locked.expired > 0 {
                 Stats::add(&server.stats.evicted_keys, 1);
                 if server.watches.active() {

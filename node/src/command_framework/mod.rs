@@ -15,6 +15,7 @@ pub mod sample;
 pub mod scan;
 pub mod spec;
 pub mod table;
+pub mod tracking;
 pub mod transaction;
 
 pub use ctx::Ctx;

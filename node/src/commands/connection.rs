@@ -252,6 +252,9 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         ctx.server.watches.unwatch_all(handle);
     }
     super::pubsub::unsubscribe_all(ctx.server, ctx.client);
+    ctx.server
+        .tracking
+        .disable(&ctx.client.shared, &mut ctx.client.tracking);
     ctx.server.monitors.remove(ctx.client.id());
     *ctx.client.shared.name.lock() = None;
     ctx.client.set_protocol(ProtocolVersion::Resp2);

@@ -4,6 +4,7 @@
 
 mod client;
 mod client_control;
+mod client_tracking;
 mod command_table;
 mod host;
 mod info;

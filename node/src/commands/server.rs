@@ -115,6 +115,9 @@ fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<u64, CmdError> {
             .touch_where(|key| db.get_shared(key).is_some());
     }
     let removed = ctx.db.clear_held() as u64;
+    // Every tracking client is told that everything changed (a null invalidation), even
+    // when nothing was there, as Redis does.
+    ctx.server.tracking.flushed(&ctx.server.clients);
     // Clients blocked on a stream group learn that their key is gone (Redis answers them
     // an error); the others look again and keep waiting.
     if removed > 0 && ctx.server.blocking.active() {

@@ -359,6 +359,8 @@ pub struct Config {
     pub hz: u32,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
+    /// Keys the CLIENT TRACKING table may hold (0: `node_state::tracking::TABLE_KEYS_CEILING`).
+    pub tracking_table_max_keys: u64,
     pub databases: u32,
     pub rdbchecksum: bool,
     /// `repl-backlog-size`: bytes of the replication stream kept for partial resyncs.
@@ -463,6 +465,7 @@ impl Default for Config {
             hz: 10,
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
+            tracking_table_max_keys: 1_000_000,
             databases: 1,
             rdbchecksum: true,
             repl_backlog_size: REPL_BACKLOG_SIZE_DEFAULT as u64,
@@ -809,6 +812,15 @@ pub static PARAMS: &[Param] = &[
         |c| c.slowlog_max_len.to_string(),
         |c, v| {
             c.slowlog_max_len = num(v, 0, 1_000_000)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "tracking-table-max-keys",
+        true,
+        |c| c.tracking_table_max_keys.to_string(),
+        |c, v| {
+            c.tracking_table_max_keys = num(v, 0, i64::MAX as u64)?;
             Ok(())
         }
     ),

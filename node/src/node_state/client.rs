@@ -53,6 +53,10 @@ pub struct ClientShared {
     wake_pending: AtomicBool,
     /// A replica's session executing its primary's stream (CLIENT LIST/KILL TYPE master).
     pub primary_link: AtomicBool,
+    /// CLIENT TRACKING: its mode and redirect, read by whoever invalidates its keys.
+    pub tracking: super::tracking::client_state::SharedTracking,
+    /// CLIENT NO-EVICT on (CLIENT LIST flag `e`; this node never evicts clients).
+    pub no_evict: AtomicBool,
 }
 
 impl ClientShared {
@@ -81,6 +85,8 @@ impl ClientShared {
             wakeup: Notify::new(),
             wake_pending: AtomicBool::new(false),
             primary_link: AtomicBool::new(false),
+            tracking: Default::default(),
+            no_evict: AtomicBool::new(false),
         }
     }
 
@@ -260,6 +266,8 @@ pub struct Client {
     /// Bytes of its input from the running command's first byte on (CLIENT LIST `qbuf` of
     /// the client asking: Redis counts the command being run).
     pub input_from_command: usize,
+    /// CLIENT TRACKING: its CLIENT CACHING choice and its BCAST prefixes.
+    pub tracking: super::tracking::client_state::LocalTracking,
 }
 
 impl Client {
@@ -286,6 +294,7 @@ impl Client {
             reply_mode: Default::default(),
             reply_mode_set: None,
             input_from_command: 0,
+            tracking: Default::default(),
         }
     }
 

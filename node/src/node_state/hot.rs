@@ -15,6 +15,7 @@ pub struct HotConfig {
     pub maxclients: AtomicU64,
     pub slowlog_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicU64,
+    pub tracking_table_max_keys: AtomicU64,
     /// `latency-monitor-threshold` in ms (0: the latency monitor is off).
     pub latency_monitor_threshold_ms: AtomicU64,
     /// `min-replicas-to-write` and `min-replicas-max-lag`, read by every write's admission.
@@ -52,6 +53,7 @@ impl From<&Config> for HotConfig {
             maxclients: AtomicU64::new(0),
             slowlog_slower_than: AtomicU64::new(0),
             slowlog_max_len: AtomicU64::new(0),
+            tracking_table_max_keys: AtomicU64::new(0),
             latency_monitor_threshold_ms: AtomicU64::new(0),
             min_replicas_to_write: AtomicU64::new(0),
             min_replicas_max_lag: AtomicU64::new(0),
@@ -95,6 +97,8 @@ impl HotConfig {
             Relaxed,
         );
         self.slowlog_max_len.store(c.slowlog_max_len, Relaxed);
+        self.tracking_table_max_keys
+            .store(c.tracking_table_max_keys, Relaxed);
         self.latency_monitor_threshold_ms
             .store(c.latency.monitor_threshold_ms, Relaxed);
         self.min_replicas_to_write

@@ -32,6 +32,7 @@ pub mod shutdown;
 pub mod slowlog;
 pub mod snapshot_state;
 pub mod stats;
+pub mod tracking;
 pub mod watch;
 
 pub use client::{Client, ClientShared};
@@ -63,6 +64,8 @@ pub struct NodeState {
     /// CLIENT PAUSE: what clients' commands are held, until when.
     pub client_pause: client_pause::ClientPause,
     pub pubsub: pubsub::PubSub,
+    /// CLIENT TRACKING: the tracking table, BCAST prefixes, tracking clients.
+    pub tracking: tracking::Tracking,
     /// Clients in MONITOR mode.
     pub monitors: monitors::Monitors,
     pub memory: MemoryGauge,
@@ -112,6 +115,7 @@ impl NodeState {
             blocking: blocking::Blocking::default(),
             client_pause: client_pause::ClientPause::default(),
             pubsub: pubsub::PubSub::default(),
+            tracking: tracking::Tracking::default(),
             monitors: monitors::Monitors::default(),
             memory: MemoryGauge::default(),
             snapshot: SnapshotState::default(),

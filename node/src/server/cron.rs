@@ -1,4 +1,5 @@
-//! Periodic work, `hz` times a second: active expiry, idle-client timeouts, `save` rules,
+//! Periodic work, `hz` times a second: active expiry, the CLIENT TRACKING table's size
+//! limit, idle-client timeouts, `save` rules,
 //! the ops/sec sample, the memory reading and MIGRATE's idle links.
 
 use super::{lru_clock, unix_millis, Server};
@@ -27,6 +28,11 @@ pub async fn run(server: Arc<Server>) {
             _ = shutdown.changed() => return,
         }
         active_expire(&server);
+        if server.tracking.active() {
+            // A lowered `tracking-table-max-keys` is reached even while no command runs.
+            let max_keys = server.hot.tracking_table_max_keys.load(Relaxed);
+            server.tracking.enforce_limit(&server.clients, max_keys);
+        }
         close_idle_clients(&server);
         server.migrate_links.close_idle(Instant::now());
         server.memory.refresh();
@@ -98,6 +104,11 @@ pub fn active_expire(server: &Server) {
                 for key in &due {
                     keyspace_events::publish_one(server, EXPIRED, "expired", key);
                 }
+            }
+            if server.tracking.active() {
+                server
+                    .tracking
+                    .removed_outside_commands(&server.clients, &due);
             }
             if replicating {
                 // Replicas never expire keys on their own clock: they get these DELs, fed

@@ -125,7 +125,9 @@ impl Session {
                     {
                         let set_now = self.client.reply_mode_set.take();
                         if !keep_reply(&mut self.client.reply_mode, set_now, args[0]) {
-                            self.output.truncate(held_from);
+                            // Invalidations placed ahead of the reply stay.
+                            self.output
+                                .truncate(held_from + self.client.tracking.pushed_ahead);
                         }
                     }
                     drop(args);
@@ -444,6 +446,9 @@ impl Session {
             server.watches.unwatch_all(handle);
         }
         crate::commands::pubsub::unsubscribe_all(server, &mut self.client);
+        server
+            .tracking
+            .disable(&self.client.shared, &mut self.client.tracking);
         server.monitors.remove(self.client.id());
         server.clients.remove(self.client.id());
     }

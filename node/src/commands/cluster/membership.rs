@@ -74,6 +74,7 @@ pub fn reset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         // A replica no longer follows anyone: its copy of the data goes, as in Redis.
         let removed = ctx.db.clear_held() as u64;
         ctx.server.watches.touch_all();
+        ctx.server.tracking.flushed(&ctx.server.clients);
         ctx.effects.dirty += removed;
     }
     if let Some(bus) = c.bus.get() {

@@ -1,11 +1,13 @@
-//! CLIENT ID | SETNAME | GETNAME | LIST | INFO | KILL | SETINFO | NO-EVICT | GETREDIR | HELP;
-//! PAUSE, UNPAUSE and UNBLOCK are in `client_control`.
+//! CLIENT ID | SETNAME | GETNAME | LIST | INFO | KILL | SETINFO | NO-EVICT | REPLY | HELP;
+//! PAUSE, UNPAUSE and UNBLOCK are in `client_control`; TRACKING, CACHING, GETREDIR and
+//! TRACKINGINFO in `client_tracking`.
 
-use super::client_control;
+use super::{client_control, client_tracking};
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::node_state::tracking::client_state::{BCAST, BROKEN_REDIRECT, ON};
 use crate::node_state::ClientShared;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -22,7 +24,10 @@ pub static SUBCOMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "2.4.0", ..command("client|kill", -3, ADMIN | FLAGS, KeySpec::None, kill, CONNECTION, "Terminates open connections.") },
     CommandSpec { since: "7.2.0", ..command("client|setinfo", 4, FLAGS, KeySpec::None, setinfo, CONNECTION, "Sets information specific to the client or connection.") },
     CommandSpec { since: "7.0.0", ..command("client|no-evict", 3, ADMIN | FLAGS, KeySpec::None, no_evict, CONNECTION, "Sets the client eviction mode of the connection.") },
-    CommandSpec { since: "6.0.0", ..command("client|getredir", 2, FLAGS, KeySpec::None, getredir, CONNECTION, "Returns the client ID to which the connection's tracking notifications are redirected.") },
+    CommandSpec { since: "6.0.0", ..command("client|getredir", 2, FLAGS, KeySpec::None, client_tracking::getredir, CONNECTION, "Returns the client ID to which the connection's tracking notifications are redirected.") },
+    CommandSpec { since: "6.0.0", ..command("client|tracking", -3, FLAGS, KeySpec::None, client_tracking::tracking, CONNECTION, "Controls server-assisted client-side caching for the connection.") },
+    CommandSpec { since: "6.0.0", ..command("client|caching", 3, FLAGS, KeySpec::None, client_tracking::caching, CONNECTION, "Instructs the server whether to track the keys in the next request.") },
+    CommandSpec { since: "6.2.0", ..command("client|trackinginfo", 2, FLAGS, KeySpec::None, client_tracking::trackinginfo, CONNECTION, "Returns information about server-assisted client-side caching for the connection.") },
     CommandSpec { since: "2.9.50", ..command("client|pause", -3, ADMIN | FLAGS, KeySpec::None, client_control::pause, CONNECTION, "Suspends commands processing.") },
     CommandSpec { since: "6.2.0", ..command("client|unpause", 2, ADMIN | FLAGS, KeySpec::None, client_control::unpause, CONNECTION, "Resumes processing commands from paused clients.") },
     CommandSpec { since: "5.0.0", ..command("client|unblock", -3, ADMIN | FLAGS, KeySpec::None, client_control::unblock, CONNECTION, "Unblocks a client blocked by a blocking command from a different connection.") },
@@ -131,6 +136,15 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
     if c.blocked.load(Relaxed) {
         flags.push('b');
     }
+    let tracking = c.tracking.flags();
+    for (bit, letter) in [(ON, 't'), (BROKEN_REDIRECT, 'R'), (BCAST, 'B')] {
+        if tracking & ON != 0 && tracking & bit != 0 {
+            flags.push(letter);
+        }
+    }
+    if c.no_evict.load(Relaxed) {
+        flags.push('e');
+    }
     if flags.is_empty() {
         flags.push('N');
     }
@@ -151,7 +165,7 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
     let cmd = *c.last_command.lock();
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
         c.id,
         c.peer,
         c.local,
@@ -168,6 +182,7 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
         omem,
         2 * 16384 + qbuf + omem,
         cmd,
+        c.tracking.redirect_shown(),
         c.protocol.load(Relaxed),
     );
 }
@@ -352,23 +367,25 @@ fn setinfo(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// CLIENT NO-EVICT ON|OFF: accepted; this node never evicts clients to free memory.
+/// CLIENT NO-EVICT ON|OFF: recorded (CLIENT LIST flag `e`); this node never evicts clients
+/// to free memory, so it changes nothing else.
 fn no_evict(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    if !(is(args[2], "on") || is(args[2], "off")) {
+    let on = if is(args[2], "on") {
+        true
+    } else if is(args[2], "off") {
+        false
+    } else {
         return Err(CmdError::Syntax);
-    }
+    };
+    ctx.client.shared.no_evict.store(on, Relaxed);
     ctx.reply.ok();
-    Ok(())
-}
-
-/// CLIENT GETREDIR: -1, tracking is not enabled (client-side caching is not offered).
-fn getredir(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    ctx.reply.integer(-1);
     Ok(())
 }
 
 const HELP: &[&str] = &[
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
     "GETREDIR",
     "    Return the client ID we are redirecting to when tracking is enabled.",
     "GETNAME",
@@ -395,6 +412,8 @@ const HELP: &[&str] = &[
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
     "      Return clients of specified type.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "SETINFO <option> <value>",
@@ -407,6 +426,11 @@ const HELP: &[&str] = &[
     "    Stop the current client pause, resuming traffic.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
     "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
     "HELP",

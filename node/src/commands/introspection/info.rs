@@ -217,7 +217,7 @@ fn clients(s: &mut Section<'_>, server: &NodeState) {
         "blocked_clients",
         server.blocking.blocked_clients() + server.client_pause.held(),
     );
-    s.field("tracking_clients", 0);
+    s.field("tracking_clients", server.tracking.clients());
     s.field("clients_in_timeout_table", 0);
 }
 
@@ -270,6 +270,8 @@ fn memory(s: &mut Section<'_>, server: &NodeState, persistence: &dyn Persistence
     s.field("used_memory_lua_human", "0B");
     s.field("used_memory_vm_total_human", "0B");
     s.field("used_memory_scripts_human", "0B");
+    // maxmemory compares `used_memory` itself: nothing is left out of eviction's count.
+    s.field("mem_not_counted_for_evict", 0);
     s.field("mem_aof_buffer", persistence.aof_info().buffer_length);
 }
 
@@ -360,7 +362,7 @@ fn stats(s: &mut Section<'_>, server: &NodeState) {
     s.field("unexpected_error_replies", 0);
     s.field("total_error_replies", Stats::get(&st.error_replies));
     s.field("dump_payload_sanitizations", 0);
-    // No active defragmentation, no client-side caching, no writable replicas' own expiry.
+    // No active defragmentation, no writable replicas' own expiry.
     for field in [
         "active_defrag_hits",
         "active_defrag_misses",
@@ -368,13 +370,13 @@ fn stats(s: &mut Section<'_>, server: &NodeState) {
         "active_defrag_key_misses",
         "total_active_defrag_time",
         "current_active_defrag_time",
-        "tracking_total_keys",
-        "tracking_total_items",
-        "tracking_total_prefixes",
-        "slave_expires_tracked_keys",
     ] {
         s.field(field, 0);
     }
+    s.field("tracking_total_keys", server.tracking.table.keys());
+    s.field("tracking_total_items", server.tracking.table.items());
+    s.field("tracking_total_prefixes", server.tracking.prefix_count());
+    s.field("slave_expires_tracked_keys", 0);
     // Ours: times the event loop stopped busy polling and went to sleep (`io-busy-poll-us`).
     s.field("io_busy_poll_sleeps", server.busy_poll.sleeps());
     s.field("io_busy_poll_usec", server.busy_poll.idle_usec());

@@ -86,6 +86,8 @@ pub fn load(server: &Server, bytes: &[u8]) -> Result<LoadStats, LoadSnapshotErro
     {
         let mut db = Locked::lock_all(&server.keyspace, now, lru_clock(now));
         db.clear_held();
+        // A full sync replaces the data set: tracking clients drop everything they cached.
+        server.tracking.flushed(&server.clients);
     }
     server.watches.touch_all();
     let mut decoder = Decoder::new(body, body.len() as u64);
