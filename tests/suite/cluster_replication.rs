@@ -392,11 +392,12 @@ fn write_keys_refused_where_unreplicated(entry: &Node, prefix: &str, count: usiz
 /// Goal: a primary stopped with SIGTERM (final save, identity `stopped`) and started again
 /// before anyone fails it over keeps its replication id and offset, so its replica continues
 /// by partial resync, and every key is still there.
-/// Method: six real nodes on `ofi:tcp` with `--save "3600 1"` and a 5 s node timeout (no
+/// Method: six real nodes on `ofi:tcp` with `--save "3600 1"` and a 15 s node timeout (no
 /// failover while the primary restarts); INFO replication before and after.
 #[test]
 fn a_cleanly_restarted_primary_keeps_its_replid_and_offset() {
-    let args = ["--save", "3600 1", "--cluster-node-timeout", "5000"];
+    // 15 s: no failover while the primary restarts, even on a loaded machine.
+    let args = ["--save", "3600 1", "--cluster-node-timeout", "15000"];
     let mut nodes = create_cluster_with_replicas("clean-restart", &args);
     let pairs = wait_for_pairs(&nodes);
     write_keys(&nodes[0], "k", 200);
@@ -613,7 +614,7 @@ fn manual_failover(replica: &Node, all: &[&Node], what: &str, mut done: impl FnM
 /// that history acknowledged) instead of refusing it forever, so the shard keeps a replica
 /// and `repl-sync-acks 1` writes go on.
 /// Method: six real nodes on `ofi:tcp` with `--appendonly yes --appendfsync always
-/// --repl-sync-acks 1` and a 5 s node timeout (no failover during the restart); SIGKILL,
+/// --repl-sync-acks 1` and a 15 s node timeout (no failover during the restart); SIGKILL,
 /// restart on the same dir and port, `CLIENT KILL TYPE master` on the replica.
 #[test]
 fn a_replica_follows_its_primary_restarted_from_a_complete_aof() {
@@ -626,7 +627,7 @@ fn a_replica_follows_its_primary_restarted_from_a_complete_aof() {
         "--repl-sync-acks",
         "1",
         "--cluster-node-timeout",
-        "5000",
+        "15000",
     ];
     let mut nodes = create_cluster_with_replicas(secret, &args);
     let pairs = wait_for_pairs(&nodes);
