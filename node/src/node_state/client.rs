@@ -53,6 +53,9 @@ pub struct ClientShared {
     wake_pending: AtomicBool,
     /// A replica's session executing its primary's stream (CLIENT LIST/KILL TYPE master).
     pub primary_link: AtomicBool,
+    /// The user it authenticated as (None: `default`), for CLIENT LIST and for ACL DELUSER,
+    /// ACL LOAD and channel revocations, which disconnect a user's clients.
+    pub user: Mutex<Option<Arc<super::acl::User>>>,
 }
 
 impl ClientShared {
@@ -81,7 +84,25 @@ impl ClientShared {
             wakeup: Notify::new(),
             wake_pending: AtomicBool::new(false),
             primary_link: AtomicBool::new(false),
+            user: Mutex::new(None),
         }
+    }
+
+    /// The name of the user it is authenticated as.
+    pub fn username(&self) -> String {
+        self.user
+            .lock()
+            .as_ref()
+            .map_or_else(|| super::acl::DEFAULT_USER.to_string(), |u| u.name.clone())
+    }
+
+    /// Whether it is authenticated as `user` (the very user, not one of the same name
+    /// created after it was deleted).
+    pub fn is_user(&self, user: &Arc<super::acl::User>) -> bool {
+        self.user
+            .lock()
+            .as_ref()
+            .is_some_and(|u| Arc::ptr_eq(u, user))
     }
 
     pub fn kill(&self) {
@@ -260,6 +281,9 @@ pub struct Client {
     /// Bytes of its input from the running command's first byte on (CLIENT LIST `qbuf` of
     /// the client asking: Redis counts the command being run).
     pub input_from_command: usize,
+    /// The user its commands are checked against (None: `default`, reached through
+    /// `NodeState::acl` without a lock); kept in step with `shared.user`.
+    pub user: Option<Arc<super::acl::User>>,
 }
 
 impl Client {
@@ -286,7 +310,16 @@ impl Client {
             reply_mode: Default::default(),
             reply_mode_set: None,
             input_from_command: 0,
+            user: None,
         }
+    }
+
+    /// Authenticates the client as `user`.
+    pub fn log_in(&mut self, user: Arc<super::acl::User>) {
+        let user = (user.name != super::acl::DEFAULT_USER).then_some(user);
+        *self.shared.user.lock() = user.clone();
+        self.user = user;
+        self.authenticated = true;
     }
 
     pub fn id(&self) -> u64 {
