@@ -60,8 +60,7 @@ pub fn check(
             spec.name
         ),
         Denial::Key(_) => {
-            "NOPERM this user has no permissions to access one of the keys used as arguments"
-                .into()
+            "NOPERM this user has no permissions to access one of the keys used as arguments".into()
         }
         Denial::Channel(_) => {
             "NOPERM this user has no permissions to access one of the channels used as arguments"

@@ -66,7 +66,6 @@ pub fn categories(spec: &CommandSpec) -> Vec<&'static str> {
     CATEGORIES.iter().copied().filter(|c| has(c)).collect()
 }
 
-
 /// The category bits of a command (see [`catalog::CATEGORIES`]).
 pub fn category_bits(spec: &CommandSpec) -> u32 {
     categories(spec)

@@ -219,7 +219,11 @@ pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a rea
 
 /// Checks that apply before a command may run or be queued, ahead of the cluster's
 /// redirect (Redis's `processCommand` order: authentication, then MULTI's refusals).
-pub(super) fn admit(server: &NodeState, client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
+pub(super) fn admit(
+    server: &NodeState,
+    client: &Client,
+    spec: &CommandSpec,
+) -> Result<(), CmdError> {
     // As Redis's `authRequired`: a client that never authenticated may run commands once
     // the default user needs no password (CONFIG SET requirepass "").
     if !client.authenticated && !spec.has(flags::NO_AUTH) && server.acl.default_needs_auth() {

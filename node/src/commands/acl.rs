@@ -34,22 +34,100 @@ const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 const PLAIN_FLAGS: u32 = NOSCRIPT | LOADING | STALE;
 
 static SUBCOMMANDS: &[CommandSpec] = &[
-    sub("acl|cat", -2, PLAIN_FLAGS, listing::cat, "Lists the ACL categories, or the commands inside a category."),
-    sub("acl|deluser", -3, ADMIN_FLAGS, users::deluser, "Deletes ACL users, and terminates their connections."),
-    sub("acl|dryrun", -4, ADMIN_FLAGS, dryrun::dryrun, "Simulates the execution of a command by a user, without executing the command."),
-    sub("acl|genpass", -2, PLAIN_FLAGS, listing::genpass, "Generates a pseudorandom, secure password that can be used to identify ACL users."),
-    sub("acl|getuser", 3, ADMIN_FLAGS, users::getuser, "Lists the ACL rules of a user."),
-    sub("acl|help", 2, LOADING | STALE, listing::help, "Returns helpful text about the different subcommands."),
-    sub("acl|list", 2, ADMIN_FLAGS, listing::list, "Dumps the effective rules in ACL file format."),
-    sub("acl|load", 2, ADMIN_FLAGS, file::load, "Reloads the rules from the configured ACL file."),
-    sub("acl|log", -2, ADMIN_FLAGS, log::log, "Lists recent security events generated due to ACL rules."),
-    sub("acl|save", 2, ADMIN_FLAGS, file::save, "Saves the effective ACL rules in the configured ACL file."),
+    sub(
+        "acl|cat",
+        -2,
+        PLAIN_FLAGS,
+        listing::cat,
+        "Lists the ACL categories, or the commands inside a category.",
+    ),
+    sub(
+        "acl|deluser",
+        -3,
+        ADMIN_FLAGS,
+        users::deluser,
+        "Deletes ACL users, and terminates their connections.",
+    ),
+    sub(
+        "acl|dryrun",
+        -4,
+        ADMIN_FLAGS,
+        dryrun::dryrun,
+        "Simulates the execution of a command by a user, without executing the command.",
+    ),
+    sub(
+        "acl|genpass",
+        -2,
+        PLAIN_FLAGS,
+        listing::genpass,
+        "Generates a pseudorandom, secure password that can be used to identify ACL users.",
+    ),
+    sub(
+        "acl|getuser",
+        3,
+        ADMIN_FLAGS,
+        users::getuser,
+        "Lists the ACL rules of a user.",
+    ),
+    sub(
+        "acl|help",
+        2,
+        LOADING | STALE,
+        listing::help,
+        "Returns helpful text about the different subcommands.",
+    ),
+    sub(
+        "acl|list",
+        2,
+        ADMIN_FLAGS,
+        listing::list,
+        "Dumps the effective rules in ACL file format.",
+    ),
+    sub(
+        "acl|load",
+        2,
+        ADMIN_FLAGS,
+        file::load,
+        "Reloads the rules from the configured ACL file.",
+    ),
+    sub(
+        "acl|log",
+        -2,
+        ADMIN_FLAGS,
+        log::log,
+        "Lists recent security events generated due to ACL rules.",
+    ),
+    sub(
+        "acl|save",
+        2,
+        ADMIN_FLAGS,
+        file::save,
+        "Saves the effective ACL rules in the configured ACL file.",
+    ),
     CommandSpec {
         secrets: Some(setuser_secret_positions),
-        ..sub("acl|setuser", -3, ADMIN_FLAGS, users::setuser, "Creates and modifies an ACL user and its rules.")
+        ..sub(
+            "acl|setuser",
+            -3,
+            ADMIN_FLAGS,
+            users::setuser,
+            "Creates and modifies an ACL user and its rules.",
+        )
     },
-    sub("acl|users", 2, ADMIN_FLAGS, listing::users, "Lists all ACL users."),
-    sub("acl|whoami", 2, PLAIN_FLAGS, listing::whoami, "Returns the authenticated username of the current connection."),
+    sub(
+        "acl|users",
+        2,
+        ADMIN_FLAGS,
+        listing::users,
+        "Lists all ACL users.",
+    ),
+    sub(
+        "acl|whoami",
+        2,
+        PLAIN_FLAGS,
+        listing::whoami,
+        "Returns the authenticated username of the current connection.",
+    ),
 ];
 
 const fn sub(
@@ -61,7 +139,15 @@ const fn sub(
 ) -> CommandSpec {
     CommandSpec {
         since: "6.0.0",
-        ..command(name, arity, flags, KeySpec::None, handler, "server", summary)
+        ..command(
+            name,
+            arity,
+            flags,
+            KeySpec::None,
+            handler,
+            "server",
+            summary,
+        )
     }
 }
 

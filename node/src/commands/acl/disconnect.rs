@@ -43,10 +43,12 @@ pub fn revoked_subscribers(ctx: &mut Ctx<'_>, user: &Arc<User>) {
     if user.rules().all_channels {
         return;
     }
-    let refused = ctx.server.pubsub.subscribers_refused(
-        &|shared| belongs(shared, user),
-        &|kind, name| user.rules().channel_allowed(name, kind == Kind::Pattern),
-    );
+    let refused = ctx
+        .server
+        .pubsub
+        .subscribers_refused(&|shared| belongs(shared, user), &|kind, name| {
+            user.rules().channel_allowed(name, kind == Kind::Pattern)
+        });
     for shared in refused {
         close(ctx, &shared);
     }

@@ -12,10 +12,13 @@ pub fn dryrun(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let request = &args[3..];
     let spec = dispatch::resolve(request).map_err(|e| match e {
-        CmdError::WrongArity(name) => {
-            CmdError::new(format!("ERR wrong number of arguments for '{name}' command"))
-        }
-        _ => CmdError::new(format!("ERR Command '{}' not found", args::text(request[0]))),
+        CmdError::WrongArity(name) => CmdError::new(format!(
+            "ERR wrong number of arguments for '{name}' command"
+        )),
+        _ => CmdError::new(format!(
+            "ERR Command '{}' not found",
+            args::text(request[0])
+        )),
     })?;
     let verdict = denial(&user.rules(), spec, request);
     match verdict {

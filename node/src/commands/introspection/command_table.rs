@@ -2,11 +2,11 @@
 //! as Redis 7.0 describes it to clients.
 
 use crate::command_framework::args::{self, is};
+use crate::command_framework::categories::categories;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags, flags::*, KeySpec};
 use crate::command_framework::table;
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::command_framework::categories::categories;
 use crate::node_state::glob;
 use proto::resp::Reply;
 
@@ -151,7 +151,10 @@ fn reply_key_specs(reply: &mut Reply<'_>, spec: &CommandSpec) {
     reply.set(1);
     reply.map(3);
     reply.bulk(b"flags");
-    simple_set(reply, crate::command_framework::key_access::by_command_flags(spec));
+    simple_set(
+        reply,
+        crate::command_framework::key_access::by_command_flags(spec),
+    );
     reply.bulk(b"begin_search");
     reply.map(2);
     reply.bulk(b"type");

@@ -79,16 +79,11 @@ impl CommandBits {
     /// Allows or refuses a command and, for a container, every subcommand (Redis's
     /// `ACLChangeSelectorPerm`).
     pub fn change(&mut self, catalog: &Catalog, id: u16, on: bool) {
+        // The future bit stays: only `+@all`/`-@all` set it (Redis's reserved bit).
         self.set(id, on);
-        if !on {
-            self.future = false;
-        }
         self.first_args.retain(|(c, _)| *c != id);
         for &sub in &catalog.entry(id).subcommands {
             self.set(sub, on);
-            if !on {
-                self.future = false;
-            }
         }
     }
 

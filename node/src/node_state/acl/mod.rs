@@ -252,3 +252,6 @@ pub enum SetUserRefused {
     Rule(SetUserError),
     Acl(AclError),
 }
+
+#[cfg(test)]
+mod tests;
