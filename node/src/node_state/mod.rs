@@ -145,15 +145,19 @@ impl NodeState {
         }
         config.set(name, value)?;
         self.config_applied(&config);
-        // `requirepass` is the default user's password, as in Redis: setting it replaces
-        // the user's passwords (an empty one makes it `nopass`).
-        if param.name == "requirepass" {
-            self.acl.set_default_password(config.requirepass.as_deref());
-        }
-        if param.name == "acllog-max-len" {
-            self.acl.log.trim(config.acllog_max_len as usize);
-        }
+        self.param_set(&config, param.name);
         Ok(())
+    }
+
+    /// What setting one parameter changes beyond the config: `requirepass` is the default
+    /// user's password, as in Redis (setting it replaces the user's passwords; an empty one
+    /// makes it `nopass`); a lower `acllog-max-len` drops the oldest ACL LOG entries.
+    pub fn param_set(&self, config: &Config, name: &str) {
+        match name {
+            "requirepass" => self.acl.set_default_password(config.requirepass.as_deref()),
+            "acllog-max-len" => self.acl.log.trim(config.acllog_max_len as usize),
+            _ => {}
+        }
     }
 
     /// Brings the state in line with a changed config (CONFIG SET): the hot mirror, the

@@ -101,6 +101,12 @@ pub fn get() -> &'static Catalog {
         .expect("the command table is installed before ACL rules are used")
 }
 
+/// Number of ids, 0 before the table is installed (state built without a command table,
+/// as some unit tests build it, has no commands to allow).
+pub fn installed_len() -> usize {
+    CATALOG.get().map_or(0, Catalog::len)
+}
+
 impl Catalog {
     fn push(&mut self, d: &Described, parent: Option<u16>) -> u16 {
         let id = self.entries.len() as u16;

@@ -46,7 +46,7 @@ impl CommandBits {
     /// Whether every command is allowed (the checks can be skipped).
     pub fn all(&self) -> bool {
         self.future && {
-            let n = catalog::get().len();
+            let n = catalog::installed_len();
             (0..n as u16).all(|id| self.get(id))
         }
     }
@@ -70,7 +70,7 @@ impl CommandBits {
     }
 
     pub fn set_all(&mut self, on: bool) {
-        let n = catalog::get().len();
+        let n = catalog::installed_len();
         self.bits = vec![if on { u64::MAX } else { 0 }; n.div_ceil(64)];
         self.future = on;
         self.first_args.clear();
