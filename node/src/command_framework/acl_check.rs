@@ -80,7 +80,7 @@ pub fn denial(rules: &Rules, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), D
         return Err(Denial::Command);
     };
     let mut keys: SmallVec<[(usize, u8); 16]> = SmallVec::new();
-    if !rules.all_keys {
+    if !rules.all_keys && !SHARD_CHANNEL_COMMANDS.contains(&spec.name) {
         for (nth, i) in spec.key_positions(args).into_iter().enumerate() {
             if i < args.len() {
                 keys.push((i, key_flags(key_access::flags_of_key(spec, args, i, nth))));
@@ -98,6 +98,10 @@ pub fn denial(rules: &Rules, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), D
         },
     )
 }
+
+/// Commands whose key positions hold shard channels, there for slot routing only (Redis
+/// 7.0 marks them `not_key`): ACL rules check them as channels, not keys.
+const SHARD_CHANNEL_COMMANDS: &[&str] = &["spublish", "ssubscribe", "sunsubscribe"];
 
 /// What ACL rules need of a key, from its key-spec flags: `access` reads its data;
 /// `insert`, `update` and `delete` write it (Redis 7.0's mapping).
