@@ -143,3 +143,61 @@ fn client_info(client: &Client) -> String {
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command_framework::dispatch::resolve;
+
+    fn verdict(rules: &str, args: &[&str]) -> Result<(), Denial> {
+        crate::commands::install_table();
+        let mut r = Rules::new(false);
+        for op in rules.split_whitespace() {
+            r.apply(catalog::get(), op, false).unwrap();
+        }
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        denial(&r, resolve(&a).unwrap(), &a)
+    }
+
+    /// Goal: a write-only user cannot read through writes that hand data out, a read-only
+    /// one cannot write through reads that store, and shard channels are channels.
+    #[test]
+    fn key_access_follows_what_the_command_does_with_the_key() {
+        let w = "on +@all %W~*";
+        assert_eq!(verdict(w, &["set", "k", "v"]), Ok(()));
+        assert_eq!(verdict(w, &["get", "k"]), Err(Denial::Key(1)));
+        assert_eq!(verdict(w, &["set", "k", "v", "get"]), Err(Denial::Key(1)));
+        assert_eq!(
+            verdict(w, &["bitfield", "k", "get", "u4", "0"]),
+            Err(Denial::Key(1))
+        );
+        assert_eq!(
+            verdict(w, &["georadius", "k", "0", "0", "1", "km"]),
+            Err(Denial::Key(1))
+        );
+        assert_eq!(
+            verdict(w, &["migrate", "h", "1", "k", "0", "100"]),
+            Err(Denial::Key(3))
+        );
+        let r = "on +@all %R~src ~dst";
+        assert_eq!(verdict(r, &["copy", "src", "dst"]), Ok(()));
+        assert_eq!(verdict(r, &["copy", "dst", "src"]), Err(Denial::Key(2)));
+        assert_eq!(verdict(r, &["exists", "src"]), Ok(()));
+        let s = "on +@all allkeys resetchannels &orders";
+        assert_eq!(
+            verdict(
+                "on +@all resetchannels &orders",
+                &["spublish", "orders", "m"]
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            verdict(s, &["spublish", "other", "m"]),
+            Err(Denial::Channel(1))
+        );
+        assert_eq!(
+            verdict(s, &["ssubscribe", "orders", "x"]),
+            Err(Denial::Channel(2))
+        );
+    }
+}
