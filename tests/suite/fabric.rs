@@ -132,6 +132,15 @@ impl Interactive {
         self.stdout.read_line(&mut reply).unwrap();
         reply.trim_end().to_string()
     }
+
+    /// As `call`, for a command answered by an error: raw output ends an error with a
+    /// blank line of its own, read here.
+    fn call_error(&mut self, line: &str) -> String {
+        let reply = self.call(line);
+        let mut blank = String::new();
+        self.stdout.read_line(&mut blank).unwrap();
+        reply
+    }
 }
 
 impl Drop for Interactive {
@@ -659,4 +668,33 @@ fn thirty_two_authenticated_ofi_tcp_clients_set_and_get() {
             .cli(&["-a", PASSWORD, "--no-auth-warning", "GET", "hub:31"]),
         "v31.2"
     );
+}
+
+/// Goal: ACL rules hold over the fabric as over TCP (one dispatch point): a restricted user
+/// authenticated over `ofi:tcp` gets Redis's NOPERM for a forbidden command and key, and
+/// its refusals land in the ACL LOG. Method: a user made over TCP, then `operator cli
+/// --fabric` as that user.
+#[test]
+fn acl_rules_hold_over_the_fabric() {
+    let node = FabricNode::start("ofi:tcp");
+    assert_eq!(
+        node.node
+            .cli(&["ACL", "SETUSER", "mallory", "on", ">pw", "~app:*", "+get"]),
+        "OK"
+    );
+    assert_eq!(node.node.cli(&["SET", "secret", "s"]), "OK");
+    let mut c = node.interactive_cli(&[]);
+    assert_eq!(c.call("AUTH mallory pw"), "OK");
+    assert_eq!(c.call("GET app:1"), "");
+    assert_eq!(
+        c.call_error("GET secret"),
+        "NOPERM this user has no permissions to access one of the keys used as arguments"
+    );
+    assert_eq!(
+        c.call_error("FLUSHALL"),
+        "NOPERM this user has no permissions to run the 'flushall' command"
+    );
+    let log = node.node.cli(&["ACL", "LOG"]);
+    assert!(log.contains("flushall") && log.contains("secret"), "{log}");
+    assert_eq!(node.node.cli(&["GET", "secret"]), "s");
 }
