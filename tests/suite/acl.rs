@@ -78,6 +78,7 @@ fn a_restricted_user_can_do_only_what_its_rules_allow() {
         "&news",
         "+get",
         "+set",
+        "+sort",
         "+publish",
         "+subscribe",
         "+multi",
@@ -129,6 +130,27 @@ fn a_restricted_user_can_do_only_what_its_rules_allow() {
         cli_as(&node, "mallory", "pw", &["ACL", "WHOAMI"]),
         "mallory"
     );
+    // SORT's BY and GET patterns name keys no key check sees: refused without allkeys.
+    cmd(&mut admin, &["RPUSH", "app:list", "1"]).unwrap();
+    assert_eq!(cli_as(&node, "mallory", "pw", &["SORT", "app:list"]), "1");
+    assert_eq!(
+        cli_as(
+            &node,
+            "mallory",
+            "pw",
+            &["SORT", "app:list", "GET", "secret"]
+        ),
+        "ERR GET option of SORT denied due to insufficient ACL permissions."
+    );
+    assert_eq!(
+        cli_as(
+            &node,
+            "mallory",
+            "pw",
+            &["SORT", "app:list", "BY", "secret*"]
+        ),
+        "ERR BY option of SORT denied due to insufficient ACL permissions."
+    );
 
     // One connection: inside MULTI the forbidden command is refused when queued, and
     // the transaction is doomed.
@@ -148,7 +170,7 @@ fn a_restricted_user_can_do_only_what_its_rules_allow() {
         text(&cmd(&mut admin, &["GET", "secret"]).unwrap()),
         "s3cr3t"
     );
-    assert_eq!(text(&cmd(&mut admin, &["DBSIZE"]).unwrap()), "2");
+    assert_eq!(text(&cmd(&mut admin, &["DBSIZE"]).unwrap()), "3");
 
     let entries = log_entries(&mut admin);
     let reasons: Vec<&str> = entries.iter().map(|e| field(e, "reason")).collect();
