@@ -311,7 +311,8 @@ impl Node {
             port,
             dir,
         };
-        node.wait_ready(extra.contains(&"--requirepass"));
+        // An ACL file may give the default user a password: NOAUTH then means ready.
+        node.wait_ready(extra.contains(&"--requirepass") || extra.contains(&"--aclfile"));
         node
     }
 

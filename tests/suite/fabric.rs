@@ -132,6 +132,15 @@ impl Interactive {
         self.stdout.read_line(&mut reply).unwrap();
         reply.trim_end().to_string()
     }
+
+    /// As `call`, for a command answered by an error: raw output ends an error with a
+    /// blank line of its own, read here.
+    fn call_error(&mut self, line: &str) -> String {
+        let reply = self.call(line);
+        let mut blank = String::new();
+        self.stdout.read_line(&mut blank).unwrap();
+        reply
+    }
 }
 
 impl Drop for Interactive {
@@ -677,4 +686,33 @@ fn a_tracking_client_over_ofi_tcp_gets_invalidations_written_by_tcp_clients() {
         cli.stdout.read_line(&mut rest).unwrap();
     }
     assert_eq!(rest, "tracked\nPONG\n");
+}
+
+/// Goal: ACL rules hold over the fabric as over TCP (one dispatch point): a restricted user
+/// authenticated over `ofi:tcp` gets Redis's NOPERM for a forbidden command and key, and
+/// its refusals land in the ACL LOG. Method: a user made over TCP, then `operator cli
+/// --fabric` as that user.
+#[test]
+fn acl_rules_hold_over_the_fabric() {
+    let node = FabricNode::start("ofi:tcp");
+    assert_eq!(
+        node.node
+            .cli(&["ACL", "SETUSER", "mallory", "on", ">pw", "~app:*", "+get"]),
+        "OK"
+    );
+    assert_eq!(node.node.cli(&["SET", "secret", "s"]), "OK");
+    let mut c = node.interactive_cli(&[]);
+    assert_eq!(c.call("AUTH mallory pw"), "OK");
+    assert_eq!(c.call("GET app:1"), "");
+    assert_eq!(
+        c.call_error("GET secret"),
+        "NOPERM this user has no permissions to access one of the keys used as arguments"
+    );
+    assert_eq!(
+        c.call_error("FLUSHALL"),
+        "NOPERM this user has no permissions to run the 'flushall' command"
+    );
+    let log = node.node.cli(&["ACL", "LOG"]);
+    assert!(log.contains("flushall") && log.contains("secret"), "{log}");
+    assert_eq!(node.node.cli(&["GET", "secret"]), "s");
 }

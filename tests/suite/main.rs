@@ -1,6 +1,7 @@
 //! One integration-test binary (one link), one module per area. Each test starts its own
 //! node processes through the harness in `src/lib.rs`.
 
+mod acl;
 mod admin_api;
 mod aof;
 mod bench_suites;

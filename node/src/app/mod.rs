@@ -51,6 +51,9 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let mut server = Server::new(config);
     server.cluster = cluster;
     let server = Arc::new(server);
+    crate::commands::acl::load_at_start(&server)
+        .map_err(|e| anyhow::anyhow!(e))
+        .context("loading the ACL file")?;
     crate::server::persistence::load_at_start(&server).context("loading the dataset")?;
     if !pidfile.is_empty() {
         std::fs::write(&pidfile, format!("{}\n", std::process::id()))

@@ -11,6 +11,7 @@ use crate::command_framework::redirect::Routed;
 use crate::config::keyspace_events::{EXPIRED, NEW};
 use crate::db::keyspace::shard_of_slot;
 use crate::db::{Key, Locked};
+use crate::node_state::acl::log::Context as AclContext;
 use crate::node_state::keyspace_events::{self, KeyEvents};
 use crate::node_state::stats::LocalStats;
 use crate::node_state::{Client, NodeServices, NodeState};
@@ -46,8 +47,21 @@ pub fn execute(
             return reject(server, client, &mut reply, args, e, stats, known);
         }
     };
-    if let Err(e) = admit(client, spec) {
+    if let Err(e) = admit(server, client, spec) {
         return reject(server, client, &mut reply, args, e, stats, Some(spec));
+    }
+    // ACL rules, after authentication and before the cluster's redirect, as Redis's
+    // `processCommand` orders them. The primary's stream and the AOF (primary links) are
+    // exempt: what they replay was allowed when it was first run.
+    if !client.primary_link {
+        let context = if client.multi.is_some() {
+            AclContext::Multi
+        } else {
+            AclContext::Toplevel
+        };
+        if let Err(e) = super::acl_check::check(server, client, spec, args, context) {
+            return reject(server, client, &mut reply, args, e, stats, Some(spec));
+        }
     }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
@@ -236,8 +250,14 @@ pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a rea
 
 /// Checks that apply before a command may run or be queued, ahead of the cluster's
 /// redirect (Redis's `processCommand` order: authentication, then MULTI's refusals).
-pub(super) fn admit(client: &Client, spec: &CommandSpec) -> Result<(), CmdError> {
-    if !client.authenticated && !spec.has(flags::NO_AUTH) {
+pub(super) fn admit(
+    server: &NodeState,
+    client: &Client,
+    spec: &CommandSpec,
+) -> Result<(), CmdError> {
+    // As Redis's `authRequired`: a client that never authenticated may run commands once
+    // the default user needs no password (CONFIG SET requirepass "").
+    if !client.authenticated && !spec.has(flags::NO_AUTH) && server.acl.default_needs_auth() {
         return Err(CmdError::NoAuth);
     }
     if client.multi.is_some() && spec.has(flags::NO_MULTI) {

@@ -3,11 +3,14 @@
 //! MULTI queueing, key locking) so that handlers only do their command's work, and
 //! `COMMAND INFO/DOCS/COUNT/LIST/GETKEYS` answer from the same table.
 
+pub mod acl_check;
 pub mod args;
+pub mod categories;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;
 pub mod eviction;
+pub mod key_access;
 pub mod key_events;
 pub mod pause_hold;
 pub mod redirect;

@@ -27,7 +27,7 @@ pub fn pause_hold(server: &NodeState, client: &Client, args: &[&[u8]]) -> Option
         return None;
     };
     let spec = resolve(args).ok()?;
-    admit(client, spec).ok()?;
+    admit(server, client, spec).ok()?;
     let writes = writes_or_may_replicate(spec, client);
     if !pause.holds(writes, now) {
         return None;

@@ -19,6 +19,13 @@ static TABLE: OnceLock<Table> = OnceLock::new();
 /// caller passes the same static list).
 pub fn install(families: &'static [&'static [CommandSpec]]) {
     TABLE.get_or_init(|| build(families));
+    crate::node_state::acl::catalog::install(
+        families
+            .iter()
+            .flat_map(|f| f.iter())
+            .map(super::categories::described)
+            .collect(),
+    );
 }
 
 fn table() -> &'static Table {

@@ -4,6 +4,8 @@ use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::node_state::acl::log::{Context, Reason};
+use crate::node_state::acl::DEFAULT_USER;
 use proto::resp::ProtocolVersion;
 
 /// The Redis version we answer as, so clients enable the features we implement.
@@ -117,45 +119,46 @@ fn quit(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Checks a username/password pair against `requirepass` (the only user is `default`).
-fn check_password(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> CmdResult {
-    let config = ctx.server.config.read();
-    let Some(expected) = config.requirepass.as_deref() else {
-        if user.is_empty() {
-            return err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-        }
-        // With no password set, the default user accepts any password, as in Redis.
-        return if user == b"default" {
-            Ok(())
-        } else {
-            err("WRONGPASS invalid username-password pair or user is disabled.")
-        };
-    };
-    let user_ok = user.is_empty() || user == b"default";
-    if user_ok && constant_time_eq(expected.as_bytes(), pass) {
-        Ok(())
+/// Logs the client in as `user` if `pass` is its password; a failure is answered
+/// WRONGPASS and recorded in the ACL LOG (every guess of a brute force is counted there).
+fn log_in(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> CmdResult {
+    if let Some(found) = ctx.server.acl.authenticate(user, pass) {
+        ctx.client.log_in(found);
+        return Ok(());
+    }
+    let context = if ctx.client.multi.is_some() {
+        Context::Multi
     } else {
-        err("WRONGPASS invalid username-password pair or user is disabled.")
-    }
-}
-
-/// Compares without an early exit, so timing does not reveal how much of a guess matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        diff |= (a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0)) as usize;
-    }
-    diff == 0
+        Context::Toplevel
+    };
+    ctx.server.acl.log.add(
+        Reason::Auth,
+        context,
+        b"AUTH",
+        user,
+        crate::clock::unix_millis(),
+        format!(
+            "id={} addr={} laddr={}",
+            ctx.client.id(),
+            ctx.client.shared.peer,
+            ctx.client.shared.local
+        ),
+        ctx.server.config.read().acllog_max_len as usize,
+    );
+    err("WRONGPASS invalid username-password pair or user is disabled.")
 }
 
 fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (user, pass) = match args.len() {
-        2 => (&b""[..], args[1]),
+        2 => (DEFAULT_USER.as_bytes(), args[1]),
         3 => (args[1], args[2]),
         _ => return Err(CmdError::Syntax),
     };
-    check_password(ctx, user, pass)?;
-    ctx.client.authenticated = true;
+    // The old one-argument form with no password configured is a mistake, as in Redis.
+    if args.len() == 2 && ctx.server.acl.default_user().rules().nopass {
+        return err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+    }
+    log_in(ctx, user, pass)?;
     ctx.reply.ok();
     Ok(())
 }
@@ -177,8 +180,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     while i < args.len() {
         let more = args.len() - i - 1;
         if is(args[i], "auth") && more >= 2 {
-            check_password(ctx, args[i + 1], args[i + 2])?;
-            ctx.client.authenticated = true;
+            log_in(ctx, args[i + 1], args[i + 2])?;
             i += 3;
         } else if is(args[i], "setname") && more >= 1 {
             name = Some(super::introspection::validate_client_name(args[i + 1])?);
@@ -258,11 +260,10 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.server.monitors.remove(ctx.client.id());
     *ctx.client.shared.name.lock() = None;
     ctx.client.set_protocol(ProtocolVersion::Resp2);
-    ctx.client.authenticated = !ctx
-        .server
-        .hot
-        .requirepass_set
-        .load(std::sync::atomic::Ordering::Relaxed);
+    // Back to the default user, authenticated only if it needs no password.
+    ctx.client.user = None;
+    *ctx.client.shared.user.lock() = None;
+    ctx.client.authenticated = !ctx.server.acl.default_needs_auth();
     ctx.reply.set_version(ProtocolVersion::Resp2);
     ctx.reply.simple(b"RESET");
     Ok(())

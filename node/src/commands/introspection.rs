@@ -1,5 +1,5 @@
 //! Looking at the node from a client: INFO (`info.rs`, host readings in `host.rs`), CLIENT
-//! (`client.rs`), COMMAND (`command_table.rs`, key flags in `key_access.rs`), LATENCY
+//! (`client.rs`), COMMAND (`command_table.rs`, key flags in `command_framework::key_access`), LATENCY
 //! (`latency.rs`), MEMORY (`memory.rs`), MONITOR (`monitor.rs`) and SLOWLOG (`slowlog.rs`).
 
 mod client;
@@ -8,7 +8,6 @@ mod client_tracking;
 mod command_table;
 mod host;
 mod info;
-mod key_access;
 mod latency;
 mod memory;
 mod monitor;

@@ -1,5 +1,6 @@
 //! Command families, one file each. Every family exports `COMMANDS`, its table entries.
 
+pub mod acl;
 pub mod bitmaps;
 pub mod cluster;
 pub mod connection;
@@ -54,6 +55,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     cluster::COMMANDS,
     replication::COMMANDS,
     functions::COMMANDS,
+    acl::COMMANDS,
 ];
 
 #[cfg(test)]

@@ -87,7 +87,10 @@ struct Item {
 
 fn run(ctx: &mut Ctx<'_>, args: &[&[u8]], read_only: bool) -> CmdResult {
     let cluster = ctx.server.cluster.is_some();
-    let mut opts = SortOptions::parse(&args[2..], read_only, cluster)?;
+    let full_key_access = crate::command_framework::acl_check::user_of(ctx.server, ctx.client)
+        .rules()
+        .all_keys;
+    let mut opts = SortOptions::parse(&args[2..], read_only, cluster, full_key_access)?;
     let key = args[1];
     let (mut elements, is_set, is_zset) = match ctx.db.get(key).map(|e| &e.value) {
         None => (Vec::new(), false, false),

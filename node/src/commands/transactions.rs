@@ -11,7 +11,7 @@
 
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS};
-use crate::command_framework::{dispatch, transaction};
+use crate::command_framework::{acl_check, dispatch, transaction};
 use crate::command_framework::{CmdResult, CommandSpec, Ctx};
 use crate::db::Locked;
 use crate::node_state::client::MultiState;
@@ -191,6 +191,18 @@ fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]], stats: &mut LocalStats) {
             return;
         }
     };
+    // The user's rules may have changed since the command was queued: EXEC checks again,
+    // as Redis does, and refuses just that command.
+    if !ctx.client.primary_link {
+        let context = crate::node_state::acl::log::Context::Multi;
+        if let Err(e) = acl_check::check(ctx.server, ctx.client, spec, args, context) {
+            let text = e.to_string();
+            stats.error_reply(&ctx.server.stats, &text);
+            ctx.server.command_stats.record_rejected(spec);
+            ctx.reply.error(&text);
+            return;
+        }
+    }
     *ctx.client.shared.last_command.lock() = spec.name;
     let started = Instant::now();
     let failed = dispatch::run_in(ctx, spec, args, stats);

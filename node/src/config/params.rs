@@ -361,6 +361,14 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// Keys the CLIENT TRACKING table may hold (0: `node_state::tracking::TABLE_KEYS_CEILING`).
     pub tracking_table_max_keys: u64,
+    /// `aclfile`: where ACL SAVE writes users and ACL LOAD (and the start) reads them;
+    /// empty: no file.
+    pub aclfile: String,
+    /// `acllog-max-len`: ACL LOG entries kept.
+    pub acllog_max_len: u64,
+    /// `acl-pubsub-default`: whether a new user starts with every channel
+    /// (`allchannels`) or none (`resetchannels`, Redis 7.0's default).
+    pub acl_pubsub_all_channels: bool,
     pub databases: u32,
     pub rdbchecksum: bool,
     /// `repl-backlog-size`: bytes of the replication stream kept for partial resyncs.
@@ -466,6 +474,9 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             tracking_table_max_keys: 1_000_000,
+            aclfile: String::new(),
+            acllog_max_len: 128,
+            acl_pubsub_all_channels: false,
             databases: 1,
             rdbchecksum: true,
             repl_backlog_size: REPL_BACKLOG_SIZE_DEFAULT as u64,
@@ -601,6 +612,36 @@ pub static PARAMS: &[Param] = &[
         }
         Ok(())
     }),
+    param!("aclfile", false, |c| c.aclfile.clone(), |c, v| {
+        c.aclfile = v.to_string();
+        Ok(())
+    }),
+    param!(
+        "acllog-max-len",
+        true,
+        |c| c.acllog_max_len.to_string(),
+        |c, v| {
+            c.acllog_max_len = num(v, 0, 1_000_000)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "acl-pubsub-default",
+        true,
+        |c| if c.acl_pubsub_all_channels {
+            "allchannels".into()
+        } else {
+            "resetchannels".into()
+        },
+        |c, v| {
+            c.acl_pubsub_all_channels = match v.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => return Err("argument must be one of 'allchannels' or 'resetchannels'".into()),
+            };
+            Ok(())
+        }
+    ),
     param!(
         "protected-mode",
         true,

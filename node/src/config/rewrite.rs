@@ -27,6 +27,7 @@ const STRING_PARAMS: &[&str] = &[
     "logfile",
     "pidfile",
     "requirepass",
+    "aclfile",
     "admin-token",
     "metrics-token",
     "tls-cert-file",

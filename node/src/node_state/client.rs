@@ -57,6 +57,9 @@ pub struct ClientShared {
     pub tracking: super::tracking::client_state::SharedTracking,
     /// CLIENT NO-EVICT on (CLIENT LIST flag `e`; this node never evicts clients).
     pub no_evict: AtomicBool,
+    /// The user it authenticated as (None: `default`), for CLIENT LIST and for ACL DELUSER,
+    /// ACL LOAD and channel revocations, which disconnect a user's clients.
+    pub user: Mutex<Option<Arc<super::acl::User>>>,
 }
 
 impl ClientShared {
@@ -87,7 +90,25 @@ impl ClientShared {
             primary_link: AtomicBool::new(false),
             tracking: Default::default(),
             no_evict: AtomicBool::new(false),
+            user: Mutex::new(None),
         }
+    }
+
+    /// The name of the user it is authenticated as.
+    pub fn username(&self) -> String {
+        self.user
+            .lock()
+            .as_ref()
+            .map_or_else(|| super::acl::DEFAULT_USER.to_string(), |u| u.name.clone())
+    }
+
+    /// Whether it is authenticated as `user` (the very user, not one of the same name
+    /// created after it was deleted).
+    pub fn is_user(&self, user: &Arc<super::acl::User>) -> bool {
+        self.user
+            .lock()
+            .as_ref()
+            .is_some_and(|u| Arc::ptr_eq(u, user))
     }
 
     pub fn kill(&self) {
@@ -268,6 +289,9 @@ pub struct Client {
     pub input_from_command: usize,
     /// CLIENT TRACKING: its CLIENT CACHING choice and its BCAST prefixes.
     pub tracking: super::tracking::client_state::LocalTracking,
+    /// The user its commands are checked against (None: `default`, reached through
+    /// `NodeState::acl` without a lock); kept in step with `shared.user`.
+    pub user: Option<Arc<super::acl::User>>,
 }
 
 impl Client {
@@ -295,7 +319,16 @@ impl Client {
             reply_mode_set: None,
             input_from_command: 0,
             tracking: Default::default(),
+            user: None,
         }
+    }
+
+    /// Authenticates the client as `user`.
+    pub fn log_in(&mut self, user: Arc<super::acl::User>) {
+        let user = (user.name != super::acl::DEFAULT_USER).then_some(user);
+        *self.shared.user.lock() = user.clone();
+        self.user = user;
+        self.authenticated = true;
     }
 
     pub fn id(&self) -> u64 {

@@ -9,7 +9,6 @@ pub struct HotConfig {
     pub maxmemory_samples: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
     pub query_buffer_limit: AtomicU64,
-    pub requirepass_set: AtomicBool,
     pub protected_mode: AtomicBool,
     pub timeout_secs: AtomicU64,
     pub maxclients: AtomicU64,
@@ -47,7 +46,6 @@ impl From<&Config> for HotConfig {
             maxmemory_samples: AtomicU64::new(5),
             proto_max_bulk_len: AtomicU64::new(0),
             query_buffer_limit: AtomicU64::new(0),
-            requirepass_set: AtomicBool::new(false),
             protected_mode: AtomicBool::new(true),
             timeout_secs: AtomicU64::new(0),
             maxclients: AtomicU64::new(0),
@@ -80,7 +78,6 @@ impl HotConfig {
         self.proto_max_bulk_len.store(c.proto_max_bulk_len, Relaxed);
         self.query_buffer_limit
             .store(c.client_query_buffer_limit, Relaxed);
-        self.requirepass_set.store(c.requirepass.is_some(), Relaxed);
         self.protected_mode.store(c.protected_mode, Relaxed);
         self.timeout_secs.store(c.timeout, Relaxed);
         self.notify_keyspace_events

@@ -7,6 +7,7 @@
 //! the AOF, replication links, failover, the shutdown's wait for replicas) is reached
 //! through the traits of [`services`], which `server` implements.
 
+pub mod acl;
 pub mod blocking;
 pub mod busy_poll;
 pub mod client;
@@ -87,6 +88,8 @@ pub struct NodeState {
     pub replica_of: replica_of::ReplicaOf,
     /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
     pub busy_poll: busy_poll::BusyPoll,
+    /// ACL users, their rules and the ACL LOG.
+    pub acl: acl::Acl,
 }
 
 impl NodeState {
@@ -103,7 +106,9 @@ impl NodeState {
                 tracing::error!(error = %e, "cannot create the replication backlog");
             }
         }
+        let acl = acl::Acl::new(config.requirepass.as_deref());
         NodeState {
+            acl,
             keyspace: Keyspace::new(),
             config: RwLock::new(config),
             hot,
@@ -144,7 +149,19 @@ impl NodeState {
         }
         config.set(name, value)?;
         self.config_applied(&config);
+        self.param_set(&config, param.name);
         Ok(())
+    }
+
+    /// What setting one parameter changes beyond the config: `requirepass` is the default
+    /// user's password, as in Redis (setting it replaces the user's passwords; an empty one
+    /// makes it `nopass`); a lower `acllog-max-len` drops the oldest ACL LOG entries.
+    pub fn param_set(&self, config: &Config, name: &str) {
+        match name {
+            "requirepass" => self.acl.set_default_password(config.requirepass.as_deref()),
+            "acllog-max-len" => self.acl.log.trim(config.acllog_max_len as usize),
+            _ => {}
+        }
     }
 
     /// Brings the state in line with a changed config (CONFIG SET): the hot mirror, the

@@ -176,6 +176,34 @@ pub struct PubSub {
 }
 
 impl PubSub {
+    /// The clients among `of` subscribed to a channel, pattern or shard channel that
+    /// `allowed(kind, name)` refuses (ACL SETUSER disconnects them when a user loses a
+    /// channel, as Redis does). Walks every subscription: an admin operation's cost.
+    pub fn subscribers_refused(
+        &self,
+        of: &dyn Fn(&ClientShared) -> bool,
+        allowed: &dyn Fn(Kind, &[u8]) -> bool,
+    ) -> Vec<Arc<ClientShared>> {
+        let mut out: IndexMap<u64, Arc<ClientShared>> = IndexMap::new();
+        let mut visit = |kind: Kind, map: &HashMap<Box<[u8]>, Subscribers>| {
+            for (name, subs) in map {
+                for sub in subs.values() {
+                    if of(&sub.client) && !allowed(kind, name) {
+                        out.insert(sub.client.id, sub.client.clone());
+                    }
+                }
+            }
+        };
+        for stripe in &self.channels.stripes {
+            visit(Kind::Channel, &stripe.read());
+        }
+        for stripe in &self.shard_channels.stripes {
+            visit(Kind::Shard, &stripe.read());
+        }
+        visit(Kind::Pattern, &self.patterns.read());
+        out.into_values().collect()
+    }
+
     /// Registers `client` on `name` in the namespace of `kind`. The caller keeps the client's
     /// own set of subscriptions and calls this only for names new to the client.
     pub fn subscribe(&self, kind: Kind, name: &[u8], client: &Arc<ClientShared>) {

@@ -165,7 +165,7 @@ pub(super) fn refusal(server: &Server, peer: SocketAddr) -> Option<&'static [u8]
         if server.clients.count_with_pending() as u64 >= server.hot.maxclients.load(Relaxed) {
             MAXCLIENTS_REACHED
         } else if server.hot.protected_mode.load(Relaxed)
-            && !server.hot.requirepass_set.load(Relaxed)
+            && !server.acl.default_needs_auth()
             && !peer.ip().is_loopback()
         {
             PROTECTED_MODE_DENIAL

@@ -60,7 +60,7 @@ impl Session {
     /// A session whose read and write buffers start at `capacity` bytes (they grow with
     /// demand either way): small for a peer that has not authenticated yet.
     pub fn with_buffers(server: Arc<Server>, shared: Arc<ClientShared>, capacity: usize) -> Self {
-        let authenticated = !server.hot.requirepass_set.load(Relaxed);
+        let authenticated = !server.acl.default_needs_auth();
         Session {
             server,
             client: Client::new(shared, authenticated),

@@ -165,7 +165,7 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
     let cmd = *c.last_command.lock();
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
         c.id,
         c.peer,
         c.local,
@@ -182,6 +182,7 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
         omem,
         2 * 16384 + qbuf + omem,
         cmd,
+        c.username(),
         c.tracking.redirect_shown(),
         c.protocol.load(Relaxed),
     );

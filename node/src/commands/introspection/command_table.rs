@@ -2,6 +2,7 @@
 //! as Redis 7.0 describes it to clients.
 
 use crate::command_framework::args::{self, is};
+use crate::command_framework::categories::categories;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags, flags::*, KeySpec};
 use crate::command_framework::table;
@@ -98,92 +99,6 @@ pub static SUBCOMMANDS: &[CommandSpec] = &[
     },
 ];
 
-/// ACL categories in the order Redis lists them.
-const CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
-
-/// Commands Redis marks @dangerous although they are not admin commands.
-const DANGEROUS: &[&str] = &[
-    "keys",
-    "flushdb",
-    "flushall",
-    "info",
-    "sort",
-    "sort_ro",
-    "migrate",
-    "restore",
-    "restore-asking",
-    "swapdb",
-    "lastsave",
-    "role",
-];
-
-/// Commands Redis puts in @keyspace although their group is not `generic`.
-const KEYSPACE_OUTSIDE_GENERIC: &[&str] = &["restore-asking"];
-
-/// The category a command's group implies (Redis declares these per command; the group
-/// is the same information for the commands this node has).
-fn group_category(group: &str) -> Option<&'static str> {
-    Some(match group {
-        "generic" => "keyspace",
-        "string" => "string",
-        "list" => "list",
-        "hash" => "hash",
-        "set" => "set",
-        "sorted-set" | "sorted_set" | "sortedset" | "zset" => "sortedset",
-        "bitmap" => "bitmap",
-        "hyperloglog" => "hyperloglog",
-        "geo" => "geo",
-        "stream" => "stream",
-        "connection" => "connection",
-        "transactions" | "transaction" => "transaction",
-        "scripting" => "scripting",
-        _ => return None,
-    })
-}
-
-/// A command's ACL categories (without `@`), from its group and flags as Redis derives them.
-pub fn categories(spec: &CommandSpec) -> Vec<&'static str> {
-    let top = spec.name.split('|').next().unwrap_or(spec.name);
-    let has = |c: &str| -> bool {
-        match c {
-            "write" => spec.has(WRITE),
-            "read" => spec.has(READONLY) && spec.group != "scripting",
-            "admin" => spec.has(ADMIN),
-            "dangerous" => spec.has(ADMIN) || DANGEROUS.contains(&top),
-            "pubsub" => spec.has(PUBSUB),
-            "fast" => spec.has(FAST),
-            "slow" => !spec.has(FAST),
-            "blocking" => spec.has(BLOCKING),
-            "keyspace" if KEYSPACE_OUTSIDE_GENERIC.contains(&top) => true,
-            // A container has only what its flags give it (`@slow`).
-            other => spec.subcommands.is_empty() && group_category(spec.group) == Some(other),
-        }
-    };
-    CATEGORIES.iter().copied().filter(|c| has(c)).collect()
-}
-
 fn flag_names(spec: &CommandSpec) -> Vec<&'static str> {
     flags::NAMES
         .iter()
@@ -236,7 +151,10 @@ fn reply_key_specs(reply: &mut Reply<'_>, spec: &CommandSpec) {
     reply.set(1);
     reply.map(3);
     reply.bulk(b"flags");
-    simple_set(reply, super::key_access::by_command_flags(spec));
+    simple_set(
+        reply,
+        crate::command_framework::key_access::by_command_flags(spec),
+    );
     reply.bulk(b"begin_search");
     reply.map(2);
     reply.bulk(b"type");
@@ -389,7 +307,7 @@ fn getkeysandflags(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.reply.bulk(full[i]);
         simple_set(
             &mut ctx.reply,
-            super::key_access::flags_of_key(spec, full, i, nth),
+            crate::command_framework::key_access::flags_of_key(spec, full, i, nth),
         );
     }
     Ok(())

@@ -155,6 +155,9 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     *config = next;
     ctx.server.config_applied(&config);
+    for (param, _, _) in &changes {
+        ctx.server.param_set(&config, param.name);
+    }
     ctx.services.persistence().apply_config(&config);
     drop(config);
     // A lowered `maxmemory` evicts at once, as Redis's CONFIG SET does (its

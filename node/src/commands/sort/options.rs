@@ -27,7 +27,14 @@ pub struct SortOptions<'a> {
 impl<'a> SortOptions<'a> {
     /// `options` are the arguments after the key; `read_only` (SORT_RO) refuses STORE;
     /// `cluster` refuses patterns that name keys (they may be on other nodes).
-    pub fn parse(options: &[&'a [u8]], read_only: bool, cluster: bool) -> Result<Self, CmdError> {
+    /// `full_key_access`: the client's user may touch every key (ACL `allkeys`); BY and GET
+    /// patterns name keys no key check sees, so without it they are refused, as in Redis.
+    pub fn parse(
+        options: &[&'a [u8]],
+        read_only: bool,
+        cluster: bool,
+        full_key_access: bool,
+    ) -> Result<Self, CmdError> {
         let mut opts = SortOptions {
             order: Order::Asc,
             alpha: false,
@@ -63,6 +70,10 @@ impl<'a> SortOptions<'a> {
                     return Err(CmdError::new(
                         "ERR BY option of SORT denied in Cluster mode.",
                     ));
+                } else if !full_key_access {
+                    return Err(CmdError::new(
+                        "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                    ));
                 }
                 opts.by = Some(pattern);
                 i += 1;
@@ -70,6 +81,11 @@ impl<'a> SortOptions<'a> {
                 if cluster {
                     return Err(CmdError::new(
                         "ERR GET option of SORT denied in Cluster mode.",
+                    ));
+                }
+                if !full_key_access {
+                    return Err(CmdError::new(
+                        "ERR GET option of SORT denied due to insufficient ACL permissions.",
                     ));
                 }
                 opts.gets.push(options[i + 1]);
@@ -109,7 +125,7 @@ mod tests {
     use super::*;
 
     fn range(start: i64, count: i64, len: usize) -> Range<usize> {
-        let mut opts = SortOptions::parse(&[], false, false).unwrap();
+        let mut opts = SortOptions::parse(&[], false, false, true).unwrap();
         (opts.limit_start, opts.limit_count) = (start, count);
         opts.range(len)
     }
@@ -130,12 +146,19 @@ mod tests {
     #[test]
     fn patterns_are_refused_in_cluster_mode_but_nosort() {
         let parse =
-            |a: &[&[u8]], cluster| SortOptions::parse(a, false, cluster).map(|o| o.dont_sort);
+            |a: &[&[u8]], cluster| SortOptions::parse(a, false, cluster, true).map(|o| o.dont_sort);
         assert!(parse(&[b"BY", b"w_*"], true).is_err());
         assert!(parse(&[b"GET", b"#"], true).is_err());
         assert_eq!(parse(&[b"BY", b"nosort"], true).ok(), Some(true));
         assert_eq!(parse(&[b"BY", b"w_*"], false).ok(), Some(false));
-        assert!(SortOptions::parse(&[b"STORE", b"d"], true, false).is_err());
+        assert!(SortOptions::parse(&[b"STORE", b"d"], true, false, true).is_err());
+        // A user without every key may not name keys through patterns.
+        let by: &[&[u8]] = &[b"BY", b"w_*"];
+        assert!(SortOptions::parse(by, false, false, false).is_err());
+        let by_no_pattern: &[&[u8]] = &[b"BY", b"nosort"];
+        assert!(SortOptions::parse(by_no_pattern, false, false, false).is_ok());
+        let get: &[&[u8]] = &[b"GET", b"#"];
+        assert!(SortOptions::parse(get, false, false, false).is_err());
         assert!(parse(&[b"LIMIT", b"1"], false).is_err());
     }
 }

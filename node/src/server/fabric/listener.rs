@@ -124,9 +124,9 @@ fn accept_loop<P: Provider>(
         // Protected mode as on TCP, judged by the listener's address because not every
         // provider tells the peer's IP: without a password only a loopback listener serves.
         let unprotected = server.hot.protected_mode.load(Relaxed)
-            && !server.hot.requirepass_set.load(Relaxed)
+            && !server.acl.default_needs_auth()
             && !local.ip().is_loopback();
-        let needs_auth = server.hot.requirepass_set.load(Relaxed);
+        let needs_auth = server.acl.default_needs_auth();
         let small = over_limit || unprotected || needs_auth;
         let opened = if small {
             Stream::server_preauth(conn, rx_size)

@@ -113,6 +113,13 @@ const SAME_FOR_EVERY_KEY: &[(&str, Flags)] = &[
     ("bzmpop", RW_ACCESS_DELETE),
     ("zcard", RO),
     ("zintercard", RO_ACCESS),
+    // Writes that hand the key's data out: ACL rules must demand read access too, else a
+    // write-only (`%W~`) user could read through them.
+    ("bitfield", RW_ACCESS_UPDATE),
+    ("migrate", RW_ACCESS_DELETE),
+    ("xreadgroup", RW_ACCESS_UPDATE),
+    ("xclaim", RW_ACCESS_UPDATE),
+    ("xautoclaim", RW_ACCESS_UPDATE),
 ];
 
 /// Commands whose first key is a source and whose other key is a destination.
@@ -125,6 +132,9 @@ const SOURCE_THEN_DESTINATION: &[(&str, Flags, Flags)] = &[
     ("rpoplpush", RW_ACCESS_DELETE, RW_INSERT),
     ("brpoplpush", RW_ACCESS_DELETE, RW_INSERT),
     ("smove", RW_ACCESS_DELETE, RW_INSERT),
+    // GEORADIUS[BYMEMBER] read their key; the key after STORE/STOREDIST is written over.
+    ("georadius", RO_ACCESS, OW_UPDATE),
+    ("georadiusbymember", RO_ACCESS, OW_UPDATE),
 ];
 
 /// Commands whose first key is the destination and the rest are read.
@@ -136,6 +146,7 @@ const DESTINATION_THEN_SOURCES: &[&str] = &[
     "zinterstore",
     "zdiffstore",
     "zrangestore",
+    "geosearchstore",
 ];
 
 /// The flags of the key at argument `position` (the `nth` key, from 0) of `args`.
