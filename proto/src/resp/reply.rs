@@ -196,6 +196,7 @@ pub fn format_double(v: f64, buf: &mut [u8; 64]) -> &[u8] {
     use std::io::Write;
     /// `%.17g`'s precision.
     const DIGITS: i32 = 17;
+    // Formatted on the stack, not through `format!`: ZRANGE WITHSCORES calls this per member.
     let mut cursor = std::io::Cursor::new(&mut buf[..]);
     let written = if v.is_nan() {
         write!(cursor, "nan")
@@ -205,7 +206,12 @@ pub fn format_double(v: f64, buf: &mut [u8; 64]) -> &[u8] {
         write!(cursor, "{}", if v.is_sign_negative() { "-0" } else { "0" })
     } else {
         // The decimal exponent after rounding to 17 digits decides the style, as in C.
-        let scientific = format!("{:.*e}", (DIGITS - 1) as usize, v);
+        let mut sci_buf = [0u8; 48];
+        let mut sci = std::io::Cursor::new(&mut sci_buf[..]);
+        let ok = write!(sci, "{:.*e}", (DIGITS - 1) as usize, v);
+        debug_assert!(ok.is_ok(), "48 bytes hold 17 digits and an exponent");
+        let sci_len = sci.position() as usize;
+        let scientific = std::str::from_utf8(&sci_buf[..sci_len]).expect("`{:e}` writes ASCII");
         let (mantissa, exponent) = scientific
             .split_once('e')
             .expect("`{:e}` always has an exponent");
@@ -219,8 +225,13 @@ pub fn format_double(v: f64, buf: &mut [u8; 64]) -> &[u8] {
                 exponent.abs()
             )
         } else {
-            let fixed = format!("{:.*}", (DIGITS - 1 - exponent) as usize, v);
-            write!(cursor, "{}", trim_fraction(&fixed))
+            // At most 1 + 17 + 1 + 20 bytes: written in place, then trimmed.
+            let fixed = write!(cursor, "{:.*}", (DIGITS - 1 - exponent) as usize, v);
+            let len = cursor.position() as usize;
+            let text = std::str::from_utf8(&cursor.get_ref()[..len]).expect("ASCII digits");
+            let trimmed = trim_fraction(text).len();
+            cursor.set_position(trimmed as u64);
+            fixed
         }
     };
     debug_assert!(written.is_ok(), "64 bytes hold any f64");
@@ -279,5 +290,30 @@ mod tests {
         assert_eq!(f(-0.0), "-0");
         assert_eq!(f(f64::INFINITY), "inf");
         assert_eq!(f(f64::NEG_INFINITY), "-inf");
+    }
+
+    /// `%.17g` spelled out with `format!` (the allocating form `format_double` replaced).
+    fn reference_17g(v: f64) -> String {
+        let scientific = format!("{v:.16e}");
+        let (mantissa, exponent) = scientific.split_once('e').unwrap();
+        let exponent: i32 = exponent.parse().unwrap();
+        if !(-4..17).contains(&exponent) {
+            let sign = if exponent < 0 { '-' } else { '+' };
+            format!("{}e{sign}{:02}", trim_fraction(mantissa), exponent.abs())
+        } else {
+            trim_fraction(&format!("{:.*}", (16 - exponent) as usize, v)).to_string()
+        }
+    }
+
+    proptest::proptest! {
+        /// Goal: the in-place formatting writes what the spelled-out `%.17g` does, for any
+        /// finite non-zero double.
+        #[test]
+        fn doubles_format_in_place_as_spelled_out(bits in proptest::prelude::any::<u64>()) {
+            let v = f64::from_bits(bits);
+            proptest::prop_assume!(v.is_finite() && v != 0.0);
+            let got = String::from_utf8(format_double(v, &mut [0; 64]).to_vec()).unwrap();
+            proptest::prop_assert_eq!(got, reference_17g(v));
+        }
     }
 }
