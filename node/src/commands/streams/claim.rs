@@ -8,7 +8,7 @@ use crate::command_framework::args::is;
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::config::keyspace_events::STREAM;
-use crate::db::stream::group::DeliveryCount;
+use crate::db::stream::group::{ConsumerName, DeliveryCount, Group};
 use crate::db::stream::{id, Stream, StreamId};
 use crate::replication::propagate::{Argv, WriteEffect};
 
@@ -89,8 +89,7 @@ pub fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         changed = true;
     }
     let mut claimed: Vec<StreamId> = Vec::new();
-    let mut consumer_name = None;
-    let mut consumer_created = false;
+    let mut claimant = Claimant::new(consumer, replicating);
     for id in ids {
         let exists = s.contains(id);
         let g = s.groups.get_mut(group).expect("checked above");
@@ -122,20 +121,7 @@ pub fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 continue;
             }
         }
-        let name = match &consumer_name {
-            Some(n) => n,
-            None => {
-                let (n, created) = g.consumer_or_create(consumer, now);
-                consumer_created |= created;
-                if created && replicating {
-                    repl.push(argv(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]));
-                }
-                consumer_name.insert(n)
-            }
-        };
-        if let Some(c) = g.consumers.get_mut(name) {
-            c.seen_time = now;
-        }
+        let name = &claimant.resolve(g, now, &mut repl, [key, group]);
         let how = match retrycount {
             Some(n) if n >= 0 => DeliveryCount::Set(n as u64),
             _ if justid => DeliveryCount::Keep,
@@ -173,7 +159,7 @@ pub fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.modified(key);
         ctx.replicate(|| WriteEffect::Commands(repl));
     }
-    if consumer_created {
+    if claimant.created {
         ctx.notify(STREAM, "xgroup-createconsumer", key);
     }
     Ok(())
@@ -220,8 +206,7 @@ pub fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut repl: Vec<Argv> = Vec::new();
     let mut claimed: Vec<StreamId> = Vec::new();
     let mut deleted: Vec<StreamId> = Vec::new();
-    let mut consumer_name = None;
-    let mut consumer_created = false;
+    let mut claimant = Claimant::new(consumer, replicating);
     let mut cursor = start;
     let mut next: Option<StreamId> = None;
     loop {
@@ -264,20 +249,7 @@ pub fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             }
             continue;
         }
-        let name = match &consumer_name {
-            Some(n) => n,
-            None => {
-                let (n, created) = g.consumer_or_create(consumer, now);
-                consumer_created |= created;
-                if created && replicating {
-                    repl.push(argv(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]));
-                }
-                consumer_name.insert(n)
-            }
-        };
-        if let Some(c) = g.consumers.get_mut(name) {
-            c.seen_time = now;
-        }
+        let name = &claimant.resolve(g, now, &mut repl, [key, group]);
         let how = if justid {
             DeliveryCount::Keep
         } else {
@@ -320,7 +292,7 @@ pub fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.modified(key);
         ctx.replicate(|| WriteEffect::Commands(repl));
     }
-    if consumer_created {
+    if claimant.created {
         ctx.notify(STREAM, "xgroup-createconsumer", key);
     }
     Ok(())
@@ -334,4 +306,59 @@ fn next_pending(s: &Stream, group: &[u8], from: StreamId) -> Option<StreamId> {
         .range(from..)
         .next()
         .map(|(id, _)| *id)
+}
+
+/// The consumer XCLAIM and XAUTOCLAIM hand entries to: found, or created on the first claim
+/// (not before: a claim of nothing creates no consumer), the creation replicated as
+/// `XGROUP CREATECONSUMER` as Redis does; its seen-time touched at every claim.
+struct Claimant<'a> {
+    consumer: &'a [u8],
+    replicating: bool,
+    name: Option<ConsumerName>,
+    /// Created by this command (a `stream`-class event is due).
+    created: bool,
+}
+
+impl<'a> Claimant<'a> {
+    fn new(consumer: &'a [u8], replicating: bool) -> Self {
+        Claimant {
+            consumer,
+            replicating,
+            name: None,
+            created: false,
+        }
+    }
+
+    /// The consumer's name in `g`, created and announced in `repl` on first use; `at` is
+    /// the stream's key and the group's name.
+    fn resolve(
+        &mut self,
+        g: &mut Group,
+        now: u64,
+        repl: &mut Vec<Argv>,
+        at: [&[u8]; 2],
+    ) -> ConsumerName {
+        let name = match &self.name {
+            Some(n) => n.clone(),
+            None => {
+                let (n, created) = g.consumer_or_create(self.consumer, now);
+                self.created |= created;
+                if created && self.replicating {
+                    let [key, group] = at;
+                    repl.push(argv(&[
+                        b"XGROUP",
+                        b"CREATECONSUMER",
+                        key,
+                        group,
+                        self.consumer,
+                    ]));
+                }
+                self.name.insert(n).clone()
+            }
+        };
+        if let Some(c) = g.consumers.get_mut(&name) {
+            c.seen_time = now;
+        }
+        name
+    }
 }
