@@ -41,6 +41,10 @@ pub fn execute(
     if let Err(e) = admit(client, spec) {
         return reject(server, client, &mut reply, args, e, stats, Some(spec));
     }
+    if server.running_script.running() && !allowed_while_busy(server, spec, args) {
+        let e = CmdError::new(crate::node_state::scripts::BUSY_ERROR);
+        return reject(server, client, &mut reply, args, e, stats, Some(spec));
+    }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
     let routing_now = client.clock.start().unix_ms;
@@ -215,6 +219,23 @@ pub(super) fn admit(client: &Client, spec: &CommandSpec) -> Result<(), CmdError>
         ));
     }
     Ok(())
+}
+
+/// Whether a command may run while a script runs past `busy-reply-threshold` (Redis's
+/// `allow-busy` commands): SCRIPT KILL and FUNCTION KILL/STATS to stop it, SHUTDOWN NOSAVE,
+/// and what a connection needs to get there (AUTH, HELLO, QUIT, RESET). Everything else is
+/// answered BUSY rather than left waiting for the shards the script holds.
+fn allowed_while_busy(server: &NodeState, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    let threshold = server.hot.busy_reply_threshold_ms.load(Relaxed);
+    if !server.running_script.busy(unix_millis(), threshold) {
+        return true;
+    }
+    match spec.name {
+        "script|kill" | "function|kill" | "function|stats" | "auth" | "hello" | "quit"
+        | "reset" => true,
+        "shutdown" => args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")),
+        _ => false,
+    }
 }
 
 /// Checks after the cluster's redirect, in Redis's order (NOREPLICAS, READONLY, the RESP2

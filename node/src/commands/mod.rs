@@ -15,6 +15,7 @@ pub mod migration;
 pub mod persistence;
 pub mod pubsub;
 pub mod replication;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -54,6 +55,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     cluster::COMMANDS,
     replication::COMMANDS,
     functions::COMMANDS,
+    scripting::COMMANDS,
 ];
 
 #[cfg(test)]

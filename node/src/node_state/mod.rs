@@ -27,6 +27,7 @@ pub mod pubsub;
 pub mod replica_of;
 pub mod replication;
 pub mod reply_mode;
+pub mod scripts;
 pub mod services;
 pub mod shutdown;
 pub mod slowlog;
@@ -84,6 +85,10 @@ pub struct NodeState {
     pub replica_of: replica_of::ReplicaOf,
     /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
     pub busy_poll: busy_poll::BusyPoll,
+    /// EVALSHA's script cache.
+    pub scripts: scripts::ScriptCache,
+    /// The script running now (BUSY, SCRIPT KILL).
+    pub running_script: scripts::RunningScript,
 }
 
 impl NodeState {
@@ -125,6 +130,8 @@ impl NodeState {
             replication,
             replica_of: replica_of::ReplicaOf::default(),
             busy_poll: busy_poll::BusyPoll::default(),
+            scripts: scripts::ScriptCache::default(),
+            running_script: scripts::RunningScript::default(),
         }
     }
 
