@@ -54,8 +54,21 @@ pub fn run(ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
         let Some(engine) = slot.as_mut() else {
             return Err(CmdError::new("ERR cannot start Lua"));
         };
-        run_in(engine, ctx, script)
+        off_the_event_loop(|| run_in(engine, ctx, script))
     })
+}
+
+/// Runs `f` with the thread's tokio worker handed to another thread first, when this is a
+/// worker of a multi-threaded runtime: a worker busy in a script neither polls the I/O
+/// driver nor lets another worker take it over, so without this no other client would be
+/// read (and answered BUSY, or SCRIPT KILL heard) until the script ends. A current-thread
+/// runtime (one io-thread) has no other thread to hand the loop to.
+fn off_the_event_loop<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 /// Compiles `body` into the thread's state (SCRIPT LOAD checks a script before caching it).
