@@ -31,6 +31,7 @@ mod protocol;
 mod pubsub;
 mod replication;
 mod replication_forgery;
+mod scripting;
 mod reply_compare;
 mod server;
 mod sets;
