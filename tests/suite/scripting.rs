@@ -41,7 +41,15 @@ fn eval_converts_lua_values_and_replies_both_ways() {
         ])
     );
     assert_eq!(
-        c.call(&["EVAL", "return {KEYS[1],KEYS[2],ARGV[1],ARGV[2]}", "2", "a{t}", "b{t}", "c", "d"]),
+        c.call(&[
+            "EVAL",
+            "return {KEYS[1],KEYS[2],ARGV[1],ARGV[2]}",
+            "2",
+            "a{t}",
+            "b{t}",
+            "c",
+            "d"
+        ]),
         bulks(&["a{t}", "b{t}", "c", "d"])
     );
     assert_eq!(c.call(&["EVAL", "return 3.99", "0"]), Frame::Integer(3));
@@ -52,7 +60,10 @@ fn eval_converts_lua_values_and_replies_both_ways() {
         Frame::Array(vec![Frame::Integer(1)]),
         "an array ends at its first nil"
     );
-    assert_eq!(c.call(&["EVAL", "return {ok='fine'}", "0"]), Frame::simple("fine"));
+    assert_eq!(
+        c.call(&["EVAL", "return {ok='fine'}", "0"]),
+        Frame::simple("fine")
+    );
     assert_eq!(
         c.call(&["EVAL", "return redis.status_reply('MY_OK')", "0"]),
         Frame::simple("MY_OK")
@@ -60,11 +71,22 @@ fn eval_converts_lua_values_and_replies_both_ways() {
 
     // Replies as the script sees them.
     assert_eq!(
-        c.call(&["EVAL", "return redis.call('set', KEYS[1], ARGV[1])", "1", "k", "v"]),
+        c.call(&[
+            "EVAL",
+            "return redis.call('set', KEYS[1], ARGV[1])",
+            "1",
+            "k",
+            "v"
+        ]),
         Frame::simple("OK")
     );
     assert_eq!(
-        c.call(&["EVAL", "local r = redis.call('get', KEYS[1]); return {type(r), r}", "1", "k"]),
+        c.call(&[
+            "EVAL",
+            "local r = redis.call('get', KEYS[1]); return {type(r), r}",
+            "1",
+            "k"
+        ]),
         bulks(&["string", "v"])
     );
     assert_eq!(
@@ -73,16 +95,29 @@ fn eval_converts_lua_values_and_replies_both_ways() {
         "a null is false under RESP2"
     );
     assert_eq!(
-        c.call(&["EVAL", "local r = redis.call('set', 'k', 'w'); return r.ok", "0"]),
+        c.call(&[
+            "EVAL",
+            "local r = redis.call('set', 'k', 'w'); return r.ok",
+            "0"
+        ]),
         bulk("OK")
     );
     assert_eq!(
-        c.call(&["EVAL", "local r = redis.pcall('incr', 'k'); return r.err", "0"]),
+        c.call(&[
+            "EVAL",
+            "local r = redis.pcall('incr', 'k'); return r.err",
+            "0"
+        ]),
         bulk("ERR value is not an integer or out of range")
     );
     c.call(&["RPUSH", "list", "a", "b", "c"]);
     assert_eq!(
-        c.call(&["EVAL", "local r = redis.call('lrange', KEYS[1], 0, -1); return {#r, r[3]}", "1", "list"]),
+        c.call(&[
+            "EVAL",
+            "local r = redis.call('lrange', KEYS[1], 0, -1); return {#r, r[3]}",
+            "1",
+            "list"
+        ]),
         Frame::Array(vec![Frame::Integer(3), bulk("c")])
     );
     assert_eq!(
@@ -94,7 +129,11 @@ fn eval_converts_lua_values_and_replies_both_ways() {
     // RESP3: the client's HELLO 3 and the script's setresp(3).
     c.call(&["HELLO", "3"]);
     assert_eq!(
-        c.call(&["EVAL", "redis.setresp(3); return redis.call('hgetall', 'nohash').map ~= nil", "0"]),
+        c.call(&[
+            "EVAL",
+            "redis.setresp(3); return redis.call('hgetall', 'nohash').map ~= nil",
+            "0"
+        ]),
         Frame::Boolean(true)
     );
     assert_eq!(
@@ -102,7 +141,11 @@ fn eval_converts_lua_values_and_replies_both_ways() {
         Frame::Double(1.5)
     );
     assert_eq!(
-        c.call(&["EVAL", "redis.setresp(3); return redis.call('get', 'missing') == nil", "0"]),
+        c.call(&[
+            "EVAL",
+            "redis.setresp(3); return redis.call('get', 'missing') == nil",
+            "0"
+        ]),
         Frame::Boolean(true),
         "a null is nil under RESP3"
     );
@@ -128,7 +171,9 @@ fn errors_read_as_redis_7_words_them() {
     let s = sha(body, &mut c);
     assert_eq!(
         error_text(&c.call(&["EVAL", body, "0"])),
-        format!("ERR user_script:1: Attempt to modify a readonly table script: {s}, on @user_script:1.")
+        format!(
+            "ERR user_script:1: Attempt to modify a readonly table script: {s}, on @user_script:1."
+        )
     );
     let body = "local x = 1\nredis.call('nosuchcommand')";
     let s = sha(body, &mut c);
@@ -144,20 +189,39 @@ fn errors_read_as_redis_7_words_them() {
         format!("WRONGTYPE Operation against a key holding the wrong kind of value script: {s}, on @user_script:1.")
     );
     for (body, expected) in [
-        ("redis.call('set', 'x')", "ERR Wrong number of args calling Redis command from script"),
-        ("redis.call('multi')", "ERR This Redis command is not allowed from script"),
-        ("redis.call('eval', 'return 1', 0)", "ERR This Redis command is not allowed from script"),
-        ("redis.call('ping', {})", "ERR Lua redis lib command arguments must be strings or integers"),
+        (
+            "redis.call('set', 'x')",
+            "ERR Wrong number of args calling Redis command from script",
+        ),
+        (
+            "redis.call('multi')",
+            "ERR This Redis command is not allowed from script",
+        ),
+        (
+            "redis.call('eval', 'return 1', 0)",
+            "ERR This Redis command is not allowed from script",
+        ),
+        (
+            "redis.call('ping', {})",
+            "ERR Lua redis lib command arguments must be strings or integers",
+        ),
     ] {
         let text = error_text(&c.call(&["EVAL", body, "0"]));
         assert!(text.starts_with(expected), "{body}: {text}");
     }
     // Returned error tables are the reply as they are.
     assert_eq!(
-        c.call(&["EVAL", "return redis.error_reply('MY_ERR_CODE custom msg')", "0"]),
+        c.call(&[
+            "EVAL",
+            "return redis.error_reply('MY_ERR_CODE custom msg')",
+            "0"
+        ]),
         Frame::error("MY_ERR_CODE custom msg")
     );
-    assert_eq!(c.call(&["EVAL", "return {err='ERR this is an error'}", "0"]), Frame::error("ERR this is an error"));
+    assert_eq!(
+        c.call(&["EVAL", "return {err='ERR this is an error'}", "0"]),
+        Frame::error("ERR this is an error")
+    );
     assert_eq!(
         error_text(&c.call(&["EVAL", "return 'x'", "-1"])),
         "ERR Number of keys can't be negative"
@@ -177,16 +241,26 @@ fn errors_read_as_redis_7_words_them() {
         ("dofile('x')", "nonexistent global variable 'dofile'"),
         ("print('x')", "nonexistent global variable 'print'"),
         ("os.exit()", "nonexistent global variable 'os'"),
-        ("return loadstring(string.dump(function() return 1 end))()", "attempt to call a nil value"),
+        (
+            "return loadstring(string.dump(function() return 1 end))()",
+            "attempt to call a nil value",
+        ),
         ("setmetatable(_G, {})", "Attempt to modify a readonly table"),
-        ("redis.call = function() return 1 end", "Attempt to modify a readonly table"),
+        (
+            "redis.call = function() return 1 end",
+            "Attempt to modify a readonly table",
+        ),
         ("cjson.encode = nil", "Attempt to modify a readonly table"),
         ("string.x = 1", "Attempt to modify a readonly table"),
     ] {
         let text = error_text(&c.call(&["EVAL", body, "0"]));
         assert!(text.contains(expected), "{body}: {text}");
     }
-    assert_eq!(c.call(&["PING"]), Frame::simple("PONG"), "the connection is fine after errors");
+    assert_eq!(
+        c.call(&["PING"]),
+        Frame::simple("PONG"),
+        "the connection is fine after errors"
+    );
 }
 
 #[test]
@@ -198,7 +272,11 @@ fn libraries_cjson_bit_sha1hex_and_a_seedable_random() {
         bulk(r#"[1,"a\/b",{"x":true}]"#)
     );
     assert_eq!(
-        c.call(&["EVAL", "return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')", "0"]),
+        c.call(&[
+            "EVAL",
+            "return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')",
+            "0"
+        ]),
         bulk("0 -5000 -1 0.0003 1023.2 0")
     );
     assert_eq!(
@@ -218,11 +296,23 @@ fn libraries_cjson_bit_sha1hex_and_a_seedable_random() {
     );
     let seeded = "math.randomseed(ARGV[1]); return tostring(math.random())";
     let a = c.call(&["EVAL", seeded, "0", "10"]);
-    assert_eq!(c.call(&["EVAL", seeded, "0", "10"]), a, "one seed, one sequence");
+    assert_eq!(
+        c.call(&["EVAL", seeded, "0", "10"]),
+        a,
+        "one seed, one sequence"
+    );
     assert_ne!(c.call(&["EVAL", seeded, "0", "20"]), a);
     assert_eq!(
-        c.call(&["EVAL", "return {redis.REPL_ALL, redis.LOG_WARNING, redis.replicate_commands() and 1}", "0"]),
-        Frame::Array(vec![Frame::Integer(3), Frame::Integer(3), Frame::Integer(1)])
+        c.call(&[
+            "EVAL",
+            "return {redis.REPL_ALL, redis.LOG_WARNING, redis.replicate_commands() and 1}",
+            "0"
+        ]),
+        Frame::Array(vec![
+            Frame::Integer(3),
+            Frame::Integer(3),
+            Frame::Integer(1)
+        ])
     );
     assert_eq!(
         c.call(&["EVAL", "redis.set_repl(redis.REPL_ALL); redis.log(redis.LOG_NOTICE, 'from a script'); return 1", "0"]),
@@ -243,7 +333,11 @@ fn evalsha_runs_cached_scripts_until_script_flush() {
         "NOSCRIPT No matching script. Please use EVAL."
     );
     assert_eq!(c.call(&["EVAL", body, "1", "mykey"]), bulk("myval"));
-    assert_eq!(c.call(&["EVALSHA", sha, "1", "mykey"]), bulk("myval"), "EVAL cached it");
+    assert_eq!(
+        c.call(&["EVALSHA", sha, "1", "mykey"]),
+        bulk("myval"),
+        "EVAL cached it"
+    );
     assert_eq!(
         c.call(&["EVALSHA", &sha.to_uppercase(), "1", "mykey"]),
         bulk("myval")
@@ -298,9 +392,20 @@ fn read_only_scripts_refuse_writes() {
     );
     let sha = load(&mut c, "return redis.call('del', KEYS[1])");
     let text = error_text(&c.call(&["EVALSHA_RO", &sha, "1", "foo"]));
-    assert!(text.starts_with("ERR Write commands are not allowed"), "{text}");
-    let text = error_text(&c.call(&["EVAL", "#!lua flags=no-writes\nredis.call('del', KEYS[1])", "1", "foo"]));
-    assert!(text.starts_with("ERR Write commands are not allowed"), "{text}");
+    assert!(
+        text.starts_with("ERR Write commands are not allowed"),
+        "{text}"
+    );
+    let text = error_text(&c.call(&[
+        "EVAL",
+        "#!lua flags=no-writes\nredis.call('del', KEYS[1])",
+        "1",
+        "foo",
+    ]));
+    assert!(
+        text.starts_with("ERR Write commands are not allowed"),
+        "{text}"
+    );
     assert_eq!(c.call(&["GET", "foo"]), bulk("bar"), "nothing was deleted");
     assert_eq!(
         error_text(&c.call(&["EVAL", "#!lua flags=no-such\nreturn 1", "0"])),
@@ -321,7 +426,12 @@ fn a_scripts_writes_reach_the_aof_as_its_commands_and_survive_a_restart() {
     let Frame::Bulk(random) = c.call(&["EVAL", body, "3", "r", "n", "l"]) else {
         panic!("the script answers its random value");
     };
-    let incr = std::fs::read(node.dir.path().join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let incr = std::fs::read(
+        node.dir
+            .path()
+            .join("appendonlydir/appendonly.aof.1.incr.aof"),
+    )
+    .unwrap();
     let text = String::from_utf8_lossy(&incr).to_ascii_lowercase();
     assert!(!text.contains("eval"), "{text}");
     let multi = text.find("multi").expect("MULTI");
@@ -332,7 +442,12 @@ fn a_scripts_writes_reach_the_aof_as_its_commands_and_survive_a_restart() {
     }
     // A read-only script adds nothing.
     c.call(&["EVAL", "return redis.call('get', 'r')", "0"]);
-    let after = std::fs::read(node.dir.path().join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let after = std::fs::read(
+        node.dir
+            .path()
+            .join("appendonlydir/appendonly.aof.1.incr.aof"),
+    )
+    .unwrap();
     assert_eq!(after.len(), incr.len());
 
     let node = Node::start_in(node.into_dir(), &args);
@@ -354,8 +469,15 @@ fn busy_scripts_answer_busy_and_script_kill_stops_them() {
     runner.send(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"]);
     wait_for_busy(&mut other);
     assert_eq!(other.call(&["SCRIPT", "KILL"]), Frame::simple("OK"));
-    let killed = error_text(&runner.read_within(PATIENCE).expect("the killed script answers"));
-    assert!(killed.starts_with("ERR Script killed by user with SCRIPT KILL..."), "{killed}");
+    let killed = error_text(
+        &runner
+            .read_within(PATIENCE)
+            .expect("the killed script answers"),
+    );
+    assert!(
+        killed.starts_with("ERR Script killed by user with SCRIPT KILL..."),
+        "{killed}"
+    );
     assert_eq!(other.call(&["PING"]), Frame::simple("PONG"));
     assert_eq!(runner.call(&["PING"]), Frame::simple("PONG"));
 

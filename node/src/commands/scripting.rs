@@ -19,47 +19,127 @@ const EVAL_FLAGS: u32 = NOSCRIPT | STALE | MAY_REPLICATE | MOVABLE_KEYS | ALL_KE
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         since: "2.6.0",
-        ..command("eval", -3, EVAL_FLAGS, KeySpec::Custom(script_keys), eval, "scripting", "Executes a server-side Lua script.")
+        ..command(
+            "eval",
+            -3,
+            EVAL_FLAGS,
+            KeySpec::Custom(script_keys),
+            eval,
+            "scripting",
+            "Executes a server-side Lua script.",
+        )
     },
     CommandSpec {
         since: "2.6.0",
-        ..command("evalsha", -3, EVAL_FLAGS, KeySpec::Custom(script_keys), evalsha, "scripting", "Executes a server-side Lua script by SHA1 digest.")
+        ..command(
+            "evalsha",
+            -3,
+            EVAL_FLAGS,
+            KeySpec::Custom(script_keys),
+            evalsha,
+            "scripting",
+            "Executes a server-side Lua script by SHA1 digest.",
+        )
     },
     CommandSpec {
         since: "7.0.0",
-        ..command("eval_ro", -3, EVAL_FLAGS | READONLY, KeySpec::Custom(script_keys), eval_ro, "scripting", "Executes a read-only server-side Lua script.")
+        ..command(
+            "eval_ro",
+            -3,
+            EVAL_FLAGS | READONLY,
+            KeySpec::Custom(script_keys),
+            eval_ro,
+            "scripting",
+            "Executes a read-only server-side Lua script.",
+        )
     },
     CommandSpec {
         since: "7.0.0",
-        ..command("evalsha_ro", -3, EVAL_FLAGS | READONLY, KeySpec::Custom(script_keys), evalsha_ro, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.")
+        ..command(
+            "evalsha_ro",
+            -3,
+            EVAL_FLAGS | READONLY,
+            KeySpec::Custom(script_keys),
+            evalsha_ro,
+            "scripting",
+            "Executes a read-only server-side Lua script by SHA1 digest.",
+        )
     },
     CommandSpec {
         since: "2.6.0",
         subcommands: SCRIPT_SUBCOMMANDS,
-        ..command("script", -2, 0, KeySpec::None, container, "scripting", "A container for Lua scripts management commands.")
+        ..command(
+            "script",
+            -2,
+            0,
+            KeySpec::None,
+            container,
+            "scripting",
+            "A container for Lua scripts management commands.",
+        )
     },
 ];
 
 static SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
     CommandSpec {
         since: "2.6.0",
-        ..command("script|load", 3, NOSCRIPT | STALE, KeySpec::None, script_load, "scripting", "Loads a server-side Lua script to the script cache.")
+        ..command(
+            "script|load",
+            3,
+            NOSCRIPT | STALE,
+            KeySpec::None,
+            script_load,
+            "scripting",
+            "Loads a server-side Lua script to the script cache.",
+        )
     },
     CommandSpec {
         since: "2.6.0",
-        ..command("script|exists", -3, NOSCRIPT, KeySpec::None, script_exists, "scripting", "Determines whether server-side Lua scripts exist in the script cache.")
+        ..command(
+            "script|exists",
+            -3,
+            NOSCRIPT,
+            KeySpec::None,
+            script_exists,
+            "scripting",
+            "Determines whether server-side Lua scripts exist in the script cache.",
+        )
     },
     CommandSpec {
         since: "2.6.0",
-        ..command("script|flush", -2, NOSCRIPT, KeySpec::None, script_flush, "scripting", "Removes all server-side Lua scripts from the script cache.")
+        ..command(
+            "script|flush",
+            -2,
+            NOSCRIPT,
+            KeySpec::None,
+            script_flush,
+            "scripting",
+            "Removes all server-side Lua scripts from the script cache.",
+        )
     },
     CommandSpec {
         since: "2.6.0",
-        ..command("script|kill", 2, NOSCRIPT, KeySpec::None, script_kill, "scripting", "Terminates a server-side Lua script during execution.")
+        ..command(
+            "script|kill",
+            2,
+            NOSCRIPT,
+            KeySpec::None,
+            script_kill,
+            "scripting",
+            "Terminates a server-side Lua script during execution.",
+        )
     },
     CommandSpec {
         since: "5.0.0",
-        ..command("script|help", 2, LOADING | STALE, KeySpec::None, script_help, "scripting", "Returns helpful text about the different subcommands.")
+        ..command(
+            "script|help",
+            2,
+            LOADING | STALE,
+            KeySpec::None,
+            script_help,
+            "scripting",
+            "Returns helpful text about the different subcommands.",
+        )
     },
 ];
 
@@ -165,7 +245,8 @@ fn eval_body(ctx: &mut Ctx<'_>, args: &[&[u8]], read_only: bool) -> CmdResult {
         None => {
             let body = lua_body(args[1]);
             // Compiled before caching: a script that does not compile is not kept.
-            crate::scripting::compile(ctx.server, &sha, &body).map_err(|e| CmdError::Other(e.into()))?;
+            crate::scripting::compile(ctx.server, &sha, &body)
+                .map_err(|e| CmdError::Other(e.into()))?;
             ctx.server
                 .scripts
                 .insert(sha, body.clone(), false)

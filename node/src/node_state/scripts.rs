@@ -2,7 +2,7 @@
 //! reads (bodies by SHA1), and the script running now, which other clients find BUSY once it
 //! has run longer than `busy-reply-threshold`, and which SCRIPT KILL stops.
 //!
-//! Compiling and running scripts is `crate::scripting`'s; this is only data, so that the
+//! Compiling and running scripts is the Lua engine's; this is only data, so that the
 //! dispatcher (which answers BUSY) does not depend on the Lua engine.
 
 use indexmap::IndexMap;

@@ -51,12 +51,26 @@ pub fn library(lua: &Lua) -> Result<Table> {
         "bxor",
         lua.create_function(|_, a: Variadic<f64>| fold(&a, |x, y| x ^ y))?,
     )?;
-    let shift = |f: fn(i32, u32) -> i32| move |_: &Lua, (x, n): (f64, f64)| Ok(f(tobit(x), (tobit(n) & 31) as u32));
-    bit.set("lshift", lua.create_function(shift(|x, n| ((x as u32) << n) as i32))?)?;
-    bit.set("rshift", lua.create_function(shift(|x, n| ((x as u32) >> n) as i32))?)?;
+    let shift = |f: fn(i32, u32) -> i32| {
+        move |_: &Lua, (x, n): (f64, f64)| Ok(f(tobit(x), (tobit(n) & 31) as u32))
+    };
+    bit.set(
+        "lshift",
+        lua.create_function(shift(|x, n| ((x as u32) << n) as i32))?,
+    )?;
+    bit.set(
+        "rshift",
+        lua.create_function(shift(|x, n| ((x as u32) >> n) as i32))?,
+    )?;
     bit.set("arshift", lua.create_function(shift(|x, n| x >> n))?)?;
-    bit.set("rol", lua.create_function(shift(|x, n| (x as u32).rotate_left(n) as i32))?)?;
-    bit.set("ror", lua.create_function(shift(|x, n| (x as u32).rotate_right(n) as i32))?)?;
+    bit.set(
+        "rol",
+        lua.create_function(shift(|x, n| (x as u32).rotate_left(n) as i32))?,
+    )?;
+    bit.set(
+        "ror",
+        lua.create_function(shift(|x, n| (x as u32).rotate_right(n) as i32))?,
+    )?;
     bit.set(
         "bswap",
         lua.create_function(|_, x: f64| Ok((tobit(x) as u32).swap_bytes() as i32))?,

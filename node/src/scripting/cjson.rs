@@ -7,7 +7,7 @@
 //! holes filled with `null`, unless excessively sparse), any other table an object (string and
 //! number keys only), numbers with 14 significant digits, `/` escaped.
 
-use mlua::{Lua, LightUserData, Result, Table, Value};
+use mlua::{LightUserData, Lua, Result, Table, Value};
 use std::cell::Cell;
 use std::fmt::Write as _;
 use std::rc::Rc;
@@ -66,7 +66,9 @@ pub fn library(lua: &Lua) -> Result<Table> {
         move |_: &Lua, n: Option<f64>| {
             if let Some(n) = n {
                 if !(1.0..=2_147_483_647.0).contains(&n) {
-                    return Err(mlua::Error::runtime("bad argument #1 (expected integer between 1 and 2147483647)"));
+                    return Err(mlua::Error::runtime(
+                        "bad argument #1 (expected integer between 1 and 2147483647)",
+                    ));
                 }
                 cell(&s).set(n as u32);
             }
@@ -99,7 +101,10 @@ pub fn library(lua: &Lua) -> Result<Table> {
         "decode_invalid_numbers",
         "encode_number_precision",
     ] {
-        cjson.set(name, lua.create_function(|_, _: mlua::Variadic<Value>| Ok(true))?)?;
+        cjson.set(
+            name,
+            lua.create_function(|_, _: mlua::Variadic<Value>| Ok(true))?,
+        )?;
     }
     Ok(cjson)
 }
@@ -119,7 +124,11 @@ pub fn format_number(n: f64) -> String {
         return format!("{}", n as i64);
     }
     // %.14g: 14 significant digits, exponent form below 1e-4 or from 1e14.
-    let exp = if n == 0.0 { 0 } else { n.abs().log10().floor() as i32 };
+    let exp = if n == 0.0 {
+        0
+    } else {
+        n.abs().log10().floor() as i32
+    };
     if !(-4..14).contains(&exp) {
         let text = format!("{:.13e}", n);
         let (mantissa, e) = text.split_once('e').unwrap_or((&text, "0"));
@@ -141,7 +150,12 @@ fn trim_zeros(s: &str) -> &str {
     }
 }
 
-fn encode(v: &Value, s: &Settings, depth: u32, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+fn encode(
+    v: &Value,
+    s: &Settings,
+    depth: u32,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
@@ -177,7 +191,12 @@ fn encode(v: &Value, s: &Settings, depth: u32, out: &mut Vec<u8>) -> std::result
     Ok(())
 }
 
-fn encode_table(t: &Table, s: &Settings, depth: u32, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+fn encode_table(
+    t: &Table,
+    s: &Settings,
+    depth: u32,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
     let pairs: Vec<(Value, Value)> = t
         .pairs::<Value, Value>()
         .collect::<Result<_>>()
@@ -275,14 +294,23 @@ impl Parser<'_> {
     }
 
     fn skip_space(&mut self) {
-        while self.pos < self.text.len() && matches!(self.text[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
+        while self.pos < self.text.len()
+            && matches!(self.text[self.pos], b' ' | b'\t' | b'\n' | b'\r')
+        {
             self.pos += 1;
         }
     }
 
     fn unexpected(&self, wanted: &str) -> String {
-        let found = if self.pos >= self.text.len() { "the end" } else { "invalid token" };
-        format!("Expected {wanted} but found {found} at character {}", self.pos + 1)
+        let found = if self.pos >= self.text.len() {
+            "the end"
+        } else {
+            "invalid token"
+        };
+        format!(
+            "Expected {wanted} but found {found} at character {}",
+            self.pos + 1
+        )
     }
 
     fn value(&mut self, lua: &Lua, depth: u32) -> std::result::Result<Value, String> {
@@ -291,7 +319,10 @@ impl Parser<'_> {
         match self.text.get(self.pos) {
             Some(b'{') => {
                 if depth > self.max_depth {
-                    return Err(format!("Found too many nested data structures ({depth}) at character {}", self.pos + 1));
+                    return Err(format!(
+                        "Found too many nested data structures ({depth}) at character {}",
+                        self.pos + 1
+                    ));
                 }
                 self.pos += 1;
                 let t = lua.create_table().map_err(lua_err)?;
@@ -312,7 +343,8 @@ impl Parser<'_> {
                     }
                     self.pos += 1;
                     let v = self.value(lua, depth + 1)?;
-                    t.raw_set(lua.create_string(&key).map_err(lua_err)?, v).map_err(lua_err)?;
+                    t.raw_set(lua.create_string(&key).map_err(lua_err)?, v)
+                        .map_err(lua_err)?;
                     self.skip_space();
                     match self.text.get(self.pos) {
                         Some(b',') => self.pos += 1,
@@ -326,7 +358,10 @@ impl Parser<'_> {
             }
             Some(b'[') => {
                 if depth > self.max_depth {
-                    return Err(format!("Found too many nested data structures ({depth}) at character {}", self.pos + 1));
+                    return Err(format!(
+                        "Found too many nested data structures ({depth}) at character {}",
+                        self.pos + 1
+                    ));
                 }
                 self.pos += 1;
                 let t = lua.create_table().map_err(lua_err)?;
@@ -375,7 +410,10 @@ impl Parser<'_> {
     fn number(&mut self) -> std::result::Result<Value, String> {
         let start = self.pos;
         while self.pos < self.text.len()
-            && matches!(self.text[self.pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+            && matches!(
+                self.text[self.pos],
+                b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+            )
         {
             self.pos += 1;
         }
@@ -384,7 +422,10 @@ impl Parser<'_> {
             .and_then(|t| t.parse::<f64>().ok())
             .map(Value::Number)
             .ok_or_else(|| {
-                format!("Expected value but found invalid number at character {}", start + 1)
+                format!(
+                    "Expected value but found invalid number at character {}",
+                    start + 1
+                )
             })
     }
 
@@ -395,14 +436,20 @@ impl Parser<'_> {
         let mut out = Vec::new();
         loop {
             let Some(&b) = self.text.get(self.pos) else {
-                return Err(format!("Expected value but found unexpected end of string at character {}", start + 1));
+                return Err(format!(
+                    "Expected value but found unexpected end of string at character {}",
+                    start + 1
+                ));
             };
             self.pos += 1;
             match b {
                 b'"' => return Ok(out),
                 b'\\' => {
                     let Some(&e) = self.text.get(self.pos) else {
-                        return Err(format!("Expected value but found invalid escape code at character {}", start + 1));
+                        return Err(format!(
+                            "Expected value but found invalid escape code at character {}",
+                            start + 1
+                        ));
                     };
                     self.pos += 1;
                     match e {
@@ -419,7 +466,12 @@ impl Parser<'_> {
                             let mut buf = [0u8; 4];
                             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
                         }
-                        _ => return Err(format!("Expected value but found invalid escape code at character {}", start + 1)),
+                        _ => {
+                            return Err(format!(
+                                "Expected value but found invalid escape code at character {}",
+                                start + 1
+                            ))
+                        }
                     }
                 }
                 b => out.push(b),
@@ -475,7 +527,7 @@ mod tests {
             .unwrap();
         assert_eq!(out, r#"[1,"a\/b",true,{"x":null}]"#);
         let out: String = lua
-            .load(r#"local t = cjson.decode('{"k": [1, 2.5, "\u00e9"], "n": null}'); return t.k[3] .. (t.n == cjson.null and " null" or " ?") .. t.k[2]"#)
+            .load(r#"local t = cjson.decode('{"k": [1, 2.5, "\\u00e9"], "n": null}'); return t.k[3] .. (t.n == cjson.null and " null" or " ?") .. t.k[2]"#)
             .eval()
             .unwrap();
         assert_eq!(out, "é null2.5");

@@ -113,7 +113,7 @@ pub fn lua_to_frame(v: &Value, resp: ScriptResp, depth: usize) -> Frame {
     }
     match v {
         Value::String(s) => Frame::bulk(&s.as_bytes()),
-        Value::Integer(i) => Frame::Integer(*i as i64),
+        Value::Integer(i) => Frame::Integer(*i),
         Value::Number(n) => Frame::Integer(*n as i64),
         Value::Boolean(b) => match resp {
             ScriptResp::Three => Frame::Boolean(*b),
@@ -258,7 +258,11 @@ mod tests {
             Frame::Double(1.5)
         );
         assert_eq!(
-            eval_frame(&lua, "return {big_number='123456789012345678901234567890'}", two),
+            eval_frame(
+                &lua,
+                "return {big_number='123456789012345678901234567890'}",
+                two
+            ),
             Frame::BigNumber("123456789012345678901234567890".into())
         );
         assert_eq!(
@@ -271,7 +275,10 @@ mod tests {
         );
         let three = ScriptResp::Three;
         assert_eq!(eval_frame(&lua, "return true", three), Frame::Boolean(true));
-        assert_eq!(eval_frame(&lua, "return false", three), Frame::Boolean(false));
+        assert_eq!(
+            eval_frame(&lua, "return false", three),
+            Frame::Boolean(false)
+        );
     }
 
     #[test]
@@ -320,7 +327,10 @@ mod tests {
     fn replies_follow_the_clients_protocol() {
         let mut out = bytes::BytesMut::new();
         let mut reply = Reply::new(&mut out, proto::resp::ProtocolVersion::Resp2);
-        write_reply(&Frame::Map(vec![(Frame::bulk(b"a"), Frame::Double(1.5))]), &mut reply);
+        write_reply(
+            &Frame::Map(vec![(Frame::bulk(b"a"), Frame::Double(1.5))]),
+            &mut reply,
+        );
         write_reply(&Frame::BigNumber("12".into()), &mut reply);
         assert_eq!(&out[..], b"*2\r\n$1\r\na\r\n$3\r\n1.5\r\n$2\r\n12\r\n");
     }

@@ -129,7 +129,9 @@ impl Engine {
 
 /// The script's protocol for this run (`redis.setresp`), reset to RESP2 at each start.
 pub fn run_state(lua: &Lua) -> RunState {
-    lua.app_data_ref::<RunState>().map(|s| *s).unwrap_or_default()
+    lua.app_data_ref::<RunState>()
+        .map(|s| *s)
+        .unwrap_or_default()
 }
 
 pub fn set_run_state(lua: &Lua, state: RunState) {

@@ -72,7 +72,7 @@ pub fn final_text(raised: &Value, sha: &str) -> String {
     match (t.raw_get::<Value>("source"), t.raw_get::<Value>("line")) {
         (Ok(Value::String(source)), Ok(line @ (Value::Integer(_) | Value::Number(_)))) => {
             let line = match line {
-                Value::Integer(i) => i as i64,
+                Value::Integer(i) => i,
                 Value::Number(n) => n as i64,
                 _ => 0,
             };
@@ -103,7 +103,10 @@ mod tests {
 
     #[test]
     fn error_reply_texts_get_a_code() {
-        assert_eq!(error_reply_text("MY_ERR_CODE custom msg"), "MY_ERR_CODE custom msg");
+        assert_eq!(
+            error_reply_text("MY_ERR_CODE custom msg"),
+            "MY_ERR_CODE custom msg"
+        );
         assert_eq!(error_reply_text("-WRONG thing"), "WRONG thing");
         assert_eq!(error_reply_text(""), "ERR");
         assert_eq!(error_reply_text("oops"), "ERR oops");

@@ -32,7 +32,12 @@ impl Rand48 {
 
     /// `lrand48`: the next 31-bit value.
     pub fn next(&self) -> u64 {
-        let x = (self.0.get().wrapping_mul(MULTIPLIER).wrapping_add(INCREMENT)) & MASK;
+        let x = (self
+            .0
+            .get()
+            .wrapping_mul(MULTIPLIER)
+            .wrapping_add(INCREMENT))
+            & MASK;
         self.0.set(x);
         x >> 17
     }
@@ -57,8 +62,12 @@ pub fn install(lua: &Lua, math: &mlua::Table, rng: Rand48) -> Result<()> {
                     .ok()
                     .and_then(|s| s.trim().parse::<f64>().ok())
                     .map(f64::floor)
-                    .ok_or_else(|| mlua::Error::runtime("bad argument to 'random' (number expected)")),
-                _ => Err(mlua::Error::runtime("bad argument to 'random' (number expected)")),
+                    .ok_or_else(|| {
+                        mlua::Error::runtime("bad argument to 'random' (number expected)")
+                    }),
+                _ => Err(mlua::Error::runtime(
+                    "bad argument to 'random' (number expected)",
+                )),
             }
         };
         match args.len() {
@@ -66,14 +75,18 @@ pub fn install(lua: &Lua, math: &mlua::Table, rng: Rand48) -> Result<()> {
             1 => {
                 let m = int(&args[0])?;
                 if m < 1.0 {
-                    return Err(mlua::Error::runtime("bad argument #1 to 'random' (interval is empty)"));
+                    return Err(mlua::Error::runtime(
+                        "bad argument #1 to 'random' (interval is empty)",
+                    ));
                 }
                 Ok((r * m).floor() + 1.0)
             }
             2 => {
                 let (m, n) = (int(&args[0])?, int(&args[1])?);
                 if m > n {
-                    return Err(mlua::Error::runtime("bad argument #2 to 'random' (interval is empty)"));
+                    return Err(mlua::Error::runtime(
+                        "bad argument #2 to 'random' (interval is empty)",
+                    ));
                 }
                 Ok((r * (n - m + 1.0)).floor() + m)
             }

@@ -64,7 +64,7 @@ pub fn library(lua: &Lua) -> Result<Table> {
                     None => return Err(mlua::Error::runtime("wrong number of arguments")),
                 },
             };
-            Ok(lua.create_string(sha1_hex(&text))?)
+            lua.create_string(sha1_hex(&text))
         })?,
     )?;
     redis.set(
@@ -181,7 +181,10 @@ pub fn library(lua: &Lua) -> Result<Table> {
         "breakpoint",
         lua.create_function(|_, _: Variadic<Value>| Ok(false))?,
     )?;
-    redis.set("debug", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
+    redis.set(
+        "debug",
+        lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
+    )?;
     redis.set("REDIS_VERSION", REDIS_VERSION)?;
     redis.set("REDIS_VERSION_NUM", version_num(REDIS_VERSION))?;
     Ok(redis)
@@ -204,10 +207,7 @@ mod tests {
 
     #[test]
     fn sha1_of_the_empty_string_and_a_script() {
-        assert_eq!(
-            &sha1_hex(b""),
-            b"da39a3ee5e6b4b0d3255bfef95601890afd80709"
-        );
+        assert_eq!(&sha1_hex(b""), b"da39a3ee5e6b4b0d3255bfef95601890afd80709");
         assert_eq!(
             &sha1_hex(b"Pizza & Mandolino"),
             b"74822d82031af7493c20eefa13bd07ec4fada82f"

@@ -73,14 +73,19 @@ fn off_the_event_loop<T>(f: impl FnOnce() -> T) -> T {
 
 /// Compiles `body` into the thread's state (SCRIPT LOAD checks a script before caching it).
 /// Err: the client's error text.
-pub fn compile(server: &crate::node_state::NodeState, sha: &[u8; 40], body: &[u8]) -> Result<(), String> {
+pub fn compile(
+    server: &crate::node_state::NodeState,
+    sha: &[u8; 40],
+    body: &[u8],
+) -> Result<(), String> {
     ENGINE.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else {
             return Err("ERR a script cannot load a script".to_string());
         };
         let generation = server.scripts.generation();
         if slot.as_ref().is_none_or(|e| e.generation() != generation) {
-            *slot = Some(Engine::new(generation).map_err(|e| format!("ERR cannot start Lua: {e}"))?);
+            *slot =
+                Some(Engine::new(generation).map_err(|e| format!("ERR cannot start Lua: {e}"))?);
         }
         let Some(engine) = slot.as_mut() else {
             return Err("ERR cannot start Lua".to_string());
@@ -94,9 +99,9 @@ pub fn compile(server: &crate::node_state::NodeState, sha: &[u8; 40], body: &[u8
 
 fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
     let sha_text = String::from_utf8_lossy(&script.sha).into_owned();
-    let function = engine
-        .function(&script.sha, &script.body)
-        .map_err(|e| CmdError::Other(format!("ERR Error compiling script (new function): {e}").into()))?;
+    let function = engine.function(&script.sha, &script.body).map_err(|e| {
+        CmdError::Other(format!("ERR Error compiling script (new function): {e}").into())
+    })?;
     engine
         .set_arguments(script.keys, script.argv)
         .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
@@ -150,7 +155,9 @@ fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResu
             if let proto::resp::Frame::Error(text) = &frame {
                 // A script returning an error table: the reply is that error, as the
                 // command's failure (Redis counts it in errorstats and failed_calls).
-                return Err(CmdError::Other(String::from_utf8_lossy(text).into_owned().into()));
+                return Err(CmdError::Other(
+                    String::from_utf8_lossy(text).into_owned().into(),
+                ));
             }
             write_reply(&frame, &mut ctx.reply);
             Ok(())
