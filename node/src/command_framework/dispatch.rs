@@ -88,6 +88,13 @@ pub fn execute(
             return Effects::default();
         }
     }
+    // A script is not refused for memory (it may only read); whether memory was over the
+    // limit when it started decides whether its first write may grow memory.
+    if is_script(spec) {
+        client.oom_before_script = server.hot.maxmemory.load(Relaxed) > 0
+            && super::eviction::make_room(server, node.write_stream(), client.clock.start().at)
+                .is_err();
+    }
     // EXEC of a transaction holding commands that may grow memory is checked like them,
     // before the shards are locked (eviction locks them).
     let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
@@ -263,6 +270,11 @@ fn admit_routed(server: &NodeState, client: &Client, spec: &CommandSpec) -> Resu
         return Err(CmdError::new(LOADING_ERROR));
     }
     Ok(())
+}
+
+/// EVAL, EVALSHA and their read-only forms.
+fn is_script(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
 }
 
 /// Whether the command writes (EXEC of a transaction that queued a write does).

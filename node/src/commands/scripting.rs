@@ -174,6 +174,7 @@ struct Shebang {
     no_writes: bool,
     no_cluster: bool,
     cross_slot: bool,
+    allow_oom: bool,
 }
 
 /// Reads `#!lua [flags=a,b]` from the script's first line (Redis 7.0's error texts).
@@ -200,7 +201,8 @@ fn shebang(body: &[u8]) -> Result<Shebang, CmdError> {
                 "no-writes" => out.no_writes = true,
                 "no-cluster" => out.no_cluster = true,
                 "allow-cross-slot-keys" => out.cross_slot = true,
-                "allow-oom" | "allow-stale" => {}
+                "allow-oom" => out.allow_oom = true,
+                "allow-stale" => {}
                 _ => return err("ERR Unexpected flag in script shebang"),
             }
         }
@@ -304,6 +306,7 @@ fn execute(
                 read_only: read_only || flags.no_writes,
                 slot,
                 cross_slot: flags.cross_slot,
+                allow_oom: flags.allow_oom,
             },
         },
     )

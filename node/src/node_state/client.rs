@@ -260,6 +260,10 @@ pub struct Client {
     /// Bytes of its input from the running command's first byte on (CLIENT LIST `qbuf` of
     /// the client asking: Redis counts the command being run).
     pub input_from_command: usize,
+    /// Memory was over `maxmemory` (and could not be freed) when the running script started:
+    /// its first write that may grow memory is refused with OOM (Redis's
+    /// `pre_command_oom_state`).
+    pub oom_before_script: bool,
 }
 
 impl Client {
@@ -286,6 +290,7 @@ impl Client {
             reply_mode: Default::default(),
             reply_mode_set: None,
             input_from_command: 0,
+            oom_before_script: false,
         }
     }
 

@@ -140,6 +140,10 @@ impl RunningScript {
         self.kill.store(false, Relaxed);
     }
 
+    pub fn has_written(&self) -> bool {
+        self.wrote.load(Relaxed)
+    }
+
     pub fn note_write(&self) {
         self.wrote.store(true, Relaxed);
     }

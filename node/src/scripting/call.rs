@@ -26,6 +26,8 @@ pub struct CallRules {
     pub slot: Option<u16>,
     /// `#!lua flags=allow-cross-slot-keys`.
     pub cross_slot: bool,
+    /// `#!lua flags=allow-oom`.
+    pub allow_oom: bool,
 }
 
 /// A Lua number as an argument: `%.17g`, as Redis 7.0 formats it.
@@ -90,19 +92,11 @@ pub fn call(
         }
         Err(e) => return Frame::error(&e.to_string()),
     };
-    if spec.has(flags::NOSCRIPT) {
-        return Frame::error("ERR This Redis command is not allowed from script");
+    if let Some(refusal) = refusal(ctx, rules, spec, args) {
+        ctx.server.command_stats.record_rejected(spec);
+        return Frame::error(&refusal);
     }
     let write = spec.has(flags::WRITE);
-    if write && rules.read_only {
-        return Frame::error("ERR Write commands are not allowed from read-only scripts.");
-    }
-    if write && ctx.server.replica_of.is_replica() && !ctx.client.primary_link {
-        return Frame::error(crate::command_framework::dispatch::READONLY_REPLICA_ERROR);
-    }
-    if let Some(refusal) = cluster_refusal(ctx, rules, spec, args) {
-        return Frame::error(refusal);
-    }
     let version = ctx.reply.version();
     ctx.reply.set_version(match resp {
         ScriptResp::Two => ProtocolVersion::Resp2,
@@ -132,6 +126,36 @@ pub fn call(
         Ok(Some((frame, _))) => frame,
         _ => Frame::error("ERR the command's reply could not be read back"),
     }
+}
+
+/// Why the script may not run this command, in Redis's words.
+fn refusal(
+    ctx: &Ctx<'_>,
+    rules: CallRules,
+    spec: &crate::command_framework::CommandSpec,
+    args: &[&[u8]],
+) -> Option<String> {
+    if spec.has(flags::NOSCRIPT) {
+        return Some("ERR This Redis command is not allowed from script".into());
+    }
+    let write = spec.has(flags::WRITE);
+    if write && rules.read_only {
+        return Some("ERR Write commands are not allowed from read-only scripts.".into());
+    }
+    if write && ctx.server.replica_of.is_replica() && !ctx.client.primary_link {
+        return Some(crate::command_framework::dispatch::READONLY_REPLICA_ERROR.into());
+    }
+    // Over maxmemory when the script started: its first write that may grow memory is
+    // refused; after a write it cannot stop half-way.
+    if spec.has(flags::DENYOOM)
+        && ctx.client.oom_before_script
+        && !rules.allow_oom
+        && !ctx.client.primary_link
+        && !ctx.server.running_script.has_written()
+    {
+        return Some(CmdError::OutOfMemory.to_string());
+    }
+    cluster_refusal(ctx, rules, spec, args).map(String::from)
 }
 
 /// Cluster mode: every key must be served here, and in the script's slot (Redis 7.0's

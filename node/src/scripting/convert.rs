@@ -125,9 +125,11 @@ pub fn lua_to_frame(v: &Value, resp: ScriptResp, depth: usize) -> Frame {
     }
 }
 
+/// Fields are read raw, as Redis does: a returned table's metamethods never run (one could
+/// call Redis after the script ended).
 fn table_to_frame(t: &Table, resp: ScriptResp, depth: usize) -> Frame {
     let text = |name: &str| -> Option<Vec<u8>> {
-        match t.get::<Value>(name).ok()? {
+        match t.raw_get::<Value>(name).ok()? {
             Value::String(s) => Some(s.as_bytes().to_vec()),
             _ => None,
         }
@@ -138,7 +140,7 @@ fn table_to_frame(t: &Table, resp: ScriptResp, depth: usize) -> Frame {
     if let Some(ok) = text("ok") {
         return Frame::Simple(ok.into());
     }
-    match t.get::<Value>("double") {
+    match t.raw_get::<Value>("double") {
         Ok(Value::Number(n)) => return Frame::Double(n),
         Ok(Value::Integer(i)) => return Frame::Double(i as f64),
         _ => {}
@@ -146,7 +148,7 @@ fn table_to_frame(t: &Table, resp: ScriptResp, depth: usize) -> Frame {
     if let Some(big) = text("big_number") {
         return Frame::BigNumber(big.into());
     }
-    if let Ok(Value::Table(map)) = t.get::<Value>("map") {
+    if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
         let pairs = map
             .pairs::<Value, Value>()
             .filter_map(|p| p.ok())
@@ -159,7 +161,7 @@ fn table_to_frame(t: &Table, resp: ScriptResp, depth: usize) -> Frame {
             .collect();
         return Frame::Map(pairs);
     }
-    if let Ok(Value::Table(set)) = t.get::<Value>("set") {
+    if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
         let members = set
             .pairs::<Value, Value>()
             .filter_map(|p| p.ok())
