@@ -138,6 +138,15 @@ fn refusal(
     if spec.has(flags::NOSCRIPT) {
         return Some("ERR This Redis command is not allowed from script".into());
     }
+    // A script cannot wait: XREAD/XREADGROUP with BLOCK are refused outright, as Redis does.
+    if matches!(spec.name, "xread" | "xreadgroup")
+        && args.iter().any(|a| a.eq_ignore_ascii_case(b"block"))
+    {
+        return Some(format!(
+            "ERR {} command is not allowed with BLOCK option from scripts",
+            spec.name
+        ));
+    }
     let write = spec.has(flags::WRITE);
     if write && rules.read_only {
         return Some("ERR Write commands are not allowed from read-only scripts.".into());

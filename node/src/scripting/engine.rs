@@ -7,7 +7,7 @@
 //! holding every shard (see `run`), and an `mlua::Lua` is not shared between threads.
 
 use super::convert::ScriptResp;
-use super::{bit, cjson, random, redis_lib};
+use super::{bit, cjson, cmsgpack, random, redis_lib};
 use mlua::{ChunkMode, Function, Lua, LuaOptions, StdLib, Table, Value};
 use std::collections::HashMap;
 
@@ -57,6 +57,7 @@ impl Engine {
         let math: Table = globals.get("math")?;
         random::install(&lua, &math, random::Rand48::seeded(rand::random::<i32>()))?;
         globals.set("cjson", cjson::library(&lua)?)?;
+        globals.set("cmsgpack", cmsgpack::library(&lua)?)?;
         globals.set("bit", bit::library(&lua)?)?;
         globals.set("redis", redis_lib::library(&lua)?)?;
         let hidden = lua.create_table()?;
