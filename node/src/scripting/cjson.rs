@@ -191,29 +191,27 @@ fn encode(
     Ok(())
 }
 
+/// Walks the table twice (shape, then contents) without holding its entries: every value
+/// held from Rust takes a slot of Lua's auxiliary stack, which has a few thousand.
 fn encode_table(
     t: &Table,
     s: &Settings,
     depth: u32,
     out: &mut Vec<u8>,
 ) -> std::result::Result<(), String> {
-    let pairs: Vec<(Value, Value)> = t
-        .pairs::<Value, Value>()
-        .collect::<Result<_>>()
-        .map_err(|e| e.to_string())?;
     // An array when every key is a positive integer.
     let mut max = 0usize;
+    let mut count = 0usize;
     let mut array = true;
-    for (k, _) in &pairs {
-        match array_index(k) {
+    for pair in t.pairs::<Value, Value>() {
+        let (k, _) = pair.map_err(|e| e.to_string())?;
+        count += 1;
+        match array_index(&k) {
             Some(i) => max = max.max(i),
-            None => {
-                array = false;
-                break;
-            }
+            None => array = false,
         }
     }
-    if array && max > SPARSE_SAFE && max > pairs.len() * SPARSE_RATIO {
+    if array && max > SPARSE_SAFE && max > count * SPARSE_RATIO {
         return Err("Cannot serialise table: excessively sparse array".into());
     }
     if array && max > 0 {
@@ -229,18 +227,19 @@ fn encode_table(
         return Ok(());
     }
     out.push(b'{');
-    for (n, (k, v)) in pairs.iter().enumerate() {
+    for (n, pair) in t.pairs::<Value, Value>().enumerate() {
+        let (k, v) = pair.map_err(|e| e.to_string())?;
         if n > 0 {
             out.push(b',');
         }
-        match k {
+        match &k {
             Value::String(key) => quote(&key.as_bytes(), out),
             Value::Integer(i) => quote(format_number(*i as f64).as_bytes(), out),
             Value::Number(f) => quote(format_number(*f).as_bytes(), out),
             _ => return Err("Cannot serialise table: table key must be a number or string".into()),
         }
         out.push(b':');
-        encode(v, s, depth + 1, out)?;
+        encode(&v, s, depth + 1, out)?;
     }
     out.push(b'}');
     Ok(())

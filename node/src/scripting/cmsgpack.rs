@@ -176,33 +176,41 @@ fn encode_len(n: usize, fix: u8, b16: u8, b32: u8, out: &mut Vec<u8>) {
     }
 }
 
+/// Walks the table twice (shape, then contents) without holding its entries: every value
+/// held from Rust takes a slot of Lua's auxiliary stack, which has a few thousand.
 fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> Result<()> {
-    let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<Result<_>>()?;
     // An array when the keys are exactly 1..n (no holes), as lua-cmsgpack decides.
+    let mut count = 0usize;
     let mut max = 0f64;
-    let is_array = pairs.iter().all(|(k, _)| {
+    let mut is_array = true;
+    for pair in t.pairs::<Value, Value>() {
+        let (k, _) = pair?;
+        count += 1;
         let n = match k {
-            Value::Integer(i) => *i as f64,
-            Value::Number(n) => *n,
-            _ => return false,
+            Value::Integer(i) => i as f64,
+            Value::Number(n) => n,
+            _ => {
+                is_array = false;
+                continue;
+            }
         };
         if n > 0.0 && n == n.trunc() {
             max = max.max(n);
-            true
         } else {
-            false
+            is_array = false;
         }
-    }) && max as usize == pairs.len();
-    if is_array {
-        encode_len(pairs.len(), 0x90, 0xdc, 0xdd, out);
-        for i in 1..=pairs.len() {
+    }
+    if is_array && max as usize == count {
+        encode_len(count, 0x90, 0xdc, 0xdd, out);
+        for i in 1..=count {
             encode(&t.raw_get::<Value>(i)?, level + 1, out)?;
         }
     } else {
-        encode_len(pairs.len(), 0x80, 0xde, 0xdf, out);
-        for (k, v) in &pairs {
-            encode(k, level + 1, out)?;
-            encode(v, level + 1, out)?;
+        encode_len(count, 0x80, 0xde, 0xdf, out);
+        for pair in t.pairs::<Value, Value>() {
+            let (k, v) = pair?;
+            encode(&k, level + 1, out)?;
+            encode(&v, level + 1, out)?;
         }
     }
     Ok(())
