@@ -264,6 +264,9 @@ pub struct Client {
     /// its first write that may grow memory is refused with OOM (Redis's
     /// `pre_command_oom_state`).
     pub oom_before_script: bool,
+    /// A script of this client is running the command (SORT then orders a set's members,
+    /// as Redis does for scripts).
+    pub in_script: bool,
 }
 
 impl Client {
@@ -291,6 +294,7 @@ impl Client {
             reply_mode_set: None,
             input_from_command: 0,
             oom_before_script: false,
+            in_script: false,
         }
     }
 

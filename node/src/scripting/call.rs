@@ -11,7 +11,7 @@ use super::convert::{frame_to_lua, ScriptResp};
 use super::engine::run_state;
 use crate::command_framework::{dispatch, flags, table, CmdError, Ctx};
 use crate::node_state::stats::LocalStats;
-use mlua::{Lua, Value, Variadic};
+use mlua::{Lua, Table, Value};
 use proto::resp::{Frame, ProtocolVersion};
 use smallvec::SmallVec;
 
@@ -43,10 +43,10 @@ pub fn dispatch_from_lua(
     ctx: &mut Ctx<'_>,
     rules: CallRules,
     stats: &mut LocalStats,
-    args: Variadic<Value>,
+    (args, count): (Table, usize),
 ) -> mlua::Result<(Value, bool)> {
     let resp = run_state(lua).resp;
-    let frame = match arguments(&args) {
+    let frame = match arguments(&args, count) {
         Ok(argv) => {
             let refs: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
             call(ctx, rules, resp, &refs, stats)
@@ -57,21 +57,27 @@ pub fn dispatch_from_lua(
     Ok((frame_to_lua(lua, &frame, resp, 0)?, failed))
 }
 
-fn arguments(args: &[Value]) -> Result<Vec<Vec<u8>>, &'static str> {
-    if args.is_empty() {
+/// The call's arguments, read one at a time from the table the sandbox packed them in
+/// (`count` of them: a nil among them is an error, as Redis finds it).
+fn arguments(args: &Table, count: usize) -> Result<Vec<Vec<u8>>, &'static str> {
+    if count == 0 {
         return Err("ERR Please specify at least one argument for this redis lib call");
     }
-    if args.len() > MAX_CALL_ARGS {
+    if count > MAX_CALL_ARGS {
         return Err("ERR Too many arguments for this redis lib call");
     }
-    args.iter()
-        .map(|v| match v {
-            Value::String(s) => Ok(s.as_bytes().to_vec()),
-            Value::Integer(i) => Ok(i.to_string().into_bytes()),
-            Value::Number(n) => Ok(lua_number_text(*n).into_bytes()),
-            _ => Err("ERR Lua redis lib command arguments must be strings or integers"),
-        })
-        .collect()
+    let wrong = "ERR Lua redis lib command arguments must be strings or integers";
+    let mut out = Vec::with_capacity(count);
+    for i in 1..=count {
+        let arg = match args.raw_get::<Value>(i).map_err(|_| wrong)? {
+            Value::String(s) => s.as_bytes().to_vec(),
+            Value::Integer(i) => i.to_string().into_bytes(),
+            Value::Number(n) => lua_number_text(n).into_bytes(),
+            _ => return Err(wrong),
+        };
+        out.push(arg);
+    }
+    Ok(out)
 }
 
 /// Runs one command for the script; its reply (an error frame when refused or failed).

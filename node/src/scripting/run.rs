@@ -118,6 +118,7 @@ fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResu
     );
     let mut stats = LocalStats::default();
     let rules = script.rules;
+    ctx.client.in_script = true;
     let outcome = {
         let ctx_cell = RefCell::new(&mut *ctx);
         let stats_cell = RefCell::new(&mut stats);
@@ -148,6 +149,7 @@ fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResu
         })
     };
     engine.lua.remove_hook();
+    ctx.client.in_script = false;
     ctx.server.running_script.finish();
     stats.flush(&ctx.server.stats);
     match outcome {

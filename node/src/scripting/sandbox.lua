@@ -29,13 +29,16 @@ end
 
 -- redis.call raises the command's error (a table {err=...}); redis.pcall returns it.
 local redis = rawget(G, "redis")
+-- The arguments travel as one table: thousands of them (unpack of a big table) would not
+-- fit the stack a Rust callback reads its arguments from.
+local select = select
 redis.call = function(...)
-  local reply, failed = hidden.dispatch(...)
+  local reply, failed = hidden.dispatch({...}, select("#", ...))
   if failed then error(reply, 0) end
   return reply
 end
 redis.pcall = function(...)
-  local reply = hidden.dispatch(...)
+  local reply = hidden.dispatch({...}, select("#", ...))
   return reply
 end
 
