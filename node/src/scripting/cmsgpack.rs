@@ -99,11 +99,9 @@ fn encode(v: &Value, level: usize, out: &mut Vec<u8>) -> Result<()> {
 }
 
 fn encode_number(n: f64, out: &mut Vec<u8>) {
-    if n.is_finite()
-        && n == n.trunc()
-        && n >= -9.223_372_036_854_776e18
-        && n < 9.223_372_036_854_776e18
-    {
+    /// The doubles that are exactly an i64.
+    const I64_RANGE: std::ops::Range<f64> = -9.223_372_036_854_776e18..9.223_372_036_854_776e18;
+    if n == n.trunc() && I64_RANGE.contains(&n) {
         encode_int(n as i64, out);
     } else if (n as f32) as f64 == n || n.is_nan() {
         out.push(0xca);
