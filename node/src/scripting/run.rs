@@ -109,8 +109,13 @@ fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResu
     let kill = ctx.server.running_script.start(crate::clock::unix_millis());
     engine.lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-        move |_, _| {
+        move |lua, _| {
             if kill.load(Relaxed) {
+                // From now on every instruction raises, so that a `pcall` catching the
+                // error cannot keep the script going (Redis switches to a line hook).
+                lua.set_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
+                    Err(mlua::Error::runtime(KILLED_MESSAGE))
+                });
                 return Err(mlua::Error::runtime(KILLED_MESSAGE));
             }
             Ok(VmState::Continue)
