@@ -293,6 +293,16 @@ fn execute(
     if flags.no_cluster && ctx.server.cluster.is_some() {
         return err("ERR Can not run script on cluster, 'no-cluster' flag is set.");
     }
+    // A script with a shebang declares whether it writes: one that may is refused at once
+    // when memory is over the limit (unless `allow-oom`), as Redis 7 does.
+    if flags.present
+        && !flags.no_writes
+        && !flags.allow_oom
+        && !read_only
+        && ctx.client.oom_before_script
+    {
+        return Err(CmdError::OutOfMemory);
+    }
     let keys = &args[3..3 + n];
     let slot = keys.first().map(|k| proto::slot::key_slot(k));
     crate::scripting::run(
