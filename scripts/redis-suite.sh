@@ -37,8 +37,9 @@ DEFAULT_UNITS=(
     type/string type/incr type/list type/hash type/set type/zset keyspace expire multi pubsub
     pubsubshard scan info info-command protocol bitops hyperloglog geo sort dump introspection
     introspection-2 latency-monitor
+    type/stream type/stream-cgroups scripting
     # units of features the node does not have yet
-    type/stream type/stream-cgroups scripting functions acl tracking
+    functions acl tracking
 )
 
 cluster_mode=0

@@ -28,6 +28,7 @@ pub mod node_state;
 pub use config::load::Invocation;
 pub mod db;
 pub mod replication;
+pub mod scripting;
 pub mod server;
 pub mod snapshot_format;
 pub mod stale_files;

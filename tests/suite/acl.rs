@@ -455,3 +455,84 @@ fn acl_cat_agrees_with_the_command_table() {
         "This user has no permissions to run the 'set' command"
     );
 }
+
+/// Goal: a script runs with its caller's rights: a user allowed EVAL and GET on `app:*` but
+/// not SET cannot write through `redis.call` (nor `redis.pcall`), cannot read another key
+/// through it, and each refusal is in the ACL LOG with context `lua`. Method: a real node,
+/// EVAL as that user over TCP.
+#[test]
+fn a_script_runs_with_its_callers_acl_rights() {
+    let node = Node::start(&[]);
+    let mut admin = node.client();
+    assert_eq!(
+        text(
+            &cmd(
+                &mut admin,
+                &["ACL", "SETUSER", "eve", "on", ">pw", "~app:*", "+eval", "+get"]
+            )
+            .unwrap()
+        ),
+        "OK"
+    );
+    assert_eq!(
+        text(&cmd(&mut admin, &["SET", "secret", "s"]).unwrap()),
+        "OK"
+    );
+    let mut eve = node.client();
+    assert_eq!(text(&cmd(&mut eve, &["AUTH", "eve", "pw"]).unwrap()), "OK");
+    let write = error_of(cmd(
+        &mut eve,
+        &["EVAL", "return redis.call('set', 'app:1', 'x')", "0"],
+    ));
+    assert!(
+        write.contains("The user executing the script can't run this command or subcommand"),
+        "{write}"
+    );
+    let read = error_of(cmd(
+        &mut eve,
+        &["EVAL", "return redis.call('get', 'secret')", "0"],
+    ));
+    assert!(
+        read.contains("can't access at least one of the keys"),
+        "{read}"
+    );
+    // pcall hands the refusal back as an error table; the write still does not happen.
+    let caught = cmd(
+        &mut eve,
+        &[
+            "EVAL",
+            "local r = redis.pcall('set', 'app:2', 'y'); return r['err']",
+            "0",
+        ],
+    );
+    assert!(
+        text(&caught.unwrap()).contains("can't run this command"),
+        "pcall's error table"
+    );
+    assert_eq!(
+        cmd(&mut admin, &["EXISTS", "app:1", "app:2"]).unwrap(),
+        Value::Int(0)
+    );
+    // What the user may do, the script may do: GET of an allowed key (absent: nil).
+    assert_eq!(
+        cmd(
+            &mut eve,
+            &["EVAL", "return redis.call('get', 'app:3')", "0"]
+        )
+        .unwrap(),
+        Value::Nil
+    );
+    let entries = log_entries(&mut admin);
+    assert!(
+        entries
+            .iter()
+            .any(|e| field(e, "context") == "lua" && field(e, "object") == "set"),
+        "{entries:?}"
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| field(e, "context") == "lua" && field(e, "object") == "secret"),
+        "{entries:?}"
+    );
+}

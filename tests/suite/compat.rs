@@ -269,7 +269,7 @@ fn config_aliases_encoding_thresholds_and_function_flush() {
         .starts_with("ERR CONFIG SET failed"));
     // The value is empty: redis-cli prints the name and an empty line, which `cli` trims.
     assert_eq!(node.cli(&["CONFIG", "GET", "slaveof"]), "slaveof");
-    // Tests and tools set the script time limit before MULTI/EVAL work (no effect here).
+    // Tests and tools set the script time limit by its old name (busy-reply-threshold now).
     assert_eq!(node.cli(&["CONFIG", "SET", "lua-time-limit", "10"]), "OK");
     assert_eq!(
         node.cli(&["CONFIG", "GET", "busy-reply-threshold"]),

@@ -33,6 +33,7 @@ mod pubsub;
 mod replication;
 mod replication_forgery;
 mod reply_compare;
+mod scripting;
 mod server;
 mod sets;
 mod sort;

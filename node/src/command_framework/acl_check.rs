@@ -54,6 +54,21 @@ pub fn check(
         client_info(client),
         server.config.read().acllog_max_len as usize,
     );
+    if context == Context::Lua {
+        // Redis 7.0's `scriptVerifyACL` texts: the script's error names the script, not a
+        // NOPERM of the caller's own command.
+        return Err(CmdError::new(match denial {
+            Denial::Command => {
+                "ERR The user executing the script can't run this command or subcommand"
+            }
+            Denial::Key(_) => {
+                "ERR The user executing the script can't access at least one of the keys mentioned in the command"
+            }
+            Denial::Channel(_) => {
+                "ERR The user executing the script can't publish to the channel mentioned in the command"
+            }
+        }));
+    }
     Err(CmdError::new(match denial {
         Denial::Command => format!(
             "NOPERM this user has no permissions to run the '{}' command",

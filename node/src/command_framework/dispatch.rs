@@ -63,6 +63,10 @@ pub fn execute(
             return reject(server, client, &mut reply, args, e, stats, Some(spec));
         }
     }
+    if server.running_script.running() && !allowed_while_busy(server, spec, args) {
+        let e = CmdError::new(crate::node_state::scripts::BUSY_ERROR);
+        return reject(server, client, &mut reply, args, e, stats, Some(spec));
+    }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
     let routing_now = client.clock.start().unix_ms;
@@ -104,6 +108,13 @@ pub fn execute(
             client.clock.touch();
             return Effects::default();
         }
+    }
+    // A script is not refused for memory (it may only read); whether memory was over the
+    // limit when it started decides whether its first write may grow memory.
+    if is_script(spec) {
+        client.oom_before_script = server.hot.maxmemory.load(Relaxed) > 0
+            && super::eviction::make_room(server, node.write_stream(), client.clock.start().at)
+                .is_err();
     }
     // EXEC of a transaction holding commands that may grow memory is checked like them,
     // before the shards are locked (eviction locks them).
@@ -268,6 +279,23 @@ pub(super) fn admit(
     Ok(())
 }
 
+/// Whether a command may run while a script runs past `busy-reply-threshold` (Redis's
+/// `allow-busy` commands): SCRIPT KILL and FUNCTION KILL/STATS to stop it, SHUTDOWN NOSAVE,
+/// and what a connection needs to get there (AUTH, HELLO, QUIT, RESET). Everything else is
+/// answered BUSY rather than left waiting for the shards the script holds.
+fn allowed_while_busy(server: &NodeState, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    let threshold = server.hot.busy_reply_threshold_ms.load(Relaxed);
+    if !server.running_script.busy(unix_millis(), threshold) {
+        return true;
+    }
+    match spec.name {
+        "script|kill" | "function|kill" | "function|stats" | "auth" | "hello" | "quit"
+        | "reset" => true,
+        "shutdown" => args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")),
+        _ => false,
+    }
+}
+
 /// Checks after the cluster's redirect, in Redis's order (NOREPLICAS, READONLY, the RESP2
 /// subscribed context, LOADING): a key of another node's slot gets MOVED first, so a
 /// client follows it rather than failing on a node that would not serve the key anyway;
@@ -293,6 +321,11 @@ fn admit_routed(server: &NodeState, client: &Client, spec: &CommandSpec) -> Resu
         return Err(CmdError::new(LOADING_ERROR));
     }
     Ok(())
+}
+
+/// EVAL, EVALSHA and their read-only forms.
+fn is_script(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
 }
 
 /// Whether the command writes (EXEC of a transaction that queued a write does).

@@ -16,6 +16,7 @@ pub mod migration;
 pub mod persistence;
 pub mod pubsub;
 pub mod replication;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -56,6 +57,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     replication::COMMANDS,
     functions::COMMANDS,
     acl::COMMANDS,
+    scripting::COMMANDS,
 ];
 
 #[cfg(test)]

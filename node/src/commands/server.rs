@@ -192,6 +192,12 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mode = shutdown_mode(&args[1..])?;
     let option = |name: &str| args[1..].iter().any(|a| is(a, name));
     tracing::info!(client = ctx.client.id(), ?mode, "SHUTDOWN requested");
+    if mode == ShutdownMode::NoSave && script_busy(ctx) {
+        // A script past busy-reply-threshold holds every shard: an orderly stop would wait
+        // for it. SHUTDOWN NOSAVE is the way out Redis offers then, and it exits at once.
+        tracing::warn!("SHUTDOWN NOSAVE while a script is busy: exiting now");
+        std::process::exit(0);
+    }
     if !option("now") {
         let outcome = ctx
             .services
@@ -213,6 +219,17 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     ctx.server.shutdown.trigger(mode);
     ctx.effects.close = true;
     Ok(())
+}
+
+fn script_busy(ctx: &Ctx<'_>) -> bool {
+    let threshold = ctx
+        .server
+        .hot
+        .busy_reply_threshold_ms
+        .load(std::sync::atomic::Ordering::Relaxed);
+    ctx.server
+        .running_script
+        .busy(crate::clock::unix_millis(), threshold)
 }
 
 /// The parked SHUTDOWN, run again when its thread woke it (or by any other wake-up).

@@ -100,8 +100,9 @@ fn run(ctx: &mut Ctx<'_>, args: &[&[u8]], read_only: bool) -> CmdResult {
         Some(_) => return Err(CmdError::WrongType),
     };
     // A set's own order is not the same on a replica or after a reload: what is stored (and
-    // so replicated as the command) must not depend on it, so Redis sorts it by its bytes.
-    if opts.dont_sort && is_set && opts.store.is_some() {
+    // so replicated as the command) must not depend on it, so Redis sorts it by its bytes;
+    // so does a script, whose reply may decide what it writes.
+    if opts.dont_sort && is_set && (opts.store.is_some() || ctx.client.in_script) {
         opts.dont_sort = false;
         opts.alpha = true;
         opts.by = None;

@@ -411,8 +411,8 @@ pub struct Config {
     pub aof: AofConfig,
     /// `repl-ping-replica-period`: accepted, no effect (see its entry in PARAMS).
     pub repl_ping_replica_period: u64,
-    /// `busy-reply-threshold` (`lua-time-limit`), ms: accepted, no effect (the node runs no
-    /// scripts or functions, so nothing is ever busy for it).
+    /// `busy-reply-threshold` (`lua-time-limit`), ms: how long a script runs before other
+    /// clients are answered BUSY (and SCRIPT KILL may stop it).
     pub busy_reply_threshold: u64,
     /// Redis's encoding thresholds, kept for CONFIG GET/SET (see `encodings.rs`).
     pub encodings: super::encodings::EncodingLimits,

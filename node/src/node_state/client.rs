@@ -292,6 +292,13 @@ pub struct Client {
     /// The user its commands are checked against (None: `default`, reached through
     /// `NodeState::acl` without a lock); kept in step with `shared.user`.
     pub user: Option<Arc<super::acl::User>>,
+    /// Memory was over `maxmemory` (and could not be freed) when the running script started:
+    /// its first write that may grow memory is refused with OOM (Redis's
+    /// `pre_command_oom_state`).
+    pub oom_before_script: bool,
+    /// A script of this client is running the command (SORT then orders a set's members,
+    /// as Redis does for scripts).
+    pub in_script: bool,
 }
 
 impl Client {
@@ -320,6 +327,8 @@ impl Client {
             input_from_command: 0,
             tracking: Default::default(),
             user: None,
+            oom_before_script: false,
+            in_script: false,
         }
     }
 

@@ -27,6 +27,8 @@ pub struct HotConfig {
     pub io_busy_poll_us: AtomicU64,
     /// `notify-keyspace-events` bits, read by every key change to know whether to record it.
     pub notify_keyspace_events: AtomicU32,
+    /// `busy-reply-threshold` in ms: how long a script runs before other clients get BUSY.
+    pub busy_reply_threshold_ms: AtomicU64,
 }
 
 const POLICIES: [EvictionPolicy; 6] = [
@@ -59,6 +61,7 @@ impl From<&Config> for HotConfig {
             repl_sync_timeout_ms: AtomicU64::new(5000),
             io_busy_poll_us: AtomicU64::new(0),
             notify_keyspace_events: AtomicU32::new(0),
+            busy_reply_threshold_ms: AtomicU64::new(5000),
         };
         hot.update(c);
         hot
@@ -67,6 +70,8 @@ impl From<&Config> for HotConfig {
 
 impl HotConfig {
     pub fn update(&self, c: &Config) {
+        self.busy_reply_threshold_ms
+            .store(c.busy_reply_threshold, Relaxed);
         self.maxmemory.store(c.maxmemory, Relaxed);
         let idx = POLICIES
             .iter()

@@ -28,6 +28,7 @@ pub mod pubsub;
 pub mod replica_of;
 pub mod replication;
 pub mod reply_mode;
+pub mod scripts;
 pub mod services;
 pub mod shutdown;
 pub mod slowlog;
@@ -90,6 +91,10 @@ pub struct NodeState {
     pub busy_poll: busy_poll::BusyPoll,
     /// ACL users, their rules and the ACL LOG.
     pub acl: acl::Acl,
+    /// EVALSHA's script cache.
+    pub scripts: scripts::ScriptCache,
+    /// The script running now (BUSY, SCRIPT KILL).
+    pub running_script: scripts::RunningScript,
 }
 
 impl NodeState {
@@ -134,6 +139,8 @@ impl NodeState {
             replication,
             replica_of: replica_of::ReplicaOf::default(),
             busy_poll: busy_poll::BusyPoll::default(),
+            scripts: scripts::ScriptCache::default(),
+            running_script: scripts::RunningScript::default(),
         }
     }
 

@@ -44,6 +44,13 @@ impl<'a> Reply<'a> {
         self.out.len()
     }
 
+    /// Takes back what was written from offset `at` on (a script's call of a command reads
+    /// that command's reply instead of sending it). `at` past the end takes nothing.
+    pub fn take_from(&mut self, at: usize) -> BytesMut {
+        let at = at.min(self.out.len());
+        self.out.split_off(at)
+    }
+
     /// Writes bytes already in RESP form (used for replies cached as encoded bytes).
     pub fn raw(&mut self, bytes: &[u8]) {
         self.out.extend_from_slice(bytes);

@@ -252,24 +252,30 @@ fn memory(s: &mut Section<'_>, server: &NodeState, persistence: &dyn Persistence
     s.field("mem_allocator", MEM_ALLOCATOR);
     s.field("lazyfree_pending_objects", 0);
     s.field("lazyfreed_objects", 0);
-    // No script engine: Redis's Lua and function memory fields are truly zero here.
+    // The script cache's bodies; each thread's Lua state is not measured (0), and there are
+    // no functions.
+    let (scripts, script_bytes) = server.scripts.size();
+    for field in ["used_memory_lua", "used_memory_vm_eval"] {
+        s.field(field, 0);
+    }
+    s.field("used_memory_scripts_eval", script_bytes);
+    s.field("number_of_cached_scripts", scripts);
     for field in [
-        "used_memory_lua",
-        "used_memory_vm_eval",
-        "used_memory_scripts_eval",
-        "number_of_cached_scripts",
         "number_of_functions",
         "number_of_libraries",
         "used_memory_vm_functions",
         "used_memory_vm_total",
         "used_memory_functions",
-        "used_memory_scripts",
     ] {
         s.field(field, 0);
     }
+    s.field("used_memory_scripts", script_bytes);
     s.field("used_memory_lua_human", "0B");
     s.field("used_memory_vm_total_human", "0B");
-    s.field("used_memory_scripts_human", "0B");
+    s.field(
+        "used_memory_scripts_human",
+        host::bytes_to_human(script_bytes as u64),
+    );
     // maxmemory compares `used_memory` itself: nothing is left out of eviction's count.
     s.field("mem_not_counted_for_evict", 0);
     s.field("mem_aof_buffer", persistence.aof_info().buffer_length);

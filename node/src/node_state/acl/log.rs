@@ -37,6 +37,8 @@ impl Reason {
 pub enum Context {
     Toplevel,
     Multi,
+    /// `redis.call`/`redis.pcall` from a script.
+    Lua,
 }
 
 impl Context {
@@ -44,6 +46,7 @@ impl Context {
         match self {
             Context::Toplevel => "toplevel",
             Context::Multi => "multi",
+            Context::Lua => "lua",
         }
     }
 }

@@ -1,0 +1,149 @@
+//! One Lua 5.1 state per thread that runs commands, as Redis has one per server: the
+//! libraries Redis gives scripts, the sandbox, and each script compiled once per thread into
+//! a function kept by its SHA1. SCRIPT FLUSH bumps the cache's generation; a thread seeing a
+//! new generation starts a fresh state, as Redis resets its Lua state on a flush.
+//!
+//! Per thread rather than shared: a script runs on the connection thread that received it,
+//! holding every shard (see `run`), and an `mlua::Lua` is not shared between threads.
+
+use super::convert::ScriptResp;
+use super::{bit, cjson, cmsgpack, random, redis_lib};
+use mlua::{ChunkMode, Function, Lua, LuaOptions, StdLib, Table, Value};
+use std::collections::HashMap;
+
+/// Most bytes one thread's Lua state may allocate: a script building a huge table fails
+/// with "not enough memory" instead of taking the node's memory.
+pub const LUA_MEMORY_LIMIT: usize = 1024 * 1024 * 1024;
+
+/// Compiled scripts one state keeps; over this the state is rebuilt (the cache itself is
+/// bounded the same way, see `node_state::scripts`).
+const MAX_COMPILED: usize = crate::node_state::scripts::MAX_CACHED_SCRIPTS;
+
+/// The chunk name of every script, so that errors read `user_script:1: ...` as in Redis.
+pub const SCRIPT_SOURCE: &str = "@user_script";
+
+const SANDBOX: &str = include_str!("sandbox.lua");
+
+/// What one run of a script has set for itself (`redis.setresp`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RunState {
+    pub resp: ScriptResp,
+}
+
+pub struct Engine {
+    pub lua: Lua,
+    generation: u64,
+    compiled: HashMap<[u8; 40], Function>,
+    /// The real global table (KEYS and ARGV are set in it); scripts see it through `env`.
+    pub globals: Table,
+    /// The read-only view of the globals that scripts run in.
+    env: Table,
+    /// Per-run values the sandbox's `redis.call` reads (`dispatch`).
+    pub hidden: Table,
+    /// `xpcall` and the error handler that gives errors Redis's shape.
+    pub xpcall: Function,
+    pub handler: Function,
+}
+
+impl Engine {
+    pub fn new(generation: u64) -> mlua::Result<Engine> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
+        lua.set_app_data(RunState::default());
+        let globals = lua.globals();
+        let math: Table = globals.get("math")?;
+        random::install(&lua, &math, random::Rand48::seeded(rand::random::<i32>()))?;
+        globals.set("cjson", cjson::library(&lua)?)?;
+        globals.set("cmsgpack", cmsgpack::library(&lua)?)?;
+        globals.set("bit", bit::library(&lua)?)?;
+        globals.set("redis", redis_lib::library(&lua)?)?;
+        let hidden = lua.create_table()?;
+        let env: Table = lua
+            .load(SANDBOX)
+            .set_name("=sandbox")
+            .set_mode(ChunkMode::Text)
+            .call(hidden.clone())?;
+        let xpcall: Function = globals.get("xpcall")?;
+        let handler = lua.create_function(super::errors::handler)?;
+        Ok(Engine {
+            lua,
+            generation,
+            compiled: HashMap::new(),
+            globals,
+            env,
+            hidden,
+            xpcall,
+            handler,
+        })
+    }
+
+    /// The compiled function of the script `sha`, compiling `body` the first time.
+    /// Err: Lua's compile error (`user_script:1: ...`).
+    pub fn function(&mut self, sha: &[u8; 40], body: &[u8]) -> Result<Function, String> {
+        if let Some(f) = self.compiled.get(sha) {
+            return Ok(f.clone());
+        }
+        if self.compiled.len() >= MAX_COMPILED {
+            self.compiled.clear();
+        }
+        let f = self
+            .lua
+            .load(body)
+            .set_name(SCRIPT_SOURCE)
+            .set_mode(ChunkMode::Text)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => super::errors::message_of(&other),
+            })?;
+        self.compiled.insert(*sha, f.clone());
+        Ok(f)
+    }
+
+    /// Sets KEYS and ARGV for the next run.
+    pub fn set_arguments(&self, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
+        let list = |items: &[&[u8]]| -> mlua::Result<Table> {
+            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, self.lua.create_string(item)?)?;
+            }
+            Ok(t)
+        };
+        self.globals.raw_set("KEYS", list(keys)?)?;
+        self.globals.raw_set("ARGV", list(argv)?)?;
+        Ok(())
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Drops the compiled scripts (SCRIPT FLUSH seen through a new generation).
+    pub fn script_count(&self) -> usize {
+        self.compiled.len()
+    }
+}
+
+/// The script's protocol for this run (`redis.setresp`), reset to RESP2 at each start.
+pub fn run_state(lua: &Lua) -> RunState {
+    lua.app_data_ref::<RunState>()
+        .map(|s| *s)
+        .unwrap_or_default()
+}
+
+pub fn set_run_state(lua: &Lua, state: RunState) {
+    lua.set_app_data(state);
+}
+
+/// Whether a value is a table holding an `err` string (a Redis error reply).
+pub fn error_text(v: &Value) -> Option<String> {
+    let Value::Table(t) = v else { return None };
+    match t.raw_get::<Value>("err").ok()? {
+        Value::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+        _ => None,
+    }
+}

@@ -1,0 +1,177 @@
+//! Running one script for a client: the thread's Lua state, KEYS and ARGV, `redis.call`
+//! bound to this client's context for the run, the kill/time hook, and the script's result
+//! or error written as the client's reply.
+//!
+//! The script runs to completion on the connection thread that received it, holding every
+//! shard (EVAL is declared ALL_KEYS), so it is atomic as in Redis. While it runs past
+//! `busy-reply-threshold`, the dispatcher answers other clients BUSY before they wait for the
+//! shards (`RunningScript`); that needs another thread to serve them: with one io-thread the
+//! node serves nobody else until the script ends (see the README).
+
+use super::call::{dispatch_from_lua, CallRules};
+use super::convert::{lua_to_frame, write_reply};
+use super::engine::{run_state, set_run_state, Engine, RunState};
+use super::errors::{final_text, message_of};
+use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::node_state::scripts::Body;
+use crate::node_state::stats::LocalStats;
+use mlua::{HookTriggers, MultiValue, Value, VmState};
+use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Instructions between two looks at SCRIPT KILL's flag (Redis checks every 100000).
+const HOOK_EVERY: u32 = 100_000;
+
+/// What SCRIPT KILL makes the script raise.
+pub const KILLED_MESSAGE: &str = "Script killed by user with SCRIPT KILL...";
+
+thread_local! {
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+}
+
+/// One script to run.
+pub struct Script<'a> {
+    pub sha: [u8; 40],
+    pub body: Body,
+    pub keys: &'a [&'a [u8]],
+    pub argv: &'a [&'a [u8]],
+    pub rules: CallRules,
+}
+
+/// Runs `script` and writes its reply (or returns its error).
+pub fn run(ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
+    ENGINE.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return Err(CmdError::new("ERR a script cannot run a script"));
+        };
+        let generation = ctx.server.scripts.generation();
+        if slot.as_ref().is_none_or(|e| e.generation() != generation) {
+            *slot = None;
+            let engine = Engine::new(generation)
+                .map_err(|e| CmdError::Other(format!("ERR cannot start Lua: {e}").into()))?;
+            *slot = Some(engine);
+        }
+        let Some(engine) = slot.as_mut() else {
+            return Err(CmdError::new("ERR cannot start Lua"));
+        };
+        off_the_event_loop(|| run_in(engine, ctx, script))
+    })
+}
+
+/// Runs `f` with the thread's tokio worker handed to another thread first, when this is a
+/// worker of a multi-threaded runtime: a worker busy in a script neither polls the I/O
+/// driver nor lets another worker take it over, so without this no other client would be
+/// read (and answered BUSY, or SCRIPT KILL heard) until the script ends. A current-thread
+/// runtime (one io-thread) has no other thread to hand the loop to.
+fn off_the_event_loop<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// Compiles `body` into the thread's state (SCRIPT LOAD checks a script before caching it).
+/// Err: the client's error text.
+pub fn compile(
+    server: &crate::node_state::NodeState,
+    sha: &[u8; 40],
+    body: &[u8],
+) -> Result<(), String> {
+    ENGINE.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return Err("ERR a script cannot load a script".to_string());
+        };
+        let generation = server.scripts.generation();
+        if slot.as_ref().is_none_or(|e| e.generation() != generation) {
+            *slot =
+                Some(Engine::new(generation).map_err(|e| format!("ERR cannot start Lua: {e}"))?);
+        }
+        let Some(engine) = slot.as_mut() else {
+            return Err("ERR cannot start Lua".to_string());
+        };
+        engine
+            .function(sha, body)
+            .map(|_| ())
+            .map_err(|e| format!("ERR Error compiling script (new function): {e}"))
+    })
+}
+
+fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
+    let sha_text = String::from_utf8_lossy(&script.sha).into_owned();
+    let function = engine.function(&script.sha, &script.body).map_err(|e| {
+        CmdError::Other(format!("ERR Error compiling script (new function): {e}").into())
+    })?;
+    engine
+        .set_arguments(script.keys, script.argv)
+        .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
+    set_run_state(&engine.lua, RunState::default());
+    let kill = ctx.server.running_script.start(crate::clock::unix_millis());
+    engine.lua.set_hook(
+        HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+        move |lua, _| {
+            if kill.load(Relaxed) {
+                // From now on every instruction raises, so that a `pcall` catching the
+                // error cannot keep the script going (Redis switches to a line hook).
+                lua.set_hook(HookTriggers::new().every_nth_instruction(1), |_, _| {
+                    Err(mlua::Error::runtime(KILLED_MESSAGE))
+                });
+                return Err(mlua::Error::runtime(KILLED_MESSAGE));
+            }
+            Ok(VmState::Continue)
+        },
+    );
+    let mut stats = LocalStats::default();
+    let rules = script.rules;
+    ctx.client.in_script = true;
+    let outcome = {
+        let ctx_cell = RefCell::new(&mut *ctx);
+        let stats_cell = RefCell::new(&mut stats);
+        let lua = &engine.lua;
+        lua.scope(|scope| {
+            let dispatch = scope.create_function(|lua, args| {
+                let mut ctx = ctx_cell
+                    .try_borrow_mut()
+                    .map_err(|_| mlua::Error::runtime("redis.call is not reentrant"))?;
+                let mut stats = stats_cell
+                    .try_borrow_mut()
+                    .map_err(|_| mlua::Error::runtime("redis.call is not reentrant"))?;
+                dispatch_from_lua(lua, &mut ctx, rules, &mut stats, args)
+            })?;
+            engine.hidden.raw_set("dispatch", dispatch)?;
+            let mut results: MultiValue = engine
+                .xpcall
+                .call((function.clone(), engine.handler.clone()))?;
+            engine.hidden.raw_set("dispatch", Value::Nil)?;
+            let ok = matches!(results.pop_front(), Some(Value::Boolean(true)));
+            let value = results.pop_front().unwrap_or(Value::Nil);
+            let resp = run_state(lua).resp;
+            Ok(if ok {
+                Ok(lua_to_frame(&value, resp, 0))
+            } else {
+                Err(final_text(&value, &sha_text))
+            })
+        })
+    };
+    engine.lua.remove_hook();
+    ctx.client.in_script = false;
+    ctx.server.running_script.finish();
+    stats.flush(&ctx.server.stats);
+    match outcome {
+        Ok(Ok(frame)) => {
+            if let proto::resp::Frame::Error(text) = &frame {
+                // A script returning an error table: the reply is that error, as the
+                // command's failure (Redis counts it in errorstats and failed_calls).
+                return Err(CmdError::Other(
+                    String::from_utf8_lossy(text).into_owned().into(),
+                ));
+            }
+            write_reply(&frame, &mut ctx.reply);
+            Ok(())
+        }
+        Ok(Err(text)) => Err(CmdError::Other(text.into())),
+        Err(e) => Err(CmdError::Other(
+            format!("ERR Error running script {sha_text}: {}", message_of(&e)).into(),
+        )),
+    }
+}
