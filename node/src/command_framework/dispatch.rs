@@ -597,8 +597,22 @@ fn redacted<'a>(spec: &CommandSpec, args: &[&'a [u8]]) -> SmallVec<[&'a [u8]; 8]
     shown
 }
 
-/// Locks the shards of the command's keys, all shards for whole-keyspace commands.
+/// Locks the shards of the command's keys, all shards for whole-keyspace commands; under an
+/// LFU policy the command's accesses count in the keys' LFU counters.
 pub fn lock_for<'a>(
+    server: &'a NodeState,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    now: u64,
+) -> Locked<'a> {
+    let mut db = lock_shards_for(server, spec, args, now);
+    if let Some(params) = server.hot.lfu_counting() {
+        db.count_frequency(params);
+    }
+    db
+}
+
+fn lock_shards_for<'a>(
     server: &'a NodeState,
     spec: &CommandSpec,
     args: &[&[u8]],

@@ -12,7 +12,8 @@ pub struct Entry {
     pub expires_at: UnixMillis,
     /// Last access, in seconds of the node's LRU clock (for OBJECT IDLETIME and LRU eviction).
     pub lru: u32,
-    /// Access-frequency counter (for OBJECT FREQ; logarithmic like Redis's LFU counter).
+    /// Access-frequency counter under an LFU policy (OBJECT FREQ, LFU eviction; see
+    /// [`super::frequency`]).
     pub freq: u8,
 }
 
@@ -22,7 +23,7 @@ impl Entry {
             value,
             expires_at: 0,
             lru,
-            freq: 5,
+            freq: super::frequency::LFU_INIT_VAL,
         }
     }
 

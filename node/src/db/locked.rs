@@ -4,6 +4,7 @@
 //! and every write keeps the shard's key count and expiry queue in step with its tables.
 
 use super::entry::{Entry, UnixMillis};
+use super::frequency::{self, LfuParams};
 use super::guards::Guards;
 use super::keyspace::{reserve_one, shard_of_slot, Keyspace, Shard, SHARD_COUNT};
 use super::value::{Key, Value};
@@ -22,6 +23,8 @@ pub struct Locked<'a> {
     pub now: UnixMillis,
     /// LRU clock (seconds) stamped on accessed entries.
     pub lru_clock: u32,
+    /// Set under an LFU maxmemory policy: accesses also count in the entries' LFU counters.
+    lfu: Option<LfuParams>,
     /// Keys deleted by lazy expiry during this command (for stats and WATCH).
     pub expired: u64,
     /// Lookups that found a live key, and that found none (INFO keyspace_hits/misses).
@@ -53,6 +56,7 @@ impl<'a> Locked<'a> {
             highest: None,
             now,
             lru_clock,
+            lfu: None,
             expired: 0,
             hits: 0,
             misses: 0,
@@ -81,6 +85,7 @@ impl<'a> Locked<'a> {
             highest: Some(shard),
             now,
             lru_clock,
+            lfu: None,
             expired: 0,
             hits: 0,
             misses: 0,
@@ -94,6 +99,11 @@ impl<'a> Locked<'a> {
     pub fn lock_all(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
         let all: Vec<usize> = (0..SHARD_COUNT).collect();
         Self::lock(keyspace, &all, now, lru_clock)
+    }
+
+    /// Makes accesses count in the entries' LFU counters (an LFU maxmemory policy is set).
+    pub fn count_frequency(&mut self, params: LfuParams) {
+        self.lfu = Some(params);
     }
 
     /// Starts recording the names of keys deleted because they had expired (see
@@ -248,9 +258,15 @@ impl<'a> Locked<'a> {
             return None;
         }
         self.hits += 1;
+        let lfu = self.lfu;
         let (_, entry) = self.shard_mut(slot).table_mut(slot).get_index_mut(index)?;
+        if let Some(params) = lfu {
+            // Decay from the previous access first, as Redis's updateLFU does.
+            let idle = lru.saturating_sub(entry.lru);
+            let freq = frequency::decayed(entry.freq, idle, params);
+            entry.freq = frequency::incremented(freq, params, rand::random::<f64>());
+        }
         entry.lru = lru;
-        entry.freq = entry.freq.saturating_add(1);
         Some(entry)
     }
 
