@@ -15,6 +15,9 @@ pub struct Entry {
     /// Access-frequency counter under an LFU policy (OBJECT FREQ, LFU eviction; see
     /// [`super::frequency`]).
     pub freq: u8,
+    /// The string was edited in place (SETRANGE, APPEND, SETBIT...): Redis keeps such strings
+    /// in its `raw` encoding whatever their size, and OBJECT ENCODING says so.
+    pub edited_in_place: bool,
 }
 
 impl Entry {
@@ -24,6 +27,7 @@ impl Entry {
             expires_at: 0,
             lru,
             freq: super::frequency::LFU_INIT_VAL,
+            edited_in_place: false,
         }
     }
 

@@ -310,12 +310,25 @@ impl<'a> Locked<'a> {
 
     /// Stores `value`, keeping the key's TTL if it has one (SET KEEPTTL, SETRANGE, APPEND...).
     pub fn set_keep_ttl(&mut self, key: &[u8], value: Value) {
+        self.store_keep_ttl(key, value, false);
+    }
+
+    /// Like `set_keep_ttl`, for a string the command edited (SETRANGE): marked as edited in
+    /// place, which OBJECT ENCODING reports as Redis does (`raw`).
+    pub fn set_edited_keep_ttl(&mut self, key: &[u8], value: Value) {
+        self.store_keep_ttl(key, value, true);
+    }
+
+    fn store_keep_ttl(&mut self, key: &[u8], value: Value, edited_in_place: bool) {
         let lru = self.lru_clock;
         if let Some(entry) = self.get(key) {
             entry.value = value;
             entry.lru = lru;
+            entry.edited_in_place = edited_in_place;
         } else {
-            self.set(key, value);
+            let mut entry = Entry::new(value, lru);
+            entry.edited_in_place = edited_in_place;
+            self.insert(key, entry);
         }
     }
 

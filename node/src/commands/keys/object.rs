@@ -87,7 +87,7 @@ fn encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let limits = ctx.server.config.read().encodings.clone();
     match ctx.db.peek(args[2]) {
         Some(e) => {
-            let name = super::encoding::redis_encoding(&e.value, &limits);
+            let name = super::encoding::redis_encoding(&e.value, e.edited_in_place, &limits);
             ctx.reply.bulk(name.as_bytes());
         }
         None => ctx.reply.null(),
