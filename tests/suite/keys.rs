@@ -322,7 +322,11 @@ fn lfu_policies_count_accesses() {
         err_text(cmd(&mut c, &["CONFIG", "SET", "maxmemory-policy", "lfu"])),
         "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"
     );
-    cmd(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]).unwrap();
+    cmd(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+    )
+    .unwrap();
     // Factor 0: every access counts (the counter's growth is otherwise random).
     cmd(&mut c, &["CONFIG", "SET", "lfu-log-factor", "0"]).unwrap();
     cmd(&mut c, &["SET", "k", "v"]).unwrap();

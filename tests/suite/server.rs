@@ -793,7 +793,12 @@ fn maxmemory_noeviction_refuses_and_lru_evicts() {
 #[test]
 fn volatile_policies_evict_only_keys_with_a_ttl() {
     let value = "x".repeat(10_000);
-    for policy in ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"] {
+    for policy in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
         let node = Node::start(&["--maxmemory-policy", policy]);
         let mut c = node.client();
         let used: u64 = info(&mut c, "memory").get("used_memory").unwrap();

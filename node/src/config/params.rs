@@ -730,7 +730,8 @@ pub static PARAMS: &[Param] = &[
         true,
         |c| c.maxmemory_policy.name().to_string(),
         |c, v| {
-            c.maxmemory_policy = EvictionPolicy::parse(v).ok_or_else(EvictionPolicy::parse_error)?;
+            c.maxmemory_policy =
+                EvictionPolicy::parse(v).ok_or_else(EvictionPolicy::parse_error)?;
             Ok(())
         }
     ),

@@ -39,7 +39,10 @@ impl EvictionPolicy {
 
     /// Whether accesses are counted in the entries' LFU counters (and OBJECT FREQ answers).
     pub fn is_lfu(self) -> bool {
-        matches!(self, EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu)
+        matches!(
+            self,
+            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu
+        )
     }
 
     /// Redis's CONFIG SET error for a name that is none of the policies.

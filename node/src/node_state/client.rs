@@ -57,6 +57,9 @@ pub struct ClientShared {
     pub tracking: super::tracking::client_state::SharedTracking,
     /// CLIENT NO-EVICT on (CLIENT LIST flag `e`; this node never evicts clients).
     pub no_evict: AtomicBool,
+    /// The connection serves the replication stream after SYNC/PSYNC on the client port
+    /// (CLIENT LIST flag `S`, CLIENT LIST/KILL TYPE replica, as Redis shows its replicas).
+    pub stream_consumer: AtomicBool,
 }
 
 impl ClientShared {
@@ -87,6 +90,7 @@ impl ClientShared {
             primary_link: AtomicBool::new(false),
             tracking: Default::default(),
             no_evict: AtomicBool::new(false),
+            stream_consumer: AtomicBool::new(false),
         }
     }
 

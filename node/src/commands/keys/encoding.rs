@@ -13,7 +13,11 @@ const EMBSTR_SIZE_LIMIT: usize = 44;
 
 /// `edited_in_place`: a string changed in place (SETRANGE, APPEND...), which Redis holds
 /// `raw` whatever its size.
-pub fn redis_encoding(value: &Value, edited_in_place: bool, limits: &EncodingLimits) -> &'static str {
+pub fn redis_encoding(
+    value: &Value,
+    edited_in_place: bool,
+    limits: &EncodingLimits,
+) -> &'static str {
     match value {
         Value::Int(_) => "int",
         Value::Str(s) if s.len() <= EMBSTR_SIZE_LIMIT && !edited_in_place => "embstr",
