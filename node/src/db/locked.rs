@@ -36,6 +36,9 @@ pub struct Locked<'a> {
     /// Names of the keys created during this command, kept only while `new` keyspace
     /// events are published ([`Locked::record_created`]).
     created: Option<Vec<Key>>,
+    /// Names of the keys looked up and not found during this command, kept only while
+    /// `keymiss` events are published ([`Locked::record_missed`]).
+    missed: Option<Vec<Key>>,
 }
 
 /// Expired keys one command may record for its replicas. A command reaches only the keys it
@@ -62,6 +65,7 @@ impl<'a> Locked<'a> {
             misses: 0,
             removed: None,
             created: None,
+            missed: None,
         };
         for &s in shards {
             locked.guards.insert(s, keyspace.lock_shard(s));
@@ -91,6 +95,7 @@ impl<'a> Locked<'a> {
             misses: 0,
             removed: None,
             created: None,
+            missed: None,
         };
         locked.guards.insert(shard, guard);
         locked
@@ -130,6 +135,30 @@ impl<'a> Locked<'a> {
         match self.created.as_mut() {
             Some(keys) if !keys.is_empty() => std::mem::take(keys),
             _ => Vec::new(),
+        }
+    }
+
+    /// Starts recording the names of keys looked up and not found (see
+    /// [`Locked::take_missed`]).
+    pub fn record_missed(&mut self) {
+        self.missed.get_or_insert_with(Vec::new);
+    }
+
+    /// The keys missed since the last call (none unless recording).
+    pub fn take_missed(&mut self) -> Vec<Key> {
+        match self.missed.as_mut() {
+            Some(keys) if !keys.is_empty() => std::mem::take(keys),
+            _ => Vec::new(),
+        }
+    }
+
+    fn note_missed(&mut self, key: &[u8]) {
+        self.misses += 1;
+        if let Some(keys) = self.missed.as_mut() {
+            // Bounded like `removed`: past it, `keymiss` events are dropped.
+            if keys.len() < REMOVED_KEYS_MAX {
+                keys.push(key.into());
+            }
         }
     }
 
@@ -246,7 +275,7 @@ impl<'a> Locked<'a> {
             let table = self.shard_mut(slot).table(slot);
             match table.get_full(key) {
                 None => {
-                    self.misses += 1;
+                    self.note_missed(key);
                     return None;
                 }
                 Some((i, _, e)) => (i, e.is_expired(now)),
@@ -254,7 +283,7 @@ impl<'a> Locked<'a> {
         };
         if expired {
             self.expire_now(slot, key);
-            self.misses += 1;
+            self.note_missed(key);
             return None;
         }
         self.hits += 1;
