@@ -312,6 +312,52 @@ fn rename_moves_value_and_ttl() {
     assert_eq!(int(&mut c, &["EXISTS", "dst"]), 0);
 }
 
+/// Under an LFU policy OBJECT FREQ shows the keys' access counters (which RESTORE FREQ sets),
+/// and OBJECT IDLETIME is refused, as in Redis.
+#[test]
+fn lfu_policies_count_accesses() {
+    let node = Node::start(&[]);
+    let mut c = node.client();
+    assert_eq!(
+        err_text(cmd(&mut c, &["CONFIG", "SET", "maxmemory-policy", "lfu"])),
+        "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"
+    );
+    cmd(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+    )
+    .unwrap();
+    // Factor 0: every access counts (the counter's growth is otherwise random).
+    cmd(&mut c, &["CONFIG", "SET", "lfu-log-factor", "0"]).unwrap();
+    cmd(&mut c, &["SET", "k", "v"]).unwrap();
+    assert_eq!(int(&mut c, &["OBJECT", "FREQ", "k"]), 5);
+    for _ in 0..10 {
+        cmd(&mut c, &["GET", "k"]).unwrap();
+    }
+    assert_eq!(int(&mut c, &["OBJECT", "FREQ", "k"]), 15);
+    assert_eq!(
+        err_text(cmd(&mut c, &["OBJECT", "IDLETIME", "k"])),
+        "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+    );
+    let Value::BulkString(dump) = cmd(&mut c, &["DUMP", "k"]).unwrap() else {
+        panic!("DUMP gives a bulk string");
+    };
+    let restored: Value = redis::cmd("RESTORE")
+        .arg("r")
+        .arg(0)
+        .arg(dump)
+        .arg("FREQ")
+        .arg(100)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(restored, Value::Okay);
+    assert_eq!(int(&mut c, &["OBJECT", "FREQ", "r"]), 100);
+    assert_eq!(
+        cmd(&mut c, &["CONFIG", "GET", "lfu-decay-time"]).unwrap(),
+        Value::Array(vec![bulk("lfu-decay-time"), bulk("1")])
+    );
+}
+
 #[test]
 fn object_subcommands() {
     let node = Node::start(&[]);

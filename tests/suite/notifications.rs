@@ -255,6 +255,25 @@ fn classes_and_channel_kinds_filter_what_is_published() {
     run(&mut con, &["SET", "fresher", "1"]);
     run(&mut con, &["HSET", "h", "f", "v"]);
     expect_keyevents(&mut sub, &[("new", "fresher"), ("new", "h")]);
+
+    // `m`, outside `A` too: a read command's lookup of a missing key (`keymiss`); a write's
+    // lookup of one is no miss, nor is a hit.
+    run(&mut con, &["CONFIG", "SET", "notify-keyspace-events", "EA"]);
+    run(&mut con, &["GET", "nothing"]);
+    assert_eq!(sub.read_within(QUIET), None);
+    run(&mut con, &["CONFIG", "SET", "notify-keyspace-events", "Em"]);
+    run(&mut con, &["GET", "nothing"]);
+    run(&mut con, &["GET", "fresh"]);
+    run(&mut con, &["MGET", "fresh", "gone1", "gone2"]);
+    run(&mut con, &["INCR", "counter"]);
+    expect_keyevents(
+        &mut sub,
+        &[
+            ("keymiss", "nothing"),
+            ("keymiss", "gone1"),
+            ("keymiss", "gone2"),
+        ],
+    );
 }
 
 /// Parses a MONITOR line: (timestamp, address, quoted arguments).

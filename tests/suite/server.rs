@@ -199,6 +199,17 @@ fn config_get_set_resetstat() {
         node.cli(&["--no-raw", "CONFIG", "GET", "nosuch"]),
         "(empty array)"
     );
+    // A glob matches aliases too, each name listed once, as Redis 7.0 does.
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("*of")
+        .arg("replicaof")
+        .arg("slave*")
+        .query(&mut c)
+        .unwrap();
+    let mut names: Vec<&str> = got.iter().step_by(2).map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["replicaof", "slaveof"], "{got:?}");
 
     // All or nothing: a bad value leaves every parameter as it was.
     assert_eq!(
@@ -237,6 +248,11 @@ fn config_get_set_resetstat() {
         (
             vec!["CONFIG", "SET", "port", "1234"],
             "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config",
+        ),
+        // A value the parameter would refuse at start too: still Redis's immutable error.
+        (
+            vec!["CONFIG", "SET", "daemonize", "yes"],
+            "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config",
         ),
         (vec!["CONFIG", "SET", "hz", "20", "x"], "ERR syntax error"),
         (
@@ -777,7 +793,12 @@ fn maxmemory_noeviction_refuses_and_lru_evicts() {
 #[test]
 fn volatile_policies_evict_only_keys_with_a_ttl() {
     let value = "x".repeat(10_000);
-    for policy in ["volatile-lru", "volatile-random", "volatile-ttl"] {
+    for policy in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
         let node = Node::start(&["--maxmemory-policy", policy]);
         let mut c = node.client();
         let used: u64 = info(&mut c, "memory").get("used_memory").unwrap();

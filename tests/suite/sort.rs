@@ -150,3 +150,31 @@ fn sort_in_cluster_mode_answers_as_redis_cluster() {
         }
     }
 }
+
+/// SORT_RO is flagged `movablekeys` as in Redis (its BY and GET patterns name keys that no
+/// key spec locates), like SORT.
+#[test]
+fn sort_ro_is_marked_with_movablekeys() {
+    let node = Node::start(&[]);
+    let mut c = node.client();
+    for name in ["SORT", "SORT_RO"] {
+        let info: redis::Value = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(name)
+            .query(&mut c)
+            .unwrap();
+        let redis::Value::Array(commands) = info else {
+            panic!("COMMAND INFO gives an array: {info:?}");
+        };
+        let redis::Value::Array(fields) = &commands[0] else {
+            panic!("{name}: no entry: {commands:?}");
+        };
+        let redis::Value::Array(flags) = &fields[2] else {
+            panic!("{name}: no flags: {fields:?}");
+        };
+        assert!(
+            flags.contains(&redis::Value::SimpleString("movablekeys".into())),
+            "{name}: {flags:?}"
+        );
+    }
+}

@@ -30,6 +30,31 @@ fn set_get_and_options() {
     assert_eq!(node.cli(&["GET", "k"]), "w");
 }
 
+/// Strings edited in place (SETRANGE, APPEND, SETBIT) report Redis's `raw` encoding however
+/// short; a string written whole again is `embstr`.
+#[test]
+fn strings_edited_in_place_are_raw() {
+    let node = Node::start(&[]);
+    let encoding = |key: &str| node.cli(&["OBJECT", "ENCODING", key]);
+    node.cli(&["SET", "n", "1234"]);
+    assert_eq!(encoding("n"), "int");
+    assert_eq!(node.cli(&["SETRANGE", "n", "0", "2"]), "4");
+    assert_eq!(node.cli(&["GET", "n"]), "2234");
+    assert_eq!(encoding("n"), "raw");
+    node.cli(&["SET", "n", "short", "KEEPTTL"]);
+    assert_eq!(encoding("n"), "embstr");
+    assert_eq!(node.cli(&["APPEND", "n", "er"]), "7");
+    assert_eq!(encoding("n"), "raw");
+    node.cli(&["SET", "b", "x"]);
+    node.cli(&["SETBIT", "b", "0", "1"]);
+    assert_eq!(encoding("b"), "raw");
+    // A key APPEND creates is stored like SET's.
+    node.cli(&["APPEND", "fresh", "abc"]);
+    assert_eq!(encoding("fresh"), "embstr");
+    node.cli(&["SETRANGE", "made", "0", "abc"]);
+    assert_eq!(encoding("made"), "raw");
+}
+
 #[test]
 fn counters_and_errors() {
     let node = Node::start(&[]);

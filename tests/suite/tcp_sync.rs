@@ -131,6 +131,65 @@ fn sync_streams_the_snapshot_then_select_and_the_writes() {
     assert_eq!(node.cli(&["PING"]), "PONG");
 }
 
+/// The `name:value` field of INFO replication, or "" when absent.
+fn replication_field(node: &Node, name: &str) -> String {
+    node.cli(&["INFO", "replication"])
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")).map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Polls `check` until it holds or [`WAIT`] passes; whether it held.
+fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    check()
+}
+
+/// Goal: a stream consumer is shown as Redis shows a replica: CLIENT LIST flag `S` (and
+/// TYPE replica), INFO replication's `connected_slaves` and a `slave0` line that follows
+/// what it was sent; gone from both once it disconnects.
+#[test]
+fn stream_consumers_are_listed_as_replicas() {
+    let node = Node::start(&[]);
+    let mut other = node.client();
+    assert_eq!(replication_field(&node, "connected_slaves"), "0");
+    let mut consumer = StreamClient::connect(&node);
+    consumer.send(b"SYNC\r\n");
+    consumer.payload();
+    cmd(&mut other, &["SET", "foo", "bar"]).unwrap();
+    assert_eq!(consumer.command(), words(&["select", "0"]));
+    assert_eq!(consumer.command(), words(&["set", "foo", "bar"]));
+    let replicas = node.cli(&["CLIENT", "LIST", "TYPE", "replica"]);
+    assert_eq!(replicas.lines().count(), 1, "{replicas}");
+    assert!(
+        replicas.contains(" flags=S ") && replicas.contains(" cmd=sync "),
+        "{replicas}"
+    );
+    assert_eq!(replication_field(&node, "connected_slaves"), "1");
+    let offset = replication_field(&node, "master_repl_offset");
+    assert!(
+        eventually(|| {
+            let line = replication_field(&node, "slave0");
+            line.starts_with("ip=127.0.0.1,port=")
+                && line.contains(&format!(",state=online,offset={offset},lag="))
+        }),
+        "{}",
+        replication_field(&node, "slave0")
+    );
+    drop(consumer);
+    assert!(
+        eventually(|| replication_field(&node, "connected_slaves") == "0"),
+        "the consumer left"
+    );
+    assert_eq!(node.cli(&["CLIENT", "LIST", "TYPE", "replica"]), "");
+}
+
 /// Goal: `PSYNC ? -1` (redis-cli --replica) answers `+FULLRESYNC <40-char replid> <offset>`
 /// before the payload; a PSYNC naming that history at an offset the backlog holds continues
 /// (`+CONTINUE`) with exactly the commands after it.

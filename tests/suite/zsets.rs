@@ -878,6 +878,14 @@ fn randmember_and_scan() {
         error(&node, &["ZRANDMEMBER", "z", "-9223372036854775808"]),
         "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
     );
+    // With scores the reply would hold twice the count: Redis refuses past half the range.
+    assert_eq!(
+        error(
+            &node,
+            &["ZRANDMEMBER", "z", "-9223372036854770000", "WITHSCORES"]
+        ),
+        "ERR value is out of range"
+    );
 
     // A small set comes back whole in one call, cursor 0.
     let (cursor, items): (String, Vec<String>) = q(&mut c, &["ZSCAN", "z", "0"]);

@@ -8,7 +8,7 @@ use super::spec::{flags, CommandSpec};
 use super::table;
 use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::redirect::Routed;
-use crate::config::keyspace_events::{EXPIRED, NEW};
+use crate::config::keyspace_events::{EXPIRED, KEY_MISS, NEW};
 use crate::db::keyspace::shard_of_slot;
 use crate::db::{Key, Locked};
 use crate::node_state::acl::log::Context as AclContext;
@@ -550,6 +550,10 @@ fn events_for(ctx: &mut Ctx<'_>, spec: &CommandSpec) -> Option<CommandEvent> {
     if keyspace_events::wanted(ctx.server, NEW) {
         ctx.db.record_created();
     }
+    // Redis publishes a miss of a read command's lookup (its lookupKeyRead).
+    if spec.has(flags::READONLY) && keyspace_events::wanted(ctx.server, KEY_MISS) {
+        ctx.db.record_missed();
+    }
     // Commands without an event of their own still report expired and created keys.
     Some(key_events::for_command(spec.name).unwrap_or(NO_EVENT))
 }
@@ -576,6 +580,9 @@ fn note_expired_and_created(ctx: &mut Ctx<'_>, removed: &[Key], events_before: u
     }
     for key in ctx.db.take_created() {
         ctx.notify(NEW, "new", &key);
+    }
+    for key in ctx.db.take_missed() {
+        ctx.notify(KEY_MISS, "keymiss", &key);
     }
 }
 
@@ -650,8 +657,22 @@ fn redacted<'a>(spec: &CommandSpec, args: &[&'a [u8]]) -> SmallVec<[&'a [u8]; 8]
     shown
 }
 
-/// Locks the shards of the command's keys, all shards for whole-keyspace commands.
+/// Locks the shards of the command's keys, all shards for whole-keyspace commands; under an
+/// LFU policy the command's accesses count in the keys' LFU counters.
 pub fn lock_for<'a>(
+    server: &'a NodeState,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    now: u64,
+) -> Locked<'a> {
+    let mut db = lock_shards_for(server, spec, args, now);
+    if let Some(params) = server.hot.lfu_counting() {
+        db.count_frequency(params);
+    }
+    db
+}
+
+fn lock_shards_for<'a>(
     server: &'a NodeState,
     spec: &CommandSpec,
     args: &[&[u8]],

@@ -8,7 +8,7 @@
 use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::CmdError;
 use crate::config::keyspace_events::EVICTED;
-use crate::db::eviction::{choose_victim, EvictionPolicy};
+use crate::db::eviction::{choose_victim, Ages, EvictionPolicy};
 use crate::db::keyspace::SHARD_COUNT;
 use crate::node_state::keyspace_events;
 use crate::node_state::services::WriteStream;
@@ -88,7 +88,11 @@ fn evict_one(
         if policy == EvictionPolicy::NoEviction {
             return false;
         }
-        let victim = choose_victim(&shard, policy, samples, rng);
+        let ages = Ages {
+            lru_clock: lru_clock(now),
+            lfu: server.hot.lfu(),
+        };
+        let victim = choose_victim(&shard, policy, samples, ages, rng);
         if let Some(key) = victim {
             let mut locked = crate::db::Locked::from_guard(
                 &server.keyspace,
@@ -221,6 +225,25 @@ mod tests {
         assert_eq!(order, ["{s}b", "{s}a", "{s}c"]);
         assert_eq!(present(&state, &keys), ["{s}p"]);
         assert_eq!(state.stats.evicted_keys.load(Relaxed), 3);
+    }
+
+    #[test]
+    fn lfu_policies_evict_the_least_used_key_first() {
+        let keys = ["{s}a", "{s}b", "{s}c", "{s}p"];
+        let state = state_with(&[
+            ("{s}a", Some(5_000)),
+            ("{s}b", Some(5_000)),
+            ("{s}c", Some(5_000)),
+            ("{s}p", None),
+        ]);
+        let mut db = Locked::lock_all(&state.keyspace, NOW, lru_clock(NOW));
+        for (key, freq) in [("{s}a", 50), ("{s}b", 3), ("{s}c", 20), ("{s}p", 0)] {
+            db.get(key.as_bytes()).unwrap().freq = freq;
+        }
+        drop(db);
+        let order = eviction_order(&state, EvictionPolicy::VolatileLfu, &keys, 7);
+        assert_eq!(order, ["{s}b", "{s}c", "{s}a"]);
+        assert_eq!(present(&state, &keys), ["{s}p"]);
     }
 
     #[test]

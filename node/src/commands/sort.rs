@@ -36,7 +36,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         ..command(
             "sort_ro",
             -2,
-            READONLY | PATTERN_KEYS,
+            // Movable as in Redis: its BY and GET patterns name keys no key spec can locate.
+            READONLY | MOVABLE_KEYS | PATTERN_KEYS,
             KEY1,
             sort_ro,
             "generic",

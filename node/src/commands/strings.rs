@@ -378,6 +378,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             bytes.extend_from_slice(args[2]);
             let len = bytes.len();
             entry.value = Value::Str(bytes.into_boxed_slice());
+            entry.edited_in_place = true;
             len
         }
     };
@@ -527,7 +528,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     bytes[offset..offset + value.len()].copy_from_slice(value);
     let len = bytes.len();
     ctx.db
-        .set_keep_ttl(args[1], Value::Str(bytes.into_boxed_slice()));
+        .set_edited_keep_ttl(args[1], Value::Str(bytes.into_boxed_slice()));
     ctx.modified(args[1]);
     ctx.reply.integer(len as i64);
     Ok(())

@@ -24,8 +24,8 @@ pub const EXPIRED: u32 = 1 << 8;
 pub const EVICTED: u32 = 1 << 9;
 /// `t`: stream commands.
 pub const STREAM: u32 = 1 << 10;
-/// `m`: a key missed on read. Accepted and shown, never emitted: this node has no module
-/// API and does not publish misses (Redis leaves it out of `A` for its cost).
+/// `m`: a key a read command looked up and did not find (`keymiss`); not part of `A`, as in
+/// Redis (for its cost).
 pub const KEY_MISS: u32 = 1 << 11;
 /// `d`: module events; accepted for compatibility, never emitted (no modules here).
 pub const MODULE: u32 = 1 << 12;

@@ -347,6 +347,8 @@ pub struct Config {
     pub maxmemory: u64,
     pub maxmemory_policy: EvictionPolicy,
     pub maxmemory_samples: u32,
+    /// `lfu-log-factor` and `lfu-decay-time`: the LFU counters' growth and decay.
+    pub lfu: crate::db::frequency::LfuParams,
     pub proto_max_bulk_len: u64,
     /// Size past which a sparse HyperLogLog is converted to dense (Redis's default 3000).
     pub hll_sparse_max_bytes: u64,
@@ -463,6 +465,7 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: EvictionPolicy::NoEviction,
             maxmemory_samples: 5,
+            lfu: Default::default(),
             proto_max_bulk_len: DEFAULT_MAX_BULK_LEN as u64,
             hll_sparse_max_bytes: 3000,
             notify_keyspace_events: 0,
@@ -768,7 +771,8 @@ pub static PARAMS: &[Param] = &[
         true,
         |c| c.maxmemory_policy.name().to_string(),
         |c, v| {
-            c.maxmemory_policy = EvictionPolicy::parse(v).ok_or_else(|| "argument(s) must be one of the following: volatile-lru, allkeys-lru, volatile-random, allkeys-random, volatile-ttl, noeviction".to_string())?;
+            c.maxmemory_policy =
+                EvictionPolicy::parse(v).ok_or_else(EvictionPolicy::parse_error)?;
             Ok(())
         }
     ),
@@ -778,6 +782,24 @@ pub static PARAMS: &[Param] = &[
         |c| c.maxmemory_samples.to_string(),
         |c, v| {
             c.maxmemory_samples = num(v, 1, 64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "lfu-log-factor",
+        true,
+        |c| c.lfu.log_factor.to_string(),
+        |c, v| {
+            c.lfu.log_factor = num(v, 0, i32::MAX as u32)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "lfu-decay-time",
+        true,
+        |c| c.lfu.decay_minutes.to_string(),
+        |c, v| {
+            c.lfu.decay_minutes = num(v, 0, i32::MAX as u32)?;
             Ok(())
         }
     ),

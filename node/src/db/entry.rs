@@ -12,8 +12,12 @@ pub struct Entry {
     pub expires_at: UnixMillis,
     /// Last access, in seconds of the node's LRU clock (for OBJECT IDLETIME and LRU eviction).
     pub lru: u32,
-    /// Access-frequency counter (for OBJECT FREQ; logarithmic like Redis's LFU counter).
+    /// Access-frequency counter under an LFU policy (OBJECT FREQ, LFU eviction; see
+    /// [`super::frequency`]).
     pub freq: u8,
+    /// The string was edited in place (SETRANGE, APPEND, SETBIT...): Redis keeps such strings
+    /// in its `raw` encoding whatever their size, and OBJECT ENCODING says so.
+    pub edited_in_place: bool,
 }
 
 impl Entry {
@@ -22,7 +26,8 @@ impl Entry {
             value,
             expires_at: 0,
             lru,
-            freq: 5,
+            freq: super::frequency::LFU_INIT_VAL,
+            edited_in_place: false,
         }
     }
 

@@ -3,6 +3,7 @@
 //! may grow memory (the command layer's `eviction`).
 
 use super::entry::UnixMillis;
+use super::frequency::{self, LfuParams};
 use super::keyspace::Shard;
 use super::value::Key;
 use rand::Rng;
@@ -19,17 +20,39 @@ pub enum EvictionPolicy {
     AllKeysRandom,
     VolatileRandom,
     VolatileTtl,
+    AllKeysLfu,
+    VolatileLfu,
 }
 
 impl EvictionPolicy {
-    const NAMES: [(EvictionPolicy, &'static str); 6] = [
-        (EvictionPolicy::NoEviction, "noeviction"),
-        (EvictionPolicy::AllKeysLru, "allkeys-lru"),
+    /// In Redis's order (its CONFIG SET error lists them so).
+    pub const NAMES: [(EvictionPolicy, &'static str); 8] = [
         (EvictionPolicy::VolatileLru, "volatile-lru"),
-        (EvictionPolicy::AllKeysRandom, "allkeys-random"),
+        (EvictionPolicy::VolatileLfu, "volatile-lfu"),
         (EvictionPolicy::VolatileRandom, "volatile-random"),
         (EvictionPolicy::VolatileTtl, "volatile-ttl"),
+        (EvictionPolicy::AllKeysLru, "allkeys-lru"),
+        (EvictionPolicy::AllKeysLfu, "allkeys-lfu"),
+        (EvictionPolicy::AllKeysRandom, "allkeys-random"),
+        (EvictionPolicy::NoEviction, "noeviction"),
     ];
+
+    /// Whether accesses are counted in the entries' LFU counters (and OBJECT FREQ answers).
+    pub fn is_lfu(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu
+        )
+    }
+
+    /// Redis's CONFIG SET error for a name that is none of the policies.
+    pub fn parse_error() -> String {
+        let names: Vec<&str> = Self::NAMES.iter().map(|(_, n)| *n).collect();
+        format!(
+            "argument(s) must be one of the following: {}",
+            names.join(", ")
+        )
+    }
 
     pub fn name(self) -> &'static str {
         Self::NAMES
@@ -47,12 +70,21 @@ impl EvictionPolicy {
     }
 }
 
+/// When a victim is chosen: the LRU clock (seconds) and the LFU counters' decay, for the
+/// LFU policies' comparison of decayed counters.
+#[derive(Debug, Clone, Copy)]
+pub struct Ages {
+    pub lru_clock: u32,
+    pub lfu: LfuParams,
+}
+
 /// The key `policy` would evict from `shard`, sampling `samples` keys where the policy
-/// compares (LRU, TTL); None if no key qualifies.
+/// compares (LRU, LFU, TTL); None if no key qualifies.
 pub fn choose_victim(
     shard: &Shard,
     policy: EvictionPolicy,
     samples: usize,
+    ages: Ages,
     rng: &mut impl Rng,
 ) -> Option<Key> {
     match policy {
@@ -62,6 +94,10 @@ pub fn choose_victim(
         EvictionPolicy::VolatileRandom => sample_volatile(shard, 1, rng).into_iter().next(),
         EvictionPolicy::VolatileLru => oldest(shard, sample_volatile(shard, samples, rng)),
         EvictionPolicy::VolatileTtl => soonest(shard, sample_volatile(shard, samples, rng)),
+        EvictionPolicy::AllKeysLfu => least_used(shard, sample_any(shard, samples, rng), ages),
+        EvictionPolicy::VolatileLfu => {
+            least_used(shard, sample_volatile(shard, samples, rng), ages)
+        }
     }
 }
 
@@ -133,6 +169,20 @@ fn oldest(shard: &Shard, keys: Vec<Key>) -> Option<Key> {
             .get(&**k)
             .map(|e| e.lru)
             .unwrap_or(u32::MAX)
+    })
+}
+
+/// The sampled key with the lowest decayed LFU counter.
+fn least_used(shard: &Shard, keys: Vec<Key>, ages: Ages) -> Option<Key> {
+    keys.into_iter().min_by_key(|k| {
+        shard
+            .table(proto::slot::key_slot(k))
+            .get(&**k)
+            .map(|e| {
+                let idle = ages.lru_clock.saturating_sub(e.lru);
+                u16::from(frequency::decayed(e.freq, idle, ages.lfu))
+            })
+            .unwrap_or(u16::MAX)
     })
 }
 

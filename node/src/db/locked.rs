@@ -4,6 +4,7 @@
 //! and every write keeps the shard's key count and expiry queue in step with its tables.
 
 use super::entry::{Entry, UnixMillis};
+use super::frequency::{self, LfuParams};
 use super::guards::Guards;
 use super::keyspace::{reserve_one, shard_of_slot, Keyspace, Shard, SHARD_COUNT};
 use super::value::{Key, Value};
@@ -22,6 +23,8 @@ pub struct Locked<'a> {
     pub now: UnixMillis,
     /// LRU clock (seconds) stamped on accessed entries.
     pub lru_clock: u32,
+    /// Set under an LFU maxmemory policy: accesses also count in the entries' LFU counters.
+    lfu: Option<LfuParams>,
     /// Keys deleted by lazy expiry during this command (for stats and WATCH).
     pub expired: u64,
     /// Lookups that found a live key, and that found none (INFO keyspace_hits/misses).
@@ -33,6 +36,9 @@ pub struct Locked<'a> {
     /// Names of the keys created during this command, kept only while `new` keyspace
     /// events are published ([`Locked::record_created`]).
     created: Option<Vec<Key>>,
+    /// Names of the keys looked up and not found during this command, kept only while
+    /// `keymiss` events are published ([`Locked::record_missed`]).
+    missed: Option<Vec<Key>>,
 }
 
 /// Expired keys one command may record for its replicas. A command reaches only the keys it
@@ -53,11 +59,13 @@ impl<'a> Locked<'a> {
             highest: None,
             now,
             lru_clock,
+            lfu: None,
             expired: 0,
             hits: 0,
             misses: 0,
             removed: None,
             created: None,
+            missed: None,
         };
         for &s in shards {
             locked.guards.insert(s, keyspace.lock_shard(s));
@@ -81,11 +89,13 @@ impl<'a> Locked<'a> {
             highest: Some(shard),
             now,
             lru_clock,
+            lfu: None,
             expired: 0,
             hits: 0,
             misses: 0,
             removed: None,
             created: None,
+            missed: None,
         };
         locked.guards.insert(shard, guard);
         locked
@@ -94,6 +104,11 @@ impl<'a> Locked<'a> {
     pub fn lock_all(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
         let all: Vec<usize> = (0..SHARD_COUNT).collect();
         Self::lock(keyspace, &all, now, lru_clock)
+    }
+
+    /// Makes accesses count in the entries' LFU counters (an LFU maxmemory policy is set).
+    pub fn count_frequency(&mut self, params: LfuParams) {
+        self.lfu = Some(params);
     }
 
     /// Starts recording the names of keys deleted because they had expired (see
@@ -120,6 +135,30 @@ impl<'a> Locked<'a> {
         match self.created.as_mut() {
             Some(keys) if !keys.is_empty() => std::mem::take(keys),
             _ => Vec::new(),
+        }
+    }
+
+    /// Starts recording the names of keys looked up and not found (see
+    /// [`Locked::take_missed`]).
+    pub fn record_missed(&mut self) {
+        self.missed.get_or_insert_with(Vec::new);
+    }
+
+    /// The keys missed since the last call (none unless recording).
+    pub fn take_missed(&mut self) -> Vec<Key> {
+        match self.missed.as_mut() {
+            Some(keys) if !keys.is_empty() => std::mem::take(keys),
+            _ => Vec::new(),
+        }
+    }
+
+    fn note_missed(&mut self, key: &[u8]) {
+        self.misses += 1;
+        if let Some(keys) = self.missed.as_mut() {
+            // Bounded like `removed`: past it, `keymiss` events are dropped.
+            if keys.len() < REMOVED_KEYS_MAX {
+                keys.push(key.into());
+            }
         }
     }
 
@@ -236,7 +275,7 @@ impl<'a> Locked<'a> {
             let table = self.shard_mut(slot).table(slot);
             match table.get_full(key) {
                 None => {
-                    self.misses += 1;
+                    self.note_missed(key);
                     return None;
                 }
                 Some((i, _, e)) => (i, e.is_expired(now)),
@@ -244,13 +283,19 @@ impl<'a> Locked<'a> {
         };
         if expired {
             self.expire_now(slot, key);
-            self.misses += 1;
+            self.note_missed(key);
             return None;
         }
         self.hits += 1;
+        let lfu = self.lfu;
         let (_, entry) = self.shard_mut(slot).table_mut(slot).get_index_mut(index)?;
+        if let Some(params) = lfu {
+            // Decay from the previous access first, as Redis's updateLFU does.
+            let idle = lru.saturating_sub(entry.lru);
+            let freq = frequency::decayed(entry.freq, idle, params);
+            entry.freq = frequency::incremented(freq, params, rand::random::<f64>());
+        }
         entry.lru = lru;
-        entry.freq = entry.freq.saturating_add(1);
         Some(entry)
     }
 
@@ -294,12 +339,25 @@ impl<'a> Locked<'a> {
 
     /// Stores `value`, keeping the key's TTL if it has one (SET KEEPTTL, SETRANGE, APPEND...).
     pub fn set_keep_ttl(&mut self, key: &[u8], value: Value) {
+        self.store_keep_ttl(key, value, false);
+    }
+
+    /// Like `set_keep_ttl`, for a string the command edited (SETRANGE): marked as edited in
+    /// place, which OBJECT ENCODING reports as Redis does (`raw`).
+    pub fn set_edited_keep_ttl(&mut self, key: &[u8], value: Value) {
+        self.store_keep_ttl(key, value, true);
+    }
+
+    fn store_keep_ttl(&mut self, key: &[u8], value: Value, edited_in_place: bool) {
         let lru = self.lru_clock;
         if let Some(entry) = self.get(key) {
             entry.value = value;
             entry.lru = lru;
+            entry.edited_in_place = edited_in_place;
         } else {
-            self.set(key, value);
+            let mut entry = Entry::new(value, lru);
+            entry.edited_in_place = edited_in_place;
+            self.insert(key, entry);
         }
     }
 

@@ -5,6 +5,7 @@ pub mod entry;
 pub mod eviction;
 pub mod expiry;
 pub mod footprint;
+pub mod frequency;
 pub mod guards;
 pub mod image;
 pub mod keyspace;

@@ -60,6 +60,9 @@ pub struct ClientShared {
     /// The user it authenticated as (None: `default`), for CLIENT LIST and for ACL DELUSER,
     /// ACL LOAD and channel revocations, which disconnect a user's clients.
     pub user: Mutex<Option<Arc<super::acl::User>>>,
+    /// The connection serves the replication stream after SYNC/PSYNC on the client port
+    /// (CLIENT LIST flag `S`, CLIENT LIST/KILL TYPE replica, as Redis shows its replicas).
+    pub stream_consumer: AtomicBool,
 }
 
 impl ClientShared {
@@ -91,6 +94,7 @@ impl ClientShared {
             tracking: Default::default(),
             no_evict: AtomicBool::new(false),
             user: Mutex::new(None),
+            stream_consumer: AtomicBool::new(false),
         }
     }
 

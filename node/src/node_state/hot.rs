@@ -1,12 +1,16 @@
 //! Config values consulted on every command, kept as atomics so the hot path takes no lock.
 
 use crate::config::{Config, EvictionPolicy};
+use crate::db::frequency::LfuParams;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 pub struct HotConfig {
     pub maxmemory: AtomicU64,
     policy: AtomicU8,
     pub maxmemory_samples: AtomicU64,
+    /// `lfu-log-factor` and `lfu-decay-time`, read by every access under an LFU policy.
+    lfu_log_factor: AtomicU32,
+    lfu_decay_minutes: AtomicU32,
     pub proto_max_bulk_len: AtomicU64,
     pub query_buffer_limit: AtomicU64,
     pub protected_mode: AtomicBool,
@@ -31,13 +35,15 @@ pub struct HotConfig {
     pub busy_reply_threshold_ms: AtomicU64,
 }
 
-const POLICIES: [EvictionPolicy; 6] = [
+const POLICIES: [EvictionPolicy; 8] = [
     EvictionPolicy::NoEviction,
     EvictionPolicy::AllKeysLru,
     EvictionPolicy::VolatileLru,
     EvictionPolicy::AllKeysRandom,
     EvictionPolicy::VolatileRandom,
     EvictionPolicy::VolatileTtl,
+    EvictionPolicy::AllKeysLfu,
+    EvictionPolicy::VolatileLfu,
 ];
 
 impl From<&Config> for HotConfig {
@@ -46,6 +52,8 @@ impl From<&Config> for HotConfig {
             maxmemory: AtomicU64::new(0),
             policy: AtomicU8::new(0),
             maxmemory_samples: AtomicU64::new(5),
+            lfu_log_factor: AtomicU32::new(0),
+            lfu_decay_minutes: AtomicU32::new(0),
             proto_max_bulk_len: AtomicU64::new(0),
             query_buffer_limit: AtomicU64::new(0),
             protected_mode: AtomicBool::new(true),
@@ -80,6 +88,8 @@ impl HotConfig {
         self.policy.store(idx as u8, Relaxed);
         self.maxmemory_samples
             .store(c.maxmemory_samples as u64, Relaxed);
+        self.lfu_log_factor.store(c.lfu.log_factor, Relaxed);
+        self.lfu_decay_minutes.store(c.lfu.decay_minutes, Relaxed);
         self.proto_max_bulk_len.store(c.proto_max_bulk_len, Relaxed);
         self.query_buffer_limit
             .store(c.client_query_buffer_limit, Relaxed);
@@ -114,5 +124,17 @@ impl HotConfig {
 
     pub fn policy(&self) -> EvictionPolicy {
         POLICIES[self.policy.load(Relaxed) as usize % POLICIES.len()]
+    }
+
+    pub fn lfu(&self) -> LfuParams {
+        LfuParams {
+            log_factor: self.lfu_log_factor.load(Relaxed),
+            decay_minutes: self.lfu_decay_minutes.load(Relaxed),
+        }
+    }
+
+    /// The LFU counters' parameters when the policy counts accesses, None otherwise.
+    pub fn lfu_counting(&self) -> Option<LfuParams> {
+        self.policy().is_lfu().then(|| self.lfu())
     }
 }

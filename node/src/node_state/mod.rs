@@ -34,6 +34,7 @@ pub mod shutdown;
 pub mod slowlog;
 pub mod snapshot_state;
 pub mod stats;
+pub mod stream_consumers;
 pub mod tracking;
 pub mod watch;
 

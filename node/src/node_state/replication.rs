@@ -91,6 +91,8 @@ struct State {
     /// Set when the current history began from a complete replay of another (identity
     /// `succeeds`); it speaks for the history `new` names only.
     succession: Option<Succession>,
+    /// Clients following the stream over the client port, listed with the replicas.
+    stream_consumers: super::stream_consumers::StreamConsumers,
 }
 
 /// Where the identity file is written, and as which node (set once at start).
@@ -149,6 +151,7 @@ impl Replication {
                 history_primary: None,
                 history_epoch: 0,
                 succession: None,
+                stream_consumers: Default::default(),
             }),
             new_bytes: Condvar::new(),
             writes_paused_until_ms: AtomicU64::new(0),
@@ -705,7 +708,25 @@ impl Replication {
                     lag_secs: ack.lag_secs(now_ms),
                 }
             })
+            .chain(s.stream_consumers.lines(now_ms))
             .collect()
+    }
+
+    /// A client (`client` id, at `ip`:`port`) began following the stream over the client
+    /// port: listed with the replicas until [`Self::stream_consumer_detached`].
+    pub fn stream_consumer_attached(&self, client: u64, ip: String, port: u16, now_ms: u64) {
+        let mut s = self.state.lock();
+        s.stream_consumers.attach(client, ip, port, now_ms);
+    }
+
+    /// The stream consumer `client` has been sent the stream up to `offset`.
+    pub fn stream_consumer_sent(&self, client: u64, offset: u64, now_ms: u64) {
+        let mut s = self.state.lock();
+        s.stream_consumers.sent(client, offset, now_ms);
+    }
+
+    pub fn stream_consumer_detached(&self, client: u64) {
+        self.state.lock().stream_consumers.detach(client);
     }
 
     /// Every attached replica as INFO describes it (address, state, offset, lag).

@@ -15,8 +15,9 @@
 //! [`CHUNK_MAX`] bytes besides its socket's buffers; a consumer that falls behind by more than
 //! [`TCP_REPLICA_LAG_MAX`] bytes (Redis's replica class hard limit, 256 MB), or out of the
 //! backlog (`repl-backlog-size`), is disconnected, as Redis drops a replica over its output
-//! limit. Such a consumer is not a replica for WAIT, `min-replicas-to-write` or INFO: it never
-//! acknowledges anything.
+//! limit. Such a consumer is shown as a replica, as Redis shows it (CLIENT LIST flag `S`,
+//! INFO replication's `connected_slaves` and `slaveN`, ROLE: `node_state::stream_consumers`),
+//! but it is not one for WAIT or `min-replicas-to-write`: it never acknowledges anything.
 //!
 //! Nothing here blocks the connection's runtime thread: the snapshot is built on the
 //! blocking pool, new bytes are looked for on a timer.
@@ -24,6 +25,7 @@
 use super::repl_link::snapshot;
 use super::session::Session;
 use super::Server;
+use crate::clock::unix_millis;
 use crate::command_framework::ctx::ReplicaStreamAsk;
 use crate::node_state::client::ClientShared;
 use crate::node_state::stats::Stats;
@@ -52,6 +54,20 @@ const INPUT_SCRATCH: usize = 4 * 1024;
 
 /// `SELECT 0`, as RESP: the first command of a full sync's stream.
 const SELECT_0: &[u8] = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n";
+
+/// A consumer's place in the replicas INFO lists, given back when the connection ends.
+struct Listed<'a> {
+    server: &'a Server,
+    client: u64,
+}
+
+impl Drop for Listed<'_> {
+    fn drop(&mut self) {
+        self.server
+            .replication
+            .stream_consumer_detached(self.client);
+    }
+}
 
 /// One slot of [`TCP_REPLICAS_MAX`], given back when the connection ends.
 struct Slot<'a>(&'a Server);
@@ -110,6 +126,18 @@ async fn serve_consumer<S: AsyncRead + AsyncWrite + Unpin>(
         let _ = stream.write_all(format!("-ERR {e}\r\n").as_bytes()).await;
         return;
     }
+    consumer.shared.stream_consumer.store(true, Relaxed);
+    let peer = consumer.shared.peer;
+    server.replication.stream_consumer_attached(
+        id,
+        peer.ip().to_string(),
+        peer.port(),
+        unix_millis(),
+    );
+    let _listed = Listed {
+        server: &server,
+        client: id,
+    };
     let from = match server.replication.psync(&ask.psync) {
         decision @ PsyncDecision::Continue { from, .. } => {
             Stats::add(&server.stats.sync_partial_ok, 1);
@@ -132,6 +160,9 @@ async fn serve_consumer<S: AsyncRead + AsyncWrite + Unpin>(
             offset + 1
         }
     };
+    server
+        .replication
+        .stream_consumer_sent(id, from.saturating_sub(1), unix_millis());
     follow(stream, &consumer, from).await;
     tracing::info!(client = id, "TCP replica stream ended");
 }
@@ -198,7 +229,12 @@ async fn follow<S: AsyncRead + AsyncWrite + Unpin>(
         }
         let after = next + chunk.len() as u64;
         match write_within_lag(stream, server, &shared, &chunk, after).await {
-            Ok(()) => next = after,
+            Ok(()) => {
+                next = after;
+                server
+                    .replication
+                    .stream_consumer_sent(consumer.id, next - 1, unix_millis());
+            }
             Err(stop) => break stop,
         }
     };

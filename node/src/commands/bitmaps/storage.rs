@@ -80,6 +80,7 @@ pub fn writable_string<'e>(
     if let Value::Int(n) = entry.value {
         entry.value = Value::Str(itoa::Buffer::new().format(n).as_bytes().into());
     }
+    entry.edited_in_place = true;
     match &mut entry.value {
         Value::Str(s) => {
             if s.len() < min_len {

@@ -103,6 +103,11 @@ impl ClientType {
             .load(std::sync::atomic::Ordering::Relaxed)
         {
             ClientType::Master
+        } else if client
+            .stream_consumer
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            ClientType::Replica
         } else if client.subscription_count() > 0 {
             ClientType::PubSub
         } else {
@@ -127,6 +132,8 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
         ClientType::PubSub => flags.push('P'),
         // Redis's CLIENT_MASTER flag: the replica's link to its primary.
         ClientType::Master => flags.push('M'),
+        // Redis's CLIENT_SLAVE flag: a connection the replication stream is served on.
+        ClientType::Replica => flags.push('S'),
         _ => {}
     }
     let in_multi = c.in_multi.load(Relaxed);

@@ -11,10 +11,16 @@ use crate::db::Value;
 /// Longest string Redis 7.0 stores embedded in its object header.
 const EMBSTR_SIZE_LIMIT: usize = 44;
 
-pub fn redis_encoding(value: &Value, limits: &EncodingLimits) -> &'static str {
+/// `edited_in_place`: a string changed in place (SETRANGE, APPEND...), which Redis holds
+/// `raw` whatever its size.
+pub fn redis_encoding(
+    value: &Value,
+    edited_in_place: bool,
+    limits: &EncodingLimits,
+) -> &'static str {
     match value {
         Value::Int(_) => "int",
-        Value::Str(s) if s.len() <= EMBSTR_SIZE_LIMIT => "embstr",
+        Value::Str(s) if s.len() <= EMBSTR_SIZE_LIMIT && !edited_in_place => "embstr",
         Value::Str(_) => "raw",
         // Redis 7.0 keeps every list in a quicklist (listpack lists came with 7.2).
         Value::List(_) => "quicklist",

@@ -87,7 +87,7 @@ fn encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let limits = ctx.server.config.read().encodings.clone();
     match ctx.db.peek(args[2]) {
         Some(e) => {
-            let name = super::encoding::redis_encoding(&e.value, &limits);
+            let name = super::encoding::redis_encoding(&e.value, e.edited_in_place, &limits);
             ctx.reply.bulk(name.as_bytes());
         }
         None => ctx.reply.null(),
@@ -95,18 +95,32 @@ fn encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Access frequency exists only under an LFU policy, which this node does not offer.
+/// Access frequency is counted only under an LFU policy; the counter shown is decayed to now
+/// without counting this look.
 fn freq(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    if ctx.db.peek(args[2]).is_none() {
+    let lfu = ctx.server.hot.lfu_counting();
+    let clock = ctx.db.lru_clock;
+    let Some(e) = ctx.db.peek(args[2]) else {
         ctx.reply.null();
         return Ok(());
-    }
-    Err(CmdError::new("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."))
+    };
+    let Some(params) = lfu else {
+        return Err(CmdError::new("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+    };
+    let idle = clock.saturating_sub(e.lru);
+    let freq = crate::db::frequency::decayed(e.freq, idle, params);
+    ctx.reply.integer(i64::from(freq));
+    Ok(())
 }
 
+/// Idle time is not shown under an LFU policy, as in Redis (its LRU field holds the LFU data).
 fn idletime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let clock = ctx.db.lru_clock;
+    let lfu = ctx.server.hot.policy().is_lfu();
     match ctx.db.peek(args[2]) {
+        Some(_) if lfu => {
+            return Err(CmdError::new("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+        }
         Some(e) => {
             let idle = clock.saturating_sub(e.lru);
             ctx.reply.integer(idle as i64);

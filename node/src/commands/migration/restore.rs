@@ -98,7 +98,10 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let wakes = matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_));
     let mut entry = Entry::new(value, ctx.db.lru_clock);
     entry.expires_at = expires_at;
-    if let Some(idle) = o.idle_secs {
+    // Under an LFU policy the entry's access stamp is the LFU counter's decay base: IDLETIME
+    // does not apply there, as in Redis (FREQ applies under any policy, it is read only
+    // under LFU).
+    if let (Some(idle), false) = (o.idle_secs, ctx.server.hot.policy().is_lfu()) {
         entry.lru = ctx
             .db
             .lru_clock

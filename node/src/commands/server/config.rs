@@ -5,7 +5,7 @@ use crate::command_framework::args;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::config::params::{Param, PARAMS};
+use crate::config::params::{Param, ALIASES, PARAMS};
 use crate::node_state::glob;
 
 const FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
@@ -86,24 +86,34 @@ fn index_of(name: &str) -> Option<usize> {
 }
 
 /// CONFIG GET pattern [pattern ...]: a pattern without glob characters names one parameter
-/// and is echoed as given (Redis does so for aliases); a glob matches names in any case.
+/// and is echoed as given (Redis does so for aliases); a glob matches names and aliases in
+/// any case, each listed under the name it matched. A name comes back once however many
+/// patterns match it; a parameter and its alias are two names (Redis 7.0 lists both).
 fn get(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let mut chosen = vec![false; PARAMS.len()];
     let mut out: Vec<(String, String)> = Vec::new();
     let config = ctx.server.config.read();
+    let mut add = |name: String, i: usize| {
+        if !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+            out.push((name, (PARAMS[i].get)(&config)));
+        }
+    };
     for pattern in &args[2..] {
         if pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
             for (i, p) in PARAMS.iter().enumerate() {
-                if !chosen[i] && glob::matches(pattern, p.name.as_bytes(), true) {
-                    chosen[i] = true;
-                    out.push((p.name.to_string(), (p.get)(&config)));
+                if glob::matches(pattern, p.name.as_bytes(), true) {
+                    add(p.name.to_string(), i);
+                }
+            }
+            for (alias, canonical) in ALIASES {
+                if let (true, Some(i)) = (
+                    glob::matches(pattern, alias.as_bytes(), true),
+                    index_of(canonical),
+                ) {
+                    add(alias.to_string(), i);
                 }
             }
         } else if let Some(i) = index_of(&args::text(pattern)) {
-            if !chosen[i] {
-                chosen[i] = true;
-                out.push((args::text(pattern), (PARAMS[i].get)(&config)));
-            }
+            add(args::text(pattern), i);
         }
     }
     drop(config);
@@ -146,12 +156,14 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let mut config = ctx.server.config.write();
     let mut next = config.clone();
     for (param, name, value) in &changes {
-        (param.set)(&mut next, value).map_err(|reason| set_failed(name, &reason))?;
+        let set = (param.set)(&mut next, value);
         // A parameter fixed at start may still be "set" to the value it has (tools that
-        // re-apply a whole config do so); any other value needs a restart.
-        if !param.runtime && (param.get)(&next) != (param.get)(&config) {
+        // re-apply a whole config do so); any other value, even one it would refuse at
+        // start, needs a restart, which Redis's error names.
+        if !param.runtime && (set.is_err() || (param.get)(&next) != (param.get)(&config)) {
             return Err(set_failed(name, "can't set immutable config"));
         }
+        set.map_err(|reason| set_failed(name, &reason))?;
     }
     *config = next;
     ctx.server.config_applied(&config);

@@ -115,6 +115,10 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let withscores = args.len() == 4;
+    // Member and score make two elements: Redis refuses counts whose double overflows.
+    if withscores && count.unsigned_abs() > (i64::MAX / 2) as u64 {
+        return Err(CmdError::new("ERR value is out of range"));
+    }
     let Some(z) = zset_at(db, args[1])? else {
         reply.array(0);
         return Ok(());
