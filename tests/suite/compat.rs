@@ -444,3 +444,24 @@ fn object_encoding_answers_redis_7_0_names_by_the_thresholds() {
     assert_eq!(encoding("zset"), "skiplist");
     assert_eq!(encoding("ints"), "hashtable");
 }
+
+/// Goal: COMMAND GETKEYS of a script naming no key answers an empty list (Redis 7.0 flags
+/// EVAL and its kin `no_mandatory_keys`), one naming keys lists them. Method: the suite's
+/// own cases (introspection-2).
+#[test]
+fn command_getkeys_of_a_script_without_keys_is_empty() {
+    let node = Node::start(&[]);
+    let mut c = RawClient::connect(node.port);
+    assert_eq!(
+        c.call(&["COMMAND", "GETKEYS", "EVAL", "return 1", "0"]),
+        Frame::Array(vec![])
+    );
+    assert_eq!(
+        c.call(&["COMMAND", "GETKEYS", "EVAL", "return 1", "1", "key"]),
+        Frame::Array(vec![bulk("key")])
+    );
+    assert_eq!(
+        c.call(&["COMMAND", "GETKEYS", "EVALSHA_RO", "abc", "0"]),
+        Frame::Array(vec![])
+    );
+}

@@ -282,11 +282,15 @@ fn keys_of(full: &[&[u8]]) -> Result<(&'static CommandSpec, Vec<usize>), CmdErro
         return err("ERR Invalid number of arguments specified for command");
     }
     let positions = spec.key_positions(full).to_vec();
-    if positions.is_empty() {
+    if positions.is_empty() && !NO_MANDATORY_KEYS.contains(&spec.name) {
         return err("ERR Invalid arguments specified for command");
     }
     Ok((spec, positions))
 }
+
+/// Commands Redis 7.0 flags `no_mandatory_keys`: a line of theirs naming no key is valid, and
+/// COMMAND GETKEYS answers it with an empty list instead of an error.
+const NO_MANDATORY_KEYS: &[&str] = &["eval", "evalsha", "eval_ro", "evalsha_ro"];
 
 fn getkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let full = &args[2..];
