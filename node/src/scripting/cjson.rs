@@ -312,19 +312,25 @@ impl Parser<'_> {
         )
     }
 
+    /// Steps into an object or array at `depth` (refused past the nesting limit, as cjson
+    /// does) and makes its table.
+    fn open_container(&mut self, lua: &Lua, depth: u32) -> std::result::Result<Table, String> {
+        if depth > self.max_depth {
+            return Err(format!(
+                "Found too many nested data structures ({depth}) at character {}",
+                self.pos + 1
+            ));
+        }
+        self.pos += 1;
+        lua.create_table().map_err(|e| e.to_string())
+    }
+
     fn value(&mut self, lua: &Lua, depth: u32) -> std::result::Result<Value, String> {
         self.skip_space();
         let lua_err = |e: mlua::Error| e.to_string();
         match self.text.get(self.pos) {
             Some(b'{') => {
-                if depth > self.max_depth {
-                    return Err(format!(
-                        "Found too many nested data structures ({depth}) at character {}",
-                        self.pos + 1
-                    ));
-                }
-                self.pos += 1;
-                let t = lua.create_table().map_err(lua_err)?;
+                let t = self.open_container(lua, depth)?;
                 self.skip_space();
                 if self.text.get(self.pos) == Some(&b'}') {
                     self.pos += 1;
@@ -356,14 +362,7 @@ impl Parser<'_> {
                 }
             }
             Some(b'[') => {
-                if depth > self.max_depth {
-                    return Err(format!(
-                        "Found too many nested data structures ({depth}) at character {}",
-                        self.pos + 1
-                    ));
-                }
-                self.pos += 1;
-                let t = lua.create_table().map_err(lua_err)?;
+                let t = self.open_container(lua, depth)?;
                 self.skip_space();
                 if self.text.get(self.pos) == Some(&b']') {
                     self.pos += 1;
