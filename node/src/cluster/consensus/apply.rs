@@ -3,6 +3,7 @@
 //! added, their roles, the slot map), so every node accepts or refuses an entry alike. A
 //! refused entry still advances the version: it was committed, it just changed nothing.
 
+use super::apply_migration;
 use super::codec::CodecError;
 use super::command::{NodeAddress, TopologyCommand};
 use crate::cluster::error::ClusterError;
@@ -36,6 +37,15 @@ pub enum ApplyError {
     Cluster(#[from] ClusterError),
     #[error("undecodable entry: {0}")]
     Undecodable(#[from] CodecError),
+    /// A migration record the ledger refused (ended, wrong batch, slot busy...).
+    #[error("{0}")]
+    Migration(String),
+}
+
+impl From<crate::cluster::migration::ledger::Refusal> for ApplyError {
+    fn from(r: crate::cluster::migration::ledger::Refusal) -> Self {
+        ApplyError::Migration(r.to_string())
+    }
 }
 
 /// Applies the entry at `index` to `topology`: version becomes `index` whether the command
@@ -101,6 +111,18 @@ fn change(t: &mut Topology, index: u64, command: &TopologyCommand) -> Result<(),
         TopologyCommand::ForgetNode { id } => forget_node(t, id)?,
         TopologyCommand::Promote { replica } => promote(t, replica, index)?,
         TopologyCommand::SetReplicaOf { replica, primary } => set_replica_of(t, replica, primary)?,
+        TopologyCommand::MigrationOpen(open) => apply_migration::open(t, open)?,
+        TopologyCommand::MigrationBegin { id, batch, ranges } => {
+            apply_migration::begin(t, *id, *batch, ranges)?
+        }
+        TopologyCommand::MigrationCommit { id, batch } => {
+            apply_migration::commit(t, *id, *batch, index)?
+        }
+        TopologyCommand::MigrationAbort {
+            id,
+            reason,
+            cancelled,
+        } => apply_migration::abort(t, *id, reason, *cancelled)?,
     }
     Ok(())
 }
@@ -118,6 +140,18 @@ fn primary(t: &Topology, id: &NodeId) -> Result<NodeIndex, ApplyError> {
         return Err(ApplyError::NotPrimary(*id));
     }
     Ok(i)
+}
+
+pub(super) fn logged_primary(t: &Topology, id: &NodeId) -> Result<NodeIndex, ApplyError> {
+    primary(t, id)
+}
+
+pub(super) fn bind_slot_to(t: &mut Topology, slot: u16, owner: NodeIndex) {
+    bind_slot(t, slot, owner)
+}
+
+pub(super) fn grant_epoch_to(t: &mut Topology, i: NodeIndex, index: u64) {
+    grant_epoch(t, i, index)
 }
 
 fn owns_slots(t: &Topology, i: NodeIndex) -> bool {

@@ -322,10 +322,10 @@ fn bad_images_are_refused_with_typed_errors() {
             CodecError::Truncated { .. }
         ));
     }
-    // The last run's owner (u16 at the end) pointing past the node list.
+    // The last run's owner (the u16 before the empty ledger's count) past the node list.
     let mut bad_owner = good.clone();
     let n = bad_owner.len();
-    bad_owner[n - 2..].copy_from_slice(&5u16.to_be_bytes());
+    bad_owner[n - 6..n - 4].copy_from_slice(&5u16.to_be_bytes());
     assert_eq!(
         TopologyImage::decode(&bad_owner).unwrap_err(),
         CodecError::BadValue {
@@ -361,4 +361,100 @@ fn a_table_full_of_gossip_nodes_still_takes_the_logs_nodes() {
     assert_eq!(t.nodes.len(), NODES_MAX);
     assert!(t.index_of(&id(2)).is_some());
     assert_eq!(t.myself().id, id(1));
+}
+
+fn open_migration(
+    id_: u64,
+    request: &str,
+    from: u8,
+    to: u8,
+    ranges: &[(u16, u16)],
+) -> TopologyCommand {
+    TopologyCommand::MigrationOpen(command::MigrationOpen {
+        id: id_,
+        request_id: request.into(),
+        source: id(from),
+        target: id(to),
+        ranges: ranges.to_vec(),
+        slots_per_batch: 10,
+    })
+}
+
+/// A migration's records move ownership only at its commits, the same way on every node,
+/// and records out of order or after the end change nothing.
+#[test]
+fn migration_records_switch_owners_at_commit_only() {
+    use crate::cluster::migration::{MigrationId, MigrationState};
+    let mut t = lone(1);
+    let begin = |batch, ranges: &[(u16, u16)]| TopologyCommand::MigrationBegin {
+        id: 9,
+        batch,
+        ranges: ranges.to_vec(),
+    };
+    let out = run(
+        &mut t,
+        1,
+        &[
+            add(1),
+            add(2),
+            assign(1, &[(0, 99)]),
+            open_migration(9, "req", 1, 2, &[(0, 19)]),
+            // The same request id again: the same migration, nothing new.
+            open_migration(10, "req", 1, 2, &[(0, 19)]),
+            // Not the source's slots.
+            open_migration(11, "other", 2, 1, &[(0, 1)]),
+            TopologyCommand::MigrationCommit { id: 9, batch: 0 },
+            begin(0, &[(0, 9)]),
+        ],
+    );
+    assert_eq!(out[..5], [Ok(()), Ok(()), Ok(()), Ok(()), Ok(())]);
+    assert!(out[5]
+        .as_ref()
+        .unwrap_err()
+        .contains("not owned by the source"));
+    assert!(out[6].is_err(), "a commit before its begin: {out:?}");
+    assert_eq!(out[7], Ok(()));
+    assert_eq!(owner(&t, 5), Some(id(1)), "moving, still the source's");
+    assert_eq!(t.consensus.migrations.moving(5), Some(MigrationId(9)));
+    // The image carries the running migration to a node that restores it.
+    let image = TopologyImage::decode(&TopologyImage::capture(&t).encode().unwrap()).unwrap();
+    let mut other = lone(2);
+    image.restore(&mut other).unwrap();
+    assert_eq!(other.consensus.migrations, t.consensus.migrations);
+
+    for node in [&mut t, &mut other] {
+        let out = run(
+            node,
+            9,
+            &[
+                TopologyCommand::MigrationCommit { id: 9, batch: 0 },
+                begin(1, &[(10, 19)]),
+                TopologyCommand::MigrationAbort {
+                    id: 9,
+                    reason: "the target failed".into(),
+                    cancelled: false,
+                },
+                TopologyCommand::MigrationCommit { id: 9, batch: 1 },
+            ],
+        );
+        assert_eq!(out[..3], [Ok(()), Ok(()), Ok(())]);
+        assert!(out[3].is_err(), "a commit after the abort: {out:?}");
+        assert_eq!(owner(node, 5), Some(id(2)));
+        assert_eq!(owner(node, 15), Some(id(1)), "the aborted batch stays");
+        let record = node.consensus.migrations.get(MigrationId(9)).unwrap();
+        assert_eq!(
+            record.state,
+            MigrationState::Failed("the target failed".into())
+        );
+        assert_eq!(
+            record.aborted_slots.as_ref().map(|s| s.ranges().to_vec()),
+            Some(vec![(10, 19)])
+        );
+    }
+    assert_eq!(t.consensus.migrations, other.consensus.migrations);
+    let image = TopologyImage::capture(&t);
+    assert_eq!(
+        TopologyImage::decode(&image.encode().unwrap()).unwrap(),
+        image
+    );
 }

@@ -4,6 +4,7 @@
 
 use super::codec::{CodecError, Reader, Writer};
 use crate::cluster::id::{NodeId, ShardId};
+use crate::cluster::migration::ledger::{REASON_MAX, REQUEST_ID_MAX};
 use crate::cluster::node::{HOSTNAME_MAX, IP_MAX};
 use proto::slot::SLOT_COUNT;
 
@@ -52,7 +53,38 @@ pub enum TopologyCommand {
     Promote { replica: NodeId },
     /// Makes a slot-less node a replica of a primary (joins the primary's shard).
     SetReplicaOf { replica: NodeId, primary: NodeId },
+    /// An atomic slot migration exists (`cluster::migration::ledger`); nothing moves yet.
+    MigrationOpen(MigrationOpen),
+    /// Batch `batch` of migration `id` (its `ranges`) is moving; the source still owns it.
+    MigrationBegin {
+        id: u64,
+        batch: u32,
+        ranges: Vec<(u16, u16)>,
+    },
+    /// Batch `batch` of migration `id` belongs to its target from this entry on.
+    MigrationCommit { id: u64, batch: u32 },
+    /// Migration `id` ends without moving its open batch.
+    MigrationAbort {
+        id: u64,
+        reason: String,
+        cancelled: bool,
+    },
 }
+
+/// The `MigrationOpen` record's fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationOpen {
+    pub id: u64,
+    pub request_id: String,
+    pub source: NodeId,
+    pub target: NodeId,
+    pub ranges: Vec<(u16, u16)>,
+    pub slots_per_batch: u32,
+}
+
+/// Most ranges one migration names: keeps every running migration's record (and so the
+/// topology image) small; a request naming more is refused before it is proposed.
+pub const MIGRATION_RANGES_MAX: usize = 256;
 
 mod tag {
     pub const ASSIGN_SLOTS: u8 = 1;
@@ -62,6 +94,10 @@ mod tag {
     pub const FORGET_NODE: u8 = 5;
     pub const PROMOTE: u8 = 6;
     pub const SET_REPLICA_OF: u8 = 7;
+    pub const MIGRATION_OPEN: u8 = 8;
+    pub const MIGRATION_BEGIN: u8 = 9;
+    pub const MIGRATION_COMMIT: u8 = 10;
+    pub const MIGRATION_ABORT: u8 = 11;
 }
 
 impl TopologyCommand {
@@ -105,6 +141,36 @@ impl TopologyCommand {
                 w.id(replica);
                 w.id(primary);
             }
+            TopologyCommand::MigrationOpen(open) => {
+                w.u8(tag::MIGRATION_OPEN);
+                w.u64(open.id);
+                w.text(&open.request_id);
+                w.id(&open.source);
+                w.id(&open.target);
+                write_ranges(&mut w, &open.ranges);
+                w.u32(open.slots_per_batch);
+            }
+            TopologyCommand::MigrationBegin { id, batch, ranges } => {
+                w.u8(tag::MIGRATION_BEGIN);
+                w.u64(*id);
+                w.u32(*batch);
+                write_ranges(&mut w, ranges);
+            }
+            TopologyCommand::MigrationCommit { id, batch } => {
+                w.u8(tag::MIGRATION_COMMIT);
+                w.u64(*id);
+                w.u32(*batch);
+            }
+            TopologyCommand::MigrationAbort {
+                id,
+                reason,
+                cancelled,
+            } => {
+                w.u8(tag::MIGRATION_ABORT);
+                w.u64(*id);
+                w.text(reason);
+                w.u8(u8::from(*cancelled));
+            }
         }
         debug_assert!(w.buf.len() <= COMMAND_BYTES_MAX);
         Ok(w.buf)
@@ -139,6 +205,37 @@ impl TopologyCommand {
                 replica: r.id()?,
                 primary: r.id()?,
             },
+            tag::MIGRATION_OPEN => TopologyCommand::MigrationOpen(MigrationOpen {
+                id: r.u64()?,
+                request_id: r.text("request_id", REQUEST_ID_MAX)?,
+                source: r.id()?,
+                target: r.id()?,
+                ranges: read_migration_ranges(&mut r)?,
+                slots_per_batch: r.u32()?,
+            }),
+            tag::MIGRATION_BEGIN => TopologyCommand::MigrationBegin {
+                id: r.u64()?,
+                batch: r.u32()?,
+                ranges: read_migration_ranges(&mut r)?,
+            },
+            tag::MIGRATION_COMMIT => TopologyCommand::MigrationCommit {
+                id: r.u64()?,
+                batch: r.u32()?,
+            },
+            tag::MIGRATION_ABORT => TopologyCommand::MigrationAbort {
+                id: r.u64()?,
+                reason: r.text("reason", REASON_MAX)?,
+                cancelled: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    other => {
+                        return Err(CodecError::BadValue {
+                            what: "cancelled",
+                            value: other as u64,
+                        })
+                    }
+                },
+            },
             other => return Err(CodecError::UnknownTag(other)),
         };
         r.finish()?;
@@ -155,9 +252,44 @@ impl TopologyCommand {
                 Err(CodecError::BadSlot(*slot))
             }
             TopologyCommand::AddNode { address, .. } => check_address(address),
+            TopologyCommand::MigrationOpen(open) => {
+                check_migration_ranges(&open.ranges)?;
+                check_text("request_id", &open.request_id, REQUEST_ID_MAX)
+            }
+            TopologyCommand::MigrationBegin { ranges, .. } => check_migration_ranges(ranges),
+            TopologyCommand::MigrationAbort { reason, .. } => {
+                check_text("reason", reason, REASON_MAX)
+            }
             _ => Ok(()),
         }
     }
+}
+
+fn check_migration_ranges(ranges: &[(u16, u16)]) -> Result<(), CodecError> {
+    if ranges.len() > MIGRATION_RANGES_MAX {
+        return Err(CodecError::TooMany {
+            what: "migration slot ranges",
+            count: ranges.len(),
+            max: MIGRATION_RANGES_MAX,
+        });
+    }
+    check_ranges(ranges)
+}
+
+fn check_text(what: &'static str, text: &str, max: usize) -> Result<(), CodecError> {
+    match text.len() > max {
+        true => Err(CodecError::FieldTooLong {
+            what,
+            len: text.len(),
+            max,
+        }),
+        false => Ok(()),
+    }
+}
+
+fn read_migration_ranges(r: &mut Reader<'_>) -> Result<Vec<(u16, u16)>, CodecError> {
+    let count = r.count("migration slot ranges", MIGRATION_RANGES_MAX)?;
+    (0..count).map(|_| r.range()).collect()
 }
 
 fn check_ranges(ranges: &[(u16, u16)]) -> Result<(), CodecError> {
@@ -258,6 +390,25 @@ mod tests {
             TopologyCommand::SetReplicaOf {
                 replica: id('1'),
                 primary: id('2'),
+            },
+            TopologyCommand::MigrationOpen(MigrationOpen {
+                id: 7,
+                request_id: "req-1".into(),
+                source: id('3'),
+                target: id('4'),
+                ranges: vec![(0, 99), (200, 200)],
+                slots_per_batch: 64,
+            }),
+            TopologyCommand::MigrationBegin {
+                id: 7,
+                batch: 1,
+                ranges: vec![(64, 99)],
+            },
+            TopologyCommand::MigrationCommit { id: 7, batch: 1 },
+            TopologyCommand::MigrationAbort {
+                id: u64::MAX,
+                reason: "the target failed".into(),
+                cancelled: true,
             },
         ]
     }

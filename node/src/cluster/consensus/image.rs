@@ -14,7 +14,9 @@ use crate::cluster::topology::{Topology, NODES_MAX};
 use proto::slot::SLOT_COUNT;
 use std::collections::BTreeSet;
 
-pub const IMAGE_FORMAT: u8 = 1;
+/// 2: the migration ledger follows the slot runs (format 1 images load with none).
+pub const IMAGE_FORMAT: u8 = 2;
+const IMAGE_FORMAT_WITHOUT_MIGRATIONS: u8 = 1;
 
 /// Largest encoded image. NODES_MAX nodes of at most ~440 bytes each (ids, address with the
 /// longest hostname, epoch) plus one run per slot (6 bytes) fit well below it; it bounds what
@@ -41,6 +43,7 @@ pub struct TopologyImage {
     pub nodes: Vec<NodeImage>,
     /// Slot runs in slot order: (start, end, index into `nodes`).
     pub slots: Vec<(u16, u16, u16)>,
+    pub migrations: crate::cluster::migration::MigrationLedger,
 }
 
 impl TopologyImage {
@@ -81,6 +84,7 @@ impl TopologyImage {
             current_epoch: t.current_epoch,
             nodes,
             slots,
+            migrations: t.consensus.migrations.clone(),
         }
     }
 
@@ -141,6 +145,7 @@ impl TopologyImage {
         }
         t.consensus.nodes = keep;
         t.consensus.version = self.version;
+        t.consensus.migrations = self.migrations.clone();
         // Whether this node's role came from a promotion is not in the image: a primary
         // takes its grant (its config epoch, the index of the last change that gave it
         // slots) as if it had been, which only ever asks for a longer hand-off. An epoch
@@ -192,6 +197,7 @@ impl TopologyImage {
             w.u16(end);
             w.u16(owner);
         }
+        self.migrations.encode_into(&mut w);
         if w.buf.len() > IMAGE_BYTES_MAX {
             return Err(CodecError::TooLarge {
                 len: w.buf.len(),
@@ -206,7 +212,7 @@ impl TopologyImage {
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
         let mut r = Reader::new(bytes, IMAGE_BYTES_MAX)?;
         let format = r.u8()?;
-        if format != IMAGE_FORMAT {
+        if format != IMAGE_FORMAT && format != IMAGE_FORMAT_WITHOUT_MIGRATIONS {
             return Err(CodecError::UnknownVersion(format));
         }
         let version = r.u64()?;
@@ -256,12 +262,17 @@ impl TopologyImage {
             }
             slots.push((start, end, owner));
         }
+        let migrations = match format {
+            IMAGE_FORMAT_WITHOUT_MIGRATIONS => Default::default(),
+            _ => crate::cluster::migration::MigrationLedger::decode_from(&mut r)?,
+        };
         r.finish()?;
         Ok(TopologyImage {
             version,
             current_epoch,
             nodes,
             slots,
+            migrations,
         })
     }
 }

@@ -50,6 +50,7 @@
 //!   [`durable_load`] its replay, [`durable_error`] its errors).
 
 pub mod apply;
+mod apply_migration;
 pub mod codec;
 pub mod command;
 pub mod durable;

@@ -24,4 +24,6 @@ pub struct ConsensusState {
     /// its log must reopen at or past it. Saved again as long as the log has not restored
     /// a higher version, so a start that fails does not erase it; left by the log itself.
     pub saved_version: u64,
+    /// The atomic slot migrations as the log applied them (replicated: in the image).
+    pub migrations: crate::cluster::migration::MigrationLedger,
 }

@@ -28,7 +28,7 @@ impl std::fmt::Display for MigrationId {
 /// Migrations running at once; more are refused at `open`.
 pub const RUNNING_MIGRATIONS_MAX: usize = 16;
 /// Finished migrations remembered (for `request_id` and GetOperation); the oldest goes.
-pub const FINISHED_MIGRATIONS_KEPT: usize = 256;
+pub const FINISHED_MIGRATIONS_KEPT: usize = 64;
 /// Longest `request_id` kept.
 pub const REQUEST_ID_MAX: usize = 256;
 /// Longest abort reason kept.
@@ -63,6 +63,8 @@ pub struct MigrationRecord {
     pub moving: Option<(u32, SlotRanges)>,
     pub slots_done: usize,
     pub state: MigrationState,
+    /// The batch an abort stopped: its target drops what it had copied of these slots.
+    pub aborted_slots: Option<SlotRanges>,
 }
 
 /// Why a record took no effect (the same on every node).
@@ -123,7 +125,7 @@ pub struct OwnerChange {
     pub to: Option<NodeId>,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MigrationLedger {
     ops: BTreeMap<MigrationId, MigrationRecord>,
     by_request: HashMap<String, MigrationId>,
@@ -199,6 +201,7 @@ impl MigrationLedger {
             moving: None,
             slots_done: 0,
             state: MigrationState::Running,
+            aborted_slots: None,
         };
         if !request_id.is_empty() {
             self.by_request.insert(request_id.to_string(), id);
@@ -288,6 +291,7 @@ impl MigrationLedger {
             for slot in slots.slots() {
                 self.moving.remove(&slot);
             }
+            record.aborted_slots = Some(slots);
         }
         let reason = truncate(reason, REASON_MAX);
         record.state = match cancelled {
@@ -332,6 +336,61 @@ impl MigrationLedger {
             .filter(|r| r.source == *me && !runs(r.id))
             .map(|r| r.id)
             .collect()
+    }
+
+    /// Running records by id, then finished ones oldest first (the image's order).
+    pub(super) fn records_in_image_order(&self) -> Vec<&MigrationRecord> {
+        let mut out: Vec<&MigrationRecord> = self.running().collect();
+        out.extend(self.finished.iter().filter_map(|id| self.ops.get(id)));
+        out
+    }
+
+    /// The ledger an image describes (see [`Self::records_in_image_order`]); `Err` names
+    /// what is inconsistent.
+    pub(super) fn from_records(records: Vec<MigrationRecord>) -> Result<Self, &'static str> {
+        let mut ledger = MigrationLedger::default();
+        let mut running = 0;
+        for r in records {
+            if ledger.ops.contains_key(&r.id) {
+                return Err("repeated migration id");
+            }
+            if r.state.is_running() {
+                running += 1;
+                if running > RUNNING_MIGRATIONS_MAX || !ledger.finished.is_empty() {
+                    return Err("running migrations");
+                }
+                if let Some((_, slots)) = &r.moving {
+                    for slot in slots.slots() {
+                        if ledger.moving.insert(slot, r.id).is_some() {
+                            return Err("slot moving twice");
+                        }
+                    }
+                }
+            } else {
+                if r.moving.is_some() {
+                    return Err("finished migration with a moving batch");
+                }
+                ledger.finished.push_back(r.id);
+                if ledger.finished.len() > FINISHED_MIGRATIONS_KEPT {
+                    return Err("finished migrations");
+                }
+            }
+            if !r.request_id.is_empty()
+                && ledger
+                    .by_request
+                    .insert(r.request_id.clone(), r.id)
+                    .is_some()
+            {
+                return Err("repeated request_id");
+            }
+            ledger.ops.insert(r.id, r);
+        }
+        Ok(ledger)
+    }
+
+    /// Every remembered migration (running and finished), by id.
+    pub fn all(&self) -> impl Iterator<Item = &MigrationRecord> {
+        self.ops.values()
     }
 
     fn running_op(&self, id: MigrationId) -> Result<&MigrationRecord, Refusal> {

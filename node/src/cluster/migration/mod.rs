@@ -12,6 +12,7 @@
 //! and the ledger against a simulated log, link, keyspace and clients with faults.
 
 pub mod ledger;
+mod ledger_codec;
 pub mod ranges;
 pub mod settings;
 pub mod source;
