@@ -36,6 +36,7 @@ mod reply_compare;
 mod scripting;
 mod server;
 mod sets;
+mod slot_migration;
 mod sort;
 mod streams;
 mod strings;

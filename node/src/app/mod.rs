@@ -71,6 +71,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     crate::server::repl_link::primary::start_configured(&server)
         .context("starting the replication link listener")?;
     start_replicaof(&server)?;
+    crate::server::slot_migration::supervisor::start(&server);
     let operations = Arc::new(crate::server::admin::operations::Operations::default());
     crate::server::admin::serve(server.clone(), admin_listeners, operations.clone())
         .await

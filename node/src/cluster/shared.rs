@@ -124,6 +124,8 @@ pub struct Cluster {
     secret_generation: std::sync::atomic::AtomicU64,
     /// Keyed commands served per slot (the admin API's ops/s).
     pub slot_ops: super::slot_ops::SlotOps,
+    /// The slot migrations this node is the source of, as its command path sees them.
+    pub migration_gate: super::migration::MigrationGate,
 }
 
 impl Cluster {
@@ -199,6 +201,7 @@ impl Cluster {
             fenced: std::sync::atomic::AtomicBool::new(false),
             secret_generation: std::sync::atomic::AtomicU64::new(0),
             slot_ops: Default::default(),
+            migration_gate: Default::default(),
         })
     }
 

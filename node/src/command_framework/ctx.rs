@@ -71,6 +71,9 @@ pub enum TimeoutReply {
     /// A keyed command of this node's slot while its serving lease has lapsed: run again
     /// when the lease holds, CLUSTERDOWN at the timeout (one lease).
     LapsedLease,
+    /// A write to a slot whose migration paused its writes: run again when the pause ends,
+    /// TRYAGAIN at the timeout.
+    MigrationPause,
     /// SHUTDOWN waiting for its own thread (replicas, final save): run again when that
     /// thread wakes it (the outcome in `Client::pending_shutdown`); no timeout.
     Shutdown,
@@ -111,6 +114,9 @@ impl TimeoutReply {
                 Some(crate::command_framework::redirect::lapsed_lease_error())
             }
             TimeoutReply::Shutdown => Some(SHUTDOWN_FAILED_ERROR.to_string()),
+            TimeoutReply::MigrationPause => {
+                Some(crate::command_framework::redirect::MIGRATION_PAUSE_ERROR.to_string())
+            }
             TimeoutReply::Paused { .. } => None,
             TimeoutReply::TopologyChange => Some(topology_not_made(
                 crate::cluster::shared::PROPOSAL_NO_ANSWER,

@@ -84,6 +84,11 @@ pub fn execute(
                 return wait_for_lease(cluster, client, args);
             }
         }
+        Ok(Routed::WaitForMigration { slot }) => {
+            if let Some(cluster) = server.cluster.as_ref() {
+                return wait_for_migration(cluster, client, args, slot);
+            }
+        }
         Ok(Routed::Serve) => {}
     }
     if let Err(e) = admit_routed(server, client, spec) {
@@ -173,6 +178,50 @@ fn wait_for_lease(
             timeout: Some(std::time::Duration::from_millis(cluster.lease_ms())),
             retry: args.iter().map(|a| a.to_vec()).collect(),
             timeout_reply: TimeoutReply::LapsedLease,
+        }),
+        ..Effects::default()
+    }
+}
+
+/// The slot of the command's first key (of the first keyed queued command, for EXEC): in
+/// cluster mode every key of a served command is in that slot.
+fn command_slot(spec: &CommandSpec, args: &[&[u8]], client: &Client) -> Option<u16> {
+    if spec.name == "exec" {
+        let multi = client.multi.as_ref()?;
+        return multi.queued.iter().find_map(|queued| {
+            let queued_args: SmallVec<[&[u8]; 8]> = queued.iter().map(|a| a.as_slice()).collect();
+            let queued_spec = resolve(&queued_args).ok()?;
+            let i = *queued_spec.key_positions(&queued_args).first()?;
+            queued_args.get(i).map(|key| proto::slot::key_slot(key))
+        });
+    }
+    let i = *spec.key_positions(args).first()?;
+    args.get(i).map(|key| proto::slot::key_slot(key))
+}
+
+/// How long a write waits for its slot's migration pause to end: the source lifts a pause
+/// within its `pause_max_ms`, or within the commit's wait once it proposed the commit.
+const MIGRATION_PAUSE_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A write to a slot whose writes are paused while its migration commits: it waits as a
+/// blocked client (the connection's thread goes on serving), then runs again: here if the
+/// migration let the slot go on, MOVED to the target if it committed.
+fn wait_for_migration(
+    cluster: &crate::cluster::Cluster,
+    client: &mut Client,
+    args: &[&[u8]],
+    slot: u16,
+) -> Effects {
+    client.clock.touch();
+    cluster
+        .migration_gate
+        .wake_when_resumed(slot, client.shared.clone());
+    Effects {
+        block: Some(BlockRequest {
+            keys: Vec::new(),
+            timeout: Some(MIGRATION_PAUSE_WAIT),
+            retry: args.iter().map(|a| a.to_vec()).collect(),
+            timeout_reply: TimeoutReply::MigrationPause,
         }),
         ..Effects::default()
     }
@@ -402,6 +451,19 @@ pub fn run(
         let mut reply = reply;
         reply.error(FAILOVER_PAUSE_ERROR);
         return Effects::default();
+    }
+    // Checked again with the command's shards held (routing looked before): the source of a
+    // migration pauses a batch's slots, then takes each of their shards once, so a write
+    // either sees the pause here or has fed the migration's link before its end offset.
+    if let Some(cluster) = server.cluster.as_ref() {
+        if cluster.migration_gate.any_paused() && !client.primary_link && is_write(spec, client) {
+            let paused = command_slot(spec, args, client)
+                .filter(|&slot| cluster.migration_gate.paused(slot));
+            if let Some(slot) = paused {
+                drop(db);
+                return wait_for_migration(cluster, client, args, slot);
+            }
+        }
     }
     // Expired keys are recorded for replicas (a DEL each), for `expired` events and for
     // tracking clients' invalidations.

@@ -17,6 +17,11 @@ pub enum Routed {
     /// The slot is this node's but its serving lease has lapsed: the command waits for it
     /// (blocked, see `dispatch`), then runs or answers CLUSTERDOWN.
     WaitForLease,
+    /// A write to a slot whose writes are paused for the last step of its migration: the
+    /// command waits (blocked) until the pause ends, then runs here or is answered MOVED.
+    WaitForMigration {
+        slot: u16,
+    },
 }
 
 /// Decides whether this node runs `args` (Ok) or redirects the client (Err with the reply).
@@ -35,6 +40,9 @@ pub fn check(
     // client is never redirected): the primary decided, and the replica mirrors it.
     if client.primary_link {
         return Ok(Routed::Serve);
+    }
+    if let Some(id) = client.import_link {
+        return import_route(cluster, spec, args, id);
     }
     // Commands flagged `asking` (RESTORE-ASKING) count as preceded by ASKING.
     let asking = client.cluster_asking || spec.has(flags::ASKING);
@@ -148,14 +156,52 @@ fn decide(
         }
         Route::Serve => {
             // Every key of a served command is in one slot (CROSSSLOT otherwise).
-            if let Some(key) = keys.first().filter(|_| cluster.slot_ops.counting()) {
-                cluster.slot_ops.count(proto::slot::key_slot(key));
+            let slot = keys.first().map(|key| proto::slot::key_slot(key));
+            if let Some(slot) = slot.filter(|_| cluster.slot_ops.counting()) {
+                cluster.slot_ops.count(slot);
             }
-            Ok(Routed::Serve)
+            match slot {
+                Some(slot) if flags.write && cluster.migration_gate.paused(slot) => {
+                    Ok(Routed::WaitForMigration { slot })
+                }
+                _ => Ok(Routed::Serve),
+            }
         }
         other => Err(CmdError::new(other.error_text().unwrap_or_default())),
     }
 }
+
+/// A migration link's command: served only when every key is in a slot that migration is
+/// moving into this node now (the ledger as this node applied it), so the link can write
+/// nothing else, and nothing of a batch that was aborted or moved on.
+fn import_route(
+    cluster: &crate::cluster::Cluster,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    id: u64,
+) -> Result<Routed, CmdError> {
+    let t = cluster.topology.read();
+    let me = t.myself().id;
+    let ledger = &t.consensus.migrations;
+    let id = crate::cluster::migration::MigrationId(id);
+    let moving_here = |slot: u16| {
+        ledger.moving(slot) == Some(id) && ledger.get(id).is_some_and(|r| r.target == me)
+    };
+    for i in spec.key_positions(args) {
+        let Some(key) = args.get(i) else { continue };
+        let slot = proto::slot::key_slot(key);
+        if !moving_here(slot) {
+            return Err(CmdError::new(format!(
+                "ERR slot {slot} is not moving into this node by migration {id}"
+            )));
+        }
+    }
+    Ok(Routed::Serve)
+}
+
+/// What a write parked on a migration's pause answers if the pause outlasts its wait
+/// (the source's bounds end a pause long before).
+pub const MIGRATION_PAUSE_ERROR: &str = "TRYAGAIN Writes to this slot are paused for its migration";
 
 /// The answer of a keyed command whose slot is this node's while its lease has lapsed.
 pub fn lapsed_lease_error() -> String {

@@ -9,6 +9,7 @@ mod failover;
 mod keys;
 mod meet;
 mod membership;
+mod migrations;
 mod replicas;
 mod secret;
 mod slots;
@@ -254,6 +255,46 @@ static SUBCOMMANDS: &[CommandSpec] = &[
             VIEW,
             bus_state::links,
             "Returns a list of all TCP links to and from peer nodes in cluster",
+        )
+    },
+    CommandSpec {
+        since: "9.0.0",
+        ..sub(
+            "cluster|migrateslots",
+            -5,
+            ADMIN_STALE,
+            migrations::migrateslots,
+            "Migrate slots atomically to other nodes",
+        )
+    },
+    CommandSpec {
+        since: "9.0.0",
+        ..sub(
+            "cluster|getslotmigrations",
+            2,
+            ADMIN_STALE,
+            migrations::getslotmigrations,
+            "List the atomic slot migrations",
+        )
+    },
+    CommandSpec {
+        since: "9.0.0",
+        ..sub(
+            "cluster|cancelslotmigrations",
+            2,
+            ADMIN_STALE,
+            migrations::cancelslotmigrations,
+            "Cancel this node's atomic slot migrations",
+        )
+    },
+    CommandSpec {
+        since: "9.0.0",
+        ..sub(
+            "cluster|syncslots",
+            -3,
+            ADMIN_STALE,
+            migrations::syncslots,
+            "An atomic slot migration's link (internal)",
         )
     },
     sub(

@@ -266,6 +266,10 @@ pub struct Client {
     pub cluster_asking: bool,
     /// Cluster mode: READONLY was sent (a replica serves reads of its primary's slots).
     pub cluster_readonly: bool,
+    /// CLUSTER MIGRATION-LINK made this connection the link of an atomic slot migration
+    /// into this node: its commands write the migration's moving slots, which this node
+    /// does not own yet (and nothing else).
+    pub import_link: Option<u64>,
     /// The replication offset just past this client's last write (Redis's `woff`): what WAIT
     /// waits for replicas to acknowledge.
     pub repl_offset: u64,
@@ -320,6 +324,7 @@ impl Client {
             shard_channels: Default::default(),
             cluster_asking: false,
             cluster_readonly: false,
+            import_link: None,
             repl_offset: 0,
             log_offset: 0,
             clock: Default::default(),

@@ -110,6 +110,7 @@ struct IdentityFile {
 /// Bits of [`Replication::consumers`].
 const BACKLOG: u8 = 1;
 const LOG: u8 = 2;
+const MIGRATION: u8 = 4;
 
 pub struct Replication {
     /// Who takes the stream of executed writes: a backlog exists (`BACKLOG`), the AOF logs
@@ -388,6 +389,16 @@ impl Replication {
             self.consumers.fetch_or(LOG, Relaxed);
         } else {
             self.consumers.fetch_and(!LOG, Relaxed);
+        }
+    }
+
+    /// A slot migration's link starts or stops taking the stream (its slots' writes). Set
+    /// with the slot's shard held, as [`Replication::set_log_consumer`] is with every shard.
+    pub fn set_migration_consumer(&self, on: bool) {
+        if on {
+            self.consumers.fetch_or(MIGRATION, Relaxed);
+        } else {
+            self.consumers.fetch_and(!MIGRATION, Relaxed);
         }
     }
 

@@ -35,6 +35,11 @@ impl Outgoing {
         self.commands.is_empty()
     }
 
+    /// The commands collected, in order (a migration link takes them one by one).
+    pub fn commands(&self) -> &[Argv] {
+        &self.commands
+    }
+
     /// The stream bytes for everything collected (MULTI/EXEC-wrapped when more than one
     /// command, as [`transaction`](super::propagate::transaction) wraps them), appended to
     /// `out`. The collection stays: the AOF and the backlog each encode it.

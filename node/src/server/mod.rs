@@ -20,6 +20,7 @@ mod replication_tests;
 pub mod services;
 pub mod session;
 pub mod shutdown_replicas;
+pub mod slot_migration;
 pub mod socket;
 pub mod sync_acks;
 pub mod tcp_replica;
@@ -51,6 +52,8 @@ pub struct Server {
     /// Connections serving the replication stream over TCP (SYNC, PSYNC), at most
     /// [`tcp_replica::TCP_REPLICAS_MAX`].
     pub tcp_replicas: std::sync::atomic::AtomicUsize,
+    /// The slot migrations this node drives as their source.
+    pub slot_migrations: slot_migration::Registry,
 }
 
 impl Deref for Server {
@@ -78,6 +81,7 @@ impl Server {
             loaded_history: Default::default(),
             owner: OnceLock::new(),
             tcp_replicas: Default::default(),
+            slot_migrations: Default::default(),
         }
     }
 

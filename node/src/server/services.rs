@@ -13,7 +13,8 @@ use crate::node_state::services::replication_links::{FollowError, ReplicaNode};
 use crate::node_state::services::shutdown::{ShutdownOutcome, ShutdownStartError};
 use crate::node_state::services::write_stream::Fed;
 use crate::node_state::services::{
-    ManualFailover, NodeServices, Persistence, ReplicationLinks, ShutdownSteps, WriteStream,
+    ManualFailover, NodeServices, Persistence, ReplicationLinks, ShutdownSteps, SlotMigrations,
+    WriteStream,
 };
 use crate::node_state::shutdown::ShutdownMode;
 use crate::node_state::snapshot_state::{SaveError, SaveStats};
@@ -41,6 +42,36 @@ impl NodeServices for Server {
     }
     fn shutdown(&self) -> &dyn ShutdownSteps {
         self
+    }
+    fn slot_migrations(&self) -> &dyn SlotMigrations {
+        self
+    }
+}
+
+impl SlotMigrations for Server {
+    fn start_migration(
+        &self,
+        request_id: &str,
+        ranges: crate::cluster::migration::SlotRanges,
+        target: crate::cluster::NodeId,
+    ) -> Result<crate::cluster::migration::MigrationId, String> {
+        let server = self.owner().ok_or("the node is stopping")?;
+        super::slot_migration::start(
+            &server,
+            super::slot_migration::StartRequest {
+                request_id: request_id.to_string(),
+                ranges,
+                target,
+                settings: Default::default(),
+            },
+        )
+        .map_err(|e| e.to_string())
+    }
+    fn cancel_migrations(&self) -> usize {
+        self.slot_migrations.cancel_all()
+    }
+    fn drives(&self, id: crate::cluster::migration::MigrationId) -> bool {
+        self.slot_migrations.runs(id)
     }
 }
 

@@ -342,7 +342,10 @@ impl Session {
         if let Some(text) = block.timeout_reply.error_text() {
             self.stats.error_reply(&self.server.stats, &text);
         }
-        if block.timeout_reply == TimeoutReply::LapsedLease {
+        if matches!(
+            block.timeout_reply,
+            TimeoutReply::LapsedLease | TimeoutReply::MigrationPause
+        ) {
             self.refuse_in_transaction(block);
         }
         self.count_timed_out_call(block);

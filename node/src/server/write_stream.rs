@@ -11,6 +11,11 @@ pub use crate::node_state::services::write_stream::Fed;
 
 /// Feeds `outgoing` to the consumers that take it. Call with its shards held.
 pub fn feed(server: &Server, outgoing: &mut Outgoing) -> Fed {
+    if let Some(cluster) = server.cluster.as_ref() {
+        if cluster.migration_gate.streaming() {
+            super::slot_migration::tap::feed(&cluster.migration_gate, outgoing);
+        }
+    }
     let log = server.aof.log.append(outgoing);
     // A replica's history is its primary's stream, mirrored byte for byte by the link
     // (repl_link::apply): what it executes itself is never added to it. Its AOF logs what

@@ -11,6 +11,7 @@
 //! pause) and the admin API's MigrateSlots come next. `sim_tests` runs the source machine
 //! and the ledger against a simulated log, link, keyspace and clients with faults.
 
+pub mod gate;
 pub mod ledger;
 mod ledger_codec;
 pub mod ranges;
@@ -22,6 +23,7 @@ mod ledger_tests;
 #[cfg(test)]
 mod sim_tests;
 
+pub use gate::{LinkQueue, MigrationGate};
 pub use ledger::{MigrationId, MigrationLedger, MigrationRecord, MigrationState};
 pub use ranges::SlotRanges;
 pub use settings::MigrationSettings;

@@ -6,12 +6,14 @@ pub mod failover;
 pub mod persistence;
 pub mod replication_links;
 pub mod shutdown;
+pub mod slot_migrations;
 pub mod write_stream;
 
 pub use failover::ManualFailover;
 pub use persistence::Persistence;
 pub use replication_links::ReplicationLinks;
 pub use shutdown::ShutdownSteps;
+pub use slot_migrations::SlotMigrations;
 pub use write_stream::WriteStream;
 
 use super::NodeState;
@@ -24,4 +26,5 @@ pub trait NodeServices: Send + Sync {
     fn replication_links(&self) -> &dyn ReplicationLinks;
     fn failover(&self) -> &dyn ManualFailover;
     fn shutdown(&self) -> &dyn ShutdownSteps;
+    fn slot_migrations(&self) -> &dyn SlotMigrations;
 }

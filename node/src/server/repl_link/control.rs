@@ -78,6 +78,13 @@ impl Control {
         Ok(control)
     }
 
+    /// The connection itself, for a caller that goes on streaming over it (a slot
+    /// migration's link); nothing is buffered after a completed `call`.
+    pub fn into_stream(self) -> TcpStream {
+        debug_assert!(self.buf.is_empty());
+        self.stream
+    }
+
     pub fn local_addr(&self) -> Result<SocketAddr, ControlError> {
         Ok(self.stream.local_addr()?)
     }

@@ -1,0 +1,208 @@
+//! Valkey 9's atomic slot migration commands, mapped onto this node's migrations (each one
+//! a record in the topology log, see `cluster::migration`):
+//! - `CLUSTER MIGRATESLOTS SLOTSRANGE start end [start end ...] NODE id [SLOTSRANGE ... NODE
+//!   ...] [REQUESTID id]` starts one migration per NODE group from this node (the source);
+//!   REQUESTID (ours) makes a retry name the same migration;
+//! - `CLUSTER GETSLOTMIGRATIONS` lists the migrations the log remembers;
+//! - `CLUSTER CANCELSLOTMIGRATIONS` cancels the ones this node drives;
+//! - `CLUSTER SYNCSLOTS ESTABLISH id batch` (internal): the source's link to the target
+//!   becomes the batch's import link (`:1`), or is told the target has not applied the
+//!   batch's begin yet (`:0`).
+
+use super::cluster;
+use crate::cluster::id::NodeId;
+use crate::cluster::migration::{MigrationId, MigrationState, SlotRanges};
+use crate::command_framework::args::int;
+use crate::command_framework::{CmdError, CmdResult, Ctx};
+
+/// Most NODE groups one MIGRATESLOTS names.
+const GROUPS_MAX: usize = 16;
+
+pub fn migrateslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    let (groups, request_id) = parse_groups(&args[2..])?;
+    let mut started = Vec::with_capacity(groups.len());
+    for (i, (ranges, target)) in groups.into_iter().enumerate() {
+        // One request id per group: a retry of the whole command names the same ones.
+        let group_request = match (&request_id, i) {
+            (Some(r), 0) => r.clone(),
+            (Some(r), i) => format!("{r}#{i}"),
+            (None, _) => String::new(),
+        };
+        let id = ctx
+            .services
+            .slot_migrations()
+            .start_migration(&group_request, ranges, target)
+            .map_err(CmdError::new)?;
+        started.push(id);
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+type Groups = Vec<(SlotRanges, NodeId)>;
+
+fn parse_groups(args: &[&[u8]]) -> Result<(Groups, Option<String>), CmdError> {
+    let mut groups = Vec::new();
+    let mut request_id = None;
+    let mut i = 0;
+    while i < args.len() {
+        let word = args[i];
+        if word.eq_ignore_ascii_case(b"requestid") {
+            let id = args.get(i + 1).ok_or(CmdError::Syntax)?;
+            if id.is_empty() || id.len() > crate::cluster::migration::ledger::REQUEST_ID_MAX {
+                return Err(CmdError::new("ERR Invalid REQUESTID"));
+            }
+            request_id = Some(String::from_utf8_lossy(id).into_owned());
+            i += 2;
+            continue;
+        }
+        if !word.eq_ignore_ascii_case(b"slotsrange") {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+        let mut raw = Vec::new();
+        while i < args.len() && !args[i].eq_ignore_ascii_case(b"node") {
+            let start = slot(args[i])?;
+            let end = slot(args.get(i + 1).ok_or(CmdError::Syntax)?)?;
+            raw.push((start, end));
+            i += 2;
+        }
+        let id = args.get(i + 1).ok_or(CmdError::Syntax)?;
+        let target = NodeId::parse(id).ok_or_else(|| {
+            CmdError::new(format!(
+                "ERR Invalid node name {}",
+                String::from_utf8_lossy(id)
+            ))
+        })?;
+        i += 2;
+        let ranges = SlotRanges::new(&raw).map_err(|e| CmdError::new(format!("ERR {e}")))?;
+        if ranges.ranges().len() > crate::cluster::consensus::command::MIGRATION_RANGES_MAX {
+            return Err(CmdError::new(format!(
+                "ERR at most {} slot ranges per node",
+                crate::cluster::consensus::command::MIGRATION_RANGES_MAX
+            )));
+        }
+        groups.push((ranges, target));
+        if groups.len() > GROUPS_MAX {
+            return Err(CmdError::new(format!(
+                "ERR at most {GROUPS_MAX} NODE groups per call"
+            )));
+        }
+    }
+    if groups.is_empty() {
+        return Err(CmdError::Syntax);
+    }
+    Ok((groups, request_id))
+}
+
+fn slot(arg: &[u8]) -> Result<u16, CmdError> {
+    int(arg)
+        .ok()
+        .filter(|&s| (0..=crate::cluster::slots::SLOT_MAX as i64).contains(&s))
+        .map(|s| s as u16)
+        .ok_or_else(|| CmdError::new("ERR Invalid or out of range slot"))
+}
+
+pub fn getslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    let c = cluster(ctx)?;
+    let t = c.topology.read();
+    let me = t.myself().id;
+    let records: Vec<_> = t.consensus.migrations.all().cloned().collect();
+    drop(t);
+    ctx.reply.array(records.len());
+    for r in records {
+        let ranges: Vec<String> = r
+            .ranges
+            .ranges()
+            .iter()
+            .map(|(s, e)| format!("{s}-{e}"))
+            .collect();
+        let (state, message) = match &r.state {
+            MigrationState::Running => ("running", String::new()),
+            MigrationState::Succeeded => ("success", String::new()),
+            MigrationState::Failed(why) => ("failed", why.clone()),
+            MigrationState::Cancelled(why) => ("cancelled", why.clone()),
+        };
+        let operation = if r.source == me {
+            "EXPORT"
+        } else if r.target == me {
+            "IMPORT"
+        } else {
+            "OTHER"
+        };
+        let fields: [(&str, String); 9] = [
+            ("name", r.id.to_string()),
+            ("request_id", r.request_id.clone()),
+            ("operation", operation.into()),
+            ("slot_ranges", ranges.join(" ")),
+            ("source_node", r.source.to_string()),
+            ("target_node", r.target.to_string()),
+            ("state", state.into()),
+            ("message", message),
+            (
+                "progress",
+                format!(
+                    "{}/{} slots, {}/{} batches",
+                    r.slots_done,
+                    r.ranges.slot_count(),
+                    r.batches_done,
+                    r.batches_total
+                ),
+            ),
+        ];
+        ctx.reply.map(fields.len());
+        for (name, value) in fields {
+            ctx.reply.bulk(name.as_bytes());
+            ctx.reply.bulk(value.as_bytes());
+        }
+    }
+    Ok(())
+}
+
+pub fn cancelslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
+    cluster(ctx)?;
+    let asked = ctx.services.slot_migrations().cancel_migrations();
+    ctx.reply.integer(asked as i64);
+    Ok(())
+}
+
+pub fn syncslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let c = cluster(ctx)?;
+    if !args[2].eq_ignore_ascii_case(b"establish") || args.len() != 5 {
+        return Err(CmdError::Syntax);
+    }
+    let id = std::str::from_utf8(args[3])
+        .ok()
+        .and_then(|s| u64::from_str_radix(s, 16).ok())
+        .map(MigrationId)
+        .ok_or_else(|| CmdError::new("ERR Invalid migration id"))?;
+    let batch = int(args[4])
+        .ok()
+        .and_then(|b| u32::try_from(b).ok())
+        .ok_or_else(|| CmdError::new("ERR Invalid batch"))?;
+    let t = c.topology.read();
+    let me = t.myself().id;
+    let Some(r) = t.consensus.migrations.get(id) else {
+        // The open may not have reached this node yet.
+        ctx.reply.integer(0);
+        return Ok(());
+    };
+    if r.target != me {
+        return Err(CmdError::new(format!(
+            "ERR migration {id} does not move slots to this node"
+        )));
+    }
+    if !r.state.is_running() || r.batches_done > batch {
+        return Err(CmdError::new(format!(
+            "ERR batch {batch} of migration {id} is not moving any more"
+        )));
+    }
+    let moving_now = r.moving.as_ref().is_some_and(|(b, _)| *b == batch);
+    drop(t);
+    if moving_now {
+        ctx.client.import_link = Some(id.0);
+    }
+    ctx.reply.integer(i64::from(moving_now));
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! The source's driver of one migration: runs the `cluster::migration::source` machine on
+//! its own thread (a background loop that owns its pace), feeding it what the topology log
+//! applied, what the link carried and what the target answered, and carrying out its
+//! actions: proposals, slot copies, write pauses, the drop of handed-over keys.
+
+use super::copy::copy_slot;
+use super::link::Link;
+use super::purge::purge_slots;
+use super::registry::DriverState;
+use crate::clock::unix_millis;
+use crate::cluster::agent::ProposeError;
+use crate::cluster::consensus::command::MigrationOpen;
+use crate::cluster::consensus::TopologyCommand;
+use crate::cluster::id::NodeId;
+use crate::cluster::migration::source::{Action, Applied, Input, Outcome, ProposalKind};
+use crate::cluster::migration::{
+    LinkQueue, MigrationId, MigrationSettings, MigrationState, SlotRanges, SourceMigration,
+};
+use crate::cluster::Cluster;
+use crate::db::keyspace::shard_of_slot;
+use crate::server::Server;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The driver's pace while nothing arrives.
+const IDLE_TICK: Duration = Duration::from_millis(1);
+
+pub struct Plan {
+    pub id: MigrationId,
+    pub request_id: String,
+    pub ranges: SlotRanges,
+    pub target: NodeId,
+    pub settings: MigrationSettings,
+}
+
+/// What the log has shown of this migration so far.
+#[derive(Default)]
+struct Seen {
+    opened: bool,
+    begun: Option<u32>,
+    committed: u32,
+    ended: bool,
+}
+
+struct Driver {
+    server: Arc<Server>,
+    plan: Plan,
+    me: NodeId,
+    state: Arc<DriverState>,
+    machine: SourceMigration,
+    seen: Seen,
+    /// The current batch's link and queue.
+    link: Option<(Link, Arc<LinkQueue>)>,
+    link_failure_reported: bool,
+    /// Where the next batch's stream continues (offsets run across batches).
+    offset_base: u64,
+    inputs: VecDeque<Input>,
+}
+
+pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
+    let Some(cluster) = server.cluster.as_ref() else {
+        return;
+    };
+    let me = cluster.topology.read().myself().id;
+    let machine = SourceMigration::new(plan.id, &plan.ranges, plan.settings);
+    let mut driver = Driver {
+        server: server.clone(),
+        plan,
+        me,
+        state,
+        machine,
+        seen: Seen::default(),
+        link: None,
+        link_failure_reported: false,
+        offset_base: 0,
+        inputs: VecDeque::new(),
+    };
+    driver.run_loop();
+}
+
+impl Driver {
+    fn cluster(&self) -> &Cluster {
+        self.server.cluster.as_ref().expect("checked at start")
+    }
+
+    fn run_loop(&mut self) {
+        let mut actions: VecDeque<Action> = self.machine.start(unix_millis()).into();
+        loop {
+            while let Some(action) = actions.pop_front() {
+                self.execute(action);
+            }
+            if self.machine.is_finished() {
+                break;
+            }
+            self.observe();
+            if self.inputs.is_empty() {
+                std::thread::sleep(IDLE_TICK);
+                self.inputs.push_back(Input::Tick);
+            }
+            while let Some(input) = self.inputs.pop_front() {
+                actions.extend(self.machine.step(unix_millis(), input));
+            }
+            self.state.progress.lock().slots_done = self.machine.slots_done() as u64;
+        }
+        self.close_link();
+        let gate = &self.cluster().migration_gate;
+        gate.close_link(self.plan.id);
+        if !gate.streaming() {
+            self.server.replication.set_migration_consumer(false);
+        }
+    }
+
+    /// Inputs from the applied log, the link and a cancel.
+    fn observe(&mut self) {
+        self.observe_log();
+        if let Some((link, queue)) = &self.link {
+            if let Some(why) = link.failure().filter(|_| !self.link_failure_reported) {
+                self.link_failure_reported = true;
+                self.inputs.push_back(Input::LinkFailed { why });
+            }
+            self.inputs.push_back(Input::Streamed {
+                offset: queue.appended(),
+            });
+            self.inputs.push_back(Input::TargetApplied {
+                offset: link.answered(),
+            });
+            let mut p = self.state.progress.lock();
+            p.bytes_streamed = queue.appended();
+        }
+        if self.state.cancel.swap(false, Relaxed) {
+            self.inputs.push_back(Input::Cancel);
+        }
+    }
+
+    fn observe_log(&mut self) {
+        let record = {
+            let t = self.cluster().topology.read();
+            t.consensus.migrations.get(self.plan.id).cloned()
+        };
+        let Some(r) = record else {
+            return;
+        };
+        if !self.seen.opened {
+            self.seen.opened = true;
+            self.inputs.push_back(Input::Applied(Applied::Opened));
+        }
+        while self.seen.committed < r.batches_done {
+            let batch = self.seen.committed;
+            self.seen.committed += 1;
+            self.inputs
+                .push_back(Input::Applied(Applied::Committed { batch }));
+        }
+        if let Some((batch, _)) = &r.moving {
+            if self.seen.begun != Some(*batch) {
+                self.seen.begun = Some(*batch);
+                self.inputs
+                    .push_back(Input::Applied(Applied::Begun { batch: *batch }));
+            }
+        }
+        let aborted = matches!(
+            r.state,
+            MigrationState::Failed(_) | MigrationState::Cancelled(_)
+        );
+        if aborted && !self.seen.ended {
+            self.seen.ended = true;
+            self.inputs.push_back(Input::Applied(Applied::Aborted));
+        }
+    }
+
+    fn execute(&mut self, action: Action) {
+        match action {
+            Action::ProposeOpen => {
+                let command = TopologyCommand::MigrationOpen(MigrationOpen {
+                    id: self.plan.id.0,
+                    request_id: self.plan.request_id.clone(),
+                    source: self.me,
+                    target: self.plan.target,
+                    ranges: self.plan.ranges.ranges().to_vec(),
+                    slots_per_batch: self.plan.settings.slots_per_batch as u32,
+                });
+                self.propose(command, ProposalKind::Open);
+                // The request id already named another migration: this one never exists.
+                let other = {
+                    let t = self.cluster().topology.read();
+                    let ledger = &t.consensus.migrations;
+                    match ledger.get(self.plan.id) {
+                        Some(_) => None,
+                        None => ledger
+                            .by_request_id(&self.plan.request_id)
+                            .filter(|r| r.id != self.plan.id)
+                            .map(|r| r.id),
+                    }
+                };
+                if let Some(other) = other {
+                    self.inputs.push_back(Input::Applied(Applied::Refused {
+                        proposal: ProposalKind::Open,
+                        why: format!("request_id names migration {other}"),
+                    }));
+                }
+            }
+            Action::ProposeBegin { batch, slots } => {
+                let command = TopologyCommand::MigrationBegin {
+                    id: self.plan.id.0,
+                    batch,
+                    ranges: slots.ranges().to_vec(),
+                };
+                self.propose(command, ProposalKind::Begin);
+            }
+            Action::CopySlot { slot } => self.copy(slot),
+            Action::PauseWrites { slots } => {
+                let gate = &self.cluster().migration_gate;
+                gate.pause(&slots);
+                // Every write to these slots that locked its shard before the pause has fed
+                // the link once each shard was taken once; later ones find the pause under
+                // their shard lock and park.
+                let shards: BTreeSet<usize> = slots.slots().map(shard_of_slot).collect();
+                for shard in shards {
+                    drop(self.server.keyspace.lock_shard(shard));
+                }
+                let end_offset = self
+                    .link
+                    .as_ref()
+                    .map(|(_, q)| q.appended())
+                    .unwrap_or(self.offset_base);
+                self.inputs.push_back(Input::WritesPaused { end_offset });
+            }
+            Action::ResumeWrites { slots } => self.cluster().migration_gate.resume(&slots),
+            // The target's answer to every command through the end offset is its ack.
+            Action::SendEndMark { .. } => {}
+            Action::ProposeCommit { batch } => {
+                let command = TopologyCommand::MigrationCommit {
+                    id: self.plan.id.0,
+                    batch,
+                };
+                self.propose(command, ProposalKind::Commit);
+            }
+            Action::ProposeAbort { reason, cancelled } => {
+                let command = TopologyCommand::MigrationAbort {
+                    id: self.plan.id.0,
+                    reason,
+                    cancelled,
+                };
+                self.propose(command, ProposalKind::Abort);
+            }
+            Action::DropKeys { slots } => {
+                // The slots are the target's now: their writes stop streaming (they are
+                // MOVED), and the batch's link ends.
+                self.close_link();
+                let dropped = purge_slots(&self.server, slots.slots());
+                tracing::debug!(migration = %self.plan.id, dropped, "handed-over keys dropped");
+            }
+            Action::Finished(outcome) => {
+                match &outcome {
+                    Outcome::Succeeded => {
+                        tracing::info!(migration = %self.plan.id, "slot migration succeeded")
+                    }
+                    Outcome::Failed(why) | Outcome::Cancelled(why) => {
+                        tracing::warn!(migration = %self.plan.id, why, "slot migration ended")
+                    }
+                }
+                self.state.progress.lock().outcome = Some(outcome);
+            }
+        }
+    }
+
+    /// Proposes `command` and waits for its outcome; a refusal is the machine's input, a
+    /// timeout is not (the machine proposes again, and the log may still apply it).
+    fn propose(&mut self, command: TopologyCommand, kind: ProposalKind) {
+        let outcome = match self.cluster().propose_then(command, None) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                tracing::debug!(migration = %self.plan.id, error = %e, "proposal not made");
+                return;
+            }
+        };
+        match outcome.recv_timeout(Cluster::proposal_wait()) {
+            Ok(Err(ProposeError::Refused(why))) => {
+                self.observe_log();
+                self.inputs.push_back(Input::Applied(Applied::Refused {
+                    proposal: kind,
+                    why: why.to_string(),
+                }));
+            }
+            Ok(Ok(())) => self.observe_log(),
+            Ok(Err(e)) => {
+                tracing::debug!(migration = %self.plan.id, error = %e, "proposal not committed")
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn copy(&mut self, slot: u16) {
+        if self.link.is_none() {
+            let Some(batch) = self.seen.begun else {
+                return;
+            };
+            match self.open_link(batch) {
+                Ok(link) => self.link = Some(link),
+                Err(why) => {
+                    self.inputs.push_back(Input::LinkFailed { why });
+                    return;
+                }
+            }
+        }
+        let Some((_, queue)) = &self.link else { return };
+        let queue = queue.clone();
+        let copied = copy_slot(
+            &self.server,
+            &self.cluster().migration_gate,
+            slot,
+            self.plan.id,
+            &queue,
+        );
+        {
+            let mut p = self.state.progress.lock();
+            p.keys_copied += copied.keys;
+        }
+        self.inputs.push_back(Input::SlotCopied { slot });
+    }
+
+    fn open_link(&mut self, batch: u32) -> Result<(Link, Arc<LinkQueue>), String> {
+        let (host, port) = {
+            let t = self.cluster().topology.read();
+            let node = t
+                .index_of(&self.plan.target)
+                .and_then(|i| t.node(i))
+                .ok_or_else(|| format!("the target {} is not known", self.plan.target))?;
+            (node.ip.clone(), node.port)
+        };
+        let queue = Arc::new(LinkQueue::starting_at(self.offset_base));
+        self.link_failure_reported = false;
+        let link = Link::open(
+            &self.server,
+            &host,
+            port,
+            self.plan.id,
+            batch,
+            queue.clone(),
+        )?;
+        self.cluster()
+            .migration_gate
+            .install_link(self.plan.id, queue.clone());
+        Ok((link, queue))
+    }
+
+    fn close_link(&mut self) {
+        if let Some((link, queue)) = self.link.take() {
+            self.offset_base = queue.appended();
+            self.cluster().migration_gate.close_link(self.plan.id);
+            link.close();
+        }
+    }
+}

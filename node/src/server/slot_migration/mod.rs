@@ -1,0 +1,17 @@
+//! Atomic slot migration as the node runs it (design: docs/atomic-migration.md): the
+//! source's driver thread per migration ([`driver`]), its link to the target ([`link`]),
+//! the slot copy ([`copy`]) and the write tap ([`tap`]), the drop of keys a node no longer
+//! owns ([`purge`]), and the [`supervisor`] that ends migrations whose driver or end is
+//! gone. The decisions are the cores of `cluster::migration`; this layer does the I/O.
+
+pub mod copy;
+pub mod driver;
+pub mod link;
+pub mod purge;
+pub mod registry;
+pub mod start;
+pub mod supervisor;
+pub mod tap;
+
+pub use registry::Registry;
+pub use start::{start, StartError, StartRequest};

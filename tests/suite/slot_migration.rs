@@ -1,0 +1,404 @@
+//! Atomic slot migration across real nodes (issue "gRPC admin API and atomic slot
+//! migration"): `CLUSTER MIGRATESLOTS` moves slots with their keys while clients write to
+//! them; clients see only MOVED, once, and every acknowledged write reads back at the new
+//! owner; a cancel or a killed target rolls back what had not committed.
+
+use integration::cluster::{create_cluster, wait_until};
+use integration::Node;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn info(n: &Node, field: &str) -> String {
+    n.cli(&["CLUSTER", "INFO"])
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Three primaries in one topology group, every node at one version.
+fn three_primaries(secret: &str) -> Vec<Node> {
+    let nodes = create_cluster(secret, 0);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("one topology group with a leader", &refs, || {
+        let groups: Vec<String> = nodes
+            .iter()
+            .map(|n| info(n, "cluster_topology_group"))
+            .collect();
+        groups[0] != "-"
+            && groups.iter().all(|g| *g == groups[0])
+            && nodes
+                .iter()
+                .all(|n| info(n, "cluster_topology_leader") != "-")
+    });
+    nodes
+}
+
+fn id(n: &Node) -> String {
+    n.cli(&["CLUSTER", "MYID"])
+}
+
+/// The owner id of `slot` as node `n` sees it.
+fn owner_of(n: &Node, slot: u16) -> Option<String> {
+    n.cli(&["CLUSTER", "NODES"]).lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let owns = f.iter().skip(8).any(|r| match r.split_once('-') {
+            Some((a, b)) => {
+                a.parse::<u16>().is_ok_and(|a| a <= slot)
+                    && b.parse::<u16>().is_ok_and(|b| slot <= b)
+            }
+            None => r.parse::<u16>() == Ok(slot),
+        });
+        owns.then(|| f[0].to_string())
+    })
+}
+
+fn node_owning(nodes: &[Node], slot: u16) -> &Node {
+    let owner = owner_of(&nodes[0], slot).expect("slot assigned");
+    nodes.iter().find(|n| id(n) == owner).unwrap()
+}
+
+/// Keys whose slots are in `lo..=hi`, `count` of them.
+fn keys_in(lo: u16, hi: u16, count: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("key:{i}"))
+        .filter(|k| (lo..=hi).contains(&proto::slot::key_slot(k.as_bytes())))
+        .take(count)
+        .collect()
+}
+
+/// The migration's fields as GETSLOTMIGRATIONS lists them, found by request id.
+fn migration(n: &Node, request_id: &str) -> Option<Vec<(String, String)>> {
+    let mut con = n.client();
+    let list: Vec<Vec<String>> = redis::cmd("CLUSTER")
+        .arg("GETSLOTMIGRATIONS")
+        .query(&mut con)
+        .unwrap();
+    list.into_iter()
+        .map(|flat| {
+            flat.chunks(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect::<Vec<_>>()
+        })
+        .find(|fields| {
+            fields
+                .iter()
+                .any(|(k, v)| k == "request_id" && v == request_id)
+        })
+}
+
+fn field(fields: &[(String, String)], name: &str) -> String {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
+}
+
+fn wait_for_end(n: &Node, request_id: &str) -> Vec<(String, String)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(m) = migration(n, request_id) {
+            if field(&m, "state") != "running" {
+                return m;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "migration {request_id} still running: {:?}",
+            migration(n, request_id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What a writer ends with: each key's last acknowledged round, the errors it was
+/// answered (MOVED aside), and how many MOVED it followed.
+type Written = (Vec<(String, u64)>, Vec<String>, usize);
+
+/// A client writing `key -> counter` in a loop to whichever node serves the key, following
+/// MOVED only; anything else it is answered is recorded as an error.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Written>,
+}
+
+impl Writer {
+    fn start(keys: Vec<String>, source: &Node, target: &Node) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut src, mut dst) = (source.client(), target.client());
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut acked: Vec<(String, u64)> = keys.iter().map(|k| (k.clone(), 0)).collect();
+            let mut moved = vec![false; keys.len()];
+            let mut errors = Vec::new();
+            let mut redirects = 0;
+            let mut round = 0u64;
+            while !flag.load(Relaxed) {
+                round += 1;
+                for (i, key) in keys.iter().enumerate() {
+                    let con = if moved[i] { &mut dst } else { &mut src };
+                    let r: redis::RedisResult<()> =
+                        redis::cmd("SET").arg(key).arg(round).query(con);
+                    match r {
+                        Ok(()) => acked[i].1 = round,
+                        Err(e) if e.kind() == redis::ErrorKind::Moved && !moved[i] => {
+                            redirects += 1;
+                            moved[i] = true;
+                            let r: redis::RedisResult<()> =
+                                redis::cmd("SET").arg(key).arg(round).query(&mut dst);
+                            match r {
+                                Ok(()) => acked[i].1 = round,
+                                Err(e) if errors.len() < 20 => errors.push(e.to_string()),
+                                Err(_) => {}
+                            }
+                        }
+                        Err(e) if errors.len() < 20 => errors.push(e.to_string()),
+                        Err(_) => {}
+                    }
+                }
+            }
+            (acked, errors, redirects)
+        });
+        Writer { stop, thread }
+    }
+
+    fn finish(self) -> Written {
+        self.stop.store(true, Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+#[test]
+fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
+    let nodes = three_primaries("migrate-slots");
+    let source = node_owning(&nodes, 0);
+    let target = nodes.iter().find(|n| id(n) != id(source)).unwrap();
+    // Keys in the moving slots, written before, plus a volatile one and a list.
+    let moving = keys_in(0, 999, 3000);
+    let mut con = source.client();
+    for k in &moving[..2000] {
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg("before")
+            .query(&mut con)
+            .unwrap();
+    }
+    let list_key = keys_in(0, 999, 3001)[3000].clone();
+    let _: () = redis::cmd("RPUSH")
+        .arg(&list_key)
+        .arg(&["a", "b", "c"])
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("EXPIRE")
+        .arg(&list_key)
+        .arg(1000)
+        .query(&mut con)
+        .unwrap();
+    // Keys staying behind.
+    let staying = keys_in(1000, 1999, 200);
+    for k in &staying {
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg("stays")
+            .query(&mut con)
+            .unwrap();
+    }
+    let writer = Writer::start(moving[1000..].to_vec(), source, target);
+    std::thread::sleep(Duration::from_millis(300));
+    let target_id = id(target);
+    assert_eq!(
+        source.cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "999",
+            "NODE",
+            &target_id,
+            "REQUESTID",
+            "move-1"
+        ]),
+        "OK"
+    );
+    let m = wait_for_end(source, "move-1");
+    assert_eq!(field(&m, "state"), "success", "{m:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let (acked, errors, redirects) = writer.finish();
+    assert!(errors.is_empty(), "the writer was answered {errors:?}");
+    assert!(redirects > 0, "the writer never followed a MOVED");
+
+    // Every node sees the target own the slots; the source no longer holds their keys.
+    for n in &nodes {
+        for slot in [0, 500, 999] {
+            assert_eq!(owner_of(n, slot), Some(target_id.clone()));
+        }
+        assert_eq!(owner_of(n, 1000), Some(id(source)));
+    }
+    let mut dst = target.client();
+    for (k, round) in &acked {
+        let v: String = redis::cmd("GET").arg(k).query(&mut dst).unwrap();
+        assert!(
+            v.parse::<u64>().unwrap() >= *round,
+            "{k}: {v} read back, {round} acknowledged"
+        );
+    }
+    for k in &moving[..1000] {
+        let v: String = redis::cmd("GET").arg(k).query(&mut dst).unwrap();
+        assert_eq!(v, "before", "{k}");
+    }
+    let list: Vec<String> = redis::cmd("LRANGE")
+        .arg(&list_key)
+        .arg(0)
+        .arg(-1)
+        .query(&mut dst)
+        .unwrap();
+    assert_eq!(list, ["a", "b", "c"]);
+    let ttl: i64 = redis::cmd("TTL").arg(&list_key).query(&mut dst).unwrap();
+    assert!((1..=1000).contains(&ttl), "ttl {ttl}");
+    let mut src = source.client();
+    for k in &staying {
+        let v: String = redis::cmd("GET").arg(k).query(&mut src).unwrap();
+        assert_eq!(v, "stays");
+    }
+    wait_until("the source dropped the moved keys", &[source], || {
+        (0..1000u16)
+            .step_by(37)
+            .all(|slot| source.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0")
+    });
+    // The same request id again names the same, finished migration.
+    assert_eq!(
+        source.cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "999",
+            "NODE",
+            &target_id,
+            "REQUESTID",
+            "move-1"
+        ]),
+        "OK"
+    );
+    // Slots the node does not own are refused at once.
+    let refused = source.cli(&[
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        "0",
+        "10",
+        "NODE",
+        &target_id,
+    ]);
+    assert!(
+        refused.contains("not the owner of hash slot 0"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_killed_target_fails_the_migration_and_nothing_acknowledged_is_lost() {
+    const DURABLE: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+    let secret = "migrate-kill";
+    let mut nodes = {
+        let nodes = integration::cluster::create_cluster_with(secret, 0, &DURABLE);
+        let refs: Vec<&Node> = nodes.iter().collect();
+        wait_until("one topology group with a leader", &refs, || {
+            nodes
+                .iter()
+                .all(|n| info(n, "cluster_topology_leader") != "-")
+        });
+        nodes
+    };
+    let source_index = nodes
+        .iter()
+        .position(|n| id(n) == id(node_owning(&nodes, 0)))
+        .unwrap();
+    let target_index = (source_index + 1) % 3;
+    let source_id = id(&nodes[source_index]);
+    let target_id = id(&nodes[target_index]);
+    let keys = keys_in(0, 5000, 20000);
+    {
+        let mut con = nodes[source_index].client();
+        for chunk in keys.chunks(500) {
+            let mut pipe = redis::pipe();
+            for k in chunk {
+                pipe.cmd("SET").arg(k).arg("v").ignore();
+            }
+            let _: () = pipe.query(&mut con).unwrap();
+        }
+    }
+    assert_eq!(
+        nodes[source_index].cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "5000",
+            "NODE",
+            &target_id,
+            "REQUESTID",
+            "doomed"
+        ]),
+        "OK"
+    );
+    // Kill the target once the migration is under way.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while migration(&nodes[source_index], "doomed").is_none() {
+        assert!(Instant::now() < deadline, "the migration never started");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    nodes[target_index].signal("KILL");
+    let _ = nodes[target_index].wait_exit();
+    let m = wait_for_end(&nodes[source_index], "doomed");
+    let state = field(&m, "state");
+    assert!(
+        state == "failed" || state == "success",
+        "the migration ended {m:?}"
+    );
+    // The target comes back from its AOF; the cluster is whole again.
+    let port = nodes[target_index].port;
+    let dir = nodes.remove(target_index).into_dir();
+    let restarted = integration::cluster::cluster_node_in(dir, port, secret, &DURABLE);
+    nodes.insert(target_index, restarted);
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("cluster_state:ok after the restart", &refs, || {
+        nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+    });
+    // Every key reads back at its slot's owner, whichever side of the cut its batch was.
+    let (source, target) = (&nodes[source_index], &nodes[target_index]);
+    let (mut src, mut dst) = (source.client(), target.client());
+    let mut kept = 0;
+    for k in &keys {
+        let slot = proto::slot::key_slot(k.as_bytes());
+        let owner = owner_of(source, slot).expect("assigned");
+        let con = match owner {
+            o if o == source_id => {
+                kept += 1;
+                &mut src
+            }
+            o => {
+                assert_eq!(o, target_id, "slot {slot}");
+                &mut dst
+            }
+        };
+        let v: Option<String> = redis::cmd("GET").arg(k).query(con).unwrap();
+        assert_eq!(v.as_deref(), Some("v"), "{k} (slot {slot}) lost: {m:?}");
+    }
+    if state == "failed" {
+        assert!(kept > 0, "nothing stayed with the source: {m:?}");
+        // What the target had copied of the aborted batch goes.
+        wait_until("the target dropped the aborted batch", &[target], || {
+            (0..5001u16).step_by(97).all(|slot| {
+                owner_of(target, slot) == Some(target_id.clone())
+                    || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
+            })
+        });
+    }
+}
