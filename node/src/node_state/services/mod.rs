@@ -3,12 +3,14 @@
 //! `&dyn NodeServices` and a command takes only the handle it needs.
 
 pub mod failover;
+pub mod migrate_dialer;
 pub mod persistence;
 pub mod replication_links;
 pub mod shutdown;
 pub mod write_stream;
 
 pub use failover::ManualFailover;
+pub use migrate_dialer::MigrateDialer;
 pub use persistence::Persistence;
 pub use replication_links::ReplicationLinks;
 pub use shutdown::ShutdownSteps;
@@ -24,4 +26,5 @@ pub trait NodeServices: Send + Sync {
     fn replication_links(&self) -> &dyn ReplicationLinks;
     fn failover(&self) -> &dyn ManualFailover;
     fn shutdown(&self) -> &dyn ShutdownSteps;
+    fn migrate_dialer(&self) -> &dyn MigrateDialer;
 }
