@@ -281,6 +281,7 @@ fn ring_reader(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     let mut buf = Vec::new();
     let mut taken = 0u64;
     let mut writer_met_full = false;
+    let started = std::time::Instant::now();
     let end = deadline();
     while taken < RING_RECORDS {
         check_deadline(end, "the ring's records");
@@ -296,7 +297,7 @@ fn ring_reader(provider: &OfiProvider, kind: OfiKind, seed: u64) {
         }
         // Bounded per round, so acks go out while records stream in.
         for _ in 0..64 {
-            let Some(offset) = reader.next(&mut buf).unwrap() else {
+            let Some(offset) = reader.next(&mut buf, started.elapsed()).unwrap() else {
                 break;
             };
             let want = ring_record(seed, taken, max_payload);
@@ -334,7 +335,7 @@ fn ring_reader(provider: &OfiProvider, kind: OfiKind, seed: u64) {
         .parse()
         .unwrap();
     assert_eq!(
-        reader.next(&mut buf).unwrap(),
+        reader.next(&mut buf, started.elapsed()).unwrap(),
         None,
         "a record after the last"
     );

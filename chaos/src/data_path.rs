@@ -454,7 +454,7 @@ impl DataPath {
             return;
         }
         let mut released = Vec::new();
-        let polled = match up.link.poll(&mut released) {
+        let polled = match up.link.poll(&mut released, ms(now)) {
             Ok(polled) => polled,
             Err(e) => return self.drop_upstream(now, i, &e.to_string()),
         };

@@ -89,14 +89,15 @@ pub fn test_ring_two_process() -> R {
         let mut taken = 0u64;
         let mut summary = None;
         let mut ctl_done = Vec::new();
-        let deadline = Instant::now() + WAIT;
+        let started = Instant::now();
+        let deadline = started + WAIT;
         let mut idle = 0;
         while summary.is_none() {
             ensure(
                 Instant::now() < deadline,
                 format!("stalled after {taken} of {RECORDS} records"),
             )?;
-            match reader.next(&mut buf)? {
+            match reader.next(&mut buf, started.elapsed())? {
                 Some(_) => {
                     idle = 0;
                     let want = expected.next().ok_or(format!(

@@ -54,9 +54,9 @@
 //!   checksum over mixed bytes fails), so nothing wrong is delivered, but the newer record is
 //!   gone from the ring. Recovery: the writer keeps every record until it is acknowledged (its
 //!   staging area mirrors the data area); a reader that finds no valid record where the
-//!   largest tail it read says there should be one, for [`STALL_CHECKS_MIN`] looks (doubling
-//!   on each unproductive request up to [`STALL_CHECKS_MAX`]), bumps a counter in the writer's
-//!   ack region ([`ACK_RESEND_OFFSET`]); the writer, seeing it grow, WRITEs again every byte
+//!   largest tail it read says there should be one, for [`STALL_WAIT_MIN`] of the caller's
+//!   time (doubling on each unproductive request up to [`STALL_WAIT_MAX`]), bumps a counter
+//!   in the writer's ack region ([`ACK_RESEND_OFFSET`]); the writer, seeing it grow, WRITEs again every byte
 //!   from its acknowledged offset to its posted end, and reuses none of that space until
 //!   those WRITEs complete;
 //! - a duplicate of a word WRITE (tail, consumed, progress, resend counter) can move the word
@@ -67,6 +67,7 @@
 
 use crate::error::{BusError, Result};
 use crate::provider::RemoteRegion;
+use std::time::Duration;
 
 /// Bytes of the ring header in front of the data area.
 pub const RING_HEADER_LEN: usize = 64;
@@ -94,13 +95,14 @@ pub const ACK_CONSUMED_OFFSET: usize = 0;
 pub const ACK_RESEND_OFFSET: usize = 8;
 /// Bytes of the ack region a writer needs at least (both words).
 pub const ACK_WORDS_LEN: usize = 16;
-/// Looks at an invalid record the tail says should be there before the reader asks for a
-/// resend: a record still landing (torn, reordered) usually completes within a few.
-pub const STALL_CHECKS_MIN: u32 = 32;
-/// The most looks between two resend requests: the wait doubles after each request that
+/// How long the reader finds no valid record where the tail says one should be before it
+/// asks for a resend: a record still landing (torn, reordered) completes within
+/// microseconds, a WRITE lost to a late duplicate never does.
+pub const STALL_WAIT_MIN: Duration = Duration::from_millis(1);
+/// The longest wait between two resend requests: the wait doubles after each request that
 /// brought nothing, so a reader behind a slow (not broken) link costs the writer at most one
-/// ring of resent bytes per this many looks.
-pub const STALL_CHECKS_MAX: u32 = 4096;
+/// ring of resent bytes per this long.
+pub const STALL_WAIT_MAX: Duration = Duration::from_millis(256);
 /// Polls after which a side WRITEs its monotone words again although they did not change, so
 /// a late duplicate that moved one back is undone (each costs one 8-byte WRITE).
 pub const WORD_REFRESH_POLLS: u32 = 64;
@@ -108,7 +110,7 @@ pub const WORD_REFRESH_POLLS: u32 = 64;
 /// Where a WRITE from the reader's side may land in the ack region without overlapping a word.
 const _: () = assert!(ACK_CONSUMED_OFFSET + 8 <= ACK_RESEND_OFFSET);
 const _: () = assert!(ACK_RESEND_OFFSET + 8 <= ACK_WORDS_LEN && ACK_WORDS_LEN <= ACK_REGION_LEN);
-const _: () = assert!(STALL_CHECKS_MIN <= STALL_CHECKS_MAX);
+const _: () = assert!(STALL_WAIT_MIN.as_nanos() <= STALL_WAIT_MAX.as_nanos());
 
 pub const KIND_DATA: u32 = 1;
 pub const KIND_PAD: u32 = 2;

@@ -13,9 +13,10 @@ use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, 
 use super::layout::{
     check_data_len, max_payload, next_record_start, record_crc, record_total, ring_epoch,
     RecordHeader, ACK_CONSUMED_OFFSET, ACK_RESEND_OFFSET, ACK_WORDS_LEN, CLOSED_MARK,
-    CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, STALL_CHECKS_MAX,
-    STALL_CHECKS_MIN, TAIL_OFFSET, WORD_REFRESH_POLLS,
+    CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, STALL_WAIT_MAX,
+    STALL_WAIT_MIN, TAIL_OFFSET, WORD_REFRESH_POLLS,
 };
+use std::time::Duration;
 
 const WR_ACK: u64 = 3;
 const WR_PROGRESS: u64 = 4;
@@ -51,10 +52,12 @@ pub struct RingReader<C: Connection> {
     resend: WordOut,
     /// The largest doorbell value read: evidence that records up to it were posted.
     tail_seen: u64,
-    /// Looks in a row that found no valid record below `tail_seen`.
-    stalled_looks: u32,
-    /// Looks before the next resend request (doubles while requests bring nothing).
-    stall_limit: u32,
+    /// Since when (the caller's time) looks have found no valid record below `tail_seen`,
+    /// or when the last resend request of this stall was made.
+    stalled_since: Option<Duration>,
+    /// How long a stall lasts before the next resend request (doubles while requests bring
+    /// nothing).
+    stall_wait: Duration,
     /// Polls since the words were last WRITEn: at WORD_REFRESH_POLLS they are WRITEn again.
     polls_since_refresh: u32,
     broken: Option<String>,
@@ -120,8 +123,8 @@ impl<C: Connection> RingReader<C> {
             progress: WordOut::default(),
             resend: WordOut::default(),
             tail_seen: 0,
-            stalled_looks: 0,
-            stall_limit: STALL_CHECKS_MIN,
+            stalled_since: None,
+            stall_wait: STALL_WAIT_MIN,
             polls_since_refresh: 0,
             broken: None,
             completions: Vec::with_capacity(POLL_BATCH),
@@ -227,7 +230,9 @@ impl<C: Connection> RingReader<C> {
     /// Copies the next record's payload into `buf` and returns its absolute offset, or `None`
     /// when the next record has not (entirely) landed yet. Never returns a record out of order.
     /// Once the writer closed the ring and every record that landed was taken, `Closed`.
-    pub fn next(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+    /// `now` is the caller's monotonic time since any fixed origin: a record the doorbell
+    /// announced that stays invalid for long enough is asked for again (see `layout`).
+    pub fn next(&mut self, buf: &mut Vec<u8>, now: Duration) -> Result<Option<u64>> {
         self.check_usable()?;
         self.tail_seen = self.tail_seen.max(self.ring.load_u64(TAIL_OFFSET)?);
         // Looked at whatever the doorbell says: a record may be valid before its doorbell
@@ -235,12 +240,12 @@ impl<C: Connection> RingReader<C> {
         let got = self.take_record(buf)?;
         match got {
             Some(_) => {
-                self.stalled_looks = 0;
-                self.stall_limit = STALL_CHECKS_MIN;
+                self.stalled_since = None;
+                self.stall_wait = STALL_WAIT_MIN;
             }
             None if self.tail_seen > self.consumed => {
                 self.not_ready += 1;
-                self.note_stall();
+                self.note_stall(now);
             }
             None => {}
         }
@@ -250,15 +255,15 @@ impl<C: Connection> RingReader<C> {
         Ok(got)
     }
 
-    /// One more look found no valid record where the doorbell said one was posted: after
-    /// `stall_limit` of them, ask the writer to WRITE everything unacknowledged again.
-    fn note_stall(&mut self) {
-        self.stalled_looks += 1;
-        if self.stalled_looks < self.stall_limit {
+    /// A look at `now` found no valid record where the doorbell said one was posted: once
+    /// that has lasted `stall_wait`, ask the writer to WRITE everything unacknowledged again.
+    fn note_stall(&mut self, now: Duration) {
+        let since = *self.stalled_since.get_or_insert(now);
+        if now.saturating_sub(since) < self.stall_wait {
             return;
         }
-        self.stalled_looks = 0;
-        self.stall_limit = (self.stall_limit * 2).min(STALL_CHECKS_MAX);
+        self.stalled_since = Some(now);
+        self.stall_wait = (self.stall_wait * 2).min(STALL_WAIT_MAX);
         self.resend.wanted += 1;
         tracing::debug!(
             consumed = self.consumed,

@@ -11,7 +11,9 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::layout::{max_payload, RECORD_HEADER_LEN, RING_HEADER_LEN};
+use super::layout::{
+    max_payload, RECORD_HEADER_LEN, RING_HEADER_LEN, STALL_WAIT_MAX, STALL_WAIT_MIN,
+};
 use super::*;
 use crate::access::Access;
 use crate::config::EndpointConfig;
@@ -83,7 +85,7 @@ fn transfer(s: &mut Setup, seed: u64, records: &[Vec<u8>]) -> (Vec<Vec<u8>>, usi
         s.fabric
             .advance(Duration::from_micros(rng.gen_range(0..40)));
         for _ in 0..rng.gen_range(0..5) {
-            match s.reader.next(&mut buf).unwrap() {
+            match s.reader.next(&mut buf, s.fabric.now()).unwrap() {
                 Some(_) => got.push(buf.clone()),
                 None => break,
             }
@@ -158,7 +160,7 @@ fn writer_stops_at_unacknowledged_bytes() {
     // The reader consumes one record; only after its ack lands is there room again.
     s.fabric.run_until_idle(1000);
     let mut buf = Vec::new();
-    assert_eq!(s.reader.next(&mut buf).unwrap(), Some(0));
+    assert_eq!(s.reader.next(&mut buf, s.fabric.now()).unwrap(), Some(0));
     assert!(matches!(
         s.writer.append(&record),
         Err(BusError::Full { .. })
@@ -208,15 +210,15 @@ fn corrupt_records_are_not_delivered() {
     ring.write(RING_HEADER_LEN + RECORD_HEADER_LEN + 3, &[b[0] ^ 0x40])
         .unwrap();
     let mut buf = Vec::new();
-    assert_eq!(reader.next(&mut buf).unwrap(), None);
+    assert_eq!(reader.next(&mut buf, fabric.now()).unwrap(), None);
     assert_eq!(
-        reader.next(&mut buf).unwrap(),
+        reader.next(&mut buf, fabric.now()).unwrap(),
         None,
         "never skips ahead either"
     );
     ring.write(RING_HEADER_LEN + RECORD_HEADER_LEN + 3, &b)
         .unwrap();
-    assert_eq!(reader.next(&mut buf).unwrap(), Some(0));
+    assert_eq!(reader.next(&mut buf, fabric.now()).unwrap(), Some(0));
     assert_eq!(buf, b"hello ring");
 }
 
@@ -314,7 +316,7 @@ fn a_reused_ring_does_not_replay_old_records() {
     .unwrap();
     ring.store_u64(0, 1000).unwrap();
     let mut buf = Vec::new();
-    assert_eq!(reader.next(&mut buf).unwrap(), None);
+    assert_eq!(reader.next(&mut buf, fabric.now()).unwrap(), None);
 }
 
 /// A partition between writer and reader breaks the ring on both sides (retries exhausted),
@@ -325,7 +327,7 @@ fn partition_breaks_both_sides() {
     s.writer.append(b"one").unwrap();
     s.fabric.run_until_idle(100);
     let mut buf = Vec::new();
-    assert_eq!(s.reader.next(&mut buf).unwrap(), Some(0));
+    assert_eq!(s.reader.next(&mut buf, s.fabric.now()).unwrap(), Some(0));
     s.fabric
         .partition(s.writer_host.host(), s.reader_host.host());
     s.writer.append(b"two").unwrap();
@@ -370,7 +372,7 @@ fn provider_full_is_back_pressure_not_failure() {
         }
         fabric.run_until_idle(1000);
         writer.poll().unwrap();
-        while reader.next(&mut buf).unwrap().is_some() {
+        while reader.next(&mut buf, fabric.now()).unwrap().is_some() {
             got.push(buf.clone());
         }
         reader.poll().unwrap();
@@ -472,7 +474,7 @@ fn a_refused_ack_is_published_later() {
     writer.append(b"acknowledge me").unwrap();
     fabric.run_until_idle(100);
     let mut buf = Vec::new();
-    assert_eq!(reader.next(&mut buf).unwrap(), Some(0));
+    assert_eq!(reader.next(&mut buf, fabric.now()).unwrap(), Some(0));
     for _ in 0..3 {
         reader.poll().unwrap();
         fabric.run_until_idle(100);
@@ -548,7 +550,7 @@ fn refused_records_go_out_coalesced() {
     fabric.run_until_idle(1000);
     let mut got = Vec::new();
     let mut buf = Vec::new();
-    while reader.next(&mut buf).unwrap().is_some() {
+    while reader.next(&mut buf, fabric.now()).unwrap().is_some() {
         got.push(buf.clone());
     }
     assert_eq!(got, records);
@@ -578,10 +580,10 @@ fn a_closed_ring_ends_the_reader_after_what_landed() {
     assert!(matches!(s.writer.append(b"late"), Err(BusError::Closed(_))));
     let mut buf = Vec::new();
     for i in 0..3u8 {
-        assert!(s.reader.next(&mut buf).unwrap().is_some());
+        assert!(s.reader.next(&mut buf, s.fabric.now()).unwrap().is_some());
         assert_eq!(buf, vec![i; 100]);
     }
-    let err = s.reader.next(&mut buf).unwrap_err();
+    let err = s.reader.next(&mut buf, s.fabric.now()).unwrap_err();
     assert!(matches!(err, BusError::Closed(_)), "{err}");
 }
 
@@ -736,12 +738,12 @@ fn a_late_duplicate_over_a_newer_record_is_undone_by_a_resend() {
     let mut buf = Vec::new();
     s.writer.append(&old).unwrap();
     s.fabric.run_until_idle(1000);
-    assert_eq!(s.reader.next(&mut buf).unwrap(), Some(0));
+    assert_eq!(s.reader.next(&mut buf, s.fabric.now()).unwrap(), Some(0));
     // What the old record's WRITE placed: a duplicate of it would place the same bytes.
     let old_bytes = region_bytes(&s, 0, 2048);
     s.writer.append(&old).unwrap(); // fills the lap
     s.fabric.run_until_idle(1000);
-    assert!(s.reader.next(&mut buf).unwrap().is_some());
+    assert!(s.reader.next(&mut buf, s.fabric.now()).unwrap().is_some());
     s.reader.poll().unwrap();
     s.fabric.run_until_idle(1000);
     s.writer.poll().unwrap();
@@ -754,18 +756,72 @@ fn a_late_duplicate_over_a_newer_record_is_undone_by_a_resend() {
     let got = loop {
         looks += 1;
         assert!(looks < 1000, "no recovery");
-        if let Some(at) = s.reader.next(&mut buf).unwrap() {
+        if let Some(at) = s.reader.next(&mut buf, s.fabric.now()).unwrap() {
             break at;
         }
         s.reader.poll().unwrap();
         s.fabric.run_until_idle(1000);
         s.writer.poll().unwrap();
         s.fabric.run_until_idle(1000);
+        s.fabric.advance(Duration::from_micros(100));
     };
     assert_eq!((got, &buf), (4096, &new));
     assert!(looks > 1, "the overwritten record was not taken at once");
     assert_eq!(s.reader.resend_requests(), 1);
     assert_eq!(s.writer.resends(), 1);
+}
+
+/// Goal: a stalled reader asks for a resend once the stall has lasted [`STALL_WAIT_MIN`] of
+/// the time it is given, however often it looked meanwhile; each request that brings nothing
+/// doubles the wait up to [`STALL_WAIT_MAX`]; the record, once back, is taken.
+/// Method: one record lands, its bytes are wiped (as a late duplicate would leave them), and
+/// the reader looks at chosen times without the fabric moving.
+#[test]
+fn a_stall_asks_for_resends_by_time_not_by_looks() {
+    let mut s = setup(32, Faults::default(), 4096);
+    let mut buf = Vec::new();
+    s.writer.append(&[7u8; 100]).unwrap();
+    s.fabric.run_until_idle(1000);
+    write_region(&s, 0, &[0u8; 256]);
+    let t0 = Duration::from_secs(5);
+    for _ in 0..10_000 {
+        assert_eq!(s.reader.next(&mut buf, t0).unwrap(), None);
+    }
+    assert_eq!(
+        s.reader.resend_requests(),
+        0,
+        "looks alone asked for a resend"
+    );
+    let t1 = t0 + STALL_WAIT_MIN;
+    assert_eq!(s.reader.next(&mut buf, t1).unwrap(), None);
+    assert_eq!(s.reader.resend_requests(), 1);
+    // The next request waits twice as long.
+    s.reader.next(&mut buf, t1 + STALL_WAIT_MIN).unwrap();
+    assert_eq!(s.reader.resend_requests(), 1);
+    let mut t = t1 + 2 * STALL_WAIT_MIN;
+    s.reader.next(&mut buf, t).unwrap();
+    assert_eq!(s.reader.resend_requests(), 2);
+    // Each wait of STALL_WAIT_MAX brings a request while the wait grows to it...
+    for _ in 0..10 {
+        t += STALL_WAIT_MAX;
+        s.reader.next(&mut buf, t).unwrap();
+    }
+    assert_eq!(s.reader.resend_requests(), 12);
+    // ...and then no shorter one does: one request per STALL_WAIT_MAX, however long it lasts.
+    for _ in 0..10 {
+        s.reader.next(&mut buf, t + STALL_WAIT_MAX / 2).unwrap();
+        t += STALL_WAIT_MAX;
+        s.reader.next(&mut buf, t).unwrap();
+    }
+    assert_eq!(s.reader.resend_requests(), 22);
+    // The requests reach the writer, which WRITEs the record again.
+    s.reader.poll().unwrap();
+    s.fabric.run_until_idle(1000);
+    s.writer.poll().unwrap();
+    s.fabric.run_until_idle(1000);
+    assert_eq!(s.reader.next(&mut buf, t).unwrap(), Some(0));
+    assert_eq!(buf, [7u8; 100]);
+    assert!(s.writer.resends() >= 1);
 }
 
 /// `len` bytes of the reader's data area from position `pos` (the test reaches into the

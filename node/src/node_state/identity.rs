@@ -1,5 +1,6 @@
-//! The replication identity file `<dir>/repl-identity`: which history this node's dataset
-//! belongs to, and whether the process stopped cleanly after saving it. A restart compares
+//! The replication identity (the file `<dir>/repl-identity`; its reading and writing are
+//! `server::persistence::identity_file`, reached through [`IdentityStore`]): which history
+//! this node's dataset belongs to, and whether the process stopped cleanly after saving it. A restart compares
 //! it with what the snapshot (later also the AOF) loaded to tell whether the node still
 //! holds everything it had ([`LoadedHistory::covered`]).
 //!
@@ -28,13 +29,7 @@
 
 use crate::cluster::id::NodeId;
 use crate::replication::ids::{ReplId, ReplicationIds};
-use std::io::Read;
-use std::path::{Path, PathBuf};
 
-/// The file's name in `dir`.
-pub const IDENTITY_FILE: &str = "repl-identity";
-/// Largest file read: a few short lines; anything bigger is not ours.
-pub const IDENTITY_FILE_MAX: usize = 4096;
 /// The format version written and the only one read.
 pub const IDENTITY_VERSION: u32 = 1;
 
@@ -77,17 +72,6 @@ pub struct Identity {
 pub struct Succession {
     pub old: ReplId,
     pub new: ReplId,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum IdentityError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path} is corrupt: {fault} (the node will not start over it; remove it to start without a replication history)")]
-    Corrupt { path: PathBuf, fault: String },
 }
 
 impl Identity {
@@ -187,42 +171,14 @@ impl Identity {
     }
 }
 
-/// The identity file's path in `dir`.
-pub fn path_in(dir: &Path) -> PathBuf {
-    dir.join(IDENTITY_FILE)
-}
-
-/// Reads the file: `Ok(None)` when there is none (a node that never started with this
-/// build, or whose operator removed it).
-pub fn load(path: &Path) -> Result<Option<Identity>, IdentityError> {
-    let read = |source| IdentityError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let corrupt = |fault: String| IdentityError::Corrupt {
-        path: path.to_path_buf(),
-        fault,
-    };
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(read(e)),
-    };
-    let mut bytes = Vec::new();
-    // One byte over the limit tells an oversized file from one exactly at it.
-    file.take(IDENTITY_FILE_MAX as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read)?;
-    if bytes.len() > IDENTITY_FILE_MAX {
-        return Err(corrupt(format!("larger than {IDENTITY_FILE_MAX} bytes")));
-    }
-    let text = std::str::from_utf8(&bytes).map_err(|_| corrupt("not UTF-8".into()))?;
-    Identity::parse(text).map(Some).map_err(corrupt)
-}
-
-/// Writes the file atomically (temp file, fsync, rename, fsync of the directory).
-pub fn save(path: &Path, identity: &Identity) -> std::io::Result<()> {
-    crate::cluster::persist::write_atomically(path, identity.encode().as_bytes())
+/// Where the identity is kept. The layer that owns files implements it
+/// (`server::persistence::identity_file`); `node_state::replication` decides when it is
+/// written and what it says.
+pub trait IdentityStore: Send {
+    /// Replaces what is kept with `identity`, atomically.
+    fn save(&self, identity: &Identity) -> std::io::Result<()>;
+    /// Where it is kept, for logs and errors.
+    fn describe(&self) -> String;
 }
 
 /// What a start found on disk: the identity the previous run left and the history the
@@ -278,27 +234,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_file_round_trips() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = path_in(dir.path());
-        assert_eq!(load(&path).unwrap(), None);
-        for identity in [
-            sample(),
-            Identity {
-                node: None,
-                ids: ReplicationIds::with_replid(id(b'd')),
-                primary: None,
-                succeeds: None,
-                state: RunState::Running,
-                ..sample()
-            },
-        ] {
-            save(&path, &identity).unwrap();
-            assert_eq!(load(&path).unwrap(), Some(identity));
-        }
-    }
-
     /// Goal: a file written before the `succeeds` line existed still reads (as none).
     #[test]
     fn a_file_without_succeeds_reads_as_none() {
@@ -311,39 +246,6 @@ mod tests {
         let parsed = Identity::parse(&old).unwrap();
         assert_eq!(parsed.succeeds, None);
         assert_eq!(parsed.ids, sample().ids);
-    }
-
-    #[test]
-    fn oversized_and_corrupt_files_refuse() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = path_in(dir.path());
-        let good = sample().encode();
-        let cases: Vec<(String, &str)> = vec![
-            (good.replace("offset 1234", "offset x"), "offset"),
-            (good.replace("replid bbbb", "replid zzzz"), "replid"),
-            (good.replace("state stopped", "state maybe"), "state"),
-            (good.replace("version 1", "version 2"), "version"),
-            (good.replace("epoch 7\n", ""), "no epoch"),
-            (format!("{good}offset 5\n"), "twice"),
-            (good.replace("replid2 cccc", "replid2"), "replid2"),
-            (
-                good.replace(&format!(" {}\nstate", "b".repeat(40)), "\nstate"),
-                "succeeds",
-            ),
-            (good.replace("succeeds 9999", "succeeds zzzz"), "succeeds"),
-            ("x".repeat(IDENTITY_FILE_MAX + 1), "larger"),
-            ("nonsense".into(), "without a value"),
-        ];
-        for (text, fault) in cases {
-            std::fs::write(&path, &text).unwrap();
-            let e = load(&path).unwrap_err().to_string();
-            assert!(
-                e.contains(fault) && e.contains(IDENTITY_FILE),
-                "{fault}: {e}"
-            );
-        }
-        std::fs::write(&path, [0xff, 0xfe]).unwrap();
-        assert!(load(&path).unwrap_err().to_string().contains("UTF-8"));
     }
 
     #[test]

@@ -16,7 +16,7 @@
 
 use super::client::ClientShared;
 use crate::cluster::id::NodeId;
-use crate::node_state::identity::{self, Identity, RunState, Succession};
+use crate::node_state::identity::{Identity, IdentityStore, RunState, Succession};
 use crate::replication::ack::ReplicaAcks;
 use crate::replication::backlog::{Backlog, BacklogError, BacklogRange};
 use crate::replication::ids::{ReplId, ReplicationIds};
@@ -27,7 +27,6 @@ use crate::replication::wait::{WaitError, WaitQueue, Waiter};
 use parking_lot::{Condvar, Mutex};
 use proto::resp::Frame;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,9 +94,10 @@ struct State {
     stream_consumers: super::stream_consumers::StreamConsumers,
 }
 
-/// Where the identity file is written, and as which node (set once at start).
+/// Where the identity is written (the file, through the layer that owns files), and as
+/// which node (set once at start).
 struct IdentityFile {
-    path: PathBuf,
+    store: Box<dyn IdentityStore>,
     node: Option<NodeId>,
     /// The final `stopped` identity was written: nothing may overwrite it any more.
     stopped: bool,
@@ -239,30 +239,34 @@ impl Replication {
         }
     }
 
-    /// From now on the identity file at `path` follows every change of the ids; writes it
-    /// now (`running`). `node` is this node's cluster id (None outside cluster mode).
-    pub fn persist_identity(&self, path: PathBuf, node: Option<NodeId>) -> std::io::Result<()> {
+    /// From now on the identity in `store` follows every change of the ids; writes it now
+    /// (`running`). `node` is this node's cluster id (None outside cluster mode).
+    pub fn persist_identity(
+        &self,
+        store: Box<dyn IdentityStore>,
+        node: Option<NodeId>,
+    ) -> std::io::Result<()> {
         let mut file = self.identity_file.lock();
         let f = file.insert(IdentityFile {
-            path,
+            store,
             node,
             stopped: false,
             held: false,
         });
-        identity::save(&f.path, &self.identity_now(f, RunState::Running))
+        f.store.save(&self.identity_now(f, RunState::Running))
     }
 
     /// As [`Replication::persist_identity`], but the file keeps `previous` (marked
     /// `running`) instead of this run's ids until [`Replication::release_identity`].
     pub fn persist_identity_held(
         &self,
-        path: PathBuf,
+        store: Box<dyn IdentityStore>,
         node: Option<NodeId>,
         previous: &Identity,
     ) -> std::io::Result<()> {
         let mut file = self.identity_file.lock();
         let f = file.insert(IdentityFile {
-            path,
+            store,
             node,
             stopped: false,
             held: true,
@@ -271,7 +275,7 @@ impl Replication {
             state: RunState::Running,
             ..*previous
         };
-        identity::save(&f.path, &running)
+        f.store.save(&running)
     }
 
     /// The identity file follows this run's ids again (the fence was lifted); writes it.
@@ -302,8 +306,8 @@ impl Replication {
         let Some(f) = file.as_ref().filter(|f| !f.stopped && !f.held) else {
             return;
         };
-        if let Err(e) = identity::save(&f.path, &self.identity_now(f, RunState::Running)) {
-            tracing::error!(path = %f.path.display(), error = %e, "cannot write the replication identity");
+        if let Err(e) = f.store.save(&self.identity_now(f, RunState::Running)) {
+            tracing::error!(path = %f.store.describe(), error = %e, "cannot write the replication identity");
         }
     }
 
@@ -316,14 +320,14 @@ impl Replication {
         };
         f.stopped = true;
         let identity = self.identity_now(f, RunState::Stopped);
-        match identity::save(&f.path, &identity) {
+        match f.store.save(&identity) {
             Ok(()) => tracing::info!(
                 replid = %identity.ids.replid(),
                 offset = identity.offset,
                 "replication identity saved (stopped)"
             ),
             Err(e) => {
-                tracing::error!(path = %f.path.display(), error = %e, "cannot write the replication identity")
+                tracing::error!(path = %f.store.describe(), error = %e, "cannot write the replication identity")
             }
         }
     }

@@ -8,6 +8,7 @@
 
 use bus::ring::RingReader;
 use bus::{BusError, Connection, RemoteRegion};
+use std::time::Duration;
 
 use super::apply_order::{ApplyOrder, ApplyOrderError};
 use super::fullsync::{FullSyncError, Snapshot, SnapshotAssembler};
@@ -126,11 +127,13 @@ impl<C: Connection> ReplicaLink<C> {
     /// Reads up to [`POLL_RECORDS_MAX`] records: stream bytes now in order are appended to
     /// `out`; a completed snapshot ends the poll. Publishes ring consumption and the applied
     /// offset. Any error means the link is unusable: reconnect, and full-sync on `Order`.
-    pub fn poll(&mut self, out: &mut Vec<u8>) -> Result<LinkPoll, LinkError> {
+    /// `now` is the caller's monotonic time since any fixed origin (the ring asks for a
+    /// resend when a record it was told of stays missing long enough).
+    pub fn poll(&mut self, out: &mut Vec<u8>, now: Duration) -> Result<LinkPoll, LinkError> {
         self.reader.poll()?;
         let mut result = LinkPoll::default();
         for _ in 0..POLL_RECORDS_MAX {
-            if self.reader.next(&mut self.payload)?.is_none() {
+            if self.reader.next(&mut self.payload, now)?.is_none() {
                 break;
             }
             result.records += 1;

@@ -137,7 +137,7 @@ impl Pair {
             return;
         }
         let mut out = Vec::new();
-        let polled = self.link.poll(&mut out).unwrap();
+        let polled = self.link.poll(&mut out, self.fabric.now()).unwrap();
         assert_eq!(polled.released, out.len() as u64);
         self.executed.extend_from_slice(&out);
         if let Some(s) = polled.snapshot {
@@ -314,7 +314,7 @@ fn acked_is_the_applied_offset_not_ring_consumption() {
     for _ in 0..400 {
         p.shipper.pump(&backlog).unwrap();
         p.fabric.advance(Duration::from_micros(50));
-        p.link.poll(&mut out).unwrap();
+        p.link.poll(&mut out, p.fabric.now()).unwrap();
     }
     assert_eq!(out.len() as u64, backlog.master_repl_offset());
     assert_eq!(p.shipper.ring_in_use(), 0, "the ring was consumed");
@@ -323,7 +323,7 @@ fn acked_is_the_applied_offset_not_ring_consumption() {
     p.link.publish_applied(half).unwrap();
     for _ in 0..10 {
         p.fabric.advance(Duration::from_micros(50));
-        p.link.poll(&mut out).unwrap();
+        p.link.poll(&mut out, p.fabric.now()).unwrap();
         p.shipper.pump(&backlog).unwrap();
     }
     assert_eq!(p.shipper.acked_offset(), half);
@@ -433,7 +433,7 @@ fn a_snapshot_past_the_replicas_limit_is_refused() {
         p.shipper.pump(&backlog).unwrap();
         p.fabric
             .advance(Duration::from_micros(rng.gen_range(0..80)));
-        match p.link.poll(&mut out) {
+        match p.link.poll(&mut out, p.fabric.now()) {
             Ok(_) => continue,
             Err(LinkError::FullSync(FullSyncError::TooLarge { total, max })) => {
                 assert_eq!((total, max), ((1 << 20) + 1, 1 << 20));
@@ -490,7 +490,8 @@ fn writes_arrive_over_ofi_tcp_in_one_process() {
     let (mut expected, mut executed, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut written = 0;
     let mut last_acked = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
     while written < 20_000 || shipper.acked_offset() < backlog.master_repl_offset() {
         assert!(
             Instant::now() < deadline,
@@ -507,7 +508,7 @@ fn writes_arrive_over_ofi_tcp_in_one_process() {
         assert!(progress.acked_offset >= last_acked);
         last_acked = progress.acked_offset;
         out.clear();
-        link.poll(&mut out).unwrap();
+        link.poll(&mut out, started.elapsed()).unwrap();
         executed.extend_from_slice(&out);
         link.publish_applied(link.released_offset()).unwrap();
     }

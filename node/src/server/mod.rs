@@ -13,6 +13,7 @@ pub mod input_buffer;
 mod lease_wait_tests;
 pub mod listener;
 pub mod metrics;
+pub mod migrate_link;
 pub mod persistence;
 pub mod repl_link;
 #[cfg(test)]

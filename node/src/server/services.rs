@@ -6,6 +6,7 @@ use super::repl_link::{self, manual_failover};
 use super::shutdown_replicas;
 use super::Server;
 use crate::config::Config;
+use crate::node_state::migrate_links::{LinkError, LinkIo};
 use crate::node_state::replication::ReplicaAddr;
 use crate::node_state::services::failover::{FailoverMode, FailoverStartError};
 use crate::node_state::services::persistence::{AofInfo, AofRewriteError};
@@ -13,7 +14,8 @@ use crate::node_state::services::replication_links::{FollowError, ReplicaNode};
 use crate::node_state::services::shutdown::{ShutdownOutcome, ShutdownStartError};
 use crate::node_state::services::write_stream::Fed;
 use crate::node_state::services::{
-    ManualFailover, NodeServices, Persistence, ReplicationLinks, ShutdownSteps, SlotMigrations,
+    ManualFailover, MigrateDialer, NodeServices, Persistence, ReplicationLinks, ShutdownSteps,
+    SlotMigrations,
     WriteStream,
 };
 use crate::node_state::shutdown::ShutdownMode;
@@ -23,6 +25,7 @@ use crate::replication::handshake::LinkRequest;
 use crate::replication::outgoing::Outgoing;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
+use std::time::Duration;
 
 impl NodeServices for Server {
     fn state(&self) -> &NodeState {
@@ -44,6 +47,9 @@ impl NodeServices for Server {
         self
     }
     fn slot_migrations(&self) -> &dyn SlotMigrations {
+        self
+    }
+    fn migrate_dialer(&self) -> &dyn MigrateDialer {
         self
     }
 }
@@ -72,6 +78,17 @@ impl SlotMigrations for Server {
     }
     fn drives(&self, id: crate::cluster::migration::MigrationId) -> bool {
         self.slot_migrations.runs(id)
+    }
+}
+
+impl MigrateDialer for Server {
+    fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<Box<dyn LinkIo>, LinkError> {
+        Ok(Box::new(super::migrate_link::connect(host, port, timeout)?))
     }
 }
 

@@ -3,6 +3,7 @@
 //! ([`rendezvous`]) so `CLUSTER MEET ip port` can learn the fabric address to greet.
 
 pub mod lookups;
+pub mod meet_lookup;
 pub mod publish_budget;
 pub mod rendezvous;
 pub mod runtime;

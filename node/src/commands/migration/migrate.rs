@@ -9,7 +9,8 @@
 //! instance`, `ERR Target instance replied with error: <its error>`.
 //!
 //! Why blocking I/O: commands run synchronously, under the locks of their keys' shards,
-//! from the connection's task. MIGRATE does its network I/O right there on a std TcpStream,
+//! from the connection's task. MIGRATE does its network I/O right there on a std TcpStream
+//! (opened through `services::MigrateDialer`, cached in `node_state::migrate_links`),
 //! bounded by the command's timeout on every connect, write and read, and keeps the shard
 //! locks throughout, so the keys cannot change between being serialized and being deleted:
 //! the same atomicity Redis gets by blocking its event loop. On the default single-threaded
@@ -23,6 +24,7 @@ use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::node_state::migrate_links::{Line, Link, LinkError, MigrateLinks};
+use crate::node_state::services::MigrateDialer;
 use crate::snapshot_format::dump;
 use smallvec::SmallVec;
 use std::time::Duration;
@@ -285,10 +287,12 @@ enum Outcome {
     },
 }
 
-/// Runs the transfer over the cached link, or a new one, retrying once on a fresh link when
-/// the cached one turns out broken before anything was restored (not after a timeout).
+/// Runs the transfer over the cached link, or a new one from `dialer`, retrying once on a
+/// fresh link when the cached one turns out broken before anything was restored (not after a
+/// timeout).
 fn transfer(
     links: &MigrateLinks,
+    dialer: &dyn MigrateDialer,
     m: &Migrate<'_>,
     restore: &[u8],
     keys: &[Outgoing<'_>],
@@ -304,10 +308,13 @@ fn transfer(
             Some(link) => Ok(link),
             // An unusable port is a failed connect, as Redis's atoi gives port 0.
             None => match port {
-                Some(port) => Link::connect(&host, port, m.timeout).map_err(|e| Broken {
-                    writing: true,
-                    timed_out: e.timed_out,
-                }),
+                Some(port) => dialer
+                    .connect(&host, port, m.timeout)
+                    .map(Link::new)
+                    .map_err(|e| Broken {
+                        writing: true,
+                        timed_out: e.timed_out,
+                    }),
                 None => Err(Broken {
                     writing: true,
                     timed_out: false,
@@ -395,7 +402,8 @@ pub(super) fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         b"RESTORE"
     };
     let links = &ctx.server.migrate_links;
-    let outcome = blocking_io(|| transfer(links, &m, restore, &keys));
+    let dialer = ctx.services.migrate_dialer();
+    let outcome = blocking_io(|| transfer(links, dialer, &m, restore, &keys));
     let replies = match outcome {
         Outcome::Io { writing } => {
             tracing::debug!(target = %m.link_name(), writing, "MIGRATE failed");
@@ -430,6 +438,11 @@ pub(super) fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node_state::migrate_links::LinkIo;
+    use std::collections::VecDeque;
+    use std::io;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
 
     fn argv(line: &str) -> Vec<Vec<u8>> {
         line.split(' ')
@@ -566,33 +579,75 @@ mod tests {
         );
     }
 
-    /// A scripted target on a free port: for each connection in turn, reads what arrives
-    /// and answers that connection's replies (None: close at once without answering).
-    fn target(script: Vec<Option<&'static [u8]>>) -> u16 {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for reply in script {
-                let Ok((mut s, _)) = listener.accept() else {
-                    return;
-                };
-                let Some(reply) = reply else {
-                    continue;
-                };
-                std::thread::sleep(Duration::from_millis(30));
-                let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf);
-                let _ = s.write_all(reply);
-                // Keep the connection open for the client's cache.
-                std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_secs(5));
-                    drop(s);
-                });
-            }
-        });
-        port
+    /// One scripted connection: what its reads return in turn (`Ok(line)`: that reply line;
+    /// `Err(kind)`: that I/O error; nothing left: the target closed), and whether writes
+    /// fail. What was written is kept for the test to look at.
+    struct Script {
+        write_error: Option<io::ErrorKind>,
+        replies: VecDeque<Result<&'static str, io::ErrorKind>>,
+        written: Arc<Mutex<Vec<u8>>>,
     }
+
+    fn script(replies: &[Result<&'static str, io::ErrorKind>]) -> Script {
+        Script {
+            write_error: None,
+            replies: replies.iter().copied().collect(),
+            written: Arc::default(),
+        }
+    }
+
+    impl LinkIo for Script {
+        fn set_timeout(&mut self, _: Duration) -> Result<(), LinkError> {
+            Ok(())
+        }
+        fn write_all(&mut self, bytes: &[u8]) -> Result<(), LinkError> {
+            match self.write_error {
+                Some(kind) => Err(io::Error::from(kind).into()),
+                None => {
+                    self.written.lock().unwrap().extend_from_slice(bytes);
+                    Ok(())
+                }
+            }
+        }
+        fn read_line(&mut self) -> Result<Line, LinkError> {
+            match self.replies.pop_front() {
+                Some(Ok(line)) => Ok(match line.strip_prefix('-') {
+                    Some(text) => Line::Error(text.into()),
+                    None => Line::Ok,
+                }),
+                Some(Err(kind)) => Err(io::Error::from(kind).into()),
+                None => Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+            }
+        }
+    }
+
+    /// Hands out the scripted connections in turn; once they ran out, connects are refused.
+    #[derive(Default)]
+    struct Dialer {
+        scripts: Mutex<VecDeque<Script>>,
+        connects: AtomicUsize,
+    }
+
+    impl Dialer {
+        fn new(scripts: Vec<Script>) -> Dialer {
+            Dialer {
+                scripts: Mutex::new(scripts.into()),
+                connects: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    impl MigrateDialer for Dialer {
+        fn connect(&self, _: &str, _: u16, _: Duration) -> Result<Box<dyn LinkIo>, LinkError> {
+            self.connects.fetch_add(1, Ordering::Relaxed);
+            match self.scripts.lock().unwrap().pop_front() {
+                Some(s) => Ok(Box::new(s)),
+                None => Err(io::Error::from(io::ErrorKind::ConnectionRefused).into()),
+            }
+        }
+    }
+
+    const OK: Result<&str, io::ErrorKind> = Ok("+OK");
 
     fn two_keys() -> Vec<Outgoing<'static>> {
         ["a", "b"]
@@ -605,37 +660,46 @@ mod tests {
             .collect()
     }
 
-    fn run(links: &MigrateLinks, line: String) -> Outcome {
-        let (_, m) = parse(&line).unwrap();
-        transfer(links, &m, b"RESTORE", &two_keys())
+    fn run(links: &MigrateLinks, dialer: &Dialer, line: &str) -> Outcome {
+        let (_, m) = parse(line).unwrap();
+        transfer(links, dialer, &m, b"RESTORE", &two_keys())
     }
+
+    const TO_T: &str = "MIGRATE t 7000 \"\" 0 2000 KEYS a b";
 
     #[test]
     fn acknowledged_keys_and_the_link_is_cached_with_its_database() {
-        let port = target(vec![Some(b"+OK\r\n+OK\r\n+OK\r\n")]);
+        // SELECT (a new link has no database) and one reply per key; then two more replies
+        // for the second MIGRATE over the same link.
         let links = MigrateLinks::default();
-        let Outcome::Replied(r) = run(
-            &links,
-            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 KEYS a b"),
-        ) else {
+        let target = script(&[OK, OK, OK, OK, OK]);
+        let sent = target.written.clone();
+        let dialer = Dialer::new(vec![target]);
+        let Outcome::Replied(r) = run(&links, &dialer, TO_T) else {
             panic!("no replies");
         };
         assert_eq!(r.acked, [0, 1]);
         assert!(r.target_error.is_none() && r.socket_error.is_none());
-        let link = links.take(&format!("127.0.0.1:{port}")).expect("cached");
+        let link = links.take("t:7000").expect("cached");
         assert_eq!(link.selected_db, Some(0));
+        // The next MIGRATE to it reuses the link and sends no second SELECT.
+        links.give_back("t:7000".into(), link);
+        let Outcome::Replied(r) = run(&links, &dialer, TO_T) else {
+            panic!("no replies");
+        };
+        assert_eq!(r.acked, [0, 1]);
+        assert_eq!(dialer.connects.load(Ordering::Relaxed), 1);
+        let sent = String::from_utf8_lossy(&sent.lock().unwrap()).into_owned();
+        assert_eq!(sent.matches("SELECT").count(), 1, "{sent}");
+        assert_eq!(sent.matches("RESTORE").count(), 4, "{sent}");
     }
 
     #[test]
     fn the_first_target_error_is_kept_and_other_keys_still_count() {
-        let port = target(vec![Some(
-            b"+OK\r\n-BUSYKEY Target key name already exists.\r\n+OK\r\n",
-        )]);
         let links = MigrateLinks::default();
-        let Outcome::Replied(r) = run(
-            &links,
-            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 KEYS a b"),
-        ) else {
+        let busy = Ok("-BUSYKEY Target key name already exists.");
+        let dialer = Dialer::new(vec![script(&[OK, busy, OK])]);
+        let Outcome::Replied(r) = run(&links, &dialer, TO_T) else {
             panic!("no replies");
         };
         assert_eq!(r.acked, [1]);
@@ -644,17 +708,18 @@ mod tests {
             Some("BUSYKEY Target key name already exists.")
         );
         // Still cached, but SELECT is sent again next time.
-        let link = links.take(&format!("127.0.0.1:{port}")).expect("cached");
+        let link = links.take("t:7000").expect("cached");
         assert_eq!(link.selected_db, None);
     }
 
     #[test]
     fn an_auth_error_fails_every_key() {
-        let port = target(vec![Some(b"-WRONGPASS bad\r\n+OK\r\n+OK\r\n+OK\r\n")]);
         let links = MigrateLinks::default();
+        let dialer = Dialer::new(vec![script(&[Ok("-WRONGPASS bad"), OK, OK, OK])]);
         let Outcome::Replied(r) = run(
             &links,
-            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 AUTH x KEYS a b"),
+            &dialer,
+            "MIGRATE t 7000 \"\" 0 2000 AUTH x KEYS a b",
         ) else {
             panic!("no replies");
         };
@@ -664,64 +729,68 @@ mod tests {
 
     #[test]
     fn a_broken_cached_link_is_replaced_once() {
-        // The first connection is cached, then closed by the target; the retry connects anew.
-        let port = target(vec![None, Some(b"+OK\r\n+OK\r\n+OK\r\n")]);
+        // The cached link was closed by the target: its first read finds the end of stream.
         let links = MigrateLinks::default();
-        let mut stale = Link::connect("127.0.0.1", port, Duration::from_secs(1)).unwrap();
+        let mut stale = Link::new(Box::new(script(&[])));
         stale.selected_db = Some(0);
-        links.give_back(format!("127.0.0.1:{port}"), stale);
-        std::thread::sleep(Duration::from_millis(50));
-        let Outcome::Replied(r) = run(
-            &links,
-            format!("MIGRATE 127.0.0.1 {port} \"\" 0 2000 KEYS a b"),
-        ) else {
+        links.give_back("t:7000".into(), stale);
+        let fresh = script(&[OK, OK, OK]);
+        let sent = fresh.written.clone();
+        let dialer = Dialer::new(vec![fresh]);
+        let Outcome::Replied(r) = run(&links, &dialer, TO_T) else {
             panic!("no replies");
         };
         // The retry selected again (a new link has no database) and got both keys through.
+        assert_eq!(r.acked, [0, 1], "{r:?}");
+        assert!(String::from_utf8_lossy(&sent.lock().unwrap()).contains("SELECT"));
+        // A cached link whose write fails is replaced the same way.
+        let links = MigrateLinks::default();
+        let mut stale = Link::new(Box::new(Script {
+            write_error: Some(io::ErrorKind::BrokenPipe),
+            ..script(&[])
+        }));
+        stale.selected_db = Some(0);
+        links.give_back("t:7000".into(), stale);
+        let dialer = Dialer::new(vec![script(&[OK, OK, OK])]);
+        let Outcome::Replied(r) = run(&links, &dialer, TO_T) else {
+            panic!("no replies");
+        };
         assert_eq!(r.acked, [0, 1], "{r:?}");
     }
 
     #[test]
     fn a_silent_target_is_a_read_timeout_without_retry() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let links = MigrateLinks::default();
-        let started = std::time::Instant::now();
-        let outcome = run(
-            &links,
-            format!("MIGRATE 127.0.0.1 {port} \"\" 0 200 KEYS a b"),
-        );
+        let dialer = Dialer::new(vec![
+            script(&[Err(io::ErrorKind::WouldBlock)]),
+            script(&[OK, OK, OK]),
+        ]);
+        let outcome = run(&links, &dialer, TO_T);
         assert!(
             matches!(outcome, Outcome::Io { writing: false }),
             "{outcome:?}"
         );
-        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(dialer.connects.load(Ordering::Relaxed), 1, "retried");
         assert!(links.is_empty());
-        drop(listener);
     }
 
     #[test]
-    fn a_closed_port_is_a_write_error() {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+    fn a_refused_connect_is_a_write_error() {
         let links = MigrateLinks::default();
-        let outcome = run(
-            &links,
-            format!("MIGRATE 127.0.0.1 {port} \"\" 0 200 KEYS a b"),
-        );
+        let dialer = Dialer::default();
+        let outcome = run(&links, &dialer, TO_T);
         assert!(
             matches!(outcome, Outcome::Io { writing: true }),
             "{outcome:?}"
         );
-        let outcome = run(
-            &links,
-            "MIGRATE 127.0.0.1 notaport \"\" 0 200 KEYS a b".into(),
-        );
+        // A refused connect is not a timeout: asked once more, as Redis does.
+        assert_eq!(dialer.connects.load(Ordering::Relaxed), 2);
+        // A port that is not a number is a failed connect without dialing.
+        let outcome = run(&links, &dialer, "MIGRATE t notaport \"\" 0 200 KEYS a b");
         assert!(
             matches!(outcome, Outcome::Io { writing: true }),
             "{outcome:?}"
         );
+        assert_eq!(dialer.connects.load(Ordering::Relaxed), 2);
     }
 }

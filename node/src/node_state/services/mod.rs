@@ -3,6 +3,7 @@
 //! `&dyn NodeServices` and a command takes only the handle it needs.
 
 pub mod failover;
+pub mod migrate_dialer;
 pub mod persistence;
 pub mod replication_links;
 pub mod shutdown;
@@ -10,6 +11,7 @@ pub mod slot_migrations;
 pub mod write_stream;
 
 pub use failover::ManualFailover;
+pub use migrate_dialer::MigrateDialer;
 pub use persistence::Persistence;
 pub use replication_links::ReplicationLinks;
 pub use shutdown::ShutdownSteps;
@@ -27,4 +29,5 @@ pub trait NodeServices: Send + Sync {
     fn failover(&self) -> &dyn ManualFailover;
     fn shutdown(&self) -> &dyn ShutdownSteps;
     fn slot_migrations(&self) -> &dyn SlotMigrations;
+    fn migrate_dialer(&self) -> &dyn MigrateDialer;
 }

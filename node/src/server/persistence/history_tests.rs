@@ -216,7 +216,7 @@ fn a_restart_continues_the_history_its_snapshot_is() {
     let ids = a.replication.ids();
     a.shutdown.trigger(ShutdownMode::Save);
     save_on_shutdown(&a);
-    let stopped = identity::load(&identity::path_in(dir.path()))
+    let stopped = identity_file::load(&identity_file::path_in(dir.path()))
         .unwrap()
         .unwrap();
     assert_eq!(stopped.state, identity::RunState::Stopped);
@@ -240,7 +240,7 @@ fn a_restart_continues_the_history_its_snapshot_is() {
         "{continued:?}"
     );
     // b runs (its identity says so) and is killed: same exact snapshot, not covered.
-    let running = identity::load(&identity::path_in(dir.path()))
+    let running = identity_file::load(&identity_file::path_in(dir.path()))
         .unwrap()
         .unwrap();
     assert_eq!(running.state, identity::RunState::Running);
@@ -265,7 +265,7 @@ fn a_restart_continues_the_history_its_snapshot_is() {
     assert!(!d.loaded_history.lock().covered());
 
     // A damaged identity refuses the start.
-    std::fs::write(identity::path_in(dir.path()), "version 1\n").unwrap();
+    std::fs::write(identity_file::path_in(dir.path()), "version 1\n").unwrap();
     let e = format!("{:#}", load_at_start(&server_in(dir.path())).unwrap_err());
     assert!(e.contains("repl-identity"), "{e}");
 }

@@ -18,6 +18,7 @@
 //! work and file I/O blocks.
 
 pub mod aof;
+pub mod identity_file;
 pub mod load;
 pub mod restart;
 pub mod rules;
@@ -180,7 +181,7 @@ pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
             config.dir.clone(),
         )
     };
-    let identity = identity::load(&identity::path_in(&dir))?;
+    let identity = identity_file::load(&identity_file::path_in(&dir))?;
     let (loaded, complete) = if aof && aof::startup::load(server)? {
         match identity {
             Some(i) if i.state == identity::RunState::Stopped => {

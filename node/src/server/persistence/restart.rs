@@ -14,8 +14,9 @@
 //! - In cluster mode the backlog exists from the start either way: a write is fed, so its
 //!   offset moves, and `repl-sync-acks` waits for it, from the first write on.
 
+use super::identity_file::IdentityFile;
 use crate::cluster::agent::restart_fence::Fence;
-use crate::node_state::identity::{self, LoadedHistory, Succession};
+use crate::node_state::identity::{LoadedHistory, Succession};
 use crate::replication::ids::ReplicationIds;
 use crate::server::{unix_millis, Server};
 use anyhow::Context;
@@ -97,7 +98,7 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
         );
     }
     *server.loaded_history.lock() = loaded;
-    let path = identity::path_in(&server.config.read().dir);
+    let path = super::identity_file::path_in(&server.config.read().dir);
     let fence = restart_fence(&loaded, node);
     let written = match (&server.cluster, fence, loaded.identity) {
         (Some(cluster), Some(fence), Some(previous)) => {
@@ -109,11 +110,15 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
                  command, no replica sync) until the topology decides"
             );
             cluster.set_restart_fence(Some(fence));
-            server
-                .replication
-                .persist_identity_held(path.clone(), node, &previous)
+            server.replication.persist_identity_held(
+                Box::new(IdentityFile(path.clone())),
+                node,
+                &previous,
+            )
         }
-        _ => server.replication.persist_identity(path.clone(), node),
+        _ => server
+            .replication
+            .persist_identity(Box::new(IdentityFile(path.clone())), node),
     };
     written.with_context(|| format!("writing {}", path.display()))?;
     Ok(())

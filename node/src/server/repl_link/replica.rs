@@ -351,7 +351,7 @@ fn apply_loop<C: Connection>(
             break;
         }
         released.clear();
-        let polled = link.poll(&mut released)?;
+        let polled = link.poll(&mut released, origin.elapsed())?;
         if let Err(silent) = pace.after_poll(polled.records, origin.elapsed()) {
             return Err(ReplicaLinkError::PrimarySilent(silent.limit_ms));
         }
