@@ -4,7 +4,9 @@ python3-grpc-tools), run against a node by tests/suite/admin_api.rs.
 usage: admin_client.py PROTO_DIR HOST:PORT TOKEN
 
 Prints one line per check: `cluster <state> <version> <node ids, comma-separated>`,
-`unauthenticated <code>`, `migrate <code>`, `operations <count>`.
+`unauthenticated <code>`, `migrate <state> <slots done>/<slots total> <target id>` (slots
+0-99 moved from their owner to another primary, followed with WatchOperation), `again
+<same|different>` (the same request_id names the same operation), `operations <count>`.
 """
 
 import importlib
@@ -50,16 +52,27 @@ def main():
         except grpc.RpcError as e:
             print(f"unauthenticated {e.code().name}")
 
+        primaries = [n for n in cluster.nodes if n.role == pb.ROLE_PRIMARY]
+        owner = next(n for n in primaries if any(r.start <= 0 <= r.end for r in n.slots))
+        target = next(n for n in primaries if n.id != owner.id)
         request = pb.MigrateSlotsRequest(
             request_id="py-1",
-            ranges=[pb.SlotRange(start=0, end=9)],
-            target_node_id=cluster.nodes[0].id,
+            ranges=[pb.SlotRange(start=0, end=99)],
+            target_node_id=target.id,
         )
         try:
-            admin.MigrateSlots(request, metadata=auth, timeout=10)
-            print("migrate OK")
+            op = admin.MigrateSlots(request, metadata=auth, timeout=10)
+            last = op
+            watch = pb.WatchOperationRequest(id=op.id)
+            for last in admin.WatchOperation(watch, metadata=auth, timeout=120):
+                pass
+            state = pb.OperationState.Name(last.state)
+            p = last.progress
+            print(f"migrate {state} {p.slots_done}/{p.slots_total} {target.id} {last.error}")
+            again = admin.MigrateSlots(request, metadata=auth, timeout=10)
+            print(f"again {'same' if again.id == op.id else 'different'}")
         except grpc.RpcError as e:
-            print(f"migrate {e.code().name}")
+            print(f"migrate {e.code().name} {e.details()}")
 
         ops = admin.ListOperations(pb.ListOperationsRequest(), metadata=auth, timeout=10)
         print(f"operations {len(ops.operations)}", flush=True)

@@ -97,25 +97,55 @@ fn a_non_loopback_admin_bind_without_a_token_refuses_to_start() {
     );
 }
 
+/// Migration requests the API can refuse at once are refused at once, with the reason.
 #[test]
-fn operations_not_built_yet_answer_unimplemented() {
-    let port = free_port();
-    let p = port.to_string();
-    let _node = Node::start(&["--admin-port", &p]);
-    let some_id = "0123456789012345678901234567890123456789";
-    for args in [
-        &["slots", "migrate", "--slots", "0-9", "--to", some_id][..],
-        &["rebalance", "--dry-run"][..],
-        &["node", "drain", some_id][..],
+fn bad_migration_requests_are_refused_before_they_become_operations() {
+    let (nodes, port) = three_primaries();
+    let unknown = "0123456789012345678901234567890123456789";
+    let owner_of_0 = nodes
+        .iter()
+        .find(|n| {
+            let me = id(n);
+            n.cli(&["CLUSTER", "NODES"])
+                .lines()
+                .any(|l| l.starts_with(&me) && l.contains(" 0-"))
+        })
+        .map(id)
+        .unwrap();
+    for (args, wanted) in [
+        (
+            vec!["slots", "migrate", "--slots", "0-9", "--to", unknown],
+            "unknown node",
+        ),
+        (
+            vec!["slots", "migrate", "--slots", "0-9", "--to", &owner_of_0],
+            "already belong",
+        ),
+        (
+            vec![
+                "slots",
+                "migrate",
+                "--slots",
+                "0-16383",
+                "--to",
+                &owner_of_0,
+            ],
+            "more than one node",
+        ),
+        (vec!["node", "drain", unknown], "unknown node"),
+        (vec!["rebalance", "--threshold", "7"], "threshold"),
     ] {
-        let out = admin(port, None, args);
+        let out = admin(port, Some(TOKEN), &args);
         assert!(!out.status.success(), "{args:?}");
-        assert!(
-            text(&out).contains("Unimplemented") && text(&out).contains("not implemented yet"),
-            "{args:?}: {}",
-            text(&out)
-        );
+        assert!(text(&out).contains(wanted), "{args:?}: {}", text(&out));
     }
+    let out = admin(port, Some(TOKEN), &["ops", "list"]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "{}",
+        text(&out)
+    );
 }
 
 /// Three primaries, the first with the admin API on.
@@ -367,10 +397,10 @@ fn add_node_brings_in_a_replica() {
 }
 
 /// A client generated from `proto/admin.proto` by Python's grpcio-tools (Debian's packages,
-/// hence `/usr/bin/python3`) reads the cluster, is refused without the token, and hears
-/// UNIMPLEMENTED for a migration (not built yet).
+/// hence `/usr/bin/python3`) reads the cluster, is refused without the token, and drives a
+/// migration of slots 0-99 to its end (then checked through CLUSTER NODES).
 #[test]
-fn a_python_client_generated_from_the_proto_reads_the_cluster() {
+fn a_python_client_generated_from_the_proto_drives_a_migration() {
     let (nodes, port) = three_primaries();
     let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/admin_client.py");
@@ -392,8 +422,22 @@ fn a_python_client_generated_from_the_proto_reads_the_cluster() {
         stdout.contains("unauthenticated UNAUTHENTICATED"),
         "{stdout}"
     );
-    assert!(stdout.contains("migrate UNIMPLEMENTED"), "{stdout}");
-    assert!(stdout.contains("operations 0"), "{stdout}");
+    let migrated = stdout
+        .lines()
+        .find(|l| l.starts_with("migrate "))
+        .unwrap_or("");
+    assert!(
+        migrated.starts_with("migrate OPERATION_STATE_SUCCEEDED 100/100 "),
+        "{stdout}"
+    );
+    let target = migrated.split_whitespace().nth(3).unwrap_or("");
+    for n in &nodes {
+        let view = n.cli(&["CLUSTER", "NODES"]);
+        let line = view.lines().find(|l| l.starts_with(target)).unwrap_or("");
+        assert!(line.contains(" 0-99"), "{view}");
+    }
+    assert!(stdout.contains("again same"), "{stdout}");
+    assert!(stdout.contains("operations 1"), "{stdout}");
 }
 
 /// The attacker: any local process may call an admin API that has no token. AddNode logs in

@@ -3,6 +3,7 @@
 
 mod acl;
 mod admin_api;
+mod admin_migration;
 mod aof;
 mod bench_suites;
 mod bitmaps;

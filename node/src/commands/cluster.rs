@@ -12,6 +12,7 @@ mod membership;
 mod migrations;
 mod replicas;
 mod secret;
+mod slot_stats;
 mod slots;
 mod view;
 
@@ -255,6 +256,16 @@ static SUBCOMMANDS: &[CommandSpec] = &[
             VIEW,
             bus_state::links,
             "Returns a list of all TCP links to and from peer nodes in cluster",
+        )
+    },
+    CommandSpec {
+        since: "8.0.0",
+        ..sub(
+            "cluster|slot-stats",
+            -4,
+            STALE,
+            slot_stats::slot_stats,
+            "Return an array of slot usage statistics for slots assigned to the current node",
         )
     },
     CommandSpec {

@@ -14,6 +14,7 @@
 pub mod gate;
 pub mod ledger;
 mod ledger_codec;
+pub mod planner;
 pub mod ranges;
 pub mod settings;
 pub mod source;

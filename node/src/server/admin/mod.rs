@@ -20,6 +20,8 @@ pub mod failover_op;
 pub mod operations;
 pub mod peer;
 pub mod service;
+pub mod slot_moves_plan;
+pub mod slot_moves_run;
 pub mod slot_stats;
 pub mod stream_limit;
 pub mod watch_cluster;

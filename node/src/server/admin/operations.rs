@@ -82,6 +82,17 @@ impl Tracked {
         true
     }
 
+    /// Whether a cancel was asked for (an operation that stops on its own terms, e.g. a slot
+    /// migration that must be rolled back by the topology log, looks without ending).
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel.load(Ordering::Acquire) == CANCEL_REQUESTED
+    }
+
+    /// Ends CANCELLED with `why`.
+    pub fn cancelled(&self, why: impl Into<String>) {
+        self.end(pb::OperationState::Cancelled, why.into());
+    }
+
     /// From here on a cancel is refused: the change is handed to the cluster. False when a
     /// cancel came first: the operation has ended CANCELLED and the worker must stop.
     #[must_use]

@@ -2,7 +2,7 @@
 //! that does the work.
 
 use super::operations::{Begun, NewOperation, Operations, Tracked};
-use super::{add_node_op, failover_op, slot_stats, watch_cluster};
+use super::{add_node_op, failover_op, slot_moves_plan, slot_moves_run, slot_stats, watch_cluster};
 use crate::server::Server;
 use proto::admin::v1 as pb;
 use proto::admin::v1::admin_server::Admin;
@@ -54,10 +54,44 @@ impl AdminService {
     }
 }
 
-fn not_implemented(what: &str) -> Status {
-    Status::unimplemented(format!(
-        "{what} is not implemented yet: atomic slot migration (issue 17) has not been built; move slots with `redis-cli --cluster reshard` meanwhile"
-    ))
+impl AdminService {
+    /// Registers an operation of slot moves and runs them (see `slot_moves_run`).
+    fn begin_moves(
+        &self,
+        new: NewOperation,
+        moves: Vec<crate::cluster::migration::planner::Move>,
+        drained: Option<crate::cluster::NodeId>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        let server = self.server.clone();
+        let request_id = new.request_id.clone();
+        self.begin(new, move |op| {
+            let plan = slot_moves_run::Plan {
+                moves,
+                drained,
+                request_base: slot_moves_run::request_base(&request_id, &op.id()),
+            };
+            slot_moves_run::start(server, plan, op)
+        })
+    }
+
+    /// Runs a blocking plan (it asks other nodes) off the runtime's threads.
+    async fn plan_off_runtime<T: Send + 'static>(
+        &self,
+        plan: impl FnOnce(&Server) -> Result<T, Status> + Send + 'static,
+    ) -> Result<T, Status> {
+        let server = self.server.clone();
+        tokio::task::spawn_blocking(move || plan(&server))
+            .await
+            .map_err(|e| Status::internal(format!("planning: {e}")))?
+    }
+}
+
+fn ranges_text(ranges: &[pb::SlotRange]) -> String {
+    ranges
+        .iter()
+        .map(|r| format!("{}-{}", r.start, r.end))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[tonic::async_trait]
@@ -106,16 +140,70 @@ impl Admin for AdminService {
 
     async fn migrate_slots(
         &self,
-        _: Request<pb::MigrateSlotsRequest>,
+        request: Request<pb::MigrateSlotsRequest>,
     ) -> Result<Response<pb::Operation>, Status> {
-        Err(not_implemented("MigrateSlots"))
+        let r = request.into_inner();
+        let fingerprint = format!(
+            "migrate-slots {} to {}",
+            ranges_text(&r.ranges),
+            r.target_node_id
+        );
+        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op.snapshot()));
+        }
+        let moves = slot_moves_plan::migrate(&self.server, &r.ranges, &r.target_node_id)?;
+        let new = NewOperation {
+            request_id: r.request_id,
+            kind: pb::OperationKind::MigrateSlots,
+            description: format!("migrate {}", slot_moves_plan::describe(&moves)),
+            fingerprint,
+            coordinator_id: self.myself_id(),
+        };
+        self.begin_moves(new, moves, None)
     }
 
     async fn rebalance(
         &self,
-        _: Request<pb::RebalanceRequest>,
+        request: Request<pb::RebalanceRequest>,
     ) -> Result<Response<pb::Operation>, Status> {
-        Err(not_implemented("Rebalance"))
+        let r = request.into_inner();
+        let threshold = if r.threshold == 0.0 {
+            0.05
+        } else {
+            r.threshold
+        };
+        let fingerprint = format!("rebalance threshold={threshold} dry_run={}", r.dry_run);
+        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op.snapshot()));
+        }
+        let moves = self
+            .plan_off_runtime(move |s| slot_moves_plan::rebalance(s, threshold))
+            .await?;
+        let plan_text = slot_moves_plan::describe(&moves);
+        let new = NewOperation {
+            request_id: r.request_id,
+            kind: pb::OperationKind::Rebalance,
+            description: format!(
+                "rebalance by bytes within {:.0}% of the mean{}: {plan_text}",
+                threshold * 100.0,
+                if r.dry_run { " (dry run)" } else { "" }
+            ),
+            fingerprint,
+            coordinator_id: self.myself_id(),
+        };
+        if r.dry_run {
+            // The plan is the answer: the operation ends at once, in its description.
+            return self.begin(new, |op| {
+                op.update(|o| {
+                    let p = o.progress.get_or_insert_with(Default::default);
+                    p.slots_total = moves.iter().map(|m| m.slots.slot_count() as u32).sum();
+                    p.phase = plan_text.clone();
+                });
+                op.succeed();
+                Ok(())
+            });
+        }
+        self.begin_moves(new, moves, None)
     }
 
     async fn add_node(
@@ -146,9 +234,28 @@ impl Admin for AdminService {
 
     async fn drain_node(
         &self,
-        _: Request<pb::DrainNodeRequest>,
+        request: Request<pb::DrainNodeRequest>,
     ) -> Result<Response<pb::Operation>, Status> {
-        Err(not_implemented("DrainNode"))
+        let r = request.into_inner();
+        let fingerprint = format!("drain {}", r.node_id);
+        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op.snapshot()));
+        }
+        let node = r.node_id.clone();
+        let (drained, moves) = self
+            .plan_off_runtime(move |s| slot_moves_plan::drain(s, &node))
+            .await?;
+        let new = NewOperation {
+            request_id: r.request_id,
+            kind: pb::OperationKind::DrainNode,
+            description: format!(
+                "drain {drained}: {}, then forget it",
+                slot_moves_plan::describe(&moves)
+            ),
+            fingerprint,
+            coordinator_id: self.myself_id(),
+        };
+        self.begin_moves(new, moves, Some(drained))
     }
 
     async fn failover(
