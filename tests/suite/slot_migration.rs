@@ -55,6 +55,26 @@ fn owner_of(n: &Node, slot: u16) -> Option<String> {
     })
 }
 
+/// Every slot's owner id as node `n` sees it, read once.
+fn owners(n: &Node) -> Vec<Option<String>> {
+    let mut out = vec![None; 16384];
+    for l in n.cli(&["CLUSTER", "NODES"]).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        for r in f.iter().skip(8) {
+            let (a, b) = match r.split_once('-') {
+                Some((a, b)) => (a.parse::<usize>(), b.parse::<usize>()),
+                None => (r.parse::<usize>(), r.parse::<usize>()),
+            };
+            if let (Ok(a), Ok(b)) = (a, b) {
+                for slot in out.iter_mut().take(b + 1).skip(a) {
+                    *slot = Some(f[0].to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 fn node_owning(nodes: &[Node], slot: u16) -> &Node {
     let owner = owner_of(&nodes[0], slot).expect("slot assigned");
     nodes.iter().find(|n| id(n) == owner).unwrap()
@@ -375,9 +395,10 @@ fn a_killed_target_fails_the_migration_and_nothing_acknowledged_is_lost() {
     let (source, target) = (&nodes[source_index], &nodes[target_index]);
     let (mut src, mut dst) = (source.client(), target.client());
     let mut kept = 0;
+    let owner = owners(source);
     for k in &keys {
         let slot = proto::slot::key_slot(k.as_bytes());
-        let owner = owner_of(source, slot).expect("assigned");
+        let owner = owner[slot as usize].clone().expect("assigned");
         let con = match owner {
             o if o == source_id => {
                 kept += 1;
@@ -395,10 +416,79 @@ fn a_killed_target_fails_the_migration_and_nothing_acknowledged_is_lost() {
         assert!(kept > 0, "nothing stayed with the source: {m:?}");
         // What the target had copied of the aborted batch goes.
         wait_until("the target dropped the aborted batch", &[target], || {
+            let owner_now = owners(target);
             (0..5001u16).step_by(97).all(|slot| {
-                owner_of(target, slot) == Some(target_id.clone())
+                owner_now[slot as usize] == Some(target_id.clone())
                     || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
             })
         });
     }
+}
+
+/// A cancel mid-way: the running batch is rolled back, committed ones stay moved, and every
+/// key reads back at its slot's owner.
+#[test]
+fn a_cancelled_migration_keeps_every_key_at_its_slots_owner() {
+    let nodes = three_primaries("migrate-cancel");
+    let source = node_owning(&nodes, 0);
+    let target = nodes.iter().find(|n| id(n) != id(source)).unwrap();
+    let keys = keys_in(0, 5000, 20000);
+    let mut con = source.client();
+    for chunk in keys.chunks(500) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.cmd("SET").arg(k).arg("v").ignore();
+        }
+        let _: () = pipe.query(&mut con).unwrap();
+    }
+    let target_id = id(target);
+    assert_eq!(
+        source.cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "5000",
+            "NODE",
+            &target_id,
+            "REQUESTID",
+            "cancel-me"
+        ]),
+        "OK"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while migration(source, "cancel-me").is_none() {
+        assert!(Instant::now() < deadline, "the migration never started");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(source.cli(&["CLUSTER", "CANCELSLOTMIGRATIONS"]), "1");
+    let m = wait_for_end(source, "cancel-me");
+    let state = field(&m, "state");
+    assert!(
+        state == "cancelled" || state == "success",
+        "the migration ended {m:?}"
+    );
+    if state == "cancelled" {
+        assert_eq!(field(&m, "message"), "cancelled", "{m:?}");
+    }
+    let (mut src, mut dst) = (source.client(), target.client());
+    let owner_now = owners(source);
+    for k in &keys {
+        let slot = proto::slot::key_slot(k.as_bytes());
+        let owner = owner_now[slot as usize].clone().expect("assigned");
+        let con = if owner == target_id {
+            &mut dst
+        } else {
+            &mut src
+        };
+        let v: Option<String> = redis::cmd("GET").arg(k).query(con).unwrap();
+        assert_eq!(v.as_deref(), Some("v"), "{k} (slot {slot}): {m:?}");
+    }
+    wait_until("the target dropped the cancelled batch", &[target], || {
+        let owner = owners(target);
+        (0..5001u16).step_by(97).all(|slot| {
+            owner[slot as usize] == Some(target_id.clone())
+                || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
+        })
+    });
 }
