@@ -492,3 +492,90 @@ fn a_cancelled_migration_keeps_every_key_at_its_slots_owner() {
         })
     });
 }
+
+/// The source killed mid-migration: its replica takes its slots over, the topology leader
+/// aborts the migration (its source failed), and every acknowledged write reads back at
+/// its slot's owner; the target drops what it had copied of the aborted batch.
+#[test]
+fn a_killed_source_fails_over_and_the_migration_rolls_back() {
+    let mut nodes = integration::cluster::create_cluster_with_replicas(
+        "migrate-source",
+        &["--repl-sync-acks", "1"],
+    );
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("one topology group with a leader", &refs, || {
+        nodes
+            .iter()
+            .all(|n| info(n, "cluster_topology_leader") != "-")
+    });
+    let source_id = owner_of(&nodes[0], 0).unwrap();
+    let source_index = nodes.iter().position(|n| id(n) == source_id).unwrap();
+    let target_id = owner_of(&nodes[0], 16383).unwrap();
+    let keys = keys_in(0, 5000, 10000);
+    {
+        let mut con = nodes[source_index].client();
+        for chunk in keys.chunks(500) {
+            let mut pipe = redis::pipe();
+            for k in chunk {
+                pipe.cmd("SET").arg(k).arg("v").ignore();
+            }
+            let _: () = pipe.query(&mut con).unwrap();
+        }
+    }
+    assert_eq!(
+        nodes[source_index].cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "5000",
+            "NODE",
+            &target_id,
+            "REQUESTID",
+            "source-dies"
+        ]),
+        "OK"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while migration(&nodes[source_index], "source-dies").is_none() {
+        assert!(Instant::now() < deadline, "the migration never started");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    nodes[source_index].signal("KILL");
+    let _ = nodes[source_index].wait_exit();
+    let dead = nodes.remove(source_index);
+    let watcher = nodes.iter().find(|n| id(n) != target_id).unwrap();
+    let m = wait_for_end(watcher, "source-dies");
+    let state = field(&m, "state");
+    assert!(
+        state == "failed" || state == "success",
+        "the migration ended {m:?}"
+    );
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("cluster_state:ok after the failover", &refs, || {
+        nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+    });
+    let owner_now = owners(watcher);
+    let mut clients: std::collections::HashMap<String, redis::Connection> =
+        nodes.iter().map(|n| (id(n), n.client())).collect();
+    for k in &keys {
+        let slot = proto::slot::key_slot(k.as_bytes());
+        let owner = owner_now[slot as usize].clone().expect("assigned");
+        assert_ne!(owner, id(&dead), "slot {slot} still the dead node's");
+        let con = clients.get_mut(&owner).expect("a live owner");
+        let v: Option<String> = redis::cmd("GET").arg(k).query(con).unwrap();
+        assert_eq!(v.as_deref(), Some("v"), "{k} (slot {slot}): {m:?}");
+    }
+    if state == "failed" {
+        let target = nodes.iter().find(|n| id(n) == target_id).unwrap();
+        wait_until("the target dropped the aborted batch", &[target], || {
+            let owner_now = owners(target);
+            (0..5001u16).step_by(97).all(|slot| {
+                owner_now[slot as usize] == Some(target_id.clone())
+                    || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
+            })
+        });
+    }
+}
