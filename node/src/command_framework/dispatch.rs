@@ -64,7 +64,7 @@ pub fn execute(
         }
     }
     if server.running_script.running() && !allowed_while_busy(server, spec, args) {
-        let e = CmdError::new(crate::node_state::scripts::BUSY_ERROR);
+        let e = CmdError::new(server.running_script.busy_error());
         return reject(server, client, &mut reply, args, e, stats, Some(spec));
     }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
@@ -323,9 +323,12 @@ fn admit_routed(server: &NodeState, client: &Client, spec: &CommandSpec) -> Resu
     Ok(())
 }
 
-/// EVAL, EVALSHA and their read-only forms.
-fn is_script(spec: &CommandSpec) -> bool {
-    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+/// EVAL, EVALSHA, FCALL and their read-only forms.
+pub fn is_script(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
 /// Whether the command writes (EXEC of a transaction that queued a write does).
@@ -487,6 +490,12 @@ pub fn run_in(
     let events_before = ctx.effects.events.list.len();
     let modified_before = ctx.effects.modified.len();
     ctx.event = events_for(ctx, spec);
+    // A script is shown before the commands it runs, as Redis's EVAL and FCALL feed the
+    // monitors themselves first.
+    let script = is_script(spec);
+    if script && ctx.server.monitors.active() {
+        feed_monitors(ctx, spec, args);
+    }
     let result = (spec.handler)(ctx, args);
     let failed = result.is_err();
     if let Err(e) = result {
@@ -507,16 +516,28 @@ pub fn run_in(
     }
     // Shown after it ran, as Redis's `call` does (so EXEC follows its commands); admin
     // commands never, their arguments being too sensitive.
-    if ctx.server.monitors.active() && !spec.has(flags::ADMIN) {
-        ctx.server
-            .monitors
-            .feed(&ctx.client.shared, &redacted(spec, args));
+    if !script && ctx.server.monitors.active() {
+        feed_monitors(ctx, spec, args);
     }
     if spec.has(flags::READONLY) {
         stats.hits += (ctx.db.hits - hits_before) as u64;
         stats.misses += (ctx.db.misses - misses_before) as u64;
     }
     failed
+}
+
+/// Shows a command to the monitors; admin commands never, their arguments being too
+/// sensitive. A script's own commands are shown from `lua`, as Redis shows them.
+fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[&[u8]]) {
+    if spec.has(flags::ADMIN) {
+        return;
+    }
+    let from = if ctx.client.in_script {
+        None
+    } else {
+        Some(&*ctx.client.shared)
+    };
+    ctx.server.monitors.feed(from, &redacted(spec, args));
 }
 
 /// Adds what the handler just did to the request's replication stream: a DEL for each key it

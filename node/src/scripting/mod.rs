@@ -16,10 +16,11 @@ pub mod cmsgpack;
 pub mod convert;
 pub mod engine;
 pub mod errors;
+pub mod functions;
 pub mod random;
 pub mod redis_lib;
 pub mod run;
 
 pub use call::CallRules;
 pub use redis_lib::sha1_hex;
-pub use run::{compile, run, Script};
+pub use run::{compile, run, run_function, FunctionCall, Script};
