@@ -11,7 +11,7 @@ use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::node_state::functions::{
-    flag, FunctionError, Library, RestorePolicy, MAX_LIBRARY_CODE_BYTES,
+    flag, FunctionError, RestorePolicy, MAX_LIBRARY_CODE_BYTES,
 };
 use crate::node_state::scripts::{KillOutcome, NOTBUSY_ERROR, UNKILLABLE_ERROR};
 use crate::snapshot_format::function_payload;
@@ -186,10 +186,12 @@ fn load(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             code.len()
         ));
     }
-    // Refused before running the code, as Redis does.
+    // Refused before running the code, after the name and engine checks, as Redis does.
     if !replace {
         if let Ok(meta) = crate::scripting::functions::parse_metadata(code) {
-            if ctx.server.functions.get().libraries.contains_key(&meta.name) {
+            let checked = crate::node_state::functions::valid_name(meta.name.as_bytes())
+                && meta.engine.eq_ignore_ascii_case("lua");
+            if checked && ctx.server.functions.get().libraries.contains_key(&meta.name) {
                 return Err(change_error(FunctionError::LibraryExists(meta.name)));
             }
         }
@@ -254,7 +256,8 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     };
     let codes = function_payload::decode(args[2]).map_err(|e| CmdError::Other(e.to_string().into()))?;
-    let libraries = load_all(ctx.server, codes)?;
+    let libraries = crate::scripting::functions::load_all(ctx.server, codes)
+        .map_err(|e| CmdError::Other(e.into()))?;
     ctx.server
         .functions
         .restore(libraries, policy)
@@ -262,24 +265,6 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     changed(ctx);
     ctx.reply.ok();
     Ok(())
-}
-
-/// Runs each code of a payload; the libraries, or the first error. Two libraries of one
-/// name in a payload are refused as Redis refuses them.
-pub fn load_all(
-    server: &crate::node_state::NodeState,
-    codes: Vec<Box<[u8]>>,
-) -> Result<Vec<Library>, CmdError> {
-    let mut libraries: Vec<Library> = Vec::with_capacity(codes.len());
-    for code in codes {
-        let lib = crate::scripting::functions::load_library(server, Arc::from(code))
-            .map_err(|e| CmdError::Other(e.into()))?;
-        if libraries.iter().any(|l| l.name == lib.name) {
-            return Err(change_error(FunctionError::LibraryExists(lib.name)));
-        }
-        libraries.push(lib);
-    }
-    Ok(libraries)
 }
 
 /// FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE].

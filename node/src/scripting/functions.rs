@@ -9,7 +9,7 @@
 
 use super::engine::{Engine, FUNCTION_SOURCE};
 use super::errors::message_of;
-use crate::node_state::functions::{valid_name, FunctionInfo, Library, LibrarySet};
+use crate::node_state::functions::{valid_name, FunctionInfo, Library, LibrarySet, RestorePolicy};
 use mlua::{ChunkMode, Function, HookTriggers, MultiValue, Table, Value, VmState};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -211,6 +211,41 @@ pub fn load_library(
     super::run::with_engine(server, |engine| {
         compile_library(engine, &code).map(|(lib, _)| lib)
     })
+}
+
+/// Runs each code of a payload or a snapshot; the libraries, or the first error. Two
+/// libraries of one name among them are refused.
+pub fn load_all(
+    server: &crate::node_state::NodeState,
+    codes: Vec<Box<[u8]>>,
+) -> Result<Vec<Library>, String> {
+    let mut libraries: Vec<Library> = Vec::with_capacity(codes.len());
+    for code in codes {
+        let lib = load_library(server, Arc::from(code))?;
+        if libraries.iter().any(|l| l.name == lib.name) {
+            return Err(format!("ERR Library '{}' already exists", lib.name));
+        }
+        libraries.push(lib);
+    }
+    Ok(libraries)
+}
+
+/// A loaded snapshot's libraries replace the node's (a restart, an AOF base, a full sync).
+/// A library that no longer loads is logged and left out: the keys still load.
+pub fn replace_from_snapshot(server: &crate::node_state::NodeState, codes: Vec<Box<[u8]>>) {
+    let mut libraries = Vec::with_capacity(codes.len());
+    for code in codes {
+        match load_library(server, Arc::from(code)) {
+            Ok(lib) => libraries.push(lib),
+            Err(e) => tracing::error!(error = %e, "a function library of the snapshot did not load"),
+        }
+    }
+    let count = libraries.len();
+    if let Err(e) = server.functions.restore(libraries, RestorePolicy::Flush) {
+        tracing::error!(error = %e, "the snapshot's function libraries did not load");
+    } else if count > 0 {
+        tracing::info!(libraries = count, "function libraries loaded");
+    }
 }
 
 /// Reads the metadata and runs a library's code in `engine` in load mode. Returns the

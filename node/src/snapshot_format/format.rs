@@ -8,6 +8,7 @@
 //! "NODESNAP"  u16 version
 //! record*     AUX   0xFA  name:bytes value:bytes     (informational, unknown names skipped)
 //!             ENTRY 0xF0  expires_at:varint (ms since epoch, 0 = none) key:bytes value
+//!             FUNCTION 0xF5 code:bytes                    (a function library, version 3)
 //!             END   0xFF
 //! u64 crc64 of every byte above (CRC-64/XZ, the `crc64fast` crate)
 //! ```
@@ -30,7 +31,7 @@ use std::io::Read;
 /// The first bytes of every snapshot file.
 pub const MAGIC: &[u8; 8] = b"NODESNAP";
 /// The format version written; readers accept 1..=VERSION. Bump it on any layout change.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 
 /// Longest string, key or element accepted: the most `proto-max-bulk-len` can be set to,
 /// so anything the node could have stored fits.
@@ -43,6 +44,9 @@ pub const MAX_ELEMENTS: u64 = 1 << 32;
 pub const PREALLOC_MAX: usize = 4096;
 /// Longest AUX name or value: they are short labels, never data.
 pub const MAX_AUX_LEN: u64 = 4096;
+/// Longest function library code accepted (the libraries' own limit).
+pub const MAX_FUNCTION_CODE_LEN: u64 =
+    crate::node_state::functions::MAX_LIBRARY_CODE_BYTES as u64;
 /// Longest LEB128 encoding of a u64.
 pub const MAX_VARINT_LEN: usize = 10;
 
@@ -60,6 +64,7 @@ pub mod tag {
 /// Record opcodes in a file.
 pub mod op {
     pub const ENTRY: u8 = 0xF0;
+    pub const FUNCTION: u8 = 0xF5;
     pub const AUX: u8 = 0xFA;
     pub const END: u8 = 0xFF;
 }
@@ -217,6 +222,12 @@ pub fn put_entry(out: &mut Vec<u8>, key: &[u8], expires_at: u64, value: &Value) 
     put_value(out, value);
 }
 
+/// A function library's code (FUNCTION LOAD's payload): loading runs it again.
+pub fn put_function(out: &mut Vec<u8>, code: &[u8]) {
+    out.push(op::FUNCTION);
+    put_bytes(out, code);
+}
+
 pub fn put_end(out: &mut Vec<u8>) {
     out.push(op::END);
 }
@@ -238,6 +249,9 @@ pub enum Record {
     Aux {
         name: Box<[u8]>,
         value: Box<[u8]>,
+    },
+    Function {
+        code: Box<[u8]>,
     },
     End,
 }
@@ -510,6 +524,9 @@ impl<R: Read> Decoder<R> {
             op::AUX => Ok(Record::Aux {
                 name: self.bytes_max("aux name", MAX_AUX_LEN)?,
                 value: self.bytes_max("aux value", MAX_AUX_LEN)?,
+            }),
+            op::FUNCTION => Ok(Record::Function {
+                code: self.bytes_max("function code", MAX_FUNCTION_CODE_LEN)?,
             }),
             op::END => Ok(Record::End),
             other => Err(FormatError::UnknownRecord {
