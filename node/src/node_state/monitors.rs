@@ -134,7 +134,7 @@ mod tests {
         assert!(!m.add(&a));
         assert_eq!(m.count(), 1);
         let b = ClientShared::new(2, addr, addr);
-        m.feed(&b, &[b"ping"]);
+        m.feed(Some(&b), &[b"ping"]);
         assert!(a.pushes.lock().ends_with(b"[0 127.0.0.1:1] \"ping\"\r\n"));
         m.remove(1);
         assert!(!m.active());

@@ -32,6 +32,9 @@ use std::io::Read;
 pub const MAGIC: &[u8; 8] = b"NODESNAP";
 /// The format version written; readers accept 1..=VERSION. Bump it on any layout change.
 pub const VERSION: u16 = 3;
+/// The version that brought streams (values have not changed since; version 3 added the
+/// files' FUNCTION record).
+pub const STREAM_VERSION: u16 = 2;
 
 /// Longest string, key or element accepted: the most `proto-max-bulk-len` can be set to,
 /// so anything the node could have stored fits.
