@@ -16,6 +16,7 @@ mod compat;
 mod connection;
 mod datatypes_aof;
 mod fabric;
+mod functions;
 mod geo;
 mod hashes;
 mod hyperloglog;

@@ -10,9 +10,7 @@ use crate::command_framework::args;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::node_state::functions::{
-    flag, FunctionError, RestorePolicy, MAX_LIBRARY_CODE_BYTES,
-};
+use crate::node_state::functions::{flag, FunctionError, RestorePolicy, MAX_LIBRARY_CODE_BYTES};
 use crate::node_state::scripts::{KillOutcome, NOTBUSY_ERROR, UNKILLABLE_ERROR};
 use crate::snapshot_format::function_payload;
 use std::sync::Arc;
@@ -191,7 +189,14 @@ fn load(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         if let Ok(meta) = crate::scripting::functions::parse_metadata(code) {
             let checked = crate::node_state::functions::valid_name(meta.name.as_bytes())
                 && meta.engine.eq_ignore_ascii_case("lua");
-            if checked && ctx.server.functions.get().libraries.contains_key(&meta.name) {
+            if checked
+                && ctx
+                    .server
+                    .functions
+                    .get()
+                    .libraries
+                    .contains_key(&meta.name)
+            {
                 return Err(change_error(FunctionError::LibraryExists(meta.name)));
             }
         }
@@ -244,18 +249,18 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args.len() > 4 {
         return Err(subcommand_syntax(args));
     }
-    let policy = match args.get(3) {
-        None => RestorePolicy::Append,
-        Some(p) if args::is(p, "flush") => RestorePolicy::Flush,
-        Some(p) if args::is(p, "append") => RestorePolicy::Append,
-        Some(p) if args::is(p, "replace") => RestorePolicy::Replace,
-        Some(_) => {
-            return err(
+    let policy =
+        match args.get(3) {
+            None => RestorePolicy::Append,
+            Some(p) if args::is(p, "flush") => RestorePolicy::Flush,
+            Some(p) if args::is(p, "append") => RestorePolicy::Append,
+            Some(p) if args::is(p, "replace") => RestorePolicy::Replace,
+            Some(_) => return err(
                 "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
-            )
-        }
-    };
-    let codes = function_payload::decode(args[2]).map_err(|e| CmdError::Other(e.to_string().into()))?;
+            ),
+        };
+    let codes =
+        function_payload::decode(args[2]).map_err(|e| CmdError::Other(e.to_string().into()))?;
     let libraries = crate::scripting::functions::load_all(ctx.server, codes)
         .map_err(|e| CmdError::Other(e.into()))?;
     ctx.server

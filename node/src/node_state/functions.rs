@@ -103,7 +103,9 @@ pub struct LibrarySet {
 impl LibrarySet {
     /// The library and the function FCALL names (any case).
     pub fn function(&self, name: &str) -> Option<(&Arc<Library>, &FunctionInfo)> {
-        let lib = self.libraries.get(self.functions.get(&name.to_ascii_lowercase())?)?;
+        let lib = self
+            .libraries
+            .get(self.functions.get(&name.to_ascii_lowercase())?)?;
         let info = lib
             .functions
             .iter()
@@ -186,7 +188,11 @@ impl FunctionLibraries {
 
     /// FUNCTION DELETE.
     pub fn delete(&self, name: &str) -> Result<(), FunctionError> {
-        self.change(|set| set.remove(name).map(|_| ()).ok_or(FunctionError::LibraryNotFound))
+        self.change(|set| {
+            set.remove(name)
+                .map(|_| ())
+                .ok_or(FunctionError::LibraryNotFound)
+        })
     }
 
     /// FUNCTION FLUSH.

@@ -237,7 +237,9 @@ pub fn replace_from_snapshot(server: &crate::node_state::NodeState, codes: Vec<B
     for code in codes {
         match load_library(server, Arc::from(code)) {
             Ok(lib) => libraries.push(lib),
-            Err(e) => tracing::error!(error = %e, "a function library of the snapshot did not load"),
+            Err(e) => {
+                tracing::error!(error = %e, "a function library of the snapshot did not load")
+            }
         }
     }
     let count = libraries.len();
@@ -292,10 +294,16 @@ fn compile_library(
 }
 
 /// Runs a library's chunk with the load API and the load timeout; what it registered.
-fn run_loader(engine: &mut Engine, chunk: Function) -> Result<Vec<(FunctionInfo, Function)>, String> {
+fn run_loader(
+    engine: &mut Engine,
+    chunk: Function,
+) -> Result<Vec<(FunctionInfo, Function)>, String> {
     let lua_err = |e: mlua::Error| format!("ERR {}", message_of(&e));
     let list = engine.lua.create_table().map_err(lua_err)?;
-    engine.hidden.raw_set("registered", list.clone()).map_err(lua_err)?;
+    engine
+        .hidden
+        .raw_set("registered", list.clone())
+        .map_err(lua_err)?;
     engine.hidden.raw_set("loading", true).map_err(lua_err)?;
     let started = Instant::now();
     engine.lua.set_hook(
@@ -358,14 +366,20 @@ mod tests {
     #[test]
     fn metadata_lines_as_redis_reads_them() {
         let m = parse_metadata(b"#!lua name=lib\nreturn").unwrap();
-        assert_eq!((m.engine.as_str(), m.name.as_str(), m.body_start), ("lua", "lib", 14));
+        assert_eq!(
+            (m.engine.as_str(), m.name.as_str(), m.body_start),
+            ("lua", "lib", 14)
+        );
         assert_eq!(parse_metadata(b"#!lua name=\"foo\"\n").unwrap().name, "foo");
         assert_eq!(parse_metadata(b"#! name=t\n").unwrap().engine, "");
         let e = |c: &[u8]| parse_metadata(c).unwrap_err();
         assert_eq!(e(b"return 1"), "ERR Missing library metadata");
         assert_eq!(e(b"#!lua name=x"), "ERR Invalid library metadata");
         assert_eq!(e(b"#!lua\n"), "ERR Library name was not given");
-        assert_eq!(e(b"#!lua name=a foo=bar\n"), "ERR Invalid metadata value given: foo=bar");
+        assert_eq!(
+            e(b"#!lua name=a foo=bar\n"),
+            "ERR Invalid metadata value given: foo=bar"
+        );
         assert_eq!(
             e(b"#!lua name=a name=b\n"),
             "ERR Invalid metadata value, name argument was given multiple times"

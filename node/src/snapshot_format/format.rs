@@ -48,8 +48,7 @@ pub const PREALLOC_MAX: usize = 4096;
 /// Longest AUX name or value: they are short labels, never data.
 pub const MAX_AUX_LEN: u64 = 4096;
 /// Longest function library code accepted (the libraries' own limit).
-pub const MAX_FUNCTION_CODE_LEN: u64 =
-    crate::node_state::functions::MAX_LIBRARY_CODE_BYTES as u64;
+pub const MAX_FUNCTION_CODE_LEN: u64 = crate::node_state::functions::MAX_LIBRARY_CODE_BYTES as u64;
 /// Longest LEB128 encoding of a u64.
 pub const MAX_VARINT_LEN: usize = 10;
 

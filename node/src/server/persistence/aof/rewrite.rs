@@ -176,7 +176,13 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
     // The function libraries at the image's instant: FUNCTION LOAD holds every shard.
     let mut functions = Vec::new();
     server.keyspace.begin_image(sink.clone(), || {
-        functions = server.functions.get().libraries.values().map(|l| l.code.clone()).collect();
+        functions = server
+            .functions
+            .get()
+            .libraries
+            .values()
+            .map(|l| l.code.clone())
+            .collect();
         switched = at_instant(server, incr_file.take(), mode);
     })?;
     if !switched {
