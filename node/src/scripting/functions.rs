@@ -87,8 +87,7 @@ fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
             return None;
         }
         let mut word = Vec::new();
-        loop {
-            let Some(&c) = line.get(i) else { break };
+        while let Some(&c) = line.get(i) {
             match c {
                 b' ' | b'\t' | b'\r' | b'\n' => break,
                 b'"' | b'\'' => {
