@@ -57,6 +57,18 @@ pub fn dispatch_from_lua(
     Ok((frame_to_lua(lua, &frame, resp, 0)?, failed))
 }
 
+/// `redis.acl_check_cmd(cmd, args...)`: whether the script's user may run the command.
+pub fn acl_check_from_lua(ctx: &Ctx<'_>, (args, count): (Table, usize)) -> mlua::Result<bool> {
+    let argv = arguments(&args, count).map_err(mlua::Error::runtime)?;
+    let refs: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
+    let Ok(spec) = dispatch::resolve(&refs) else {
+        return Err(mlua::Error::runtime(
+            "Invalid command passed to redis.acl_check_cmd()",
+        ));
+    };
+    Ok(acl_check::allowed(ctx.server, ctx.client, spec, &refs))
+}
+
 /// The call's arguments, read one at a time from the table the sandbox packed them in
 /// (`count` of them: a nil among them is an error, as Redis finds it).
 fn arguments(args: &Table, count: usize) -> Result<Vec<Vec<u8>>, &'static str> {

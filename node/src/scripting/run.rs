@@ -8,7 +8,7 @@
 //! shards (`RunningScript`); that needs another thread to serve them: with one io-thread the
 //! node serves nobody else until the script ends (see the README).
 
-use super::call::{dispatch_from_lua, CallRules};
+use super::call::{acl_check_from_lua, dispatch_from_lua, CallRules};
 use super::convert::{lua_to_frame, write_reply};
 use super::engine::{run_state, set_run_state, Engine, RunState};
 use super::errors::{final_text, message_of};
@@ -202,10 +202,18 @@ fn run_in(
                 dispatch_from_lua(lua, &mut ctx, rules, &mut stats, args)
             })?;
             engine.hidden.raw_set("dispatch", dispatch)?;
+            let acl_check = scope.create_function(|_, args| {
+                let ctx = ctx_cell
+                    .try_borrow()
+                    .map_err(|_| mlua::Error::runtime("redis.acl_check_cmd is not reentrant"))?;
+                acl_check_from_lua(&ctx, args)
+            })?;
+            engine.hidden.raw_set("acl_check", acl_check)?;
             let mut results: MultiValue = engine
                 .xpcall
                 .call((function.clone(), engine.handler.clone()))?;
             engine.hidden.raw_set("dispatch", Value::Nil)?;
+            engine.hidden.raw_set("acl_check", Value::Nil)?;
             let ok = matches!(results.pop_front(), Some(Value::Boolean(true)));
             let value = results.pop_front().unwrap_or(Value::Nil);
             let resp = run_state(lua).resp;

@@ -41,6 +41,9 @@ redis.pcall = function(...)
   local reply = hidden.dispatch({...}, select("#", ...))
   return reply
 end
+redis.acl_check_cmd = function(...)
+  return hidden.acl_check({...}, select("#", ...))
+end
 
 -- No files, no output, no modules.
 for _, name in ipairs({"loadfile", "dofile", "print", "module", "require"}) do
