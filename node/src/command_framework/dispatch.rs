@@ -339,7 +339,7 @@ fn is_write(spec: &CommandSpec, client: &Client) -> bool {
 
 /// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): one
 /// relaxed load while the check is off (the default).
-fn good_replicas_enough(server: &NodeState) -> bool {
+pub fn good_replicas_enough(server: &NodeState) -> bool {
     let hot = &server.hot;
     let to_write = hot.min_replicas_to_write.load(Relaxed);
     if to_write == 0 {

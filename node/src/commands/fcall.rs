@@ -75,6 +75,7 @@ fn call(ctx: &mut Ctx<'_>, args: &[&[u8]], read_only: bool) -> CmdResult {
         if flags & flag::ALLOW_OOM == 0 && ctx.client.oom_before_script {
             return Err(CmdError::OutOfMemory);
         }
+        super::scripting::refuse_writing_script(ctx)?;
     }
     let keys = &args[3..3 + n];
     let slot = keys.first().map(|k| proto::slot::key_slot(k));

@@ -303,6 +303,9 @@ fn execute(
     {
         return Err(CmdError::OutOfMemory);
     }
+    if flags.present && !flags.no_writes && !read_only {
+        refuse_writing_script(ctx)?;
+    }
     let keys = &args[3..3 + n];
     let slot = keys.first().map(|k| proto::slot::key_slot(k));
     crate::scripting::run(
@@ -320,6 +323,17 @@ fn execute(
             },
         },
     )
+}
+
+/// A script that declares it may write is refused where writes are not allowed, before it
+/// runs (Redis 7's `scriptPrepareForRun`): too few good replicas.
+pub(crate) fn refuse_writing_script(ctx: &Ctx<'_>) -> CmdResult {
+    if !ctx.client.primary_link
+        && !crate::command_framework::dispatch::good_replicas_enough(ctx.server)
+    {
+        return err(crate::replication::ack::NOREPLICAS_ERROR);
+    }
+    Ok(())
 }
 
 /// 40 hex digits, lower-cased (EVALSHA accepts either case).

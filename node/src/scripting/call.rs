@@ -181,6 +181,9 @@ fn refusal(
     if write && ctx.server.replica_of.is_replica() && !ctx.client.primary_link {
         return Some(crate::command_framework::dispatch::READONLY_REPLICA_ERROR.into());
     }
+    if write && !ctx.client.primary_link && !dispatch::good_replicas_enough(ctx.server) {
+        return Some(crate::replication::ack::NOREPLICAS_ERROR.into());
+    }
     // Over maxmemory when the script started: its first write that may grow memory is
     // refused; after a write it cannot stop half-way.
     if spec.has(flags::DENYOOM)
