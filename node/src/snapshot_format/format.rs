@@ -701,6 +701,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn function_records_round_trip_and_version_2_files_still_load() {
+        let mut out = Vec::new();
+        put_header(&mut out);
+        put_function(&mut out, b"#!lua name=a\n");
+        put_end(&mut out);
+        let mut d = Decoder::new(&out[..], out.len() as u64);
+        assert_eq!(d.header().unwrap(), VERSION);
+        assert!(
+            matches!(d.record(), Ok(Record::Function { code }) if &code[..] == b"#!lua name=a\n")
+        );
+        assert!(matches!(d.record(), Ok(Record::End)));
+        let mut old = MAGIC.to_vec();
+        old.extend_from_slice(&2u16.to_le_bytes());
+        old.push(op::END);
+        let mut d = Decoder::new(&old[..], old.len() as u64);
+        assert_eq!(d.header().unwrap(), 2);
+        assert!(matches!(d.record(), Ok(Record::End)));
+        let mut huge = vec![op::FUNCTION];
+        put_varint(&mut huge, MAX_FUNCTION_CODE_LEN + 1);
+        let mut d = Decoder::new(&huge[..], 1 << 30);
+        assert!(matches!(d.record(), Err(FormatError::TooLong { .. })));
+    }
+
+    #[test]
     fn malformed_inputs_name_what_is_wrong() {
         let err = |b: &[u8]| value_from_slice(b).unwrap_err().to_string();
         assert!(err(&[9]).contains("unknown value type 9"));
