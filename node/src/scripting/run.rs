@@ -169,7 +169,6 @@ fn run_in(
     rules: CallRules,
     kill: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> CmdResult {
-    let sha_text = label;
     set_run_state(&engine.lua, RunState::default());
     engine.lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_EVERY),
@@ -220,7 +219,7 @@ fn run_in(
             Ok(if ok {
                 Ok(lua_to_frame(&value, resp, 0))
             } else {
-                Err(final_text(&value, sha_text))
+                Err(final_text(&value, label))
             })
         })
     };
@@ -242,7 +241,7 @@ fn run_in(
         }
         Ok(Err(text)) => Err(CmdError::Other(text.into())),
         Err(e) => Err(CmdError::Other(
-            format!("ERR Error running script {sha_text}: {}", message_of(&e)).into(),
+            format!("ERR Error running script {label}: {}", message_of(&e)).into(),
         )),
     }
 }
