@@ -281,8 +281,8 @@ pub(super) fn admit(
 
 /// Whether a command may run while a script runs past `busy-reply-threshold` (Redis's
 /// `allow-busy` commands): SCRIPT KILL and FUNCTION KILL/STATS to stop it, SHUTDOWN NOSAVE,
-/// and what a connection needs to get there (AUTH, HELLO, QUIT, RESET). Everything else is
-/// answered BUSY rather than left waiting for the shards the script holds.
+/// what a connection needs to get there (AUTH, HELLO, QUIT, RESET), MULTI and DISCARD.
+/// Everything else is answered BUSY rather than left waiting for the shards the script holds.
 fn allowed_while_busy(server: &NodeState, spec: &CommandSpec, args: &[&[u8]]) -> bool {
     let threshold = server.hot.busy_reply_threshold_ms.load(Relaxed);
     if !server.running_script.busy(unix_millis(), threshold) {
@@ -291,6 +291,10 @@ fn allowed_while_busy(server: &NodeState, spec: &CommandSpec, args: &[&[u8]]) ->
     match spec.name {
         "script|kill" | "function|kill" | "function|stats" | "auth" | "hello" | "quit"
         | "reset" => true,
+        // Redis lets MULTI and DISCARD through (`allow-busy`): a pipelined transaction whose
+        // MULTI came during the script then has its refused commands abort its EXEC, rather
+        // than running half of it outside a transaction. They touch no key, so no shard.
+        "multi" | "discard" => true,
         "shutdown" => args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")),
         _ => false,
     }
