@@ -396,7 +396,8 @@ fn libraries_reach_a_replica_by_full_sync_and_stream() {
 
 /// Goal: a function running past `busy-reply-threshold` is BUSY for others with FUNCTION
 /// KILL's text, shows in FUNCTION STATS, is not stopped by SCRIPT KILL, and FUNCTION KILL
-/// stops it. Method: two io-threads, an endless function, PING polled on another client.
+/// stops it; a MULTI sent meanwhile is let in and its EXEC aborts. Method: two io-threads,
+/// an endless function, PING polled on another client.
 #[test]
 fn function_kill_stops_a_busy_function() {
     let node = Node::start(&["--io-threads", "2", "--busy-reply-threshold", "50"]);
@@ -435,6 +436,10 @@ fn function_kill_stops_a_busy_function() {
             bulks(&["FCALL", "spin", "0"])
         ]
     );
+    // A transaction begun now is let in, its refused command aborts it (Redis's allow-busy).
+    let mut txn = RawClient::connect(node.port);
+    assert_eq!(txn.call(&["MULTI"]), Frame::simple("OK"));
+    assert_eq!(txn.call(&["INCR", "n"]), Frame::error(busy));
     assert_eq!(other.call(&["SCRIPT", "KILL"]), Frame::error(busy));
     assert_eq!(other.call(&["FUNCTION", "KILL"]), Frame::simple("OK"));
     let killed = error_text(
@@ -444,6 +449,8 @@ fn function_kill_stops_a_busy_function() {
     );
     assert!(killed.contains("Script killed by user"), "{killed}");
     assert_eq!(other.call(&["PING"]), Frame::simple("PONG"));
+    assert_error(txn.call(&["EXEC"]), "EXECABORT Transaction discarded");
+    assert_eq!(txn.call(&["GET", "n"]), Frame::NullBulk);
 }
 
 /// Goal: MONITOR shows an FCALL, then the commands it ran as `[0 lua]`, as Redis does.
