@@ -504,7 +504,9 @@ pub fn run_in(
     let failed = result.is_err();
     if let Err(e) = result {
         let text = e.to_string();
-        stats.error_reply(&ctx.server.stats, &text);
+        if !matches!(e, CmdError::Counted(_)) {
+            stats.error_reply(&ctx.server.stats, &text);
+        }
         ctx.reply.error(&text);
     }
     // Empty unless recorded for replicas or for `expired` events.

@@ -8,7 +8,7 @@
 //! shards (`RunningScript`); that needs another thread to serve them: with one io-thread the
 //! node serves nobody else until the script ends (see the README).
 
-use super::call::{acl_check_from_lua, dispatch_from_lua, CallRules};
+use super::call::{acl_check_from_lua, dispatch_from_lua, CallRules, COUNTED_FIELD};
 use super::convert::{lua_to_frame, write_reply};
 use super::engine::{run_state, set_run_state, Engine, RunState};
 use super::errors::{final_text, message_of};
@@ -159,6 +159,16 @@ pub fn compile(
     })
 }
 
+/// The script's error reply; `counted` when it is a command's error that INFO errorstats
+/// already counted when the command failed.
+fn script_error(text: String, counted: bool) -> CmdError {
+    if counted {
+        CmdError::Counted(text.into())
+    } else {
+        CmdError::Other(text.into())
+    }
+}
+
 /// Runs `function` (a script's chunk, or a function's trampoline) under the kill hook, with
 /// `redis.call` bound to this client; `label` names it in errors (the SHA1 or the function).
 fn run_in(
@@ -216,10 +226,14 @@ fn run_in(
             let ok = matches!(results.pop_front(), Some(Value::Boolean(true)));
             let value = results.pop_front().unwrap_or(Value::Nil);
             let resp = run_state(lua).resp;
+            let counted = match &value {
+                Value::Table(t) => t.raw_get::<bool>(COUNTED_FIELD).unwrap_or(false),
+                _ => false,
+            };
             Ok(if ok {
-                Ok(lua_to_frame(&value, resp, 0))
+                Ok((lua_to_frame(&value, resp, 0), counted))
             } else {
-                Err(final_text(&value, label))
+                Err((final_text(&value, label), counted))
             })
         })
     };
@@ -228,18 +242,19 @@ fn run_in(
     ctx.server.running_script.finish();
     stats.flush(&ctx.server.stats);
     match outcome {
-        Ok(Ok(frame)) => {
+        Ok(Ok((frame, counted))) => {
             if let proto::resp::Frame::Error(text) = &frame {
                 // A script returning an error table: the reply is that error, as the
-                // command's failure (Redis counts it in errorstats and failed_calls).
-                return Err(CmdError::Other(
-                    String::from_utf8_lossy(text).into_owned().into(),
+                // command's failure (Redis counts it in errorstats and failed_calls, once).
+                return Err(script_error(
+                    String::from_utf8_lossy(text).into_owned(),
+                    counted,
                 ));
             }
             write_reply(&frame, &mut ctx.reply);
             Ok(())
         }
-        Ok(Err(text)) => Err(CmdError::Other(text.into())),
+        Ok(Err((text, counted))) => Err(script_error(text, counted)),
         Err(e) => Err(CmdError::Other(
             format!("ERR Error running script {label}: {}", message_of(&e)).into(),
         )),
