@@ -496,8 +496,8 @@ pub fn run_in(
     ctx.event = events_for(ctx, spec);
     // A script is shown before the commands it runs, as Redis's EVAL and FCALL feed the
     // monitors themselves first.
-    let script = is_script(spec);
-    if script && ctx.server.monitors.active() {
+    let fed_before = ctx.server.monitors.active() && is_script(spec);
+    if fed_before {
         feed_monitors(ctx, spec, args);
     }
     let result = (spec.handler)(ctx, args);
@@ -522,7 +522,7 @@ pub fn run_in(
     }
     // Shown after it ran, as Redis's `call` does (so EXEC follows its commands); admin
     // commands never, their arguments being too sensitive.
-    if !script && ctx.server.monitors.active() {
+    if !fed_before && ctx.server.monitors.active() {
         feed_monitors(ctx, spec, args);
     }
     if spec.has(flags::READONLY) {
