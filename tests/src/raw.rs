@@ -95,6 +95,14 @@ impl RawClient {
         self.read()
     }
 
+    /// Sends a command of binary arguments and reads one frame.
+    pub fn call_bytes(&mut self, args: &[&[u8]]) -> Frame {
+        self.stream
+            .write_all(&Frame::command(args).to_bytes())
+            .expect("sending a command");
+        self.read()
+    }
+
     /// Whether the node closed the connection within `wait` (after QUIT, a kill...).
     pub fn closed_within(&mut self, wait: Duration) -> bool {
         self.stream

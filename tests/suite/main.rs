@@ -17,6 +17,7 @@ mod compat;
 mod connection;
 mod datatypes_aof;
 mod fabric;
+mod functions;
 mod geo;
 mod hashes;
 mod hyperloglog;

@@ -24,6 +24,13 @@ pub fn user_of<'a>(server: &'a NodeState, client: &'a Client) -> &'a Arc<User> {
 
 /// Checks the request against the client's user; a refusal is logged and answered
 /// NOPERM with Redis 7.0's text.
+/// Whether the client's user may run `args` (`redis.acl_check_cmd`): no ACL LOG entry.
+pub fn allowed(server: &NodeState, client: &Client, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    let user = user_of(server, client);
+    let rules = user.rules();
+    rules.unrestricted() || denial(&rules, spec, args).is_ok()
+}
+
 pub fn check(
     server: &NodeState,
     client: &Client,

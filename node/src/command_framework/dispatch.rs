@@ -64,7 +64,7 @@ pub fn execute(
         }
     }
     if server.running_script.running() && !allowed_while_busy(server, spec, args) {
-        let e = CmdError::new(crate::node_state::scripts::BUSY_ERROR);
+        let e = CmdError::new(server.running_script.busy_error());
         return reject(server, client, &mut reply, args, e, stats, Some(spec));
     }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
@@ -330,8 +330,8 @@ pub(super) fn admit(
 
 /// Whether a command may run while a script runs past `busy-reply-threshold` (Redis's
 /// `allow-busy` commands): SCRIPT KILL and FUNCTION KILL/STATS to stop it, SHUTDOWN NOSAVE,
-/// and what a connection needs to get there (AUTH, HELLO, QUIT, RESET). Everything else is
-/// answered BUSY rather than left waiting for the shards the script holds.
+/// what a connection needs to get there (AUTH, HELLO, QUIT, RESET), MULTI and DISCARD.
+/// Everything else is answered BUSY rather than left waiting for the shards the script holds.
 fn allowed_while_busy(server: &NodeState, spec: &CommandSpec, args: &[&[u8]]) -> bool {
     let threshold = server.hot.busy_reply_threshold_ms.load(Relaxed);
     if !server.running_script.busy(unix_millis(), threshold) {
@@ -340,6 +340,10 @@ fn allowed_while_busy(server: &NodeState, spec: &CommandSpec, args: &[&[u8]]) ->
     match spec.name {
         "script|kill" | "function|kill" | "function|stats" | "auth" | "hello" | "quit"
         | "reset" => true,
+        // Redis lets MULTI and DISCARD through (`allow-busy`): a pipelined transaction whose
+        // MULTI came during the script then has its refused commands abort its EXEC, rather
+        // than running half of it outside a transaction. They touch no key, so no shard.
+        "multi" | "discard" => true,
         "shutdown" => args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")),
         _ => false,
     }
@@ -372,9 +376,12 @@ fn admit_routed(server: &NodeState, client: &Client, spec: &CommandSpec) -> Resu
     Ok(())
 }
 
-/// EVAL, EVALSHA and their read-only forms.
-fn is_script(spec: &CommandSpec) -> bool {
-    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+/// EVAL, EVALSHA, FCALL and their read-only forms.
+pub fn is_script(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
 /// Whether the command writes (EXEC of a transaction that queued a write does).
@@ -385,7 +392,7 @@ fn is_write(spec: &CommandSpec, client: &Client) -> bool {
 
 /// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): one
 /// relaxed load while the check is off (the default).
-fn good_replicas_enough(server: &NodeState) -> bool {
+pub fn good_replicas_enough(server: &NodeState) -> bool {
     let hot = &server.hot;
     let to_write = hot.min_replicas_to_write.load(Relaxed);
     if to_write == 0 {
@@ -549,11 +556,19 @@ pub fn run_in(
     let events_before = ctx.effects.events.list.len();
     let modified_before = ctx.effects.modified.len();
     ctx.event = events_for(ctx, spec);
+    // A script is shown before the commands it runs, as Redis's EVAL and FCALL feed the
+    // monitors themselves first.
+    let fed_before = ctx.server.monitors.active() && is_script(spec);
+    if fed_before {
+        feed_monitors(ctx, spec, args);
+    }
     let result = (spec.handler)(ctx, args);
     let failed = result.is_err();
     if let Err(e) = result {
         let text = e.to_string();
-        stats.error_reply(&ctx.server.stats, &text);
+        if !matches!(e, CmdError::Counted(_)) {
+            stats.error_reply(&ctx.server.stats, &text);
+        }
         ctx.reply.error(&text);
     }
     // Empty unless recorded for replicas or for `expired` events.
@@ -569,16 +584,28 @@ pub fn run_in(
     }
     // Shown after it ran, as Redis's `call` does (so EXEC follows its commands); admin
     // commands never, their arguments being too sensitive.
-    if ctx.server.monitors.active() && !spec.has(flags::ADMIN) {
-        ctx.server
-            .monitors
-            .feed(&ctx.client.shared, &redacted(spec, args));
+    if !fed_before && ctx.server.monitors.active() {
+        feed_monitors(ctx, spec, args);
     }
     if spec.has(flags::READONLY) {
         stats.hits += (ctx.db.hits - hits_before) as u64;
         stats.misses += (ctx.db.misses - misses_before) as u64;
     }
     failed
+}
+
+/// Shows a command to the monitors; admin commands never, their arguments being too
+/// sensitive. A script's own commands are shown from `lua`, as Redis shows them.
+fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[&[u8]]) {
+    if spec.has(flags::ADMIN) {
+        return;
+    }
+    let from = if ctx.client.in_script {
+        None
+    } else {
+        Some(&*ctx.client.shared)
+    };
+    ctx.server.monitors.feed(from, &redacted(spec, args));
 }
 
 /// Adds what the handler just did to the request's replication stream: a DEL for each key it

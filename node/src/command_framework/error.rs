@@ -27,6 +27,11 @@ pub enum CmdError {
     /// Any other error; the text starts with its code (`ERR ...`, `BUSYKEY ...`).
     #[error("{0}")]
     Other(Cow<'static, str>),
+    /// An error already counted in INFO errorstats when it happened (a script's error that
+    /// is the error of a command it ran, as Redis's `ignore_error_stats_update`); the command
+    /// still counts as failed.
+    #[error("{0}")]
+    Counted(Cow<'static, str>),
 }
 
 impl CmdError {

@@ -4,6 +4,7 @@ pub mod acl;
 pub mod bitmaps;
 pub mod cluster;
 pub mod connection;
+pub mod fcall;
 pub mod functions;
 pub mod geo;
 pub mod hashes;
@@ -56,6 +57,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     cluster::COMMANDS,
     replication::COMMANDS,
     functions::COMMANDS,
+    fcall::COMMANDS,
     acl::COMMANDS,
     scripting::COMMANDS,
 ];

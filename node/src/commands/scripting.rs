@@ -149,14 +149,14 @@ fn container(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 
 /// The keys of `EVAL script numkeys key... arg...`: none when numkeys is not a count the
 /// arguments hold (the command then fails before touching a key).
-fn script_keys(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
+pub(crate) fn script_keys(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     match numkeys(args) {
         Ok(n) => (3..3 + n).collect(),
         Err(_) => SmallVec::new(),
     }
 }
 
-fn numkeys(args: &[&[u8]]) -> Result<usize, CmdError> {
+pub(crate) fn numkeys(args: &[&[u8]]) -> Result<usize, CmdError> {
     let n = args::int(args[2])?;
     if n < 0 {
         return err("ERR Number of keys can't be negative");
@@ -303,6 +303,9 @@ fn execute(
     {
         return Err(CmdError::OutOfMemory);
     }
+    if flags.present && !flags.no_writes && !read_only {
+        refuse_writing_script(ctx)?;
+    }
     let keys = &args[3..3 + n];
     let slot = keys.first().map(|k| proto::slot::key_slot(k));
     crate::scripting::run(
@@ -320,6 +323,17 @@ fn execute(
             },
         },
     )
+}
+
+/// A script that declares it may write is refused where writes are not allowed, before it
+/// runs (Redis 7's `scriptPrepareForRun`): too few good replicas.
+pub(crate) fn refuse_writing_script(ctx: &Ctx<'_>) -> CmdResult {
+    if !ctx.client.primary_link
+        && !crate::command_framework::dispatch::good_replicas_enough(ctx.server)
+    {
+        return err(crate::replication::ack::NOREPLICAS_ERROR);
+    }
+    Ok(())
 }
 
 /// 40 hex digits, lower-cased (EVALSHA accepts either case).
@@ -372,13 +386,14 @@ fn script_flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn script_kill(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    match ctx.server.running_script.kill() {
+    match ctx.server.running_script.kill(false) {
         KillOutcome::Killed => {
             ctx.reply.ok();
             Ok(())
         }
         KillOutcome::NotBusy => err(NOTBUSY_ERROR),
         KillOutcome::Unkillable => err(UNKILLABLE_ERROR),
+        KillOutcome::OtherKind => err(crate::node_state::scripts::BUSY_FUNCTION_ERROR),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod clients;
 pub mod command_clock;
 pub mod command_stats;
 pub mod error_stats;
+pub mod functions;
 pub mod glob;
 pub mod hot;
 pub mod identity;
@@ -96,6 +97,8 @@ pub struct NodeState {
     pub scripts: scripts::ScriptCache,
     /// The script running now (BUSY, SCRIPT KILL).
     pub running_script: scripts::RunningScript,
+    /// FUNCTION LOAD's libraries.
+    pub functions: functions::FunctionLibraries,
 }
 
 impl NodeState {
@@ -142,6 +145,7 @@ impl NodeState {
             busy_poll: busy_poll::BusyPoll::default(),
             scripts: scripts::ScriptCache::default(),
             running_script: scripts::RunningScript::default(),
+            functions: functions::FunctionLibraries::default(),
         }
     }
 

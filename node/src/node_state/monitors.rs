@@ -47,12 +47,14 @@ impl Monitors {
         self.count.load(Relaxed)
     }
 
-    /// Shows a command `client` ran (its secrets already redacted) to every monitor.
-    pub fn feed(&self, client: &ClientShared, args: &[&[u8]]) {
+    /// Shows a command `client` ran (its secrets already redacted) to every monitor; `None`
+    /// for a command a script ran, shown from `lua` as Redis shows it.
+    pub fn feed(&self, client: Option<&ClientShared>, args: &[&[u8]]) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        let line = format_line(now, &client.peer.to_string(), args);
+        let from = client.map_or_else(|| "lua".to_string(), |c| c.peer.to_string());
+        let line = format_line(now, &from, args);
         for monitor in self.clients.read().iter() {
             if !monitor.is_killed() {
                 monitor.push(&line);
@@ -132,7 +134,7 @@ mod tests {
         assert!(!m.add(&a));
         assert_eq!(m.count(), 1);
         let b = ClientShared::new(2, addr, addr);
-        m.feed(&b, &[b"ping"]);
+        m.feed(Some(&b), &[b"ping"]);
         assert!(a.pushes.lock().ends_with(b"[0 127.0.0.1:1] \"ping\"\r\n"));
         m.remove(1);
         assert!(!m.active());

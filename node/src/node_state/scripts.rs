@@ -110,7 +110,25 @@ pub struct RunningScript {
     wrote: AtomicBool,
     /// SCRIPT KILL asked the running script to stop; its instruction hook raises the error.
     kill: Arc<AtomicBool>,
+    /// The running script is a function (FCALL): FUNCTION KILL stops it, not SCRIPT KILL.
+    function: AtomicBool,
+    /// FUNCTION STATS's `running_script` while a function runs.
+    running_function: Mutex<Option<RunningFunction>>,
 }
+
+/// A function running now, as FUNCTION STATS shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningFunction {
+    pub name: String,
+    /// The FCALL's arguments (the first [`MAX_SHOWN_ARGS`], each cut to [`MAX_SHOWN_ARG`]).
+    pub command: Vec<Vec<u8>>,
+    pub started_ms: u64,
+}
+
+/// Most arguments of a running FCALL that FUNCTION STATS shows.
+pub const MAX_SHOWN_ARGS: usize = 64;
+/// Longest argument shown, in bytes.
+pub const MAX_SHOWN_ARG: usize = 1024;
 
 /// What SCRIPT KILL found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,11 +136,16 @@ pub enum KillOutcome {
     Killed,
     NotBusy,
     Unkillable,
+    /// SCRIPT KILL of a function or FUNCTION KILL of an EVAL: answered BUSY.
+    OtherKind,
 }
 
 /// Redis's answer to other clients while a script runs past `busy-reply-threshold`.
 pub const BUSY_ERROR: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// The same while a function runs.
+pub const BUSY_FUNCTION_ERROR: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 pub const NOTBUSY_ERROR: &str = "NOTBUSY No scripts in execution right now.";
 pub const UNKILLABLE_ERROR: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 
@@ -131,13 +154,51 @@ impl RunningScript {
     pub fn start(&self, now_ms: u64) -> Arc<AtomicBool> {
         self.kill.store(false, Relaxed);
         self.wrote.store(false, Relaxed);
+        self.function.store(false, Relaxed);
         self.started_ms.store(now_ms.max(1), Relaxed);
         self.kill.clone()
+    }
+
+    /// Marks the function `name` started at `now_ms` by the FCALL `args`.
+    pub fn start_function(&self, now_ms: u64, name: &str, args: &[&[u8]]) -> Arc<AtomicBool> {
+        let command = args
+            .iter()
+            .take(MAX_SHOWN_ARGS)
+            .map(|a| a[..a.len().min(MAX_SHOWN_ARG)].to_vec())
+            .collect();
+        *self.running_function.lock() = Some(RunningFunction {
+            name: name.to_string(),
+            command,
+            started_ms: now_ms,
+        });
+        let flag = self.start(now_ms);
+        self.function.store(true, Relaxed);
+        flag
     }
 
     pub fn finish(&self) {
         self.started_ms.store(0, Relaxed);
         self.kill.store(false, Relaxed);
+        if self.function.swap(false, Relaxed) {
+            *self.running_function.lock() = None;
+        }
+    }
+
+    /// The function running now, if one is.
+    pub fn running_function(&self) -> Option<RunningFunction> {
+        if !self.running() || !self.function.load(Relaxed) {
+            return None;
+        }
+        self.running_function.lock().clone()
+    }
+
+    /// The BUSY text for other clients: it names the KILL that stops what runs.
+    pub fn busy_error(&self) -> &'static str {
+        if self.function.load(Relaxed) {
+            BUSY_FUNCTION_ERROR
+        } else {
+            BUSY_ERROR
+        }
     }
 
     pub fn has_written(&self) -> bool {
@@ -158,13 +219,16 @@ impl RunningScript {
         self.started_ms.load(Relaxed) != 0
     }
 
-    /// SCRIPT KILL.
-    pub fn kill(&self) -> KillOutcome {
+    /// SCRIPT KILL (`function` false) or FUNCTION KILL (`function` true).
+    pub fn kill(&self, function: bool) -> KillOutcome {
         if !self.running() {
             return KillOutcome::NotBusy;
         }
         if self.wrote.load(Relaxed) {
             return KillOutcome::Unkillable;
+        }
+        if self.function.load(Relaxed) != function {
+            return KillOutcome::OtherKind;
         }
         self.kill.store(true, Relaxed);
         KillOutcome::Killed
@@ -207,15 +271,23 @@ mod tests {
     #[test]
     fn kill_stops_only_a_script_that_has_not_written() {
         let running = RunningScript::default();
-        assert_eq!(running.kill(), KillOutcome::NotBusy);
+        assert_eq!(running.kill(false), KillOutcome::NotBusy);
         let flag = running.start(1_000);
         assert!(running.busy(6_000, 5_000) && !running.busy(5_999, 5_000));
-        assert_eq!(running.kill(), KillOutcome::Killed);
+        assert_eq!(running.kill(true), KillOutcome::OtherKind);
+        assert_eq!(running.kill(false), KillOutcome::Killed);
         assert!(flag.load(Relaxed));
         running.start(2_000);
         running.note_write();
-        assert_eq!(running.kill(), KillOutcome::Unkillable);
+        assert_eq!(running.kill(false), KillOutcome::Unkillable);
         running.finish();
         assert!(!running.busy(u64::MAX, 0));
+        running.start_function(3_000, "f", &[b"fcall", b"f", b"0"]);
+        assert_eq!(running.busy_error(), BUSY_FUNCTION_ERROR);
+        assert_eq!(running.kill(false), KillOutcome::OtherKind);
+        assert_eq!(running.running_function().unwrap().name, "f");
+        assert_eq!(running.kill(true), KillOutcome::Killed);
+        running.finish();
+        assert!(running.running_function().is_none());
     }
 }

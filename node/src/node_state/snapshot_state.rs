@@ -98,7 +98,7 @@ impl Default for SnapshotState {
 }
 
 /// What a load found.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadStats {
     pub keys: u64,
     /// Entries skipped because they had expired by load time.
@@ -109,6 +109,9 @@ pub struct LoadStats {
     /// the offset), when the save saw that history stand still from its first key to its
     /// last (`snapshot.rs`); `None` for an inexact save or a file without the fields.
     pub history: Option<(ReplId, u64)>,
+    /// The function libraries' codes the file held (the loader runs them again); taken out
+    /// before the stats are kept.
+    pub functions: Vec<Box<[u8]>>,
 }
 
 /// What a save wrote.

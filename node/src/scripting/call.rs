@@ -46,15 +46,35 @@ pub fn dispatch_from_lua(
     (args, count): (Table, usize),
 ) -> mlua::Result<(Value, bool)> {
     let resp = run_state(lua).resp;
-    let frame = match arguments(&args, count) {
+    let (frame, counted) = match arguments(&args, count) {
         Ok(argv) => {
             let refs: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
-            call(ctx, rules, resp, &refs, stats)
+            (call(ctx, rules, resp, &refs, stats), true)
         }
-        Err(text) => Frame::error(text),
+        Err(text) => (Frame::error(text), false),
     };
     let failed = frame.is_error();
-    Ok((frame_to_lua(lua, &frame, resp, 0)?, failed))
+    let value = frame_to_lua(lua, &frame, resp, 0)?;
+    if let (true, Value::Table(t)) = (failed && counted, &value) {
+        t.raw_set(COUNTED_FIELD, true)?;
+    }
+    Ok((value, failed))
+}
+
+/// Marks an error table whose error INFO errorstats already counted (the command's own, or
+/// its refusal): the script's reply of it is not counted again (Redis's field name).
+pub const COUNTED_FIELD: &str = "ignore_error_stats_update";
+
+/// `redis.acl_check_cmd(cmd, args...)`: whether the script's user may run the command.
+pub fn acl_check_from_lua(ctx: &Ctx<'_>, (args, count): (Table, usize)) -> mlua::Result<bool> {
+    let argv = arguments(&args, count).map_err(mlua::Error::runtime)?;
+    let refs: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
+    let Ok(spec) = dispatch::resolve(&refs) else {
+        return Err(mlua::Error::runtime(
+            "Invalid command passed to redis.acl_check_cmd()",
+        ));
+    };
+    Ok(acl_check::allowed(ctx.server, ctx.client, spec, &refs))
 }
 
 /// The call's arguments, read one at a time from the table the sandbox packed them in
@@ -88,19 +108,24 @@ pub fn call(
     args: &[&[u8]],
     stats: &mut LocalStats,
 ) -> Frame {
+    // A command refused here counts in INFO errorstats now, as Redis's `scriptCall` does.
+    let mut refused = |text: &str| {
+        stats.error_reply(&ctx.server.stats, text);
+        Frame::error(text)
+    };
     if table::lookup(args[0]).is_none() {
-        return Frame::error("ERR Unknown Redis command called from script");
+        return refused("ERR Unknown Redis command called from script");
     }
     let spec = match dispatch::resolve(args) {
         Ok(spec) => spec,
         Err(CmdError::WrongArity(_)) => {
-            return Frame::error("ERR Wrong number of args calling Redis command from script")
+            return refused("ERR Wrong number of args calling Redis command from script")
         }
-        Err(e) => return Frame::error(&e.to_string()),
+        Err(e) => return refused(&e.to_string()),
     };
     if let Some(refusal) = refusal(ctx, rules, spec, args) {
         ctx.server.command_stats.record_rejected(spec);
-        return Frame::error(&refusal);
+        return refused(&refusal);
     }
     // The script's user must be allowed what the script calls (Redis checks every call);
     // what the AOF or the primary's stream replays was allowed when it first ran.
@@ -108,6 +133,7 @@ pub fn call(
         let context = crate::node_state::acl::log::Context::Lua;
         if let Err(e) = acl_check::check(ctx.server, ctx.client, spec, args, context) {
             ctx.server.command_stats.record_rejected(spec);
+            stats.error_reply(&ctx.server.stats, &e.to_string());
             return Frame::error(&e.to_string());
         }
     }
@@ -168,6 +194,9 @@ fn refusal(
     }
     if write && ctx.server.replica_of.is_replica() && !ctx.client.primary_link {
         return Some(crate::command_framework::dispatch::READONLY_REPLICA_ERROR.into());
+    }
+    if write && !ctx.client.primary_link && !dispatch::good_replicas_enough(ctx.server) {
+        return Some(crate::replication::ack::NOREPLICAS_ERROR.into());
     }
     // Over maxmemory when the script started: its first write that may grow memory is
     // refused; after a write it cannot stop half-way.

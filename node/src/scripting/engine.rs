@@ -21,6 +21,8 @@ const MAX_COMPILED: usize = crate::node_state::scripts::MAX_CACHED_SCRIPTS;
 
 /// The chunk name of every script, so that errors read `user_script:1: ...` as in Redis.
 pub const SCRIPT_SOURCE: &str = "@user_script";
+/// The chunk name of every function library (`user_function:1: ...`).
+pub const FUNCTION_SOURCE: &str = "@user_function";
 
 const SANDBOX: &str = include_str!("sandbox.lua");
 
@@ -38,6 +40,13 @@ pub struct Engine {
     pub globals: Table,
     /// The read-only view of the globals that scripts run in.
     env: Table,
+    /// The environment of function libraries: the load API while `hidden.loading`, the
+    /// scripts' globals otherwise (see `sandbox.lua`).
+    pub fn_env: Table,
+    /// The function libraries loaded into this state (`scripting::functions`).
+    pub libraries: super::functions::LoadedLibraries,
+    /// The real `pcall`, which FUNCTION LOAD runs a library's code under.
+    pub pcall: Function,
     /// Per-run values the sandbox's `redis.call` reads (`dispatch`).
     pub hidden: Table,
     /// `xpcall` and the error handler that gives errors Redis's shape.
@@ -61,12 +70,13 @@ impl Engine {
         globals.set("bit", bit::library(&lua)?)?;
         globals.set("redis", redis_lib::library(&lua)?)?;
         let hidden = lua.create_table()?;
-        let env: Table = lua
+        let (env, fn_env): (Table, Table) = lua
             .load(SANDBOX)
             .set_name("=sandbox")
             .set_mode(ChunkMode::Text)
             .call(hidden.clone())?;
         let xpcall: Function = globals.get("xpcall")?;
+        let pcall: Function = globals.get("pcall")?;
         let handler = lua.create_function(super::errors::handler)?;
         Ok(Engine {
             lua,
@@ -74,6 +84,9 @@ impl Engine {
             compiled: HashMap::new(),
             globals,
             env,
+            fn_env,
+            libraries: Default::default(),
+            pcall,
             hidden,
             xpcall,
             handler,
@@ -106,6 +119,14 @@ impl Engine {
 
     /// Sets KEYS and ARGV for the next run.
     pub fn set_arguments(&self, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
+        let (keys, argv) = self.argument_tables(keys, argv)?;
+        self.globals.raw_set("KEYS", keys)?;
+        self.globals.raw_set("ARGV", argv)?;
+        Ok(())
+    }
+
+    /// KEYS and ARGV as Lua lists (a function receives them as its two arguments).
+    pub fn argument_tables(&self, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<(Table, Table)> {
         let list = |items: &[&[u8]]| -> mlua::Result<Table> {
             let t = self.lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.iter().enumerate() {
@@ -113,9 +134,7 @@ impl Engine {
             }
             Ok(t)
         };
-        self.globals.raw_set("KEYS", list(keys)?)?;
-        self.globals.raw_set("ARGV", list(argv)?)?;
-        Ok(())
+        Ok((list(keys)?, list(argv)?))
     }
 
     pub fn generation(&self) -> u64 {

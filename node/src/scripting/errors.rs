@@ -6,7 +6,7 @@
 //! and `line` say where in the script it happened. The client then reads
 //! `<err> script: <sha>, on @user_script:<line>.` ([`final_text`]).
 
-use super::engine::SCRIPT_SOURCE;
+use super::engine::{FUNCTION_SOURCE, SCRIPT_SOURCE};
 use mlua::{Lua, Table, Value};
 
 /// Most stack levels searched for the script's own frame.
@@ -46,16 +46,17 @@ pub fn handler(lua: &Lua, raised: Value) -> mlua::Result<Table> {
         let Some(frame) = lua.inspect_stack(level) else {
             break;
         };
-        if frame.source().source.as_deref() == Some(SCRIPT_SOURCE) {
-            t_set_position(&table, frame.curr_line())?;
+        let source = frame.source().source;
+        if let Some(source @ (SCRIPT_SOURCE | FUNCTION_SOURCE)) = source.as_deref() {
+            t_set_position(&table, source, frame.curr_line())?;
             break;
         }
     }
     Ok(table)
 }
 
-fn t_set_position(t: &Table, line: i32) -> mlua::Result<()> {
-    t.raw_set("source", SCRIPT_SOURCE)?;
+fn t_set_position(t: &Table, source: &str, line: i32) -> mlua::Result<()> {
+    t.raw_set("source", source)?;
     t.raw_set("line", line)
 }
 

@@ -1,8 +1,10 @@
-//! Lua scripting with Redis 7.0's semantics: EVAL's engine (the commands are in
-//! `commands::scripting`).
+//! Lua scripting with Redis 7.0's semantics: the engine of EVAL and of Functions (the
+//! commands are in `commands::scripting`, `commands::functions` and `commands::fcall`).
 //!
 //! - `engine`: one Lua 5.1 state per command thread, with Redis's libraries and sandbox.
-//! - `run`: one script run for a client; `call`: `redis.call` into the node's dispatch.
+//! - `run`: one script (or function) run for a client; `call`: `redis.call` into the node's
+//!   dispatch.
+//! - `functions`: FUNCTION LOAD's libraries in a thread's Lua state.
 //! - `convert`: replies to Lua values and back; `errors`: Redis's error shapes.
 //! - `redis_lib`, `cjson`, `cmsgpack`, `bit`, `random`: the libraries scripts see.
 //!
@@ -16,10 +18,11 @@ pub mod cmsgpack;
 pub mod convert;
 pub mod engine;
 pub mod errors;
+pub mod functions;
 pub mod random;
 pub mod redis_lib;
 pub mod run;
 
 pub use call::CallRules;
 pub use redis_lib::sha1_hex;
-pub use run::{compile, run, Script};
+pub use run::{compile, run, run_function, FunctionCall, Script};

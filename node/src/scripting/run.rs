@@ -8,7 +8,7 @@
 //! shards (`RunningScript`); that needs another thread to serve them: with one io-thread the
 //! node serves nobody else until the script ends (see the README).
 
-use super::call::{dispatch_from_lua, CallRules};
+use super::call::{acl_check_from_lua, dispatch_from_lua, CallRules, COUNTED_FIELD};
 use super::convert::{lua_to_frame, write_reply};
 use super::engine::{run_state, set_run_state, Engine, RunState};
 use super::errors::{final_text, message_of};
@@ -40,21 +40,94 @@ pub struct Script<'a> {
 
 /// Runs `script` and writes its reply (or returns its error).
 pub fn run(ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
+    let server = ctx.server;
+    with_engine(server, |engine| {
+        Ok(off_the_event_loop(|| {
+            let sha_text = String::from_utf8_lossy(&script.sha).into_owned();
+            let function = engine.function(&script.sha, &script.body).map_err(|e| {
+                CmdError::Other(format!("ERR Error compiling script (new function): {e}").into())
+            })?;
+            engine
+                .set_arguments(script.keys, script.argv)
+                .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
+            let kill = ctx.server.running_script.start(crate::clock::unix_millis());
+            run_in(engine, ctx, function, &sha_text, script.rules, kill)
+        }))
+    })
+    .map_err(|e| CmdError::Other(e.into()))?
+}
+
+/// One FCALL to run.
+pub struct FunctionCall<'a> {
+    /// The function's name as FCALL gave it (any case).
+    pub name: &'a str,
+    pub keys: &'a [&'a [u8]],
+    pub argv: &'a [&'a [u8]],
+    pub rules: CallRules,
+    /// The whole command, for FUNCTION STATS.
+    pub command: &'a [&'a [u8]],
+}
+
+/// Runs the function `call` names (its library loaded into this thread's Lua state first if
+/// it is new here) and writes its reply (or returns its error).
+pub fn run_function(ctx: &mut Ctx<'_>, call: FunctionCall<'_>) -> CmdResult {
+    let server = ctx.server;
+    let set = server.functions.get();
+    with_engine(server, |engine| {
+        super::functions::sync(engine, &set);
+        let Some((registered, function)) = engine.libraries.function(call.name) else {
+            return Ok(Err(CmdError::new("ERR Function not found")));
+        };
+        Ok(off_the_event_loop(|| {
+            let args = engine
+                .argument_tables(call.keys, call.argv)
+                .and_then(|(keys, argv)| {
+                    engine.hidden.raw_set("keys", keys)?;
+                    engine.hidden.raw_set("argv", argv)?;
+                    engine.hidden.raw_set("fn", function)
+                });
+            if let Err(e) = args {
+                return Err(CmdError::Other(format!("ERR {}", message_of(&e)).into()));
+            }
+            let trampoline: mlua::Function = engine
+                .hidden
+                .raw_get("call_function")
+                .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
+            let kill = ctx.server.running_script.start_function(
+                crate::clock::unix_millis(),
+                &registered,
+                call.command,
+            );
+            let out = run_in(engine, ctx, trampoline, &registered, call.rules, kill);
+            for field in ["keys", "argv", "fn"] {
+                let _ = engine.hidden.raw_set(field, Value::Nil);
+            }
+            out
+        }))
+    })
+    .map_err(|e| CmdError::Other(e.into()))?
+}
+
+/// Runs `f` with this thread's Lua state, started (or restarted after SCRIPT FLUSH) first.
+/// Err: the client's error text.
+pub(super) fn with_engine<T>(
+    server: &crate::node_state::NodeState,
+    f: impl FnOnce(&mut Engine) -> Result<T, String>,
+) -> Result<T, String> {
     ENGINE.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else {
-            return Err(CmdError::new("ERR a script cannot run a script"));
+            return Err("ERR a script cannot run a script".to_string());
         };
-        let generation = ctx.server.scripts.generation();
+        let generation = server.scripts.generation();
         if slot.as_ref().is_none_or(|e| e.generation() != generation) {
             *slot = None;
-            let engine = Engine::new(generation)
-                .map_err(|e| CmdError::Other(format!("ERR cannot start Lua: {e}").into()))?;
-            *slot = Some(engine);
+            *slot =
+                Some(Engine::new(generation).map_err(|e| format!("ERR cannot start Lua: {e}"))?);
         }
         let Some(engine) = slot.as_mut() else {
-            return Err(CmdError::new("ERR cannot start Lua"));
+            return Err("ERR cannot start Lua".to_string());
         };
-        off_the_event_loop(|| run_in(engine, ctx, script))
+        f(engine)
     })
 }
 
@@ -78,18 +151,7 @@ pub fn compile(
     sha: &[u8; 40],
     body: &[u8],
 ) -> Result<(), String> {
-    ENGINE.with(|cell| {
-        let Ok(mut slot) = cell.try_borrow_mut() else {
-            return Err("ERR a script cannot load a script".to_string());
-        };
-        let generation = server.scripts.generation();
-        if slot.as_ref().is_none_or(|e| e.generation() != generation) {
-            *slot =
-                Some(Engine::new(generation).map_err(|e| format!("ERR cannot start Lua: {e}"))?);
-        }
-        let Some(engine) = slot.as_mut() else {
-            return Err("ERR cannot start Lua".to_string());
-        };
+    with_engine(server, |engine| {
         engine
             .function(sha, body)
             .map(|_| ())
@@ -97,16 +159,27 @@ pub fn compile(
     })
 }
 
-fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
-    let sha_text = String::from_utf8_lossy(&script.sha).into_owned();
-    let function = engine.function(&script.sha, &script.body).map_err(|e| {
-        CmdError::Other(format!("ERR Error compiling script (new function): {e}").into())
-    })?;
-    engine
-        .set_arguments(script.keys, script.argv)
-        .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
+/// The script's error reply; `counted` when it is a command's error that INFO errorstats
+/// already counted when the command failed.
+fn script_error(text: String, counted: bool) -> CmdError {
+    if counted {
+        CmdError::Counted(text.into())
+    } else {
+        CmdError::Other(text.into())
+    }
+}
+
+/// Runs `function` (a script's chunk, or a function's trampoline) under the kill hook, with
+/// `redis.call` bound to this client; `label` names it in errors (the SHA1 or the function).
+fn run_in(
+    engine: &mut Engine,
+    ctx: &mut Ctx<'_>,
+    function: mlua::Function,
+    label: &str,
+    rules: CallRules,
+    kill: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> CmdResult {
     set_run_state(&engine.lua, RunState::default());
-    let kill = ctx.server.running_script.start(crate::clock::unix_millis());
     engine.lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_EVERY),
         move |lua, _| {
@@ -122,7 +195,6 @@ fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResu
         },
     );
     let mut stats = LocalStats::default();
-    let rules = script.rules;
     ctx.client.in_script = true;
     let outcome = {
         let ctx_cell = RefCell::new(&mut *ctx);
@@ -139,17 +211,29 @@ fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResu
                 dispatch_from_lua(lua, &mut ctx, rules, &mut stats, args)
             })?;
             engine.hidden.raw_set("dispatch", dispatch)?;
+            let acl_check = scope.create_function(|_, args| {
+                let ctx = ctx_cell
+                    .try_borrow()
+                    .map_err(|_| mlua::Error::runtime("redis.acl_check_cmd is not reentrant"))?;
+                acl_check_from_lua(&ctx, args)
+            })?;
+            engine.hidden.raw_set("acl_check", acl_check)?;
             let mut results: MultiValue = engine
                 .xpcall
                 .call((function.clone(), engine.handler.clone()))?;
             engine.hidden.raw_set("dispatch", Value::Nil)?;
+            engine.hidden.raw_set("acl_check", Value::Nil)?;
             let ok = matches!(results.pop_front(), Some(Value::Boolean(true)));
             let value = results.pop_front().unwrap_or(Value::Nil);
             let resp = run_state(lua).resp;
+            let counted = match &value {
+                Value::Table(t) => t.raw_get::<bool>(COUNTED_FIELD).unwrap_or(false),
+                _ => false,
+            };
             Ok(if ok {
-                Ok(lua_to_frame(&value, resp, 0))
+                Ok((lua_to_frame(&value, resp, 0), counted))
             } else {
-                Err(final_text(&value, &sha_text))
+                Err((final_text(&value, label), counted))
             })
         })
     };
@@ -158,20 +242,21 @@ fn run_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResu
     ctx.server.running_script.finish();
     stats.flush(&ctx.server.stats);
     match outcome {
-        Ok(Ok(frame)) => {
+        Ok(Ok((frame, counted))) => {
             if let proto::resp::Frame::Error(text) = &frame {
                 // A script returning an error table: the reply is that error, as the
-                // command's failure (Redis counts it in errorstats and failed_calls).
-                return Err(CmdError::Other(
-                    String::from_utf8_lossy(text).into_owned().into(),
+                // command's failure (Redis counts it in errorstats and failed_calls, once).
+                return Err(script_error(
+                    String::from_utf8_lossy(text).into_owned(),
+                    counted,
                 ));
             }
             write_reply(&frame, &mut ctx.reply);
             Ok(())
         }
-        Ok(Err(text)) => Err(CmdError::Other(text.into())),
+        Ok(Err((text, counted))) => Err(script_error(text, counted)),
         Err(e) => Err(CmdError::Other(
-            format!("ERR Error running script {sha_text}: {}", message_of(&e)).into(),
+            format!("ERR Error running script {label}: {}", message_of(&e)).into(),
         )),
     }
 }

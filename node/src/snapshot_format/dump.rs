@@ -2,7 +2,7 @@
 //! 2-byte format version, then an 8-byte CRC-64 of everything before it (little-endian).
 //! Payloads are only exchanged between nodes of this kind; they are not Redis RDB.
 
-use super::format::{crc64, put_value, value_from_slice, FormatError, VERSION};
+use super::format::{crc64, put_value, value_from_slice, FormatError, STREAM_VERSION, VERSION};
 use crate::db::Value;
 
 /// Bytes after the value: version (2) and checksum (8).
@@ -23,7 +23,7 @@ pub enum PayloadError {
 /// RESTORE it (MIGRATE during a rolling upgrade).
 fn payload_version(value: &Value) -> u16 {
     match value {
-        Value::Stream(_) => VERSION,
+        Value::Stream(_) => STREAM_VERSION,
         _ => 1,
     }
 }

@@ -8,6 +8,7 @@
 //! "NODESNAP"  u16 version
 //! record*     AUX   0xFA  name:bytes value:bytes     (informational, unknown names skipped)
 //!             ENTRY 0xF0  expires_at:varint (ms since epoch, 0 = none) key:bytes value
+//!             FUNCTION 0xF5 code:bytes                    (a function library, version 3)
 //!             END   0xFF
 //! u64 crc64 of every byte above (CRC-64/XZ, the `crc64fast` crate)
 //! ```
@@ -30,7 +31,10 @@ use std::io::Read;
 /// The first bytes of every snapshot file.
 pub const MAGIC: &[u8; 8] = b"NODESNAP";
 /// The format version written; readers accept 1..=VERSION. Bump it on any layout change.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
+/// The version that brought streams (values have not changed since; version 3 added the
+/// files' FUNCTION record).
+pub const STREAM_VERSION: u16 = 2;
 
 /// Longest string, key or element accepted: the most `proto-max-bulk-len` can be set to,
 /// so anything the node could have stored fits.
@@ -43,6 +47,8 @@ pub const MAX_ELEMENTS: u64 = 1 << 32;
 pub const PREALLOC_MAX: usize = 4096;
 /// Longest AUX name or value: they are short labels, never data.
 pub const MAX_AUX_LEN: u64 = 4096;
+/// Longest function library code accepted (the libraries' own limit).
+pub const MAX_FUNCTION_CODE_LEN: u64 = crate::node_state::functions::MAX_LIBRARY_CODE_BYTES as u64;
 /// Longest LEB128 encoding of a u64.
 pub const MAX_VARINT_LEN: usize = 10;
 
@@ -60,6 +66,7 @@ pub mod tag {
 /// Record opcodes in a file.
 pub mod op {
     pub const ENTRY: u8 = 0xF0;
+    pub const FUNCTION: u8 = 0xF5;
     pub const AUX: u8 = 0xFA;
     pub const END: u8 = 0xFF;
 }
@@ -217,6 +224,12 @@ pub fn put_entry(out: &mut Vec<u8>, key: &[u8], expires_at: u64, value: &Value) 
     put_value(out, value);
 }
 
+/// A function library's code (FUNCTION LOAD's payload): loading runs it again.
+pub fn put_function(out: &mut Vec<u8>, code: &[u8]) {
+    out.push(op::FUNCTION);
+    put_bytes(out, code);
+}
+
 pub fn put_end(out: &mut Vec<u8>) {
     out.push(op::END);
 }
@@ -238,6 +251,9 @@ pub enum Record {
     Aux {
         name: Box<[u8]>,
         value: Box<[u8]>,
+    },
+    Function {
+        code: Box<[u8]>,
     },
     End,
 }
@@ -511,6 +527,9 @@ impl<R: Read> Decoder<R> {
                 name: self.bytes_max("aux name", MAX_AUX_LEN)?,
                 value: self.bytes_max("aux value", MAX_AUX_LEN)?,
             }),
+            op::FUNCTION => Ok(Record::Function {
+                code: self.bytes_max("function code", MAX_FUNCTION_CODE_LEN)?,
+            }),
             op::END => Ok(Record::End),
             other => Err(FormatError::UnknownRecord {
                 op: other,
@@ -678,6 +697,30 @@ pub(crate) mod tests {
         let mut bytes = vec![op::ENTRY, 0];
         put_varint(&mut bytes, 1 << 60);
         let mut d = Decoder::new(&bytes[..], bytes.len() as u64);
+        assert!(matches!(d.record(), Err(FormatError::TooLong { .. })));
+    }
+
+    #[test]
+    fn function_records_round_trip_and_version_2_files_still_load() {
+        let mut out = Vec::new();
+        put_header(&mut out);
+        put_function(&mut out, b"#!lua name=a\n");
+        put_end(&mut out);
+        let mut d = Decoder::new(&out[..], out.len() as u64);
+        assert_eq!(d.header().unwrap(), VERSION);
+        assert!(
+            matches!(d.record(), Ok(Record::Function { code }) if &code[..] == b"#!lua name=a\n")
+        );
+        assert!(matches!(d.record(), Ok(Record::End)));
+        let mut old = MAGIC.to_vec();
+        old.extend_from_slice(&2u16.to_le_bytes());
+        old.push(op::END);
+        let mut d = Decoder::new(&old[..], old.len() as u64);
+        assert_eq!(d.header().unwrap(), 2);
+        assert!(matches!(d.record(), Ok(Record::End)));
+        let mut huge = vec![op::FUNCTION];
+        put_varint(&mut huge, MAX_FUNCTION_CODE_LEN + 1);
+        let mut d = Decoder::new(&huge[..], 1 << 30);
         assert!(matches!(d.record(), Err(FormatError::TooLong { .. })));
     }
 

@@ -4,9 +4,11 @@
 //! - [`format`]: values, entries, file framing;
 //! - [`checksum`]: CRC-64 over streams;
 //! - [`dump`]: DUMP/RESTORE payloads (also MIGRATE's);
+//! - [`function_payload`]: FUNCTION DUMP/RESTORE payloads;
 //! - [`stream_format`]: the stream value's body.
 
 pub mod checksum;
 pub mod dump;
 pub mod format;
+pub mod function_payload;
 pub mod stream_format;

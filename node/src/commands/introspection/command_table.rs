@@ -290,7 +290,14 @@ fn keys_of(full: &[&[u8]]) -> Result<(&'static CommandSpec, Vec<usize>), CmdErro
 
 /// Commands Redis 7.0 flags `no_mandatory_keys`: a line of theirs naming no key is valid, and
 /// COMMAND GETKEYS answers it with an empty list instead of an error.
-const NO_MANDATORY_KEYS: &[&str] = &["eval", "evalsha", "eval_ro", "evalsha_ro"];
+const NO_MANDATORY_KEYS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
 
 fn getkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let full = &args[2..];

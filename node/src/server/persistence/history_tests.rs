@@ -61,6 +61,7 @@ fn stream_meddled(server: &Server, during: impl FnMut()) -> Vec<u8> {
     };
     snapshot::stream(
         &server.keyspace,
+        &[],
         Some(&server.replication),
         &mut out,
         &AtomicBool::new(false),

@@ -140,6 +140,7 @@ pub fn load_from<R: Read>(
     loop {
         match decoder.record()? {
             Record::End => break,
+            Record::Function { code } => stats.functions.push(code),
             Record::Aux { name, value } => {
                 history.note(&name, &value);
                 tracing::debug!(

@@ -58,8 +58,16 @@ fn write_configured(server: &Server) -> Result<SaveStats, SaveError> {
         let config = server.config.read();
         (config.dir.clone(), config.dbfilename.clone())
     };
+    let functions: Vec<_> = server
+        .functions
+        .get()
+        .libraries
+        .values()
+        .map(|l| l.code.clone())
+        .collect();
     snapshot::save_to_file(
         &server.keyspace,
+        &functions,
         Some(&server.replication),
         &dir,
         &name,
@@ -214,7 +222,12 @@ fn load_snapshot_at_start(
         crate::stale_files::remove_stale(dir, "temp-", ".snap");
     }
     let started = Instant::now();
-    let stats = load::load_file(&server.keyspace, &path, unix_millis())?;
+    let mut stats = load::load_file(&server.keyspace, &path, unix_millis())?;
+    if let Some(stats) = stats.as_mut() {
+        let codes = std::mem::take(&mut stats.functions);
+        crate::scripting::functions::replace_from_snapshot(server, codes);
+    }
+    let history = stats.as_ref().and_then(|s| s.history);
     match stats {
         None => tracing::info!(path = %path.display(), "no snapshot file; starting empty"),
         Some(stats) => {
@@ -229,7 +242,7 @@ fn load_snapshot_at_start(
             server.snapshot.set_last_load(stats);
         }
     }
-    Ok(stats.and_then(|s| s.history))
+    Ok(history)
 }
 
 /// The save that shutdown makes: stops a running save, then saves if `mode` asks for it

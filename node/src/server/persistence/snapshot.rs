@@ -20,7 +20,7 @@ use crate::db::Keyspace;
 use crate::node_state::replication::{HistoryMark, Replication};
 use crate::server::unix_millis;
 use crate::snapshot_format::checksum::CrcWriter;
-use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_header};
+use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_function, put_header};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -71,6 +71,7 @@ pub fn put_history_end(buf: &mut Vec<u8>, start: Option<&HistoryMark>, end: Opti
 /// if it is one (see the module comment).
 pub fn stream<W: Write>(
     keyspace: &Keyspace,
+    functions: &[std::sync::Arc<[u8]>],
     history: Option<&Replication>,
     out: &mut W,
     abort: &AtomicBool,
@@ -84,6 +85,9 @@ pub fn stream<W: Write>(
     let start = history.and_then(Replication::mark);
     if let Some(mark) = &start {
         put_history_start(&mut buf, mark);
+    }
+    for code in functions {
+        put_function(&mut buf, code);
     }
     w.write_all(&buf)?;
     buf.clear();
@@ -138,6 +142,7 @@ pub fn temp_path(dir: &Path) -> PathBuf {
 /// the old file or the new one, whole.
 pub fn save_to_file(
     keyspace: &Keyspace,
+    functions: &[std::sync::Arc<[u8]>],
     history: Option<&Replication>,
     dir: &Path,
     dbfilename: &str,
@@ -156,7 +161,7 @@ pub fn save_to_file(
     let result = (|| {
         let file = File::create(&tmp).map_err(io("cannot create", &tmp))?;
         let mut w = BufWriter::with_capacity(FILE_BUFFER_BYTES, file);
-        let stats = stream(keyspace, history, &mut w, abort).map_err(|e| match e {
+        let stats = stream(keyspace, functions, history, &mut w, abort).map_err(|e| match e {
             StreamError::Aborted => SaveError::Aborted,
             StreamError::Io(source) => io("cannot write", &tmp)(source),
         })?;

@@ -204,7 +204,7 @@ proptest! {
             put(&ks, &k, v, if ttl { in_a_day } else { 0 });
         }
         let mut out = Vec::new();
-        let stats = snapshot::stream(&ks, None, &mut out, &AtomicBool::new(false)).unwrap();
+        let stats = snapshot::stream(&ks, &[], None, &mut out, &AtomicBool::new(false)).unwrap();
         prop_assert_eq!(stats.bytes, out.len() as u64);
         let body = out.len() - 8;
         prop_assert_eq!(
@@ -313,6 +313,6 @@ fn failed_saves_leave_no_temp_file_and_are_reported() {
 fn abort_stops_a_stream() {
     let ks = Keyspace::new();
     put(&ks, b"k", Value::Int(1), 0);
-    let e = snapshot::stream(&ks, None, &mut Vec::new(), &AtomicBool::new(true)).unwrap_err();
+    let e = snapshot::stream(&ks, &[], None, &mut Vec::new(), &AtomicBool::new(true)).unwrap_err();
     assert!(matches!(e, snapshot::StreamError::Aborted));
 }

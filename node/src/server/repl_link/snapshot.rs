@@ -12,7 +12,7 @@ use crate::server::persistence::load::{load_from, LoadStats};
 use crate::server::persistence::snapshot::{aux, put_history_end, put_history_start};
 use crate::server::{lru_clock, unix_millis, Server};
 use crate::snapshot_format::format::{
-    crc64, put_aux, put_end, put_entry, put_header, Decoder, FormatError,
+    crc64, put_aux, put_end, put_entry, put_function, put_header, Decoder, FormatError,
 };
 
 /// A snapshot of every live key and the replication offset it corresponds to.
@@ -40,6 +40,10 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
     match &mark {
         Some(m) => put_history_start(&mut bytes, m),
         None => put_aux(&mut bytes, aux::REPL_OFFSET, offset.to_string().as_bytes()),
+    }
+    // Read with every shard held: FUNCTION LOAD and its kin hold them all too.
+    for lib in server.functions.get().libraries.values() {
+        put_function(&mut bytes, &lib.code);
     }
     for (_, shard) in db.shards_mut() {
         for table in shard.tables().iter() {
@@ -91,7 +95,11 @@ pub fn load(server: &Server, bytes: &[u8]) -> Result<LoadStats, LoadSnapshotErro
     }
     server.watches.touch_all();
     let mut decoder = Decoder::new(body, body.len() as u64);
-    Ok(load_from(&server.keyspace, &mut decoder, now)?)
+    let mut stats = load_from(&server.keyspace, &mut decoder, now)?;
+    // The primary's libraries replace this node's, as its keys do.
+    let codes = std::mem::take(&mut stats.functions);
+    crate::scripting::functions::replace_from_snapshot(server, codes);
+    Ok(stats)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::db::keyspace::{SlotTable, SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::db::Keyspace;
 use crate::server::persistence::snapshot::FILE_BUFFER_BYTES;
 use crate::snapshot_format::checksum::CrcWriter;
-use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_header};
+use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_function, put_header};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -94,11 +94,12 @@ pub enum BaseError {
 /// finished, so no slot stays marked, and `path` is removed.
 pub fn write(
     keyspace: &Keyspace,
+    functions: &[std::sync::Arc<[u8]>],
     sink: &BaseSink,
     path: &Path,
     abort: &AtomicBool,
 ) -> Result<BaseStats, BaseError> {
-    let result = write_walking(keyspace, sink, path, abort);
+    let result = write_walking(keyspace, functions, sink, path, abort);
     if result.is_err() {
         abandon(keyspace, sink);
         let _ = std::fs::remove_file(path);
@@ -118,6 +119,7 @@ pub fn abandon(keyspace: &Keyspace, sink: &BaseSink) {
 
 fn write_walking(
     keyspace: &Keyspace,
+    functions: &[std::sync::Arc<[u8]>],
     sink: &BaseSink,
     path: &Path,
     abort: &AtomicBool,
@@ -134,6 +136,9 @@ fn write_walking(
         (sink.now_ms / 1000).to_string().as_bytes(),
     );
     put_aux(&mut head, b"aof-base", b"1");
+    for code in functions {
+        put_function(&mut head, code);
+    }
     w.write_all(&head).map_err(io("write"))?;
     for shard in 0..SHARD_COUNT {
         for table in 0..SLOTS_PER_SHARD {

@@ -173,7 +173,16 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
     }
     let sink = Arc::new(BaseSink::new(unix_millis()));
     let mut switched = false;
+    // The function libraries at the image's instant: FUNCTION LOAD holds every shard.
+    let mut functions = Vec::new();
     server.keyspace.begin_image(sink.clone(), || {
+        functions = server
+            .functions
+            .get()
+            .libraries
+            .values()
+            .map(|l| l.code.clone())
+            .collect();
         switched = at_instant(server, incr_file.take(), mode);
     })?;
     if !switched {
@@ -186,7 +195,13 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
             tracing::warn!("cannot write the AOF yet: {e}; trying again later");
         }
     }
-    let stats = base::write(&server.keyspace, &sink, &plan.base_temp(), &aof.abort)?;
+    let stats = base::write(
+        &server.keyspace,
+        &functions,
+        &sink,
+        &plan.base_temp(),
+        &aof.abort,
+    )?;
     install(server, mode, plan, stats)?;
     Ok(stats)
 }

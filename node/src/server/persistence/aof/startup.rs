@@ -57,6 +57,7 @@ pub fn load(server: &Arc<Server>) -> anyhow::Result<bool> {
             Some(stats) => {
                 base_file_size = stats.bytes;
                 keys = stats.keys;
+                crate::scripting::functions::replace_from_snapshot(server, stats.functions);
             }
         }
     }
