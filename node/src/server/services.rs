@@ -15,8 +15,7 @@ use crate::node_state::services::shutdown::{ShutdownOutcome, ShutdownStartError}
 use crate::node_state::services::write_stream::Fed;
 use crate::node_state::services::{
     ManualFailover, MigrateDialer, NodeServices, Persistence, ReplicationLinks, ShutdownSteps,
-    SlotMigrations,
-    WriteStream,
+    SlotMigrations, WriteStream,
 };
 use crate::node_state::shutdown::ShutdownMode;
 use crate::node_state::snapshot_state::{SaveError, SaveStats};
@@ -78,6 +77,12 @@ impl SlotMigrations for Server {
     }
     fn drives(&self, id: crate::cluster::migration::MigrationId) -> bool {
         self.slot_migrations.runs(id)
+    }
+    fn stats(
+        &self,
+        id: crate::cluster::migration::MigrationId,
+    ) -> Option<crate::cluster::migration::MigrationStats> {
+        self.slot_migrations.stats(id)
     }
 }
 

@@ -22,7 +22,7 @@ use crate::server::Server;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The driver's pace while nothing arrives.
 const IDLE_TICK: Duration = Duration::from_millis(1);
@@ -57,6 +57,9 @@ struct Driver {
     /// Where the next batch's stream continues (offsets run across batches).
     offset_base: u64,
     inputs: VecDeque<Input>,
+    /// When the current write pause began, as the driver carried it out (the machine's
+    /// `paused_since_ms` has ms resolution; the pauses to report are a few ms).
+    paused_at: Option<Instant>,
 }
 
 pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
@@ -76,6 +79,7 @@ pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
         link_failure_reported: false,
         offset_base: 0,
         inputs: VecDeque::new(),
+        paused_at: None,
     };
     driver.run_loop();
 }
@@ -210,6 +214,7 @@ impl Driver {
             }
             Action::CopySlot { slot } => self.copy(slot),
             Action::PauseWrites { slots } => {
+                self.paused_at = Some(Instant::now());
                 let gate = &self.cluster().migration_gate;
                 gate.pause(&slots);
                 // Every write to these slots that locked its shard before the pause has fed
@@ -226,7 +231,13 @@ impl Driver {
                     .unwrap_or(self.offset_base);
                 self.inputs.push_back(Input::WritesPaused { end_offset });
             }
-            Action::ResumeWrites { slots } => self.cluster().migration_gate.resume(&slots),
+            Action::ResumeWrites { slots } => {
+                self.cluster().migration_gate.resume(&slots);
+                if let Some(since) = self.paused_at.take() {
+                    let pause_us = since.elapsed().as_micros() as u64;
+                    self.state.progress.lock().pauses.record(pause_us);
+                }
+            }
             // The target's answer to every command through the end offset is its ack.
             Action::SendEndMark { .. } => {}
             Action::ProposeCommit { batch } => {
@@ -260,7 +271,9 @@ impl Driver {
                         tracing::warn!(migration = %self.plan.id, why, "slot migration ended")
                     }
                 }
-                self.state.progress.lock().outcome = Some(outcome);
+                let mut p = self.state.progress.lock();
+                p.outcome = Some(outcome);
+                p.elapsed = Some(p.started.elapsed());
             }
         }
     }
@@ -348,6 +361,7 @@ impl Driver {
     fn close_link(&mut self) {
         if let Some((link, queue)) = self.link.take() {
             self.offset_base = queue.appended();
+            self.state.progress.lock().bytes_streamed = self.offset_base;
             self.cluster().migration_gate.close_link(self.plan.id);
             link.close();
         }
