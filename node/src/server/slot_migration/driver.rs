@@ -60,6 +60,10 @@ struct Driver {
     /// When the current write pause began, as the driver carried it out (the machine's
     /// `paused_since_ms` has ms resolution; the pauses to report are a few ms).
     paused_at: Option<Instant>,
+    /// The link's (appended, answered) offsets last handed to the machine: only a change is
+    /// an input, so that the loop sleeps its idle tick while the target catches up instead
+    /// of spinning (on a small machine the spin takes the core the target applies on).
+    link_seen: (u64, u64),
 }
 
 pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
@@ -80,6 +84,7 @@ pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
         offset_base: 0,
         inputs: VecDeque::new(),
         paused_at: None,
+        link_seen: (0, 0),
     };
     driver.run_loop();
 }
@@ -124,14 +129,18 @@ impl Driver {
                 self.link_failure_reported = true;
                 self.inputs.push_back(Input::LinkFailed { why });
             }
-            self.inputs.push_back(Input::Streamed {
-                offset: queue.appended(),
-            });
-            self.inputs.push_back(Input::TargetApplied {
-                offset: link.answered(),
-            });
-            let mut p = self.state.progress.lock();
-            p.bytes_streamed = queue.appended();
+            let (appended, answered) = (queue.appended(), link.answered());
+            // The machine ignores offsets it has seen (no progress, no new silence), so
+            // handing it only changes is the same to it.
+            if appended != self.link_seen.0 {
+                self.inputs.push_back(Input::Streamed { offset: appended });
+                self.state.progress.lock().bytes_streamed = appended;
+            }
+            if answered != self.link_seen.1 {
+                self.inputs
+                    .push_back(Input::TargetApplied { offset: answered });
+            }
+            self.link_seen = (appended, answered);
         }
         if self.state.cancel.swap(false, Relaxed) {
             self.inputs.push_back(Input::Cancel);
@@ -174,6 +183,9 @@ impl Driver {
     }
 
     fn execute(&mut self, action: Action) {
+        if !matches!(action, Action::CopySlot { .. }) {
+            tracing::trace!(migration = %self.plan.id, ?action, "slot migration step");
+        }
         match action {
             Action::ProposeOpen => {
                 let command = TopologyCommand::MigrationOpen(MigrationOpen {

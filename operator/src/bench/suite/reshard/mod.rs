@@ -23,6 +23,9 @@ use super::failover::ServerKind;
 use super::machine;
 use super::server_process::make_dir;
 
+/// How long after the move the target may take to show it owns every moved slot.
+const SETTLE_MAX: Duration = Duration::from_secs(10);
+
 /// `operator bench reshard` flags.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct ReshardArgs {
@@ -201,13 +204,22 @@ fn drive(args: &ReshardArgs, cluster: &cluster::Cluster) -> anyhow::Result<Run> 
         "bench reshard: {label}: {} slots moved in {:.2} s",
         source.slots, moved.seconds
     );
-    let after = cluster.slot_map(target.port())?;
-    let at_target = source
-        .slot_ranges
-        .iter()
-        .flat_map(|&(a, b)| a..=b)
-        .filter(|&s| after[usize::from(s)] == target.port())
-        .count();
+    // The source reports success once it applied the last commit; the target applies it a
+    // moment later.
+    let settled = Instant::now() + SETTLE_MAX;
+    let (after, at_target) = loop {
+        let after = cluster.slot_map(target.port())?;
+        let at_target = source
+            .slot_ranges
+            .iter()
+            .flat_map(|&(a, b)| a..=b)
+            .filter(|&s| after[usize::from(s)] == target.port())
+            .count();
+        if at_target == source.slots || Instant::now() > settled {
+            break (after, at_target);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let keys_moved = (0..args.keys)
         .filter(|&i| source.owns(proto::slot::key_slot(keys::key(i).as_bytes())))
         .count() as u64;

@@ -15,6 +15,9 @@ use crate::cluster::nodes::NodeRow;
 
 const POLL: Duration = Duration::from_millis(10);
 const REQUEST_ID: &str = "bench-reshard";
+/// How long the source's figures may take to settle after `success`, polled this often.
+const SETTLE_MAX: Duration = Duration::from_secs(5);
+const SETTLE_POLL: Duration = Duration::from_millis(30);
 
 /// A timed move.
 #[derive(Clone, Debug)]
@@ -60,10 +63,11 @@ pub fn migrate_slots(from: &NodeRow, to: &NodeRow, timeout: Duration) -> anyhow:
                     shell_line(&argv[..at]),
                     shell_line(&argv[at + 1..])
                 );
+                let fields = settled_fields(&mut c, fields.unwrap_or_default())?;
                 return Ok(Moved {
                     seconds,
                     command,
-                    fields: fields.unwrap_or_default(),
+                    fields,
                 });
             }
             Some("running") | None => {}
@@ -77,6 +81,29 @@ pub fn migrate_slots(from: &NodeRow, to: &NodeRow, timeout: Duration) -> anyhow:
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// The fields once the source's driver has finished: the log says `success` as soon as the
+/// last commit is applied, a moment before the driver records the last batch's resume (its
+/// write pause) and stops its clock; `elapsed_ms` standing still across a poll says it has.
+fn settled_fields(
+    c: &mut SyncClient,
+    mut fields: BTreeMap<String, String>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let deadline = Instant::now() + SETTLE_MAX;
+    while Instant::now() < deadline {
+        std::thread::sleep(SETTLE_POLL);
+        let reply = c.request(&["CLUSTER", "GETSLOTMIGRATIONS"])?;
+        let Some(now) = migration_fields(&reply, REQUEST_ID) else {
+            break;
+        };
+        let same = now.get("elapsed_ms") == fields.get("elapsed_ms");
+        fields = now;
+        if same {
+            break;
+        }
+    }
+    Ok(fields)
 }
 
 /// The fields of the migration named `request_id` in a GETSLOTMIGRATIONS reply (maps in
