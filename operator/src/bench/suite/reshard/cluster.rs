@@ -47,6 +47,9 @@ impl Cluster {
     }
 }
 
+/// A server's argv, and the values its report line shows by name (value, name).
+type ServerLine = (Vec<String>, Vec<(String, String)>);
+
 /// The command line of one member.
 fn argv(
     kind: ServerKind,
@@ -54,7 +57,7 @@ fn argv(
     port: u16,
     dir: &Path,
     taken: &mut Vec<u16>,
-) -> anyhow::Result<(Vec<String>, Vec<(String, String)>)> {
+) -> anyhow::Result<ServerLine> {
     let mut names = vec![
         (port.to_string(), "$PORT".to_string()),
         (dir.display().to_string(), "$DIR".to_string()),

@@ -76,13 +76,13 @@ fn run(keys: Vec<String>, mut map: Vec<u16>, stop: &AtomicBool) -> Written {
     let mut round = 0u64;
     while !stop.load(Relaxed) {
         round += 1;
-        for i in 0..keys.len() {
+        for (i, key) in keys.iter().enumerate() {
             if stop.load(Relaxed) {
                 break;
             }
             let started = Instant::now();
             out.writes += 1;
-            match write(&keys[i], round, &mut map, &mut conns, &mut out.redirects) {
+            match write(key, round, &mut map, &mut conns, &mut out.redirects) {
                 Ok(()) => {
                     out.acked[i].1 = round;
                     let us = started.elapsed().as_micros() as u64;
