@@ -205,3 +205,34 @@ fn vs_redis_suite_compares_with_redis_server() {
     let memory = table(&report, "## Memory");
     assert_eq!(memory[0][1..3], ["2000", "2000"], "DBSIZE: {memory:?}");
 }
+
+#[test]
+fn reshard_suite_moves_slots_on_both_and_reads_every_key_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_suite(dir.path(), "reshard", &["--keys", "3000", "--writers", "1"]);
+    assert!(report.contains("<!-- BEGIN reshard -->") && report.contains("<!-- END reshard -->"));
+    let rows = table(&report, "### Results");
+    assert_eq!(rows.len(), 2, "{report}");
+    for (row, server) in rows.iter().zip(["redis-server", "node"]) {
+        assert_eq!(row[0], server, "{report}");
+        // Every slot of the source moved, in a real time, and every key read back right.
+        assert_eq!(row[2], "5461 of 5461", "{report}");
+        assert!(figure(&row[3]) > 0.0, "{row:?}");
+        assert_eq!(
+            (row[9].as_str(), row[10].as_str()),
+            ("3,000", "0"),
+            "{report}"
+        );
+    }
+    // Our source measured its write pauses: at least one per batch (22 batches of 256).
+    assert!(figure(&rows[1][5]) >= 22.0, "{report}");
+    assert!(figure(&rows[1][7]) > 0.0, "{report}");
+    assert!(report.contains("Move time node/redis"), "{report}");
+    // The writers' acknowledged writes all read back, on both.
+    let writers = table(&report, "### Writers during the move");
+    assert_eq!(writers.len(), 2, "{report}");
+    for row in &writers {
+        assert!(figure(&row[2]) > 0.0, "{row:?}");
+        assert_eq!(row[9], "0", "lost writes: {report}");
+    }
+}

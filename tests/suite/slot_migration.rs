@@ -247,6 +247,31 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
     assert_eq!(field(&m, "state"), "success", "{m:?}");
     std::thread::sleep(Duration::from_millis(300));
     let (acked, errors, redirects) = writer.finish();
+    // The source measured the move: every key copied, bytes on the link, at least one
+    // write pause per batch (4 batches of at most 256 slots), percentiles in order.
+    let number = |name: &str| -> f64 {
+        field(&m, name)
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} in {m:?}"))
+    };
+    assert!(number("keys_moved") >= 2001.0, "{m:?}");
+    assert!(number("bytes_moved") > 2001.0 * 100.0, "{m:?}");
+    assert!(number("elapsed_ms") > 0.0, "{m:?}");
+    assert!(number("write_pauses") >= 4.0, "{m:?}");
+    let (p50, p99, max) = (
+        number("write_pause_p50_ms"),
+        number("write_pause_p99_ms"),
+        number("write_pause_max_ms"),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{m:?}");
+    // Only the source measures.
+    let seen_by_target = migration(target, "move-1").expect("the target lists it");
+    assert_eq!(
+        field(&seen_by_target, "keys_moved"),
+        "0",
+        "{seen_by_target:?}"
+    );
+    assert_eq!(field(&seen_by_target, "write_pauses"), "0");
     assert!(errors.is_empty(), "the writer was answered {errors:?}");
     assert!(redirects > 0, "the writer never followed a MOVED");
 

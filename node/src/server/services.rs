@@ -78,6 +78,12 @@ impl SlotMigrations for Server {
     fn drives(&self, id: crate::cluster::migration::MigrationId) -> bool {
         self.slot_migrations.runs(id)
     }
+    fn stats(
+        &self,
+        id: crate::cluster::migration::MigrationId,
+    ) -> Option<crate::cluster::migration::MigrationStats> {
+        self.slot_migrations.stats(id)
+    }
 }
 
 impl MigrateDialer for Server {

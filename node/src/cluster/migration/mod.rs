@@ -5,7 +5,8 @@
 //!   abort): the single point of truth for who owns a moving slot;
 //! - [`source`]: the source node's state machine for one migration (copy, catch up, bounded
 //!   pause, commit), fed `(now_ms, input)` and answering actions for its driver;
-//! - [`settings`]: its limits.
+//! - [`settings`]: its limits;
+//! - [`stats`]: what the source measured of a migration (write pauses, keys, bytes, time).
 //!
 //! Not wired to the node yet: the topology records, the driver (slot copy, link, write
 //! pause) and the admin API's MigrateSlots come next. `sim_tests` runs the source machine
@@ -18,6 +19,7 @@ pub mod planner;
 pub mod ranges;
 pub mod settings;
 pub mod source;
+pub mod stats;
 
 #[cfg(test)]
 mod ledger_tests;
@@ -29,3 +31,4 @@ pub use ledger::{MigrationId, MigrationLedger, MigrationRecord, MigrationState};
 pub use ranges::SlotRanges;
 pub use settings::MigrationSettings;
 pub use source::SourceMigration;
+pub use stats::{MigrationStats, PauseLog};

@@ -3,7 +3,9 @@
 //! - `CLUSTER MIGRATESLOTS SLOTSRANGE start end [start end ...] NODE id [SLOTSRANGE ... NODE
 //!   ...] [REQUESTID id]` starts one migration per NODE group from this node (the source);
 //!   REQUESTID (ours) makes a retry name the same migration;
-//! - `CLUSTER GETSLOTMIGRATIONS` lists the migrations the log remembers;
+//! - `CLUSTER GETSLOTMIGRATIONS` lists the migrations the log remembers, with what their
+//!   source measured (keys and bytes moved, elapsed time, write pauses: count, p50, p99,
+//!   max; zeros on the other nodes);
 //! - `CLUSTER CANCELSLOTMIGRATIONS` cancels the ones this node drives;
 //! - `CLUSTER SYNCSLOTS ESTABLISH id batch` (internal): the source's link to the target
 //!   becomes the batch's import link (`:1`), or is told the target has not applied the
@@ -131,7 +133,13 @@ pub fn getslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         } else {
             "OTHER"
         };
-        let fields: [(&str, String); 9] = [
+        // Only the source measures; elsewhere the figures are zeros.
+        let stats = ctx
+            .services
+            .slot_migrations()
+            .stats(r.id)
+            .unwrap_or_default();
+        let fields: [(&str, String); 16] = [
             ("name", r.id.to_string()),
             ("request_id", r.request_id.clone()),
             ("operation", operation.into()),
@@ -150,6 +158,13 @@ pub fn getslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
                     r.batches_total
                 ),
             ),
+            ("keys_moved", stats.keys_moved.to_string()),
+            ("bytes_moved", stats.bytes_moved.to_string()),
+            ("elapsed_ms", stats.elapsed_ms.to_string()),
+            ("write_pauses", stats.pauses.to_string()),
+            ("write_pause_p50_ms", format!("{:.3}", stats.pause_p50_ms)),
+            ("write_pause_p99_ms", format!("{:.3}", stats.pause_p99_ms)),
+            ("write_pause_max_ms", format!("{:.3}", stats.pause_max_ms)),
         ];
         ctx.reply.map(fields.len());
         for (name, value) in fields {

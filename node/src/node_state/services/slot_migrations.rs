@@ -2,7 +2,7 @@
 //! the driver threads live in `server::slot_migration`.
 
 use crate::cluster::id::NodeId;
-use crate::cluster::migration::{MigrationId, SlotRanges};
+use crate::cluster::migration::{MigrationId, MigrationStats, SlotRanges};
 
 pub trait SlotMigrations {
     /// Starts moving `ranges` (this node's) to `target`; the error is the reply's text.
@@ -16,4 +16,6 @@ pub trait SlotMigrations {
     fn cancel_migrations(&self) -> usize;
     /// Whether this node drives `id` now.
     fn drives(&self, id: MigrationId) -> bool;
+    /// What this node measured of `id` as its source (running, or among the last finished).
+    fn stats(&self, id: MigrationId) -> Option<MigrationStats>;
 }

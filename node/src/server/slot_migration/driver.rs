@@ -22,7 +22,7 @@ use crate::server::Server;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The driver's pace while nothing arrives.
 const IDLE_TICK: Duration = Duration::from_millis(1);
@@ -57,6 +57,13 @@ struct Driver {
     /// Where the next batch's stream continues (offsets run across batches).
     offset_base: u64,
     inputs: VecDeque<Input>,
+    /// When the current write pause began, as the driver carried it out (the machine's
+    /// `paused_since_ms` has ms resolution; the pauses to report are a few ms).
+    paused_at: Option<Instant>,
+    /// The link's (appended, answered) offsets last handed to the machine: only a change is
+    /// an input, so that the loop sleeps its idle tick while the target catches up instead
+    /// of spinning (on a small machine the spin takes the core the target applies on).
+    link_seen: (u64, u64),
 }
 
 pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
@@ -76,6 +83,8 @@ pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
         link_failure_reported: false,
         offset_base: 0,
         inputs: VecDeque::new(),
+        paused_at: None,
+        link_seen: (0, 0),
     };
     driver.run_loop();
 }
@@ -120,14 +129,18 @@ impl Driver {
                 self.link_failure_reported = true;
                 self.inputs.push_back(Input::LinkFailed { why });
             }
-            self.inputs.push_back(Input::Streamed {
-                offset: queue.appended(),
-            });
-            self.inputs.push_back(Input::TargetApplied {
-                offset: link.answered(),
-            });
-            let mut p = self.state.progress.lock();
-            p.bytes_streamed = queue.appended();
+            let (appended, answered) = (queue.appended(), link.answered());
+            // The machine ignores offsets it has seen (no progress, no new silence), so
+            // handing it only changes is the same to it.
+            if appended != self.link_seen.0 {
+                self.inputs.push_back(Input::Streamed { offset: appended });
+                self.state.progress.lock().bytes_streamed = appended;
+            }
+            if answered != self.link_seen.1 {
+                self.inputs
+                    .push_back(Input::TargetApplied { offset: answered });
+            }
+            self.link_seen = (appended, answered);
         }
         if self.state.cancel.swap(false, Relaxed) {
             self.inputs.push_back(Input::Cancel);
@@ -170,6 +183,9 @@ impl Driver {
     }
 
     fn execute(&mut self, action: Action) {
+        if !matches!(action, Action::CopySlot { .. }) {
+            tracing::trace!(migration = %self.plan.id, ?action, "slot migration step");
+        }
         match action {
             Action::ProposeOpen => {
                 let command = TopologyCommand::MigrationOpen(MigrationOpen {
@@ -210,6 +226,7 @@ impl Driver {
             }
             Action::CopySlot { slot } => self.copy(slot),
             Action::PauseWrites { slots } => {
+                self.paused_at = Some(Instant::now());
                 let gate = &self.cluster().migration_gate;
                 gate.pause(&slots);
                 // Every write to these slots that locked its shard before the pause has fed
@@ -226,7 +243,13 @@ impl Driver {
                     .unwrap_or(self.offset_base);
                 self.inputs.push_back(Input::WritesPaused { end_offset });
             }
-            Action::ResumeWrites { slots } => self.cluster().migration_gate.resume(&slots),
+            Action::ResumeWrites { slots } => {
+                self.cluster().migration_gate.resume(&slots);
+                if let Some(since) = self.paused_at.take() {
+                    let pause_us = since.elapsed().as_micros() as u64;
+                    self.state.progress.lock().pauses.record(pause_us);
+                }
+            }
             // The target's answer to every command through the end offset is its ack.
             Action::SendEndMark { .. } => {}
             Action::ProposeCommit { batch } => {
@@ -260,7 +283,9 @@ impl Driver {
                         tracing::warn!(migration = %self.plan.id, why, "slot migration ended")
                     }
                 }
-                self.state.progress.lock().outcome = Some(outcome);
+                let mut p = self.state.progress.lock();
+                p.outcome = Some(outcome);
+                p.elapsed = Some(p.started.elapsed());
             }
         }
     }
@@ -348,6 +373,7 @@ impl Driver {
     fn close_link(&mut self) {
         if let Some((link, queue)) = self.link.take() {
             self.offset_base = queue.appended();
+            self.state.progress.lock().bytes_streamed = self.offset_base;
             self.cluster().migration_gate.close_link(self.plan.id);
             link.close();
         }

@@ -22,7 +22,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the target may take to apply the batch's `MigrationBegin` (it learns the log
 /// a moment after the source).
 const ESTABLISH_WAIT: Duration = Duration::from_secs(10);
-const ESTABLISH_RETRY: Duration = Duration::from_millis(5);
+const ESTABLISH_RETRY: Duration = Duration::from_millis(1);
 /// Most reply bytes held undecoded (replies to migration writes are small).
 const REPLY_BUFFER_MAX: usize = 64 << 20;
 
@@ -61,8 +61,11 @@ impl Link {
             .map_err(|e| format!("connecting to the target {host}:{port}: {e}"))?;
         let id_text = id.to_string();
         let batch_text = batch.to_string();
-        let deadline = Instant::now() + ESTABLISH_WAIT;
+        let connected = Instant::now();
+        let deadline = connected + ESTABLISH_WAIT;
+        let mut attempts = 0u32;
         loop {
+            attempts += 1;
             let reply = control.call(&[
                 b"CLUSTER",
                 b"SYNCSLOTS",
@@ -89,6 +92,13 @@ impl Link {
                 Err(e) => return Err(format!("link to the target: {e}")),
             }
         }
+        tracing::trace!(
+            migration = %id,
+            batch,
+            attempts,
+            waited_us = connected.elapsed().as_micros() as u64,
+            "import link established"
+        );
         let stream = control.into_stream();
         let shared = Arc::new(LinkShared::default());
         shared.answered.store(queue.answered(0), Relaxed);

@@ -1,4 +1,4 @@
-//! `operator bench vs-redis|fabric|replication|failover`: the benchmark suites whose reports
+//! `operator bench vs-redis|fabric|replication|failover|reshard`: the benchmark suites whose reports
 //! make BENCHMARKS.md. Each starts its own servers (redis-server, node) in a work dir, drives
 //! them with this crate's client (and redis-benchmark where the comparison is redis-benchmark's
 //! figures), bounds every wait, and replaces its own section of the report (vs-redis rewrites
@@ -8,6 +8,8 @@
 //! - [`fabric`]: one node driven over TCP and over fabric providers by `operator bench`.
 //! - [`replication`]: replication stream throughput and replica lag, beside redis-server.
 //! - [`failover`]: kill -9 of primaries under writes: failover time and lost writes.
+//! - [`reshard`]: one primary's slots moved to another, ours beside `redis-cli --cluster
+//!   reshard`: move time, write pauses, read-back.
 //!
 //! Shared parts: [`server_process`] (start, wait, stop servers), [`sync_client`] (the client
 //! from plain threads), [`report_file`] (BENCHMARKS.md sections), [`stats`], [`machine`].
@@ -17,6 +19,7 @@ pub mod failover;
 pub mod machine;
 pub mod replication;
 pub mod report_file;
+pub mod reshard;
 pub mod server_process;
 pub mod stats;
 pub mod sync_client;
@@ -35,6 +38,8 @@ pub enum Suite {
     Replication(replication::ReplicationArgs),
     /// kill -9 of primaries under writes: failover time, lost acknowledged writes.
     Failover(failover::FailoverArgs),
+    /// One primary's slots moved to another: ours (MIGRATESLOTS) beside redis-cli reshard.
+    Reshard(reshard::ReshardArgs),
 }
 
 pub fn run(suite: Suite) -> std::process::ExitCode {
@@ -43,6 +48,7 @@ pub fn run(suite: Suite) -> std::process::ExitCode {
         Suite::Fabric(args) => fabric::run(args),
         Suite::Replication(args) => replication::run(args),
         Suite::Failover(args) => failover::run(args),
+        Suite::Reshard(args) => reshard::run(args),
     }
 }
 

@@ -8,11 +8,12 @@ use anyhow::Context;
 
 /// Sections written by the suites other than vs-redis, in the order they appear
 /// ("redis-suite" is `scripts/redis-suite.sh`'s table, pasted by hand).
-pub const OWNED: [&str; 5] = [
+pub const OWNED: [&str; 6] = [
     "keyspace",
     "fabric",
     "replication",
     "failover",
+    "reshard",
     "redis-suite",
 ];
 
