@@ -5,7 +5,8 @@
 //!   abort): the single point of truth for who owns a moving slot;
 //! - [`source`]: the source node's state machine for one migration (copy, catch up, bounded
 //!   pause, commit), fed `(now_ms, input)` and answering actions for its driver;
-//! - [`settings`]: its limits.
+//! - [`settings`]: its limits;
+//! - [`visibility`]: which slots a target keeps out of sight while it holds their copy.
 //!
 //! Not wired to the node yet: the topology records, the driver (slot copy, link, write
 //! pause) and the admin API's MigrateSlots come next. `sim_tests` runs the source machine
@@ -17,6 +18,7 @@ mod ledger_codec;
 pub mod ranges;
 pub mod settings;
 pub mod source;
+pub mod visibility;
 
 #[cfg(test)]
 mod ledger_tests;
