@@ -7,6 +7,9 @@ mod expire;
 mod object;
 mod scan;
 
+#[cfg(test)]
+mod hidden_tests;
+
 use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};

@@ -213,3 +213,69 @@ fn soonest(shard: &Shard, keys: Vec<Key>) -> Option<Key> {
             .unwrap_or(u64::MAX)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::keyspace::{shard_of_slot, Keyspace};
+    use crate::db::{Locked, Value};
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// The first `n` keys `k:<i>` that land in `shard`.
+    fn keys_in_shard(shard: usize, n: usize) -> Vec<String> {
+        (0..)
+            .map(|i| format!("k:{i}"))
+            .filter(|k| shard_of_slot(proto::slot::key_slot(k.as_bytes())) == shard)
+            .take(n)
+            .collect()
+    }
+
+    #[test]
+    fn no_policy_evicts_a_key_of_a_hidden_slot() {
+        // Goal: the keys of a slot being imported are never a victim, whatever the policy.
+        // Method: one shard, every key with a TTL; hide the slots of half of them, draw
+        // many victims under every evicting policy; then hide all and expect none.
+        let keyspace = Keyspace::new();
+        let keys = keys_in_shard(5, 40);
+        let mut db = Locked::lock_all(&keyspace, 1, 0);
+        for k in &keys {
+            db.set(k.as_bytes(), Value::Int(1));
+            assert!(db.set_expiry(k.as_bytes(), 1_000_000));
+        }
+        drop(db);
+        let slots: Vec<u16> = keys
+            .iter()
+            .map(|k| proto::slot::key_slot(k.as_bytes()))
+            .collect();
+        let hidden_half: Vec<u16> = slots.iter().copied().step_by(2).collect();
+        keyspace.hidden().replace(hidden_half.iter().copied());
+        let mut rng = StdRng::seed_from_u64(17);
+        let policies = EvictionPolicy::NAMES
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|p| *p != EvictionPolicy::NoEviction);
+        let shard = keyspace.lock_shard(5);
+        for policy in policies.clone() {
+            for _ in 0..200 {
+                let ages = Ages {
+                    lru_clock: 0,
+                    lfu: LfuParams::default(),
+                };
+                let victim = choose_victim(&shard, keyspace.hidden(), policy, 5, ages, &mut rng)
+                    .unwrap_or_else(|| panic!("{policy:?} found no victim"));
+                let slot = proto::slot::key_slot(&victim);
+                assert!(!keyspace.hidden().contains(slot), "{policy:?} chose {victim:?}");
+            }
+        }
+        keyspace.hidden().replace(slots.iter().copied());
+        for policy in policies {
+            let ages = Ages {
+                lru_clock: 0,
+                lfu: LfuParams::default(),
+            };
+            let victim = choose_victim(&shard, keyspace.hidden(), policy, 5, ages, &mut rng);
+            assert_eq!(victim, None, "{policy:?}");
+        }
+    }
+}

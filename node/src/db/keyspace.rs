@@ -356,4 +356,34 @@ mod tests {
         expected.sort();
         assert_eq!(keys, expected);
     }
+
+    #[test]
+    fn visible_counts_and_tables_leave_hidden_slots_out() {
+        let keyspace = Keyspace::new();
+        let (a, b) = (b"{a}x".as_slice(), b"{b}x".as_slice());
+        let (slot_a, slot_b) = (proto::slot::key_slot(a), proto::slot::key_slot(b));
+        let mut db = Locked::lock_all(&keyspace, 1, 0);
+        for i in 0..5 {
+            db.set(format!("{{a}}{i}").as_bytes(), Value::Int(i));
+            db.set(format!("{{b}}{i}").as_bytes(), Value::Int(i));
+        }
+        db.set(a, Value::Int(9));
+        db.set(b, Value::Int(9));
+        assert!(db.set_expiry(a, 10_000) && db.set_expiry(b, 10_000));
+        drop(db);
+        assert_eq!(keyspace.visible_counts(), (12, 2));
+        keyspace.hidden().replace([slot_b]);
+        assert_eq!(keyspace.visible_counts(), (6, 1));
+        // Stored all the same: what memory and "holds keys" checks count.
+        assert_eq!((keyspace.key_count(), keyspace.volatile_count()), (12, 2));
+        let shard = keyspace.lock_shard(shard_of_slot(slot_b));
+        assert_eq!(shard.visible_keys(keyspace.hidden()), shard.keys - 6);
+        assert!(shard.table_hidden(table_of_slot(slot_b), keyspace.hidden()));
+        assert!(shard
+            .visible_tables(keyspace.hidden())
+            .all(|(i, _)| Shard::slot_at(shard_of_slot(slot_b), i) != slot_b));
+        drop(shard);
+        keyspace.hidden().replace([slot_a, slot_b]);
+        assert_eq!(keyspace.visible_counts(), (0, 0));
+    }
 }
