@@ -211,12 +211,6 @@ impl SourceMigration {
         self.paused_since_ms
     }
 
-    /// Whether every slot of the current batch is copied and the source waits for the
-    /// target to catch up before it pauses writes.
-    pub fn catching_up(&self) -> bool {
-        matches!(self.phase, Phase::CatchingUp { .. })
-    }
-
     /// While `on`, the batch stays in its catch-up (copied, writes streaming, the target's
     /// silence still watched) and never pauses: tests hold a migration there to look at
     /// the target's copy before the commit (`cluster-migration-debug-hold`).

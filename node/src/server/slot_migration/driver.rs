@@ -99,11 +99,9 @@ impl Driver {
                 std::thread::sleep(IDLE_TICK);
                 self.inputs.push_back(Input::Tick);
             }
-            if self.machine.catching_up() {
-                // `cluster-migration-debug-hold` (tests only): no write pause while set.
-                let hold = self.server.config.read().cluster.migration_debug_hold;
-                self.machine.hold_pause(hold);
-            }
+            // `cluster-migration-debug-hold` (tests only): no write pause while set.
+            let hold = self.server.config.read().cluster.migration_debug_hold;
+            self.machine.hold_pause(hold);
             while let Some(input) = self.inputs.pop_front() {
                 actions.extend(self.machine.step(unix_millis(), input));
             }
