@@ -469,7 +469,11 @@ fn held_in(n: &Node, slots: std::ops::RangeInclusive<u16>) -> usize {
 /// The target's walks show exactly `expected` (its own keys, or with the moved ones).
 fn assert_target_shows(target: &Node, expected: &std::collections::BTreeSet<String>, when: &str) {
     assert_eq!(dbsize(target), expected.len(), "DBSIZE {when}");
-    assert_eq!(keyspace_keys(target), expected.len(), "INFO keyspace {when}");
+    assert_eq!(
+        keyspace_keys(target),
+        expected.len(),
+        "INFO keyspace {when}"
+    );
     assert_eq!(&all_keys(target), expected, "KEYS {when}");
     assert_eq!(&scanned_keys(target), expected, "SCAN {when}");
     let mut con = target.client();
@@ -543,7 +547,8 @@ fn the_targets_copy_is_invisible_until_the_commit() {
     assert_target_shows(target, &own, "while the copy is held");
     let r: redis::RedisResult<Option<String>> = redis::cmd("GET").arg(&moving[0]).query(&mut dst);
     assert!(
-        r.as_ref().is_err_and(|e| e.kind() == redis::ErrorKind::Moved),
+        r.as_ref()
+            .is_err_and(|e| e.kind() == redis::ErrorKind::Moved),
         "GET of a copied key on the target: {r:?}"
     );
     assert_eq!(source.cli(&["CLUSTER", "CANCELSLOTMIGRATIONS"]), "1");

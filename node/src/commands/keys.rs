@@ -8,7 +8,7 @@ mod object;
 mod scan;
 
 #[cfg(test)]
-mod hidden_tests;
+mod tests;
 
 use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};

@@ -265,7 +265,10 @@ mod tests {
                 let victim = choose_victim(&shard, keyspace.hidden(), policy, 5, ages, &mut rng)
                     .unwrap_or_else(|| panic!("{policy:?} found no victim"));
                 let slot = proto::slot::key_slot(&victim);
-                assert!(!keyspace.hidden().contains(slot), "{policy:?} chose {victim:?}");
+                assert!(
+                    !keyspace.hidden().contains(slot),
+                    "{policy:?} chose {victim:?}"
+                );
             }
         }
         keyspace.hidden().replace(slots.iter().copied());

@@ -73,7 +73,9 @@ impl HiddenSlots {
         if !self.any() {
             return Vec::new();
         }
-        (0..SLOT_COUNT as u16).filter(|&s| self.contains(s)).collect()
+        (0..SLOT_COUNT as u16)
+            .filter(|&s| self.contains(s))
+            .collect()
     }
 }
 

@@ -15,8 +15,7 @@ use crate::node_state::services::shutdown::{ShutdownOutcome, ShutdownStartError}
 use crate::node_state::services::write_stream::Fed;
 use crate::node_state::services::{
     ManualFailover, MigrateDialer, NodeServices, Persistence, ReplicationLinks, ShutdownSteps,
-    SlotMigrations,
-    WriteStream,
+    SlotMigrations, WriteStream,
 };
 use crate::node_state::shutdown::ShutdownMode;
 use crate::node_state::snapshot_state::{SaveError, SaveStats};

@@ -24,6 +24,8 @@ pub mod visibility;
 mod ledger_tests;
 #[cfg(test)]
 mod sim_tests;
+#[cfg(test)]
+mod source_hold_tests;
 
 pub use gate::{LinkQueue, MigrationGate};
 pub use ledger::{MigrationId, MigrationLedger, MigrationRecord, MigrationState};

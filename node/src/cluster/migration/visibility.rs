@@ -28,7 +28,12 @@ pub fn hidden_slots(
             MigrationState::Failed(_) | MigrationState::Cancelled(_) => r.aborted_slots.as_ref(),
             MigrationState::Succeeded => None,
         };
-        out.extend(copied.into_iter().flat_map(|s| s.slots()).filter(|&s| !owned(s)));
+        out.extend(
+            copied
+                .into_iter()
+                .flat_map(|s| s.slots())
+                .filter(|&s| !owned(s)),
+        );
     }
     out.sort_unstable();
     out.dedup();
@@ -101,7 +106,10 @@ mod tests {
         let id = open(&mut l, &map, 1, (0, 9));
         assert!(hidden_slots(&l, &node(2), map.owns(node(2))).is_empty());
         l.begin(id, 0, &ranges(&[(0, 4)]), map.owner()).unwrap();
-        assert_eq!(hidden_slots(&l, &node(2), map.owns(node(2))), [0, 1, 2, 3, 4]);
+        assert_eq!(
+            hidden_slots(&l, &node(2), map.owns(node(2))),
+            [0, 1, 2, 3, 4]
+        );
         // The source owns them and shows them; a third node holds no copy.
         assert!(hidden_slots(&l, &node(1), map.owns(node(1))).is_empty());
         assert!(hidden_slots(&l, &node(3), map.owns(node(3))).is_empty());
@@ -111,7 +119,10 @@ mod tests {
         }
         assert!(hidden_slots(&l, &node(2), map.owns(node(2))).is_empty());
         l.begin(id, 1, &ranges(&[(5, 9)]), map.owner()).unwrap();
-        assert_eq!(hidden_slots(&l, &node(2), map.owns(node(2))), [5, 6, 7, 8, 9]);
+        assert_eq!(
+            hidden_slots(&l, &node(2), map.owns(node(2))),
+            [5, 6, 7, 8, 9]
+        );
     }
 
     #[test]
@@ -124,7 +135,8 @@ mod tests {
         assert_eq!(hidden_slots(&l, &node(2), map.owns(node(2))), [10, 11, 12]);
         // A later migration that gives node 2 slot 11 shows it.
         let again = open(&mut l, &map, 2, (11, 11));
-        l.begin(again, 0, &ranges(&[(11, 11)]), map.owner()).unwrap();
+        l.begin(again, 0, &ranges(&[(11, 11)]), map.owner())
+            .unwrap();
         assert_eq!(hidden_slots(&l, &node(2), map.owns(node(2))), [10, 11, 12]);
         l.commit(again, 0).unwrap();
         map.0.insert(11, node(2));

@@ -148,7 +148,10 @@ fn walks_over_the_keyspace_pass_hidden_slots_by() {
 
     // The commit shows them all at once.
     server.keyspace.hidden().replace([]);
-    assert_eq!(integer(call(&mut s, &["DBSIZE"])), (VISIBLE + HIDDEN) as i64);
+    assert_eq!(
+        integer(call(&mut s, &["DBSIZE"])),
+        (VISIBLE + HIDDEN) as i64
+    );
     assert!(keyspace_line(&mut s).starts_with(&format!(
         "db0:keys={},expires={},",
         VISIBLE + HIDDEN,
