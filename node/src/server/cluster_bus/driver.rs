@@ -42,6 +42,12 @@ impl GossipDriver {
             cluster.set_lease_ms(core.gossip.lease_ms());
             cluster.set_incarnation(core.gossip.incarnation());
         }
+        // Slots a restart finds mid-import (or aborted and not yet dropped) hide before the
+        // first step, not at it.
+        let mut hidden = super::hidden_sync::HiddenSync::default();
+        if let Some(cluster) = &server.cluster {
+            hidden.after_step(&cluster.topology.read(), &server.keyspace);
+        }
         GossipDriver {
             server,
             core,
@@ -51,7 +57,7 @@ impl GossipDriver {
             datagram_max: 0,
             sends: 0,
             lookups: Default::default(),
-            hidden: Default::default(),
+            hidden,
         }
     }
 
