@@ -604,3 +604,210 @@ fn a_killed_source_fails_over_and_the_migration_rolls_back() {
         });
     }
 }
+
+/// The first slot range `n` owns, from its own CLUSTER NODES line.
+fn first_range_of(n: &Node) -> (u16, u16) {
+    let nodes = n.cli(&["CLUSTER", "NODES"]);
+    let line = nodes
+        .lines()
+        .find(|l| l.contains("myself"))
+        .expect("own line");
+    let range = line.split_whitespace().nth(8).expect("a slot range");
+    match range.split_once('-') {
+        Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap()),
+        None => (range.parse().unwrap(), range.parse().unwrap()),
+    }
+}
+
+fn dbsize(n: &Node) -> usize {
+    n.cli(&["DBSIZE"]).parse().expect("DBSIZE")
+}
+
+fn keyspace_keys(n: &Node) -> usize {
+    let info = n.cli(&["INFO", "keyspace"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("db0:keys="))
+        .and_then(|rest| rest.split(',').next())
+        .map(|k| k.parse().expect("keys="))
+        .unwrap_or(0)
+}
+
+fn all_keys(n: &Node) -> std::collections::BTreeSet<String> {
+    let mut con = n.client();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    keys.into_iter().collect()
+}
+
+fn scanned_keys(n: &Node) -> std::collections::BTreeSet<String> {
+    let mut con = n.client();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(7)
+            .query(&mut con)
+            .unwrap();
+        seen.extend(keys);
+        if next == 0 {
+            return seen;
+        }
+        cursor = next;
+    }
+}
+
+/// Keys the target holds in `slots` (hidden or not): its per-slot count.
+fn held_in(n: &Node, slots: std::ops::RangeInclusive<u16>) -> usize {
+    slots
+        .map(|s| {
+            n.cli(&["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()])
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum()
+}
+
+/// The target's walks show exactly `expected` (its own keys, or with the moved ones).
+fn assert_target_shows(target: &Node, expected: &std::collections::BTreeSet<String>, when: &str) {
+    assert_eq!(dbsize(target), expected.len(), "DBSIZE {when}");
+    assert_eq!(
+        keyspace_keys(target),
+        expected.len(),
+        "INFO keyspace {when}"
+    );
+    assert_eq!(&all_keys(target), expected, "KEYS {when}");
+    assert_eq!(&scanned_keys(target), expected, "SCAN {when}");
+    let mut con = target.client();
+    for _ in 0..30 {
+        let k: Option<String> = redis::cmd("RANDOMKEY").query(&mut con).unwrap();
+        let k = k.expect("a key");
+        assert!(expected.contains(&k), "RANDOMKEY drew {k} {when}");
+    }
+}
+
+#[test]
+fn the_targets_copy_is_invisible_until_the_commit() {
+    // Goal (issue 17): while a batch is copied to its target, the target's DBSIZE, INFO
+    // keyspace, KEYS, SCAN and RANDOMKEY show only the keys it owns; the copy shows at the
+    // commit, in the same instant the target owns the slots, and an aborted copy never shows.
+    // Method: hold the source's batch after its copy (`cluster-migration-debug-hold`, no
+    // write pause, no commit) and look at the target; cancel that one, then migrate again
+    // and release the hold.
+    let nodes = three_primaries("migrate-hidden");
+    let source = node_owning(&nodes, 0);
+    let target = nodes.iter().find(|n| id(n) != id(source)).unwrap();
+    let target_id = id(target);
+    // The target's own keys, some volatile.
+    let (lo, hi) = first_range_of(target);
+    let own: std::collections::BTreeSet<String> = keys_in(lo, hi, 60).into_iter().collect();
+    let mut dst = target.client();
+    for (i, k) in own.iter().enumerate() {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(k).arg("own");
+        if i % 3 == 0 {
+            cmd.arg("EX").arg(1000);
+        }
+        let _: () = cmd.query(&mut dst).unwrap();
+    }
+    // The moving keys (slots 0-9), some volatile.
+    let moving = keys_in(0, 9, 150);
+    let mut src = source.client();
+    for (i, k) in moving.iter().enumerate() {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(k).arg("moving");
+        if i % 2 == 0 {
+            cmd.arg("EX").arg(1000);
+        }
+        let _: () = cmd.query(&mut src).unwrap();
+    }
+    assert_eq!(
+        source.cli(&["CONFIG", "SET", "cluster-migration-debug-hold", "yes"]),
+        "OK"
+    );
+    let migrate = |request_id: &str| {
+        source.cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            "0",
+            "9",
+            "NODE",
+            &target_id,
+            "REQUESTID",
+            request_id,
+        ])
+    };
+
+    // 1. Held after the copy, then cancelled: the copy is never seen, then dropped.
+    assert_eq!(migrate("hidden-1"), "OK");
+    wait_until("the target holds the copy", &[target, source], || {
+        held_in(target, 0..=9) == moving.len()
+    });
+    let m = migration(source, "hidden-1").expect("listed");
+    assert_eq!(field(&m, "state"), "running", "{m:?}");
+    assert_target_shows(target, &own, "while the copy is held");
+    let r: redis::RedisResult<Option<String>> = redis::cmd("GET").arg(&moving[0]).query(&mut dst);
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| e.kind() == redis::ErrorKind::Moved),
+        "GET of a copied key on the target: {r:?}"
+    );
+    assert_eq!(source.cli(&["CLUSTER", "CANCELSLOTMIGRATIONS"]), "1");
+    let m = wait_for_end(source, "hidden-1");
+    assert_eq!(field(&m, "state"), "cancelled", "{m:?}");
+    wait_until("the target dropped the cancelled copy", &[target], || {
+        assert_eq!(dbsize(target), own.len(), "DBSIZE after the abort");
+        held_in(target, 0..=9) == 0
+    });
+    assert_target_shows(target, &own, "after the abort");
+
+    // 2. Held again, a write streamed meanwhile, then released: shown at the commit.
+    assert_eq!(migrate("hidden-2"), "OK");
+    wait_until("the target holds the copy again", &[target, source], || {
+        held_in(target, 0..=9) == moving.len()
+    });
+    let late = keys_in(0, 9, moving.len() + 1).pop().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&late)
+        .arg("late")
+        .query(&mut src)
+        .unwrap();
+    wait_until("the late write reached the target", &[target], || {
+        held_in(target, 0..=9) == moving.len() + 1
+    });
+    assert_target_shows(target, &own, "while the second copy is held");
+    assert_eq!(
+        source.cli(&["CONFIG", "SET", "cluster-migration-debug-hold", "no"]),
+        "OK"
+    );
+    // Owner and shown keys change together, under one lock, when the target applies the
+    // commit: a DBSIZE after a look that found the target owning the slots counts the
+    // copy, one before a look that found the source owning them does not.
+    let mut all = own.clone();
+    all.extend(moving.iter().cloned());
+    all.insert(late.clone());
+    let target_owns = || owner_of(target, 0) == Some(target_id.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let owned_before = target_owns();
+        let shown = dbsize(target);
+        let owned_after = target_owns();
+        if owned_before {
+            assert_eq!(shown, all.len(), "DBSIZE once the target owns the slots");
+            break;
+        }
+        if !owned_after {
+            assert_eq!(shown, own.len(), "DBSIZE before the commit");
+        }
+        assert!(Instant::now() < deadline, "the commit never applied");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let m = wait_for_end(source, "hidden-2");
+    assert_eq!(field(&m, "state"), "success", "{m:?}");
+    assert_target_shows(target, &all, "after the commit");
+    let v: String = redis::cmd("GET").arg(&late).query(&mut dst).unwrap();
+    assert_eq!(v, "late");
+    let ttl: i64 = redis::cmd("TTL").arg(&moving[0]).query(&mut dst).unwrap();
+    assert!((1..=1000).contains(&ttl), "ttl {ttl}");
+}

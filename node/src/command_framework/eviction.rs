@@ -92,7 +92,8 @@ fn evict_one(
             lru_clock: lru_clock(now),
             lfu: server.hot.lfu(),
         };
-        let victim = choose_victim(&shard, policy, samples, ages, rng);
+        let hidden = server.keyspace.hidden();
+        let victim = choose_victim(&shard, hidden, policy, samples, ages, rng);
         if let Some(key) = victim {
             let mut locked = crate::db::Locked::from_guard(
                 &server.keyspace,

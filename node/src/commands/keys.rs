@@ -7,6 +7,9 @@ mod expire;
 mod object;
 mod scan;
 
+#[cfg(test)]
+mod tests;
+
 use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
@@ -92,8 +95,10 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let match_all = pattern == b"*";
     let now = ctx.db.now;
     let mut found: Vec<Key> = Vec::new();
+    // Slots being imported are not listed before they are this node's.
+    let hidden = ctx.db.keyspace().hidden();
     for (_, shard) in ctx.db.shards_mut() {
-        for table in shard.tables().iter() {
+        for (_, table) in shard.visible_tables(hidden) {
             for (key, entry) in table.iter() {
                 if !entry.is_expired(now) && (match_all || glob::matches(pattern, key, false)) {
                     found.push(key.to_key());
@@ -151,11 +156,17 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
     Ok(())
 }
 
-/// RANDOMKEY: a uniformly chosen live key; expired keys met on the way are deleted.
+/// RANDOMKEY: a uniformly chosen live key; expired keys met on the way are deleted. Keys of
+/// slots being imported are not drawn before they are this node's.
 fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let mut rng = rand::thread_rng();
+    let hidden = ctx.db.keyspace().hidden();
     for _ in 0..RANDOMKEY_TRIES {
-        let total: usize = ctx.db.shards_mut().map(|(_, s)| s.keys).sum();
+        let total: usize = ctx
+            .db
+            .shards_mut()
+            .map(|(_, s)| s.visible_keys(hidden))
+            .sum();
         if total == 0 {
             ctx.reply.null();
             return Ok(());
@@ -172,7 +183,7 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     // Mostly expired keys: walk for a live one instead of drawing on.
     let now = ctx.db.now;
     let live = ctx.db.shards_mut().find_map(|(_, shard)| {
-        shard.tables().iter().find_map(|t| {
+        shard.visible_tables(hidden).find_map(|(_, t)| {
             t.iter()
                 .find(|(_, e)| !e.is_expired(now))
                 .map(|(k, _)| k.to_key())
@@ -185,15 +196,17 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// The `n`th key in shard, table and insertion order, and whether it has expired.
+/// The `n`th visible key in shard, table and insertion order, and whether it has expired.
 fn nth_key(ctx: &mut Ctx<'_>, mut n: usize) -> Option<(Key, bool)> {
     let now = ctx.db.now;
+    let hidden = ctx.db.keyspace().hidden();
     for (_, shard) in ctx.db.shards_mut() {
-        if n >= shard.keys {
-            n -= shard.keys;
+        let visible = shard.visible_keys(hidden);
+        if n >= visible {
+            n -= visible;
             continue;
         }
-        for table in shard.tables().iter() {
+        for (_, table) in shard.visible_tables(hidden) {
             if n < table.len() {
                 return table
                     .get_index(n)

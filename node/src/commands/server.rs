@@ -77,11 +77,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-/// Keys in the node: each shard's count, one shard locked at a time.
+/// Keys in the node, and those with a TTL: each shard's count, one shard locked at a time,
+/// less the keys of slots being imported (hidden until they are this node's).
 pub fn key_counts(ctx: &mut Ctx<'_>) -> (usize, usize) {
     let (mut keys, mut volatile) = (0, 0);
+    let hidden = ctx.db.keyspace().hidden();
     for shard in 0..SHARD_COUNT {
-        let (k, v) = ctx.db.with_shard(shard, |s| (s.keys, s.expiry.live()));
+        let (k, v) = ctx.db.with_shard(shard, |s| s.visible_counts(hidden));
         keys += k;
         volatile += v;
     }

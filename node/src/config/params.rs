@@ -210,6 +210,11 @@ pub struct ClusterConfig {
     pub require_full_coverage: bool,
     /// `cluster-allow-reads-when-down`: a down cluster still answers reads.
     pub allow_reads_when_down: bool,
+    /// `cluster-migration-debug-hold` (ours, for tests): a migration this node is the
+    /// source of holds once its batch is copied, before its write pause, while this is set
+    /// (the link keeps streaming writes; the target keeps its copy hidden). Set it back to
+    /// `no` and the migration goes on. Never needed in production.
+    pub migration_debug_hold: bool,
 }
 
 /// Longest `cluster-secret`: a key, not a document.
@@ -227,6 +232,7 @@ impl Default for ClusterConfig {
             announce_bus_port: 0,
             require_full_coverage: true,
             allow_reads_when_down: false,
+            migration_debug_hold: false,
         }
     }
 }
@@ -1122,6 +1128,15 @@ pub static PARAMS: &[Param] = &[
         |c| format_bool(c.cluster.allow_reads_when_down),
         |c, v| {
             c.cluster.allow_reads_when_down = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-migration-debug-hold",
+        true,
+        |c| format_bool(c.cluster.migration_debug_hold),
+        |c, v| {
+            c.cluster.migration_debug_hold = boolean(v)?;
             Ok(())
         }
     ),

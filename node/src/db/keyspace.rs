@@ -9,6 +9,7 @@
 
 use super::entry::Entry;
 use super::expiry::ExpiryQueue;
+use super::hidden_slots::HiddenSlots;
 use super::image::{ImageSink, PendingImage};
 use super::stored_key::StoredKey;
 use super::value::{Hasher, Key};
@@ -131,6 +132,54 @@ impl Shard {
     pub fn slot_at(shard: usize, i: usize) -> u16 {
         (i * SHARD_COUNT + shard) as u16
     }
+
+    /// Whether table `i` of this shard holds a slot `hidden` hides.
+    #[inline]
+    pub fn table_hidden(&self, i: usize, hidden: &HiddenSlots) -> bool {
+        hidden.any() && hidden.contains(Shard::slot_at(self.index, i))
+    }
+
+    /// The shard's tables `hidden` leaves visible, with their table index.
+    pub fn visible_tables<'s>(
+        &'s self,
+        hidden: &'s HiddenSlots,
+    ) -> impl Iterator<Item = (usize, &'s SlotTable)> + 's {
+        self.tables
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| !self.table_hidden(*i, hidden))
+    }
+
+    /// Keys that `hidden` leaves visible: the shard's count less its hidden tables' lengths.
+    pub fn visible_keys(&self, hidden: &HiddenSlots) -> usize {
+        if !hidden.any() {
+            return self.keys;
+        }
+        let hidden_keys: usize = (0..SLOTS_PER_SHARD)
+            .filter(|&i| self.table_hidden(i, hidden))
+            .map(|i| self.tables[i].len())
+            .sum();
+        self.keys.saturating_sub(hidden_keys)
+    }
+
+    /// Keys, and keys with a TTL, that `hidden` leaves visible: the shard's counts, less
+    /// what its hidden tables hold (O(keys of the hidden tables) for the TTL count, and only
+    /// while some slot is hidden).
+    pub fn visible_counts(&self, hidden: &HiddenSlots) -> (usize, usize) {
+        let (mut keys, mut volatile) = (self.keys, self.expiry.live());
+        if !hidden.any() {
+            return (keys, volatile);
+        }
+        for (i, table) in self.tables.iter().enumerate() {
+            if table.is_empty() || !self.table_hidden(i, hidden) {
+                continue;
+            }
+            keys = keys.saturating_sub(table.len());
+            let with_ttl = table.values().filter(|e| e.expires_at != 0).count();
+            volatile = volatile.saturating_sub(with_ttl);
+        }
+        (keys, volatile)
+    }
 }
 
 /// [`Keyspace::begin_image`] while an image is still being captured.
@@ -140,6 +189,8 @@ pub struct ImageRunning;
 
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
+    /// Slots being imported: stored, not shown (see `hidden_slots.rs`).
+    hidden: HiddenSlots,
 }
 
 impl Default for Keyspace {
@@ -155,7 +206,13 @@ impl Keyspace {
             shards: (0..SHARD_COUNT)
                 .map(|i| Mutex::new(Shard::new(i, &hasher)))
                 .collect(),
+            hidden: HiddenSlots::default(),
         }
+    }
+
+    /// The slots whose keys the walks over the whole keyspace pass by.
+    pub fn hidden(&self) -> &HiddenSlots {
+        &self.hidden
     }
 
     pub fn lock_shard(&self, shard: usize) -> MutexGuard<'_, Shard> {
@@ -201,14 +258,24 @@ impl Keyspace {
         }
     }
 
-    /// Total keys (locks each shard briefly in turn; a moment's view, like DBSIZE).
+    /// Every key held, hidden ones too (locks each shard briefly in turn; a moment's view):
+    /// what memory accounting and "the node holds keys" checks count.
     pub fn key_count(&self) -> usize {
         self.shards.iter().map(|s| s.lock().keys).sum()
     }
 
-    /// Keys with a TTL (for INFO keyspace `expires=`).
+    /// Every key held with a TTL, hidden ones too.
     pub fn volatile_count(&self) -> usize {
         self.shards.iter().map(|s| s.lock().expiry.live()).sum()
+    }
+
+    /// Visible keys, and those of them with a TTL (DBSIZE, INFO keyspace): the slots
+    /// [`Self::hidden`] hides left out.
+    pub fn visible_counts(&self) -> (usize, usize) {
+        self.shards
+            .iter()
+            .map(|s| s.lock().visible_counts(&self.hidden))
+            .fold((0, 0), |(k, v), (sk, sv)| (k + sk, v + sv))
     }
 
     /// Keys in one slot: O(1).
@@ -288,5 +355,35 @@ mod tests {
         let mut expected: Vec<Key> = vec![short.into(), long_tagged.into()];
         expected.sort();
         assert_eq!(keys, expected);
+    }
+
+    #[test]
+    fn visible_counts_and_tables_leave_hidden_slots_out() {
+        let keyspace = Keyspace::new();
+        let (a, b) = (b"{a}x".as_slice(), b"{b}x".as_slice());
+        let (slot_a, slot_b) = (proto::slot::key_slot(a), proto::slot::key_slot(b));
+        let mut db = Locked::lock_all(&keyspace, 1, 0);
+        for i in 0..5 {
+            db.set(format!("{{a}}{i}").as_bytes(), Value::Int(i));
+            db.set(format!("{{b}}{i}").as_bytes(), Value::Int(i));
+        }
+        db.set(a, Value::Int(9));
+        db.set(b, Value::Int(9));
+        assert!(db.set_expiry(a, 10_000) && db.set_expiry(b, 10_000));
+        drop(db);
+        assert_eq!(keyspace.visible_counts(), (12, 2));
+        keyspace.hidden().replace([slot_b]);
+        assert_eq!(keyspace.visible_counts(), (6, 1));
+        // Stored all the same: what memory and "holds keys" checks count.
+        assert_eq!((keyspace.key_count(), keyspace.volatile_count()), (12, 2));
+        let shard = keyspace.lock_shard(shard_of_slot(slot_b));
+        assert_eq!(shard.visible_keys(keyspace.hidden()), shard.keys - 6);
+        assert!(shard.table_hidden(table_of_slot(slot_b), keyspace.hidden()));
+        assert!(shard
+            .visible_tables(keyspace.hidden())
+            .all(|(i, _)| Shard::slot_at(shard_of_slot(slot_b), i) != slot_b));
+        drop(shard);
+        keyspace.hidden().replace([slot_a, slot_b]);
+        assert_eq!(keyspace.visible_counts(), (0, 0));
     }
 }

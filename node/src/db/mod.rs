@@ -7,6 +7,7 @@ pub mod expiry;
 pub mod footprint;
 pub mod frequency;
 pub mod guards;
+pub mod hidden_slots;
 pub mod image;
 pub mod keyspace;
 pub mod locked;

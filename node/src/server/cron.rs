@@ -71,7 +71,11 @@ pub fn active_expire(server: &Server) {
             continue;
         }
         let mut due = Vec::new();
-        while due.len() < EXPIRE_BUDGET_PER_SHARD {
+        // Due keys of slots being imported: their source expires them and streams the DEL;
+        // their records go back, to expire here once the slots are this node's.
+        let mut deferred = Vec::new();
+        let hidden = server.keyspace.hidden();
+        while due.len() + deferred.len() < EXPIRE_BUDGET_PER_SHARD {
             let Some((at, key)) = shard.expiry.pop_due(now) else {
                 break;
             };
@@ -81,9 +85,16 @@ pub fn active_expire(server: &Server) {
                 .get(&*key)
                 .is_some_and(|e| e.expires_at == at)
             {
-                due.push(key);
+                if hidden.any() && hidden.contains(slot) {
+                    deferred.push((at, key));
+                } else {
+                    due.push(key);
+                }
             }
             // A record whose entry changed or vanished is stale: dropping it is all.
+        }
+        for (at, key) in deferred {
+            shard.expiry.add(&key, at, true);
         }
         if due.is_empty() {
             continue;

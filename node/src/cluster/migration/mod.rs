@@ -7,6 +7,7 @@
 //!   pause, commit), fed `(now_ms, input)` and answering actions for its driver;
 //! - [`settings`]: its limits;
 //! - [`stats`]: what the source measured of a migration (write pauses, keys, bytes, time).
+//! - [`visibility`]: which slots a target keeps out of sight while it holds their copy.
 //!
 //! Not wired to the node yet: the topology records, the driver (slot copy, link, write
 //! pause) and the admin API's MigrateSlots come next. `sim_tests` runs the source machine
@@ -20,11 +21,14 @@ pub mod ranges;
 pub mod settings;
 pub mod source;
 pub mod stats;
+pub mod visibility;
 
 #[cfg(test)]
 mod ledger_tests;
 #[cfg(test)]
 mod sim_tests;
+#[cfg(test)]
+mod source_hold_tests;
 
 pub use gate::{LinkQueue, MigrationGate};
 pub use ledger::{MigrationId, MigrationLedger, MigrationRecord, MigrationState};

@@ -161,6 +161,8 @@ pub struct SourceMigration {
     cancel_requested: bool,
     /// The end of the current write pause, if writes are paused (for the bound check).
     paused_since_ms: Option<u64>,
+    /// See [`SourceMigration::hold_pause`].
+    pause_held: bool,
 }
 
 impl SourceMigration {
@@ -180,6 +182,7 @@ impl SourceMigration {
             slots_done: 0,
             cancel_requested: false,
             paused_since_ms: None,
+            pause_held: false,
         }
     }
 
@@ -206,6 +209,13 @@ impl SourceMigration {
     /// Since when writes to the current batch are paused, if they are.
     pub fn paused_since_ms(&self) -> Option<u64> {
         self.paused_since_ms
+    }
+
+    /// While `on`, the batch stays in its catch-up (copied, writes streaming, the target's
+    /// silence still watched) and never pauses: tests hold a migration there to look at
+    /// the target's copy before the commit (`cluster-migration-debug-hold`).
+    pub fn hold_pause(&mut self, on: bool) {
+        self.pause_held = on;
     }
 
     /// Whether a commit of the current batch has been proposed and no outcome applied yet
@@ -390,7 +400,8 @@ impl SourceMigration {
                 )
             }
             Phase::CatchingUp { no_pause_before_ms }
-                if now_ms >= no_pause_before_ms
+                if !self.pause_held
+                    && now_ms >= no_pause_before_ms
                     && self.streamed - self.applied.min(self.streamed) <= s.pause_lag_bytes =>
             {
                 self.phase = Phase::Pausing { since_ms: now_ms };

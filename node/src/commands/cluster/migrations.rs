@@ -9,7 +9,8 @@
 //! - `CLUSTER CANCELSLOTMIGRATIONS` cancels the ones this node drives;
 //! - `CLUSTER SYNCSLOTS ESTABLISH id batch` (internal): the source's link to the target
 //!   becomes the batch's import link (`:1`), or is told the target has not applied the
-//!   batch's begin yet (`:0`).
+//!   batch's begin yet (`:0`); `CLUSTER SYNCSLOTS COMMITTED id batch` (internal): whether
+//!   this node has applied the batch's commit.
 
 use super::cluster;
 use crate::cluster::id::NodeId;
@@ -184,7 +185,8 @@ pub fn cancelslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 
 pub fn syncslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
-    if !args[2].eq_ignore_ascii_case(b"establish") || args.len() != 5 {
+    let committed = args[2].eq_ignore_ascii_case(b"committed");
+    if !(args[2].eq_ignore_ascii_case(b"establish") || committed) || args.len() != 5 {
         return Err(CmdError::Syntax);
     }
     let id = std::str::from_utf8(args[3])
@@ -197,6 +199,18 @@ pub fn syncslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         .and_then(|b| u32::try_from(b).ok())
         .ok_or_else(|| CmdError::new("ERR Invalid batch"))?;
     let t = c.topology.read();
+    if committed {
+        // COMMITTED id batch: whether this node has applied the batch's commit (the source
+        // lets the batch's parked writes go only then, so they are not sent back to it).
+        let applied = t
+            .consensus
+            .migrations
+            .get(id)
+            .is_some_and(|r| r.batches_done > batch);
+        drop(t);
+        ctx.reply.integer(i64::from(applied));
+        return Ok(());
+    }
     let me = t.myself().id;
     let Some(r) = t.consensus.migrations.get(id) else {
         // The open may not have reached this node yet.

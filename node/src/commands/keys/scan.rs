@@ -104,8 +104,9 @@ pub fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Visits up to `options.count` entries from `cursor` (empty tables cost no count: there are
-/// at most `POSITIONS` of them, each a length check). Returns the next wire cursor.
+/// Visits up to `options.count` entries from `cursor` (empty and hidden tables cost no
+/// count: there are at most `POSITIONS` of them, each a length or bit check). Returns the
+/// next wire cursor.
 fn scan_keys(
     ctx: &mut Ctx<'_>,
     mut cursor: ScanCursor,
@@ -113,6 +114,7 @@ fn scan_keys(
     out: &mut Vec<Key>,
 ) -> u64 {
     let now = ctx.db.now;
+    let hidden = ctx.db.keyspace().hidden();
     let mut budget = options.count;
     while cursor.position < POSITIONS && budget > 0 {
         let shard = cursor.position as usize / SLOTS_PER_SHARD;
@@ -122,7 +124,17 @@ fn scan_keys(
                 && c.position < POSITIONS
                 && c.position as usize / SLOTS_PER_SHARD == shard
             {
-                let table = &s.tables()[c.position as usize % SLOTS_PER_SHARD];
+                let index = c.position as usize % SLOTS_PER_SHARD;
+                // A slot being imported is passed over whole, at no cost to the budget (as
+                // an empty table): its keys are not this node's yet.
+                if s.table_hidden(index, hidden) {
+                    c = ScanCursor {
+                        position: c.position + 1,
+                        remaining: None,
+                    };
+                    continue;
+                }
+                let table = &s.tables()[index];
                 c = visit_table(table, c, &mut budget, |key, entry| {
                     if entry.is_expired(now) {
                         return;

@@ -32,6 +32,7 @@ pub struct GossipDriver {
     /// Messages sent so far: each send's fragments carry a distinct id.
     sends: u64,
     lookups: crate::cluster::transport::lookups::Lookups,
+    hidden: super::hidden_sync::HiddenSync,
 }
 
 impl GossipDriver {
@@ -40,6 +41,12 @@ impl GossipDriver {
             // What commands wait at most for a lapsed lease (`redirect`).
             cluster.set_lease_ms(core.gossip.lease_ms());
             cluster.set_incarnation(core.gossip.incarnation());
+        }
+        // Slots a restart finds mid-import (or aborted and not yet dropped) hide before the
+        // first step, not at it.
+        let mut hidden = super::hidden_sync::HiddenSync::default();
+        if let Some(cluster) = &server.cluster {
+            hidden.after_step(&cluster.topology.read(), &server.keyspace);
         }
         GossipDriver {
             server,
@@ -50,6 +57,7 @@ impl GossipDriver {
             datagram_max: 0,
             sends: 0,
             lookups: Default::default(),
+            hidden,
         }
     }
 
@@ -102,6 +110,7 @@ impl GossipDriver {
                 .load(std::sync::atomic::Ordering::Relaxed);
             self.core.agent.set_failover_sync_acks(acks as usize);
             let actions = self.core.step(now_ms, input, &mut t);
+            self.hidden.after_step(&t, &self.server.keyspace);
             let lifted = fence.and_then(|f| self.fence_verdict(&f, &t, acks as usize));
             let agent = &self.core.agent;
             let (voters, learners) = agent.members();

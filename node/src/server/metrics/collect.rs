@@ -61,18 +61,17 @@ fn instance(e: &mut Exposition, server: &Server) {
         "maxmemory (0: no limit).",
         server.hot.maxmemory.load(Relaxed) as f64,
     );
+    // As INFO keyspace: the keys of slots being imported are not counted before they are
+    // this node's.
+    let (keys, volatile) = server.keyspace.visible_counts();
     e.family("redis_db_keys", Kind::Gauge, "Keys in the database.")
-        .sample("", &[("db", "db0")], server.keyspace.key_count() as f64);
+        .sample("", &[("db", "db0")], keys as f64);
     e.family(
         "redis_db_keys_expiring",
         Kind::Gauge,
         "Keys with a time to live.",
     )
-    .sample(
-        "",
-        &[("db", "db0")],
-        server.keyspace.volatile_count() as f64,
-    );
+    .sample("", &[("db", "db0")], volatile as f64);
 }
 
 fn traffic(e: &mut Exposition, server: &Server) {

@@ -108,6 +108,9 @@ impl Driver {
                 std::thread::sleep(IDLE_TICK);
                 self.inputs.push_back(Input::Tick);
             }
+            // `cluster-migration-debug-hold` (tests only): no write pause while set.
+            let hold = self.server.config.read().cluster.migration_debug_hold;
+            self.machine.hold_pause(hold);
             while let Some(input) = self.inputs.pop_front() {
                 actions.extend(self.machine.step(unix_millis(), input));
             }
@@ -244,6 +247,22 @@ impl Driver {
                 self.inputs.push_back(Input::WritesPaused { end_offset });
             }
             Action::ResumeWrites { slots } => {
+                // After a commit: the parked writes go once the target has applied it too,
+                // so none is sent back here by a target a step behind the log.
+                if let Some(batch) = self.seen.begun.filter(|b| *b < self.seen.committed) {
+                    if let Some((host, port)) = self.target_address() {
+                        let seen = super::link::wait_target_committed(
+                            &self.server,
+                            &host,
+                            port,
+                            self.plan.id,
+                            batch,
+                        );
+                        if !seen {
+                            tracing::debug!(migration = %self.plan.id, batch, "the target's commit not seen");
+                        }
+                    }
+                }
                 self.cluster().migration_gate.resume(&slots);
                 if let Some(since) = self.paused_at.take() {
                     let pause_us = since.elapsed().as_micros() as u64;
@@ -345,15 +364,16 @@ impl Driver {
         self.inputs.push_back(Input::SlotCopied { slot });
     }
 
+    fn target_address(&self) -> Option<(String, u16)> {
+        let t = self.cluster().topology.read();
+        let node = t.index_of(&self.plan.target).and_then(|i| t.node(i))?;
+        Some((node.ip.clone(), node.port))
+    }
+
     fn open_link(&mut self, batch: u32) -> Result<(Link, Arc<LinkQueue>), String> {
-        let (host, port) = {
-            let t = self.cluster().topology.read();
-            let node = t
-                .index_of(&self.plan.target)
-                .and_then(|i| t.node(i))
-                .ok_or_else(|| format!("the target {} is not known", self.plan.target))?;
-            (node.ip.clone(), node.port)
-        };
+        let (host, port) = self
+            .target_address()
+            .ok_or_else(|| format!("the target {} is not known", self.plan.target))?;
         let queue = Arc::new(LinkQueue::starting_at(self.offset_base));
         self.link_failure_reported = false;
         let link = Link::open(

@@ -148,6 +148,43 @@ impl Link {
     }
 }
 
+/// How long the source waits for the target to apply a batch's commit before it lets the
+/// batch's parked writes go anyway (they then may bounce once between the two).
+const COMMIT_SEEN_WAIT: Duration = Duration::from_secs(2);
+const COMMIT_SEEN_POLL: Duration = Duration::from_millis(1);
+
+/// Waits until the target at `host:port` has applied batch `batch`'s commit (true), or
+/// gives up after [`COMMIT_SEEN_WAIT`] (false). The parked writes resumed after it find the
+/// target owning the slots, instead of a MOVED back to the source.
+pub fn wait_target_committed(
+    server: &Server,
+    host: &str,
+    port: u16,
+    id: MigrationId,
+    batch: u32,
+) -> bool {
+    let deadline = Instant::now() + COMMIT_SEEN_WAIT;
+    let Ok(mut control) = Control::connect_to_primary(server, host, port, COMMIT_SEEN_WAIT) else {
+        return false;
+    };
+    let (id_text, batch_text) = (id.to_string(), batch.to_string());
+    while Instant::now() < deadline {
+        let reply = control.call(&[
+            b"CLUSTER",
+            b"SYNCSLOTS",
+            b"COMMITTED",
+            id_text.as_bytes(),
+            batch_text.as_bytes(),
+        ]);
+        match reply {
+            Ok(Frame::Integer(1)) => return true,
+            Ok(Frame::Integer(0)) => std::thread::sleep(COMMIT_SEEN_POLL),
+            _ => return false,
+        }
+    }
+    false
+}
+
 fn send(queue: &LinkQueue, shared: &LinkShared, out: &mut TcpStream) {
     while let Some(bytes) = queue.take(Duration::from_millis(100)) {
         if shared.stop.load(Relaxed) {

@@ -1,0 +1,3 @@
+//! In-process tests of the generic key commands.
+
+mod hidden_slots;
