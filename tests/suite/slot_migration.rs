@@ -245,7 +245,17 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
     );
     let m = wait_for_end(source, "move-1");
     assert_eq!(field(&m, "state"), "success", "{m:?}");
-    std::thread::sleep(Duration::from_millis(300));
+    // The log says success at the last commit; the driver records the last pause a moment
+    // later (after the target applied that commit too): read the figures once they settle.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let m = loop {
+        let now = migration(source, "move-1").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let later = migration(source, "move-1").unwrap();
+        if now == later || Instant::now() > deadline {
+            break later;
+        }
+    };
     let (acked, errors, redirects) = writer.finish();
     // The source measured the move: every key copied, bytes on the link, at least one
     // write pause per batch (4 batches of at most 256 slots), percentiles in order.
