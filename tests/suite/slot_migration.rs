@@ -134,6 +134,37 @@ fn wait_for_end(n: &Node, request_id: &str) -> Vec<(String, String)> {
     }
 }
 
+/// Sets every key of `keys` to "v", pipelined.
+fn set_all(con: &mut redis::Connection, keys: &[String]) {
+    for chunk in keys.chunks(500) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.cmd("SET").arg(k).arg("v").ignore();
+        }
+        let _: () = pipe.query(con).unwrap();
+    }
+}
+
+/// Waits until `n` lists the migration named `request_id`.
+fn wait_for_start(n: &Node, request_id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while migration(n, request_id).is_none() {
+        assert!(Instant::now() < deadline, "the migration never started");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Waits until the target holds no key of slots 0-5000 it does not own (sampled).
+fn wait_for_target_to_drop(target: &Node, target_id: &str, what: &str) {
+    wait_until(what, &[target], || {
+        let owner_now = owners(target);
+        (0..5001u16).step_by(97).all(|slot| {
+            owner_now[slot as usize].as_deref() == Some(target_id)
+                || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
+        })
+    });
+}
+
 /// What a writer ends with: each key's last acknowledged round, the errors it was
 /// answered (MOVED aside), and how many MOVED it followed.
 type Written = (Vec<(String, u64)>, Vec<String>, usize);
@@ -378,13 +409,7 @@ fn a_killed_target_fails_the_migration_and_nothing_acknowledged_is_lost() {
     let keys = keys_in(0, 5000, 20000);
     {
         let mut con = nodes[source_index].client();
-        for chunk in keys.chunks(500) {
-            let mut pipe = redis::pipe();
-            for k in chunk {
-                pipe.cmd("SET").arg(k).arg("v").ignore();
-            }
-            let _: () = pipe.query(&mut con).unwrap();
-        }
+        set_all(&mut con, &keys);
     }
     assert_eq!(
         nodes[source_index].cli(&[
@@ -401,11 +426,7 @@ fn a_killed_target_fails_the_migration_and_nothing_acknowledged_is_lost() {
         "OK"
     );
     // Kill the target once the migration is under way.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while migration(&nodes[source_index], "doomed").is_none() {
-        assert!(Instant::now() < deadline, "the migration never started");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_start(&nodes[source_index], "doomed");
     std::thread::sleep(Duration::from_millis(30));
     nodes[target_index].signal("KILL");
     let _ = nodes[target_index].wait_exit();
@@ -450,13 +471,7 @@ fn a_killed_target_fails_the_migration_and_nothing_acknowledged_is_lost() {
     if state == "failed" {
         assert!(kept > 0, "nothing stayed with the source: {m:?}");
         // What the target had copied of the aborted batch goes.
-        wait_until("the target dropped the aborted batch", &[target], || {
-            let owner_now = owners(target);
-            (0..5001u16).step_by(97).all(|slot| {
-                owner_now[slot as usize] == Some(target_id.clone())
-                    || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
-            })
-        });
+        wait_for_target_to_drop(target, &target_id, "the target dropped the aborted batch");
     }
 }
 
@@ -469,13 +484,7 @@ fn a_cancelled_migration_keeps_every_key_at_its_slots_owner() {
     let target = nodes.iter().find(|n| id(n) != id(source)).unwrap();
     let keys = keys_in(0, 5000, 20000);
     let mut con = source.client();
-    for chunk in keys.chunks(500) {
-        let mut pipe = redis::pipe();
-        for k in chunk {
-            pipe.cmd("SET").arg(k).arg("v").ignore();
-        }
-        let _: () = pipe.query(&mut con).unwrap();
-    }
+    set_all(&mut con, &keys);
     let target_id = id(target);
     assert_eq!(
         source.cli(&[
@@ -491,11 +500,7 @@ fn a_cancelled_migration_keeps_every_key_at_its_slots_owner() {
         ]),
         "OK"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while migration(source, "cancel-me").is_none() {
-        assert!(Instant::now() < deadline, "the migration never started");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_start(source, "cancel-me");
     assert_eq!(source.cli(&["CLUSTER", "CANCELSLOTMIGRATIONS"]), "1");
     let m = wait_for_end(source, "cancel-me");
     let state = field(&m, "state");
@@ -519,13 +524,7 @@ fn a_cancelled_migration_keeps_every_key_at_its_slots_owner() {
         let v: Option<String> = redis::cmd("GET").arg(k).query(con).unwrap();
         assert_eq!(v.as_deref(), Some("v"), "{k} (slot {slot}): {m:?}");
     }
-    wait_until("the target dropped the cancelled batch", &[target], || {
-        let owner = owners(target);
-        (0..5001u16).step_by(97).all(|slot| {
-            owner[slot as usize] == Some(target_id.clone())
-                || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
-        })
-    });
+    wait_for_target_to_drop(target, &target_id, "the target dropped the cancelled batch");
 }
 
 /// The source killed mid-migration: its replica takes its slots over, the topology leader
@@ -549,13 +548,7 @@ fn a_killed_source_fails_over_and_the_migration_rolls_back() {
     let keys = keys_in(0, 5000, 10000);
     {
         let mut con = nodes[source_index].client();
-        for chunk in keys.chunks(500) {
-            let mut pipe = redis::pipe();
-            for k in chunk {
-                pipe.cmd("SET").arg(k).arg("v").ignore();
-            }
-            let _: () = pipe.query(&mut con).unwrap();
-        }
+        set_all(&mut con, &keys);
     }
     assert_eq!(
         nodes[source_index].cli(&[
@@ -571,11 +564,7 @@ fn a_killed_source_fails_over_and_the_migration_rolls_back() {
         ]),
         "OK"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while migration(&nodes[source_index], "source-dies").is_none() {
-        assert!(Instant::now() < deadline, "the migration never started");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_start(&nodes[source_index], "source-dies");
     nodes[source_index].signal("KILL");
     let _ = nodes[source_index].wait_exit();
     let dead = nodes.remove(source_index);
@@ -605,13 +594,7 @@ fn a_killed_source_fails_over_and_the_migration_rolls_back() {
     }
     if state == "failed" {
         let target = nodes.iter().find(|n| id(n) == target_id).unwrap();
-        wait_until("the target dropped the aborted batch", &[target], || {
-            let owner_now = owners(target);
-            (0..5001u16).step_by(97).all(|slot| {
-                owner_now[slot as usize] == Some(target_id.clone())
-                    || target.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0"
-            })
-        });
+        wait_for_target_to_drop(target, &target_id, "the target dropped the aborted batch");
     }
 }
 
