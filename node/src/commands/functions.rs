@@ -11,7 +11,6 @@ use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::node_state::functions::{flag, FunctionError, RestorePolicy, MAX_LIBRARY_CODE_BYTES};
-use crate::node_state::scripts::{KillOutcome, NOTBUSY_ERROR, UNKILLABLE_ERROR};
 use crate::snapshot_format::function_payload;
 use std::sync::Arc;
 
@@ -376,15 +375,7 @@ fn stats(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 }
 
 fn kill(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    match ctx.server.running_script.kill(true) {
-        KillOutcome::Killed => {
-            ctx.reply.ok();
-            Ok(())
-        }
-        KillOutcome::NotBusy => err(NOTBUSY_ERROR),
-        KillOutcome::Unkillable => err(UNKILLABLE_ERROR),
-        KillOutcome::OtherKind => err(crate::node_state::scripts::BUSY_ERROR),
-    }
+    super::scripting::kill_running(ctx, true)
 }
 
 fn help(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {

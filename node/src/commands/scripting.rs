@@ -386,13 +386,20 @@ fn script_flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn script_kill(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    match ctx.server.running_script.kill(false) {
+    kill_running(ctx, false)
+}
+
+/// SCRIPT KILL (`function` false) and FUNCTION KILL (true): each stops only its own kind; the
+/// other kind running is answered BUSY naming the KILL that would stop it.
+pub(crate) fn kill_running(ctx: &mut Ctx<'_>, function: bool) -> CmdResult {
+    match ctx.server.running_script.kill(function) {
         KillOutcome::Killed => {
             ctx.reply.ok();
             Ok(())
         }
         KillOutcome::NotBusy => err(NOTBUSY_ERROR),
         KillOutcome::Unkillable => err(UNKILLABLE_ERROR),
+        KillOutcome::OtherKind if function => err(crate::node_state::scripts::BUSY_ERROR),
         KillOutcome::OtherKind => err(crate::node_state::scripts::BUSY_FUNCTION_ERROR),
     }
 }
