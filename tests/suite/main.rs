@@ -4,6 +4,7 @@
 mod acl;
 mod admin_api;
 mod admin_migration;
+mod admin_tls;
 mod aof;
 mod bench_suites;
 mod bitmaps;

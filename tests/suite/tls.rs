@@ -1,7 +1,7 @@
 //! TLS for clients (`tls-port`), driven by Debian's redis-cli (`--tls`) against real node
 //! processes, with certificates made at test time (`tls/pki.rs`).
 
-mod pki;
+pub mod pki;
 
 use integration::{free_port, Node};
 use pki::Pki;

@@ -125,6 +125,13 @@ pub struct AdminConfig {
     /// `admin-token`: callers send `authorization: Bearer <token>`; empty accepts any
     /// caller, which only a loopback `admin-bind` allows.
     pub token: String,
+    /// `admin-tls-cert-file` and `admin-tls-key-file`: both set, the admin API speaks only
+    /// TLS (gRPC over HTTP/2 with ALPN `h2`); both empty, plain HTTP/2.
+    pub tls_cert_file: String,
+    pub tls_key_file: String,
+    /// `admin-tls-ca-cert-file`: set, callers must present a certificate this CA signed
+    /// (mutual TLS), checked before the token.
+    pub tls_ca_cert_file: String,
 }
 
 impl Default for AdminConfig {
@@ -133,6 +140,9 @@ impl Default for AdminConfig {
             port: 0,
             bind: vec!["127.0.0.1".into()],
             token: String::new(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_ca_cert_file: String::new(),
         }
     }
 }
@@ -922,6 +932,33 @@ pub static PARAMS: &[Param] = &[
         c.admin.bind = bind;
         Ok(())
     }),
+    param!(
+        "admin-tls-cert-file",
+        false,
+        |c| c.admin.tls_cert_file.clone(),
+        |c, v| {
+            c.admin.tls_cert_file = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "admin-tls-key-file",
+        false,
+        |c| c.admin.tls_key_file.clone(),
+        |c, v| {
+            c.admin.tls_key_file = v.to_string();
+            Ok(())
+        }
+    ),
+    param!(
+        "admin-tls-ca-cert-file",
+        false,
+        |c| c.admin.tls_ca_cert_file.clone(),
+        |c, v| {
+            c.admin.tls_ca_cert_file = v.to_string();
+            Ok(())
+        }
+    ),
     // Not changed at run time: emptying it would open a non-loopback admin port to anyone.
     param!("admin-token", false, |c| c.admin.token.clone(), |c, v| {
         if v.len() > ADMIN_TOKEN_MAX {

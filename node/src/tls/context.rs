@@ -3,7 +3,9 @@
 
 use super::error::TlsSetupError;
 use super::files;
-use crate::tls::settings::{Tls13Suite, TlsAuthClients, TlsConfig, TlsProtocol};
+use crate::tls::settings::{
+    SettingNames, Tls13Suite, TlsAuthClients, TlsConfig, TlsProtocol, CLIENT_TLS_SETTINGS,
+};
 use rustls::crypto::ring::{cipher_suite, default_provider};
 use rustls::crypto::CryptoProvider;
 use rustls::server::danger::ClientCertVerifier;
@@ -18,15 +20,27 @@ pub fn acceptor(config: &TlsConfig) -> Result<Option<TlsAcceptor>, TlsSetupError
     if config.port == 0 {
         return Ok(None);
     }
-    Ok(Some(TlsAcceptor::from(server_config(config)?)))
+    Ok(Some(TlsAcceptor::from(Arc::new(server_config(
+        config,
+        &CLIENT_TLS_SETTINGS,
+    )?))))
 }
 
-pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsSetupError> {
+/// The rustls context `config` describes; `names` are the settings it was read from (errors
+/// name them).
+pub fn server_config(
+    config: &TlsConfig,
+    names: &SettingNames,
+) -> Result<ServerConfig, TlsSetupError> {
+    let missing = |setting| TlsSetupError::Missing {
+        port: names.port,
+        setting,
+    };
     if config.cert_file.is_empty() {
-        return Err(TlsSetupError::Missing("tls-cert-file"));
+        return Err(missing(names.cert_file));
     }
     if config.key_file.is_empty() {
-        return Err(TlsSetupError::Missing("tls-key-file"));
+        return Err(missing(names.key_file));
     }
     if !config.ciphers.is_empty() {
         tracing::warn!(
@@ -36,17 +50,18 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsSetupEr
     let provider = Arc::new(provider_with_suites(&config.ciphersuites));
     let cert_path = Path::new(&config.cert_file);
     let key_path = Path::new(&config.key_file);
-    let key = files::private_key(key_path)?;
+    let key = files::private_key(names.key_file, key_path)?;
     // Loaded alone first, so that a key rustls cannot use is blamed on the key file.
     provider
         .key_provider
         .load_private_key(key.clone_key())
         .map_err(|e| TlsSetupError::BadKey {
+            setting: names.key_file,
             path: key_path.into(),
             reason: e.to_string(),
         })?;
-    let chain = files::certificates("tls-cert-file", cert_path)?;
-    let verifier = client_verifier(config, &provider)?;
+    let chain = files::certificates(names.cert_file, cert_path)?;
+    let verifier = client_verifier(config, names, &provider)?;
     let mut server = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions(&config.protocols))
         .map_err(|e| TlsSetupError::Protocols(e.to_string()))?
@@ -55,17 +70,20 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsSetupEr
         .map_err(|e| match e {
             rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
                 TlsSetupError::KeyMismatch {
+                    cert_setting: names.cert_file,
+                    key_setting: names.key_file,
                     cert: cert_path.into(),
                     key: key_path.into(),
                 }
             }
             other => TlsSetupError::BadCert {
+                setting: names.cert_file,
                 path: cert_path.into(),
                 reason: other.to_string(),
             },
         })?;
     server.ignore_client_order = config.prefer_server_ciphers;
-    Ok(Arc::new(server))
+    Ok(server)
 }
 
 /// ring's suites, with the TLSv1.3 ones limited to and ordered as `tls-ciphersuites` says
@@ -110,11 +128,12 @@ fn versions(protocols: &[TlsProtocol]) -> Vec<&'static SupportedProtocolVersion>
 /// is reported at start rather than when the setting changes.
 fn client_verifier(
     config: &TlsConfig,
+    names: &SettingNames,
     provider: &Arc<CryptoProvider>,
 ) -> Result<Arc<dyn ClientCertVerifier>, TlsSetupError> {
     let has_ca = !config.ca_cert_file.is_empty() || !config.ca_cert_dir.is_empty();
     let roots = match has_ca {
-        true => files::ca_roots(&config.ca_cert_file, &config.ca_cert_dir)?,
+        true => files::ca_roots(names, &config.ca_cert_file, &config.ca_cert_dir)?,
         false => rustls::RootCertStore::empty(),
     };
     if config.auth_clients == TlsAuthClients::No {

@@ -5,8 +5,11 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsSetupError {
-    #[error("tls-port is set but {0} is not")]
-    Missing(&'static str),
+    #[error("{port} is set but {setting} is not")]
+    Missing {
+        port: &'static str,
+        setting: &'static str,
+    },
     #[error("either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-auth-clients is yes or optional")]
     NoCa,
     // The io error is part of this message rather than its `source`, so that `{:#}` does
@@ -23,8 +26,12 @@ pub enum TlsSetupError {
         path: PathBuf,
         limit: u64,
     },
-    #[error("tls-ca-cert-dir '{}' holds more than {limit} files", .path.display())]
-    TooManyFiles { path: PathBuf, limit: usize },
+    #[error("{setting} '{}' holds more than {limit} files", .path.display())]
+    TooManyFiles {
+        setting: &'static str,
+        path: PathBuf,
+        limit: usize,
+    },
     #[error("{setting} '{}' is not valid PEM: {reason}", .path.display())]
     BadPem {
         setting: &'static str,
@@ -37,14 +44,30 @@ pub enum TlsSetupError {
         path: PathBuf,
         what: &'static str,
     },
-    #[error("tls-key-file '{}' holds an encrypted private key; tls-key-file-pass is not supported: give an unencrypted key (openssl pkey -in enc.key -out plain.key)", .path.display())]
-    EncryptedKey { path: PathBuf },
-    #[error("tls-key-file '{}' holds a key that cannot be used: {reason}", .path.display())]
-    BadKey { path: PathBuf, reason: String },
-    #[error("tls-cert-file '{}' holds a certificate that cannot be used: {reason}", .path.display())]
-    BadCert { path: PathBuf, reason: String },
-    #[error("tls-key-file '{}' does not match the certificate in tls-cert-file '{}'", .key.display(), .cert.display())]
-    KeyMismatch { cert: PathBuf, key: PathBuf },
+    #[error("{setting} '{}' holds an encrypted private key; tls-key-file-pass is not supported: give an unencrypted key (openssl pkey -in enc.key -out plain.key)", .path.display())]
+    EncryptedKey {
+        setting: &'static str,
+        path: PathBuf,
+    },
+    #[error("{setting} '{}' holds a key that cannot be used: {reason}", .path.display())]
+    BadKey {
+        setting: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("{setting} '{}' holds a certificate that cannot be used: {reason}", .path.display())]
+    BadCert {
+        setting: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("{key_setting} '{}' does not match the certificate in {cert_setting} '{}'", .key.display(), .cert.display())]
+    KeyMismatch {
+        cert_setting: &'static str,
+        key_setting: &'static str,
+        cert: PathBuf,
+        key: PathBuf,
+    },
     #[error("{setting} '{}' holds a certificate that cannot be a CA: {reason}", .path.display())]
     BadCa {
         setting: &'static str,

@@ -3,6 +3,7 @@
 //! whole, within a size limit.
 
 use super::error::TlsSetupError;
+use super::settings::SettingNames;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::RootCertStore;
@@ -33,12 +34,17 @@ pub fn certificates(
     Ok(certs)
 }
 
-/// The first private key (PKCS#8, PKCS#1 or SEC1) of the `tls-key-file`.
-pub fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsSetupError> {
-    let setting = "tls-key-file";
+/// The first private key (PKCS#8, PKCS#1 or SEC1) of the key file `setting` names.
+pub fn private_key(
+    setting: &'static str,
+    path: &Path,
+) -> Result<PrivateKeyDer<'static>, TlsSetupError> {
     let bytes = read_limited(setting, path)?;
     if is_encrypted_key(&bytes) {
-        return Err(TlsSetupError::EncryptedKey { path: path.into() });
+        return Err(TlsSetupError::EncryptedKey {
+            setting,
+            path: path.into(),
+        });
     }
     match PrivateKeyDer::from_pem_slice(&bytes) {
         Ok(key) => Ok(key),
@@ -55,18 +61,22 @@ pub fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsSetupError>
     }
 }
 
-/// The CA certificates of `tls-ca-cert-file` and of every file in `tls-ca-cert-dir` (either
-/// may be empty: not set). Files in the directory that hold no certificate (CRLs, notes)
-/// are passed over; a malformed one is an error.
-pub fn ca_roots(file: &str, dir: &str) -> Result<RootCertStore, TlsSetupError> {
+/// The CA certificates of the CA file and of every file in the CA directory (either may be
+/// empty: not set; `names` says which settings they came from). Files in the directory that
+/// hold no certificate (CRLs, notes) are passed over; a malformed one is an error.
+pub fn ca_roots(
+    names: &SettingNames,
+    file: &str,
+    dir: &str,
+) -> Result<RootCertStore, TlsSetupError> {
     let mut roots = RootCertStore::empty();
     if !file.is_empty() {
-        let setting = "tls-ca-cert-file";
+        let setting = names.ca_cert_file;
         let path = Path::new(file);
         add_roots(&mut roots, setting, path, certificates(setting, path)?)?;
     }
     if !dir.is_empty() {
-        let setting = "tls-ca-cert-dir";
+        let setting = names.ca_cert_dir;
         let before = roots.len();
         for path in dir_files(setting, Path::new(dir))? {
             let bytes = read_limited(setting, &path)?;
@@ -116,6 +126,7 @@ fn dir_files(setting: &'static str, dir: &Path) -> Result<Vec<PathBuf>, TlsSetup
         }
         if files.len() == MAX_CA_DIR_FILES {
             return Err(TlsSetupError::TooManyFiles {
+                setting,
                 path: dir.into(),
                 limit: MAX_CA_DIR_FILES,
             });

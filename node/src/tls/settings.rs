@@ -120,6 +120,26 @@ pub fn parse_tls13_suites(v: &str) -> Result<Vec<Tls13Suite>, String> {
     Ok(suites)
 }
 
+/// The names of the settings a TLS context is built from, so that an error names the setting
+/// to fix: `tls-*` for the client port, `admin-tls-*` for the admin API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingNames {
+    pub port: &'static str,
+    pub cert_file: &'static str,
+    pub key_file: &'static str,
+    pub ca_cert_file: &'static str,
+    pub ca_cert_dir: &'static str,
+}
+
+/// The client port's settings (Redis's names).
+pub const CLIENT_TLS_SETTINGS: SettingNames = SettingNames {
+    port: "tls-port",
+    cert_file: "tls-cert-file",
+    key_file: "tls-key-file",
+    ca_cert_file: "tls-ca-cert-file",
+    ca_cert_dir: "tls-ca-cert-dir",
+};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsConfig {
     /// `tls-port`: 0 (the default) opens no TLS listener.

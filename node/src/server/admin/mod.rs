@@ -24,6 +24,7 @@ pub mod slot_moves_plan;
 pub mod slot_moves_run;
 pub mod slot_stats;
 pub mod stream_limit;
+pub mod tls;
 pub mod watch_cluster;
 
 use crate::config::Config;
@@ -46,30 +47,48 @@ pub enum AdminStartError {
     },
     #[error("admin reflection service: {0}")]
     Reflection(String),
+    #[error(transparent)]
+    Tls(#[from] tls::AdminTlsError),
+}
+
+/// The admin port's listening sockets and, when `admin-tls-*` is set, its TLS context.
+pub struct AdminListeners {
+    sockets: Vec<TcpListener>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Binds `admin-port` on every `admin-bind` address (none when the port is 0), after the
-/// token rule; a refusal stops the node's start.
-pub fn bind(config: &Config) -> Result<Vec<TcpListener>, AdminStartError> {
+/// token rule and with the TLS context read; a refusal stops the node's start.
+pub fn bind(config: &Config) -> Result<AdminListeners, AdminStartError> {
     if config.admin.port == 0 {
-        return Ok(Vec::new());
+        return Ok(AdminListeners {
+            sockets: Vec::new(),
+            tls: None,
+        });
     }
     auth::check_start(config)?;
-    crate::server::listener::bind_all(&config.admin.bind, config.admin.port, ADMIN_BACKLOG).map_err(
-        |source| AdminStartError::Listen {
-            port: config.admin.port,
-            source,
-        },
-    )
+    let tls = tls::acceptor(&config.admin)?;
+    if tls.is_none() && config.admin_beyond_loopback() {
+        tracing::warn!(
+            "the admin API reaches beyond loopback without TLS: its token travels in clear (set admin-tls-cert-file and admin-tls-key-file)"
+        );
+    }
+    let sockets =
+        crate::server::listener::bind_all(&config.admin.bind, config.admin.port, ADMIN_BACKLOG)
+            .map_err(|source| AdminStartError::Listen {
+                port: config.admin.port,
+                source,
+            })?;
+    Ok(AdminListeners { sockets, tls })
 }
 
 /// Serves the admin API on `listeners` until the node shuts down.
 pub async fn serve(
     server: Arc<Server>,
-    listeners: Vec<TcpListener>,
+    listeners: AdminListeners,
     operations: Arc<operations::Operations>,
 ) -> Result<(), AdminStartError> {
-    if listeners.is_empty() {
+    if listeners.sockets.is_empty() {
         return Ok(());
     }
     let token = server.config.read().admin.token.clone();
@@ -89,21 +108,31 @@ pub async fn serve(
     // Health stays open, for orchestrators' probes that send no headers.
     let reflection = tonic::service::interceptor::InterceptedService::new(reflection, auth);
     tokio::spawn(slot_stats::sample_rates(server.clone()));
-    for listener in listeners {
+    for listener in listeners.sockets {
         let addr = listener
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        tracing::info!(%addr, "admin API (gRPC) ready");
+        let tls = listeners.tls.clone();
+        tracing::info!(%addr, tls = tls.is_some(), "admin API (gRPC) ready");
         let router = tonic::transport::Server::builder()
             .add_service(health.clone())
             .add_service(reflection.clone())
             .add_service(admin.clone());
         let stopping = server.clone();
         tokio::spawn(async move {
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             let stop = async move { stopping.shutdown.wait().await };
-            if let Err(e) = router.serve_with_incoming_shutdown(incoming, stop).await {
+            let served = match tls {
+                Some(acceptor) => {
+                    let incoming = tls::incoming(listener, acceptor);
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+                None => {
+                    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+            };
+            if let Err(e) = served {
                 tracing::error!(%addr, error = %e, "admin API stopped");
             }
         });
