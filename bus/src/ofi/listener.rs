@@ -79,7 +79,7 @@ pub const HUB_TX_SHARES: usize = 4;
 /// handled at once (shm keeps no send-after-write order for them): the IMM note of such a
 /// WRITE waits for its delivery completion (`ofi::note_gate`), so it never announces bytes
 /// that have not landed.
-pub const SHM_HUB_PEERS: usize = 1;
+pub const SHM_HUB_PEERS: usize = 32;
 /// shm hubs of one listener open at once (the current one and used-up ones whose
 /// connections are not all closed), each a 16 MiB shm region: beyond it a HELLO is refused
 /// (its handshake socket closed, the reason logged), so clients that stay cannot make the

@@ -54,6 +54,7 @@ pub mod listener;
 pub(crate) mod mr_key;
 mod note_gate;
 pub(crate) mod open;
+mod piecewise;
 mod placement;
 pub(crate) mod rdm;
 pub(crate) mod region;
