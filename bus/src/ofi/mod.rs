@@ -78,6 +78,7 @@ pub use kind::{OfiKind, Rendezvous};
 pub use library::LIBFABRIC_SONAME;
 pub use listener::OfiListener;
 pub use open::OFI_SEND_MAX;
+pub use piecewise::answer_writes;
 pub use region::OfiRegion;
 
 use domain::Domain;

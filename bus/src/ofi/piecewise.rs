@@ -19,11 +19,32 @@
 //! its IMM note and later operations stay behind its data; its completion is made up then, as
 //! for injected SENDs. The cost: one more copy (through the peer's inject buffers), and at most
 //! the peer's command queue (64 entries of 4 KiB) in flight to it.
+//!
+//! A probe that must learn whether each of its WRITEs was accepted (the rogue of the attacker
+//! tests: a wrong key is never answered, an injected piece "completes" either way) turns this
+//! off for the endpoints it opens with [`answer_writes`]; a hub shared by many peers must not.
 #![allow(unsafe_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use super::endpoint::Endpoint;
 use super::region::OfiRegion;
 use super::sys::{self, FiAddr};
+
+/// Set by [`answer_writes`].
+static ANSWERED_WRITES: AtomicBool = AtomicBool::new(false);
+
+/// Endpoints opened from now on in this process post WRITEs and SENDs as single operations
+/// that complete only once the peer answered them (shm: delivery complete), not in pieces:
+/// for probes that must tell an accepted WRITE from a refused one. Never for a node.
+pub fn answer_writes() {
+    ANSWERED_WRITES.store(true, Relaxed);
+}
+
+/// Whether [`answer_writes`] was called.
+pub fn writes_answered() -> bool {
+    ANSWERED_WRITES.load(Relaxed)
+}
 
 /// A WRITE being injected piece by piece.
 pub struct PiecewiseWrite {

@@ -271,8 +271,10 @@ impl RdmCore {
                 domain.caps.inject_size,
             ),
             notes_held: 0,
-            write_piece: (domain.kind == OfiKind::Shm && domain.caps.inject_size > 0)
-                .then_some(domain.caps.inject_size),
+            write_piece: (domain.kind == OfiKind::Shm
+                && domain.caps.inject_size > 0
+                && !super::piecewise::writes_answered())
+            .then_some(domain.caps.inject_size),
             piecewise: HashMap::new(),
             cq_batch: vec![EMPTY_ENTRY; POLL_BATCH],
             cq_sources: vec![sys::FI_ADDR_NOTAVAIL; POLL_BATCH],
