@@ -194,6 +194,10 @@ fn run_victim() {
 fn run_rogue() {
     let kind = kind_from_env();
     let addr: SocketAddr = std::env::var("OFI_ROGUE_ADDR").unwrap().parse().unwrap();
+    if kind == OfiKind::Shm {
+        // As the example does: injected WRITEs would "complete" whether or not they landed.
+        bus::ofi::answer_writes();
+    }
     let provider = match OfiProvider::open(kind) {
         Ok(p) => p,
         Err(e) => {

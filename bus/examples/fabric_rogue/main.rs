@@ -142,6 +142,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if refuses_silently(&args.fabric) {
+        // Our shm endpoints inject WRITEs in pieces, which "complete" whether or not the
+        // victim took them: the rogue must learn which of its guesses were accepted.
+        bus::ofi::answer_writes();
+    }
     let mut cma_addrs: Vec<u64> = args.exact.iter().map(|r| r.addr).collect();
     let held = match args.mode.as_str() {
         "probe-stream" | "forge-ack" => {

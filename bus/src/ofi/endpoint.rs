@@ -239,6 +239,25 @@ impl Endpoint {
         }
     }
 
+    /// `fi_inject_write`: `buf` is copied before return and no completion is generated.
+    pub fn inject_write(&mut self, buf: &[u8], to: FiAddr, addr: u64, key: u64) -> isize {
+        // SAFETY: ep is live; buf is only read during the call.
+        unsafe {
+            (*(*self.ep).rma)
+                .inject
+                .map_or(-sys::FI_EINVAL as isize, |f| {
+                    f(
+                        self.ep,
+                        buf.as_ptr() as *const c_void,
+                        buf.len(),
+                        to,
+                        addr,
+                        key,
+                    )
+                })
+        }
+    }
+
     /// `fi_write`, or `fi_writedata` when `data` is set.
     ///
     /// # Safety

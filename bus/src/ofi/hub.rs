@@ -305,10 +305,10 @@ impl Hub {
     /// Its operations still in flight keep their slots, and the regions they name, until the
     /// provider finishes them: the provider may still read those regions and hand back
     /// those contexts, so neither may be reused before. Their completions are then dropped.
-    /// tcp;ofi_rxm finishes them (flushed) once the peer's connection goes; shm 1.17 waits
-    /// for the peer to answer each, so with a peer that died they stay until the hub closes
-    /// (a shm hub serves a bounded number of connections and closes with its last one,
-    /// `listener.rs`). [`Hub::orphaned`] counts them.
+    /// tcp;ofi_rxm finishes them (flushed) once the peer's connection goes; on shm there are
+    /// none: every WRITE and SEND is injected and done when posted (`piecewise.rs`; shm 1.17
+    /// would wait for a dead peer to answer for ever, and hold the hub's later operations
+    /// behind it). [`Hub::orphaned`] counts them.
     pub fn detach(&self, owner: u64, fi_addr: FiAddr) {
         let mut s = self.state.lock();
         let left = s.core.tx_in_flight_of(|o| o == owner);

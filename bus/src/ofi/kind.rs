@@ -104,7 +104,9 @@ impl OfiKind {
     ///   (`ofi_mr_map_verify: unknown key`) but sends no answer, so the WRITE never completes
     ///   (its send slot stays taken until the connection is dropped). So on `ofi:shm` a
     ///   wrong-key operation shows up as a stall, never as `RemoteAccess`; callers' deadlines
-    ///   (keepalives, ack words) are what notice it.
+    ///   (keepalives, ack words) are what notice it. Our own shm endpoints no longer post such
+    ///   operations (`piecewise.rs`: every WRITE and SEND is injected, done when posted, and
+    ///   a wrong-key WRITE completes without landing); the flag still covers anything else.
     /// - efa: not needed; the device completes an RDMA write after the remote ack.
     pub fn wants_delivery_complete(self) -> bool {
         matches!(self, OfiKind::Tcp | OfiKind::Shm)

@@ -65,21 +65,17 @@ pub const HUB_TX_SLOTS: usize = 4096;
 pub const HUB_TX_SHARES: usize = 4;
 /// Connections one shm hub serves over its life; the next one gets a new hub, and a hub
 /// closes with its last connection. shm 1.17 cannot remove a peer safely (`hub::Mode`), so
-/// a shm hub keeps every peer it had: this bounds the peer table (shm's own limit is 256),
-/// the regions of gone peers it keeps mapped, and what operations a dead peer leaves stuck.
+/// a shm hub keeps every peer it had: this bounds its peer table (shm's own limit is 256
+/// peers per address vector) and the regions of gone peers it keeps mapped.
 ///
-/// 1 for now: a peer killed mid-stream (WRITEs in flight to it) stalls a shared shm
-/// endpoint for the hub's other connections: a new client of that hub got nothing for 10 s
-/// in 1 of 3 runs of `fabric::a_client_killed_mid_stream_over_ofi_shm_does_not_disturb_the_node`
-/// (with 4 and 32 peers alike; never with 1). Each hub costs the node a shm region of
-/// 16 MiB of which shm 1.17 touches ~8 MiB at once, whatever the queue sizes asked: shared
-/// by 32 peers that would be ~250 KiB per connection.
-/// shm splits the region's 256 SAR buffers of 32 KiB among its peers (256 KiB each at 32),
-/// and a WRITE larger than a peer's share moves in parts while the commands behind it are
-/// handled at once (shm keeps no send-after-write order for them): the IMM note of such a
-/// WRITE waits for its delivery completion (`ofi::note_gate`), so it never announces bytes
-/// that have not landed.
-pub const SHM_HUB_PEERS: usize = 1;
+/// Each hub costs the node a shm region of 16 MiB of which shm 1.17 touches ~8 MiB at once,
+/// whatever the queue sizes asked: shared by 255 connections that is ~32 KiB each.
+/// A gone peer holds nothing of a shared hub: every WRITE goes as injected pieces and every
+/// SEND is injected (`ofi::piecewise`), so no operation waits on an answer from its peer.
+/// Before that (SAR transfers and delivery-complete operations, which shm finishes only
+/// when the peer answers, in one response queue per endpoint handled in order), a client
+/// killed mid-stream stalled the hub's other connections.
+pub const SHM_HUB_PEERS: usize = 255;
 /// shm hubs of one listener open at once (the current one and used-up ones whose
 /// connections are not all closed), each a 16 MiB shm region: beyond it a HELLO is refused
 /// (its handshake socket closed, the reason logged), so clients that stay cannot make the
@@ -109,6 +105,8 @@ pub struct OfiListener {
     hub: Arc<Hub>,
     /// shm: used-up hubs, until their last connection closes.
     used_up: Vec<Weak<Hub>>,
+    /// shm: connections one hub serves over its life ([`SHM_HUB_PEERS`] unless set lower).
+    shm_hub_peers: usize,
     domain: Arc<Domain>,
     bind: SocketAddr,
     config: EndpointConfig,
@@ -240,6 +238,7 @@ impl OfiListener {
             meeting,
             hub,
             used_up: Vec::new(),
+            shm_hub_peers: SHM_HUB_PEERS,
             domain: domain.clone(),
             bind,
             config: config.clone(),
@@ -297,11 +296,19 @@ impl OfiListener {
         )
     }
 
+    /// shm: at most `peers` connections per hub over its life (1 to [`SHM_HUB_PEERS`]), the
+    /// current hub included; tests use fewer than the default.
+    pub fn set_shm_hub_peers(&mut self, peers: usize) {
+        self.shm_hub_peers = peers.clamp(1, SHM_HUB_PEERS);
+    }
+
     /// The hub the next connection joins. On shm, once the current one has served
-    /// [`SHM_HUB_PEERS`] connections a new one is opened (the old one closes with its last
+    /// [`SHM_HUB_PEERS`] connections (or what `set_shm_hub_peers` set) a new one is opened (the old one closes with its last
     /// connection); with [`SHM_HUBS_MAX`] still open, the connection is refused.
     fn current_hub(&mut self) -> Result<Arc<Hub>, BusError> {
-        if self.domain.kind == OfiKind::Shm && self.hub.attached_total() >= SHM_HUB_PEERS as u64 {
+        if self.domain.kind == OfiKind::Shm
+            && self.hub.attached_total() >= self.shm_hub_peers as u64
+        {
             self.used_up.retain(|h| h.strong_count() > 0);
             if self.used_up.len() + 1 >= SHM_HUBS_MAX {
                 return Err(BusError::Full {

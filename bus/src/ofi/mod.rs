@@ -21,8 +21,10 @@
 //! - A first SEND or datagram to a new tcp peer may meet `Full` while rxm connects: poll and
 //!   post again (datagrams wait in a bounded outbox instead).
 //! - A WRITE/READ with a wrong key: `RemoteAccess` on tcp (and the connection is unusable
-//!   after, as an RC QP would be); on shm 1.17 it is rejected at the target but never
-//!   completes at the initiator. See [`OfiKind::wants_delivery_complete`].
+//!   after, as an RC QP would be); on shm 1.17 it is rejected at the target, and the
+//!   initiator is not told: our shm WRITEs are injected pieces that complete when posted
+//!   (`piecewise.rs`: shm's answered operations let one dead peer stall a shared endpoint),
+//!   and an answered one never completes (`answer_writes`, [`OfiKind::wants_delivery_complete`]).
 //! - `RecvWriteImm::byte_len` is 0 on tcp (libfabric does not report it); the immediate is
 //!   exact everywhere.
 //! - `ofi:tcp` endpoints are IPv4 only. EFA meets peers over a TCP socket ([`Rendezvous`]).
@@ -54,6 +56,7 @@ pub mod listener;
 pub(crate) mod mr_key;
 mod note_gate;
 pub(crate) mod open;
+mod piecewise;
 mod placement;
 pub(crate) mod rdm;
 pub(crate) mod region;
@@ -77,6 +80,7 @@ pub use kind::{OfiKind, Rendezvous};
 pub use library::LIBFABRIC_SONAME;
 pub use listener::OfiListener;
 pub use open::OFI_SEND_MAX;
+pub use piecewise::answer_writes;
 pub use region::OfiRegion;
 
 use domain::Domain;

@@ -30,6 +30,7 @@ use super::domain::Domain;
 use super::endpoint::{CqRead, Endpoint};
 use super::kind::OfiKind;
 use super::note_gate::NoteGate;
+use super::piecewise::{PiecewiseWrite, Progress};
 use super::region::OfiRegion;
 use super::sys::{self, FiAddr, FiContext2};
 
@@ -210,6 +211,12 @@ pub struct RdmCore {
     note_gate: NoteGate,
     /// Notes held for their WRITE so far (observability, tests).
     notes_held: u64,
+    /// shm: every WRITE goes as `fi_inject_write` pieces of this size and every SEND is
+    /// injected, so no operation waits on an answer from its peer (`piecewise.rs`).
+    write_piece: Option<usize>,
+    /// WRITEs still going out in pieces, at most one per peer (a later post to it meets
+    /// `Full`).
+    piecewise: HashMap<FiAddr, PiecewiseWrite>,
     /// Where completions are read to, kept between polls: a fresh array per poll was a
     /// memset of POLL_BATCH entries on every turn of a busy-polling loop.
     cq_batch: Vec<sys::FiCqDataEntry>,
@@ -264,6 +271,11 @@ impl RdmCore {
                 domain.caps.inject_size,
             ),
             notes_held: 0,
+            write_piece: (domain.kind == OfiKind::Shm
+                && domain.caps.inject_size > 0
+                && !super::piecewise::writes_answered())
+            .then_some(domain.caps.inject_size),
+            piecewise: HashMap::new(),
             cq_batch: vec![EMPTY_ENTRY; POLL_BATCH],
             cq_sources: vec![sys::FI_ADDR_NOTAVAIL; POLL_BATCH],
         };
@@ -413,7 +425,14 @@ impl RdmCore {
         let buf = region.ptr_at(offset, len)?;
         // Injected sends hold no slot, but their made-up completions wait in `ready`: count
         // them against the send queue so a caller that never polls meets `Full`, not growth.
-        if len <= inline_max
+        // shm: always (see `write_piece`); a full queue is `Full`, never a fi_send.
+        let inject_anyway = self.write_piece.is_some() && len <= self.domain().caps.inject_size;
+        if inject_anyway && self.ready.len() >= self.free_tx.len() {
+            return Err(BusError::Full {
+                what: "ofi send work requests (rdma-send-wr)",
+            });
+        }
+        if (inject_anyway || len <= inline_max)
             && len <= self.domain().caps.inject_size
             && self.ready.len() < self.free_tx.len()
         {
@@ -456,7 +475,8 @@ impl RdmCore {
             if rc == 0 {
                 return Ok(());
             }
-            if rc != -(sys::FI_EAGAIN as isize) {
+            // shm: a fi_send would wait on the peer's answer (`write_piece`); "try again".
+            if rc != -(sys::FI_EAGAIN as isize) || self.write_piece.is_some() {
                 return Err(self.provider_error("fi_inject", rc));
             }
         }
@@ -539,6 +559,22 @@ impl RdmCore {
         self.check_region(region)?;
         self.notes_sent(to)?;
         let buf = region.ptr_at(offset, len)?;
+        if let Some(piece) = self.write_piece {
+            // Its completion will wait in `ready`: bounded as injected SENDs are.
+            if self.ready.len() >= self.free_tx.len() {
+                return Err(BusError::Full {
+                    what: "ofi send work requests (rdma-send-wr)",
+                });
+            }
+            let write = PiecewiseWrite::new(wr_id, owner, region, offset, len, addr, key);
+            self.piecewise.insert(to, write);
+            if let Some(imm) = imm {
+                // Its pieces are handled by the peer in order, ahead of the note.
+                self.queue_note(to, imm, len, false);
+            }
+            self.advance_piecewise(to, piece);
+            return Ok(());
+        }
         let desc = region.desc();
         let index = self.post_tx(
             TxWork::user(wr_id, Op::Write, region, owner),
@@ -554,19 +590,71 @@ impl RdmCore {
                     *holds_note_to = Some(to);
                 }
             }
-            let note = PendingNote {
-                imm,
-                len: len.min(u32::MAX as usize) as u32,
-                held,
-            };
-            let queue = self.notes.waiting.entry(to).or_default();
-            if queue.is_empty() {
-                self.notes.order.push_back(to);
-            }
-            queue.push_back(note);
-            self.flush_notes_to(to);
+            self.queue_note(to, imm, len, held);
         }
         Ok(())
+    }
+
+    /// Queues the IMM note of a WRITE of `len` bytes to `to` and sends what may go.
+    fn queue_note(&mut self, to: FiAddr, imm: u32, len: usize, held: bool) {
+        let note = PendingNote {
+            imm,
+            len: len.min(u32::MAX as usize) as u32,
+            held,
+        };
+        let queue = self.notes.waiting.entry(to).or_default();
+        if queue.is_empty() {
+            self.notes.order.push_back(to);
+        }
+        queue.push_back(note);
+        self.flush_notes_to(to);
+    }
+
+    /// Injects what the peer takes of the piecewise WRITE to `to`; whether none is left.
+    /// Finished, its completion is made up (and its note may go); refused, it completes with
+    /// the error and its note is dropped with its connection failed (the note would announce
+    /// bytes that never landed).
+    fn advance_piecewise(&mut self, to: FiAddr, piece: usize) -> bool {
+        let Some(mut write) = self.piecewise.remove(&to) else {
+            return true;
+        };
+        let status = match write.advance(&mut self.ep, piece, to) {
+            Progress::Waiting => {
+                self.piecewise.insert(to, write);
+                return false;
+            }
+            Progress::Done => Ok(()),
+            Progress::Failed(rc) => {
+                let error = self.provider_error("fi_inject_write", rc);
+                let text = error.to_string();
+                if self.notes.waiting.remove(&to).is_some() {
+                    self.notes.order.retain(|p| *p != to);
+                    self.notes.failed.push((to, error));
+                }
+                let err = rc.saturating_abs().min(i32::MAX as isize) as i32;
+                Err(work_error(self.domain().kind, err, 0, Op::Write, text))
+            }
+        };
+        self.ready.push_back(Event::TxDone {
+            wr_id: write.wr_id,
+            op: Op::Write,
+            internal: false,
+            status,
+            owner: write.owner,
+        });
+        self.flush_notes_to(to);
+        true
+    }
+
+    /// One attempt for every peer with a piecewise WRITE going out.
+    fn advance_all_piecewise(&mut self) {
+        let Some(piece) = self.write_piece else {
+            return;
+        };
+        let peers: Vec<FiAddr> = self.piecewise.keys().copied().collect();
+        for peer in peers {
+            self.advance_piecewise(peer, piece);
+        }
     }
 
     /// Forgets what is still queued for `peer` before its address-vector entry is removed
@@ -574,6 +662,7 @@ impl RdmCore {
     /// of `owner`. Its operations in flight finish later with `owner` and are dropped by
     /// whoever routes them.
     pub fn forget_peer(&mut self, peer: FiAddr, owner: u64) {
+        self.piecewise.remove(&peer);
         self.notes.waiting.remove(&peer);
         self.notes.order.retain(|p| *p != peer);
         self.notes.failed.retain(|(p, _)| *p != peer);
@@ -604,6 +693,13 @@ impl RdmCore {
     /// must arrive after its WRITE and before anything posted later). Other peers' notes do
     /// not matter.
     fn notes_sent(&mut self, to: FiAddr) -> Result<(), BusError> {
+        if let Some(piece) = self.write_piece {
+            if !self.advance_piecewise(to, piece) {
+                return Err(BusError::Full {
+                    what: "ofi transmit queue (a WRITE to this peer still goes out in pieces)",
+                });
+            }
+        }
         if !self.flush_notes_to(to) {
             return Err(BusError::Full {
                 what: "ofi transmit queue (an IMM note to this peer waits)",
@@ -615,6 +711,10 @@ impl RdmCore {
     /// Sends `to`'s waiting notes in order until the provider says "try again"; whether none
     /// is left. A note the provider refuses is recorded against its peer (`notes.failed`).
     fn flush_notes_to(&mut self, to: FiAddr) -> bool {
+        // Notes go after their WRITE's last piece.
+        if self.piecewise.contains_key(&to) {
+            return false;
+        }
         let Some(queue) = self.notes.waiting.get_mut(&to) else {
             return true;
         };
@@ -741,6 +841,7 @@ impl RdmCore {
             }
         }
         let want = (max - n).clamp(1, POLL_BATCH);
+        self.advance_all_piecewise();
         self.flush_notes();
         // Taken out for the loop (on_completion needs `&mut self`) and always put back.
         let mut batch = std::mem::take(&mut self.cq_batch);

@@ -506,6 +506,16 @@ pub type RmaFn = unsafe extern "C" fn(
     context: *mut c_void,
 ) -> isize;
 
+/// `fi_inject_write`: (ep, buf, len, peer, remote addr, key); no context, no completion.
+pub type InjectWriteFn = unsafe extern "C" fn(
+    ep: *mut FidEp,
+    buf: *const c_void,
+    len: usize,
+    peer: FiAddr,
+    addr: u64,
+    key: u64,
+) -> isize;
+
 /// `fi_writedata`: (ep, buf, len, desc, data, peer, remote addr, key, context).
 pub type WriteDataFn = unsafe extern "C" fn(
     ep: *mut FidEp,
@@ -530,7 +540,7 @@ pub struct FiOpsRma {
     pub write: Option<RmaFn>,
     pub writev: Opaque,
     pub writemsg: Opaque,
-    pub inject: Opaque,
+    pub inject: Option<InjectWriteFn>,
     pub writedata: Option<WriteDataFn>,
     pub injectdata: Opaque,
 }
