@@ -286,7 +286,7 @@ fn ring_reader(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     while taken < RING_RECORDS {
         check_deadline(end, "the ring's records");
         // Publishes the consumed offset and, on tcp/shm, lets the writer's WRITEs land.
-        reader.poll().unwrap();
+        reader.poll(started.elapsed()).unwrap();
         if let Some(msg) = ctrl.try_recv() {
             assert_eq!(msg, b"full", "ring reader: unexpected control message");
             writer_met_full = true;
@@ -324,7 +324,7 @@ fn ring_reader(provider: &OfiProvider, kind: OfiKind, seed: u64) {
     // The writer says "done <head>" once all it appended is acknowledged; nothing may follow.
     let done = loop {
         check_deadline(end, "the writer's done");
-        reader.poll().unwrap();
+        reader.poll(started.elapsed()).unwrap();
         if let Some(msg) = ctrl.try_recv() {
             break String::from_utf8(msg).unwrap();
         }
@@ -540,6 +540,7 @@ fn ring_writer(provider: &OfiProvider, seed: u64) {
     assert_eq!(ring.len as usize, RING_HEADER_LEN + RING_DATA_LEN);
     let mut writer = RingWriter::create(ring_conn, ring, &config).unwrap();
     ctrl.send(&encode_advert(&writer.ack_advert().unwrap()));
+    let started = Instant::now();
 
     let max_payload = writer.max_payload();
     let (mut next, mut ring_full, mut queue_full) = (0u64, 0u64, 0u64);
@@ -565,7 +566,7 @@ fn ring_writer(provider: &OfiProvider, seed: u64) {
                 Err(e) => panic!("append: {e}"),
             }
         }
-        writer.poll().unwrap();
+        writer.poll(started.elapsed()).unwrap();
         ctrl.pump();
     }
     assert!(ring_full > 0, "the writer met Full");
@@ -595,7 +596,7 @@ fn ring_writer(provider: &OfiProvider, seed: u64) {
         writer.resends()
     );
     child.expect_success(|| {
-        let _ = writer.poll();
+        let _ = writer.poll(started.elapsed());
         ctrl.pump();
     });
 }

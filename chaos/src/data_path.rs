@@ -388,7 +388,7 @@ impl DataPath {
         let links = &mut self.links[i];
         let mut dropped = Vec::new();
         for (&r, d) in links.downstream.iter_mut() {
-            let progress = match d.shipper.pump(&node.backlog) {
+            let progress = match d.shipper.pump(&node.backlog, ms(now)) {
                 Ok(p) => p,
                 Err(e) => {
                     dropped.push((r, e.to_string()));
@@ -489,7 +489,7 @@ impl DataPath {
             return;
         };
         if up.synced {
-            if let Err(e) = up.link.publish_applied(self.nodes[i].offset()) {
+            if let Err(e) = up.link.publish_applied(self.nodes[i].offset(), ms(now)) {
                 self.drop_upstream(now, i, &e.to_string());
             }
         }

@@ -2,7 +2,8 @@
 //!
 //! Layers, bottom first; each may import only those listed before it (node/DESIGN.md has the
 //! picture and the rules; `tests/suite/module_knots.rs` fails on an import loop):
-//! - [`clock`], [`stale_files`], [`tls`]: leaves (wall clock, stale temp files, TLS context);
+//! - [`clock`], [`atomic_file`], [`stale_files`], [`tls`]: leaves (wall clock, the atomic
+//!   replacement of small files, stale temp files, TLS context);
 //! - [`db`]: the keyspace (shards of hash slots), values, expiry, the eviction core;
 //! - [`snapshot_format`]: the bytes of snapshots, AOF bases and DUMP payloads;
 //! - [`config`]: parameters from file, flags and CONFIG SET;
@@ -19,6 +20,7 @@
 //! - [`app`]: start and stop (installs the command table before the node starts).
 
 pub mod app;
+pub mod atomic_file;
 pub mod clock;
 pub mod cluster;
 pub mod command_framework;

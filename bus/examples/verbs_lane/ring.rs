@@ -117,7 +117,7 @@ pub fn test_ring_two_process() -> R {
                 None => backoff(&mut idle),
             }
             // Publishes the consumed offset into the writer's ack word.
-            reader.poll()?;
+            reader.poll(started.elapsed())?;
             ctl.poll(&mut ctl_done, 1)?;
             if let Some(c) = ctl_done.pop() {
                 ensure(c.status.is_ok(), format!("ctl receive failed: {c:?}"))?;
@@ -175,7 +175,8 @@ pub fn ring_writer(ctl_port: u16, seed: u64) -> R {
     ctl.post_send(WR_CTL_SEND, slice(&tx, 0, ADVERT_LEN))?;
     completions(&mut ctl, 1, false)?;
 
-    let deadline = Instant::now() + WAIT;
+    let started = Instant::now();
+    let deadline = started + WAIT;
     let mut crc = crc64fast::Digest::new();
     let mut full = 0u64;
     let mut idle = 0;
@@ -193,7 +194,7 @@ pub fn ring_writer(ctl_port: u16, seed: u64) -> R {
                 Ok(_) => break,
                 Err(BusError::Full { .. }) => {
                     full += 1;
-                    writer.poll()?;
+                    writer.poll(started.elapsed())?;
                     backoff(&mut idle);
                 }
                 Err(e) => return Err(e.into()),
@@ -201,14 +202,14 @@ pub fn ring_writer(ctl_port: u16, seed: u64) -> R {
         }
         idle = 0;
         crc.write(&payload);
-        writer.poll()?;
+        writer.poll(started.elapsed())?;
     }
     while !writer.is_drained() {
         ensure(
             Instant::now() < deadline,
             format!("acks stopped at {} of {}", writer.acked(), writer.head()),
         )?;
-        writer.poll()?;
+        writer.poll(started.elapsed())?;
         backoff(&mut idle);
     }
     println!(

@@ -61,9 +61,9 @@
 //!   those WRITEs complete;
 //! - a duplicate of a word WRITE (tail, consumed, progress, resend counter) can move the word
 //!   back: every word is monotone, so readers of a word keep the largest value they saw, and
-//!   the side that owns a word re-WRITEs it every [`WORD_REFRESH_POLLS`] polls (the reader its
-//!   words; the writer its doorbell while it waits for an acknowledgement), so a value that was
-//!   overwritten before anyone read it comes back.
+//!   the side that owns a word re-WRITEs it every [`WORD_REFRESH_INTERVAL`] of the caller's
+//!   time (the reader its words; the writer its doorbell while it waits for an
+//!   acknowledgement), so a value that was overwritten before anyone read it comes back.
 
 use crate::error::{BusError, Result};
 use crate::provider::RemoteRegion;
@@ -103,9 +103,11 @@ pub const STALL_WAIT_MIN: Duration = Duration::from_millis(1);
 /// brought nothing, so a reader behind a slow (not broken) link costs the writer at most one
 /// ring of resent bytes per this long.
 pub const STALL_WAIT_MAX: Duration = Duration::from_millis(256);
-/// Polls after which a side WRITEs its monotone words again although they did not change, so
-/// a late duplicate that moved one back is undone (each costs one 8-byte WRITE).
-pub const WORD_REFRESH_POLLS: u32 = 64;
+/// How long (the caller's time) after which a side WRITEs its monotone words again although
+/// they did not change, so a late duplicate that moved one back is undone (each costs one
+/// 8-byte WRITE). Time, not a count of polls: how often a caller polls depends on its load,
+/// and a busy poller would otherwise refresh thousands of times a second for nothing.
+pub const WORD_REFRESH_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Where a WRITE from the reader's side may land in the ack region without overlapping a word.
 const _: () = assert!(ACK_CONSUMED_OFFSET + 8 <= ACK_RESEND_OFFSET);

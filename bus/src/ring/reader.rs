@@ -14,7 +14,7 @@ use super::layout::{
     check_data_len, max_payload, next_record_start, record_crc, record_total, ring_epoch,
     RecordHeader, ACK_CONSUMED_OFFSET, ACK_RESEND_OFFSET, ACK_WORDS_LEN, CLOSED_MARK,
     CLOSED_OFFSET, KIND_DATA, KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, STALL_WAIT_MAX,
-    STALL_WAIT_MIN, TAIL_OFFSET, WORD_REFRESH_POLLS,
+    STALL_WAIT_MIN, TAIL_OFFSET, WORD_REFRESH_INTERVAL,
 };
 use std::time::Duration;
 
@@ -58,8 +58,9 @@ pub struct RingReader<C: Connection> {
     /// How long a stall lasts before the next resend request (doubles while requests bring
     /// nothing).
     stall_wait: Duration,
-    /// Polls since the words were last WRITEn: at WORD_REFRESH_POLLS they are WRITEn again.
-    polls_since_refresh: u32,
+    /// When (the caller's time) the published words were last WRITEn again (or the first
+    /// poll): WORD_REFRESH_INTERVAL later they are WRITEn again.
+    refreshed_at: Option<Duration>,
     broken: Option<String>,
     completions: Vec<Completion>,
     not_ready: u64,
@@ -125,7 +126,7 @@ impl<C: Connection> RingReader<C> {
             tail_seen: 0,
             stalled_since: None,
             stall_wait: STALL_WAIT_MIN,
-            polls_since_refresh: 0,
+            refreshed_at: None,
             broken: None,
             completions: Vec::with_capacity(POLL_BATCH),
             not_ready: 0,
@@ -323,9 +324,10 @@ impl<C: Connection> RingReader<C> {
     }
 
     /// Reaps word completions and publishes each word (consumed offset, progress, resend
-    /// counter) that moved and has no WRITE in flight; every WORD_REFRESH_POLLS polls, the
-    /// words already published again.
-    pub fn poll(&mut self) -> Result<()> {
+    /// counter) that moved and has no WRITE in flight; every WORD_REFRESH_INTERVAL, the
+    /// words already published again. `now` is the caller's monotonic time since any fixed
+    /// origin (the same as `next`'s).
+    pub fn poll(&mut self, now: Duration) -> Result<()> {
         self.check_usable()?;
         self.completions.clear();
         if let Err(e) = self.conn.poll(&mut self.completions, POLL_BATCH) {
@@ -347,14 +349,21 @@ impl<C: Connection> RingReader<C> {
             return Err(self.break_with(why));
         }
         self.ack.wanted = self.consumed;
-        self.polls_since_refresh += 1;
-        let refresh = self.polls_since_refresh >= WORD_REFRESH_POLLS;
-        if refresh {
-            self.polls_since_refresh = 0;
-        }
+        let refresh = self.refresh_due(now);
         self.post_word(Word::Resend, refresh)?;
         self.post_word(Word::Progress, refresh)?;
         self.post_word(Word::Ack, refresh)
+    }
+
+    /// Whether the published words are due to be WRITEn again at `now` (then the interval
+    /// starts again).
+    fn refresh_due(&mut self, now: Duration) -> bool {
+        let last = *self.refreshed_at.get_or_insert(now);
+        if now.saturating_sub(last) < WORD_REFRESH_INTERVAL {
+            return false;
+        }
+        self.refreshed_at = Some(now);
+        true
     }
 
     /// WRITEs `which` if it moved (or `refresh` and it was published before) and none of its

@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 
 use super::layout::{
     max_payload, RECORD_HEADER_LEN, RING_HEADER_LEN, STALL_WAIT_MAX, STALL_WAIT_MIN,
+    WORD_REFRESH_INTERVAL,
 };
 use super::*;
 use crate::access::Access;
@@ -81,7 +82,7 @@ fn transfer(s: &mut Setup, seed: u64, records: &[Vec<u8>]) -> (Vec<Vec<u8>>, usi
                 Err(e) => panic!("append: {e}"),
             }
         }
-        s.writer.poll().unwrap();
+        s.writer.poll(s.fabric.now()).unwrap();
         s.fabric
             .advance(Duration::from_micros(rng.gen_range(0..40)));
         for _ in 0..rng.gen_range(0..5) {
@@ -90,7 +91,7 @@ fn transfer(s: &mut Setup, seed: u64, records: &[Vec<u8>]) -> (Vec<Vec<u8>>, usi
                 None => break,
             }
         }
-        s.reader.poll().unwrap();
+        s.reader.poll(s.fabric.now()).unwrap();
     }
     (got, fulls)
 }
@@ -165,7 +166,7 @@ fn writer_stops_at_unacknowledged_bytes() {
         s.writer.append(&record),
         Err(BusError::Full { .. })
     ));
-    s.reader.poll().unwrap();
+    s.reader.poll(s.fabric.now()).unwrap();
     s.fabric.run_until_idle(1000);
     assert_eq!(s.writer.append(&record).unwrap(), 4096);
 }
@@ -253,7 +254,7 @@ fn reader_crash_breaks_the_writer() {
     s.fabric.crash(s.reader_host.host());
     s.writer.append(b"after").unwrap();
     s.fabric.run_until_idle(100);
-    let err = s.writer.poll().unwrap_err();
+    let err = s.writer.poll(s.fabric.now()).unwrap_err();
     assert!(matches!(err, BusError::Closed(_)), "{err}");
     assert!(
         s.writer.append(b"more").is_err(),
@@ -331,10 +332,16 @@ fn partition_breaks_both_sides() {
     s.fabric
         .partition(s.writer_host.host(), s.reader_host.host());
     s.writer.append(b"two").unwrap();
-    s.reader.poll().unwrap(); // posts the ack for "one" into the partition
+    s.reader.poll(s.fabric.now()).unwrap(); // posts the ack for "one" into the partition
     s.fabric.run_until_idle(100);
-    assert!(matches!(s.writer.poll(), Err(BusError::Closed(_))));
-    assert!(matches!(s.reader.poll(), Err(BusError::Closed(_))));
+    assert!(matches!(
+        s.writer.poll(s.fabric.now()),
+        Err(BusError::Closed(_))
+    ));
+    assert!(matches!(
+        s.reader.poll(s.fabric.now()),
+        Err(BusError::Closed(_))
+    ));
 }
 
 /// A provider may refuse a post with `Full` below the depth the writer was configured with
@@ -371,11 +378,11 @@ fn provider_full_is_back_pressure_not_failure() {
             break;
         }
         fabric.run_until_idle(1000);
-        writer.poll().unwrap();
+        writer.poll(fabric.now()).unwrap();
         while reader.next(&mut buf, fabric.now()).unwrap().is_some() {
             got.push(buf.clone());
         }
-        reader.poll().unwrap();
+        reader.poll(fabric.now()).unwrap();
     }
     assert!(
         got == records,
@@ -476,10 +483,10 @@ fn a_refused_ack_is_published_later() {
     let mut buf = Vec::new();
     assert_eq!(reader.next(&mut buf, fabric.now()).unwrap(), Some(0));
     for _ in 0..3 {
-        reader.poll().unwrap();
+        reader.poll(fabric.now()).unwrap();
         fabric.run_until_idle(100);
     }
-    writer.poll().unwrap();
+    writer.poll(fabric.now()).unwrap();
     assert!(writer.is_drained(), "acked {}", writer.acked());
 }
 
@@ -495,12 +502,12 @@ fn the_progress_word_lands_monotone_in_the_writers_region() {
         .unwrap();
     for value in [5u64, 9, 7, 40] {
         s.reader.publish_progress(value);
-        s.reader.poll().unwrap();
+        s.reader.poll(s.fabric.now()).unwrap();
     }
     // Bound: each round moves time by 50 µs; the sim's delays are at most 60 µs.
     for _ in 0..100 {
         s.fabric.advance(Duration::from_micros(50));
-        s.reader.poll().unwrap();
+        s.reader.poll(s.fabric.now()).unwrap();
     }
     assert_eq!(word.load_u64(0).unwrap(), 40);
     assert_eq!(s.reader.progress_posted(), 40);
@@ -541,7 +548,7 @@ fn refused_records_go_out_coalesced() {
         writer.append(record).unwrap();
     }
     assert_eq!(writer.conn().writes, 0, "all refused so far");
-    writer.poll().unwrap();
+    writer.poll(fabric.now()).unwrap();
     assert_eq!(
         writer.conn().writes,
         2,
@@ -567,14 +574,14 @@ fn a_closed_ring_ends_the_reader_after_what_landed() {
         s.writer.append(&[i; 100]).unwrap();
     }
     s.fabric.run_until_idle(1000);
-    s.writer.poll().unwrap();
+    s.writer.poll(s.fabric.now()).unwrap();
     s.writer.close().unwrap();
     for _ in 0..100 {
         if s.writer.close_delivered() {
             break;
         }
         s.fabric.run_until_idle(1000);
-        s.writer.poll().unwrap();
+        s.writer.poll(s.fabric.now()).unwrap();
     }
     assert!(s.writer.close_delivered());
     assert!(matches!(s.writer.append(b"late"), Err(BusError::Closed(_))));
@@ -647,7 +654,7 @@ fn a_third_connection_cannot_reach_a_links_ring_or_ack_word() {
         assert_eq!(got, Err(crate::provider::WorkError::RemoteAccess));
     }
     // The link itself is untouched and still carries records.
-    s.writer.poll().unwrap();
+    s.writer.poll(s.fabric.now()).unwrap();
     assert_eq!(s.writer.acked(), 0);
     let (got, _) = transfer(&mut s, 8, &[b"after the rogue".to_vec()]);
     assert_eq!(got, [b"after the rogue".to_vec()]);
@@ -744,13 +751,13 @@ fn a_late_duplicate_over_a_newer_record_is_undone_by_a_resend() {
     s.writer.append(&old).unwrap(); // fills the lap
     s.fabric.run_until_idle(1000);
     assert!(s.reader.next(&mut buf, s.fabric.now()).unwrap().is_some());
-    s.reader.poll().unwrap();
+    s.reader.poll(s.fabric.now()).unwrap();
     s.fabric.run_until_idle(1000);
-    s.writer.poll().unwrap();
+    s.writer.poll(s.fabric.now()).unwrap();
     let at = s.writer.append(&new).unwrap();
     assert_eq!(at, 4096, "the new record reuses the first record's space");
     s.fabric.run_until_idle(1000);
-    s.writer.poll().unwrap();
+    s.writer.poll(s.fabric.now()).unwrap();
     write_region(&s, 0, &old_bytes);
     let mut looks = 0;
     let got = loop {
@@ -759,9 +766,9 @@ fn a_late_duplicate_over_a_newer_record_is_undone_by_a_resend() {
         if let Some(at) = s.reader.next(&mut buf, s.fabric.now()).unwrap() {
             break at;
         }
-        s.reader.poll().unwrap();
+        s.reader.poll(s.fabric.now()).unwrap();
         s.fabric.run_until_idle(1000);
-        s.writer.poll().unwrap();
+        s.writer.poll(s.fabric.now()).unwrap();
         s.fabric.run_until_idle(1000);
         s.fabric.advance(Duration::from_micros(100));
     };
@@ -815,9 +822,9 @@ fn a_stall_asks_for_resends_by_time_not_by_looks() {
     }
     assert_eq!(s.reader.resend_requests(), 22);
     // The requests reach the writer, which WRITEs the record again.
-    s.reader.poll().unwrap();
+    s.reader.poll(s.fabric.now()).unwrap();
     s.fabric.run_until_idle(1000);
-    s.writer.poll().unwrap();
+    s.writer.poll(s.fabric.now()).unwrap();
     s.fabric.run_until_idle(1000);
     assert_eq!(s.reader.next(&mut buf, t).unwrap(), Some(0));
     assert_eq!(buf, [7u8; 100]);
@@ -840,4 +847,88 @@ fn write_region(s: &Setup, pos: usize, bytes: &[u8]) {
         .ring_region()
         .write(RING_HEADER_LEN + pos, bytes)
         .unwrap();
+}
+
+/// Goal: the reader WRITEs a word it already published again once WORD_REFRESH_INTERVAL of
+/// the caller's time has passed, however often it polled meanwhile (a late duplicate that
+/// moved the word back is undone by time, not by the caller's polling rate).
+/// Method: the progress word lands; its bytes are set back as a late duplicate would; the
+/// reader polls many times at one instant (no refresh), then once an interval later.
+#[test]
+fn the_reader_refreshes_its_words_by_time_not_by_polls() {
+    let mut s = setup(41, Faults::default(), 4096);
+    let word = s
+        .writer_host
+        .register(8, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    s.reader
+        .set_progress_target(word.remote().unwrap())
+        .unwrap();
+    let t0 = Duration::from_secs(3);
+    s.reader.publish_progress(40);
+    s.reader.poll(t0).unwrap();
+    s.fabric.run_until_idle(1000);
+    s.reader.poll(t0).unwrap();
+    assert_eq!(word.load_u64(0).unwrap(), 40);
+    word.store_u64(0, 5).unwrap();
+    for _ in 0..10_000 {
+        s.reader.poll(t0 + WORD_REFRESH_INTERVAL / 2).unwrap();
+        s.fabric.run_until_idle(1000);
+    }
+    assert_eq!(
+        word.load_u64(0).unwrap(),
+        5,
+        "polls alone refreshed the word"
+    );
+    s.reader.poll(t0 + WORD_REFRESH_INTERVAL).unwrap();
+    s.fabric.run_until_idle(1000);
+    assert_eq!(word.load_u64(0).unwrap(), 40);
+}
+
+/// Goal: a writer waiting for an acknowledgement rings its doorbell again once
+/// WORD_REFRESH_INTERVAL of the caller's time has passed in the wait, not after a count of
+/// polls.
+/// Method: one record goes out (record and doorbell: two WRITEs); the reader does not
+/// acknowledge; the writer polls many times at one instant, then once an interval later,
+/// and its WRITEs are counted.
+#[test]
+fn the_writer_rerings_its_doorbell_by_time_not_by_polls() {
+    let fabric = SimFabric::new(43, Faults::default()).unwrap();
+    let w = fabric.add_host().unwrap();
+    let r = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let at = SocketAddr::from(([10, 0, 0, 10], 9000));
+    let mut l = r.listen(at, &cfg).unwrap();
+    let cw = Refusing {
+        inner: w.connect(at, &cfg, Duration::ZERO).unwrap(),
+        refuse: 0,
+        writes: 0,
+    };
+    let cr = l.accept(Duration::ZERO).unwrap().unwrap();
+    let reader = RingReader::create(cr, 4096).unwrap();
+    let staging = w.register(4096 + 8, Access::NONE).unwrap();
+    let ack = w
+        .register(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let mut writer = RingWriter::new(cw, staging, ack, reader.advert().unwrap(), &cfg).unwrap();
+    let t0 = Duration::from_secs(7);
+    writer.append(b"unacknowledged").unwrap();
+    writer.poll(t0).unwrap();
+    fabric.run_until_idle(1000);
+    writer.poll(t0).unwrap();
+    assert_eq!(writer.conn().writes, 2, "the record and the doorbell");
+    for _ in 0..10_000 {
+        writer.poll(t0 + WORD_REFRESH_INTERVAL / 2).unwrap();
+        fabric.run_until_idle(1000);
+    }
+    assert_eq!(
+        writer.conn().writes,
+        2,
+        "polls alone rang the doorbell again"
+    );
+    writer
+        .poll(t0 + WORD_REFRESH_INTERVAL / 2 + WORD_REFRESH_INTERVAL)
+        .unwrap();
+    assert_eq!(writer.conn().writes, 3);
+    drop(reader);
 }

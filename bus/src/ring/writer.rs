@@ -12,6 +12,7 @@
 //! clobber the newer records itself).
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use crate::access::Access;
 use crate::config::EndpointConfig;
@@ -21,7 +22,7 @@ use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, 
 use super::layout::{
     check_data_len, encode_header, max_payload, record_total, ring_epoch, ACK_CONSUMED_OFFSET,
     ACK_REGION_LEN, ACK_RESEND_OFFSET, ACK_WORDS_LEN, CLOSED_MARK, CLOSED_OFFSET, KIND_DATA,
-    KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET, WORD_REFRESH_POLLS,
+    KIND_PAD, RECORD_HEADER_LEN, RING_HEADER_LEN, TAIL_OFFSET, WORD_REFRESH_INTERVAL,
 };
 
 const WR_RECORD: u64 = 1;
@@ -68,10 +69,11 @@ pub struct RingWriter<C: Connection> {
     resend_outstanding: usize,
     /// Resends made (each: everything unacknowledged WRITEn again).
     resends: u64,
-    /// Polls since the acknowledged offset last moved while everything posted had completed:
-    /// at WORD_REFRESH_POLLS the doorbell is rung again (a late duplicate may have moved the
-    /// reader's tail word back before it read it).
-    waiting_polls: u32,
+    /// Since when (the caller's time) the acknowledged offset has not moved while everything
+    /// posted had completed, or when the doorbell was last rung again in that wait: after
+    /// WORD_REFRESH_INTERVAL it is rung again (a late duplicate may have moved the reader's
+    /// tail word back before it read it).
+    waiting_since: Option<Duration>,
     /// Absolute end of the last record WRITE the provider accepted: what the doorbell announces.
     posted_end: u64,
     /// Posts the provider refused with `Full` (retried later).
@@ -136,7 +138,7 @@ impl<C: Connection> RingWriter<C> {
             resend_floor: None,
             resend_outstanding: 0,
             resends: 0,
-            waiting_polls: 0,
+            waiting_since: None,
             posted_end: 0,
             provider_full: 0,
             acked: 0,
@@ -423,7 +425,9 @@ impl<C: Connection> RingWriter<C> {
     /// Reaps completions, refreshes the acknowledged offset, posts records the provider
     /// refused earlier and re-rings the doorbell.
     /// A failed work request breaks the writer: the ring is unusable, the error says why.
-    pub fn poll(&mut self) -> Result<()> {
+    /// `now` is the caller's monotonic time since any fixed origin (it paces the doorbell's
+    /// refresh).
+    pub fn poll(&mut self, now: Duration) -> Result<()> {
         self.check_usable()?;
         self.completions.clear();
         if let Err(e) = self.conn.poll(&mut self.completions, POLL_BATCH) {
@@ -462,24 +466,24 @@ impl<C: Connection> RingWriter<C> {
         if self.resend_outstanding == 0 && !self.unposted.iter().any(|p| p.resend) {
             self.resend_floor = None;
         }
-        self.note_waiting(acked_before);
+        self.note_waiting(acked_before, now);
         self.ring_doorbell()
     }
 
-    /// Counts polls spent waiting for an acknowledgement with everything posted and
-    /// completed; after WORD_REFRESH_POLLS of them the doorbell is rung again.
-    fn note_waiting(&mut self, acked_before: u64) {
+    /// Times a wait for an acknowledgement with everything posted and completed; after
+    /// WORD_REFRESH_INTERVAL of it the doorbell is rung again.
+    fn note_waiting(&mut self, acked_before: u64, now: Duration) {
         let waiting = self.acked == acked_before
             && self.acked < self.posted_end
             && self.outstanding == 0
             && self.unposted.is_empty();
         if !waiting {
-            self.waiting_polls = 0;
+            self.waiting_since = None;
             return;
         }
-        self.waiting_polls += 1;
-        if self.waiting_polls >= WORD_REFRESH_POLLS {
-            self.waiting_polls = 0;
+        let since = *self.waiting_since.get_or_insert(now);
+        if now.saturating_sub(since) >= WORD_REFRESH_INTERVAL {
+            self.waiting_since = Some(now);
             // Rung again with the same value by `ring_doorbell`.
             self.tail_posted = self.tail_posted.min(self.acked);
         }

@@ -40,10 +40,14 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let pidfile = config.pidfile.clone();
     let mut config = config;
     if config.cluster.enabled {
-        crate::cluster::secret_file::adopt(&mut config).context("loading the cluster secret")?;
+        crate::server::persistence::cluster_secret_file::adopt(&mut config)
+            .context("loading the cluster secret")?;
     }
     let cluster = if config.cluster.enabled {
-        Some(crate::cluster::Cluster::start(&config).context("starting cluster mode")?)
+        Some(
+            crate::server::persistence::nodes_conf_file::start_cluster(&config)
+                .context("starting cluster mode")?,
+        )
     } else {
         None
     };
@@ -51,7 +55,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     let mut server = Server::new(config);
     server.cluster = cluster;
     let server = Arc::new(server);
-    crate::commands::acl::load_at_start(&server)
+    crate::commands::acl::load_at_start(server.as_ref())
         .map_err(|e| anyhow::anyhow!(e))
         .context("loading the ACL file")?;
     crate::server::persistence::load_at_start(&server).context("loading the dataset")?;

@@ -11,7 +11,8 @@
 //! - [`replicate`], [`forget`], [`reset`], [`config_epoch`]: REPLICATE/REPLICAS, FORGET,
 //!   RESET, BUMPEPOCH/SET-CONFIG-EPOCH as methods;
 //! - [`nodes_text`], [`config_file`], [`replies`]: CLUSTER NODES, nodes.conf, SLOTS/SHARDS/INFO;
-//! - [`persist`]: atomic writes of the config file;
+//! - [`config_store`]: the config file's store, as a trait the server layer implements;
+//! - [`secret`]: the saved cluster secret's text and which secret a start takes;
 //! - [`routing`]: where a request is served;
 //! - [`shared`]: the state a running node holds (routing applied to commands is the command
 //!   framework's `redirect`);
@@ -26,6 +27,7 @@
 pub mod agent;
 pub mod config_epoch;
 pub mod config_file;
+pub mod config_store;
 pub mod consensus;
 pub mod core;
 pub mod error;
@@ -37,12 +39,11 @@ pub mod migration;
 pub mod node;
 pub mod nodes_text;
 pub mod ops;
-pub mod persist;
 pub mod replicate;
 pub mod replies;
 pub mod reset;
 pub mod routing;
-pub mod secret_file;
+pub mod secret;
 pub mod setslot;
 pub mod shared;
 pub mod slot_ops;

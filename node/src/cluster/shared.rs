@@ -1,14 +1,15 @@
 //! The cluster state a running node shares between its connections: the topology behind a
-//! lock, and where it is persisted. Every change that Redis would save (slot assignment,
-//! SETSLOT) is written to the config file before the command answers.
+//! lock, and the store it is persisted in (the config file, through
+//! [`ConfigStore`](super::config_store::ConfigStore)). Every change that Redis would save
+//! (slot assignment, SETSLOT) is written to the store before the command answers.
 
 use super::agent::AgentSettings;
+use super::config_store::{self, ConfigStore, LoadError};
 use super::consensus::TopologyCommand;
 use super::error::ClusterError;
 use super::gossip::view::PeerView;
 use super::id::{HexId, NodeId};
 use super::node::{ClusterNode, LinkState};
-use super::persist::{self, LoadError};
 use super::topology::{Settings, Topology};
 use crate::config::params::CLUSTER_PORT_MAX;
 use crate::config::Config;
@@ -90,7 +91,8 @@ pub struct Cluster {
     group: RwLock<GroupView>,
     /// See [`Cluster::take_forgotten`].
     forgotten: Mutex<std::collections::VecDeque<(NodeId, Instant)>>,
-    pub config_path: PathBuf,
+    /// Where the topology is saved (nodes.conf).
+    config_store: Box<dyn ConfigStore>,
     /// One writer of the config file at a time: SAVECONFIG saves under the topology's read
     /// lock, so two of them could otherwise share the temp file.
     save_lock: Mutex<()>,
@@ -129,9 +131,9 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Loads this node's identity and topology from the config file, or makes a new node
-    /// (random id and shard, no slots) and saves it, so a restart keeps the id.
-    pub fn start(config: &Config) -> Result<Cluster, StartError> {
+    /// Loads this node's identity and topology from the config file's store, or makes a new
+    /// node (random id and shard, no slots) and saves it, so a restart keeps the id.
+    pub fn start(config: &Config, store: Box<dyn ConfigStore>) -> Result<Cluster, StartError> {
         if config.port == 0 {
             return Err(StartError::NoPort);
         }
@@ -144,14 +146,10 @@ impl Cluster {
             }
             tracing::warn!("cluster-secret is empty: any local process can join this cluster's bus, vote and take slots; set one (scripts/run.sh and `operator cluster create` generate one)");
         }
-        let path = config.cluster_config_path();
         let mut rng = rand::rngs::StdRng::from_entropy();
-        if let Some(dir) = path.parent() {
-            crate::stale_files::remove_stale(dir, &persist::temp_prefix(&path), "");
-        }
-        let mut topology = match persist::load(&path, &mut rng)? {
+        let mut topology = match config_store::load(store.as_ref(), &mut rng)? {
             Some(t) => {
-                tracing::info!(path = %path.display(), id = %t.myself().id, "cluster config loaded");
+                tracing::info!(path = %store.path().display(), id = %t.myself().id, "cluster config loaded");
                 t
             }
             None => {
@@ -177,13 +175,13 @@ impl Cluster {
         );
         me.link = LinkState::Connected;
         topology.refresh_state();
-        persist::save(&path, &topology).map_err(|source| StartError::Save {
-            path: path.clone(),
+        config_store::save(store.as_ref(), &topology).map_err(|source| StartError::Save {
+            path: store.path().to_path_buf(),
             source,
         })?;
         Ok(Cluster {
             topology: RwLock::new(topology),
-            config_path: path,
+            config_store: store,
             save_lock: Mutex::new(()),
             bus: std::sync::OnceLock::new(),
             peer_view: RwLock::new(PeerView::default()),
@@ -430,8 +428,8 @@ impl Cluster {
 
     fn save_locked(&self, t: &Topology) -> Result<(), ClusterError> {
         let _one_writer = self.save_lock.lock();
-        persist::save(&self.config_path, t).map_err(|e| {
-            tracing::error!(path = %self.config_path.display(), "saving the cluster config: {e}");
+        config_store::save(self.config_store.as_ref(), t).map_err(|e| {
+            tracing::error!(path = %self.config_store.path().display(), "saving the cluster config: {e}");
             ClusterError::Save(e.to_string())
         })
     }
@@ -440,6 +438,8 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::server::persistence::nodes_conf_file::start_cluster as start;
 
     fn config(dir: &std::path::Path, port: u16) -> Config {
         let mut c = Config {
@@ -455,7 +455,7 @@ mod tests {
     fn lease_waiters_are_only_the_clients_blocked_now() {
         use std::sync::atomic::Ordering::Relaxed;
         let dir = tempfile::tempdir().unwrap();
-        let c = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let c = start(&config(dir.path(), 7000)).unwrap();
         let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         let client = |id| std::sync::Arc::new(crate::server::ClientShared::new(id, addr, addr));
         let (a, b) = (client(1), client(2));
@@ -485,11 +485,11 @@ mod tests {
     #[test]
     fn identity_survives_restarts() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let first = start(&config(dir.path(), 7000)).unwrap();
         let id = first.topology.read().myself().id;
         first.change(|t| t.add_slots(&[(5, 9)])).unwrap();
         drop(first);
-        let again = Cluster::start(&config(dir.path(), 7001)).unwrap();
+        let again = start(&config(dir.path(), 7001)).unwrap();
         let t = again.topology.read();
         assert_eq!(t.myself().id, id);
         assert_eq!((t.myself().port, t.myself().cport), (7001, 17001));
@@ -500,7 +500,7 @@ mod tests {
     #[test]
     fn a_saved_pending_ping_is_forgotten_at_start() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let first = start(&config(dir.path(), 7000)).unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let peer = ClusterNode::new(HexId::random(&mut rng), HexId::random(&mut rng));
         let peer_id = peer.id;
@@ -512,7 +512,7 @@ mod tests {
             })
             .unwrap();
         drop(first);
-        let again = Cluster::start(&config(dir.path(), 7000)).unwrap();
+        let again = start(&config(dir.path(), 7000)).unwrap();
         let t = again.topology.read();
         let i = t.index_of(&peer_id).expect("the peer was saved");
         assert_eq!(t.nodes[i as usize].ping_sent, 0);
@@ -521,7 +521,7 @@ mod tests {
     #[test]
     fn the_bus_port_must_fit() {
         let dir = tempfile::tempdir().unwrap();
-        let e = Cluster::start(&config(dir.path(), 55536)).err().unwrap();
+        let e = start(&config(dir.path(), 55536)).err().unwrap();
         assert!(e.to_string().contains("55535"), "{e}");
     }
 }

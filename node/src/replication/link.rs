@@ -130,7 +130,7 @@ impl<C: Connection> ReplicaLink<C> {
     /// `now` is the caller's monotonic time since any fixed origin (the ring asks for a
     /// resend when a record it was told of stays missing long enough).
     pub fn poll(&mut self, out: &mut Vec<u8>, now: Duration) -> Result<LinkPoll, LinkError> {
-        self.reader.poll()?;
+        self.reader.poll(now)?;
         let mut result = LinkPoll::default();
         for _ in 0..POLL_RECORDS_MAX {
             if self.reader.next(&mut self.payload, now)?.is_none() {
@@ -162,7 +162,7 @@ impl<C: Connection> ReplicaLink<C> {
                 break;
             }
         }
-        self.reader.poll()?;
+        self.reader.poll(now)?;
         Ok(result)
     }
 
@@ -173,8 +173,9 @@ impl<C: Connection> ReplicaLink<C> {
     }
 
     /// The caller executed the stream up to `offset` (a whole-command boundary, or a loaded
-    /// snapshot's offset): tells the primary, by the next `poll` at the latest.
-    pub fn publish_applied(&mut self, offset: u64) -> Result<(), LinkError> {
+    /// snapshot's offset): tells the primary, by the next `poll` at the latest. `now` as
+    /// `poll`'s.
+    pub fn publish_applied(&mut self, offset: u64, now: Duration) -> Result<(), LinkError> {
         let released = self.order.released_offset();
         if offset > released {
             return Err(LinkError::AppliedPastReleased {
@@ -184,7 +185,7 @@ impl<C: Connection> ReplicaLink<C> {
         }
         self.applied = self.applied.max(offset);
         self.reader.publish_progress(self.applied);
-        self.reader.poll()?;
+        self.reader.poll(now)?;
         Ok(())
     }
 }

@@ -124,7 +124,7 @@ impl Pair {
     /// One round: the primary pumps, time passes, the replica polls, executes what was
     /// released (a loaded snapshot replaces what it had) and publishes its applied offset.
     fn round(&mut self, backlog: &Backlog, rng: &mut StdRng, replica_runs: bool) {
-        let progress = self.shipper.pump(backlog).unwrap();
+        let progress = self.shipper.pump(backlog, self.fabric.now()).unwrap();
         assert!(
             self.shipper.ring_in_use() <= self.shipper.ring_data_len(),
             "the shipper overran the ring"
@@ -144,8 +144,9 @@ impl Pair {
             self.executed.clear();
             self.snapshots.push((s.offset, s.bytes));
         }
+        let now = self.fabric.now();
         self.link
-            .publish_applied(self.link.released_offset())
+            .publish_applied(self.link.released_offset(), now)
             .unwrap();
     }
 
@@ -312,7 +313,7 @@ fn acked_is_the_applied_offset_not_ring_consumption() {
     let mut out = Vec::new();
     // Bound: a few hundred rounds of 50 µs cover the sim's delays many times over.
     for _ in 0..400 {
-        p.shipper.pump(&backlog).unwrap();
+        p.shipper.pump(&backlog, p.fabric.now()).unwrap();
         p.fabric.advance(Duration::from_micros(50));
         p.link.poll(&mut out, p.fabric.now()).unwrap();
     }
@@ -320,15 +321,16 @@ fn acked_is_the_applied_offset_not_ring_consumption() {
     assert_eq!(p.shipper.ring_in_use(), 0, "the ring was consumed");
     assert_eq!(p.shipper.acked_offset(), 0, "but nothing was applied");
     let half = backlog.master_repl_offset() / 2;
-    p.link.publish_applied(half).unwrap();
+    p.link.publish_applied(half, p.fabric.now()).unwrap();
     for _ in 0..10 {
         p.fabric.advance(Duration::from_micros(50));
         p.link.poll(&mut out, p.fabric.now()).unwrap();
-        p.shipper.pump(&backlog).unwrap();
+        p.shipper.pump(&backlog, p.fabric.now()).unwrap();
     }
     assert_eq!(p.shipper.acked_offset(), half);
     assert!(matches!(
-        p.link.publish_applied(backlog.master_repl_offset() + 1),
+        p.link
+            .publish_applied(backlog.master_repl_offset() + 1, p.fabric.now()),
         Err(LinkError::AppliedPastReleased { .. })
     ));
     p.drain(&backlog, &mut rng);
@@ -346,7 +348,7 @@ fn a_replica_behind_the_backlog_is_a_typed_error() {
         0,
         ShipStart::Continue { from: 1 },
     );
-    match p.shipper.pump(&backlog) {
+    match p.shipper.pump(&backlog, p.fabric.now()) {
         Err(ShipError::OutOfBacklog { wanted, start, end }) => {
             assert_eq!((wanted, start, end), (1, 4001, 5000));
         }
@@ -366,7 +368,7 @@ fn a_replica_behind_the_backlog_is_a_typed_error() {
     let mut failed = None;
     for i in 0..2000 {
         backlog.append(&command(i));
-        if let Err(e) = p.shipper.pump(&backlog) {
+        if let Err(e) = p.shipper.pump(&backlog, p.fabric.now()) {
             failed = Some(e);
             break;
         }
@@ -430,7 +432,7 @@ fn a_snapshot_past_the_replicas_limit_is_refused() {
     let mut p = connect(7, Faults::default(), small, 0, start);
     let mut out = Vec::new();
     for _ in 0..100 {
-        p.shipper.pump(&backlog).unwrap();
+        p.shipper.pump(&backlog, p.fabric.now()).unwrap();
         p.fabric
             .advance(Duration::from_micros(rng.gen_range(0..80)));
         match p.link.poll(&mut out, p.fabric.now()) {
@@ -504,13 +506,14 @@ fn writes_arrive_over_ofi_tcp_in_one_process() {
             expected.extend_from_slice(&c);
             written += 1;
         }
-        let progress = shipper.pump(&backlog).unwrap();
+        let progress = shipper.pump(&backlog, started.elapsed()).unwrap();
         assert!(progress.acked_offset >= last_acked);
         last_acked = progress.acked_offset;
         out.clear();
         link.poll(&mut out, started.elapsed()).unwrap();
         executed.extend_from_slice(&out);
-        link.publish_applied(link.released_offset()).unwrap();
+        link.publish_applied(link.released_offset(), started.elapsed())
+            .unwrap();
     }
     assert!(executed == expected, "the replica's stream differs");
     assert_eq!(shipper.acked_offset(), link.applied_offset());
@@ -561,11 +564,11 @@ fn a_replica_acking_past_what_was_shipped_is_a_typed_error() {
     rogue.set_progress_target(applied_word).unwrap();
     let mut backlog = Backlog::new(1 << 20, 0).unwrap();
     backlog.append(&[b'y'; 20]);
-    shipper.pump(&backlog).unwrap();
+    shipper.pump(&backlog, fabric.now()).unwrap();
     rogue.publish_progress(21);
-    rogue.poll().unwrap();
+    rogue.poll(fabric.now()).unwrap();
     fabric.advance(Duration::from_millis(1));
-    match shipper.pump(&backlog) {
+    match shipper.pump(&backlog, fabric.now()) {
         Err(ShipError::AckPastShipped { acked, shipped }) => assert_eq!((acked, shipped), (21, 20)),
         other => panic!("expected AckPastShipped, got {other:?}"),
     }
@@ -619,7 +622,7 @@ fn a_dropped_link_fences_its_old_primary() {
     }
     let mut failed = None;
     for _ in 0..1000 {
-        match shipper.pump(&backlog) {
+        match shipper.pump(&backlog, fabric.now()) {
             Ok(_) => {
                 fabric.advance(Duration::from_micros(50));
             }

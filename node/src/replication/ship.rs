@@ -12,6 +12,7 @@
 use bus::ring::layout::RING_HEADER_LEN;
 use bus::ring::RingWriter;
 use bus::{Access, BusError, Connection, EndpointConfig, Region, RemoteRegion};
+use std::time::Duration;
 
 use super::backlog::Backlog;
 use super::fullsync::{SnapshotSender, SnapshotStep};
@@ -161,8 +162,10 @@ impl<C: Connection> Shipper<C> {
 
     /// Reaps completions, reads the replica's acknowledgements, then posts what the ring has
     /// room for: the rest of a full sync's snapshot, then the backlog from the next offset.
-    pub fn pump(&mut self, backlog: &Backlog) -> Result<ShipProgress, ShipError> {
-        self.writer.poll()?;
+    /// `now` is the caller's monotonic time since any fixed origin (it paces the ring's
+    /// doorbell refresh).
+    pub fn pump(&mut self, backlog: &Backlog, now: Duration) -> Result<ShipProgress, ShipError> {
+        self.writer.poll(now)?;
         self.read_applied()?;
         let max_chunk = max_frame_bytes(self.writer.max_payload());
         let mut posts = 0;
@@ -222,9 +225,9 @@ impl<C: Connection> Shipper<C> {
         Ok(self.writer.close()?)
     }
 
-    /// Drives the closed mark's WRITE.
-    pub fn poll_close(&mut self) -> Result<(), ShipError> {
-        Ok(self.writer.poll()?)
+    /// Drives the closed mark's WRITE (`now` as `pump`'s).
+    pub fn poll_close(&mut self, now: Duration) -> Result<(), ShipError> {
+        Ok(self.writer.poll(now)?)
     }
 
     /// Whether the replica's ring has the closed mark.

@@ -3,7 +3,6 @@
 //! CLUSTERDOWN with the transaction doomed (queueing) or discarded (EXEC), as an immediate
 //! routing refusal leaves it. Real `Connection`s over in-memory streams.
 
-use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::server::connection::Connection;
 use crate::server::{ClientShared, Server};
@@ -25,7 +24,8 @@ fn node(lease_ms: u64) -> (Arc<Server>, tempfile::TempDir) {
         ..Config::default()
     };
     config.cluster.enabled = true;
-    let cluster = Cluster::start(&config).expect("cluster");
+    let cluster =
+        crate::server::persistence::nodes_conf_file::start_cluster(&config).expect("cluster");
     cluster
         .topology
         .write()

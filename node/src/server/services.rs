@@ -14,8 +14,8 @@ use crate::node_state::services::replication_links::{FollowError, ReplicaNode};
 use crate::node_state::services::shutdown::{ShutdownOutcome, ShutdownStartError};
 use crate::node_state::services::write_stream::Fed;
 use crate::node_state::services::{
-    ManualFailover, MigrateDialer, NodeServices, Persistence, ReplicationLinks, ShutdownSteps,
-    SlotMigrations, WriteStream,
+    AclFile, ClusterSecretFile, ManualFailover, MigrateDialer, NodeServices, Persistence,
+    ReplicationLinks, ShutdownSteps, SlotMigrations, WriteStream,
 };
 use crate::node_state::shutdown::ShutdownMode;
 use crate::node_state::snapshot_state::{SaveError, SaveStats};
@@ -50,6 +50,31 @@ impl NodeServices for Server {
     }
     fn migrate_dialer(&self) -> &dyn MigrateDialer {
         self
+    }
+    fn acl_file(&self) -> &dyn AclFile {
+        self
+    }
+    fn cluster_secret_file(&self) -> &dyn ClusterSecretFile {
+        self
+    }
+}
+
+impl ClusterSecretFile for Server {
+    fn save(
+        &self,
+        dir: &std::path::Path,
+        secret: &str,
+    ) -> Result<(), crate::cluster::secret::SecretFileError> {
+        persistence::cluster_secret_file::save(dir, secret)
+    }
+}
+
+impl AclFile for Server {
+    fn read(&self, path: &std::path::Path) -> Result<String, String> {
+        persistence::acl_file::read(path)
+    }
+    fn write(&self, path: &std::path::Path, text: &str) -> std::io::Result<()> {
+        persistence::acl_file::write(path, text)
     }
 }
 

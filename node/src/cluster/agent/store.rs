@@ -3,10 +3,10 @@
 //! restarted member reopens both and rejoins as the member it was (its term, its vote, the
 //! entries it acknowledged); a node that left its group removes them.
 
+use crate::atomic_file::{self, Access};
 use crate::cluster::consensus::durable::{DurableLog, FILE_NAME};
 use crate::cluster::consensus::{LogError, TopologyLog};
 use crate::cluster::id::{HexId, NodeId};
-use crate::cluster::persist::write_atomically;
 use std::path::{Path, PathBuf};
 
 pub const GROUP_FILE_NAME: &str = "topology-group";
@@ -117,7 +117,7 @@ impl GroupStore {
         self.forget()?;
         let (log, file) = log.with_file(&self.log_path())?;
         let path = self.group_path();
-        write_atomically(&path, group.as_str().as_bytes())
+        atomic_file::write(&path, group.as_str().as_bytes(), Access::Default)
             .map_err(|error| StoreError::Io { path, error })?;
         Ok((log, file))
     }

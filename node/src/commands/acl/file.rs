@@ -1,11 +1,12 @@
 //! ACL SAVE and ACL LOAD with the `aclfile` (relative to `dir`, as the node's other
-//! files), and the load at start-up. The format and the atomic 0600 write are
-//! `node_state::acl::file`'s.
+//! files), and the load at start-up. The format is `node_state::acl::file`'s; the file is
+//! read and written (atomically, 0600) through the node's `AclFile` service.
 
 use super::disconnect;
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdResult, Ctx};
 use crate::node_state::acl::{catalog, file};
+use crate::node_state::services::{AclFile, NodeServices};
 use crate::node_state::NodeState;
 use std::path::PathBuf;
 
@@ -20,11 +21,12 @@ fn path(server: &NodeState) -> Option<PathBuf> {
 /// Reads and applies the ACL file: all users or none. Returns the replaced users.
 fn load_file(
     server: &NodeState,
+    files: &dyn AclFile,
 ) -> Result<Vec<std::sync::Arc<crate::node_state::acl::User>>, String> {
     let Some(path) = path(server) else {
         return Ok(Vec::new());
     };
-    let text = file::read(&path)?;
+    let text = files.read(&path)?;
     let all_channels = server.config.read().acl_pubsub_all_channels;
     let users = file::parse(
         &text,
@@ -37,15 +39,15 @@ fn load_file(
 
 /// Loads the `aclfile` at start, if one is configured: a missing or invalid file refuses
 /// the start, as in Redis.
-pub fn load_at_start(server: &NodeState) -> Result<(), String> {
-    load_file(server).map(|_| ())
+pub fn load_at_start(node: &dyn NodeServices) -> Result<(), String> {
+    load_file(node.state(), node.acl_file()).map(|_| ())
 }
 
 pub fn load(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     if path(ctx.server).is_none() {
         return err(NO_ACL_FILE);
     }
-    match load_file(ctx.server) {
+    match load_file(ctx.server, ctx.services.acl_file()) {
         Ok(replaced) => {
             disconnect::users(ctx, &replaced);
             ctx.reply.ok();
@@ -59,8 +61,8 @@ pub fn save(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let Some(path) = path(ctx.server) else {
         return err(NO_ACL_FILE);
     };
-    let lines = ctx.server.acl.describe_all();
-    if let Err(e) = file::write(&path, &lines) {
+    let text = file::render(&ctx.server.acl.describe_all());
+    if let Err(e) = ctx.services.acl_file().write(&path, &text) {
         tracing::warn!(path = %path.display(), error = %e, "ACL SAVE failed");
         return err("ERR There was an error trying to save the ACLs. Please check the server logs for more information");
     }

@@ -6,7 +6,7 @@
 //! before the reply, so a restart keeps it.
 
 use super::cluster;
-use crate::cluster::secret_file::{self, SECRET_MIN};
+use crate::cluster::secret::SECRET_MIN;
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdResult, Ctx};
 use crate::config::params::CLUSTER_SECRET_MAX;
@@ -41,7 +41,7 @@ pub fn set_secret(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         );
     }
     let dir = ctx.server.config.read().dir.clone();
-    if let Err(e) = secret_file::save(&dir, secret) {
+    if let Err(e) = ctx.services.cluster_secret_file().save(&dir, secret) {
         tracing::warn!(error = %e, "cluster secret not saved");
         return err(format!("ERR the cluster secret could not be saved: {e}"));
     }

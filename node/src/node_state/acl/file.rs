@@ -1,18 +1,12 @@
-//! The ACL file (`aclfile`): one `user <name> <rules...>` line per user, as ACL SAVE writes
-//! it and ACL LOAD reads it back (all or nothing). Written to a temporary file, mode 0600,
-//! then renamed over the old one: a crash leaves the old file or the new one, and no other
-//! local user can read the password hashes.
+//! The ACL file's text (`aclfile`): one `user <name> <rules...>` line per user, as ACL SAVE
+//! writes it and ACL LOAD reads it back (all or nothing). Only the text: reading and the
+//! atomic 0600 write are `server::persistence::acl_file`'s, reached through
+//! `node_state::services::AclFile`.
 
 use super::catalog::Catalog;
 use super::rules::Rules;
 use super::{valid_username, USERS_MAX};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
-
-/// Largest ACL file read: USERS_MAX users with a few KiB of rules each.
-pub const FILE_MAX: u64 = 64 * 1024 * 1024;
 
 /// Parses an ACL file's text. Errors name the file and line, as Redis's do.
 pub fn parse(
@@ -80,62 +74,12 @@ pub fn parse(
     }
 }
 
-/// Reads an ACL file (at most [`FILE_MAX`] bytes). A file other local users can read is
-/// accepted with a warning: it holds password hashes, and ACL SAVE rewrites it 0600.
-pub fn read(path: &Path) -> Result<String, String> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("Error loading ACLs, opening file '{}': {e}", path.display()))?;
-    if let Ok(meta) = file.metadata() {
-        if meta.permissions().mode() & 0o077 != 0 {
-            tracing::warn!(
-                path = %path.display(),
-                "the ACL file can be read by other local users (it holds password hashes): chmod 600 it"
-            );
-        }
+/// The file's text for `lines` (one user each, as `Acl::describe_all` gives them).
+pub fn render(lines: &[String]) -> String {
+    let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
     }
-    let mut text = String::new();
-    file.take(FILE_MAX + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("Error loading ACLs, reading '{}': {e}", path.display()))?;
-    if text.len() as u64 > FILE_MAX {
-        return Err(format!(
-            "Error loading ACLs, '{}' is larger than {FILE_MAX} bytes",
-            path.display()
-        ));
-    }
-    Ok(text)
-}
-
-/// Writes `lines` to `path` atomically, mode 0600 (ACL SAVE).
-pub fn write(path: &Path, lines: &[String]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp_name = format!(".{name}.tmp-{}", std::process::id());
-    let temp = match dir {
-        Some(d) => d.join(temp_name),
-        None => Path::new(&temp_name).to_path_buf(),
-    };
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)?;
-        // An old temp file left with wider permissions keeps them through open(): narrow it.
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        for line in lines {
-            f.write_all(line.as_bytes())?;
-            f.write_all(b"\n")?;
-        }
-        f.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
+    text
 }

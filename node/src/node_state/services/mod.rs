@@ -2,6 +2,8 @@
 //! this layer defines and `server` implements: the command context holds a
 //! `&dyn NodeServices` and a command takes only the handle it needs.
 
+pub mod acl_file;
+pub mod cluster_secret_file;
 pub mod failover;
 pub mod migrate_dialer;
 pub mod persistence;
@@ -10,6 +12,8 @@ pub mod shutdown;
 pub mod slot_migrations;
 pub mod write_stream;
 
+pub use acl_file::AclFile;
+pub use cluster_secret_file::ClusterSecretFile;
 pub use failover::ManualFailover;
 pub use migrate_dialer::MigrateDialer;
 pub use persistence::Persistence;
@@ -30,4 +34,6 @@ pub trait NodeServices: Send + Sync {
     fn shutdown(&self) -> &dyn ShutdownSteps;
     fn slot_migrations(&self) -> &dyn SlotMigrations;
     fn migrate_dialer(&self) -> &dyn MigrateDialer;
+    fn acl_file(&self) -> &dyn AclFile;
+    fn cluster_secret_file(&self) -> &dyn ClusterSecretFile;
 }

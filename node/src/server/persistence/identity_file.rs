@@ -57,7 +57,11 @@ pub fn load(path: &Path) -> Result<Option<Identity>, IdentityError> {
 
 /// Writes the file atomically (temp file, fsync, rename, fsync of the directory).
 pub fn save(path: &Path, identity: &Identity) -> std::io::Result<()> {
-    crate::cluster::persist::write_atomically(path, identity.encode().as_bytes())
+    crate::atomic_file::write(
+        path,
+        identity.encode().as_bytes(),
+        crate::atomic_file::Access::Default,
+    )
 }
 
 /// The identity file at a path, as the replication state's store.

@@ -8,6 +8,10 @@
 //! - [`rules`]: when the cron saves;
 //! - [`aof`]: the append-only file (`appendonly yes`), loaded at start instead of the
 //!   snapshot when it exists.
+//! - [`acl_file`]: reading and writing the ACL file (ACL LOAD/SAVE, the load at start);
+//! - [`identity_file`]: the replication identity file;
+//! - [`nodes_conf_file`]: the cluster config file (nodes.conf), the cluster state's store;
+//! - [`cluster_secret_file`]: the cluster secret a node was given at run time;
 //! - [`restart`]: the ids a start continues with, from the replication identity
 //!   ([`crate::node_state::identity`]) and what was loaded.
 //!
@@ -17,9 +21,12 @@
 //! Background saves run on a `std::thread`, not in the async runtime: serializing is CPU
 //! work and file I/O blocks.
 
+pub mod acl_file;
 pub mod aof;
+pub mod cluster_secret_file;
 pub mod identity_file;
 pub mod load;
+pub mod nodes_conf_file;
 pub mod restart;
 pub mod rules;
 pub mod snapshot;

@@ -397,7 +397,7 @@ fn apply_loop<C: Connection>(
         // of it is acknowledged (the offset this node had is another history's, possibly past
         // what the primary shipped, which it rejects), and a reconnect must not continue it.
         if synced {
-            link.publish_applied(applier.applied())?;
+            link.publish_applied(applier.applied(), origin.elapsed())?;
             server.replica_of.set_offsets(
                 generation,
                 replid,

@@ -134,7 +134,7 @@ pub fn ship_loop<C: Connection>(
             );
             break;
         }
-        let progress = match shipper.pump(&mirror) {
+        let progress = match shipper.pump(&mirror, origin.elapsed()) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(replica = id, error = %e, "replication link failed");
@@ -207,11 +207,12 @@ fn repl_timeout(server: &Server) -> Duration {
 /// Puts the closed mark into the replica's ring (best effort, bounded by CLOSE_FLUSH_MAX),
 /// so that a replica dropped on purpose reconnects at once instead of after `repl-timeout`.
 fn close_link<C: Connection>(shipper: &mut Shipper<C>, id: ReplicaId) {
-    let deadline = Instant::now() + CLOSE_FLUSH_MAX;
+    let started = Instant::now();
+    let deadline = started + CLOSE_FLUSH_MAX;
     let mut result = shipper.close();
     while result.is_ok() && !shipper.close_delivered() && Instant::now() < deadline {
         std::thread::sleep(SHIP_BUSY_POLL);
-        result = shipper.poll_close();
+        result = shipper.poll_close(started.elapsed());
     }
     match result {
         Ok(()) if shipper.close_delivered() => {
