@@ -3,6 +3,7 @@
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
+use crate::command_framework::ctx::DB_OUT_OF_RANGE;
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::node_state::acl::log::{Context, Reason};
 use crate::node_state::acl::DEFAULT_USER;
@@ -74,7 +75,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         KeySpec::None,
         select,
         "connection",
-        "Changes the selected database (only 0 exists on a node).",
+        "Changes the selected database.",
     ),
     CommandSpec {
         since: "6.2.0",
@@ -234,16 +235,22 @@ fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if db != 0 && ctx.server.cluster.is_some() {
         return err("ERR SELECT is not allowed in cluster mode");
     }
-    if db != 0 {
-        // A node has one database, as a Redis Cluster node does.
-        return err("ERR DB index is out of range");
+    let index = usize::try_from(db)
+        .ok()
+        .filter(|&i| i < ctx.server.extra_dbs.count())
+        .ok_or_else(|| CmdError::new(DB_OUT_OF_RANGE))?;
+    // Inside EXEC or a script the rest of the request runs in the new database.
+    if index != ctx.db.db_index() && (ctx.in_exec || ctx.client.in_script) {
+        ctx.switch_db(index)?;
     }
+    ctx.client.select(index);
     ctx.reply.ok();
     Ok(())
 }
 
 fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.client.multi = None;
+    ctx.client.select(0);
     ctx.client.cluster_asking = false;
     ctx.client.cluster_readonly = false;
     ctx.client

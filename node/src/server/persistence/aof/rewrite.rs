@@ -175,7 +175,10 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
     let mut switched = false;
     // The function libraries at the image's instant: FUNCTION LOAD holds every shard.
     let mut functions = Vec::new();
-    server.keyspace.begin_image(sink.clone(), || {
+    let dbs = server.dbs();
+    let images: Vec<&crate::db::Keyspace> = dbs.iter().collect();
+    let image_sink: Arc<dyn crate::db::image::ImageSink> = sink.clone();
+    crate::db::databases::begin_images(&images, &image_sink, &mut || {
         functions = server
             .functions
             .get()
@@ -186,7 +189,7 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
         switched = at_instant(server, incr_file.take(), mode);
     })?;
     if !switched {
-        base::abandon(&server.keyspace, &sink);
+        base::abandon(dbs, &sink);
         return Err(RewriteError::Aborted);
     }
     if mode != Mode::BaseOnly {
@@ -196,7 +199,7 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
         }
     }
     let stats = base::write(
-        &server.keyspace,
+        dbs,
         &functions,
         &sink,
         &plan.base_temp(),
