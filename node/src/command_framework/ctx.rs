@@ -218,6 +218,9 @@ impl<'a> Ctx<'a> {
             .map(|&i| self.server.db(i))
             .collect::<Option<_>>()
             .ok_or_else(|| CmdError::new(DB_OUT_OF_RANGE))?;
+        // Inside EXEC or a script the commands after this one reach keys of their own:
+        // every shard stays held for them.
+        let shards = shards.filter(|_| !self.in_exec && !self.client.in_script);
         self.relock(&keyspaces, shards, current);
         Ok(())
     }
@@ -263,7 +266,10 @@ impl<'a> Ctx<'a> {
     /// shards held. What ran so far is fed to the stream first, with its database still
     /// held, so that no later write to those keys can precede it there.
     pub fn switch_db(&mut self, index: usize) -> Result<(), CmdError> {
-        let keyspace = self.server.db(index).ok_or_else(|| CmdError::new(DB_OUT_OF_RANGE))?;
+        let keyspace = self
+            .server
+            .db(index)
+            .ok_or_else(|| CmdError::new(DB_OUT_OF_RANGE))?;
         self.relock(&[keyspace], None, index);
         Ok(())
     }
@@ -273,7 +279,10 @@ impl<'a> Ctx<'a> {
     /// still held, so that no later write to those keys can precede it.
     fn feed_so_far(&mut self) {
         if !self.effects.outgoing.is_empty() {
-            let fed = self.services.write_stream().feed(&mut self.effects.outgoing);
+            let fed = self
+                .services
+                .write_stream()
+                .feed(&mut self.effects.outgoing);
             if let Some(offset) = fed.repl {
                 self.client.repl_offset = offset;
             }
@@ -317,6 +326,24 @@ impl<'a> Ctx<'a> {
         }
         if let Some(event) = self.event {
             self.record_event(event, key);
+        }
+    }
+
+    /// [`Ctx::modified`] for a key of another database the command holds (MOVE, COPY ... DB:
+    /// see [`Ctx::hold_dbs`]), with the event `name` if notifications publish its class.
+    pub fn modified_in(&mut self, db: usize, key: &[u8], class: u32, name: &'static str) {
+        if db == self.db.db_index() {
+            return self.modified(key);
+        }
+        self.effects.dirty += 1;
+        if self.server.watches.active() || self.server.tracking.active() {
+            self.effects.modified.push((db, key.into()));
+        }
+        if self.server.blocking.active() {
+            self.effects.ready.push((db, key.into()));
+        }
+        if self.event.is_some() && keyspace_events::wanted(self.server, class) {
+            self.effects.events.push(db, class, name, key);
         }
     }
 

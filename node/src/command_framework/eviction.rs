@@ -114,13 +114,8 @@ fn evict_one_in(
         let hidden = keyspace.hidden();
         let victim = choose_victim(&shard, hidden, policy, samples, ages, rng);
         if let Some(key) = victim {
-            let mut locked = crate::db::Locked::from_guard(
-                keyspace,
-                shard_idx,
-                shard,
-                now,
-                lru_clock(now),
-            );
+            let mut locked =
+                crate::db::Locked::from_guard(keyspace, shard_idx, shard, now, lru_clock(now));
             let replicating = server.replication.active();
             if replicating {
                 locked.record_removed();

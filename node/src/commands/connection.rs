@@ -1,9 +1,9 @@
 //! Connection commands: PING ECHO QUIT AUTH HELLO SELECT RESET.
 
 use crate::command_framework::args::{self, is};
+use crate::command_framework::ctx::DB_OUT_OF_RANGE;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
-use crate::command_framework::ctx::DB_OUT_OF_RANGE;
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::node_state::acl::log::{Context, Reason};
 use crate::node_state::acl::DEFAULT_USER;
@@ -227,18 +227,13 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let db = args::int(args[1])?;
-    // Redis reads the index as an int: a wider number is not an integer to it.
-    if i32::try_from(db).is_err() {
-        return Err(CmdError::NotInteger);
-    }
-    if db != 0 && ctx.server.cluster.is_some() {
-        return err("ERR SELECT is not allowed in cluster mode");
-    }
-    let index = usize::try_from(db)
-        .ok()
-        .filter(|&i| i < ctx.server.extra_dbs.count())
-        .ok_or_else(|| CmdError::new(DB_OUT_OF_RANGE))?;
+    let cluster = ctx.server.cluster.is_some();
+    let index = match super::keys::other_db::db_index(ctx, args[1], None) {
+        Err(e) if cluster && e.to_string() == DB_OUT_OF_RANGE => {
+            return err("ERR SELECT is not allowed in cluster mode");
+        }
+        other => other?,
+    };
     // Inside EXEC or a script the rest of the request runs in the new database.
     if index != ctx.db.db_index() && (ctx.in_exec || ctx.client.in_script) {
         ctx.switch_db(index)?;

@@ -90,6 +90,27 @@ pub fn key_counts(ctx: &mut Ctx<'_>) -> (usize, usize) {
     (keys, volatile)
 }
 
+/// [`key_counts`] of every database ever used, in ascending order. Another database than
+/// the client's is counted a shard at a time; inside EXEC (which holds the client's
+/// database) its busy shards are passed by rather than waited for, since its holder may
+/// wait for the EXEC's.
+pub fn key_counts_per_db(ctx: &mut Ctx<'_>) -> Vec<(usize, (usize, usize))> {
+    let mine = ctx.db.db_index();
+    let holding = ctx.db.holds_all();
+    let mut out = Vec::new();
+    for keyspace in ctx.server.dbs().iter() {
+        let counts = if keyspace.index() == mine {
+            key_counts(ctx)
+        } else if holding {
+            keyspace.visible_counts_unheld()
+        } else {
+            keyspace.visible_counts()
+        };
+        out.push((keyspace.index(), counts));
+    }
+    out
+}
+
 fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let (keys, _) = key_counts(ctx);
     ctx.reply.integer(keys as i64);

@@ -3,8 +3,8 @@
 //! node configured with 16 databases and using one pays for one (a keyspace's empty slot
 //! tables take about a megabyte). Cluster mode has database 0 only, as Redis Cluster.
 
-use super::keyspace::{Keyspace, SHARD_COUNT};
-use parking_lot::MutexGuard;
+use super::keyspace::Keyspace;
+use super::Locked;
 use std::sync::OnceLock;
 
 /// Most databases a node may be configured with: a bound on the table below (each slot is
@@ -104,32 +104,30 @@ pub fn begin_images(
         }
         Some((first, rest)) => {
             let mut inner = Ok(());
-            first.begin_image(sink.clone(), || inner = begin_images(rest, sink, at_instant))?;
+            first.begin_image(sink.clone(), || {
+                inner = begin_images(rest, sink, at_instant)
+            })?;
             inner
         }
     }
 }
 
-/// Exchanges the contents of two databases (SWAPDB), holding every shard of both for the
-/// exchange so that no command sees one half swapped. Shards are taken in (database, shard)
-/// order, the order every lock of two databases follows.
-pub fn swap(a: &Keyspace, b: &Keyspace) {
-    if a.index() == b.index() {
-        return;
-    }
-    let (low, high) = if a.index() < b.index() { (a, b) } else { (b, a) };
-    let mut lows: Vec<MutexGuard<'_, _>> = (0..SHARD_COUNT).map(|s| low.lock_shard(s)).collect();
-    let mut highs: Vec<MutexGuard<'_, _>> =
-        (0..SHARD_COUNT).map(|s| high.lock_shard(s)).collect();
-    for (l, h) in lows.iter_mut().zip(highs.iter_mut()) {
-        l.swap_contents(h);
+/// Exchanges the contents of two databases (SWAPDB) through views holding every shard of
+/// both, so that no command sees one half swapped.
+pub fn swap(a: &mut Locked<'_>, b: &mut Locked<'_>) {
+    debug_assert!(
+        a.holds_all() && b.holds_all(),
+        "SWAPDB holds both databases"
+    );
+    for ((_, x), (_, y)) in a.shards_mut().zip(b.shards_mut()) {
+        x.swap_contents(y);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{Locked, Value};
+    use crate::db::Value;
 
     #[test]
     fn databases_are_created_on_first_use_and_bounded_by_the_count() {
@@ -150,7 +148,10 @@ mod tests {
         db.set(b"k", Value::Int(1));
         assert!(db.set_expiry(b"k", 10_000));
         drop(db);
-        swap(&a, &b);
+        swap(
+            &mut Locked::lock_all(&a, 1, 0),
+            &mut Locked::lock_all(&b, 1, 0),
+        );
         assert_eq!(a.visible_counts(), (0, 0));
         assert_eq!(b.visible_counts(), (1, 1));
         let mut db = Locked::lock_all(&b, 1, 0);

@@ -306,6 +306,14 @@ impl Keyspace {
             .fold((0, 0), |(k, v), (sk, sv)| (k + sk, v + sv))
     }
 
+    /// [`Self::visible_counts`] without waiting: shards held by others are left out.
+    pub fn visible_counts_unheld(&self) -> (usize, usize) {
+        self.shards
+            .iter()
+            .filter_map(|s| s.try_lock().map(|g| g.visible_counts(&self.hidden)))
+            .fold((0, 0), |(k, v), (sk, sv)| (k + sk, v + sv))
+    }
+
     /// Keys in one slot: O(1).
     pub fn count_in_slot(&self, slot: u16) -> usize {
         self.shards[shard_of_slot(slot)].lock().table(slot).len()

@@ -142,9 +142,9 @@ mod tests {
         );
         assert!(b.active());
         assert_eq!((b.blocked_clients(), b.blocking_keys()), (2, 2));
-        b.unregister(&keys(&["a", "b"]), &one);
+        b.unregister(0, &keys(&["a", "b"]), &one);
         assert_eq!((b.blocked_clients(), b.blocking_keys()), (1, 1));
-        b.unregister(&keys(&["a"]), &two);
+        b.unregister(0, &keys(&["a"]), &two);
         assert!(!b.active());
         assert_eq!(b.blocking_keys(), 0);
     }
@@ -161,7 +161,10 @@ mod tests {
             b.register(0, &keys(&["k"]), &reader, true),
             "a reader always looks again"
         );
-        b.wake(&keys(&["k"]));
+        // The same key in another database wakes nobody.
+        b.wake(&[(1, keys(&["k"])[0].clone())]);
+        assert!(!pop1.take_wakeup() && !reader.take_wakeup());
+        b.wake(&[(0, keys(&["k"])[0].clone())]);
         assert!(pop1.take_wakeup());
         assert!(!pop2.take_wakeup());
         assert!(reader.take_wakeup());

@@ -81,7 +81,7 @@ struct State {
     /// allocate once it has grown to the largest request seen.
     scratch: Vec<u8>,
     /// The database the backlog's last write selected (None: unknown, the next write
-    /// selects its own): Redis's `slaveseldb`.
+    /// selects its own): Redis's `slaveseldb`. A reader starts in database 0.
     selected_db: Option<usize>,
     acks: ReplicaAcks<ReplicaId>,
     addrs: BTreeMap<ReplicaId, ReplicaAddr>,
@@ -149,7 +149,7 @@ impl Replication {
                 backlog: None,
                 backlog_size,
                 scratch: Vec::new(),
-                selected_db: None,
+                selected_db: Some(0),
                 acks: ReplicaAcks::default(),
                 addrs: BTreeMap::new(),
                 waiters: WaitQueue::default(),
@@ -410,12 +410,6 @@ impl Replication {
         }
     }
 
-    /// The next write names its database (a full sync's snapshot was taken: the stream
-    /// after it must not rely on a SELECT before it). Call with every shard held.
-    pub fn forget_selected_db(&self) {
-        self.state.lock().selected_db = None;
-    }
-
     /// Creates the backlog if there is none (a replica attaches; `repl-backlog-eager`). It
     /// continues at the current `master_repl_offset`. Idempotent.
     pub fn ensure_backlog(&self) -> Result<(), BacklogError> {
@@ -423,7 +417,7 @@ impl Replication {
         if s.backlog.is_none() {
             let offset = self.offset.load(Relaxed);
             s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
-            s.selected_db = None;
+            s.selected_db = Some(0);
             self.consumers.fetch_or(BACKLOG, Relaxed);
             tracing::info!(size = s.backlog_size, offset, "replication backlog created");
         }

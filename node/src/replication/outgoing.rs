@@ -73,14 +73,18 @@ impl Outgoing {
 
     /// The stream bytes for everything collected (MULTI/EXEC-wrapped when more than one
     /// command, as [`transaction`](super::propagate::transaction) wraps them), appended to
-    /// `out`, preceded by a SELECT when the consumer's `selected` database (what it last
-    /// wrote; None: unknown) is not the first command's. The collection stays: the AOF and
-    /// the backlog each encode it, each with its own `selected`.
+    /// `out`, preceded by a SELECT unless the consumer's `selected` database (what it last
+    /// wrote; None: unknown) and the first command's are both 0. So every request outside
+    /// database 0 names its database, and one in database 0 does after one that was not:
+    /// a reader starting at any request's first byte in database 0 (a replica's link after
+    /// a reconnect or a restart, one increment of the AOF) executes each in its database,
+    /// while a node that uses database 0 only writes one SELECT per stream. The collection
+    /// stays: the AOF and the backlog each encode it, each with its own `selected`.
     pub fn encode_into(&self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
         if self.commands.is_empty() {
             return;
         }
-        if *selected != Some(self.first_db) {
+        if self.first_db != 0 || *selected != Some(0) {
             encode_into(&[select_command(self.first_db)], out);
         }
         *selected = Some(self.last_db);
@@ -154,15 +158,20 @@ mod tests {
         out.finish_into(&mut bytes, &mut selected);
         assert_eq!(
             bytes,
-            encode_stream(&[select_command(3), vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()]])
+            encode_stream(&[
+                select_command(3),
+                vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()]
+            ])
         );
         assert_eq!(selected, Some(3));
-        // Same database: no SELECT; a change inside one request: a SELECT in between.
+        // Outside database 0 every request names its database; a change inside one
+        // request: a SELECT in between.
         let mut bytes = Vec::new();
         out.command(3, &[b"DEL", b"k"], &WriteEffect::None).unwrap();
         out.key_removed(0, b"x");
         out.finish_into(&mut bytes, &mut selected);
         let expect = encode_stream(&[
+            select_command(3),
             vec![b"MULTI".to_vec()],
             vec![b"DEL".to_vec(), b"k".to_vec()],
             select_command(0),
@@ -171,5 +180,13 @@ mod tests {
         ]);
         assert_eq!(bytes, expect);
         assert_eq!(selected, Some(0));
+        // Back in database 0 after it: no SELECT.
+        let mut bytes = Vec::new();
+        out.command(0, &[b"DEL", b"y"], &WriteEffect::None).unwrap();
+        out.finish_into(&mut bytes, &mut selected);
+        assert_eq!(
+            bytes,
+            encode_stream(&[vec![b"DEL".to_vec(), b"y".to_vec()]])
+        );
     }
 }

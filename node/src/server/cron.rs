@@ -110,8 +110,7 @@ fn active_expire_in(server: &Server, keyspace: &crate::db::Keyspace, now: u64) -
             continue;
         }
         let shard = {
-            let mut locked =
-                Locked::from_guard(keyspace, shard_idx, shard, now, lru_clock(now));
+            let mut locked = Locked::from_guard(keyspace, shard_idx, shard, now, lru_clock(now));
             let replicating = server.replication.active();
             if replicating {
                 locked.record_removed();

@@ -15,8 +15,8 @@
 //! the file exactly that history's prefix (no write reached the stream or the dataset while
 //! it was written), which a restart may continue from (`load::LoadStats::history`).
 
-use crate::db::keyspace::{SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::db::databases::Dbs;
+use crate::db::keyspace::{SHARD_COUNT, SLOTS_PER_SHARD};
 use crate::node_state::replication::{HistoryMark, Replication};
 use crate::server::unix_millis;
 use crate::snapshot_format::checksum::CrcWriter;
@@ -101,32 +101,32 @@ pub fn stream<'k, W: Write>(
             }
             put_select_db(&mut buf, keyspace.index());
         }
-    for shard in 0..SHARD_COUNT {
-        for table in 0..SLOTS_PER_SHARD {
-            if abort.load(Relaxed) {
-                return Err(StreamError::Aborted);
-            }
-            {
-                let guard = keyspace.lock_shard(shard);
-                if guard.keys == 0 {
-                    break;
+        for shard in 0..SHARD_COUNT {
+            for table in 0..SLOTS_PER_SHARD {
+                if abort.load(Relaxed) {
+                    return Err(StreamError::Aborted);
                 }
-                for (key, entry) in guard.tables()[table].iter() {
-                    // Expired but not yet reclaimed: it would be dropped at load anyway.
-                    if entry.is_expired(now) {
-                        continue;
+                {
+                    let guard = keyspace.lock_shard(shard);
+                    if guard.keys == 0 {
+                        break;
                     }
-                    put_entry(&mut buf, key, entry.expires_at, &entry.value);
-                    keys += 1;
+                    for (key, entry) in guard.tables()[table].iter() {
+                        // Expired but not yet reclaimed: it would be dropped at load anyway.
+                        if entry.is_expired(now) {
+                            continue;
+                        }
+                        put_entry(&mut buf, key, entry.expires_at, &entry.value);
+                        keys += 1;
+                    }
                 }
-            }
-            if !buf.is_empty() {
-                w.write_all(&buf)?;
-                buf.clear();
-                buf.shrink_to(SLOT_BUFFER_KEEP_BYTES);
+                if !buf.is_empty() {
+                    w.write_all(&buf)?;
+                    buf.clear();
+                    buf.shrink_to(SLOT_BUFFER_KEEP_BYTES);
+                }
             }
         }
-    }
     }
     put_history_end(
         &mut buf,

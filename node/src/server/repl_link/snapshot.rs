@@ -39,9 +39,8 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
         }
     };
     let offset = server.replication.master_repl_offset();
-    // The stream after `offset` names its database before its first write: the replica
-    // starts from this snapshot, not from what the stream selected before.
-    server.replication.forget_selected_db();
+    // The stream after `offset` needs no SELECT before it: every request outside database
+    // 0 names its own (`Outgoing::encode_into`), and the replica starts in database 0.
     // With every shard held no fed write is in flight; the marks show an unfed one (the
     // same fields as a saved file's, so the load reads them the same way).
     let mark = server.replication.mark();
@@ -156,7 +155,7 @@ mod tests {
         let primary = Server::new(Config::default());
         primary.replication.ensure_backlog().unwrap();
         let mut out = Outgoing::default();
-        out.command(&[b"SET", b"a", b"1"], &WriteEffect::None)
+        out.command(0, &[b"SET", b"a", b"1"], &WriteEffect::None)
             .unwrap();
         let fed = primary.replication.feed(&mut out);
         let later = unix_millis() + 100_000;

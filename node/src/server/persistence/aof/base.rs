@@ -9,9 +9,9 @@
 //! copy-on-write pages); the walk drains the queue after every slot.
 
 use super::files::{failed, FileError};
+use crate::db::databases::Dbs;
 use crate::db::image::ImageSink;
 use crate::db::keyspace::{SlotTable, SHARD_COUNT, SLOTS_PER_SHARD};
-use crate::db::databases::Dbs;
 use crate::server::persistence::snapshot::FILE_BUFFER_BYTES;
 use crate::snapshot_format::checksum::CrcWriter;
 use crate::snapshot_format::format::{

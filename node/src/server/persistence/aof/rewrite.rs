@@ -198,13 +198,7 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
             tracing::warn!("cannot write the AOF yet: {e}; trying again later");
         }
     }
-    let stats = base::write(
-        dbs,
-        &functions,
-        &sink,
-        &plan.base_temp(),
-        &aof.abort,
-    )?;
+    let stats = base::write(dbs, &functions, &sink, &plan.base_temp(), &aof.abort)?;
     install(server, mode, plan, stats)?;
     Ok(stats)
 }
