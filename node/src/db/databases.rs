@@ -83,6 +83,21 @@ impl<'a> Dbs<'a> {
         self.extra?.existing(index)
     }
 
+    /// [`Keyspace::barrier`] over every database: a write that held shards of any when
+    /// this started has finished (and fed the stream) when this returns.
+    pub fn barrier(&self) {
+        for keyspace in self.iter() {
+            keyspace.barrier();
+        }
+    }
+
+    /// Keys held in every database, hidden ones too, and those with a TTL.
+    pub fn key_and_volatile_counts(&self) -> (usize, usize) {
+        self.iter()
+            .map(|k| (k.key_count(), k.volatile_count()))
+            .fold((0, 0), |(a, b), (k, v)| (a + k, b + v))
+    }
+
     /// The databases ever used, database 0 first, in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = &'a Keyspace> + 'a {
         std::iter::once(self.first).chain(self.extra.into_iter().flat_map(ExtraDatabases::iter))
