@@ -32,11 +32,14 @@ impl WatchHandle {
     }
 }
 
+/// A watched key: its database and name.
+pub type WatchedKey = (usize, Key);
+
 #[derive(Default)]
 pub struct Watches {
     /// (client, key) pairs registered; zero means no write needs to report its keys.
     entries: AtomicUsize,
-    by_key: Mutex<HashMap<(usize, Key), Vec<Arc<AtomicBool>>>>,
+    by_key: Mutex<HashMap<WatchedKey, Vec<Arc<AtomicBool>>>>,
 }
 
 impl Watches {
