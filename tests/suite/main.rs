@@ -28,6 +28,7 @@ mod lists;
 mod metrics;
 mod migrate;
 mod module_knots;
+mod multidb;
 mod notifications;
 mod operator_tools;
 mod persistence;

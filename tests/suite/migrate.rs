@@ -226,10 +226,10 @@ fn migrate_keeps_ttls_and_reuses_its_link() {
             .any(|l| l.trim() == "migrate_cached_sockets:1"),
         "{stats}"
     );
-    // A node has database 0 only: the target says so through the source.
+    // A database past the target's 16: the target says so through the source.
     assert_eq!(source.cli(&["SET", "r", "v"]), "OK");
     assert_eq!(
-        source.cli(&["MIGRATE", "127.0.0.1", &tp, "r", "1", "5000"]),
+        source.cli(&["MIGRATE", "127.0.0.1", &tp, "r", "16", "5000"]),
         "ERR Target instance replied with error: ERR DB index is out of range"
     );
     assert_eq!(source.cli(&["EXISTS", "r"]), "1");

@@ -1,5 +1,6 @@
 //! What a command handler works with.
 
+use super::error::CmdError;
 use super::key_events::{CommandEvent, WhenGone};
 use crate::config::keyspace_events::{GENERIC, NEW};
 use crate::db::{Key, Locked};
@@ -84,6 +85,9 @@ pub enum TimeoutReply {
     Paused { writes: bool },
 }
 
+/// SELECT, MOVE, COPY ... DB and SWAPDB past `databases` (Redis's words).
+pub const DB_OUT_OF_RANGE: &str = "ERR DB index is out of range";
+
 /// SHUTDOWN's answer when its final save failed (Redis's words), or when its thread ended
 /// without an outcome.
 pub const SHUTDOWN_FAILED_ERROR: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
@@ -140,13 +144,15 @@ impl TimeoutReply {
 pub struct Effects {
     /// Changes to the dataset (for `save` rules and INFO `rdb_changes_since_last_save`).
     pub dirty: u64,
-    /// Keys modified, recorded only while some client WATCHes keys or tracking is active.
-    pub modified: SmallVec<[Key; 2]>,
+    /// Keys modified (with their database), recorded only while some client WATCHes keys
+    /// or tracking is active.
+    pub modified: SmallVec<[(usize, Key); 2]>,
     /// Keys changed by the request, for BCAST tracking clients (recorded only while one
     /// listens): told once the request is done, one message per prefix.
     pub tracking_changes: Vec<crate::node_state::tracking::Change>,
-    /// Keys that received elements, recorded only while some client is blocked.
-    pub ready: SmallVec<[Key; 2]>,
+    /// Keys that received elements (with their database), recorded only while some client
+    /// is blocked.
+    pub ready: SmallVec<[(usize, Key); 2]>,
     /// Set by a blocking command that has to wait.
     pub block: Option<BlockRequest>,
     /// Close the connection once the reply is written (QUIT, protocol errors, CLIENT KILL).
@@ -181,6 +187,9 @@ pub struct Ctx<'a> {
     pub services: &'a dyn NodeServices,
     pub client: &'a mut Client,
     pub db: Locked<'a>,
+    /// Other databases a command holds besides `db` (MOVE, COPY ... DB, SWAPDB, FLUSHALL:
+    /// see [`Ctx::hold_dbs`]), released with `db` once the request fed its stream.
+    pub held: Vec<Locked<'a>>,
     pub reply: Reply<'a>,
     pub effects: Effects,
     /// True while executing the commands of an EXEC (blocking commands do not block).
@@ -192,7 +201,97 @@ pub struct Ctx<'a> {
     pub event: Option<CommandEvent>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// Holds databases `dbs` besides the client's (shards `shards` of each, or all), all
+    /// taken afresh in ascending database order, the order every multi-database lock
+    /// follows; `held` keeps the others, indexed as their database numbers ascend. Call
+    /// first thing in a handler: the client's database is let go and taken again, so
+    /// nothing read before stays valid. Fails for a database past `databases`.
+    pub fn hold_dbs(&mut self, dbs: &[usize], shards: Option<&[usize]>) -> Result<(), CmdError> {
+        let current = self.db.db_index();
+        let mut wanted: SmallVec<[usize; 4]> = dbs.iter().copied().collect();
+        wanted.push(current);
+        wanted.sort_unstable();
+        wanted.dedup();
+        let keyspaces: SmallVec<[&'a crate::db::Keyspace; 4]> = wanted
+            .iter()
+            .map(|&i| self.server.db(i))
+            .collect::<Option<_>>()
+            .ok_or_else(|| CmdError::new(DB_OUT_OF_RANGE))?;
+        // Inside EXEC or a script the commands after this one reach keys of their own:
+        // every shard stays held for them.
+        let shards = shards.filter(|_| !self.in_exec && !self.client.in_script);
+        self.relock(&keyspaces, shards, current);
+        Ok(())
+    }
+
+    /// Lets `db` go and takes `keyspaces` (ascending), `current`'s becoming `db`.
+    fn relock(
+        &mut self,
+        keyspaces: &[&'a crate::db::Keyspace],
+        shards: Option<&[usize]>,
+        current: usize,
+    ) {
+        self.feed_so_far();
+        let (now, lru) = (self.db.now, self.db.lru_clock);
+        let keyspace = self.db.keyspace();
+        let mut template = Locked::lock(keyspace, &[], now, lru);
+        self.db.recording_like(&mut template);
+        let old = std::mem::replace(&mut self.db, Locked::lock(keyspace, &[], now, lru));
+        drop(old);
+        self.held.clear();
+        for keyspace in keyspaces {
+            let mut locked = match shards {
+                Some(s) => Locked::lock(keyspace, s, now, lru),
+                None => Locked::lock_all(keyspace, now, lru),
+            };
+            template.recording_like(&mut locked);
+            if keyspace.index() == current {
+                self.db = locked;
+            } else {
+                self.held.push(locked);
+            }
+        }
+    }
+
+    /// The view of database `index` among those [`Ctx::hold_dbs`] took.
+    pub fn held_db(&mut self, index: usize) -> Option<&mut Locked<'a>> {
+        if self.db.db_index() == index {
+            return Some(&mut self.db);
+        }
+        self.held.iter_mut().find(|l| l.db_index() == index)
+    }
+
+    /// SELECT inside EXEC or a script: the rest runs against database `index` with all its
+    /// shards held. What ran so far is fed to the stream first, with its database still
+    /// held, so that no later write to those keys can precede it there.
+    pub fn switch_db(&mut self, index: usize) -> Result<(), CmdError> {
+        let keyspace = self
+            .server
+            .db(index)
+            .ok_or_else(|| CmdError::new(DB_OUT_OF_RANGE))?;
+        self.relock(&[keyspace], None, index);
+        Ok(())
+    }
+
+    /// Before the request lets its shards go mid-way (EXEC or a script changing
+    /// databases): what it wrote so far goes to the stream and to WATCHers while they are
+    /// still held, so that no later write to those keys can precede it.
+    fn feed_so_far(&mut self) {
+        if !self.effects.outgoing.is_empty() {
+            let fed = self
+                .services
+                .write_stream()
+                .feed(&mut self.effects.outgoing);
+            if let Some(offset) = fed.repl {
+                self.client.repl_offset = offset;
+            }
+        }
+        if !self.effects.modified.is_empty() {
+            self.server.watches.touch_each(&self.effects.modified);
+        }
+    }
+
     /// True when this run is a blocked client's retry: its connection marks the client
     /// blocked for as long as it waits, and only a waiting connection runs commands while it
     /// is marked. Blocking pops then pass over a key of another type (Redis 7.0 keeps such a
@@ -220,13 +319,31 @@ impl Ctx<'_> {
     pub fn modified(&mut self, key: &[u8]) {
         self.effects.dirty += 1;
         if self.server.watches.active() || self.server.tracking.active() {
-            self.effects.modified.push(key.into());
+            self.effects.modified.push((self.db.db_index(), key.into()));
         }
         if self.server.blocking.active() {
-            self.effects.ready.push(key.into());
+            self.effects.ready.push((self.db.db_index(), key.into()));
         }
         if let Some(event) = self.event {
             self.record_event(event, key);
+        }
+    }
+
+    /// [`Ctx::modified`] for a key of another database the command holds (MOVE, COPY ... DB:
+    /// see [`Ctx::hold_dbs`]), with the event `name` if notifications publish its class.
+    pub fn modified_in(&mut self, db: usize, key: &[u8], class: u32, name: &'static str) {
+        if db == self.db.db_index() {
+            return self.modified(key);
+        }
+        self.effects.dirty += 1;
+        if self.server.watches.active() || self.server.tracking.active() {
+            self.effects.modified.push((db, key.into()));
+        }
+        if self.server.blocking.active() {
+            self.effects.ready.push((db, key.into()));
+        }
+        if self.event.is_some() && keyspace_events::wanted(self.server, class) {
+            self.effects.events.push(db, class, name, key);
         }
     }
 
@@ -247,7 +364,9 @@ impl Ctx<'_> {
     /// `xtrim`). Does nothing unless it is published.
     pub fn notify(&mut self, class: u32, name: &'static str, key: &[u8]) {
         if self.event.is_some() && keyspace_events::wanted(self.server, class) {
-            self.effects.events.push(class, name, key);
+            self.effects
+                .events
+                .push(self.db.db_index(), class, name, key);
         }
     }
 
@@ -272,7 +391,7 @@ impl Ctx<'_> {
     /// Signals that `key` received elements (list push, ZADD), waking blocked clients.
     pub fn signal_ready(&mut self, key: &[u8]) {
         if self.server.blocking.active() {
-            self.effects.ready.push(key.into());
+            self.effects.ready.push((self.db.db_index(), key.into()));
         }
     }
 }

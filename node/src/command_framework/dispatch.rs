@@ -431,7 +431,7 @@ pub fn run(
     let server = node.state();
     let start = client.clock.start();
     let now = start.unix_ms;
-    let mut db = lock_for(server, spec, args, now);
+    let mut db = lock_for(server, spec, args, now, client.db);
     // Read with the shards held: the AOF starts taking the stream at an instant when every
     // shard is held (its rewrite's image), so a write either sees it or ran before it.
     let replicating = server.replication.active();
@@ -482,6 +482,7 @@ pub fn run(
         services: node,
         client,
         db,
+        held: Vec::new(),
         reply,
         effects: Effects::default(),
         in_exec: false,
@@ -491,6 +492,7 @@ pub fn run(
     let failed = run_in(&mut ctx, spec, args, stats);
     let Ctx {
         db,
+        held,
         mut effects,
         client,
         ..
@@ -513,7 +515,7 @@ pub fn run(
     // WATCHes are invalidated while the shards are still locked: an EXEC locking them next
     // must find its watch dirty.
     if !effects.modified.is_empty() {
-        server.watches.touch(&effects.modified);
+        server.watches.touch_each(&effects.modified);
     }
     // Published with the keys still locked, so that the events of one key reach
     // subscribers in the order its changes were made.
@@ -528,6 +530,7 @@ pub fn run(
             .broadcast(&server.clients, &effects.tracking_changes);
     }
     drop(db);
+    drop(held);
     stats.expired += expired;
     let nanos = client.clock.finish(start);
     // A command that blocks counts once, when it is served or times out (as in Redis).
@@ -619,12 +622,13 @@ fn capture(
     args: &[&[u8]],
     dirty_before: u64,
 ) {
+    let db = ctx.db.db_index();
     for key in removed {
-        ctx.effects.outgoing.key_removed(key);
+        ctx.effects.outgoing.key_removed(db, key);
     }
     let effect = std::mem::take(&mut ctx.effects.repl);
     if spec.has(flags::WRITE) && ctx.effects.dirty != dirty_before {
-        if let Err(e) = ctx.effects.outgoing.command(args, &effect) {
+        if let Err(e) = ctx.effects.outgoing.command(db, args, &effect) {
             tracing::error!(command = spec.name, error = %e, "write not replicated");
         }
     }
@@ -661,8 +665,9 @@ const NO_EVENT: CommandEvent = CommandEvent {
 fn note_expired_and_created(ctx: &mut Ctx<'_>, removed: &[Key], events_before: usize) {
     if !removed.is_empty() && keyspace_events::wanted(ctx.server, EXPIRED) {
         let mut expired = KeyEvents::default();
+        let db = ctx.db.db_index();
         for key in removed {
-            expired.push(EXPIRED, "expired", key);
+            expired.push(db, EXPIRED, "expired", key);
         }
         let at = events_before.min(ctx.effects.events.list.len());
         ctx.effects.events.list.splice(at..at, expired.list);
@@ -753,8 +758,9 @@ pub fn lock_for<'a>(
     spec: &CommandSpec,
     args: &[&[u8]],
     now: u64,
+    db: usize,
 ) -> Locked<'a> {
-    let mut db = lock_shards_for(server, spec, args, now);
+    let mut db = lock_shards_for(server, spec, args, now, db);
     if let Some(params) = server.hot.lfu_counting() {
         db.count_frequency(params);
     }
@@ -766,21 +772,20 @@ fn lock_shards_for<'a>(
     spec: &CommandSpec,
     args: &[&[u8]],
     now: u64,
+    db: usize,
 ) -> Locked<'a> {
+    // SELECT admitted only databases that exist; a client of a database past the count
+    // (never) falls back to database 0 rather than failing every command.
+    let keyspace = server.db(db).unwrap_or(&server.keyspace);
     if spec.has(flags::ALL_KEYS)
         || (spec.has(flags::PATTERN_KEYS) && flags::names_pattern_keys(args))
     {
-        return Locked::lock_all(&server.keyspace, now, lru_clock(now));
+        return Locked::lock_all(keyspace, now, lru_clock(now));
     }
     if let Some(i) = spec.single_key_position(args) {
         // Most commands name one key: no position list, no sort.
         let slot = proto::slot::key_slot(args[i]);
-        let mut db = Locked::lock(
-            &server.keyspace,
-            &[shard_of_slot(slot)],
-            now,
-            lru_clock(now),
-        );
+        let mut db = Locked::lock(keyspace, &[shard_of_slot(slot)], now, lru_clock(now));
         db.hint_slot(args[i], slot);
         return db;
     }
@@ -794,7 +799,7 @@ fn lock_shards_for<'a>(
     }
     shards.sort_unstable();
     shards.dedup();
-    let mut db = Locked::lock(&server.keyspace, &shards, now, lru_clock(now));
+    let mut db = Locked::lock(keyspace, &shards, now, lru_clock(now));
     if let Some((i, slot)) = first {
         db.hint_slot(args[i], slot);
     }

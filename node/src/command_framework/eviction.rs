@@ -80,11 +80,30 @@ fn evict_one(
     rng: &mut impl Rng,
     wall_clock: &dyn Fn() -> u64,
 ) -> bool {
+    let dbs: Vec<&crate::db::Keyspace> = server.dbs().iter().collect();
+    let first_db = rng.gen_range(0..dbs.len());
+    (0..dbs.len()).any(|i| {
+        let keyspace = dbs[(first_db + i) % dbs.len()];
+        evict_one_in(server, keyspace, stream, policy, samples, rng, wall_clock)
+    })
+}
+
+/// [`evict_one`] in one database.
+fn evict_one_in(
+    server: &NodeState,
+    keyspace: &crate::db::Keyspace,
+    stream: &dyn WriteStream,
+    policy: EvictionPolicy,
+    samples: usize,
+    rng: &mut impl Rng,
+    wall_clock: &dyn Fn() -> u64,
+) -> bool {
     let now = wall_clock();
+    let db = keyspace.index();
     let start = rng.gen_range(0..SHARD_COUNT);
     for offset in 0..SHARD_COUNT {
         let shard_idx = (start + offset) % SHARD_COUNT;
-        let shard = server.keyspace.lock_shard(shard_idx);
+        let shard = keyspace.lock_shard(shard_idx);
         if policy == EvictionPolicy::NoEviction {
             return false;
         }
@@ -92,16 +111,11 @@ fn evict_one(
             lru_clock: lru_clock(now),
             lfu: server.hot.lfu(),
         };
-        let hidden = server.keyspace.hidden();
+        let hidden = keyspace.hidden();
         let victim = choose_victim(&shard, hidden, policy, samples, ages, rng);
         if let Some(key) = victim {
-            let mut locked = crate::db::Locked::from_guard(
-                &server.keyspace,
-                shard_idx,
-                shard,
-                now,
-                lru_clock(now),
-            );
+            let mut locked =
+                crate::db::Locked::from_guard(keyspace, shard_idx, shard, now, lru_clock(now));
             let replicating = server.replication.active();
             if replicating {
                 locked.record_removed();
@@ -112,17 +126,17 @@ fn evict_one(
                 // the shard is still locked.
                 let mut outgoing = crate::replication::outgoing::Outgoing::default();
                 for expired in locked.take_removed() {
-                    outgoing.key_removed(&expired);
+                    outgoing.key_removed(db, &expired);
                 }
                 if evicted {
-                    outgoing.key_removed(&key);
+                    outgoing.key_removed(db, &key);
                 }
                 if !outgoing.is_empty() {
                     stream.feed(&mut outgoing);
                 }
             }
             if evicted {
-                keyspace_events::publish_one(server, EVICTED, "evicted", &key);
+                keyspace_events::publish_one(server, db, EVICTED, "evicted", &key);
             }
             if evicted && server.tracking.active() {
                 // Told with the shard still locked, like a command's changes.
@@ -133,7 +147,7 @@ fn evict_one(
             if evicted || locked.expired > 0 {
                 Stats::add(&server.stats.evicted_keys, 1);
                 if server.watches.active() {
-                    server.watches.touch(&[key]);
+                    server.watches.touch(db, &[key]);
                 }
             }
             return true;

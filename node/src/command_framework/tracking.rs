@@ -30,7 +30,8 @@ pub(super) fn after_command(
     let expired = expired.iter().map(|k| (k, None));
     let changed = effects.modified[modified_before..]
         .iter()
-        .map(|k| (k, Some(me)));
+        // Tracking names keys without their database, as Redis's does.
+        .map(|(_, k)| (k, Some(me)));
     for (key, writer) in expired.chain(changed) {
         tracking.invalidate(&server.clients, key, writer);
         if bcast {

@@ -1,6 +1,7 @@
 //! Connection commands: PING ECHO QUIT AUTH HELLO SELECT RESET.
 
 use crate::command_framework::args::{self, is};
+use crate::command_framework::ctx::DB_OUT_OF_RANGE;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
@@ -74,7 +75,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         KeySpec::None,
         select,
         "connection",
-        "Changes the selected database (only 0 exists on a node).",
+        "Changes the selected database.",
     ),
     CommandSpec {
         since: "6.2.0",
@@ -226,24 +227,25 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn select(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let db = args::int(args[1])?;
-    // Redis reads the index as an int: a wider number is not an integer to it.
-    if i32::try_from(db).is_err() {
-        return Err(CmdError::NotInteger);
+    let cluster = ctx.server.cluster.is_some();
+    let index = match super::keys::other_db::db_index(ctx, args[1], None) {
+        Err(e) if cluster && e.to_string() == DB_OUT_OF_RANGE => {
+            return err("ERR SELECT is not allowed in cluster mode");
+        }
+        other => other?,
+    };
+    // Inside EXEC or a script the rest of the request runs in the new database.
+    if index != ctx.db.db_index() && (ctx.in_exec || ctx.client.in_script) {
+        ctx.switch_db(index)?;
     }
-    if db != 0 && ctx.server.cluster.is_some() {
-        return err("ERR SELECT is not allowed in cluster mode");
-    }
-    if db != 0 {
-        // A node has one database, as a Redis Cluster node does.
-        return err("ERR DB index is out of range");
-    }
+    ctx.client.select(index);
     ctx.reply.ok();
     Ok(())
 }
 
 fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.client.multi = None;
+    ctx.client.select(0);
     ctx.client.cluster_asking = false;
     ctx.client.cluster_readonly = false;
     ctx.client

@@ -5,6 +5,7 @@ mod copy;
 mod encoding;
 mod expire;
 mod object;
+pub mod other_db;
 mod scan;
 
 #[cfg(test)]
@@ -45,6 +46,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     command("rename", 3, WRITE, KEY1_2, rename, GENERIC, "Renames a key and overwrites the destination."),
     command("renamenx", 3, WRITE | FAST, KEY1_2, renamenx, GENERIC, "Renames a key only when the target key name doesn't exist."),
     CommandSpec { since: "6.2.0", ..command("copy", -3, WRITE | DENYOOM, KEY1_2, copy::copy, GENERIC, "Copies the value of a key to a new key.") },
+    command("move", 3, WRITE | FAST, KEY1, other_db::move_key, GENERIC, "Moves a key to another database."),
+    CommandSpec { since: "4.0.0", ..command("swapdb", 3, WRITE | FAST, KeySpec::None, other_db::swapdb, GENERIC, "Swaps two Redis databases.") },
     command("randomkey", 1, READONLY | ALL_KEYS, KeySpec::None, randomkey, GENERIC, "Returns a random key name from the database."),
     CommandSpec {
         since: "2.2.3",

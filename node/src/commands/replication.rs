@@ -200,7 +200,7 @@ fn replconf(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             .ok_or_else(|| CmdError::new("ERR invalid pause time"))?;
         let replication = &ctx.server.replication;
         replication.pause_writes(unix_millis() + ms);
-        ctx.server.keyspace.barrier();
+        ctx.server.dbs().barrier();
         ctx.reply
             .integer(i64::try_from(replication.master_repl_offset()).unwrap_or(i64::MAX));
         return Ok(());

@@ -90,6 +90,27 @@ pub fn key_counts(ctx: &mut Ctx<'_>) -> (usize, usize) {
     (keys, volatile)
 }
 
+/// [`key_counts`] of every database ever used, in ascending order. Another database than
+/// the client's is counted a shard at a time; inside EXEC (which holds the client's
+/// database) its busy shards are passed by rather than waited for, since its holder may
+/// wait for the EXEC's.
+pub fn key_counts_per_db(ctx: &mut Ctx<'_>) -> Vec<(usize, (usize, usize))> {
+    let mine = ctx.db.db_index();
+    let holding = ctx.db.holds_all();
+    let mut out = Vec::new();
+    for keyspace in ctx.server.dbs().iter() {
+        let counts = if keyspace.index() == mine {
+            key_counts(ctx)
+        } else if holding {
+            keyspace.visible_counts_unheld()
+        } else {
+            keyspace.visible_counts()
+        };
+        out.push((keyspace.index(), counts));
+    }
+    out
+}
+
 fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let (keys, _) = key_counts(ctx);
     ctx.reply.integer(keys as i64);
@@ -105,18 +126,35 @@ fn flush_mode_ok(args: &[&[u8]]) -> CmdResult {
     }
 }
 
-fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<u64, CmdError> {
+fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]], every_db: bool) -> Result<u64, CmdError> {
     flush_mode_ok(args)?;
     debug_assert!(ctx.db.holds_all(), "FLUSH* is declared ALL_KEYS");
+    if every_db && ctx.server.multi_db() {
+        // Every database at once, again if one was created meanwhile: a write to it could
+        // otherwise reach the stream before the FLUSHALL that the primary ran after it.
+        loop {
+            let listed: Vec<usize> = ctx.server.dbs().iter().map(|k| k.index()).collect();
+            ctx.hold_dbs(&listed, None)?;
+            if ctx.server.dbs().iter().count() == listed.len() {
+                break;
+            }
+        }
+    }
     // Only the watches of keys the flush deletes fail their EXEC, as in Redis: a watched
     // key that is absent (or already expired: EXEC checks those) stays as it was.
     if ctx.server.watches.active() {
-        let db = &ctx.db;
-        ctx.server
-            .watches
-            .touch_where(|key| db.get_shared(key).is_some());
+        let views: Vec<&crate::db::Locked<'_>> =
+            std::iter::once(&ctx.db).chain(ctx.held.iter()).collect();
+        ctx.server.watches.touch_where(|db, key| {
+            views
+                .iter()
+                .any(|v| v.db_index() == db && v.get_shared(key).is_some())
+        });
     }
-    let removed = ctx.db.clear_held() as u64;
+    let mut removed = ctx.db.clear_held() as u64;
+    for other in ctx.held.iter_mut() {
+        removed += other.clear_held() as u64;
+    }
     // Every tracking client is told that everything changed (a null invalidation), even
     // when nothing was there, as Redis does.
     ctx.server.tracking.flushed(&ctx.server.clients);
@@ -129,14 +167,14 @@ fn flush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<u64, CmdError> {
 }
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let removed = flush(ctx, args)?;
+    let removed = flush(ctx, args, false)?;
     ctx.effects.dirty += removed;
     ctx.reply.ok();
     Ok(())
 }
 
 fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let removed = flush(ctx, args)?;
+    let removed = flush(ctx, args, true)?;
     // Redis counts FLUSHALL itself as a change on top of the keys it removed.
     ctx.effects.dirty += removed + 1;
     ctx.reply.ok();

@@ -125,7 +125,8 @@ fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         // The shards of the keys are locked: no write can slip between this look and the
         // registration, which every later write to the key will see.
         let live = ctx.db.exists(key);
-        if !ctx.server.watches.watch(handle, key, live) {
+        let db = ctx.db.db_index();
+        if !ctx.server.watches.watch(handle, db, key, live) {
             return err(format!(
                 "ERR too many watched keys: a client may watch at most {MAX_WATCHED_KEYS_PER_CLIENT}"
             ));
@@ -144,7 +145,14 @@ fn unwatch(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 /// Whether a watch forbids EXEC: a watched key was written, or one that existed when watched
 /// is gone now — it expired, which no writer reports (any other deletion sets `dirty`).
 fn watch_broken(db: &mut Locked<'_>, handle: &WatchHandle) -> bool {
-    handle.is_dirty() || handle.live_when_watched.iter().any(|k| !db.exists(k))
+    // Only the keys of the database EXEC runs in can be looked at under its locks; those
+    // of another (WATCH, then SELECT) count only their writes.
+    let here = db.db_index();
+    handle.is_dirty()
+        || handle
+            .live_when_watched
+            .iter()
+            .any(|(d, k)| *d == here && !db.exists(k))
 }
 
 fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
@@ -259,8 +267,8 @@ mod tests {
         let mut db = Locked::lock_all(&keyspace, 1_000, 1);
         db.set(b"k", crate::db::Value::Int(1));
         db.set_expiry(b"k", 2_000);
-        assert!(watches.watch(&mut handle, b"k", db.exists(b"k")));
-        assert!(watches.watch(&mut handle, b"absent", db.exists(b"absent")));
+        assert!(watches.watch(&mut handle, 0, b"k", db.exists(b"k")));
+        assert!(watches.watch(&mut handle, 0, b"absent", db.exists(b"absent")));
         assert!(!watch_broken(&mut db, &handle));
         drop(db);
         let mut later = Locked::lock_all(&keyspace, 2_000, 2);
@@ -330,21 +338,21 @@ mod tests {
     fn touches_set_only_the_watchers_of_the_key() {
         let watches = Watches::default();
         let (mut a, mut b) = (WatchHandle::default(), WatchHandle::default());
-        assert!(watches.watch(&mut a, b"x", true));
+        assert!(watches.watch(&mut a, 0, b"x", true));
         assert!(
-            watches.watch(&mut a, b"x", true),
+            watches.watch(&mut a, 0, b"x", true),
             "watching twice is one watch"
         );
-        assert!(watches.watch(&mut b, b"y", false));
+        assert!(watches.watch(&mut b, 0, b"y", false));
         assert_eq!(a.keys.len(), 1);
-        watches.touch(&[b"x".to_vec().into()]);
+        watches.touch(0, &[b"x".to_vec().into()]);
         assert!(a.is_dirty() && !b.is_dirty());
-        watches.touch_where(|k| k == b"nothing");
+        watches.touch_where(|_, k| k == b"nothing");
         assert!(
             !b.is_dirty(),
             "a flush of keys that do not exist leaves the watch"
         );
-        watches.touch_where(|k| k == b"y");
+        watches.touch_where(|_, k| k == b"y");
         assert!(b.is_dirty());
         watches.unwatch_all(a);
         watches.unwatch_all(b);

@@ -387,6 +387,8 @@ pub struct Config {
     /// `acl-pubsub-default`: whether a new user starts with every channel
     /// (`allchannels`) or none (`resetchannels`, Redis 7.0's default).
     pub acl_pubsub_all_channels: bool,
+    /// `databases`: how many numbered databases SELECT reaches in standalone mode (cluster
+    /// mode has database 0 only). Fixed at start, as in Redis.
     pub databases: u32,
     pub rdbchecksum: bool,
     /// `repl-backlog-size`: bytes of the replication stream kept for partial resyncs.
@@ -496,7 +498,7 @@ impl Default for Config {
             aclfile: String::new(),
             acllog_max_len: 128,
             acl_pubsub_all_channels: false,
-            databases: 1,
+            databases: 16,
             rdbchecksum: true,
             repl_backlog_size: REPL_BACKLOG_SIZE_DEFAULT as u64,
             repl_backlog_eager: false,
@@ -904,8 +906,7 @@ pub static PARAMS: &[Param] = &[
         }
     ),
     param!("databases", false, |c| c.databases.to_string(), |c, v| {
-        // One database (0) per node, as in Redis Cluster; accept configs that say 16.
-        c.databases = num(v, 1, 16)?;
+        c.databases = num(v, 1, crate::db::databases::MAX_DATABASES as u32)?;
         Ok(())
     }),
     param!(

@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 /// Receives each slot of an image once, with its shard locked.
 pub trait ImageSink: Send + Sync {
-    fn capture(&self, slot: u16, table: &SlotTable);
+    /// Table of `slot` in database `db`.
+    fn capture(&self, db: usize, slot: u16, table: &SlotTable);
 }
 
 const WORDS: usize = SLOTS_PER_SHARD.div_ceil(64);
@@ -26,13 +27,15 @@ const WORDS: usize = SLOTS_PER_SHARD.div_ceil(64);
 /// The slots of one shard still to be captured for the running image.
 pub struct PendingImage {
     sink: Arc<dyn ImageSink>,
+    /// The database of the shard (see `databases.rs`).
+    db: usize,
     /// Bit `i`: the shard's table `i` is not captured yet.
     pending: [u64; WORDS],
     remaining: usize,
 }
 
 impl PendingImage {
-    pub fn all(sink: Arc<dyn ImageSink>) -> Self {
+    pub fn all(sink: Arc<dyn ImageSink>, db: usize) -> Self {
         let mut pending = [u64::MAX; WORDS];
         let spare = WORDS * 64 - SLOTS_PER_SHARD;
         if spare > 0 {
@@ -40,6 +43,7 @@ impl PendingImage {
         }
         PendingImage {
             sink,
+            db,
             pending,
             remaining: SLOTS_PER_SHARD,
         }
@@ -52,7 +56,7 @@ impl PendingImage {
         if self.pending[word] & bit != 0 {
             self.pending[word] &= !bit;
             self.remaining -= 1;
-            self.sink.capture(slot, table);
+            self.sink.capture(self.db, slot, table);
         }
         self.remaining == 0
     }
@@ -76,7 +80,7 @@ mod tests {
     }
 
     impl ImageSink for Recorder {
-        fn capture(&self, slot: u16, table: &SlotTable) {
+        fn capture(&self, _db: usize, slot: u16, table: &SlotTable) {
             let mut rows: Vec<Row> = table
                 .iter()
                 .map(|(k, e)| match &e.value {

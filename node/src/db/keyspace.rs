@@ -119,6 +119,21 @@ impl Shard {
         self.expiry.clear();
     }
 
+    /// Exchanges this shard's keys with `other`'s (SWAPDB; both shards the same index of
+    /// two databases). A running image of either captures its pending slots first.
+    pub fn swap_contents(&mut self, other: &mut Shard) {
+        for shard in [&mut *self, &mut *other] {
+            if shard.image.is_some() {
+                for i in 0..SLOTS_PER_SHARD {
+                    shard.capture_for_image(i, Shard::slot_at(shard.index, i));
+                }
+            }
+        }
+        std::mem::swap(&mut self.tables, &mut other.tables);
+        std::mem::swap(&mut self.keys, &mut other.keys);
+        std::mem::swap(&mut self.expiry, &mut other.expiry);
+    }
+
     #[cold]
     fn capture_for_image(&mut self, i: usize, slot: u16) {
         if let Some(image) = self.image.as_mut() {
@@ -189,6 +204,8 @@ pub struct ImageRunning;
 
 pub struct Keyspace {
     shards: Box<[Mutex<Shard>]>,
+    /// The database number this keyspace is (SELECT's index; 0 in cluster mode).
+    index: usize,
     /// Slots being imported: stored, not shown (see `hidden_slots.rs`).
     hidden: HiddenSlots,
 }
@@ -201,13 +218,24 @@ impl Default for Keyspace {
 
 impl Keyspace {
     pub fn new() -> Self {
+        Self::for_db(0)
+    }
+
+    /// The keyspace of database `index` (see `databases.rs`).
+    pub fn for_db(index: usize) -> Self {
         let hasher = Hasher::new();
         Keyspace {
+            index,
             shards: (0..SHARD_COUNT)
                 .map(|i| Mutex::new(Shard::new(i, &hasher)))
                 .collect(),
             hidden: HiddenSlots::default(),
         }
+    }
+
+    /// The database number this keyspace is.
+    pub fn index(&self) -> usize {
+        self.index
     }
 
     /// The slots whose keys the walks over the whole keyspace pass by.
@@ -244,7 +272,7 @@ impl Keyspace {
             return Err(ImageRunning);
         }
         for g in guards.iter_mut() {
-            g.image = Some(PendingImage::all(sink.clone()));
+            g.image = Some(PendingImage::all(sink.clone(), self.index));
         }
         at_instant();
         Ok(())
@@ -275,6 +303,14 @@ impl Keyspace {
         self.shards
             .iter()
             .map(|s| s.lock().visible_counts(&self.hidden))
+            .fold((0, 0), |(k, v), (sk, sv)| (k + sk, v + sv))
+    }
+
+    /// [`Self::visible_counts`] without waiting: shards held by others are left out.
+    pub fn visible_counts_unheld(&self) -> (usize, usize) {
+        self.shards
+            .iter()
+            .filter_map(|s| s.try_lock().map(|g| g.visible_counts(&self.hidden)))
             .fold((0, 0), |(k, v), (sk, sv)| (k + sk, v + sv))
     }
 

@@ -204,6 +204,26 @@ impl<'a> Locked<'a> {
         self.keyspace
     }
 
+    /// The database number of the keyspace this view locks.
+    pub fn db_index(&self) -> usize {
+        self.keyspace.index()
+    }
+
+    /// The flags of what this view records (removed, created and missed keys, LFU
+    /// counting) carried over to `other`: SELECT inside EXEC or a script switches views.
+    pub fn recording_like(&self, other: &mut Locked<'_>) {
+        if self.removed.is_some() {
+            other.record_removed();
+        }
+        if self.created.is_some() {
+            other.record_created();
+        }
+        if self.missed.is_some() {
+            other.record_missed();
+        }
+        other.lfu = self.lfu;
+    }
+
     pub fn holds_all(&self) -> bool {
         self.guards.holds_all()
     }

@@ -1,6 +1,7 @@
 //! The keyspace: values, entries, shards organised by hash slot, and the locked view that
 //! commands run against.
 
+pub mod databases;
 pub mod entry;
 pub mod eviction;
 pub mod expiry;

@@ -27,7 +27,8 @@ struct Waiter {
 #[derive(Default)]
 pub struct Blocking {
     waiting: AtomicUsize,
-    by_key: Mutex<HashMap<Key, VecDeque<Waiter>>>,
+    /// Keyed by (database, key): a push in one database wakes none of another's waiters.
+    by_key: Mutex<HashMap<(usize, Key), VecDeque<Waiter>>>,
 }
 
 impl Blocking {
@@ -51,11 +52,17 @@ impl Blocking {
     /// when it leaves), so only then should it look again before waiting.
     /// `every_signal`: the client is woken by every signal on its keys (stream readers),
     /// and is always told to look again.
-    pub fn register(&self, keys: &[Key], client: &Arc<ClientShared>, every_signal: bool) -> bool {
+    pub fn register(
+        &self,
+        db: usize,
+        keys: &[Key],
+        client: &Arc<ClientShared>,
+        every_signal: bool,
+    ) -> bool {
         let mut map = self.by_key.lock();
         let mut first = every_signal;
         for key in keys {
-            let line = map.entry(key.clone()).or_default();
+            let line = map.entry((db, key.clone())).or_default();
             line.push_back(Waiter {
                 client: client.clone(),
                 every_signal,
@@ -68,23 +75,24 @@ impl Blocking {
 
     /// Removes the client from every key's line and wakes the next client on each key, who
     /// may now be served by what this one left.
-    pub fn unregister(&self, keys: &[Key], client: &Arc<ClientShared>) {
+    pub fn unregister(&self, db: usize, keys: &[Key], client: &Arc<ClientShared>) {
         let mut map = self.by_key.lock();
         for key in keys {
-            if let Some(line) = map.get_mut(key) {
+            let key = (db, key.clone());
+            if let Some(line) = map.get_mut(&key) {
                 line.retain(|w| w.client.id != client.id);
                 if let Some(next) = line.front() {
                     next.client.wake();
                 } else {
-                    map.remove(key);
+                    map.remove(&key);
                 }
             }
         }
         self.waiting.fetch_sub(1, Relaxed);
     }
 
-    /// Wakes the first client waiting on each key, and every stream reader on it.
-    pub fn wake(&self, keys: &[Key]) {
+    /// Wakes the first client waiting on each (database, key), and every stream reader on it.
+    pub fn wake(&self, keys: &[(usize, Key)]) {
         let map = self.by_key.lock();
         for key in keys {
             if let Some(line) = map.get(key) {
@@ -125,18 +133,18 @@ mod tests {
         let b = Blocking::default();
         let (one, two) = (client(1), client(2));
         assert!(
-            b.register(&keys(&["a", "b"]), &one, false),
+            b.register(0, &keys(&["a", "b"]), &one, false),
             "first on both keys"
         );
         assert!(
-            !b.register(&keys(&["a"]), &two, false),
+            !b.register(0, &keys(&["a"]), &two, false),
             "behind client 1 on its only key"
         );
         assert!(b.active());
         assert_eq!((b.blocked_clients(), b.blocking_keys()), (2, 2));
-        b.unregister(&keys(&["a", "b"]), &one);
+        b.unregister(0, &keys(&["a", "b"]), &one);
         assert_eq!((b.blocked_clients(), b.blocking_keys()), (1, 1));
-        b.unregister(&keys(&["a"]), &two);
+        b.unregister(0, &keys(&["a"]), &two);
         assert!(!b.active());
         assert_eq!(b.blocking_keys(), 0);
     }
@@ -147,13 +155,16 @@ mod tests {
     fn stream_readers_are_woken_wherever_they_stand() {
         let b = Blocking::default();
         let (pop1, pop2, reader) = (client(1), client(2), client(3));
-        b.register(&keys(&["k"]), &pop1, false);
-        b.register(&keys(&["k"]), &pop2, false);
+        b.register(0, &keys(&["k"]), &pop1, false);
+        b.register(0, &keys(&["k"]), &pop2, false);
         assert!(
-            b.register(&keys(&["k"]), &reader, true),
+            b.register(0, &keys(&["k"]), &reader, true),
             "a reader always looks again"
         );
-        b.wake(&keys(&["k"]));
+        // The same key in another database wakes nobody.
+        b.wake(&[(1, keys(&["k"])[0].clone())]);
+        assert!(!pop1.take_wakeup() && !reader.take_wakeup());
+        b.wake(&[(0, keys(&["k"])[0].clone())]);
         assert!(pop1.take_wakeup());
         assert!(!pop2.take_wakeup());
         assert!(reader.take_wakeup());

@@ -39,6 +39,8 @@ pub struct ClientShared {
     /// CLIENT UNBLOCK's requests to end its wait.
     pub unblock: super::client_unblock::UnblockSlot,
     pub query_buffer: AtomicUsize,
+    /// The database SELECT chose (CLIENT LIST `db=`), mirrored from `Client::db`.
+    pub db: AtomicUsize,
     /// Set by CLIENT KILL, the idle timeout or an overflowing push queue.
     pub killed: AtomicBool,
     /// Pub/sub messages encoded for this client, waiting for its connection to send them.
@@ -86,6 +88,7 @@ impl ClientShared {
             paused: AtomicBool::new(false),
             unblock: Default::default(),
             query_buffer: AtomicUsize::new(0),
+            db: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             pushes: Mutex::new(BytesMut::new()),
             wakeup: Notify::new(),
@@ -307,6 +310,9 @@ pub struct Client {
     /// A script of this client is running the command (SORT then orders a set's members,
     /// as Redis does for scripts).
     pub in_script: bool,
+    /// The database its commands run in (SELECT; 0 in cluster mode). Set through
+    /// [`Client::select`].
+    pub db: usize,
 }
 
 impl Client {
@@ -338,7 +344,16 @@ impl Client {
             user: None,
             oom_before_script: false,
             in_script: false,
+            db: 0,
         }
+    }
+
+    /// Makes `db` the database of its next commands.
+    pub fn select(&mut self, db: usize) {
+        self.db = db;
+        self.shared
+            .db
+            .store(db, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Authenticates the client as `user`.

@@ -10,9 +10,16 @@ use crate::config::keyspace_events::{publishes, KEYEVENT, KEYSPACE};
 use crate::db::Key;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// The only database this node has (`databases 1`): the `<db>` of every channel.
+/// The channels of database 0 (the only one in cluster mode), built once.
 const DB_PREFIX_KEYSPACE: &[u8] = b"__keyspace@0__:";
 const DB_PREFIX_KEYEVENT: &[u8] = b"__keyevent@0__:";
+
+/// `__keyspace@<db>__:` or `__keyevent@<db>__:` followed by `tail`.
+fn channel(kind: &str, db: usize, tail: &[u8]) -> Vec<u8> {
+    let mut c = format!("__{kind}@{db}__:").into_bytes();
+    c.extend_from_slice(tail);
+    c
+}
 
 /// Most events one request may record. A command touching more keys than this (a huge
 /// DEL, an EXEC of many writes) publishes the first ones and logs the rest as dropped:
@@ -22,6 +29,8 @@ pub const EVENTS_PER_REQUEST_MAX: usize = 100_000;
 /// One change to one key, as Redis names it (`set`, `lpush`, `expired`...).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyEvent {
+    /// The database of the key.
+    pub db: usize,
     /// Its class bit (`config::keyspace_events::STRING`...).
     pub class: u32,
     pub event: &'static str,
@@ -36,12 +45,13 @@ pub struct KeyEvents {
 }
 
 impl KeyEvents {
-    pub fn push(&mut self, class: u32, event: &'static str, key: &[u8]) {
+    pub fn push(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
         if self.list.len() >= EVENTS_PER_REQUEST_MAX {
             self.dropped += 1;
             return;
         }
         self.list.push(KeyEvent {
+            db,
             class,
             event,
             key: key.into(),
@@ -68,13 +78,13 @@ pub fn publish(server: &NodeState, events: &KeyEvents) {
         );
     }
     for e in &events.list {
-        publish_one(server, e.class, e.event, &e.key);
+        publish_one(server, e.db, e.class, e.event, &e.key);
     }
 }
 
 /// Publishes one event (active expiry and eviction, which run outside any command, call
 /// this directly).
-pub fn publish_one(server: &NodeState, class: u32, event: &str, key: &[u8]) {
+pub fn publish_one(server: &NodeState, db: usize, class: u32, event: &str, key: &[u8]) {
     let flags = server.hot.notify_keyspace_events.load(Relaxed);
     if !publishes(flags, class) {
         return;
@@ -85,13 +95,21 @@ pub fn publish_one(server: &NodeState, class: u32, event: &str, key: &[u8]) {
         }
     };
     if flags & KEYSPACE != 0 {
-        let channel = [DB_PREFIX_KEYSPACE, key].concat();
+        let channel = if db == 0 {
+            [DB_PREFIX_KEYSPACE, key].concat()
+        } else {
+            channel("keyspace", db, key)
+        };
         server
             .pubsub
             .publish(Kind::Channel, &channel, event.as_bytes(), &mut deliver);
     }
     if flags & KEYEVENT != 0 {
-        let channel = [DB_PREFIX_KEYEVENT, event.as_bytes()].concat();
+        let channel = if db == 0 {
+            [DB_PREFIX_KEYEVENT, event.as_bytes()].concat()
+        } else {
+            channel("keyevent", db, event.as_bytes())
+        };
         server
             .pubsub
             .publish(Kind::Channel, &channel, key, &mut deliver);

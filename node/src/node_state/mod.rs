@@ -53,7 +53,10 @@ use std::time::Instant;
 
 /// Everything the connections of one node share.
 pub struct NodeState {
+    /// Database 0 (the only one in cluster mode).
     pub keyspace: Keyspace,
+    /// Databases 1 and up of a standalone node (`databases`), created on first use.
+    pub extra_dbs: crate::db::databases::ExtraDatabases,
     pub config: RwLock<Config>,
     /// Config values read on every command, mirrored as atomics.
     pub hot: hot::HotConfig,
@@ -102,6 +105,23 @@ pub struct NodeState {
 }
 
 impl NodeState {
+    /// Every database, for the walks over the whole dataset.
+    pub fn dbs(&self) -> crate::db::databases::Dbs<'_> {
+        crate::db::databases::Dbs {
+            first: &self.keyspace,
+            extra: Some(&self.extra_dbs),
+        }
+    }
+
+    /// Database `index`, created on first use; None past `databases`.
+    pub fn db(&self, index: usize) -> Option<&Keyspace> {
+        self.dbs().get_or_create(index)
+    }
+
+    /// Whether more than database 0 can exist (standalone mode, `databases` > 1).
+    pub fn multi_db(&self) -> bool {
+        self.extra_dbs.count() > 1
+    }
     /// The state of a node starting with `config`; `commands` are the command table's
     /// entries, counted by INFO commandstats.
     pub fn new(config: Config, commands: Vec<&'static dyn CountedCommand>) -> Self {
@@ -119,6 +139,11 @@ impl NodeState {
         NodeState {
             acl,
             keyspace: Keyspace::new(),
+            extra_dbs: crate::db::databases::ExtraDatabases::new(if config.cluster.enabled {
+                1
+            } else {
+                config.databases as usize
+            }),
             config: RwLock::new(config),
             hot,
             stats: stats::Stats::default(),

@@ -80,6 +80,9 @@ struct State {
     /// One request's stream bytes, encoded here and appended: reused so that feeding does not
     /// allocate once it has grown to the largest request seen.
     scratch: Vec<u8>,
+    /// The database the backlog's last write selected (None: unknown, the next write
+    /// selects its own): Redis's `slaveseldb`. A reader starts in database 0.
+    selected_db: Option<usize>,
     acks: ReplicaAcks<ReplicaId>,
     addrs: BTreeMap<ReplicaId, ReplicaAddr>,
     waiters: WaitQueue<WaitingClient>,
@@ -146,6 +149,7 @@ impl Replication {
                 backlog: None,
                 backlog_size,
                 scratch: Vec::new(),
+                selected_db: Some(0),
                 acks: ReplicaAcks::default(),
                 addrs: BTreeMap::new(),
                 waiters: WaitQueue::default(),
@@ -413,6 +417,7 @@ impl Replication {
         if s.backlog.is_none() {
             let offset = self.offset.load(Relaxed);
             s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
+            s.selected_db = Some(0);
             self.consumers.fetch_or(BACKLOG, Relaxed);
             tracing::info!(size = s.backlog_size, offset, "replication backlog created");
         }
@@ -437,7 +442,7 @@ impl Replication {
         let s = &mut *s;
         let mut scratch = std::mem::take(&mut s.scratch);
         scratch.clear();
-        outgoing.finish_into(&mut scratch);
+        outgoing.finish_into(&mut scratch, &mut s.selected_db);
         let offset = match s.backlog.as_mut() {
             Some(b) => b.append(&scratch),
             // No backlog (never here when `has_backlog`): the stream has no reader to keep it for.
@@ -460,6 +465,9 @@ impl Replication {
             return self.offset.load(Relaxed);
         }
         let mut s = self.state.lock();
+        // The primary's SELECTs are in these bytes: this node's own next write (once
+        // promoted) selects its database again.
+        s.selected_db = None;
         let offset = match s.backlog.as_mut() {
             Some(b) => b.append(bytes),
             None => self.offset.load(Relaxed) + bytes.len() as u64,
@@ -476,6 +484,7 @@ impl Replication {
         {
             let mut s = self.state.lock();
             s.ids = ReplicationIds::with_replid(replid);
+            s.selected_db = None;
             let size = s.backlog_size;
             match Backlog::new(size, offset) {
                 Ok(b) => {
@@ -792,7 +801,7 @@ mod tests {
 
     fn feed_set(r: &Replication, key: &[u8]) -> u64 {
         let mut out = Outgoing::default();
-        out.command(&[b"SET", key, b"v"], &WriteEffect::None)
+        out.command(0, &[b"SET", key, b"v"], &WriteEffect::None)
             .unwrap();
         r.feed(&mut out)
     }

@@ -18,11 +18,12 @@ pub const MAX_WATCHED_KEYS_PER_CLIENT: usize = 100_000;
 #[derive(Default)]
 pub struct WatchHandle {
     pub dirty: Arc<AtomicBool>,
-    /// A set, so that watching many keys costs O(keys), not O(keys squared).
-    pub keys: HashSet<Key>,
+    /// (database, key) pairs. A set, so that watching many keys costs O(keys), not
+    /// O(keys squared).
+    pub keys: HashSet<(usize, Key)>,
     /// The watched keys that existed when watched: if one is gone at EXEC, it expired (any
     /// other deletion would have set `dirty`), and Redis then refuses the EXEC as well.
-    pub live_when_watched: Vec<Key>,
+    pub live_when_watched: Vec<(usize, Key)>,
 }
 
 impl WatchHandle {
@@ -31,11 +32,14 @@ impl WatchHandle {
     }
 }
 
+/// A watched key: its database and name.
+pub type WatchedKey = (usize, Key);
+
 #[derive(Default)]
 pub struct Watches {
     /// (client, key) pairs registered; zero means no write needs to report its keys.
     entries: AtomicUsize,
-    by_key: Mutex<HashMap<Key, Vec<Arc<AtomicBool>>>>,
+    by_key: Mutex<HashMap<WatchedKey, Vec<Arc<AtomicBool>>>>,
 }
 
 impl Watches {
@@ -46,28 +50,41 @@ impl Watches {
 
     /// Adds `key` to `handle`'s watch; `live` says whether the key exists now. Returns false
     /// if the client watches too many keys.
-    pub fn watch(&self, handle: &mut WatchHandle, key: &[u8], live: bool) -> bool {
-        if handle.keys.contains(key) {
+    pub fn watch(&self, handle: &mut WatchHandle, db: usize, key: &[u8], live: bool) -> bool {
+        let key: (usize, Key) = (db, key.into());
+        if handle.keys.contains(&key) {
             return true;
         }
         if handle.keys.len() >= MAX_WATCHED_KEYS_PER_CLIENT {
             return false;
         }
-        handle.keys.insert(key.into());
+        handle.keys.insert(key.clone());
         if live {
-            handle.live_when_watched.push(key.into());
+            handle.live_when_watched.push(key.clone());
         }
         self.by_key
             .lock()
-            .entry(key.into())
+            .entry(key)
             .or_default()
             .push(handle.dirty.clone());
         self.entries.fetch_add(1, Relaxed);
         true
     }
 
-    /// Marks every client watching one of `keys` dirty.
-    pub fn touch(&self, keys: &[Key]) {
+    /// Marks every client watching one of `keys` of database `db` dirty.
+    pub fn touch(&self, db: usize, keys: &[Key]) {
+        let map = self.by_key.lock();
+        for key in keys {
+            if let Some(flags) = map.get(&(db, key.clone())) {
+                for f in flags {
+                    f.store(true, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Marks every client watching one of the (database, key) pairs dirty.
+    pub fn touch_each(&self, keys: &[(usize, Key)]) {
         let map = self.by_key.lock();
         for key in keys {
             if let Some(flags) = map.get(key) {
@@ -90,9 +107,9 @@ impl Watches {
     /// Marks dirty the watchers of each watched key for which `exists` holds. FLUSHALL and
     /// FLUSHDB call it before emptying the keyspace (with every shard locked): Redis
     /// invalidates only watches of keys the flush actually deletes.
-    pub fn touch_where(&self, mut exists: impl FnMut(&[u8]) -> bool) {
-        for (key, flags) in self.by_key.lock().iter() {
-            if exists(key) {
+    pub fn touch_where(&self, mut exists: impl FnMut(usize, &[u8]) -> bool) {
+        for ((db, key), flags) in self.by_key.lock().iter() {
+            if exists(*db, key) {
                 for f in flags {
                     f.store(true, Relaxed);
                 }

@@ -16,19 +16,50 @@ const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 #[derive(Debug, Default)]
 pub struct Outgoing {
     commands: Vec<Argv>,
+    /// The database of the first command, and of the last (a SELECT is among the commands
+    /// wherever the database changes in between).
+    first_db: usize,
+    last_db: usize,
+}
+
+/// `SELECT db` as the stream carries it (Redis emits it wherever the database of a write
+/// differs from the previous write's).
+pub fn select_command(db: usize) -> Argv {
+    vec![b"SELECT".to_vec(), db.to_string().into_bytes()]
 }
 
 impl Outgoing {
-    /// A write that changed the dataset (its `dirty` count moved), with what it decided.
-    pub fn command(&mut self, argv: &[&[u8]], effect: &WriteEffect) -> Result<(), PropagateError> {
-        self.commands.extend(propagate(argv, effect)?);
+    /// A write in database `db` that changed the dataset (its `dirty` count moved), with
+    /// what it decided.
+    pub fn command(
+        &mut self,
+        db: usize,
+        argv: &[&[u8]],
+        effect: &WriteEffect,
+    ) -> Result<(), PropagateError> {
+        let commands = propagate(argv, effect)?;
+        if !commands.is_empty() {
+            self.enter(db);
+            self.commands.extend(commands);
+        }
         Ok(())
     }
 
-    /// A key the request found expired (or evicted to make room) and deleted: the replica
-    /// deletes it first, as it happened first.
-    pub fn key_removed(&mut self, key: &[u8]) {
+    /// A key of database `db` the request found expired (or evicted to make room) and
+    /// deleted: the replica deletes it first, as it happened first.
+    pub fn key_removed(&mut self, db: usize, key: &[u8]) {
+        self.enter(db);
         self.commands.push(key_removed(key));
+    }
+
+    /// Notes that the next command is in `db`.
+    fn enter(&mut self, db: usize) {
+        if self.commands.is_empty() {
+            self.first_db = db;
+        } else if db != self.last_db {
+            self.commands.push(select_command(db));
+        }
+        self.last_db = db;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -42,8 +73,21 @@ impl Outgoing {
 
     /// The stream bytes for everything collected (MULTI/EXEC-wrapped when more than one
     /// command, as [`transaction`](super::propagate::transaction) wraps them), appended to
-    /// `out`. The collection stays: the AOF and the backlog each encode it.
-    pub fn encode_into(&self, out: &mut Vec<u8>) {
+    /// `out`, preceded by a SELECT unless the consumer's `selected` database (what it last
+    /// wrote; None: unknown) and the first command's are both 0. So every request outside
+    /// database 0 names its database, and one in database 0 does after one that was not:
+    /// a reader starting at any request's first byte in database 0 (a replica's link after
+    /// a reconnect or a restart, one increment of the AOF) executes each in its database,
+    /// while a node that uses database 0 only writes one SELECT per stream. The collection
+    /// stays: the AOF and the backlog each encode it, each with its own `selected`.
+    pub fn encode_into(&self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
+        if self.commands.is_empty() {
+            return;
+        }
+        if self.first_db != 0 || *selected != Some(0) {
+            encode_into(&[select_command(self.first_db)], out);
+        }
+        *selected = Some(self.last_db);
         let wrapped = self.commands.len() >= 2;
         if wrapped {
             out.extend_from_slice(MULTI);
@@ -55,8 +99,8 @@ impl Outgoing {
     }
 
     /// As [`Outgoing::encode_into`], then empties the collector.
-    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
-        self.encode_into(out);
+    pub fn finish_into(&mut self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
+        self.encode_into(out, selected);
         self.commands.clear();
     }
 }
@@ -70,18 +114,19 @@ mod tests {
     fn one_command_goes_alone_several_go_as_a_transaction() {
         let mut out = Outgoing::default();
         assert!(out.is_empty());
-        out.command(&[b"SET", b"k", b"v"], &WriteEffect::None)
+        out.command(0, &[b"SET", b"k", b"v"], &WriteEffect::None)
             .unwrap();
         let mut bytes = Vec::new();
-        out.finish_into(&mut bytes);
+        let mut selected = Some(0);
+        out.finish_into(&mut bytes, &mut selected);
         assert_eq!(bytes, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
         assert!(out.is_empty());
 
-        out.key_removed(b"old");
-        out.command(&[b"EXPIRE", b"k", b"5"], &WriteEffect::ExpiresAtMs(9))
+        out.key_removed(0, b"old");
+        out.command(0, &[b"EXPIRE", b"k", b"5"], &WriteEffect::ExpiresAtMs(9))
             .unwrap();
         let mut bytes = Vec::new();
-        out.finish_into(&mut bytes);
+        out.finish_into(&mut bytes, &mut selected);
         let expect = encode_stream(&[
             vec![b"MULTI".to_vec()],
             vec![b"DEL".to_vec(), b"old".to_vec()],
@@ -94,11 +139,54 @@ mod tests {
     #[test]
     fn a_command_that_propagates_nothing_adds_nothing() {
         let mut out = Outgoing::default();
-        out.command(&[b"GETEX", b"k"], &WriteEffect::None).unwrap();
+        out.command(0, &[b"GETEX", b"k"], &WriteEffect::None)
+            .unwrap();
         assert!(out.is_empty());
         assert!(out
-            .command(&[b"EXPIRE", b"k", b"5"], &WriteEffect::None)
+            .command(0, &[b"EXPIRE", b"k", b"5"], &WriteEffect::None)
             .is_err());
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_write_in_another_database_than_the_consumers_is_preceded_by_select() {
+        let mut out = Outgoing::default();
+        let mut selected = None;
+        let mut bytes = Vec::new();
+        out.command(3, &[b"SET", b"k", b"v"], &WriteEffect::None)
+            .unwrap();
+        out.finish_into(&mut bytes, &mut selected);
+        assert_eq!(
+            bytes,
+            encode_stream(&[
+                select_command(3),
+                vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()]
+            ])
+        );
+        assert_eq!(selected, Some(3));
+        // Outside database 0 every request names its database; a change inside one
+        // request: a SELECT in between.
+        let mut bytes = Vec::new();
+        out.command(3, &[b"DEL", b"k"], &WriteEffect::None).unwrap();
+        out.key_removed(0, b"x");
+        out.finish_into(&mut bytes, &mut selected);
+        let expect = encode_stream(&[
+            select_command(3),
+            vec![b"MULTI".to_vec()],
+            vec![b"DEL".to_vec(), b"k".to_vec()],
+            select_command(0),
+            vec![b"DEL".to_vec(), b"x".to_vec()],
+            vec![b"EXEC".to_vec()],
+        ]);
+        assert_eq!(bytes, expect);
+        assert_eq!(selected, Some(0));
+        // Back in database 0 after it: no SELECT.
+        let mut bytes = Vec::new();
+        out.command(0, &[b"DEL", b"y"], &WriteEffect::None).unwrap();
+        out.finish_into(&mut bytes, &mut selected);
+        assert_eq!(
+            bytes,
+            encode_stream(&[vec![b"DEL".to_vec(), b"y".to_vec()]])
+        );
     }
 }

@@ -196,6 +196,8 @@ fn run_in(
     );
     let mut stats = LocalStats::default();
     ctx.client.in_script = true;
+    // A SELECT inside the script lasts for the script's run only (Redis 7).
+    let caller_db = ctx.client.db;
     let outcome = {
         let ctx_cell = RefCell::new(&mut *ctx);
         let stats_cell = RefCell::new(&mut stats);
@@ -238,6 +240,12 @@ fn run_in(
         })
     };
     engine.lua.remove_hook();
+    if ctx.client.db != caller_db {
+        if let Err(e) = ctx.switch_db(caller_db) {
+            tracing::error!(error = %e, "cannot return to the caller's database after a script");
+        }
+        ctx.client.select(caller_db);
+    }
     ctx.client.in_script = false;
     ctx.server.running_script.finish();
     stats.flush(&ctx.server.stats);

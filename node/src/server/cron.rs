@@ -61,10 +61,20 @@ pub fn active_expire(server: &Server) {
         return;
     }
     let mut expired_total = 0;
+    for keyspace in server.dbs().iter() {
+        expired_total += active_expire_in(server, keyspace, now);
+    }
+    Stats::add(&server.stats.expired_keys, expired_total);
+}
+
+/// [`active_expire`] in one database; returns the keys it expired.
+fn active_expire_in(server: &Server, keyspace: &crate::db::Keyspace, now: u64) -> u64 {
+    let db = keyspace.index();
+    let mut expired_total = 0;
     for shard_idx in 0..SHARD_COUNT {
         // A shard held by a long command (MIGRATE waiting on its target) is left for the
         // next tick: the cron must not stall its runtime worker behind it.
-        let Some(mut shard) = server.keyspace.try_lock_shard(shard_idx) else {
+        let Some(mut shard) = keyspace.try_lock_shard(shard_idx) else {
             continue;
         };
         if shard.expiry.live() == 0 {
@@ -74,7 +84,7 @@ pub fn active_expire(server: &Server) {
         // Due keys of slots being imported: their source expires them and streams the DEL;
         // their records go back, to expire here once the slots are this node's.
         let mut deferred = Vec::new();
-        let hidden = server.keyspace.hidden();
+        let hidden = keyspace.hidden();
         while due.len() + deferred.len() < EXPIRE_BUDGET_PER_SHARD {
             let Some((at, key)) = shard.expiry.pop_due(now) else {
                 break;
@@ -100,8 +110,7 @@ pub fn active_expire(server: &Server) {
             continue;
         }
         let shard = {
-            let mut locked =
-                Locked::from_guard(&server.keyspace, shard_idx, shard, now, lru_clock(now));
+            let mut locked = Locked::from_guard(keyspace, shard_idx, shard, now, lru_clock(now));
             let replicating = server.replication.active();
             if replicating {
                 locked.record_removed();
@@ -113,7 +122,7 @@ pub fn active_expire(server: &Server) {
             // Published with the shard still locked, like a command's events.
             if keyspace_events::wanted(server, EXPIRED) {
                 for key in &due {
-                    keyspace_events::publish_one(server, EXPIRED, "expired", key);
+                    keyspace_events::publish_one(server, db, EXPIRED, "expired", key);
                 }
             }
             if server.tracking.active() {
@@ -127,7 +136,7 @@ pub fn active_expire(server: &Server) {
                 // (no transaction for the replica to hold open).
                 for key in locked.take_removed() {
                     let mut outgoing = Outgoing::default();
-                    outgoing.key_removed(&key);
+                    outgoing.key_removed(db, &key);
                     super::write_stream::feed(server, &mut outgoing);
                 }
             }
@@ -135,10 +144,10 @@ pub fn active_expire(server: &Server) {
         };
         drop(shard);
         if server.watches.active() {
-            server.watches.touch(&due);
+            server.watches.touch(db, &due);
         }
     }
-    Stats::add(&server.stats.expired_keys, expired_total);
+    expired_total
 }
 
 fn close_idle_clients(server: &Server) {

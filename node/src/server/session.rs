@@ -208,7 +208,7 @@ impl Session {
         let every_signal = block.timeout_reply == TimeoutReply::StreamRead;
         self.server
             .blocking
-            .register(&block.keys, shared, every_signal)
+            .register(self.client.db, &block.keys, shared, every_signal)
     }
 
     /// Runs the blocked command again after a wake-up. True means it completed (its reply is
@@ -407,7 +407,9 @@ impl Session {
             return;
         }
         shared.unblock.leave();
-        self.server.blocking.unregister(&block.keys, shared);
+        self.server
+            .blocking
+            .unregister(self.client.db, &block.keys, shared);
         if matches!(
             block.timeout_reply,
             TimeoutReply::ReplicaAcks { .. } | TimeoutReply::SyncAcks { .. }

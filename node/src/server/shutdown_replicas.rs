@@ -78,7 +78,7 @@ pub fn wait_for_replicas(server: &Server) -> bool {
     // save would let writes be acknowledged that no replica and no snapshot has.
     replication.pause_writes(u64::MAX);
     // Every write admitted before the pause has fed the stream once each shard was taken.
-    server.keyspace.barrier();
+    server.dbs().barrier();
     let offset = replication.master_repl_offset();
     tracing::info!(
         offset,

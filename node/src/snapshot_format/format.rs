@@ -9,6 +9,8 @@
 //! record*     AUX   0xFA  name:bytes value:bytes     (informational, unknown names skipped)
 //!             ENTRY 0xF0  expires_at:varint (ms since epoch, 0 = none) key:bytes value
 //!             FUNCTION 0xF5 code:bytes                    (a function library, version 3)
+//!             SELECT_DB 0xFE db:varint     (the entries that follow are in database `db`,
+//!                                           version 4; before one, database 0)
 //!             END   0xFF
 //! u64 crc64 of every byte above (CRC-64/XZ, the `crc64fast` crate)
 //! ```
@@ -31,7 +33,7 @@ use std::io::Read;
 /// The first bytes of every snapshot file.
 pub const MAGIC: &[u8; 8] = b"NODESNAP";
 /// The format version written; readers accept 1..=VERSION. Bump it on any layout change.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// The version that brought streams (values have not changed since; version 3 added the
 /// files' FUNCTION record).
 pub const STREAM_VERSION: u16 = 2;
@@ -67,6 +69,7 @@ pub mod tag {
 pub mod op {
     pub const ENTRY: u8 = 0xF0;
     pub const FUNCTION: u8 = 0xF5;
+    pub const SELECT_DB: u8 = 0xFE;
     pub const AUX: u8 = 0xFA;
     pub const END: u8 = 0xFF;
 }
@@ -103,6 +106,12 @@ pub enum FormatError {
     Empty { what: &'static str, offset: u64 },
     #[error("duplicate {what} at offset {offset}")]
     Duplicate { what: &'static str, offset: u64 },
+    #[error("database {db} at offset {offset} is past this node's {databases} databases (raise `databases`)")]
+    DbOutOfRange {
+        db: u64,
+        databases: usize,
+        offset: u64,
+    },
     #[error("NaN score at offset {offset}")]
     NanScore { offset: u64 },
     #[error("{count} unexpected bytes after the end at offset {offset}")]
@@ -224,6 +233,12 @@ pub fn put_entry(out: &mut Vec<u8>, key: &[u8], expires_at: u64, value: &Value) 
     put_value(out, value);
 }
 
+/// The database of the entries that follow (a file without one has them all in database 0).
+pub fn put_select_db(out: &mut Vec<u8>, db: usize) {
+    out.push(op::SELECT_DB);
+    put_varint(out, db as u64);
+}
+
 /// A function library's code (FUNCTION LOAD's payload): loading runs it again.
 pub fn put_function(out: &mut Vec<u8>, code: &[u8]) {
     out.push(op::FUNCTION);
@@ -254,6 +269,12 @@ pub enum Record {
     },
     Function {
         code: Box<[u8]>,
+    },
+    /// The entries that follow are in this database (the loader checks it against its
+    /// `databases`).
+    SelectDb {
+        db: u64,
+        offset: u64,
     },
     End,
 }
@@ -530,6 +551,10 @@ impl<R: Read> Decoder<R> {
             op::FUNCTION => Ok(Record::Function {
                 code: self.bytes_max("function code", MAX_FUNCTION_CODE_LEN)?,
             }),
+            op::SELECT_DB => Ok(Record::SelectDb {
+                db: self.varint()?,
+                offset: at,
+            }),
             op::END => Ok(Record::End),
             other => Err(FormatError::UnknownRecord {
                 op: other,
@@ -718,6 +743,10 @@ pub(crate) mod tests {
         let mut d = Decoder::new(&old[..], old.len() as u64);
         assert_eq!(d.header().unwrap(), 2);
         assert!(matches!(d.record(), Ok(Record::End)));
+        let mut out = Vec::new();
+        put_select_db(&mut out, 9);
+        let mut d = Decoder::new(&out[..], out.len() as u64);
+        assert!(matches!(d.record(), Ok(Record::SelectDb { db: 9, .. })));
         let mut huge = vec![op::FUNCTION];
         put_varint(&mut huge, MAX_FUNCTION_CODE_LEN + 1);
         let mut d = Decoder::new(&huge[..], 1 << 30);

@@ -172,7 +172,7 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
     let cmd = *c.last_command.lock();
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
         c.id,
         c.peer,
         c.local,
@@ -181,6 +181,7 @@ fn describe(c: &ClientShared, caller: &Caller, out: &mut String) {
         c.created.elapsed().as_secs(),
         c.idle_secs(),
         flags,
+        c.db.load(Relaxed),
         c.subscriptions.load(Relaxed),
         c.pattern_subscriptions.load(Relaxed),
         c.shard_subscriptions.load(Relaxed),

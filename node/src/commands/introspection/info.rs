@@ -77,9 +77,13 @@ pub fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             "fabric" => fabric(&mut s, ctx.server),
             "cluster" => s.field("cluster_enabled", u8::from(ctx.server.cluster.is_some())),
             "keyspace" => {
-                let (keys, expires) = crate::commands::server::key_counts(ctx);
-                if keys > 0 {
-                    s.field("db0", format!("keys={keys},expires={expires},avg_ttl=0"));
+                for (db, (keys, expires)) in crate::commands::server::key_counts_per_db(ctx) {
+                    if keys > 0 {
+                        s.field(
+                            &format!("db{db}"),
+                            format!("keys={keys},expires={expires},avg_ttl=0"),
+                        );
+                    }
                 }
             }
             "errorstats" => {

@@ -146,8 +146,8 @@ impl Overview {
         } else {
             0
         };
-        let keys = server.keyspace.key_count() as u64;
-        let volatile = server.keyspace.volatile_count() as u64;
+        let (keys, volatile) = server.dbs().key_and_volatile_counts();
+        let (keys, volatile) = (keys as u64, volatile as u64);
         Overview {
             peak: server.memory.peak().max(total),
             total,

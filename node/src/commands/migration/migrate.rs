@@ -417,7 +417,8 @@ pub(super) fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 ctx.modified(keys[i].key);
                 // Replicas delete what moved; they must never migrate it themselves.
                 if ctx.replicating {
-                    ctx.effects.outgoing.key_removed(keys[i].key);
+                    let db = ctx.db.db_index();
+                    ctx.effects.outgoing.key_removed(db, keys[i].key);
                 }
             }
         }

@@ -63,15 +63,23 @@ fn instance(e: &mut Exposition, server: &Server) {
     );
     // As INFO keyspace: the keys of slots being imported are not counted before they are
     // this node's.
-    let (keys, volatile) = server.keyspace.visible_counts();
-    e.family("redis_db_keys", Kind::Gauge, "Keys in the database.")
-        .sample("", &[("db", "db0")], keys as f64);
-    e.family(
+    let counts: Vec<(String, (usize, usize))> = server
+        .dbs()
+        .iter()
+        .map(|k| (format!("db{}", k.index()), k.visible_counts()))
+        .collect();
+    let family = e.family("redis_db_keys", Kind::Gauge, "Keys in the database.");
+    for (db, (keys, _)) in &counts {
+        family.sample("", &[("db", db)], *keys as f64);
+    }
+    let family = e.family(
         "redis_db_keys_expiring",
         Kind::Gauge,
         "Keys with a time to live.",
-    )
-    .sample("", &[("db", "db0")], volatile as f64);
+    );
+    for (db, (_, volatile)) in &counts {
+        family.sample("", &[("db", db)], *volatile as f64);
+    }
 }
 
 fn traffic(e: &mut Exposition, server: &Server) {

@@ -16,7 +16,7 @@ use std::sync::atomic::AtomicBool;
 
 fn feed_set(r: &Replication, key: &[u8]) -> u64 {
     let mut out = Outgoing::default();
-    out.command(&[b"SET", key, b"v"], &WriteEffect::None)
+    out.command(0, &[b"SET", key, b"v"], &WriteEffect::None)
         .unwrap();
     r.feed(&mut out)
 }

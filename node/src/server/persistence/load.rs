@@ -7,7 +7,8 @@
 //! partial load (a replica's full sync) clears what it loaded on error.
 
 use super::snapshot::aux;
-use crate::db::{Entry, Keyspace, Locked};
+use crate::db::databases::Dbs;
+use crate::db::{Entry, Locked};
 use crate::replication::ids::ReplId;
 use crate::server::lru_clock;
 use crate::snapshot_format::checksum::CrcReader;
@@ -65,8 +66,8 @@ pub enum LoadError {
 }
 
 /// Loads `path` into `keyspace`. `Ok(None)` if there is no such file (a fresh node).
-pub fn load_file(
-    keyspace: &Keyspace,
+pub fn load_file<'k>(
+    dbs: impl Into<Dbs<'k>>,
     path: &Path,
     now: u64,
 ) -> Result<Option<LoadStats>, LoadError> {
@@ -93,7 +94,7 @@ pub fn load_file(
     };
     let reader = BufReader::with_capacity(READ_BUFFER_BYTES, CrcReader::new(file, body));
     let mut decoder = Decoder::new(reader, body);
-    let mut stats = load_from(keyspace, &mut decoder, now).map_err(|e| match e {
+    let mut stats = load_from(dbs, &mut decoder, now).map_err(|e| match e {
         FormatError::Io(fault) => read_err(fault),
         other => corrupt(other),
     })?;
@@ -125,9 +126,9 @@ pub fn load_file(
 
 /// Decodes a snapshot body (header, records, end; not the checksum, which the caller
 /// checks) and inserts its live entries. Entries already expired at `now` are skipped.
-/// Holds every shard for the whole load: nothing may read a half-loaded keyspace.
-pub fn load_from<R: Read>(
-    keyspace: &Keyspace,
+/// Holds every shard of the database being loaded (one at a time, as the file selects them).
+pub fn load_from<'k, R: Read>(
+    dbs: impl Into<Dbs<'k>>,
     decoder: &mut Decoder<R>,
     now: u64,
 ) -> Result<LoadStats, FormatError> {
@@ -135,12 +136,27 @@ pub fn load_from<R: Read>(
         version: decoder.header()?,
         ..LoadStats::default()
     };
-    let mut db = Locked::lock_all(keyspace, now, lru_clock(now));
+    let dbs = dbs.into();
+    let mut db = Locked::lock_all(dbs.first, now, lru_clock(now));
     let mut history = HistoryFields::default();
     loop {
         match decoder.record()? {
             Record::End => break,
             Record::Function { code } => stats.functions.push(code),
+            Record::SelectDb { db: index, offset } => {
+                let keyspace = usize::try_from(index)
+                    .ok()
+                    .and_then(|i| dbs.get_or_create(i))
+                    .ok_or(FormatError::DbOutOfRange {
+                        db: index,
+                        databases: dbs.count(),
+                        offset,
+                    })?;
+                // One database's shards at a time: taking the next before letting the
+                // previous go could meet a command's (database, shard) order backwards.
+                drop(db);
+                db = Locked::lock_all(keyspace, now, lru_clock(now));
+            }
             Record::Aux { name, value } => {
                 history.note(&name, &value);
                 tracing::debug!(

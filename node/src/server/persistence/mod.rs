@@ -73,7 +73,7 @@ fn write_configured(server: &Server) -> Result<SaveStats, SaveError> {
         .map(|l| l.code.clone())
         .collect();
     snapshot::save_to_file(
-        &server.keyspace,
+        server.dbs(),
         &functions,
         Some(&server.replication),
         &dir,
@@ -229,7 +229,7 @@ fn load_snapshot_at_start(
         crate::stale_files::remove_stale(dir, "temp-", ".snap");
     }
     let started = Instant::now();
-    let mut stats = load::load_file(&server.keyspace, &path, unix_millis())?;
+    let mut stats = load::load_file(server.dbs(), &path, unix_millis())?;
     if let Some(stats) = stats.as_mut() {
         let codes = std::mem::take(&mut stats.functions);
         crate::scripting::functions::replace_from_snapshot(server, codes);

@@ -15,12 +15,14 @@
 //! the file exactly that history's prefix (no write reached the stream or the dataset while
 //! it was written), which a restart may continue from (`load::LoadStats::history`).
 
+use crate::db::databases::Dbs;
 use crate::db::keyspace::{SHARD_COUNT, SLOTS_PER_SHARD};
-use crate::db::Keyspace;
 use crate::node_state::replication::{HistoryMark, Replication};
 use crate::server::unix_millis;
 use crate::snapshot_format::checksum::CrcWriter;
-use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_function, put_header};
+use crate::snapshot_format::format::{
+    put_aux, put_end, put_entry, put_function, put_header, put_select_db,
+};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -69,8 +71,8 @@ pub fn put_history_end(buf: &mut Vec<u8>, start: Option<&HistoryMark>, end: Opti
 /// Writes a whole snapshot (header, entries, end, checksum) to `out`. Checks `abort`
 /// between slots. With `history`, the file names the replication history it is exactly,
 /// if it is one (see the module comment).
-pub fn stream<W: Write>(
-    keyspace: &Keyspace,
+pub fn stream<'k, W: Write>(
+    dbs: impl Into<Dbs<'k>>,
     functions: &[std::sync::Arc<[u8]>],
     history: Option<&Replication>,
     out: &mut W,
@@ -92,29 +94,37 @@ pub fn stream<W: Write>(
     w.write_all(&buf)?;
     buf.clear();
     let mut keys = 0u64;
-    for shard in 0..SHARD_COUNT {
-        for table in 0..SLOTS_PER_SHARD {
-            if abort.load(Relaxed) {
-                return Err(StreamError::Aborted);
+    for keyspace in dbs.into().iter() {
+        if keyspace.index() != 0 {
+            if keyspace.key_count() == 0 {
+                continue;
             }
-            {
-                let guard = keyspace.lock_shard(shard);
-                if guard.keys == 0 {
-                    break;
+            put_select_db(&mut buf, keyspace.index());
+        }
+        for shard in 0..SHARD_COUNT {
+            for table in 0..SLOTS_PER_SHARD {
+                if abort.load(Relaxed) {
+                    return Err(StreamError::Aborted);
                 }
-                for (key, entry) in guard.tables()[table].iter() {
-                    // Expired but not yet reclaimed: it would be dropped at load anyway.
-                    if entry.is_expired(now) {
-                        continue;
+                {
+                    let guard = keyspace.lock_shard(shard);
+                    if guard.keys == 0 {
+                        break;
                     }
-                    put_entry(&mut buf, key, entry.expires_at, &entry.value);
-                    keys += 1;
+                    for (key, entry) in guard.tables()[table].iter() {
+                        // Expired but not yet reclaimed: it would be dropped at load anyway.
+                        if entry.is_expired(now) {
+                            continue;
+                        }
+                        put_entry(&mut buf, key, entry.expires_at, &entry.value);
+                        keys += 1;
+                    }
                 }
-            }
-            if !buf.is_empty() {
-                w.write_all(&buf)?;
-                buf.clear();
-                buf.shrink_to(SLOT_BUFFER_KEEP_BYTES);
+                if !buf.is_empty() {
+                    w.write_all(&buf)?;
+                    buf.clear();
+                    buf.shrink_to(SLOT_BUFFER_KEEP_BYTES);
+                }
             }
         }
     }
@@ -140,8 +150,8 @@ pub fn temp_path(dir: &Path) -> PathBuf {
 /// Saves to `dir/dbfilename` atomically: writes `temp-<pid>.snap`, fsyncs it, renames it
 /// over the target, and fsyncs the directory, so that a crash at any point leaves either
 /// the old file or the new one, whole.
-pub fn save_to_file(
-    keyspace: &Keyspace,
+pub fn save_to_file<'k>(
+    dbs: impl Into<Dbs<'k>>,
     functions: &[std::sync::Arc<[u8]>],
     history: Option<&Replication>,
     dir: &Path,
@@ -161,7 +171,7 @@ pub fn save_to_file(
     let result = (|| {
         let file = File::create(&tmp).map_err(io("cannot create", &tmp))?;
         let mut w = BufWriter::with_capacity(FILE_BUFFER_BYTES, file);
-        let stats = stream(keyspace, functions, history, &mut w, abort).map_err(|e| match e {
+        let stats = stream(dbs, functions, history, &mut w, abort).map_err(|e| match e {
             StreamError::Aborted => SaveError::Aborted,
             StreamError::Io(source) => io("cannot write", &tmp)(source),
         })?;

@@ -12,7 +12,8 @@ use crate::server::persistence::load::{load_from, LoadStats};
 use crate::server::persistence::snapshot::{aux, put_history_end, put_history_start};
 use crate::server::{lru_clock, unix_millis, Server};
 use crate::snapshot_format::format::{
-    crc64, put_aux, put_end, put_entry, put_function, put_header, Decoder, FormatError,
+    crc64, put_aux, put_end, put_entry, put_function, put_header, put_select_db, Decoder,
+    FormatError,
 };
 
 /// A snapshot of every live key and the replication offset it corresponds to.
@@ -25,8 +26,21 @@ pub struct ConsistentSnapshot {
 /// The backlog must already exist (so the bytes after `offset` are being kept).
 pub fn take(server: &Server) -> ConsistentSnapshot {
     let now = unix_millis();
-    let mut db = Locked::lock_all(&server.keyspace, now, lru_clock(now));
+    // Every database's shards, in ascending order; again if a database was created while
+    // they were being taken (its writes could precede the offset read below).
+    let mut dbs = loop {
+        let listed: Vec<&crate::db::Keyspace> = server.dbs().iter().collect();
+        let held: Vec<Locked<'_>> = listed
+            .iter()
+            .map(|k| Locked::lock_all(k, now, lru_clock(now)))
+            .collect();
+        if server.dbs().iter().count() == held.len() {
+            break held;
+        }
+    };
     let offset = server.replication.master_repl_offset();
+    // The stream after `offset` needs no SELECT before it: every request outside database
+    // 0 names its own (`Outgoing::encode_into`), and the replica starts in database 0.
     // With every shard held no fed write is in flight; the marks show an unfed one (the
     // same fields as a saved file's, so the load reads them the same way).
     let mark = server.replication.mark();
@@ -45,17 +59,22 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
     for lib in server.functions.get().libraries.values() {
         put_function(&mut bytes, &lib.code);
     }
-    for (_, shard) in db.shards_mut() {
-        for table in shard.tables().iter() {
-            for (key, entry) in table.iter() {
-                if !entry.is_expired(now) {
-                    put_entry(&mut bytes, key, entry.expires_at, &entry.value);
+    for db in dbs.iter_mut() {
+        if db.db_index() != 0 {
+            put_select_db(&mut bytes, db.db_index());
+        }
+        for (_, shard) in db.shards_mut() {
+            for table in shard.tables().iter() {
+                for (key, entry) in table.iter() {
+                    if !entry.is_expired(now) {
+                        put_entry(&mut bytes, key, entry.expires_at, &entry.value);
+                    }
                 }
             }
         }
     }
     put_history_end(&mut bytes, mark.as_ref(), server.replication.mark());
-    drop(db);
+    drop(dbs);
     put_end(&mut bytes);
     let crc = crc64(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
@@ -87,15 +106,17 @@ pub fn load(server: &Server, bytes: &[u8]) -> Result<LoadStats, LoadSnapshotErro
         return Err(LoadSnapshotError::Checksum { stored, computed });
     }
     let now = unix_millis();
-    {
-        let mut db = Locked::lock_all(&server.keyspace, now, lru_clock(now));
+    for keyspace in server.dbs().iter() {
+        let mut db = Locked::lock_all(keyspace, now, lru_clock(now));
         db.clear_held();
+    }
+    {
         // A full sync replaces the data set: tracking clients drop everything they cached.
         server.tracking.flushed(&server.clients);
     }
     server.watches.touch_all();
     let mut decoder = Decoder::new(body, body.len() as u64);
-    let mut stats = load_from(&server.keyspace, &mut decoder, now)?;
+    let mut stats = load_from(server.dbs(), &mut decoder, now)?;
     // The primary's libraries replace this node's, as its keys do.
     let codes = std::mem::take(&mut stats.functions);
     crate::scripting::functions::replace_from_snapshot(server, codes);
@@ -134,7 +155,7 @@ mod tests {
         let primary = Server::new(Config::default());
         primary.replication.ensure_backlog().unwrap();
         let mut out = Outgoing::default();
-        out.command(&[b"SET", b"a", b"1"], &WriteEffect::None)
+        out.command(0, &[b"SET", b"a", b"1"], &WriteEffect::None)
             .unwrap();
         let fed = primary.replication.feed(&mut out);
         let later = unix_millis() + 100_000;

@@ -9,12 +9,14 @@
 //! copy-on-write pages); the walk drains the queue after every slot.
 
 use super::files::{failed, FileError};
+use crate::db::databases::Dbs;
 use crate::db::image::ImageSink;
 use crate::db::keyspace::{SlotTable, SHARD_COUNT, SLOTS_PER_SHARD};
-use crate::db::Keyspace;
 use crate::server::persistence::snapshot::FILE_BUFFER_BYTES;
 use crate::snapshot_format::checksum::CrcWriter;
-use crate::snapshot_format::format::{put_aux, put_end, put_entry, put_function, put_header};
+use crate::snapshot_format::format::{
+    put_aux, put_end, put_entry, put_function, put_header, put_select_db,
+};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -54,11 +56,13 @@ impl BaseSink {
 }
 
 impl ImageSink for BaseSink {
-    fn capture(&self, _slot: u16, table: &SlotTable) {
+    fn capture(&self, db: usize, _slot: u16, table: &SlotTable) {
         if table.is_empty() || self.cancelled.load(Relaxed) {
             return;
         }
+        // Slots of different databases arrive interleaved: each chunk names its own.
         let mut buf = Vec::new();
+        put_select_db(&mut buf, db);
         let mut keys = 0;
         for (key, entry) in table.iter() {
             if !entry.is_expired(self.now_ms) {
@@ -93,32 +97,34 @@ pub enum BaseError {
 /// fsynced. `abort` is checked between slots. On error the image is cancelled and its walk
 /// finished, so no slot stays marked, and `path` is removed.
 pub fn write(
-    keyspace: &Keyspace,
+    dbs: Dbs<'_>,
     functions: &[std::sync::Arc<[u8]>],
     sink: &BaseSink,
     path: &Path,
     abort: &AtomicBool,
 ) -> Result<BaseStats, BaseError> {
-    let result = write_walking(keyspace, functions, sink, path, abort);
+    let result = write_walking(dbs, functions, sink, path, abort);
     if result.is_err() {
-        abandon(keyspace, sink);
+        abandon(dbs, sink);
         let _ = std::fs::remove_file(path);
     }
     result
 }
 
 /// Gives the image up: no slot stays marked (each is cleared without being serialized).
-pub fn abandon(keyspace: &Keyspace, sink: &BaseSink) {
+pub fn abandon(dbs: Dbs<'_>, sink: &BaseSink) {
     sink.cancel();
-    for shard in 0..SHARD_COUNT {
-        for table in 0..SLOTS_PER_SHARD {
-            keyspace.capture_pending(shard, table);
+    for keyspace in dbs.iter() {
+        for shard in 0..SHARD_COUNT {
+            for table in 0..SLOTS_PER_SHARD {
+                keyspace.capture_pending(shard, table);
+            }
         }
     }
 }
 
 fn write_walking(
-    keyspace: &Keyspace,
+    dbs: Dbs<'_>,
     functions: &[std::sync::Arc<[u8]>],
     sink: &BaseSink,
     path: &Path,
@@ -140,13 +146,15 @@ fn write_walking(
         put_function(&mut head, code);
     }
     w.write_all(&head).map_err(io("write"))?;
-    for shard in 0..SHARD_COUNT {
-        for table in 0..SLOTS_PER_SHARD {
-            if abort.load(Relaxed) {
-                return Err(BaseError::Aborted);
+    for keyspace in dbs.iter() {
+        for shard in 0..SHARD_COUNT {
+            for table in 0..SLOTS_PER_SHARD {
+                if abort.load(Relaxed) {
+                    return Err(BaseError::Aborted);
+                }
+                keyspace.capture_pending(shard, table);
+                drain(sink, &mut w).map_err(io("write"))?;
             }
-            keyspace.capture_pending(shard, table);
-            drain(sink, &mut w).map_err(io("write"))?;
         }
     }
     let mut tail = Vec::new();

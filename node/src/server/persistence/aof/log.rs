@@ -98,6 +98,9 @@ struct Pending {
     start: u64,
     /// From this offset on, bytes go to this new increment (a rewrite's instant).
     switch: Option<(u64, IncrFile)>,
+    /// The database the last append selected: 0 at the start of every increment, which
+    /// replays from database 0 (see `Outgoing::encode_into`).
+    selected_db: Option<usize>,
 }
 
 struct Writer {
@@ -150,6 +153,7 @@ impl Default for AppendLog {
                 buf: Vec::new(),
                 start: 0,
                 switch: None,
+                selected_db: Some(0),
             }),
             writer: Mutex::new(Writer {
                 current: None,
@@ -201,7 +205,8 @@ impl AppendLog {
         if !p.open {
             return None;
         }
-        outgoing.encode_into(&mut p.buf);
+        let p = &mut *p;
+        outgoing.encode_into(&mut p.buf, &mut p.selected_db);
         let end = p.start + p.buf.len() as u64;
         self.appended.store(end, Ordering::Release);
         Some(end)
@@ -230,6 +235,7 @@ impl AppendLog {
         debug_assert!(p.buf.is_empty() && p.switch.is_none());
         self.current_size.store(file.size, Ordering::Relaxed);
         w.current = Some(file);
+        p.selected_db = Some(0);
         p.open = true;
         self.open.store(true, Ordering::Relaxed);
     }
@@ -242,6 +248,7 @@ impl AppendLog {
         debug_assert!(p.switch.is_none(), "an earlier switch is unwritten");
         let at = p.start + p.buf.len() as u64;
         p.switch = Some((at, next));
+        p.selected_db = Some(0);
         p.open = true;
         self.open.store(true, Ordering::Relaxed);
     }
@@ -540,7 +547,7 @@ mod tests {
 
     fn set(key: &str) -> Outgoing {
         let mut o = Outgoing::default();
-        o.command(&[b"SET", key.as_bytes(), b"v"], &WriteEffect::None)
+        o.command(0, &[b"SET", key.as_bytes(), b"v"], &WriteEffect::None)
             .unwrap();
         o
     }
@@ -581,7 +588,7 @@ mod tests {
         let two = std::fs::read(dir.path().join("two")).unwrap();
         let enc = |k: &str| {
             let mut v = Vec::new();
-            set(k).encode_into(&mut v);
+            set(k).encode_into(&mut v, &mut Some(0));
             v
         };
         assert_eq!(one, enc("a"));

@@ -175,7 +175,10 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
     let mut switched = false;
     // The function libraries at the image's instant: FUNCTION LOAD holds every shard.
     let mut functions = Vec::new();
-    server.keyspace.begin_image(sink.clone(), || {
+    let dbs = server.dbs();
+    let images: Vec<&crate::db::Keyspace> = dbs.iter().collect();
+    let image_sink: Arc<dyn crate::db::image::ImageSink> = sink.clone();
+    crate::db::databases::begin_images(&images, &image_sink, &mut || {
         functions = server
             .functions
             .get()
@@ -186,7 +189,7 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
         switched = at_instant(server, incr_file.take(), mode);
     })?;
     if !switched {
-        base::abandon(&server.keyspace, &sink);
+        base::abandon(dbs, &sink);
         return Err(RewriteError::Aborted);
     }
     if mode != Mode::BaseOnly {
@@ -195,13 +198,7 @@ fn attempt_planned(server: &Server, mode: Mode, plan: &Plan) -> Result<BaseStats
             tracing::warn!("cannot write the AOF yet: {e}; trying again later");
         }
     }
-    let stats = base::write(
-        &server.keyspace,
-        &functions,
-        &sink,
-        &plan.base_temp(),
-        &aof.abort,
-    )?;
+    let stats = base::write(dbs, &functions, &sink, &plan.base_temp(), &aof.abort)?;
     install(server, mode, plan, stats)?;
     Ok(stats)
 }
