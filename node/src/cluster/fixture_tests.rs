@@ -287,6 +287,12 @@ mod round_trip {
         }
         for (slot, migrating, who) in open {
             let id = t.nodes[who as usize % t.nodes.len()].id;
+            // A slot both migrating and importing prints as migrating only (as Redis prints
+            // it), so it cannot round-trip; no node holds one (SETSLOT MIGRATING wants the
+            // slot owned, IMPORTING not owned).
+            if t.slots.migrating.contains_key(&slot) || t.slots.importing.contains_key(&slot) {
+                continue;
+            }
             if migrating {
                 t.slots.migrating.insert(slot, id);
             } else {
