@@ -39,6 +39,8 @@ mod scripting;
 mod server;
 mod sets;
 mod slot_migration;
+mod slot_migration_backpressure;
+mod slot_migration_leader;
 mod sort;
 mod streams;
 mod strings;
