@@ -41,6 +41,7 @@ mod sets;
 mod slot_migration;
 mod slot_migration_backpressure;
 mod slot_migration_leader;
+mod slot_migration_metrics;
 mod sort;
 mod streams;
 mod strings;

@@ -68,12 +68,8 @@ fn slots_holding_many_times_the_queue_bound_move_with_every_key() {
     assert_eq!(field(&m, "state"), "success", "{m:?}");
     assert_eq!(field(&m, "keys_moved"), keys.len().to_string(), "{m:?}");
     let owner_now = owners(target);
-    for slot in 0..=15 {
-        assert_eq!(
-            owner_now[slot].as_deref(),
-            Some(target_id.as_str()),
-            "slot {slot}"
-        );
+    for (slot, owner) in owner_now.iter().enumerate().take(16) {
+        assert_eq!(owner.as_deref(), Some(target_id.as_str()), "slot {slot}");
     }
     let mut dst = target.client();
     for k in &keys {

@@ -225,7 +225,7 @@ pub struct ClusterConfig {
 
 /// `cluster-migration-slots-per-batch` by default (docs/atomic-migration.md has the
 /// measurements behind it).
-pub const MIGRATION_SLOTS_PER_BATCH_DEFAULT: usize = 256;
+pub const MIGRATION_SLOTS_PER_BATCH_DEFAULT: usize = 1024;
 /// `cluster-migration-queue-max` by default.
 pub const MIGRATION_QUEUE_DEFAULT: u64 = 256 << 20;
 /// Most slots `cluster-migration-slots-per-batch` takes: all of them.
