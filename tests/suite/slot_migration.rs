@@ -257,6 +257,11 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
             .query(&mut con)
             .unwrap();
     }
+    // Four batches (the default batch holds 1024 slots): each pauses on its own.
+    assert_eq!(
+        source.cli(&["CONFIG", "SET", "cluster-migration-slots-per-batch", "256"]),
+        "OK"
+    );
     let writer = Writer::start(moving[1000..].to_vec(), source, target);
     std::thread::sleep(Duration::from_millis(300));
     let target_id = id(target);
