@@ -26,7 +26,7 @@ fn http(port: u16, request: &str) -> (String, String) {
     )
 }
 
-fn scrape(port: u16, token: Option<&str>) -> (String, String) {
+pub(crate) fn scrape(port: u16, token: Option<&str>) -> (String, String) {
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     http(
         port,
@@ -35,7 +35,7 @@ fn scrape(port: u16, token: Option<&str>) -> (String, String) {
 }
 
 /// The samples as Prometheus's parser reads them (`type name{labels} value` lines).
-fn parsed(body: &str) -> Vec<String> {
+pub(crate) fn parsed(body: &str) -> Vec<String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/parse_metrics.py");
     let mut child = Command::new("/usr/bin/python3")
         .arg(script)
@@ -62,7 +62,7 @@ fn parsed(body: &str) -> Vec<String> {
         .collect()
 }
 
-fn has(samples: &[String], line: &str) -> bool {
+pub(crate) fn has(samples: &[String], line: &str) -> bool {
     samples.iter().any(|s| s == line)
 }
 

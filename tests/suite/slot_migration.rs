@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn info(n: &Node, field: &str) -> String {
+pub(crate) fn info(n: &Node, field: &str) -> String {
     n.cli(&["CLUSTER", "INFO"])
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
@@ -19,7 +19,7 @@ fn info(n: &Node, field: &str) -> String {
 }
 
 /// Three primaries in one topology group, every node at one version.
-fn three_primaries(secret: &str) -> Vec<Node> {
+pub(crate) fn three_primaries(secret: &str) -> Vec<Node> {
     let nodes = create_cluster(secret, 0);
     let refs: Vec<&Node> = nodes.iter().collect();
     wait_until("one topology group with a leader", &refs, || {
@@ -36,12 +36,12 @@ fn three_primaries(secret: &str) -> Vec<Node> {
     nodes
 }
 
-fn id(n: &Node) -> String {
+pub(crate) fn id(n: &Node) -> String {
     n.cli(&["CLUSTER", "MYID"])
 }
 
 /// The owner id of `slot` as node `n` sees it.
-fn owner_of(n: &Node, slot: u16) -> Option<String> {
+pub(crate) fn owner_of(n: &Node, slot: u16) -> Option<String> {
     n.cli(&["CLUSTER", "NODES"]).lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         let owns = f.iter().skip(8).any(|r| match r.split_once('-') {
@@ -56,7 +56,7 @@ fn owner_of(n: &Node, slot: u16) -> Option<String> {
 }
 
 /// Every slot's owner id as node `n` sees it, read once.
-fn owners(n: &Node) -> Vec<Option<String>> {
+pub(crate) fn owners(n: &Node) -> Vec<Option<String>> {
     let mut out = vec![None; 16384];
     for l in n.cli(&["CLUSTER", "NODES"]).lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -75,13 +75,13 @@ fn owners(n: &Node) -> Vec<Option<String>> {
     out
 }
 
-fn node_owning(nodes: &[Node], slot: u16) -> &Node {
+pub(crate) fn node_owning(nodes: &[Node], slot: u16) -> &Node {
     let owner = owner_of(&nodes[0], slot).expect("slot assigned");
     nodes.iter().find(|n| id(n) == owner).unwrap()
 }
 
 /// Keys whose slots are in `lo..=hi`, `count` of them.
-fn keys_in(lo: u16, hi: u16, count: usize) -> Vec<String> {
+pub(crate) fn keys_in(lo: u16, hi: u16, count: usize) -> Vec<String> {
     (0..)
         .map(|i| format!("key:{i}"))
         .filter(|k| (lo..=hi).contains(&proto::slot::key_slot(k.as_bytes())))
@@ -90,7 +90,7 @@ fn keys_in(lo: u16, hi: u16, count: usize) -> Vec<String> {
 }
 
 /// The migration's fields as GETSLOTMIGRATIONS lists them, found by request id.
-fn migration(n: &Node, request_id: &str) -> Option<Vec<(String, String)>> {
+pub(crate) fn migration(n: &Node, request_id: &str) -> Option<Vec<(String, String)>> {
     let mut con = n.client();
     let list: Vec<Vec<String>> = redis::cmd("CLUSTER")
         .arg("GETSLOTMIGRATIONS")
@@ -109,7 +109,7 @@ fn migration(n: &Node, request_id: &str) -> Option<Vec<(String, String)>> {
         })
 }
 
-fn field(fields: &[(String, String)], name: &str) -> String {
+pub(crate) fn field(fields: &[(String, String)], name: &str) -> String {
     fields
         .iter()
         .find(|(k, _)| k == name)
@@ -117,7 +117,7 @@ fn field(fields: &[(String, String)], name: &str) -> String {
         .unwrap_or_default()
 }
 
-fn wait_for_end(n: &Node, request_id: &str) -> Vec<(String, String)> {
+pub(crate) fn wait_for_end(n: &Node, request_id: &str) -> Vec<(String, String)> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if let Some(m) = migration(n, request_id) {
@@ -135,7 +135,7 @@ fn wait_for_end(n: &Node, request_id: &str) -> Vec<(String, String)> {
 }
 
 /// Sets every key of `keys` to "v", pipelined.
-fn set_all(con: &mut redis::Connection, keys: &[String]) {
+pub(crate) fn set_all(con: &mut redis::Connection, keys: &[String]) {
     for chunk in keys.chunks(500) {
         let mut pipe = redis::pipe();
         for k in chunk {
@@ -146,7 +146,7 @@ fn set_all(con: &mut redis::Connection, keys: &[String]) {
 }
 
 /// Waits until `n` lists the migration named `request_id`.
-fn wait_for_start(n: &Node, request_id: &str) {
+pub(crate) fn wait_for_start(n: &Node, request_id: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while migration(n, request_id).is_none() {
         assert!(Instant::now() < deadline, "the migration never started");
@@ -155,7 +155,7 @@ fn wait_for_start(n: &Node, request_id: &str) {
 }
 
 /// Waits until the target holds no key of slots 0-5000 it does not own (sampled).
-fn wait_for_target_to_drop(target: &Node, target_id: &str, what: &str) {
+pub(crate) fn wait_for_target_to_drop(target: &Node, target_id: &str, what: &str) {
     wait_until(what, &[target], || {
         let owner_now = owners(target);
         (0..5001u16).step_by(97).all(|slot| {
@@ -257,6 +257,11 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
             .query(&mut con)
             .unwrap();
     }
+    // Four batches (the default batch holds 1024 slots): each pauses on its own.
+    assert_eq!(
+        source.cli(&["CONFIG", "SET", "cluster-migration-slots-per-batch", "256"]),
+        "OK"
+    );
     let writer = Writer::start(moving[1000..].to_vec(), source, target);
     std::thread::sleep(Duration::from_millis(300));
     let target_id = id(target);
@@ -599,7 +604,7 @@ fn a_killed_source_fails_over_and_the_migration_rolls_back() {
 }
 
 /// The first slot range `n` owns, from its own CLUSTER NODES line.
-fn first_range_of(n: &Node) -> (u16, u16) {
+pub(crate) fn first_range_of(n: &Node) -> (u16, u16) {
     let nodes = n.cli(&["CLUSTER", "NODES"]);
     let line = nodes
         .lines()
@@ -612,7 +617,7 @@ fn first_range_of(n: &Node) -> (u16, u16) {
     }
 }
 
-fn dbsize(n: &Node) -> usize {
+pub(crate) fn dbsize(n: &Node) -> usize {
     n.cli(&["DBSIZE"]).parse().expect("DBSIZE")
 }
 
@@ -651,7 +656,7 @@ fn scanned_keys(n: &Node) -> std::collections::BTreeSet<String> {
 }
 
 /// Keys the target holds in `slots` (hidden or not): its per-slot count.
-fn held_in(n: &Node, slots: std::ops::RangeInclusive<u16>) -> usize {
+pub(crate) fn held_in(n: &Node, slots: std::ops::RangeInclusive<u16>) -> usize {
     slots
         .map(|s| {
             n.cli(&["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()])

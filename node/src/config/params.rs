@@ -225,7 +225,25 @@ pub struct ClusterConfig {
     /// (the link keeps streaming writes; the target keeps its copy hidden). Set it back to
     /// `no` and the migration goes on. Never needed in production.
     pub migration_debug_hold: bool,
+    /// `cluster-migration-slots-per-batch` (ours): slots a migration moves per batch (one
+    /// copy, write pause and commit each). Read when a migration starts.
+    pub migration_slots_per_batch: usize,
+    /// `cluster-migration-queue-max` (ours): most bytes a migration link holds unsent. The
+    /// copy waits above a quarter of it; client writes past it fail the migration.
+    pub migration_queue_max: u64,
 }
+
+/// `cluster-migration-slots-per-batch` by default (docs/atomic-migration.md has the
+/// measurements behind it).
+pub const MIGRATION_SLOTS_PER_BATCH_DEFAULT: usize = 1024;
+/// `cluster-migration-queue-max` by default.
+pub const MIGRATION_QUEUE_DEFAULT: u64 = 256 << 20;
+/// Most slots `cluster-migration-slots-per-batch` takes: all of them.
+pub const MIGRATION_SLOTS_PER_BATCH_MAX: usize = proto::slot::SLOT_COUNT;
+/// Bounds of `cluster-migration-queue-max`: below 64 KiB a batch's copy is mostly waits;
+/// above 4 GiB one migration could hold a large share of a node's memory.
+pub const MIGRATION_QUEUE_MIN: u64 = 64 << 10;
+pub const MIGRATION_QUEUE_MAX: u64 = 4 << 30;
 
 /// Longest `cluster-secret`: a key, not a document.
 pub const CLUSTER_SECRET_MAX: usize = 1024;
@@ -243,6 +261,8 @@ impl Default for ClusterConfig {
             require_full_coverage: true,
             allow_reads_when_down: false,
             migration_debug_hold: false,
+            migration_slots_per_batch: MIGRATION_SLOTS_PER_BATCH_DEFAULT,
+            migration_queue_max: MIGRATION_QUEUE_DEFAULT,
         }
     }
 }
@@ -1175,6 +1195,25 @@ pub static PARAMS: &[Param] = &[
         |c| format_bool(c.cluster.migration_debug_hold),
         |c, v| {
             c.cluster.migration_debug_hold = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-migration-slots-per-batch",
+        true,
+        |c| c.cluster.migration_slots_per_batch.to_string(),
+        |c, v| {
+            c.cluster.migration_slots_per_batch = num(v, 1, MIGRATION_SLOTS_PER_BATCH_MAX)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-migration-queue-max",
+        true,
+        |c| c.cluster.migration_queue_max.to_string(),
+        |c, v| {
+            c.cluster.migration_queue_max =
+                memory(v, MIGRATION_QUEUE_MAX)?.max(MIGRATION_QUEUE_MIN);
             Ok(())
         }
     ),

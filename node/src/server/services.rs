@@ -92,7 +92,6 @@ impl SlotMigrations for Server {
                 request_id: request_id.to_string(),
                 ranges,
                 target,
-                settings: Default::default(),
             },
         )
         .map_err(|e| e.to_string())

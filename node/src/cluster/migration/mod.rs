@@ -5,6 +5,7 @@
 //!   abort): the single point of truth for who owns a moving slot;
 //! - [`source`]: the source node's state machine for one migration (copy, catch up, bounded
 //!   pause, commit), fed `(now_ms, input)` and answering actions for its driver;
+//! - [`link_queue`]: a link's outbound stream, its bounds and the copy's backpressure;
 //! - [`settings`]: its limits;
 //! - [`stats`]: what the source measured of a migration (write pauses, keys, bytes, time).
 //! - [`visibility`]: which slots a target keeps out of sight while it holds their copy.
@@ -16,6 +17,7 @@
 pub mod gate;
 pub mod ledger;
 mod ledger_codec;
+pub mod link_queue;
 pub mod planner;
 pub mod ranges;
 pub mod settings;
@@ -30,8 +32,9 @@ mod sim_tests;
 #[cfg(test)]
 mod source_hold_tests;
 
-pub use gate::{LinkQueue, MigrationGate};
+pub use gate::MigrationGate;
 pub use ledger::{MigrationId, MigrationLedger, MigrationRecord, MigrationState};
+pub use link_queue::{LinkQueue, NoRoom, QueueBounds};
 pub use ranges::SlotRanges;
 pub use settings::MigrationSettings;
 pub use source::SourceMigration;

@@ -1,4 +1,5 @@
-//! The limits a migration runs under (config names in `cluster::Settings` once wired).
+//! The limits a migration runs under (`cluster-migration-slots-per-batch` and
+//! `cluster-migration-queue-max` set two of them; the rest are fixed).
 
 /// Limits of one slot migration, in the units the core is driven with (ms, bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,18 +23,22 @@ pub struct MigrationSettings {
     /// Longest silence from the target (no ack of anything new while bytes are outstanding)
     /// before the link counts as failed.
     pub link_silence_max_ms: u64,
+    /// Most bytes a batch's link holds unsent. The copy waits above a quarter of it (the
+    /// high-water mark) for the target to drain; client writes past it fail the migration.
+    pub link_queue_bytes_max: usize,
 }
 
 impl Default for MigrationSettings {
     fn default() -> Self {
         MigrationSettings {
-            slots_per_batch: 256,
+            slots_per_batch: crate::config::params::MIGRATION_SLOTS_PER_BATCH_DEFAULT,
             pause_lag_bytes: 64 * 1024,
             pause_max_ms: 50,
             pauses_max: 20,
             propose_retry_ms: 1_000,
             commit_wait_max_ms: 5_000,
             link_silence_max_ms: 10_000,
+            link_queue_bytes_max: crate::config::params::MIGRATION_QUEUE_DEFAULT as usize,
         }
     }
 }

@@ -414,6 +414,7 @@ fn settings() -> MigrationSettings {
         propose_retry_ms: 200,
         commit_wait_max_ms: 2_000,
         link_silence_max_ms: 1_000,
+        ..MigrationSettings::default()
     }
 }
 

@@ -3,9 +3,10 @@
 //! bytes put on the link, and how long the migration ran. Only the source measures; CLUSTER
 //! GETSLOTMIGRATIONS shows zeros elsewhere.
 
-/// Pauses kept exactly; past this only their count and the longest are kept. A migration of
-/// all 16384 slots at the default 256 slots per batch pauses 64 times when every first
-/// pause succeeds, and at most 64 x `pauses_max` (20) = 1280 times.
+/// Pauses kept exactly; past this only their count, sum and the longest are kept. A
+/// migration of all 16384 slots at the default 1024 slots per batch pauses 16 times when
+/// every first pause succeeds, and at most 16 x `pauses_max` (20) = 320 times (at one slot
+/// per batch, 16384 x 20).
 pub const PAUSES_KEPT: usize = 4096;
 
 /// The write pauses of one migration, in microseconds.
@@ -14,6 +15,7 @@ pub struct PauseLog {
     kept: Vec<u64>,
     count: u64,
     max_us: u64,
+    total_us: u64,
 }
 
 impl PauseLog {
@@ -23,6 +25,13 @@ impl PauseLog {
         }
         self.count += 1;
         self.max_us = self.max_us.max(pause_us);
+        self.total_us = self.total_us.saturating_add(pause_us);
+    }
+
+    /// Every pause's length added up (the time writers to the moving slots waited, as
+    /// seen by one writer per batch).
+    pub fn total_us(&self) -> u64 {
+        self.total_us
     }
 
     pub fn count(&self) -> u64 {

@@ -11,7 +11,7 @@ use super::peer::Peer;
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::id::NodeId;
 use crate::cluster::migration::planner::Move;
-use crate::cluster::migration::{MigrationId, MigrationSettings, MigrationState};
+use crate::cluster::migration::{MigrationId, MigrationState};
 use crate::server::slot_migration::{self, StartRequest};
 use crate::server::Server;
 use std::sync::Arc;
@@ -129,7 +129,6 @@ fn begin_move(
                 request_id: request.to_string(),
                 ranges: m.slots.clone(),
                 target: m.target,
-                settings: MigrationSettings::default(),
             },
         )
         .map(Some)

@@ -23,6 +23,9 @@ pub fn render(server: &Server, operations: Option<&Operations>) -> String {
     replication(&mut e, server);
     fabric(&mut e, server);
     cluster(&mut e, server);
+    if server.cluster.is_some() {
+        super::migrations::migrations(&mut e, server);
+    }
     if let Some(ops) = operations {
         admin_operations(&mut e, ops);
     }

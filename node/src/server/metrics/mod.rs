@@ -5,11 +5,13 @@
 //!
 //! - [`collect`]: what a scrape shows (redis_exporter's names where they exist);
 //! - [`exposition`]: the text format;
-//! - [`http`]: the one request a scraper sends, read within limits.
+//! - [`http`]: the one request a scraper sends, read within limits;
+//! - [`migrations`]: the slot migrations this node drove.
 
 pub mod collect;
 pub mod exposition;
 pub mod http;
+pub mod migrations;
 
 use crate::config::Config;
 use crate::server::admin::auth::BearerCheck;

@@ -2,15 +2,24 @@
 //! under the slot's shard lock, after which the slot streams its writes down the same link.
 //! The lock makes the pair atomic: no write to the slot falls between its copy and its
 //! stream.
+//!
+//! Backpressure: the copy goes at the target's pace. Before it takes the shard, and before
+//! each chunk it hands over, it waits while the link's unsent bytes are above the queue's
+//! high-water mark (woken when the sender drains them), so copying alone never overflows
+//! the queue; the room above the mark is left to client writes. A wait inside a slot holds
+//! its shard (the slot's copy and stream must stay one step): writes to that shard wait
+//! with it, at most as long as the target takes to read one chunk.
 
 use crate::clock::unix_millis;
-use crate::cluster::migration::{LinkQueue, MigrationGate, MigrationId};
+use crate::cluster::migration::{LinkQueue, MigrationGate, MigrationId, NoRoom};
 use crate::db::keyspace::shard_of_slot;
 use crate::replication::propagate::encode_into;
 use crate::server::Server;
 use crate::snapshot_format::dump;
+use std::time::Duration;
 
-/// Bytes gathered before they are handed to the link (one append per chunk).
+/// Most bytes gathered before they are handed to the link (one append per chunk); less
+/// when the queue's high-water mark is lower, so a chunk fits under it.
 const CHUNK_BYTES: usize = 1 << 20;
 
 /// What one slot's copy put on the link.
@@ -20,16 +29,25 @@ pub struct Copied {
     pub bytes: u64,
 }
 
+/// Copies `slot` into `queue` and streams its writes there from then on. `stall_max` bounds
+/// a wait for room during which the sender drains nothing: past it the queue breaks (the
+/// target stopped reading) and the migration fails on it. A queue that broke or closed
+/// ends the copy early; the driver hears why from the link.
 pub fn copy_slot(
     server: &Server,
     gate: &MigrationGate,
     slot: u16,
     id: MigrationId,
     queue: &LinkQueue,
+    stall_max: Duration,
 ) -> Copied {
+    let chunk_max = CHUNK_BYTES.min(queue.bounds().high_water).max(1);
+    let mut copied = Copied::default();
+    if !room(queue, chunk_max, stall_max) {
+        return copied;
+    }
     let now = unix_millis();
     let shard = server.keyspace.lock_shard(shard_of_slot(slot));
-    let mut copied = Copied::default();
     let mut bytes = Vec::new();
     let mut commands = 0u32;
     for (key, entry) in shard.table(slot).iter() {
@@ -47,7 +65,10 @@ pub fn copy_slot(
         encode_into(std::slice::from_ref(&restore), &mut bytes);
         commands += 1;
         copied.keys += 1;
-        if bytes.len() >= CHUNK_BYTES {
+        if bytes.len() >= chunk_max {
+            if !room(queue, bytes.len(), stall_max) {
+                return copied;
+            }
             copied.bytes += bytes.len() as u64;
             queue.append(&bytes, commands);
             bytes.clear();
@@ -55,6 +76,9 @@ pub fn copy_slot(
         }
     }
     if commands > 0 {
+        if !room(queue, bytes.len(), stall_max) {
+            return copied;
+        }
         copied.bytes += bytes.len() as u64;
         queue.append(&bytes, commands);
     }
@@ -64,4 +88,20 @@ pub fn copy_slot(
     gate.stream_slot(slot, id);
     drop(shard);
     copied
+}
+
+/// Waits for room for `bytes` under the high-water mark; false when the copy must stop
+/// (the queue ended, or stalled and is broken now).
+fn room(queue: &LinkQueue, bytes: usize, stall_max: Duration) -> bool {
+    match queue.wait_for_room(bytes, stall_max) {
+        Ok(()) => true,
+        Err(NoRoom::Ended) => false,
+        Err(NoRoom::Stalled) => {
+            queue.break_with(&format!(
+                "the target read nothing of the slot copy for {} ms",
+                stall_max.as_millis()
+            ));
+            false
+        }
+    }
 }

@@ -14,7 +14,8 @@ use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::id::NodeId;
 use crate::cluster::migration::source::{Action, Applied, Input, Outcome, ProposalKind};
 use crate::cluster::migration::{
-    LinkQueue, MigrationId, MigrationSettings, MigrationState, SlotRanges, SourceMigration,
+    LinkQueue, MigrationId, MigrationSettings, MigrationState, QueueBounds, SlotRanges,
+    SourceMigration,
 };
 use crate::cluster::Cluster;
 use crate::db::keyspace::shard_of_slot;
@@ -356,6 +357,7 @@ impl Driver {
             slot,
             self.plan.id,
             &queue,
+            Duration::from_millis(self.plan.settings.link_silence_max_ms),
         );
         {
             let mut p = self.state.progress.lock();
@@ -374,7 +376,8 @@ impl Driver {
         let (host, port) = self
             .target_address()
             .ok_or_else(|| format!("the target {} is not known", self.plan.target))?;
-        let queue = Arc::new(LinkQueue::starting_at(self.offset_base));
+        let bounds = QueueBounds::with_hard(self.plan.settings.link_queue_bytes_max);
+        let queue = Arc::new(LinkQueue::new(bounds, self.offset_base));
         self.link_failure_reported = false;
         let link = Link::open(
             &self.server,

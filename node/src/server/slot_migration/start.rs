@@ -11,7 +11,6 @@ pub struct StartRequest {
     pub request_id: String,
     pub ranges: SlotRanges,
     pub target: NodeId,
-    pub settings: MigrationSettings,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -36,6 +35,17 @@ pub enum StartError {
     SlotBusy(u16),
     #[error("ERR {0}")]
     Thread(String),
+}
+
+/// The limits a migration starting now runs under: the defaults, with the batch size and
+/// the link's queue bound from the config.
+fn settings_from_config(server: &Server) -> MigrationSettings {
+    let config = server.config.read();
+    MigrationSettings {
+        slots_per_batch: config.cluster.migration_slots_per_batch.max(1),
+        link_queue_bytes_max: config.cluster.migration_queue_max as usize,
+        ..MigrationSettings::default()
+    }
 }
 
 /// Starts migrating `request.ranges` from this node to `request.target`; answers the
@@ -93,7 +103,7 @@ pub fn start(server: &Arc<Server>, request: StartRequest) -> Result<MigrationId,
         request_id: request.request_id,
         ranges: request.ranges,
         target: request.target,
-        settings: request.settings,
+        settings: settings_from_config(server),
     };
     let owner = server.clone();
     std::thread::Builder::new()

@@ -22,6 +22,10 @@ use anyhow::{anyhow, bail};
 use super::failover::ServerKind;
 use super::machine;
 use super::server_process::make_dir;
+use super::sync_client::SyncClient;
+
+/// How long a setup call may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long after the move the target may take to show it owns every moved slot.
 const SETTLE_MAX: Duration = Duration::from_secs(10);
@@ -41,6 +45,9 @@ pub struct ReshardArgs {
     /// redis-cli's `--cluster-pipeline` (keys per MIGRATE).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub pipeline: u64,
+    /// Our node's `cluster-migration-slots-per-batch` for the move (unset: its default).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub slots_per_batch: Option<u64>,
     /// Longest a move may take, in seconds.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub move_timeout: u64,
@@ -193,7 +200,14 @@ fn drive(args: &ReshardArgs, cluster: &cluster::Cluster) -> anyhow::Result<Run> 
         .then(|| writers::Writers::start(args.writers as usize, |s| source.owns(s), &map));
     let timeout = Duration::from_secs(args.move_timeout);
     let moved = match cluster.kind {
-        ServerKind::Node => moves::migrate_slots(&source, &target, timeout),
+        ServerKind::Node => {
+            if let Some(n) = args.slots_per_batch {
+                let mut c = SyncClient::connect(source.port(), CHECK_TIMEOUT)?;
+                let n = n.to_string();
+                c.text(&["CONFIG", "SET", "cluster-migration-slots-per-batch", &n])?;
+            }
+            moves::migrate_slots(&source, &target, timeout)
+        }
         ServerKind::Redis => {
             moves::redis_cli_reshard(cluster.ports[0], &source, &target, args.pipeline, timeout)
         }

@@ -1,0 +1,166 @@
+//! The topology leader killed (-9) while slots move between two other primaries: the
+//! migration commits or aborts (never stays half), no key is lost, no slot has two owners,
+//! the cluster comes back to `cluster_state:ok` once the killed node restarts, and the same
+//! slots then move again.
+
+use super::slot_migration::{
+    field, first_range_of, id, info, keys_in, migration, owners, set_all, three_primaries,
+    wait_for_end, wait_for_start,
+};
+use integration::cluster::{cluster_node_in, wait_until};
+use integration::Node;
+use std::collections::HashMap;
+
+const SECRET: &str = "migrate-leader";
+
+/// Per slot, the ids of the nodes whose CLUSTER NODES line claims it, as `n` sees them.
+fn claims(n: &Node) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new(); 16384];
+    for l in n.cli(&["CLUSTER", "NODES"]).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        for r in f.iter().skip(8) {
+            let (a, b) = match r.split_once('-') {
+                Some((a, b)) => (a.parse::<usize>(), b.parse::<usize>()),
+                None => (r.parse::<usize>(), r.parse::<usize>()),
+            };
+            if let (Ok(a), Ok(b)) = (a, b) {
+                for slot in out.iter_mut().take(b + 1).skip(a) {
+                    slot.push(f[0].to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every node sees every slot owned by exactly one node, and all see the same owner.
+fn single_owners_agreed(nodes: &[Node]) -> bool {
+    let views: Vec<Vec<Vec<String>>> = nodes.iter().map(claims).collect();
+    (0..16384).all(|slot| {
+        views
+            .iter()
+            .all(|v| v[slot].len() == 1 && v[slot] == views[0][slot])
+    })
+}
+
+/// Every key of `keys` reads back "v" from the owner of its slot.
+fn assert_every_key_at_its_owner(nodes: &[Node], keys: &[String], when: &str) {
+    let owner_now = owners(&nodes[0]);
+    let mut clients: HashMap<String, redis::Connection> =
+        nodes.iter().map(|n| (id(n), n.client())).collect();
+    for k in keys {
+        let slot = proto::slot::key_slot(k.as_bytes());
+        let owner = owner_now[slot as usize].clone().expect("assigned");
+        let con = clients.get_mut(&owner).expect("a live owner");
+        let v: Option<String> = redis::cmd("GET").arg(k).query(con).unwrap();
+        assert_eq!(v.as_deref(), Some("v"), "{when}: {k} (slot {slot})");
+    }
+}
+
+fn migrate(from: &Node, lo: u16, hi: u16, to: &str, request_id: &str) {
+    let (lo, hi) = (lo.to_string(), hi.to_string());
+    assert_eq!(
+        from.cli(&[
+            "CLUSTER",
+            "MIGRATESLOTS",
+            "SLOTSRANGE",
+            &lo,
+            &hi,
+            "NODE",
+            to,
+            "REQUESTID",
+            request_id
+        ]),
+        "OK"
+    );
+}
+
+#[test]
+#[ignore = "fails: a key of the migrated range is missing at its owner after the leader's \
+            death (key:2296, slot 5448, migration ended success); see docs/atomic-migration.md"]
+fn a_killed_topology_leader_leaves_the_migration_whole_and_the_slots_move_again() {
+    let mut nodes = three_primaries(SECRET);
+    let leader_id = info(&nodes[0], "cluster_topology_leader");
+    let leader_at = nodes
+        .iter()
+        .position(|n| id(n) == leader_id)
+        .expect("the leader is one of the three");
+    let others: Vec<usize> = (0..3).filter(|&i| i != leader_at).collect();
+    let (source_at, target_at) = (others[0], others[1]);
+    let (source_id, target_id) = (id(&nodes[source_at]), id(&nodes[target_at]));
+    let (lo, hi) = first_range_of(&nodes[source_at]);
+    let keys = keys_in(lo, hi, 20000);
+    set_all(&mut nodes[source_at].client(), &keys);
+    // Small batches: many Begin/Commit pairs, so the kill lands between or inside them.
+    assert_eq!(
+        nodes[source_at].cli(&["CONFIG", "SET", "cluster-migration-slots-per-batch", "64"]),
+        "OK"
+    );
+    migrate(&nodes[source_at], lo, hi, &target_id, "leader-dies");
+    wait_for_start(&nodes[source_at], "leader-dies");
+    let port = nodes[leader_at].port;
+    let dir = nodes.remove(leader_at).into_dir();
+
+    // The two left elect a leader between them and the migration ends one way or the other.
+    let (source_at, target_at) = (
+        nodes.iter().position(|n| id(n) == source_id).unwrap(),
+        nodes.iter().position(|n| id(n) == target_id).unwrap(),
+    );
+    let m = wait_for_end(&nodes[source_at], "leader-dies");
+    let state = field(&m, "state");
+    assert!(
+        state == "success" || state == "failed",
+        "the migration ended {m:?}"
+    );
+    nodes.insert(leader_at, cluster_node_in(dir, port, SECRET, &[]));
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("cluster_state:ok after the leader's restart", &refs, || {
+        nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+    });
+    wait_until(
+        "every slot has one owner, the same on every node",
+        &refs,
+        || single_owners_agreed(&nodes),
+    );
+    for n in &nodes {
+        let m = migration(n, "leader-dies").expect("the log remembers it");
+        assert_eq!(field(&m, "state"), state, "{m:?} on {}", id(n));
+    }
+    assert_every_key_at_its_owner(&nodes, &keys, "after the leader's death");
+
+    // The same slots again, from wherever they are now to the other end.
+    let owner_now = owners(&nodes[0]);
+    let holders: Vec<usize> = (lo..=hi)
+        .map(|s| {
+            let owner = owner_now[s as usize].clone().unwrap();
+            nodes.iter().position(|n| id(n) == owner).unwrap()
+        })
+        .collect();
+    for (from, to) in [(source_at, target_at), (target_at, source_at)] {
+        let slots: Vec<u16> = (lo..=hi)
+            .zip(&holders)
+            .filter(|(_, &h)| h == from)
+            .map(|(s, _)| s)
+            .collect();
+        let (Some(&first), Some(&last)) = (slots.first(), slots.last()) else {
+            continue;
+        };
+        // A batch commits slots in order, so each end holds one contiguous run.
+        assert_eq!(usize::from(last - first) + 1, slots.len(), "{slots:?}");
+        let request_id = format!("again-{first}");
+        migrate(&nodes[from], first, last, &id(&nodes[to]), &request_id);
+        let m = wait_for_end(&nodes[from], &request_id);
+        assert_eq!(field(&m, "state"), "success", "{m:?}");
+    }
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("every node sees the second move", &refs, || {
+        single_owners_agreed(&nodes)
+            && nodes.iter().all(|n| {
+                let o = owners(n);
+                (lo..=hi).all(|s| o[s as usize] != owner_now[s as usize])
+            })
+    });
+    assert_every_key_at_its_owner(&nodes, &keys, "after the second move");
+}
