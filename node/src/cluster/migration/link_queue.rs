@@ -96,7 +96,13 @@ impl LinkQueue {
     /// [`LINK_MARKS_MAX`] unanswered appends) the queue breaks instead.
     pub fn append(&self, bytes: &[u8], commands: u32) {
         let mut s = self.state.lock();
-        if s.broken.is_some() || s.closed {
+        if s.broken.is_some() {
+            return;
+        }
+        if s.closed {
+            // Bytes for a link that is gone never reach the target: a migration still
+            // relying on this queue must fail rather than count them delivered.
+            s.broken = Some("a write came after the link closed".into());
             return;
         }
         let hard = self.bounds.hard;

@@ -29,10 +29,20 @@ pub struct Copied {
     pub bytes: u64,
 }
 
+/// How a slot's copy ended.
+#[derive(Clone, Copy, Debug)]
+pub enum SlotCopy {
+    /// Every live key is on the link and the slot streams its writes.
+    Done(Copied),
+    /// The queue broke or closed first: part of the slot never reached the link, so the
+    /// batch must fail (reporting it copied would let a commit hand over missing keys).
+    Stopped(Copied),
+}
+
 /// Copies `slot` into `queue` and streams its writes there from then on. `stall_max` bounds
 /// a wait for room during which the sender drains nothing: past it the queue breaks (the
 /// target stopped reading) and the migration fails on it. A queue that broke or closed
-/// ends the copy early; the driver hears why from the link.
+/// ends the copy early: [`SlotCopy::Stopped`].
 pub fn copy_slot(
     server: &Server,
     gate: &MigrationGate,
@@ -40,11 +50,11 @@ pub fn copy_slot(
     id: MigrationId,
     queue: &LinkQueue,
     stall_max: Duration,
-) -> Copied {
+) -> SlotCopy {
     let chunk_max = CHUNK_BYTES.min(queue.bounds().high_water).max(1);
     let mut copied = Copied::default();
     if !room(queue, chunk_max, stall_max) {
-        return copied;
+        return SlotCopy::Stopped(copied);
     }
     let now = unix_millis();
     let shard = server.keyspace.lock_shard(shard_of_slot(slot));
@@ -67,7 +77,7 @@ pub fn copy_slot(
         copied.keys += 1;
         if bytes.len() >= chunk_max {
             if !room(queue, bytes.len(), stall_max) {
-                return copied;
+                return SlotCopy::Stopped(copied);
             }
             copied.bytes += bytes.len() as u64;
             queue.append(&bytes, commands);
@@ -77,7 +87,7 @@ pub fn copy_slot(
     }
     if commands > 0 {
         if !room(queue, bytes.len(), stall_max) {
-            return copied;
+            return SlotCopy::Stopped(copied);
         }
         copied.bytes += bytes.len() as u64;
         queue.append(&bytes, commands);
@@ -87,7 +97,7 @@ pub fn copy_slot(
     server.replication.set_migration_consumer(true);
     gate.stream_slot(slot, id);
     drop(shard);
-    copied
+    SlotCopy::Done(copied)
 }
 
 /// Waits for room for `bytes` under the high-water mark; false when the copy must stop

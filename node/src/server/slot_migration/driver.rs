@@ -3,7 +3,7 @@
 //! applied, what the link carried and what the target answered, and carrying out its
 //! actions: proposals, slot copies, write pauses, the drop of handed-over keys.
 
-use super::copy::copy_slot;
+use super::copy::{copy_slot, SlotCopy};
 use super::link::Link;
 use super::purge::purge_slots;
 use super::registry::DriverState;
@@ -359,11 +359,24 @@ impl Driver {
             &queue,
             Duration::from_millis(self.plan.settings.link_silence_max_ms),
         );
+        let (copied, done) = match copied {
+            SlotCopy::Done(c) => (c, true),
+            SlotCopy::Stopped(c) => (c, false),
+        };
         {
             let mut p = self.state.progress.lock();
             p.keys_copied += copied.keys;
         }
-        self.inputs.push_back(Input::SlotCopied { slot });
+        if done {
+            self.inputs.push_back(Input::SlotCopied { slot });
+        } else {
+            let why = queue
+                .broken()
+                .unwrap_or_else(|| "it closed".to_string());
+            self.inputs.push_back(Input::LinkFailed {
+                why: format!("the copy of slot {slot} stopped: {why}"),
+            });
+        }
     }
 
     fn target_address(&self) -> Option<(String, u16)> {
