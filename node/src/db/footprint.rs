@@ -22,10 +22,14 @@ const INDEX_BYTES_PER_ELEMENT: usize = 11;
 /// The stored hash beside each index-map element.
 const HASH_BYTES: usize = 8;
 
-/// A key's slot in its slot table, its key's heap bytes and value aside: the stored hash,
-/// the key as stored, the entry, its index.
+/// Bytes a slot table's index spends per key (a 4-byte position and a control byte per
+/// bucket, buckets at most 7/8 full), rounded up.
+const SLOT_INDEX_BYTES_PER_KEY: usize = 6;
+
+/// A key's record in its slot table, its key's heap bytes and value aside: the key as
+/// stored, the entry, its index (see `slot_table.rs`).
 pub const KEY_SLOT_BYTES: usize =
-    HASH_BYTES + size_of::<StoredKey>() + size_of::<Entry>() + INDEX_BYTES_PER_ELEMENT;
+    size_of::<StoredKey>() + size_of::<Entry>() + SLOT_INDEX_BYTES_PER_KEY;
 /// A record of the expiry queue, its copy of the key's bytes aside.
 pub const EXPIRY_RECORD_BYTES: usize = size_of::<(u64, Key)>();
 

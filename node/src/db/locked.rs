@@ -6,9 +6,8 @@
 use super::entry::{Entry, UnixMillis};
 use super::frequency::{self, LfuParams};
 use super::guards::Guards;
-use super::keyspace::{reserve_one, shard_of_slot, Keyspace, Shard, SHARD_COUNT};
+use super::keyspace::{shard_of_slot, Keyspace, Shard, SHARD_COUNT};
 use super::value::{Key, Value};
-use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
 use parking_lot::MutexGuard;
 use proto::slot::key_slot;
 
@@ -367,23 +366,12 @@ impl<'a> Locked<'a> {
         let now = self.now;
         let at = entry.expires_at;
         let shard = self.shard_mut(slot);
-        let table = shard.table_mut(slot);
-        // Grow only for a new key: an overwrite in a full table must not copy the whole slot
-        // table under the shard lock. The extra lookup happens only when the table is full.
-        if table.len() == table.capacity() && !table.contains_key(key) {
-            reserve_one(table);
+        // One hash lookup for both outcomes (replace or add); the table grows its record
+        // array by an eighth, and only for a new key.
+        let old = shard.table_mut(slot).insert(key, entry);
+        if old.is_none() {
+            shard.keys += 1;
         }
-        // One hash lookup for both outcomes (replace or add).
-        let old = match table.raw_entry_mut_v1().from_key(key) {
-            RawEntryMut::Occupied(mut existing) => {
-                Some(std::mem::replace(existing.get_mut(), entry))
-            }
-            RawEntryMut::Vacant(vacant) => {
-                vacant.insert(key.into(), entry);
-                shard.keys += 1;
-                None
-            }
-        };
         let had_ttl = old.as_ref().is_some_and(|o| o.expires_at != 0);
         if at != 0 {
             shard.expiry.add(key, at, had_ttl);

@@ -12,6 +12,7 @@ pub mod image;
 pub mod keyspace;
 pub mod locked;
 pub mod memory;
+pub mod slot_table;
 pub mod stored_key;
 pub mod stream;
 pub mod value;

@@ -200,7 +200,7 @@ mod tests {
     fn table(keys: &[&str]) -> SlotTable {
         let mut t = SlotTable::with_hasher(Default::default());
         for k in keys {
-            t.insert(k.as_bytes().into(), Entry::new(Value::Int(1), 0));
+            t.insert(k.as_bytes(), Entry::new(Value::Int(1), 0));
         }
         t
     }
