@@ -102,6 +102,8 @@ for name in redis node; do
     [[ "${DBSIZE[$name]}" == "$MEM_KEYS" ]] || { echo "$0: $name DBSIZE ${DBSIZE[$name]}" >&2; exit 1; }
 done
 
+# Where the node's resident bytes beyond its allocations are (jemalloc's totals).
+redis-cli -h 127.0.0.1 -p "$NODE_PORT" MEMORY MALLOC-STATS | grep -v '^___\|^---' | sed 's/^/node jemalloc: /'
 python3 - "$MEM_KEYS" "$VALUE_SIZE" \
     "${EMPTY_USED[redis]}" "${USED[redis]}" "${EMPTY_RSS[redis]}" "${RSS[redis]}" \
     "${EMPTY_USED[node]}" "${USED[node]}" "${EMPTY_RSS[node]}" "${RSS[node]}" <<'EOF'

@@ -1,11 +1,12 @@
 //! MEMORY USAGE: an estimate of the bytes one key takes in this node's representation.
 //!
-//! It counts what the node asks the allocator for: the key's slot in its slot table (the
-//! stored hash, the key, the entry), the key's heap bytes when it is too long to sit inline,
-//! its record in the expiry queue, and the value's tables and elements. Allocator size-class
-//! rounding and bookkeeping are not counted, so the estimate is a little low, never made
-//! up. Elements of aggregates are sampled as Redis does: the first `samples` elements'
-//! average stands for all of them (`samples` 0: every element is counted).
+//! It counts what the node asks the allocator for: the key's record in its slot table (the
+//! key with its access stamps, the entry, its index position), the key's heap bytes when it
+//! is too long to sit inline, its record in the expiry queue, and the value's tables and
+//! elements. Allocator size-class rounding and bookkeeping are not counted, so the estimate
+//! is a little low, never made up. Elements of aggregates are sampled as Redis does: the
+//! first `samples` elements' average stands for all of them (`samples` 0: every element is
+//! counted).
 
 use super::entry::Entry;
 use super::stored_key::{StoredKey, INLINE_MAX};
@@ -117,8 +118,8 @@ mod tests {
     /// Method: estimates of growing values compared.
     #[test]
     fn the_estimate_grows_with_the_value_key_and_expiry() {
-        let small = Entry::new(Value::Str(vec![b'x'; 10].into()), 0);
-        let big = Entry::new(Value::Str(vec![b'x'; 10_000].into()), 0);
+        let small = Entry::new(Value::Str(vec![b'x'; 10].into()));
+        let big = Entry::new(Value::Str(vec![b'x'; 10_000].into()));
         let (s, b) = (key_usage(b"k", &small, 5), key_usage(b"k", &big, 5));
         assert_eq!(b - s, 9_990);
         let long_key = [b'k'; 100];
@@ -126,8 +127,8 @@ mod tests {
         let mut volatile = small.clone();
         volatile.expires_at = 1;
         assert!(key_usage(b"k", &volatile, 5) > s);
-        let short = Entry::new(list(&[b"a", b"b"]), 0);
-        let long = Entry::new(list(&[b"aaaa", b"bbbb", b"cccc"]), 0);
+        let short = Entry::new(list(&[b"a", b"b"]));
+        let long = Entry::new(list(&[b"aaaa", b"bbbb", b"cccc"]));
         assert!(key_usage(b"k", &long, 0) > key_usage(b"k", &short, 0));
     }
 }

@@ -21,5 +21,5 @@ pub mod zset;
 pub use entry::Entry;
 pub use keyspace::{Keyspace, Shard, SHARD_COUNT};
 pub use locked::Locked;
-pub use stored_key::StoredKey;
+pub use stored_key::{Access, StoredKey};
 pub use value::{Key, Value};

@@ -11,7 +11,7 @@
 //! doubling (a doubled array of 64-byte records would waste up to half of them).
 
 use super::entry::Entry;
-use super::stored_key::StoredKey;
+use super::stored_key::{Access, StoredKey};
 use super::value::Hasher;
 use hashbrown::HashTable;
 
@@ -105,9 +105,19 @@ impl SlotTable {
         self.records.get_mut(i).map(|(k, e)| (&*k, e))
     }
 
-    /// Stores `entry` under `key`: replaces and returns the entry of a present key (keeping
-    /// its position), or appends a new record. One hash lookup either way.
-    pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+    /// `key`'s access stamps changed by `f` at position `i` (the key's bytes cannot be).
+    #[inline]
+    pub fn update_access(&mut self, i: usize, f: impl FnOnce(&mut Access)) {
+        if let Some((key, _)) = self.records.get_mut(i) {
+            let mut access = key.access();
+            f(&mut access);
+            key.set_access(access);
+        }
+    }
+
+    /// Stores `entry` under `key` with `access`: replaces and returns the entry of a present
+    /// key (keeping its position), or appends a new record. One hash lookup either way.
+    pub fn insert(&mut self, key: &[u8], entry: Entry, access: Access) -> Option<Entry> {
         let hash = self.hash(key);
         let SlotTable {
             records,
@@ -115,14 +125,16 @@ impl SlotTable {
             hasher,
         } = self;
         if let Some(&i) = index.find(hash, |&i| records[i as usize].0.as_bytes() == key) {
-            return Some(std::mem::replace(&mut records[i as usize].1, entry));
+            let (stored, old) = &mut records[i as usize];
+            stored.set_access(access);
+            return Some(std::mem::replace(old, entry));
         }
         assert!(records.len() < MAX_KEYS_PER_SLOT, "slot table full");
         if records.len() == records.capacity() {
             records.reserve_exact((records.len() / GROWTH_DIVISOR).max(MIN_GROWTH));
         }
         let position = records.len() as u32;
-        records.push((StoredKey::new(key), entry));
+        records.push((StoredKey::new(key, access), entry));
         index.insert_unique(hash, position, |&i| {
             hasher.hash_one(records[i as usize].0.as_bytes())
         });
@@ -131,7 +143,7 @@ impl SlotTable {
 
     /// Removes `key`'s record; the last record moves into its position (so positions above
     /// it shift by none, and only the last one changes: what SCAN's cursor relies on).
-    pub fn swap_remove(&mut self, key: &[u8]) -> Option<Entry> {
+    pub fn swap_remove(&mut self, key: &[u8]) -> Option<(Entry, Access)> {
         let hash = self.hash(key);
         let SlotTable {
             records,
@@ -143,7 +155,7 @@ impl SlotTable {
             .ok()?;
         let (position, _) = found.remove();
         let last = records.len() - 1;
-        let (_, entry) = records.swap_remove(position as usize);
+        let (stored, entry) = records.swap_remove(position as usize);
         if position as usize != last {
             let moved_hash = hasher.hash_one(records[position as usize].0.as_bytes());
             let moved = index
@@ -151,7 +163,7 @@ impl SlotTable {
                 .expect("every record has an index entry");
             *moved = position;
         }
-        Some(entry)
+        Some((entry, stored.access()))
     }
 
     /// Every record, in position order.
@@ -188,7 +200,11 @@ mod tests {
     use crate::db::Value;
 
     fn entry(n: i64) -> Entry {
-        Entry::new(Value::Int(n), 0)
+        Entry::new(Value::Int(n))
+    }
+
+    fn stamp(lru: u32) -> Access {
+        Access::fresh(lru)
     }
 
     fn int(e: Option<&Entry>) -> Option<i64> {
@@ -204,10 +220,12 @@ mod tests {
     fn removal_moves_the_last_record_and_keeps_every_key_found() {
         let mut t = SlotTable::with_hasher(Hasher::new());
         for i in 0..1000 {
-            assert!(t.insert(format!("key:{i}").as_bytes(), entry(i)).is_none());
+            assert!(t
+                .insert(format!("key:{i}").as_bytes(), entry(i), stamp(i as u32))
+                .is_none());
         }
         assert_eq!(
-            int(t.insert(b"key:5", entry(-5)).as_ref()),
+            int(t.insert(b"key:5", entry(-5), stamp(5)).as_ref()),
             Some(5),
             "replaced"
         );
@@ -215,7 +233,8 @@ mod tests {
         for i in (0..1000).step_by(3) {
             let last = t.get_index(t.len() - 1).unwrap().0.to_key();
             let at = t.get_index_of(format!("key:{i}").as_bytes()).unwrap();
-            assert!(t.swap_remove(format!("key:{i}").as_bytes()).is_some());
+            let (_, access) = t.swap_remove(format!("key:{i}").as_bytes()).unwrap();
+            assert_eq!(access.lru, i as u32, "the removed key's stamps come back");
             if at < t.len() {
                 assert_eq!(&*t.get_index(at).unwrap().0.to_key(), &*last, "last moved in");
             }
@@ -230,6 +249,7 @@ mod tests {
                 assert_eq!(k.as_bytes(), key.as_bytes());
                 assert_eq!(int(Some(e)), Some(if i == 5 { -5 } else { i }));
                 assert_eq!(t.get_index(pos).unwrap().0.as_bytes(), key.as_bytes());
+                assert_eq!(k.access().lru, i as u32);
             }
         }
         assert_eq!(t.iter().count(), t.len());
@@ -239,7 +259,7 @@ mod tests {
     fn the_record_array_grows_by_an_eighth() {
         let mut t = SlotTable::with_hasher(Hasher::new());
         for i in 0..5000 {
-            t.insert(format!("k{i}").as_bytes(), entry(i));
+            t.insert(format!("k{i}").as_bytes(), entry(i), stamp(0));
             let bound = t.len() + (t.len() / GROWTH_DIVISOR).max(MIN_GROWTH);
             assert!(t.capacity() <= bound, "{} > {bound}", t.capacity());
         }

@@ -42,7 +42,7 @@ pub fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     // A new object, as Redis makes: the copy starts with its own access time and frequency.
-    let mut entry = Entry::new(value, ctx.db.lru_clock);
+    let mut entry = Entry::new(value);
     entry.expires_at = expires_at;
     ctx.db.insert(dst, entry);
     ctx.modified(dst);
