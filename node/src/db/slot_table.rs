@@ -236,7 +236,11 @@ mod tests {
             let (_, access) = t.swap_remove(format!("key:{i}").as_bytes()).unwrap();
             assert_eq!(access.lru, i as u32, "the removed key's stamps come back");
             if at < t.len() {
-                assert_eq!(&*t.get_index(at).unwrap().0.to_key(), &*last, "last moved in");
+                assert_eq!(
+                    &*t.get_index(at).unwrap().0.to_key(),
+                    &*last,
+                    "last moved in"
+                );
             }
         }
         assert!(t.swap_remove(b"key:0").is_none());

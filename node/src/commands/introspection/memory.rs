@@ -388,8 +388,12 @@ fn small_size_classes() -> tikv_jemalloc_ctl::Result<String> {
     let classes: u32 = b"arenas.nbins\0".name().read()?;
     let mut size = b"arenas.bin.0.size\0".name().mib::<[usize; 4]>()?;
     let mut per_slab = b"arenas.bin.0.nregs\0".name().mib::<[usize; 4]>()?;
-    let mut slabs = b"stats.arenas.0.bins.0.curslabs\0".name().mib::<[usize; 6]>()?;
-    let mut live = b"stats.arenas.0.bins.0.curregs\0".name().mib::<[usize; 6]>()?;
+    let mut slabs = b"stats.arenas.0.bins.0.curslabs\0"
+        .name()
+        .mib::<[usize; 6]>()?;
+    let mut live = b"stats.arenas.0.bins.0.curregs\0"
+        .name()
+        .mib::<[usize; 6]>()?;
     slabs[2] = ALL_ARENAS;
     live[2] = ALL_ARENAS;
     let mut out = String::from("bins: size regs_per_slab curslabs curregs util\n");
@@ -399,7 +403,8 @@ fn small_size_classes() -> tikv_jemalloc_ctl::Result<String> {
         if held == 0 {
             continue;
         }
-        let (bytes, regs, used): (usize, u32, usize) = (size.read()?, per_slab.read()?, live.read()?);
+        let (bytes, regs, used): (usize, u32, usize) =
+            (size.read()?, per_slab.read()?, live.read()?);
         let util = used as f64 / (held as f64 * f64::from(regs));
         let _ = writeln!(out, "{bytes} {regs} {held} {used} {util:.3}");
     }
