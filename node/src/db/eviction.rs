@@ -156,7 +156,7 @@ impl<'s> Sampled<'s> {
             !(self.hidden.any() && self.hidden.contains(slot))
                 && shard
                     .table(slot)
-                    .get(&**key)
+                    .get(key)
                     .is_some_and(|e| e.expires_at == *at)
         };
         for _ in 0..n * 4 {
@@ -209,7 +209,7 @@ fn soonest(shard: &Shard, keys: Vec<Key>) -> Option<Key> {
     keys.into_iter().min_by_key(|k| {
         shard
             .table(proto::slot::key_slot(k))
-            .get(&**k)
+            .get(k)
             .map(|e| e.expires_at)
             .unwrap_or(u64::MAX)
     })

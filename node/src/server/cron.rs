@@ -82,7 +82,7 @@ pub fn active_expire(server: &Server) {
             let slot = proto::slot::key_slot(&key);
             if shard
                 .table(slot)
-                .get(&*key)
+                .get(&key)
                 .is_some_and(|e| e.expires_at == at)
             {
                 if hidden.any() && hidden.contains(slot) {
