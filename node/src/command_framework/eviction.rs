@@ -253,7 +253,7 @@ mod tests {
         ]);
         let mut db = Locked::lock_all(&state.keyspace, NOW, lru_clock(NOW));
         for (key, freq) in [("{s}a", 50), ("{s}b", 3), ("{s}c", 20), ("{s}p", 0)] {
-            db.get(key.as_bytes()).unwrap().freq = freq;
+            db.update_access(key.as_bytes(), |access| access.freq = freq);
         }
         drop(db);
         let order = eviction_order(&state, EvictionPolicy::VolatileLfu, &keys, 7);

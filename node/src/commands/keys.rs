@@ -142,8 +142,9 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> CmdResult {
         ctx.reply.integer(0);
         return Ok(());
     }
-    let entry = ctx.db.remove(src).ok_or(CmdError::NoSuchKey)?;
-    ctx.db.insert(dst, entry);
+    // The key keeps its access stamps under the new name, as Redis moves the object whole.
+    let (entry, access) = ctx.db.take(src).ok_or(CmdError::NoSuchKey)?;
+    ctx.db.insert_with_access(dst, entry, access);
     ctx.name_event(GENERIC_EVENTS, "rename_from", WhenGone::Keep);
     ctx.modified(src);
     ctx.name_event(GENERIC_EVENTS, "rename_to", WhenGone::Keep);

@@ -169,7 +169,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
                 ctx.replicate(|| WriteEffect::KeyDeleted);
             }
             at => {
-                let mut entry = Entry::new(Value::string(value), ctx.db.lru_clock);
+                let mut entry = Entry::new(Value::string(value));
                 entry.expires_at = at.unwrap_or(0);
                 ctx.db.insert(key, entry);
                 if let Some(at) = at {
@@ -206,7 +206,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn set_with_ttl(ctx: &mut Ctx<'_>, args: &[&[u8]], unit_ms: i64, name: &str) -> CmdResult {
     let at = expiry_at(ctx.db.now, args[2], unit_ms, false, name)?;
-    let mut entry = Entry::new(Value::string(args[3]), ctx.db.lru_clock);
+    let mut entry = Entry::new(Value::string(args[3]));
     entry.expires_at = at;
     ctx.db.insert(args[1], entry);
     ctx.replicate(|| WriteEffect::ExpiresAtMs(at));
@@ -378,7 +378,8 @@ fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             bytes.extend_from_slice(args[2]);
             let len = bytes.len();
             entry.value = Value::Str(bytes.into_boxed_slice());
-            entry.edited_in_place = true;
+            ctx.db
+                .update_access(args[1], |access| access.edited_in_place = true);
             len
         }
     };
@@ -400,7 +401,6 @@ fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 /// INCR and friends: the stored value must be an integer; the result is stored as one.
 fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], delta: i64) -> CmdResult {
-    let lru = ctx.db.lru_clock;
     let result = match ctx.db.get(key) {
         None => {
             ctx.db.set(key, Value::Int(delta));
@@ -414,7 +414,6 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], delta: i64) -> CmdResult {
             };
             let next = current.checked_add(delta).ok_or(CmdError::Overflow)?;
             entry.value = Value::Int(next);
-            entry.lru = lru;
             next
         }
     };

@@ -1,4 +1,5 @@
-//! One key's record: its value, its expiry and its last access time.
+//! One key's record beside its key: its value and its expiry. (How the key was last used
+//! sits in the key's own bytes: [`super::stored_key::Access`].)
 
 use super::value::Value;
 
@@ -10,24 +11,15 @@ pub struct Entry {
     pub value: Value,
     /// When the key expires (ms since epoch), or 0 for never.
     pub expires_at: UnixMillis,
-    /// Last access, in seconds of the node's LRU clock (for OBJECT IDLETIME and LRU eviction).
-    pub lru: u32,
-    /// Access-frequency counter under an LFU policy (OBJECT FREQ, LFU eviction; see
-    /// [`super::frequency`]).
-    pub freq: u8,
-    /// The string was edited in place (SETRANGE, APPEND, SETBIT...): Redis keeps such strings
-    /// in its `raw` encoding whatever their size, and OBJECT ENCODING says so.
-    pub edited_in_place: bool,
 }
 
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+
 impl Entry {
-    pub fn new(value: Value, lru: u32) -> Self {
+    pub fn new(value: Value) -> Self {
         Entry {
             value,
             expires_at: 0,
-            lru,
-            freq: super::frequency::LFU_INIT_VAL,
-            edited_in_place: false,
         }
     }
 

@@ -156,7 +156,7 @@ impl<'s> Sampled<'s> {
             !(self.hidden.any() && self.hidden.contains(slot))
                 && shard
                     .table(slot)
-                    .get(&**key)
+                    .get(key)
                     .is_some_and(|e| e.expires_at == *at)
         };
         for _ in 0..n * 4 {
@@ -184,8 +184,8 @@ fn oldest(shard: &Shard, keys: Vec<Key>) -> Option<Key> {
     keys.into_iter().min_by_key(|k| {
         shard
             .table(proto::slot::key_slot(k))
-            .get(&**k)
-            .map(|e| e.lru)
+            .get_full(k)
+            .map(|(_, stored, _)| stored.access().lru)
             .unwrap_or(u32::MAX)
     })
 }
@@ -195,10 +195,11 @@ fn least_used(shard: &Shard, keys: Vec<Key>, ages: Ages) -> Option<Key> {
     keys.into_iter().min_by_key(|k| {
         shard
             .table(proto::slot::key_slot(k))
-            .get(&**k)
-            .map(|e| {
-                let idle = ages.lru_clock.saturating_sub(e.lru);
-                u16::from(frequency::decayed(e.freq, idle, ages.lfu))
+            .get_full(k)
+            .map(|(_, stored, _)| {
+                let access = stored.access();
+                let idle = ages.lru_clock.saturating_sub(access.lru);
+                u16::from(frequency::decayed(access.freq, idle, ages.lfu))
             })
             .unwrap_or(u16::MAX)
     })
@@ -208,7 +209,7 @@ fn soonest(shard: &Shard, keys: Vec<Key>) -> Option<Key> {
     keys.into_iter().min_by_key(|k| {
         shard
             .table(proto::slot::key_slot(k))
-            .get(&**k)
+            .get(k)
             .map(|e| e.expires_at)
             .unwrap_or(u64::MAX)
     })

@@ -1,11 +1,12 @@
 //! MEMORY USAGE: an estimate of the bytes one key takes in this node's representation.
 //!
-//! It counts what the node asks the allocator for: the key's slot in its slot table (the
-//! stored hash, the key, the entry), the key's heap bytes when it is too long to sit inline,
-//! its record in the expiry queue, and the value's tables and elements. Allocator size-class
-//! rounding and bookkeeping are not counted, so the estimate is a little low, never made
-//! up. Elements of aggregates are sampled as Redis does: the first `samples` elements'
-//! average stands for all of them (`samples` 0: every element is counted).
+//! It counts what the node asks the allocator for: the key's record in its slot table (the
+//! key with its access stamps, the entry, its index position), the key's heap bytes when it
+//! is too long to sit inline, its record in the expiry queue, and the value's tables and
+//! elements. Allocator size-class rounding and bookkeeping are not counted, so the estimate
+//! is a little low, never made up. Elements of aggregates are sampled as Redis does: the
+//! first `samples` elements' average stands for all of them (`samples` 0: every element is
+//! counted).
 
 use super::entry::Entry;
 use super::stored_key::{StoredKey, INLINE_MAX};
@@ -22,10 +23,14 @@ const INDEX_BYTES_PER_ELEMENT: usize = 11;
 /// The stored hash beside each index-map element.
 const HASH_BYTES: usize = 8;
 
-/// A key's slot in its slot table, its key's heap bytes and value aside: the stored hash,
-/// the key as stored, the entry, its index.
+/// Bytes a slot table's index spends per key (a 4-byte position and a control byte per
+/// bucket, buckets at most 7/8 full), rounded up.
+const SLOT_INDEX_BYTES_PER_KEY: usize = 6;
+
+/// A key's record in its slot table, its key's heap bytes and value aside: the key as
+/// stored, the entry, its index (see `slot_table.rs`).
 pub const KEY_SLOT_BYTES: usize =
-    HASH_BYTES + size_of::<StoredKey>() + size_of::<Entry>() + INDEX_BYTES_PER_ELEMENT;
+    size_of::<StoredKey>() + size_of::<Entry>() + SLOT_INDEX_BYTES_PER_KEY;
 /// A record of the expiry queue, its copy of the key's bytes aside.
 pub const EXPIRY_RECORD_BYTES: usize = size_of::<(u64, Key)>();
 
@@ -113,8 +118,8 @@ mod tests {
     /// Method: estimates of growing values compared.
     #[test]
     fn the_estimate_grows_with_the_value_key_and_expiry() {
-        let small = Entry::new(Value::Str(vec![b'x'; 10].into()), 0);
-        let big = Entry::new(Value::Str(vec![b'x'; 10_000].into()), 0);
+        let small = Entry::new(Value::Str(vec![b'x'; 10].into()));
+        let big = Entry::new(Value::Str(vec![b'x'; 10_000].into()));
         let (s, b) = (key_usage(b"k", &small, 5), key_usage(b"k", &big, 5));
         assert_eq!(b - s, 9_990);
         let long_key = [b'k'; 100];
@@ -122,8 +127,8 @@ mod tests {
         let mut volatile = small.clone();
         volatile.expires_at = 1;
         assert!(key_usage(b"k", &volatile, 5) > s);
-        let short = Entry::new(list(&[b"a", b"b"]), 0);
-        let long = Entry::new(list(&[b"aaaa", b"bbbb", b"cccc"]), 0);
+        let short = Entry::new(list(&[b"a", b"b"]));
+        let long = Entry::new(list(&[b"aaaa", b"bbbb", b"cccc"]));
         assert!(key_usage(b"k", &long, 0) > key_usage(b"k", &short, 0));
     }
 }

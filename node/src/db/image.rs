@@ -97,7 +97,7 @@ mod tests {
     fn set(keyspace: &Keyspace, key: &[u8], value: &[u8]) {
         let slot = proto::slot::key_slot(key);
         let mut db = Locked::lock(keyspace, &[shard_of_slot(slot)], 0, 0);
-        db.insert(key, Entry::new(Value::Str(value.into()), 0));
+        db.insert(key, Entry::new(Value::Str(value.into())));
     }
 
     /// Goal: the image holds every key as it was at `begin_image`, whoever captured its slot,

@@ -7,7 +7,6 @@
 //! in ascending order (so two commands can never deadlock) and hands the command a
 //! [`super::Locked`] view. A transaction, or a command over the whole keyspace, locks all.
 
-use super::entry::Entry;
 use super::expiry::ExpiryQueue;
 use super::hidden_slots::HiddenSlots;
 use super::image::{ImageSink, PendingImage};
@@ -26,26 +25,7 @@ pub const SLOTS_PER_SHARD: usize = SLOT_COUNT / SHARD_COUNT;
 const _: () = assert!(SLOT_COUNT.is_multiple_of(SHARD_COUNT));
 const _: () = assert!(SHARD_COUNT.is_power_of_two() && SHARD_COUNT <= 256);
 
-/// The keys of one hash slot. Insertion-ordered with O(1) access by index, which gives cheap
-/// random sampling (RANDOMKEY, eviction) and a SCAN cursor that is stable under deletion.
-pub type SlotTable = indexmap::IndexMap<StoredKey, Entry, Hasher>;
-
-/// A full table grows its entry array by this fraction of its length (but at least
-/// [`MIN_GROWTH`] entries) instead of the map's own policy, which sizes the array to the
-/// index's capacity: with a million keys every slot holds about 61 keys in a 112-entry array,
-/// which cost 137 bytes a key where the keys and values themselves took 128.
-pub const GROWTH_DIVISOR: usize = 8;
-/// Fewest entries a full table grows by, so small tables do not reallocate on every insert.
-pub const MIN_GROWTH: usize = 4;
-
-/// Makes room for one more entry in `table` without over-allocating its entry array. The
-/// index still grows by doubling (its slack is 9 bytes an entry, not 64).
-#[inline]
-pub fn reserve_one(table: &mut SlotTable) {
-    if table.len() == table.capacity() {
-        table.reserve_exact((table.len() / GROWTH_DIVISOR).max(MIN_GROWTH));
-    }
-}
+pub use super::slot_table::SlotTable;
 
 pub fn shard_of_slot(slot: u16) -> usize {
     slot as usize % SHARD_COUNT
@@ -347,6 +327,7 @@ impl Keyspace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::slot_table::{GROWTH_DIVISOR, MIN_GROWTH};
     use crate::db::{Locked, Value};
 
     #[test]
@@ -362,7 +343,6 @@ mod tests {
             let shard = keyspace.lock_shard(s);
             for t in shard.tables().iter().filter(|t| !t.is_empty()) {
                 tables += 1;
-                // The map's own policy would size the array to the index: up to 2x the keys.
                 let bound = t.len() + (t.len() / GROWTH_DIVISOR).max(MIN_GROWTH);
                 assert!(
                     t.capacity() <= bound,

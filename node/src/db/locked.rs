@@ -6,9 +6,9 @@
 use super::entry::{Entry, UnixMillis};
 use super::frequency::{self, LfuParams};
 use super::guards::Guards;
-use super::keyspace::{reserve_one, shard_of_slot, Keyspace, Shard, SHARD_COUNT};
+use super::keyspace::{shard_of_slot, Keyspace, Shard, SHARD_COUNT};
+use super::stored_key::Access;
 use super::value::{Key, Value};
-use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
 use parking_lot::MutexGuard;
 use proto::slot::key_slot;
 
@@ -308,15 +308,17 @@ impl<'a> Locked<'a> {
         }
         self.hits += 1;
         let lfu = self.lfu;
-        let (_, entry) = self.shard_mut(slot).table_mut(slot).get_index_mut(index)?;
-        if let Some(params) = lfu {
-            // Decay from the previous access first, as Redis's updateLFU does.
-            let idle = lru.saturating_sub(entry.lru);
-            let freq = frequency::decayed(entry.freq, idle, params);
-            entry.freq = frequency::incremented(freq, params, rand::random::<f64>());
-        }
-        entry.lru = lru;
-        Some(entry)
+        let table = self.shard_mut(slot).table_mut(slot);
+        table.update_access(index, |access| {
+            if let Some(params) = lfu {
+                // Decay from the previous access first, as Redis's updateLFU does.
+                let idle = lru.saturating_sub(access.lru);
+                let freq = frequency::decayed(access.freq, idle, params);
+                access.freq = frequency::incremented(freq, params, rand::random::<f64>());
+            }
+            access.lru = lru;
+        });
+        table.get_index_mut(index).map(|(_, entry)| entry)
     }
 
     /// Like `get`, without touching the access time (OBJECT, TTL, TYPE-free inspection).
@@ -332,6 +334,24 @@ impl<'a> Locked<'a> {
             return None;
         }
         self.shard_mut(slot).table(slot).get(key)
+    }
+
+    /// Like `peek`, with the key's access stamps (OBJECT IDLETIME, FREQ, ENCODING).
+    pub fn peek_with_access(&mut self, key: &[u8]) -> Option<(&Entry, Access)> {
+        self.peek(key)?;
+        let slot = self.slot_of(key);
+        let (_, stored, entry) = self.shard_mut(slot).table(slot).get_full(key)?;
+        Some((entry, stored.access()))
+    }
+
+    /// Changes the access stamps of `key` if it is held (whether or not it has expired:
+    /// callers change a key they just read or wrote).
+    pub fn update_access(&mut self, key: &[u8], f: impl FnOnce(&mut Access)) {
+        let slot = self.slot_of(key);
+        let table = self.shard_mut(slot).table_mut(slot);
+        if let Some(i) = table.get_index_of(key) {
+            table.update_access(i, f);
+        }
     }
 
     /// The live entry of `key` through a shared borrow, so that a command can hold several
@@ -353,7 +373,7 @@ impl<'a> Locked<'a> {
 
     /// Stores `value` under `key` with no TTL, replacing any previous entry. Returns the old.
     pub fn set(&mut self, key: &[u8], value: Value) -> Option<Entry> {
-        let entry = Entry::new(value, self.lru_clock);
+        let entry = Entry::new(value);
         self.insert(key, entry)
     }
 
@@ -372,38 +392,42 @@ impl<'a> Locked<'a> {
         let lru = self.lru_clock;
         if let Some(entry) = self.get(key) {
             entry.value = value;
-            entry.lru = lru;
-            entry.edited_in_place = edited_in_place;
+            // `get` stamped the access time.
+            self.update_access(key, |access| access.edited_in_place = edited_in_place);
         } else {
-            let mut entry = Entry::new(value, lru);
-            entry.edited_in_place = edited_in_place;
-            self.insert(key, entry);
+            let access = Access {
+                edited_in_place,
+                ..Access::fresh(lru)
+            };
+            self.insert_with_access(key, Entry::new(value), access);
         }
     }
 
-    /// Inserts a whole entry (its TTL included), replacing any previous one.
+    /// Inserts a whole entry (its TTL included), replacing any previous one; the key counts
+    /// as accessed now.
     pub fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        let access = Access::fresh(self.lru_clock);
+        self.insert_with_access(key, entry, access)
+    }
+
+    /// Like `insert`, with the access stamps given (RESTORE's IDLETIME and FREQ, RENAME
+    /// keeping the source's).
+    pub fn insert_with_access(
+        &mut self,
+        key: &[u8],
+        entry: Entry,
+        access: Access,
+    ) -> Option<Entry> {
         let slot = self.slot_of(key);
         let now = self.now;
         let at = entry.expires_at;
         let shard = self.shard_mut(slot);
-        let table = shard.table_mut(slot);
-        // Grow only for a new key: an overwrite in a full table must not copy the whole slot
-        // table under the shard lock. The extra lookup happens only when the table is full.
-        if table.len() == table.capacity() && !table.contains_key(key) {
-            reserve_one(table);
+        // One hash lookup for both outcomes (replace or add); the table grows its record
+        // array by an eighth, and only for a new key.
+        let old = shard.table_mut(slot).insert(key, entry, access);
+        if old.is_none() {
+            shard.keys += 1;
         }
-        // One hash lookup for both outcomes (replace or add).
-        let old = match table.raw_entry_mut_v1().from_key(key) {
-            RawEntryMut::Occupied(mut existing) => {
-                Some(std::mem::replace(existing.get_mut(), entry))
-            }
-            RawEntryMut::Vacant(vacant) => {
-                vacant.insert(key.into(), entry);
-                shard.keys += 1;
-                None
-            }
-        };
         let had_ttl = old.as_ref().is_some_and(|o| o.expires_at != 0);
         if at != 0 {
             shard.expiry.add(key, at, had_ttl);
@@ -440,10 +464,15 @@ impl<'a> Locked<'a> {
 
     /// Deletes `key`; returns its entry if it was live.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        self.take(key).map(|(entry, _)| entry)
+    }
+
+    /// Deletes `key`; returns its entry and access stamps if it was live (RENAME).
+    pub fn take(&mut self, key: &[u8]) -> Option<(Entry, Access)> {
         let slot = self.slot_of(key);
         let now = self.now;
         let shard = self.shard_mut(slot);
-        let old = shard.table_mut(slot).swap_remove(key)?;
+        let (old, access) = shard.table_mut(slot).swap_remove(key)?;
         shard.keys -= 1;
         if old.expires_at != 0 {
             shard.expiry.remove();
@@ -453,7 +482,7 @@ impl<'a> Locked<'a> {
             self.note_removed(key);
             return None;
         }
-        Some(old)
+        Some((old, access))
     }
 
     /// Deletes `key` if its value is an aggregate that became empty (Redis never keeps those).
@@ -489,7 +518,7 @@ impl<'a> Locked<'a> {
 
     fn expire_now(&mut self, slot: u16, key: &[u8]) {
         let shard = self.shard_mut(slot);
-        if let Some(old) = shard.table_mut(slot).swap_remove(key) {
+        if let Some((old, _)) = shard.table_mut(slot).swap_remove(key) {
             shard.keys -= 1;
             if old.expires_at != 0 {
                 shard.expiry.remove();

@@ -92,7 +92,7 @@ fn active_expire_in(server: &Server, keyspace: &crate::db::Keyspace, now: u64) -
             let slot = proto::slot::key_slot(&key);
             if shard
                 .table(slot)
-                .get(&*key)
+                .get(&key)
                 .is_some_and(|e| e.expires_at == at)
             {
                 if hidden.any() && hidden.contains(slot) {

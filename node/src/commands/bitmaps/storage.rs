@@ -73,14 +73,15 @@ pub fn writable_string<'e>(
         }
     }
     let mut changed = false;
-    let entry = db.get_or_insert_with(key, || {
+    db.get_or_insert_with(key, || {
         changed = true;
         Value::Str(vec![0; min_len].into_boxed_slice())
     });
+    db.update_access(key, |access| access.edited_in_place = true);
+    let entry = db.get_or_insert_with(key, || unreachable!("created above"));
     if let Value::Int(n) = entry.value {
         entry.value = Value::Str(itoa::Buffer::new().format(n).as_bytes().into());
     }
-    entry.edited_in_place = true;
     match &mut entry.value {
         Value::Str(s) => {
             if s.len() < min_len {

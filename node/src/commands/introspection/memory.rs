@@ -368,8 +368,47 @@ fn malloc_stats(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         read(stats::mapped::read()),
         read(stats::retained::read()),
     );
+    let text = match small_size_classes() {
+        Ok(bins) => text.replace("--- End", &format!("{bins}--- End")),
+        Err(_) => text,
+    };
     ctx.reply.verbatim(text.as_bytes());
     Ok(())
+}
+
+/// jemalloc's small size classes in use, all arenas merged (as the `bins:` table of Redis's
+/// report): region size, regions a slab holds, slabs held, regions live and their share of
+/// the slabs' regions. A class whose slabs are mostly empty holds resident memory nothing
+/// uses: slabs are returned only when all their regions are free.
+fn small_size_classes() -> tikv_jemalloc_ctl::Result<String> {
+    use std::fmt::Write as _;
+    use tikv_jemalloc_ctl::{Access as _, AsName as _};
+    // MALLCTL_ARENAS_ALL: the statistics of every arena merged.
+    const ALL_ARENAS: usize = 4096;
+    let classes: u32 = b"arenas.nbins\0".name().read()?;
+    let mut size = b"arenas.bin.0.size\0".name().mib::<[usize; 4]>()?;
+    let mut per_slab = b"arenas.bin.0.nregs\0".name().mib::<[usize; 4]>()?;
+    let mut slabs = b"stats.arenas.0.bins.0.curslabs\0"
+        .name()
+        .mib::<[usize; 6]>()?;
+    let mut live = b"stats.arenas.0.bins.0.curregs\0"
+        .name()
+        .mib::<[usize; 6]>()?;
+    slabs[2] = ALL_ARENAS;
+    live[2] = ALL_ARENAS;
+    let mut out = String::from("bins: size regs_per_slab curslabs curregs util\n");
+    for class in 0..classes as usize {
+        (size[2], per_slab[2], slabs[4], live[4]) = (class, class, class, class);
+        let held: usize = slabs.read()?;
+        if held == 0 {
+            continue;
+        }
+        let (bytes, regs, used): (usize, u32, usize) =
+            (size.read()?, per_slab.read()?, live.read()?);
+        let util = used as f64 / (held as f64 * f64::from(regs));
+        let _ = writeln!(out, "{bytes} {regs} {held} {used} {util:.3}");
+    }
+    Ok(out)
 }
 
 /// MEMORY PURGE: OK, as Redis answers. jemalloc returns dirty pages to the system on its own

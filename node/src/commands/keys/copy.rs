@@ -45,7 +45,6 @@ pub fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let (value, expires_at) = (source.value.clone(), source.expires_at);
-    let lru = ctx.db.lru_clock;
     let there = ctx.held_db(target).expect("held above");
     let exists = if target == here {
         there.exists(dst)
@@ -58,7 +57,7 @@ pub fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     // A new object, as Redis makes: the copy starts with its own access time and frequency.
-    let mut entry = Entry::new(value, lru);
+    let mut entry = Entry::new(value);
     entry.expires_at = expires_at;
     there.insert(dst, entry);
     ctx.modified_in(target, dst, GENERIC, "copy_to");

@@ -85,9 +85,9 @@ pub fn container(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 
 fn encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let limits = ctx.server.config.read().encodings.clone();
-    match ctx.db.peek(args[2]) {
-        Some(e) => {
-            let name = super::encoding::redis_encoding(&e.value, e.edited_in_place, &limits);
+    match ctx.db.peek_with_access(args[2]) {
+        Some((e, access)) => {
+            let name = super::encoding::redis_encoding(&e.value, access.edited_in_place, &limits);
             ctx.reply.bulk(name.as_bytes());
         }
         None => ctx.reply.null(),
@@ -100,7 +100,7 @@ fn encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn freq(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let lfu = ctx.server.hot.lfu_counting();
     let clock = ctx.db.lru_clock;
-    let Some(e) = ctx.db.peek(args[2]) else {
+    let Some((_, e)) = ctx.db.peek_with_access(args[2]) else {
         ctx.reply.null();
         return Ok(());
     };
@@ -117,11 +117,11 @@ fn freq(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 fn idletime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let clock = ctx.db.lru_clock;
     let lfu = ctx.server.hot.policy().is_lfu();
-    match ctx.db.peek(args[2]) {
+    match ctx.db.peek_with_access(args[2]) {
         Some(_) if lfu => {
             return Err(CmdError::new("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
         }
-        Some(e) => {
+        Some((_, e)) => {
             let idle = clock.saturating_sub(e.lru);
             ctx.reply.integer(idle as i64);
         }

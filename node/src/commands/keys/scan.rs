@@ -195,12 +195,13 @@ fn visit_table(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::stored_key::Access;
     use crate::db::{Entry, Value};
 
     fn table(keys: &[&str]) -> SlotTable {
         let mut t = SlotTable::with_hasher(Default::default());
         for k in keys {
-            t.insert(k.as_bytes().into(), Entry::new(Value::Int(1), 0));
+            t.insert(k.as_bytes(), Entry::new(Value::Int(1)), Access::fresh(0));
         }
         t
     }
@@ -284,7 +285,7 @@ mod tests {
         assert_eq!(first, ["f", "e"]);
         t.swap_remove(&b"b"[..]);
         t.swap_remove(&b"f"[..]);
-        t.insert(b"g"[..].into(), Entry::new(Value::Int(1), 0));
+        t.insert(b"g", Entry::new(Value::Int(1)), Access::fresh(0));
         let (rest, _) = names(&t, next, 100);
         for k in ["a", "c", "d"] {
             assert!(rest.iter().any(|s| s == k), "{k} missing from {rest:?}");

@@ -6,7 +6,7 @@
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
-use crate::db::{Entry, Value};
+use crate::db::{Access, Entry, Value};
 use crate::replication::propagate::WriteEffect;
 use crate::snapshot_format::dump;
 
@@ -96,21 +96,22 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     let wakes = matches!(value, Value::List(_) | Value::ZSet(_) | Value::Stream(_));
-    let mut entry = Entry::new(value, ctx.db.lru_clock);
+    let mut entry = Entry::new(value);
     entry.expires_at = expires_at;
+    let mut access = Access::fresh(ctx.db.lru_clock);
     // Under an LFU policy the entry's access stamp is the LFU counter's decay base: IDLETIME
     // does not apply there, as in Redis (FREQ applies under any policy, it is read only
     // under LFU).
     if let (Some(idle), false) = (o.idle_secs, ctx.server.hot.policy().is_lfu()) {
-        entry.lru = ctx
+        access.lru = ctx
             .db
             .lru_clock
             .saturating_sub(u32::try_from(idle).unwrap_or(u32::MAX));
     }
     if let Some(freq) = o.freq {
-        entry.freq = freq;
+        access.freq = freq;
     }
-    ctx.db.insert(key, entry);
+    ctx.db.insert_with_access(key, entry, access);
     if expires_at != 0 {
         ctx.replicate(|| WriteEffect::ExpiresAtMs(expires_at));
     }

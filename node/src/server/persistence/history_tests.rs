@@ -23,7 +23,7 @@ fn feed_set(r: &Replication, key: &[u8]) -> u64 {
 
 fn put(ks: &Keyspace, key: &[u8]) {
     let mut db = Locked::lock_all(ks, unix_millis(), 0);
-    db.insert(key, Entry::new(Value::Int(1), 0));
+    db.insert(key, Entry::new(Value::Int(1)));
 }
 
 /// Decodes a streamed snapshot (checksum cut off) into a fresh keyspace.

@@ -175,7 +175,7 @@ pub fn load_from<'k, R: Read>(
                     stats.expired += 1;
                     continue;
                 }
-                let mut entry = Entry::new(value, db.lru_clock);
+                let mut entry = Entry::new(value);
                 entry.expires_at = expires_at;
                 if db.insert(&key, entry).is_some() {
                     return Err(FormatError::Duplicate {

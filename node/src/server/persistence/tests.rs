@@ -27,7 +27,7 @@ fn server_in(dir: &std::path::Path, save: Vec<SaveRule>) -> Arc<Server> {
 
 fn put(ks: &Keyspace, key: &[u8], value: Value, expires_at: u64) {
     let mut db = Locked::lock_all(ks, unix_millis(), 0);
-    let mut e = Entry::new(value, 0);
+    let mut e = Entry::new(value);
     e.expires_at = expires_at;
     db.insert(key, e);
 }

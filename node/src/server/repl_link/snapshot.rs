@@ -134,7 +134,7 @@ mod tests {
     fn put(server: &Server, key: &[u8], value: &[u8], expires_at: u64) {
         let now = unix_millis();
         let mut db = Locked::lock_all(&server.keyspace, now, 0);
-        let mut e = Entry::new(Value::Str(value.into()), 0);
+        let mut e = Entry::new(Value::Str(value.into()));
         e.expires_at = expires_at;
         db.insert(key, e);
     }

@@ -370,9 +370,7 @@ impl Driver {
         if done {
             self.inputs.push_back(Input::SlotCopied { slot });
         } else {
-            let why = queue
-                .broken()
-                .unwrap_or_else(|| "it closed".to_string());
+            let why = queue.broken().unwrap_or_else(|| "it closed".to_string());
             self.inputs.push_back(Input::LinkFailed {
                 why: format!("the copy of slot {slot} stopped: {why}"),
             });

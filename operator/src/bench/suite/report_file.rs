@@ -7,9 +7,11 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Sections written by the suites other than vs-redis, in the order they appear
-/// ("redis-suite" is `scripts/redis-suite.sh`'s table, pasted by hand).
-pub const OWNED: [&str; 6] = [
+/// ("redis-suite" is `scripts/redis-suite.sh`'s table and "memory-per-key"
+/// `scripts/memory-per-key.sh`'s, pasted by hand).
+pub const OWNED: [&str; 7] = [
     "keyspace",
+    "memory-per-key",
     "fabric",
     "replication",
     "failover",
