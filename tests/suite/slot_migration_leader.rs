@@ -76,8 +76,11 @@ fn migrate(from: &Node, lo: u16, hi: u16, to: &str, request_id: &str) {
 }
 
 #[test]
-#[ignore = "fails: a key of the migrated range is missing at its owner after the leader's \
-            death (key:2296, slot 5448, migration ended success); see docs/atomic-migration.md"]
+#[ignore = "not reliable yet: it once found a key of the migrated range missing at its owner \
+            after the leader's death (key:2296, slot 5448, before the link-queue hardening of \
+            9159f69); since, 2 of 3 runs passed and one stopped at a convergence wait; see \
+            docs/atomic-migration.md. Run: cargo test --workspace --test suite -- --ignored \
+            slot_migration_leader"]
 fn a_killed_topology_leader_leaves_the_migration_whole_and_the_slots_move_again() {
     let mut nodes = three_primaries(SECRET);
     let leader_id = info(&nodes[0], "cluster_topology_leader");
