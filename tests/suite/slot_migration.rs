@@ -109,6 +109,24 @@ pub(crate) fn migration(n: &Node, request_id: &str) -> Option<Vec<(String, Strin
         })
 }
 
+/// `CLUSTER MIGRATESLOTS SLOTSRANGE lo hi NODE target REQUESTID request_id` on `source`,
+/// which must answer OK.
+pub(crate) fn start_migration(source: &Node, lo: u16, hi: u16, target_id: &str, request_id: &str) {
+    let (lo, hi) = (lo.to_string(), hi.to_string());
+    let answer = source.cli(&[
+        "CLUSTER",
+        "MIGRATESLOTS",
+        "SLOTSRANGE",
+        &lo,
+        &hi,
+        "NODE",
+        target_id,
+        "REQUESTID",
+        request_id,
+    ]);
+    assert_eq!(answer, "OK", "MIGRATESLOTS {lo}-{hi} as {request_id}");
+}
+
 pub(crate) fn field(fields: &[(String, String)], name: &str) -> String {
     fields
         .iter()
@@ -265,20 +283,7 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
     let writer = Writer::start(moving[1000..].to_vec(), source, target);
     std::thread::sleep(Duration::from_millis(300));
     let target_id = id(target);
-    assert_eq!(
-        source.cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "999",
-            "NODE",
-            &target_id,
-            "REQUESTID",
-            "move-1"
-        ]),
-        "OK"
-    );
+    start_migration(source, 0, 999, &target_id, "move-1");
     let m = wait_for_end(source, "move-1");
     assert_eq!(field(&m, "state"), "success", "{m:?}");
     // The log says success at the last commit; the driver records the last pause a moment
@@ -360,20 +365,7 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
             .all(|slot| source.cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]) == "0")
     });
     // The same request id again names the same, finished migration.
-    assert_eq!(
-        source.cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "999",
-            "NODE",
-            &target_id,
-            "REQUESTID",
-            "move-1"
-        ]),
-        "OK"
-    );
+    start_migration(source, 0, 999, &target_id, "move-1");
     // Slots the node does not own are refused at once.
     let refused = source.cli(&[
         "CLUSTER",
@@ -416,20 +408,7 @@ fn a_killed_target_fails_the_migration_and_nothing_acknowledged_is_lost() {
         let mut con = nodes[source_index].client();
         set_all(&mut con, &keys);
     }
-    assert_eq!(
-        nodes[source_index].cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "5000",
-            "NODE",
-            &target_id,
-            "REQUESTID",
-            "doomed"
-        ]),
-        "OK"
-    );
+    start_migration(&nodes[source_index], 0, 5000, &target_id, "doomed");
     // Kill the target once the migration is under way.
     wait_for_start(&nodes[source_index], "doomed");
     std::thread::sleep(Duration::from_millis(30));
@@ -491,20 +470,7 @@ fn a_cancelled_migration_keeps_every_key_at_its_slots_owner() {
     let mut con = source.client();
     set_all(&mut con, &keys);
     let target_id = id(target);
-    assert_eq!(
-        source.cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "5000",
-            "NODE",
-            &target_id,
-            "REQUESTID",
-            "cancel-me"
-        ]),
-        "OK"
-    );
+    start_migration(source, 0, 5000, &target_id, "cancel-me");
     wait_for_start(source, "cancel-me");
     assert_eq!(source.cli(&["CLUSTER", "CANCELSLOTMIGRATIONS"]), "1");
     let m = wait_for_end(source, "cancel-me");
@@ -555,20 +521,7 @@ fn a_killed_source_fails_over_and_the_migration_rolls_back() {
         let mut con = nodes[source_index].client();
         set_all(&mut con, &keys);
     }
-    assert_eq!(
-        nodes[source_index].cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "5000",
-            "NODE",
-            &target_id,
-            "REQUESTID",
-            "source-dies"
-        ]),
-        "OK"
-    );
+    start_migration(&nodes[source_index], 0, 5000, &target_id, "source-dies");
     wait_for_start(&nodes[source_index], "source-dies");
     nodes[source_index].signal("KILL");
     let _ = nodes[source_index].wait_exit();

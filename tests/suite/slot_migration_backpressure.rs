@@ -3,8 +3,8 @@
 //! client write past the bound fails the migration, which rolls back with nothing lost.
 
 use super::slot_migration::{
-    field, held_in, id, keys_in, migration, node_owning, owners, three_primaries, wait_for_end,
-    wait_for_target_to_drop,
+    field, held_in, id, keys_in, migration, node_owning, owners, start_migration, three_primaries,
+    wait_for_end, wait_for_target_to_drop,
 };
 use integration::cluster::wait_until;
 
@@ -50,20 +50,7 @@ fn slots_holding_many_times_the_queue_bound_move_with_every_key() {
         source.cli(&["CONFIG", "GET", "cluster-migration-queue-max"]),
         "cluster-migration-queue-max\n65536"
     );
-    assert_eq!(
-        source.cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "15",
-            "NODE",
-            &target_id,
-            "REQUESTID",
-            "backpressure"
-        ]),
-        "OK"
-    );
+    start_migration(source, 0, 15, &target_id, "backpressure");
     let m = wait_for_end(source, "backpressure");
     assert_eq!(field(&m, "state"), "success", "{m:?}");
     assert_eq!(field(&m, "keys_moved"), keys.len().to_string(), "{m:?}");
@@ -107,20 +94,7 @@ fn a_client_write_past_the_queue_bound_fails_the_migration_and_loses_nothing() {
     ] {
         assert_eq!(source.cli(&["CONFIG", "SET", name, v]), "OK", "{name}");
     }
-    assert_eq!(
-        source.cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "9",
-            "NODE",
-            &target_id,
-            "REQUESTID",
-            "overflow"
-        ]),
-        "OK"
-    );
+    start_migration(source, 0, 9, &target_id, "overflow");
     wait_until("the target holds the copy", &[target, source], || {
         held_in(target, 0..=9) == keys.len()
     });

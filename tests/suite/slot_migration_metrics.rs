@@ -3,7 +3,9 @@
 //! slots it moved and its write pauses; the target, which drove nothing, shows zeros.
 
 use super::metrics::{has, parsed, scrape};
-use super::slot_migration::{field, id, keys_in, node_owning, set_all, wait_for_end};
+use super::slot_migration::{
+    field, id, keys_in, node_owning, set_all, start_migration, wait_for_end,
+};
 use integration::cluster::{cluster_node_with, form_cluster};
 use integration::{free_port, Node};
 
@@ -42,20 +44,7 @@ fn slot_migration_metrics_count_what_the_source_moved() {
         source.cli(&["CONFIG", "SET", "cluster-migration-slots-per-batch", "50"]),
         "OK"
     );
-    assert_eq!(
-        source.cli(&[
-            "CLUSTER",
-            "MIGRATESLOTS",
-            "SLOTSRANGE",
-            "0",
-            "99",
-            "NODE",
-            &id(target),
-            "REQUESTID",
-            "metrics"
-        ]),
-        "OK"
-    );
+    start_migration(source, 0, 99, &id(target), "metrics");
     let m = wait_for_end(source, "metrics");
     assert_eq!(field(&m, "state"), "success", "{m:?}");
     // The driver leaves the registry a moment after the log shows the end.
