@@ -93,6 +93,10 @@ fn bind_one(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
+/// The pause after a failed `accept` (EMFILE and friends: the error repeats at once, so a
+/// loop that retried straight away would spin on it).
+pub const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Accepts clients on `listener` until shutdown. Each socket is admitted on its own task, so
 /// a slow TLS handshake holds up no one else.
 pub async fn accept_loop(server: Arc<Server>, listener: TcpListener, transport: Transport) {
@@ -105,9 +109,8 @@ pub async fn accept_loop(server: Arc<Server>, listener: TcpListener, transport: 
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
                 continue;
             }
         };

@@ -86,9 +86,8 @@ pub fn incoming(
             let (socket, peer) = match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    // EMFILE and the like: a pause instead of a hot loop of failures.
                     tracing::warn!(error = %e, "admin API: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    tokio::time::sleep(crate::server::listener::ACCEPT_ERROR_BACKOFF).await;
                     continue;
                 }
             };
