@@ -497,10 +497,7 @@ const HELP: &[&str] = &[
 ];
 
 fn pubsub_help(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
-    ctx.reply.array(HELP.len());
-    for line in HELP {
-        ctx.reply.simple(line.as_bytes());
-    }
+    crate::commands::introspection::reply_help(&mut ctx.reply, HELP);
     Ok(())
 }
 

@@ -418,10 +418,7 @@ fn script_help(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         "HELP",
         "    Prints this help.",
     ];
-    ctx.reply.array(LINES.len());
-    for line in LINES {
-        ctx.reply.simple(line.as_bytes());
-    }
+    crate::commands::introspection::reply_help(&mut ctx.reply, LINES);
     Ok(())
 }
 
