@@ -393,6 +393,34 @@ fn provider_full_is_back_pressure_not_failure() {
     assert!(writer.is_drained());
 }
 
+/// A writer over a [`Refusing`] connection (refusing its first `refuse` WRITEs) and a
+/// reader on a sim fabric of its own; the writer's ack word is not yet given to the reader.
+fn refusing_writer(
+    seed: u64,
+    host: u8,
+    refuse: usize,
+) -> (SimFabric, RingWriter<Refusing>, RingReader<SimConnection>) {
+    let fabric = SimFabric::new(seed, Faults::default()).unwrap();
+    let w = fabric.add_host().unwrap();
+    let r = fabric.add_host().unwrap();
+    let cfg = EndpointConfig::default();
+    let at = SocketAddr::from(([10, 0, 0, host], 9000));
+    let mut l = r.listen(at, &cfg).unwrap();
+    let cw = Refusing {
+        inner: w.connect(at, &cfg, Duration::ZERO).unwrap(),
+        refuse,
+        writes: 0,
+    };
+    let cr = l.accept(Duration::ZERO).unwrap().unwrap();
+    let reader = RingReader::create(cr, 4096).unwrap();
+    let staging = w.register(4096 + 8, Access::NONE).unwrap();
+    let ack = w
+        .register(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .unwrap();
+    let writer = RingWriter::new(cw, staging, ack, reader.advert().unwrap(), &cfg).unwrap();
+    (fabric, writer, reader)
+}
+
 /// A connection that refuses the next `refuse` WRITEs with `Full`, as a provider with its own
 /// queues full does; everything else goes to the sim.
 #[derive(Debug)]
@@ -524,24 +552,7 @@ fn the_progress_word_lands_monotone_in_the_writers_region() {
 /// appended; then one poll, and the WRITEs counted; the reader gets all 30 in order.
 #[test]
 fn refused_records_go_out_coalesced() {
-    let fabric = SimFabric::new(19, Faults::default()).unwrap();
-    let w = fabric.add_host().unwrap();
-    let r = fabric.add_host().unwrap();
-    let cfg = EndpointConfig::default();
-    let at = SocketAddr::from(([10, 0, 0, 9], 9000));
-    let mut l = r.listen(at, &cfg).unwrap();
-    let cw = Refusing {
-        inner: w.connect(at, &cfg, Duration::ZERO).unwrap(),
-        refuse: 30,
-        writes: 0,
-    };
-    let cr = l.accept(Duration::ZERO).unwrap().unwrap();
-    let mut reader = RingReader::create(cr, 4096).unwrap();
-    let staging = w.register(4096 + 8, Access::NONE).unwrap();
-    let ack = w
-        .register(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-        .unwrap();
-    let mut writer = RingWriter::new(cw, staging, ack, reader.advert().unwrap(), &cfg).unwrap();
+    let (fabric, mut writer, mut reader) = refusing_writer(19, 9, 30);
     reader.set_writer_ack(writer.ack_advert().unwrap()).unwrap();
     let records: Vec<Vec<u8>> = (0..30u8).map(|i| vec![i; 40]).collect();
     for record in &records {
@@ -893,24 +904,7 @@ fn the_reader_refreshes_its_words_by_time_not_by_polls() {
 /// and its WRITEs are counted.
 #[test]
 fn the_writer_rerings_its_doorbell_by_time_not_by_polls() {
-    let fabric = SimFabric::new(43, Faults::default()).unwrap();
-    let w = fabric.add_host().unwrap();
-    let r = fabric.add_host().unwrap();
-    let cfg = EndpointConfig::default();
-    let at = SocketAddr::from(([10, 0, 0, 10], 9000));
-    let mut l = r.listen(at, &cfg).unwrap();
-    let cw = Refusing {
-        inner: w.connect(at, &cfg, Duration::ZERO).unwrap(),
-        refuse: 0,
-        writes: 0,
-    };
-    let cr = l.accept(Duration::ZERO).unwrap().unwrap();
-    let reader = RingReader::create(cr, 4096).unwrap();
-    let staging = w.register(4096 + 8, Access::NONE).unwrap();
-    let ack = w
-        .register(64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-        .unwrap();
-    let mut writer = RingWriter::new(cw, staging, ack, reader.advert().unwrap(), &cfg).unwrap();
+    let (fabric, mut writer, reader) = refusing_writer(43, 10, 0);
     let t0 = Duration::from_secs(7);
     writer.append(b"unacknowledged").unwrap();
     writer.poll(t0).unwrap();
