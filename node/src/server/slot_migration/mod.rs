@@ -8,6 +8,8 @@ pub mod copy;
 pub mod driver;
 pub mod link;
 pub mod purge;
+#[cfg(test)]
+mod purge_tests;
 pub mod registry;
 pub mod start;
 pub mod supervisor;
