@@ -71,6 +71,12 @@ fn a_killed_topology_leader_leaves_the_migration_whole_and_the_slots_move_again(
     let (lo, hi) = first_range_of(&nodes[source_at]);
     let keys = keys_in(lo, hi, 20000);
     set_all(&mut nodes[source_at].client(), &keys);
+    // The source gives away its only range: it stays a primary (not a replica of the
+    // target, `cluster-allow-replica-migration`), so that the slots can come back to it.
+    assert_eq!(
+        nodes[source_at].cli(&["CONFIG", "SET", "cluster-allow-replica-migration", "no"]),
+        "OK"
+    );
     // Small batches: many Begin/Commit pairs, so the kill lands between or inside them.
     assert_eq!(
         nodes[source_at].cli(&["CONFIG", "SET", "cluster-migration-slots-per-batch", "64"]),

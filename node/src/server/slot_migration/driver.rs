@@ -308,6 +308,9 @@ impl Driver {
                     p.outcome = Some(outcome);
                     p.elapsed = Some(p.started.elapsed());
                 }
+                if self.seen.committed > 0 {
+                    super::replica_migration::follow_the_taker(&self.server, self.plan.target);
+                }
             }
         }
     }
