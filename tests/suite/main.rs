@@ -34,6 +34,7 @@ mod operator_tools;
 mod persistence;
 mod protocol;
 mod pubsub;
+mod replica_migration;
 mod replication;
 mod replication_forgery;
 mod reply_compare;

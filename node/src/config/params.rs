@@ -220,6 +220,10 @@ pub struct ClusterConfig {
     pub require_full_coverage: bool,
     /// `cluster-allow-reads-when-down`: a down cluster still answers reads.
     pub allow_reads_when_down: bool,
+    /// `cluster-allow-replica-migration` (Redis 7): a primary that an atomic slot migration
+    /// empties of its last slot becomes a replica of the node that took it (its replicas
+    /// follow that node too); `no` leaves it an empty primary.
+    pub allow_replica_migration: bool,
     /// `cluster-migration-debug-hold` (ours, for tests): a migration this node is the
     /// source of holds once its batch is copied, before its write pause, while this is set
     /// (the link keeps streaming writes; the target keeps its copy hidden). Set it back to
@@ -260,6 +264,7 @@ impl Default for ClusterConfig {
             announce_bus_port: 0,
             require_full_coverage: true,
             allow_reads_when_down: false,
+            allow_replica_migration: true,
             migration_debug_hold: false,
             migration_slots_per_batch: MIGRATION_SLOTS_PER_BATCH_DEFAULT,
             migration_queue_max: MIGRATION_QUEUE_DEFAULT,
@@ -1186,6 +1191,15 @@ pub static PARAMS: &[Param] = &[
         |c| format_bool(c.cluster.allow_reads_when_down),
         |c, v| {
             c.cluster.allow_reads_when_down = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-allow-replica-migration",
+        true,
+        |c| format_bool(c.cluster.allow_replica_migration),
+        |c, v| {
+            c.cluster.allow_replica_migration = boolean(v)?;
             Ok(())
         }
     ),

@@ -291,7 +291,7 @@ impl Driver {
                 // The slots are the target's now: their writes stop streaming (they are
                 // MOVED), and the batch's link ends.
                 self.close_link();
-                let dropped = purge_slots(&self.server, slots.slots());
+                let dropped = purge_slots(&self.server, slots.slots(), |_| true);
                 tracing::debug!(migration = %self.plan.id, dropped, "handed-over keys dropped");
             }
             Action::Finished(outcome) => {
@@ -303,9 +303,14 @@ impl Driver {
                         tracing::warn!(migration = %self.plan.id, why, "slot migration ended")
                     }
                 }
-                let mut p = self.state.progress.lock();
-                p.outcome = Some(outcome);
-                p.elapsed = Some(p.started.elapsed());
+                {
+                    let mut p = self.state.progress.lock();
+                    p.outcome = Some(outcome);
+                    p.elapsed = Some(p.started.elapsed());
+                }
+                if self.seen.committed > 0 {
+                    super::replica_migration::follow_the_taker(&self.server, self.plan.target);
+                }
             }
         }
     }

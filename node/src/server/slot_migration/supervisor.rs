@@ -6,7 +6,8 @@
 //!   slots changed owner (a failover): abort;
 //! - keys of a batch an abort stopped, copied to this node as its target, and keys of
 //!   committed batches this node handed over but had not dropped yet (it died in between):
-//!   delete them, once each slot is neither this node's nor moving.
+//!   delete them, once each slot is neither this node's nor moving (asked again before each
+//!   DEL), and never while this node's driver of that migration still runs.
 
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::migration::{MigrationId, MigrationState};
@@ -74,7 +75,10 @@ fn round(server: &Arc<Server>, cleaned: &mut HashSet<MigrationId>) {
             let mine = |slot: u16| t.slots.owner(slot) == Some(t.myself_index());
             cleaned.retain(|id| ledger.get(*id).is_some());
             for r in ledger.all().filter(|r| !r.state.is_running()) {
-                if cleaned.contains(&r.id) {
+                // A driver still running here drops what it handed over itself, once it
+                // has closed the batch's link (see `purge`); until then the last batch's
+                // slots may still stream to a target that has not applied the commit.
+                if cleaned.contains(&r.id) || server.slot_migrations.runs(r.id) {
                     continue;
                 }
                 let slots: Vec<u16> = match (&r.state, r.target == me.id, r.source == me.id) {
@@ -111,7 +115,11 @@ fn round(server: &Arc<Server>, cleaned: &mut HashSet<MigrationId>) {
             .filter(|&s| server.keyspace.count_in_slot(s) > 0)
             .collect();
         if !holding.is_empty() {
-            let dropped = super::purge::purge_slots(server, holding.into_iter());
+            let dropped = super::purge::purge_slots(server, holding.into_iter(), |slot| {
+                let t = cluster.topology.read();
+                t.slots.owner(slot) != Some(t.myself_index())
+                    && t.consensus.migrations.moving(slot).is_none()
+            });
             tracing::info!(migration = %id, dropped, "keys of slots this node does not own dropped");
         }
         cleaned.insert(id);
