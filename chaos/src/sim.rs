@@ -3,7 +3,6 @@
 //! two runs of one seed can be compared.
 
 use crate::net::{Net, Weather};
-use node::cluster::agent::store::GroupStore;
 use node::cluster::agent::{AgentSettings, ProposeError};
 use node::cluster::config_file;
 use node::cluster::consensus::TopologyCommand;
@@ -12,6 +11,7 @@ use node::cluster::gossip::{settings::TICK_MS, Event, GossipSettings, Input};
 use node::cluster::id::HexId;
 use node::cluster::node::ClusterNode;
 use node::cluster::Topology;
+use node::server::persistence::topology_group_files::group_store;
 use proto::bus::{from_datagram, to_datagrams, Reassembler, ReassemblyLimits};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -118,7 +118,7 @@ impl Sim {
             gossip_settings(),
             self.agent_settings.clone(),
             self.core_seed(i, 0),
-            GroupStore::new(dir.path()),
+            group_store(dir.path()),
             0,
         )
         .expect("a fresh directory holds no group");
@@ -172,7 +172,7 @@ impl Sim {
             gossip_settings(),
             self.agent_settings.clone(),
             seed,
-            GroupStore::new(node.dir.path()),
+            group_store(node.dir.path()),
             applied,
         )
         .map_err(|e| format!("topology log: {e}"))?;

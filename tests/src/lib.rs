@@ -42,7 +42,7 @@ pub fn rogue_binary() -> PathBuf {
         if let Ok(path) = std::env::var("ROGUE_BIN") {
             return PathBuf::from(path);
         }
-        cargo_build(&["-p", "bus", "--example", "fabric_rogue"], "fabric_rogue");
+        cargo_build(&["--example", "fabric_rogue"], "fabric_rogue");
         target_dir().join("debug/examples/fabric_rogue")
     })
     .clone()
@@ -61,9 +61,13 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|_| workspace_dir().join("target"))
 }
 
+/// `cargo build --workspace ARGS`: the workspace's feature resolution, so a tree already
+/// built with `cargo build --workspace --bins` (or the test run's own build) is reused;
+/// `-p NAME` resolves features per package and rebuilds ring, rustls and tonic in a fresh
+/// target (about 45 s).
 fn cargo_build(args: &[&str], name: &str) {
     let status = Command::new(env!("CARGO"))
-        .arg("build")
+        .args(["build", "--workspace"])
         .args(args)
         .current_dir(workspace_dir())
         .status()
@@ -71,12 +75,12 @@ fn cargo_build(args: &[&str], name: &str) {
     assert!(status.success(), "building {name} failed");
 }
 
-/// `$env_var` if set, else `cargo build -p <name> --bin <name>` and the debug binary's path.
+/// `$env_var` if set, else `cargo build --workspace --bin <name>` and the debug binary's path.
 fn workspace_binary(env_var: &str, name: &str) -> PathBuf {
     if let Ok(path) = std::env::var(env_var) {
         return PathBuf::from(path);
     }
-    cargo_build(&["-p", name, "--bin", name], name);
+    cargo_build(&["--bin", name], name);
     target_dir().join("debug").join(name)
 }
 

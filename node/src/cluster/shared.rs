@@ -14,7 +14,6 @@ use super::topology::{Settings, Topology};
 use crate::config::params::CLUSTER_PORT_MAX;
 use crate::config::Config;
 use parking_lot::{Mutex, RwLock};
-use rand::SeedableRng;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -132,8 +131,13 @@ pub struct Cluster {
 
 impl Cluster {
     /// Loads this node's identity and topology from the config file's store, or makes a new
-    /// node (random id and shard, no slots) and saves it, so a restart keeps the id.
-    pub fn start(config: &Config, store: Box<dyn ConfigStore>) -> Result<Cluster, StartError> {
+    /// node (random id and shard, drawn from `rng`, no slots) and saves it, so a restart
+    /// keeps the id.
+    pub fn start(
+        config: &Config,
+        store: Box<dyn ConfigStore>,
+        rng: &mut impl rand::Rng,
+    ) -> Result<Cluster, StartError> {
         if config.port == 0 {
             return Err(StartError::NoPort);
         }
@@ -146,14 +150,13 @@ impl Cluster {
             }
             tracing::warn!("cluster-secret is empty: any local process can join this cluster's bus, vote and take slots; set one (scripts/run.sh and `operator cluster create` generate one)");
         }
-        let mut rng = rand::rngs::StdRng::from_entropy();
-        let mut topology = match config_store::load(store.as_ref(), &mut rng)? {
+        let mut topology = match config_store::load(store.as_ref(), rng)? {
             Some(t) => {
                 tracing::info!(path = %store.path().display(), id = %t.myself().id, "cluster config loaded");
                 t
             }
             None => {
-                let node = ClusterNode::new(HexId::random(&mut rng), HexId::random(&mut rng));
+                let node = ClusterNode::new(HexId::random(rng), HexId::random(rng));
                 tracing::info!(id = %node.id, "no cluster config found, new node id");
                 Topology::new(node)
             }
@@ -438,6 +441,7 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
 
     use crate::server::persistence::nodes_conf_file::start_cluster as start;
 

@@ -187,7 +187,7 @@ mod tests {
 
     /// Keys of one slot (one hash tag), so that every eviction looks at the same shard.
     fn state_with(keys: &[(&str, Option<u64>)]) -> NodeState {
-        let state = NodeState::new(Config::default(), Vec::new());
+        let state = NodeState::new(Config::default(), Vec::new(), &mut rand::thread_rng());
         let mut db = Locked::lock_all(&state.keyspace, NOW, lru_clock(NOW));
         for (key, expires_at) in keys {
             db.set(key.as_bytes(), Value::Int(1));

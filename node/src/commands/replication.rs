@@ -131,7 +131,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one") {
         if ctx.server.replica_of.stop() {
             // Outside cluster mode no topology grants epochs.
-            ctx.server.replication.promote(0);
+            ctx.server.replication.promote(0, &mut rand::thread_rng());
             tracing::info!("MASTER MODE enabled (user request)");
         }
         ctx.reply.ok();

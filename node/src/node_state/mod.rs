@@ -123,11 +123,16 @@ impl NodeState {
         self.extra_dbs.count() > 1
     }
     /// The state of a node starting with `config`; `commands` are the command table's
-    /// entries, counted by INFO commandstats.
-    pub fn new(config: Config, commands: Vec<&'static dyn CountedCommand>) -> Self {
+    /// entries, counted by INFO commandstats; `rng` draws the run id and the first
+    /// replication id (the server layer's random source: this layer reads none itself).
+    pub fn new(
+        config: Config,
+        commands: Vec<&'static dyn CountedCommand>,
+        rng: &mut impl rand::Rng,
+    ) -> Self {
         let hot = hot::HotConfig::from(&config);
         let replication = replication::Replication::new(
-            crate::replication::ids::ReplicationIds::new(&mut rand::thread_rng()),
+            crate::replication::ids::ReplicationIds::new(rng),
             config.repl_backlog_size as usize,
         );
         if config.repl_backlog_eager {
@@ -162,7 +167,7 @@ impl NodeState {
             shutdown: shutdown::Shutdown::default(),
             started: Instant::now(),
             started_unix_ms: unix_millis(),
-            run_id: random_hex_id(),
+            run_id: random_hex_id(rng),
             cluster: None,
             migrate_links: migrate_links::MigrateLinks::default(),
             replication,
@@ -224,9 +229,8 @@ impl NodeState {
     }
 }
 
-pub fn random_hex_id() -> String {
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
+/// 40 random hex digits (a run id) drawn from `rng`.
+pub fn random_hex_id(rng: &mut impl rand::Rng) -> String {
     (0..40)
         .map(|_| char::from_digit(rng.gen_range(0..16), 16).unwrap_or('0'))
         .collect()

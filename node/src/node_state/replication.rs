@@ -511,11 +511,12 @@ impl Replication {
     }
 
     /// The dataset is about to be replaced (a full sync starts loading): no replica may
-    /// continue this history any more.
-    pub fn forget_history(&self) {
+    /// continue this history any more. `rng` draws the new id (the caller's random source:
+    /// this state reads none itself).
+    pub fn forget_history(&self, rng: &mut impl rand::Rng) {
         {
             let mut s = self.state.lock();
-            s.ids.restart(&mut rand::thread_rng());
+            s.ids.restart(rng);
             // Nobody's stream until the load is whole and adopted.
             s.history_primary = None;
         }
@@ -525,12 +526,13 @@ impl Replication {
     /// A node that may have written past its loaded offset under its current id (it restarted
     /// without everything it had) serves on: a new id starts at the current offset, the old
     /// one stays valid up to it. A replica that holds more of the old id then gets no
-    /// `+CONTINUE` into a diverging stream; one that holds less continues.
-    pub fn shift_id(&self) {
+    /// `+CONTINUE` into a diverging stream; one that holds less continues. `rng` draws the
+    /// new id.
+    pub fn shift_id(&self, rng: &mut impl rand::Rng) {
         {
             let mut s = self.state.lock();
             let offset = self.offset.load(Relaxed);
-            s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
+            s.ids.shift_on_promotion(offset, rng);
             tracing::info!(replid = %s.ids.replid(), offset, "replication id shifted: the history before may have had more");
         }
         self.write_identity();
@@ -539,13 +541,14 @@ impl Replication {
     /// This replica becomes a primary (REPLICAOF NO ONE, a failover): a new id starts at the
     /// current offset and the old one stays valid up to it, so the other replicas of the old
     /// primary continue from this node's backlog (Redis's `shiftReplicationId`). `epoch`
-    /// is the config epoch the topology granted the promotion (0 outside cluster mode).
-    pub fn promote(&self, epoch: u64) {
+    /// is the config epoch the topology granted the promotion (0 outside cluster mode);
+    /// `rng` draws the new id.
+    pub fn promote(&self, epoch: u64, rng: &mut impl rand::Rng) {
         let myself = self.identity_file.lock().as_ref().and_then(|f| f.node);
         {
             let mut s = self.state.lock();
             let offset = self.offset.load(Relaxed);
-            s.ids.shift_on_promotion(offset, &mut rand::thread_rng());
+            s.ids.shift_on_promotion(offset, rng);
             // The history is this node's own stream from here on, made so by this promotion.
             s.history_primary = myself;
             s.history_epoch = epoch;

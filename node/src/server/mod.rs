@@ -76,7 +76,11 @@ impl Server {
     pub fn new(config: Config) -> Self {
         let aof = Aof::new(&config);
         Server {
-            state: NodeState::new(config, crate::command_framework::table::counted()),
+            state: NodeState::new(
+                config,
+                crate::command_framework::table::counted(),
+                &mut rand::thread_rng(),
+            ),
             repl_links: LinkDesk::default(),
             aof,
             loaded_history: Default::default(),

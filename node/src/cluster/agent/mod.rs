@@ -231,7 +231,7 @@ impl<W> TopologyAgent<W> {
             agent.group = Some(Group {
                 id,
                 log,
-                kept: Some(Box::new(kept)),
+                kept: Some(kept),
             });
         }
         agent.store = Some(store);

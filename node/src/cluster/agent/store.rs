@@ -1,15 +1,29 @@
-//! Where a node keeps its topology group across restarts: the Raft log file (see
-//! `consensus::durable`) and a small file naming the group, both in the node's `dir`. A
+//! Where a node keeps its topology group across restarts: the Raft log (see
+//! `consensus::log_file`) and a small file naming the group, both in the node's `dir`. A
 //! restarted member reopens both and rejoins as the member it was (its term, its vote, the
-//! entries it acknowledged); a node that left its group removes them.
+//! entries it acknowledged); a node that left its group removes them. The files are
+//! reached through [`GroupFiles`], which the server layer implements over the node's dir
+//! (`server::persistence::topology_group_files`); what their absence or damage means is
+//! decided here.
 
-use crate::atomic_file::{self, Access};
-use crate::cluster::consensus::durable::{DurableLog, FILE_NAME};
-use crate::cluster::consensus::{LogError, TopologyLog};
+use crate::cluster::consensus::log_file::LogFile;
+use crate::cluster::consensus::{LogError, LogStore, TopologyLog};
 use crate::cluster::id::{HexId, NodeId};
 use std::path::{Path, PathBuf};
 
-pub const GROUP_FILE_NAME: &str = "topology-group";
+/// The topology group's files, as this layer sees them.
+pub trait GroupFiles: Send + Sync + std::fmt::Debug {
+    /// The group file: where it is, for messages.
+    fn group_path(&self) -> &Path;
+    /// The group file's text; `Ok(None)` when there is no file.
+    fn read_group(&self) -> std::io::Result<Option<String>>;
+    /// Replaces the group file's text so that a crash leaves the old one or the new one.
+    fn write_group(&self, text: &str) -> std::io::Result<()>;
+    /// Removes the group file (no file is no error).
+    fn remove_group(&self) -> std::io::Result<()>;
+    /// The group's Raft log.
+    fn log(&self) -> &dyn LogFile<Store = Box<dyn LogStore>>;
+}
 
 /// How to bring back a node whose topology files are lost or damaged: it cannot rejoin as
 /// the member it was (it may have forgotten a vote), so it starts as a new node.
@@ -19,9 +33,12 @@ const RECOVERY: &str = "Refusing to start: a member that forgot its Raft state c
     MEET it and give it its role again (CLUSTER REPLICATE or slots); its data can be loaded again \
     from a replica or a snapshot.";
 
-#[derive(Clone, Debug)]
+/// A group a node was in when it stopped: its name, its log and the log's store.
+pub type KeptGroup = (NodeId, TopologyLog, Box<dyn LogStore>);
+
+#[derive(Debug)]
 pub struct GroupStore {
-    dir: PathBuf,
+    files: Box<dyn GroupFiles>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,18 +72,8 @@ pub enum StoreError {
 }
 
 impl GroupStore {
-    pub fn new(dir: &Path) -> Self {
-        GroupStore {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn group_path(&self) -> PathBuf {
-        self.dir.join(GROUP_FILE_NAME)
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.join(FILE_NAME)
+    pub fn new(files: Box<dyn GroupFiles>) -> Self {
+        GroupStore { files }
     }
 
     /// The group this node was in when it stopped, with its log; None if it was in none.
@@ -77,11 +84,11 @@ impl GroupStore {
         me: NodeId,
         seed: u64,
         applied: u64,
-    ) -> Result<Option<(NodeId, TopologyLog, DurableLog)>, StoreError> {
-        let path = self.group_path();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    ) -> Result<Option<KeptGroup>, StoreError> {
+        let path = self.files.group_path().to_path_buf();
+        let text = match self.files.read_group() {
+            Ok(Some(t)) => t,
+            Ok(None) => {
                 if applied > 0 {
                     return Err(StoreError::MissingGroup {
                         path,
@@ -93,8 +100,9 @@ impl GroupStore {
             Err(error) => return Err(StoreError::Io { path, error }),
         };
         let group = HexId::parse(text.trim().as_bytes()).ok_or(StoreError::BadGroup(path))?;
-        let log_path = self.log_path();
-        let Some((log, file)) = TopologyLog::open(me, &log_path, seed)? else {
+        let log_file = self.files.log();
+        let log_path = log_file.path().to_path_buf();
+        let Some((log, store)) = TopologyLog::open(me, log_file, seed)? else {
             return Err(StoreError::MissingLog { path: log_path });
         };
         if log.last_index() < applied {
@@ -104,33 +112,37 @@ impl GroupStore {
                 version: applied,
             });
         }
-        Ok(Some((group, log, file)))
+        Ok(Some((group, log, store)))
     }
 
     /// Makes a new log durable for `group` (any files of an earlier group go first); the
-    /// file is returned for the driver to save each turn into.
+    /// store is returned for the driver to save each turn into.
     pub fn attach(
         &self,
         group: NodeId,
         log: TopologyLog,
-    ) -> Result<(TopologyLog, DurableLog), StoreError> {
+    ) -> Result<(TopologyLog, Box<dyn LogStore>), StoreError> {
         self.forget()?;
-        let (log, file) = log.with_file(&self.log_path())?;
-        let path = self.group_path();
-        atomic_file::write(&path, group.as_str().as_bytes(), Access::Default)
-            .map_err(|error| StoreError::Io { path, error })?;
-        Ok((log, file))
+        let (log, store) = log.with_file(self.files.log())?;
+        self.files
+            .write_group(group.as_str())
+            .map_err(|error| StoreError::Io {
+                path: self.files.group_path().to_path_buf(),
+                error,
+            })?;
+        Ok((log, store))
     }
 
     /// This node is in no group any more.
     pub fn forget(&self) -> Result<(), StoreError> {
-        for path in [self.group_path(), self.log_path()] {
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => return Err(StoreError::Io { path, error }),
-            }
-        }
-        Ok(())
+        self.files.remove_group().map_err(|error| StoreError::Io {
+            path: self.files.group_path().to_path_buf(),
+            error,
+        })?;
+        let log = self.files.log();
+        log.remove().map_err(|error| StoreError::Io {
+            path: log.path().to_path_buf(),
+            error,
+        })
     }
 }

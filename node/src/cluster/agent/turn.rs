@@ -4,7 +4,7 @@
 
 use super::{AgentAction, Group, PreJoin, ProposeError, TopologyAgent};
 use crate::cluster::consensus::{
-    log_store, ApplyError, LogError, LogStore, MemberRole, ProposalId, TopologyCommand, TopologyLog,
+    log_store, ApplyError, LogError, MemberRole, ProposalId, TopologyCommand, TopologyLog,
 };
 use crate::cluster::flags::bit;
 use crate::cluster::id::NodeId;
@@ -46,7 +46,7 @@ impl<W> TopologyAgent<W> {
         let (log, kept) = match &self.store {
             None => (log, None),
             Some(store) => match store.attach(id, log) {
-                Ok((log, file)) => (log, Some(Box::new(file) as Box<dyn LogStore>)),
+                Ok((log, store)) => (log, Some(store)),
                 Err(e) => {
                     // A member without its log on disk could vote twice after a restart.
                     tracing::error!(error = %e, "cannot keep the topology log; not joining");
@@ -349,12 +349,12 @@ impl<W> TopologyAgent<W> {
         let group = self.group.take();
         if let (Some(store), Some(g)) = (&self.store, group) {
             match store.open(self.me, self.seed ^ g.log.term(), 0) {
-                Ok(Some((id, log, file))) => {
+                Ok(Some((id, log, store))) => {
                     tracing::error!("topology log poisoned; reopened from its file");
                     self.group = Some(Group {
                         id,
                         log,
-                        kept: Some(Box::new(file)),
+                        kept: Some(store),
                     });
                     return;
                 }

@@ -1,4 +1,5 @@
-//! Errors of the topology log file ([`super::durable`]). Clone and comparable like
+//! Errors of a topology log's store ([`super::log_file::LogFile`], [`super::LogStore`]):
+//! the node's file (`server::persistence::topology_log`) names itself in them. Clone and comparable like
 //! [`LogError`](super::LogError), which carries them, so I/O errors keep their kind and text
 //! rather than the `std::io::Error` itself.
 

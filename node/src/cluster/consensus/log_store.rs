@@ -1,8 +1,9 @@
 //! Where a topology log's state is kept, behind a trait: the log ([`TopologyLog`]) does no
 //! I/O; each turn it hands out a [`Persist`] and the driver makes it durable with a
-//! [`LogStore`] before it sends or applies anything of that turn. [`DurableLog`] (the file of
-//! [`super::durable`]) is the node's store; [`MemoryStore`] keeps the state in memory (a
-//! node without a directory, simulations).
+//! [`LogStore`] before it sends or applies anything of that turn. The node's store is its
+//! log file (`DurableLog`, handed out by a [`LogFile`](super::log_file::LogFile) of the
+//! server layer); [`MemoryStore`] keeps the state in memory (a node without a directory,
+//! simulations).
 //!
 //! The driver's turn, raft-rs style:
 //!
@@ -13,11 +14,10 @@
 //! if out.snapshot_due { if let Some(p) = log.compact(&topology)? { save(&mut log, &mut store, &p)? } }
 //! ```
 
-use super::durable::{DurableLog, StoredState};
 use super::durable_error::DurableError;
 use super::log::TopologyLog;
 use super::log_error::LogError;
-use super::storage::TopologyStorage;
+use super::storage::{StoredState, TopologyStorage};
 use raft::prelude::{Entry, HardState};
 
 /// What one turn (or a compaction) must make durable.
@@ -46,23 +46,10 @@ pub trait LogStore: Send + std::fmt::Debug {
     fn save(&mut self, persist: &Persist, memory: &TopologyStorage) -> Result<(), DurableError>;
 }
 
-impl LogStore for DurableLog {
+/// A boxed store saves through the store it holds (the agent holds one of any kind).
+impl<S: LogStore + ?Sized> LogStore for Box<S> {
     fn save(&mut self, persist: &Persist, memory: &TopologyStorage) -> Result<(), DurableError> {
-        match persist {
-            Persist::Turn {
-                snapshot_installed,
-                entries,
-                hard_state,
-                commit_learned,
-            } => {
-                self.save_turn(memory, *snapshot_installed, entries, hard_state.as_ref())?;
-                if let Some(hs) = commit_learned {
-                    self.note_hard_state(hs.clone());
-                }
-                Ok(())
-            }
-            Persist::Rewrite => self.rewrite_from(memory),
-        }
+        (**self).save(persist, memory)
     }
 }
 

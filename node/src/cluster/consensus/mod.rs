@@ -3,17 +3,17 @@
 //! changes in the same order and no slot has two owners in one topology version. The log
 //! takes ticks and peer bytes and hands back bytes to send, entries to apply and what must
 //! be made durable first; it does no I/O: the driver writes each turn's [`Persist`] through
-//! a [`LogStore`] (the node's file, [`durable::DurableLog`]; or memory) before it sends or
-//! applies anything of that turn.
+//! a [`LogStore`] (the node's file, which a [`log_file::LogFile`] hands out; or memory)
+//! before it sends or applies anything of that turn.
 //!
 //! A driver (the node's runtime, or the chaos simulator) runs each group member so:
 //!
 //! ```text
-//! at start:              let path = dir.join(durable::FILE_NAME);
-//!                        let (log, store) = match TopologyLog::open(me, &path, seed)? {
+//! at start:              (file: a LogFile, e.g. the node's topology-raft.log)
+//!                        let (log, store) = match TopologyLog::open(me, &file, seed)? {
 //!                            Some(kept) => kept,  (a restart: term, vote, log kept)
 //!                            None => TopologyLog::new(me, &voters, &learners, seed)?
-//!                                        .with_file(&path)?,
+//!                                        .with_file(&file)?,
 //!                        };
 //!                        (Durable(Corrupt) → refuse to start: never start a new log over it;
 //!                         Poisoned or Durable(_) later → drop the log and open it again)
@@ -46,17 +46,14 @@
 //! - [`log_store`]: [`Persist`] (what a turn must make durable) and the [`LogStore`] trait
 //!   the driver writes it through, with [`log_store::MemoryStore`];
 //! - [`log_file`]: the log kept across restarts ([`TopologyLog::open`],
-//!   [`TopologyLog::with_file`]) in the file of [`durable`] ([`durable_record`] its framing,
-//!   [`durable_load`] its replay, [`durable_error`] its errors).
+//!   [`TopologyLog::with_file`]) in a [`log_file::LogFile`] ([`durable_error`] its errors);
+//!   the node's is the file `server::persistence::topology_log` reads and writes.
 
 pub mod apply;
 mod apply_migration;
 pub mod codec;
 pub mod command;
-pub mod durable;
 pub mod durable_error;
-pub mod durable_load;
-pub mod durable_record;
 pub mod image;
 pub mod log;
 pub mod log_error;
@@ -74,13 +71,9 @@ pub mod storage;
 #[cfg(test)]
 mod apply_tests;
 #[cfg(test)]
-mod crash_sim;
-#[cfg(test)]
-mod durable_tests;
-#[cfg(test)]
 mod log_tests;
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 
 pub use apply::{apply, ApplyError};
 pub use codec::CodecError;

@@ -6,10 +6,10 @@
 //! at the same version: one version, one topology (so never two owners of a slot).
 
 use super::command::{NodeAddress, TopologyCommand};
-use super::durable::DurableLog;
 use super::image::TopologyImage;
 use super::log::TopologyLog;
 use super::log_error::LogError;
+use super::log_file::LogFile;
 use super::log_store::{self, LogStore, MemoryStore};
 use super::output::{Committed, LeaderChange};
 use crate::cluster::id::{HexId, NodeId};
@@ -44,7 +44,7 @@ pub struct SimNode {
     /// None while crashed.
     pub log: Option<TopologyLog>,
     /// The log's file, when the test gave it one; else `memory` keeps what turns save.
-    pub file: Option<DurableLog>,
+    pub file: Option<Box<dyn LogStore>>,
     pub memory: MemoryStore,
     pub topology: Topology,
     /// Committed command entries in the order this node applied them, with the outcome.
@@ -131,12 +131,15 @@ impl SimNet {
         self.nodes[i].file = None;
     }
 
-    /// Node `i`'s log is kept in a new file at `path` from now on.
-    pub fn attach_file(&mut self, i: usize, path: &std::path::Path) {
+    /// Node `i`'s log is kept in `file` (a new one) from now on.
+    pub fn attach_file<F: LogFile>(&mut self, i: usize, file: &F)
+    where
+        F::Store: 'static,
+    {
         let log = self.nodes[i].log.take().expect("node is crashed");
-        let (log, file) = log.with_file(path).unwrap();
+        let (log, store) = log.with_file(file).unwrap();
         self.nodes[i].log = Some(log);
-        self.nodes[i].file = Some(file);
+        self.nodes[i].file = Some(Box::new(store));
     }
 
     /// Node `i` takes a snapshot of `topology` and its driver saves it.
@@ -293,11 +296,11 @@ impl SimNet {
 
 /// Where a node's turns are saved: its file, else memory.
 fn store_of<'a>(
-    file: &'a mut Option<DurableLog>,
+    file: &'a mut Option<Box<dyn LogStore>>,
     memory: &'a mut MemoryStore,
 ) -> &'a mut dyn LogStore {
     match file {
-        Some(f) => f,
+        Some(f) => f.as_mut(),
         None => memory,
     }
 }

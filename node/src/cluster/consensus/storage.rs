@@ -2,11 +2,21 @@
 //! with empty data at its commit index; a lagging learner needs the topology itself, taken at
 //! the index it was applied to, so snapshots come from here and the rest from `MemStorage`.
 
-use super::durable::StoredState;
-use raft::prelude::{ConfState, Entry, Snapshot};
+use raft::prelude::{ConfState, Entry, HardState, Snapshot};
 use raft::storage::MemStorage;
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What a log keeps across restarts: raft's storage state (what its store holds once
+/// replayed, [`super::log_file::LogFile`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredState {
+    /// Empty (index 0) for a node that has none yet (a joiner).
+    pub snapshot: Snapshot,
+    /// The entries after the snapshot, contiguous.
+    pub entries: Vec<Entry>,
+    pub hard_state: HardState,
+}
 
 pub struct TopologyStorage {
     pub mem: MemStorage,

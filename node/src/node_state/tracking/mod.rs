@@ -250,6 +250,8 @@ impl Tracking {
         if self.table.keys() <= max {
             return;
         }
+        // Which key's readers are told first does not matter (Redis picks at random too), so
+        // this table draws from the thread's source rather than take one from above.
         let mut rng = rand::thread_rng();
         let mut pick = |n: usize| rng.gen_range(0..n);
         for _ in 0..EVICTIONS_PER_CALL {

@@ -188,7 +188,10 @@ impl Operations {
         if inner.by_id.len() >= OPERATIONS_MAX {
             inner.forget_oldest_finished();
         }
-        let id = format!("op-{}", &crate::server::random_hex_id()[..16]);
+        let id = format!(
+            "op-{}",
+            &crate::server::random_hex_id(&mut rand::thread_rng())[..16]
+        );
         let op = pb::Operation {
             id: id.clone(),
             request_id: new.request_id.clone(),

@@ -196,7 +196,7 @@ impl GossipDriver {
         let replication = &self.server.replication;
         let serves = cluster.topology.read().myself().is_primary();
         if serves && replication.ids().replid() == fence.replid {
-            replication.shift_id();
+            replication.shift_id(&mut rand::thread_rng());
         }
         replication.release_identity();
         if why.unproven() {

@@ -3,7 +3,6 @@
 //! ip recorded in its topology, and the gossip core on the bus thread.
 
 use super::driver::GossipDriver;
-use crate::cluster::agent::store::GroupStore;
 use crate::cluster::agent::AgentSettings;
 use crate::cluster::consensus::log::TICK_MS;
 use crate::cluster::core::ClusterCore;
@@ -11,6 +10,7 @@ use crate::cluster::gossip::GossipSettings;
 use crate::cluster::transport::rendezvous::LocalIpHook;
 use crate::cluster::transport::{start, BusHandle, BusStartError};
 use crate::config::bind_addr;
+use crate::server::persistence::topology_group_files::group_store;
 use crate::server::Server;
 use bus::select::{with_provider, WithProvider};
 use bus::Provider;
@@ -103,9 +103,8 @@ impl WithProvider for Job {
                 cluster.topology.read().consensus.saved_version,
             )
         };
-        let core =
-            ClusterCore::with_store(me, settings, agent, seed, GroupStore::new(&dir), applied)
-                .map_err(BusStartError::Topology)?;
+        let core = ClusterCore::with_store(me, settings, agent, seed, group_store(&dir), applied)
+            .map_err(BusStartError::Topology)?;
         start(
             &provider,
             Some(self.bind),

@@ -12,6 +12,10 @@
 //! - [`identity_file`]: the replication identity file;
 //! - [`nodes_conf_file`]: the cluster config file (nodes.conf), the cluster state's store;
 //! - [`cluster_secret_file`]: the cluster secret a node was given at run time;
+//! - [`topology_log`]: the topology group's Raft log file (`topology-raft.log`), the
+//!   consensus layer's `LogFile` and `LogStore`;
+//! - [`topology_group_files`]: that log and the file naming the group (`topology-group`),
+//!   the cluster agent's `GroupFiles`;
 //! - [`restart`]: the ids a start continues with, from the replication identity
 //!   ([`crate::node_state::identity`]) and what was loaded.
 //!
@@ -30,6 +34,8 @@ pub mod nodes_conf_file;
 pub mod restart;
 pub mod rules;
 pub mod snapshot;
+pub mod topology_group_files;
+pub mod topology_log;
 
 pub use crate::node_state::snapshot_state::{PersistenceInfo, SaveKind, SnapshotState};
 pub use snapshot::{SaveError, SaveStats};

@@ -28,10 +28,16 @@ impl NodesConfFile {
     }
 }
 
-/// The cluster state of a node started with `config`, kept in the config file it names.
+/// The cluster state of a node started with `config`, kept in the config file it names;
+/// a new node's ids come from the operating system's random source.
 pub fn start_cluster(config: &Config) -> Result<Cluster, StartError> {
+    use rand::SeedableRng as _;
     let store = NodesConfFile::open(config.cluster_config_path());
-    Cluster::start(config, Box::new(store))
+    Cluster::start(
+        config,
+        Box::new(store),
+        &mut rand::rngs::StdRng::from_entropy(),
+    )
 }
 
 impl ConfigStore for NodesConfFile {

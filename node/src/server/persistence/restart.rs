@@ -79,7 +79,7 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
     let standalone_primary =
         server.cluster.is_none() && server.config.read().replicaof.trim().is_empty();
     if loaded.loaded.is_some() && !covered && standalone_primary {
-        server.replication.shift_id();
+        server.replication.shift_id(&mut rand::thread_rng());
     }
     if server.cluster.is_some() {
         server

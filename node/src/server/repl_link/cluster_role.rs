@@ -52,7 +52,7 @@ pub fn follow_topology(server: &Server) {
         None | Some(Wanted::Unknown) => {}
         Some(Wanted::Primary { epoch }) => {
             if server.replica_of.is_replica() && server.replica_of.stop() {
-                server.replication.promote(epoch);
+                server.replication.promote(epoch, &mut rand::thread_rng());
                 tracing::info!("MASTER MODE enabled (the topology made this node a primary)");
             }
         }

@@ -370,7 +370,7 @@ fn apply_loop<C: Connection>(
         }
         if let Some(snap) = polled.snapshot {
             // From the first key replaced on, the dataset is no history's until it is whole.
-            server.replication.forget_history();
+            server.replication.forget_history(&mut rand::thread_rng());
             server.replica_of.set_loading(true);
             // The AOF holds the old dataset: it stops, and starts again from a base of the
             // new one (Redis restarts its AOF after a full sync).

@@ -3,8 +3,8 @@
 //! ([`super::durable_record`]) appended to one file.
 //!
 //! - Each ready turn appends its new entries and hard state, then fsyncs once; the driver
-//!   saves a turn ([`super::log_store::LogStore::save`]) before it sends the messages that
-//!   acknowledge them or applies anything of the turn (raft-rs's persisted-messages rule).
+//!   saves a turn ([`LogStore::save`]) before it sends the messages that acknowledge them or
+//!   applies anything of the turn (raft-rs's persisted-messages rule).
 //! - A commit index learned after the turn is only noted; it goes out with the next write.
 //!   Raft does not need it for safety (the leader tells it again), it only spares re-learning.
 //! - A snapshot (installed or taken) rewrites the file atomically (temp file, fsync, rename,
@@ -12,13 +12,18 @@
 //!   does a file that grew past [`REWRITE_RECORDS_MAX`] records or [`REWRITE_BYTES_MAX`].
 //! - Loading ([`super::durable_load`]) replays the records; a record cut short at the end is a
 //!   crash mid-append and is dropped, damage anywhere else is [`DurableError::Corrupt`].
+//!
+//! [`TopologyLogFile`] is the file at a path as the consensus layer sees it (its
+//! [`LogFile`]); [`DurableLog`] is the file open for saving turns (its [`LogStore`]).
 
-use super::durable_error::{io, DurableError};
 use super::durable_record::{encode, RecordKind};
-use super::log::LOG_ENTRIES_MAX;
-use super::storage::TopologyStorage;
+use crate::cluster::consensus::durable_error::{io, DurableError};
+use crate::cluster::consensus::log::LOG_ENTRIES_MAX;
+use crate::cluster::consensus::log_file::{Loaded, LogFile};
+use crate::cluster::consensus::log_store::{LogStore, Persist};
+use crate::cluster::consensus::storage::{StoredState, TopologyStorage};
 use crate::cluster::id::{NodeId, ID_LEN};
-use raft::prelude::{Entry, HardState, Snapshot};
+use raft::prelude::{Entry, HardState};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -53,14 +58,45 @@ pub const REWRITE_BYTES_MAX: u64 = 128 * 1024 * 1024;
 /// (about 100 MiB): a file past this was not written by this code.
 pub const FILE_BYTES_MAX: u64 = 2 * REWRITE_BYTES_MAX + 128 * 1024 * 1024;
 
-/// What the file holds once replayed: raft's storage state.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StoredState {
-    /// Empty (index 0) for a node that has none yet (a joiner).
-    pub snapshot: Snapshot,
-    /// The entries after the snapshot, contiguous.
-    pub entries: Vec<Entry>,
-    pub hard_state: HardState,
+/// The topology log file at a path: where a node's log is kept across restarts.
+#[derive(Clone, Debug)]
+pub struct TopologyLogFile {
+    path: PathBuf,
+}
+
+impl TopologyLogFile {
+    pub fn new(path: &Path) -> Self {
+        TopologyLogFile {
+            path: path.to_path_buf(),
+        }
+    }
+}
+
+impl LogFile for TopologyLogFile {
+    type Store = DurableLog;
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn load(&self) -> Result<Option<Loaded>, DurableError> {
+        super::durable_load::load(&self.path)
+    }
+
+    fn create(&self, owner: &NodeId, state: &StoredState) -> Result<DurableLog, DurableError> {
+        DurableLog::create(&self.path, owner, state)
+    }
+
+    fn reopen(&self, owner: &NodeId) -> Result<DurableLog, DurableError> {
+        DurableLog::append_to(&self.path, owner)
+    }
+
+    fn remove(&self) -> std::io::Result<()> {
+        match fs::remove_file(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
 }
 
 pub struct DurableLog {
@@ -280,6 +316,26 @@ fn write_temp(path: &Path, owner: &NodeId, state: &StoredState) -> Result<PathBu
         let _ = fs::remove_file(&tmp);
     }
     result.map(|()| tmp)
+}
+
+impl LogStore for DurableLog {
+    fn save(&mut self, persist: &Persist, memory: &TopologyStorage) -> Result<(), DurableError> {
+        match persist {
+            Persist::Turn {
+                snapshot_installed,
+                entries,
+                hard_state,
+                commit_learned,
+            } => {
+                self.save_turn(memory, *snapshot_installed, entries, hard_state.as_ref())?;
+                if let Some(hs) = commit_learned {
+                    self.note_hard_state(hs.clone());
+                }
+                Ok(())
+            }
+            Persist::Rewrite => self.rewrite_from(memory),
+        }
+    }
 }
 
 /// Where a rewrite is staged: beside the file, so the rename stays on one file system.

@@ -5,8 +5,8 @@
 //! later; the header's own one keeps a damaged length from passing for a record that runs
 //! past the end of the file (which would look like a crash mid-write).
 
-use super::durable_error::DurableError;
-use super::log::STEP_BYTES_MAX;
+use crate::cluster::consensus::durable_error::DurableError;
+use crate::cluster::consensus::log::STEP_BYTES_MAX;
 
 pub const HEADER_LEN: usize = 1 + 4 + 8 + 4;
 

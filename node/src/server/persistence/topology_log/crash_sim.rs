@@ -6,12 +6,12 @@
 //! rebuilds it from its log. Every committed entry any member reports is recorded; two
 //! reports of one index must agree, and so must any two topologies at one version.
 
-use super::command::TopologyCommand;
-use super::durable::DurableLog;
-use super::image::TopologyImage;
-use super::log::TopologyLog;
-use super::log_store;
-use super::sim::node_id;
+use super::durable::{DurableLog, TopologyLogFile};
+use crate::cluster::consensus::command::TopologyCommand;
+use crate::cluster::consensus::image::TopologyImage;
+use crate::cluster::consensus::log::TopologyLog;
+use crate::cluster::consensus::log_store;
+use crate::cluster::consensus::sim::node_id;
 use crate::cluster::id::{HexId, NodeId};
 use crate::cluster::node::ClusterNode;
 use crate::cluster::topology::Topology;
@@ -63,7 +63,7 @@ impl CrashNet {
                 let path = dir.join(format!("node-{i}.log"));
                 let (log, file) = TopologyLog::new(id, &ids, &[], seed + i as u64)
                     .unwrap()
-                    .with_file(&path)
+                    .with_file(&TopologyLogFile::new(&path))
                     .unwrap();
                 Member {
                     id,
@@ -114,7 +114,7 @@ impl CrashNet {
     pub fn restart(&mut self, i: usize) {
         let seed = self.rng.gen();
         let m = &mut self.members[i];
-        let (log, file) = TopologyLog::open(m.id, &m.path, seed)
+        let (log, file) = TopologyLog::open(m.id, &TopologyLogFile::new(&m.path), seed)
             .unwrap()
             .expect("a member's file outlives it");
         assert_eq!(log.applied(), log.snapshot_index());
@@ -166,7 +166,7 @@ impl CrashNet {
         self.members
             .iter()
             .map(|m| m.id)
-            .find(|id| super::raft_id::raft_id(id) == m.from)
+            .find(|id| crate::cluster::consensus::raft_id::raft_id(id) == m.from)
     }
 
     fn turn(&mut self, i: usize) -> bool {

@@ -3,17 +3,18 @@
 //! vote, rejoin and keep committing, restore their topology after compaction, and no crash
 //! point (even mid-write) loses a committed entry.
 
-use super::command::TopologyCommand;
-use super::durable::{file_header, DurableLog, StoredState, FILE_HEADER_LEN};
-use super::durable_error::DurableError;
+use super::durable::{file_header, DurableLog, TopologyLogFile, FILE_HEADER_LEN};
 use super::durable_load::load;
 use super::durable_record::{encode, RecordKind};
-use super::log::TopologyLog;
-use super::log_error::LogError;
-use super::log_store::{self, Persist};
-use super::raft_id::raft_id;
-use super::sim::{add_node, node_id, SimNet};
-use super::TopologyImage;
+use crate::cluster::consensus::command::TopologyCommand;
+use crate::cluster::consensus::durable_error::DurableError;
+use crate::cluster::consensus::log::TopologyLog;
+use crate::cluster::consensus::log_error::LogError;
+use crate::cluster::consensus::log_store::{self, Persist};
+use crate::cluster::consensus::raft_id::raft_id;
+use crate::cluster::consensus::sim::{add_node, node_id, SimNet};
+use crate::cluster::consensus::storage::StoredState;
+use crate::cluster::consensus::TopologyImage;
 use crate::cluster::id::{HexId, NodeId};
 use crate::cluster::node::ClusterNode;
 use crate::cluster::topology::Topology;
@@ -22,6 +23,11 @@ use raft::prelude::{Entry, HardState, Message, MessageType, Snapshot};
 use std::path::{Path, PathBuf};
 
 const ELECTION_TICKS_MAX: usize = 200;
+
+/// The log file at `path`.
+fn at(path: &Path) -> TopologyLogFile {
+    TopologyLogFile::new(path)
+}
 
 fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
     Entry {
@@ -65,6 +71,12 @@ fn hs(term: u64, vote: u64, commit: u64) -> (RecordKind, Vec<u8>) {
         RecordKind::HardState,
         hard_state(term, vote, commit).write_to_bytes().unwrap(),
     )
+}
+
+/// The file's inode: a rewrite renames a new file over the old one, an append keeps it.
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).unwrap().ino()
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -215,7 +227,7 @@ fn damage_before_the_tail_is_a_typed_error() {
     bytes[offsets[1] as usize + 20] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
     assert!(matches!(
-        TopologyLog::open(node_id(0), &path, 0),
+        TopologyLog::open(node_id(0), &at(&path), 0),
         Err(LogError::Durable(DurableError::Corrupt { .. }))
     ));
 }
@@ -227,13 +239,13 @@ fn a_new_log_never_overwrites_an_existing_file() {
     let ids = [node_id(0)];
     let log = TopologyLog::new(ids[0], &ids, &[], 0)
         .unwrap()
-        .with_file(&path)
+        .with_file(&at(&path))
         .unwrap();
     drop(log);
     assert_eq!(
         TopologyLog::new(ids[0], &ids, &[], 0)
             .unwrap()
-            .with_file(&path)
+            .with_file(&at(&path))
             .unwrap_err(),
         LogError::Durable(DurableError::Exists(path.clone()))
     );
@@ -241,18 +253,18 @@ fn a_new_log_never_overwrites_an_existing_file() {
         DurableLog::create(&path, &ids[0], &StoredState::default()).unwrap_err(),
         DurableError::Exists(path.clone())
     );
-    assert!(TopologyLog::open(ids[0], &dir.path().join("none"), 0)
+    assert!(TopologyLog::open(ids[0], &at(&dir.path().join("none")), 0)
         .unwrap()
         .is_none());
     // Another node (a new node id, a copied directory) does not take it up.
     assert_eq!(
-        TopologyLog::open(node_id(1), &path, 0).unwrap_err(),
+        TopologyLog::open(node_id(1), &at(&path), 0).unwrap_err(),
         LogError::Durable(DurableError::OtherNode {
             path: path.clone(),
             owner: ids[0]
         })
     );
-    assert!(TopologyLog::open(ids[0], &path, 0).unwrap().is_some());
+    assert!(TopologyLog::open(ids[0], &at(&path), 0).unwrap().is_some());
 }
 
 /// A request for `to`'s vote from `from` in `term`, with a log as long as the bootstrap one.
@@ -290,7 +302,7 @@ fn a_restarted_voter_keeps_its_term_and_never_votes_twice_in_one() {
     let (a, b, me) = (ids[0], ids[1], ids[2]);
     let (mut log, mut file) = TopologyLog::new(me, &ids, &[], 5)
         .unwrap()
-        .with_file(&path)
+        .with_file(&at(&path))
         .unwrap();
     assert_eq!(vote_granted(&mut log, Some(&mut file), &a), None);
     let before = file.len();
@@ -314,7 +326,7 @@ fn a_restarted_voter_keeps_its_term_and_never_votes_twice_in_one() {
     assert!(granted, "a's vote granted");
     drop((log, file));
 
-    let (mut log, mut file) = TopologyLog::open(me, &path, 6).unwrap().unwrap();
+    let (mut log, mut file) = TopologyLog::open(me, &at(&path), 6).unwrap().unwrap();
     assert_eq!(log.term(), 5);
     log.step(&b, &vote_request(&b, &me, 5)).unwrap();
     assert_eq!(
@@ -330,7 +342,11 @@ fn a_restarted_voter_keeps_its_term_and_never_votes_twice_in_one() {
     assert_eq!(vote_granted(&mut log, Some(&mut file), &b), Some(true));
     drop((log, file));
     assert_eq!(
-        TopologyLog::open(me, &path, 7).unwrap().unwrap().0.term(),
+        TopologyLog::open(me, &at(&path), 7)
+            .unwrap()
+            .unwrap()
+            .0
+            .term(),
         6
     );
 
@@ -352,7 +368,7 @@ fn fresh_topology(id: NodeId) -> Topology {
 fn durable_net(voters: usize, seed: u64, dir: &Path) -> SimNet {
     let mut net = SimNet::new(voters, 0, seed);
     for i in 0..voters {
-        net.attach_file(i, &log_path(dir, i));
+        net.attach_file(i, &at(&log_path(dir, i)));
     }
     net
 }
@@ -360,13 +376,13 @@ fn durable_net(voters: usize, seed: u64, dir: &Path) -> SimNet {
 /// Node `i` restarts: its log comes back from its file, its topology starts empty.
 fn restart(net: &mut SimNet, dir: &Path, i: usize, seed: u64) {
     net.crash(i);
-    let (log, file) = TopologyLog::open(node_id(i), &log_path(dir, i), seed)
+    let (log, file) = TopologyLog::open(node_id(i), &at(&log_path(dir, i)), seed)
         .unwrap()
         .expect("the file is there");
     assert_eq!(log.applied(), log.snapshot_index());
     let node = &mut net.nodes[i];
     node.log = Some(log);
-    node.file = Some(file);
+    node.file = Some(Box::new(file));
     node.topology = fresh_topology(node_id(i));
     node.applied.clear();
     node.restores = 0;
@@ -471,17 +487,24 @@ fn compaction_shrinks_the_file_and_a_reopen_restores_the_same_image() {
     let node = 1;
     let path = log_path(dir.path(), node);
     let before = file_len(&path);
+    let inode_before = inode(&path);
     let topology = net.nodes[node].topology.clone();
     let image = TopologyImage::capture(&topology);
     net.compact(node, &topology).unwrap();
     assert_eq!(net.log(node).snapshot_index(), image.version);
     let after = file_len(&path);
     assert!(after < before, "compaction left {after} of {before} bytes");
-    assert_eq!(net.nodes[node].file.as_ref().unwrap().rewrites(), 1);
+    assert_ne!(
+        inode(&path),
+        inode_before,
+        "the compaction rewrote the file"
+    );
 
     // Reopened with an empty topology: the first turn restores the snapshot's image.
     net.crash(node);
-    let (mut log, mut file) = TopologyLog::open(node_id(node), &path, 7).unwrap().unwrap();
+    let (mut log, mut file) = TopologyLog::open(node_id(node), &at(&path), 7)
+        .unwrap()
+        .unwrap();
     assert_eq!(log.applied(), image.version);
     assert_eq!(log.snapshot_index(), image.version);
     let out = log.ready().unwrap();
@@ -498,7 +521,7 @@ fn compaction_shrinks_the_file_and_a_reopen_restores_the_same_image() {
     assert_eq!(TopologyImage::capture(&kept), image);
     // Back in the group, it follows what commits next.
     net.nodes[node].log = Some(log);
-    net.nodes[node].file = Some(file);
+    net.nodes[node].file = Some(Box::new(file));
     net.nodes[node].topology = restored;
     commit(&mut net, &assign(0, 5000, 5100));
     let leader = net.elect(ELECTION_TICKS_MAX);
@@ -600,7 +623,7 @@ fn random_crash_points_never_lose_a_committed_entry() {
             );
             // Every committed entry past the member's snapshot is in its log, unchanged.
             let log = m.log.as_ref().unwrap();
-            let store = log.raw().store();
+            let store = log.storage();
             let first = log.snapshot_index() + 1;
             let last = store.last_index().unwrap();
             let entries = store
@@ -648,19 +671,16 @@ fn a_joiner_keeps_the_snapshot_it_was_sent_across_a_restart() {
     let path = log_path(dir.path(), 3);
     let (joiner_log, joiner_file) = TopologyLog::new(node_id(3), &[], &[], 31)
         .unwrap()
-        .with_file(&path)
+        .with_file(&at(&path))
         .unwrap();
+    let joiner_inode = inode(&path);
     let joiner = net.push(joiner_log);
-    net.nodes[joiner].file = Some(joiner_file);
+    net.nodes[joiner].file = Some(Box::new(joiner_file));
     let leader = net.elect(ELECTION_TICKS_MAX);
     net.log(leader).propose_add_learner(&node_id(3)).unwrap();
     net.run(20);
     assert_eq!(net.nodes[joiner].restores, 1);
-    assert_eq!(
-        net.nodes[joiner].file.as_ref().unwrap().rewrites(),
-        1,
-        "the install rewrote the file"
-    );
+    assert_ne!(inode(&path), joiner_inode, "the install rewrote the file");
     let snapshot_index = net.log(joiner).snapshot_index();
     assert!(snapshot_index > 1);
 
@@ -708,7 +728,7 @@ fn a_failed_write_poisons_the_log() {
 #[test]
 fn a_file_full_of_old_records_is_rewritten_to_the_live_state() {
     use super::durable::REWRITE_RECORDS_MAX;
-    use super::storage::TopologyStorage;
+    use crate::cluster::consensus::storage::TopologyStorage;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
     let state = StoredState {
@@ -734,7 +754,7 @@ fn a_file_full_of_old_records_is_rewritten_to_the_live_state() {
 
 #[test]
 fn storage_refuses_entries_that_do_not_follow_the_snapshot() {
-    use super::storage::TopologyStorage;
+    use crate::cluster::consensus::storage::TopologyStorage;
     let gap = StoredState {
         entries: vec![entry(1, 1, b"a"), entry(3, 1, b"c")],
         ..StoredState::default()
@@ -812,7 +832,7 @@ mod replay_properties {
                 bytes[at % n] ^= x;
             }
             std::fs::write(&path, &bytes).unwrap();
-            let _ = TopologyLog::open(node_id(0), &path, 0);
+            let _ = TopologyLog::open(node_id(0), &at(&path), 0);
         }
     }
 }

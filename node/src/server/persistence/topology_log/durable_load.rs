@@ -5,25 +5,17 @@
 //! it was never acknowledged, so it is dropped and the file truncated before it. Anything
 //! else that does not check out is [`DurableError::Corrupt`].
 
-use super::durable::{StoredState, FILE_BYTES_MAX, FILE_HEADER_LEN, MAGIC};
-use super::durable_error::{io, DurableError};
+use super::durable::{FILE_BYTES_MAX, FILE_HEADER_LEN, MAGIC};
 use super::durable_record::{Header, RecordKind, HEADER_LEN, RECORD_BYTES_MAX};
-use crate::cluster::id::{HexId, NodeId};
+use crate::cluster::consensus::durable_error::{io, DurableError};
+use crate::cluster::consensus::log_file::Loaded;
+use crate::cluster::consensus::storage::StoredState;
+use crate::cluster::id::HexId;
 use protobuf::Message as _;
 use raft::prelude::{Entry, HardState, Snapshot};
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
-
-/// What a load found.
-#[derive(Debug)]
-pub struct Loaded {
-    /// The node whose log this is.
-    pub owner: NodeId,
-    pub state: StoredState,
-    /// Bytes of a torn tail dropped (0: none).
-    pub dropped: u64,
-}
 
 /// Reads the file at `path`; None when there is none.
 pub fn load(path: &Path) -> Result<Option<Loaded>, DurableError> {
