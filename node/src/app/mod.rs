@@ -82,6 +82,15 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
         .context("starting the admin API")?;
     crate::server::metrics::serve(server.clone(), metrics_listeners, Some(operations));
     tokio::spawn(cron::run(server.clone()));
+    let compacted = Arc::downgrade(&server);
+    crate::db::compaction::spawn(move |step| match compacted.upgrade() {
+        Some(server) => {
+            step(server.dbs());
+            true
+        }
+        None => false,
+    })
+    .context("starting the compaction thread")?;
     if server.config.read().io_threads <= 1 {
         let poller = server.clone();
         tokio::spawn(async move { poller.busy_poll.run(&poller.hot).await });

@@ -114,6 +114,32 @@ impl Shard {
         std::mem::swap(&mut self.expiry, &mut other.expiry);
     }
 
+    /// Each table's record array address (tables without one left out), by table index:
+    /// what compaction sorts by.
+    pub fn table_addresses(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i, t.records_address()))
+            .filter(|&(_, address)| address != 0)
+    }
+
+    /// Moves table `i` to fresh allocations ([`SlotTable::relocate`]) if its record array
+    /// is still at `address` (it may have grown since it was listed) and no image runs (an
+    /// image is left to read the shard as it is). True if it moved.
+    pub fn relocate_table(&mut self, i: usize, address: usize) -> bool {
+        if self.image.is_some() {
+            return false;
+        }
+        match self.tables.get_mut(i) {
+            Some(t) if t.records_address() == address => {
+                t.relocate();
+                true
+            }
+            _ => false,
+        }
+    }
+
     #[cold]
     fn capture_for_image(&mut self, i: usize, slot: u16) {
         if let Some(image) = self.image.as_mut() {

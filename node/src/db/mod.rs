@@ -1,6 +1,7 @@
 //! The keyspace: values, entries, shards organised by hash slot, and the locked view that
 //! commands run against.
 
+pub mod compaction;
 pub mod databases;
 pub mod entry;
 pub mod eviction;
@@ -13,6 +14,7 @@ pub mod image;
 pub mod keyspace;
 pub mod locked;
 pub mod memory;
+pub mod slot_index;
 pub mod slot_table;
 pub mod stored_key;
 pub mod stream;

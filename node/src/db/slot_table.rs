@@ -1,19 +1,20 @@
 //! The keys of one hash slot: a dense array of (key, entry) records in insertion order, plus a
-//! hash index of 4-byte positions into it.
+//! hash index of positions into it.
 //!
 //! Position access in O(1) gives cheap random sampling (RANDOMKEY, eviction) and a SCAN
 //! cursor that is stable under deletion (removal moves only the last record into the hole).
 //! This is the shape of `indexmap::IndexMap`, minus two costs that dominate at a million keys
 //! (about 61 keys a slot): indexmap stores each key's 8-byte hash beside its record and
 //! indexes with 8-byte positions. Here hashes are recomputed from the keys (inline, so
-//! cheap) when the index grows, and positions are `u32`: 13 bytes a key less (measured with
-//! `scripts/memory-per-key.sh`). The record array grows by an eighth of its length instead of
-//! doubling (a doubled array of 64-byte records would waste up to half of them).
+//! cheap) when the index grows, and positions are 2 bytes (4 in a table past 65,536 keys:
+//! [`super::slot_index`]): 17 bytes a key less (measured with `scripts/memory-per-key.sh`).
+//! The record array grows by an eighth of its length instead of doubling (a doubled array
+//! of 64-byte records would waste up to half of them).
 
 use super::entry::Entry;
+use super::slot_index::SlotIndex;
 use super::stored_key::{Access, StoredKey};
 use super::value::Hasher;
-use hashbrown::HashTable;
 
 /// A full record array grows by this fraction of its length (but at least [`MIN_GROWTH`]).
 pub const GROWTH_DIVISOR: usize = 8;
@@ -26,7 +27,7 @@ pub const MAX_KEYS_PER_SLOT: usize = u32::MAX as usize;
 #[derive(Clone)]
 pub struct SlotTable {
     records: Vec<(StoredKey, Entry)>,
-    index: HashTable<u32>,
+    index: SlotIndex,
     hasher: Hasher,
 }
 
@@ -34,7 +35,7 @@ impl SlotTable {
     pub fn with_hasher(hasher: Hasher) -> Self {
         SlotTable {
             records: Vec::new(),
-            index: HashTable::new(),
+            index: SlotIndex::default(),
             hasher,
         }
     }
@@ -68,8 +69,7 @@ impl SlotTable {
     pub fn get_index_of(&self, key: &[u8]) -> Option<usize> {
         let records = &self.records;
         self.index
-            .find(self.hash(key), |&i| records[i as usize].0.as_bytes() == key)
-            .map(|&i| i as usize)
+            .find(self.hash(key), |i| records[i].0.as_bytes() == key)
     }
 
     /// `key`'s position, stored key and entry.
@@ -124,8 +124,8 @@ impl SlotTable {
             index,
             hasher,
         } = self;
-        if let Some(&i) = index.find(hash, |&i| records[i as usize].0.as_bytes() == key) {
-            let (stored, old) = &mut records[i as usize];
+        if let Some(i) = index.find(hash, |i| records[i].0.as_bytes() == key) {
+            let (stored, old) = &mut records[i];
             stored.set_access(access);
             return Some(std::mem::replace(old, entry));
         }
@@ -133,11 +133,9 @@ impl SlotTable {
         if records.len() == records.capacity() {
             records.reserve_exact((records.len() / GROWTH_DIVISOR).max(MIN_GROWTH));
         }
-        let position = records.len() as u32;
+        let position = records.len();
         records.push((StoredKey::new(key, access), entry));
-        index.insert_unique(hash, position, |&i| {
-            hasher.hash_one(records[i as usize].0.as_bytes())
-        });
+        index.insert_unique(hash, position, |i| hasher.hash_one(records[i].0.as_bytes()));
         None
     }
 
@@ -150,18 +148,12 @@ impl SlotTable {
             index,
             hasher,
         } = self;
-        let found = index
-            .find_entry(hash, |&i| records[i as usize].0.as_bytes() == key)
-            .ok()?;
-        let (position, _) = found.remove();
+        let position = index.remove(hash, |i| records[i].0.as_bytes() == key)?;
         let last = records.len() - 1;
-        let (stored, entry) = records.swap_remove(position as usize);
-        if position as usize != last {
-            let moved_hash = hasher.hash_one(records[position as usize].0.as_bytes());
-            let moved = index
-                .find_mut(moved_hash, |&i| i as usize == last)
-                .expect("every record has an index entry");
-            *moved = position;
+        let (stored, entry) = records.swap_remove(position);
+        if position != last {
+            let moved_hash = hasher.hash_one(records[position].0.as_bytes());
+            index.move_position(moved_hash, last, position);
         }
         Some((entry, stored.access()))
     }
@@ -179,18 +171,31 @@ impl SlotTable {
         self.records.iter().map(|(_, e)| e)
     }
 
-    /// Bytes the table itself holds on the heap: the record array (to its capacity) and the
-    /// index (a 4-byte position and a control byte per bucket). Keys' and values' own
-    /// allocations aside.
-    pub fn heap_bytes(&self) -> usize {
-        let buckets = if self.index.capacity() == 0 {
+    /// Where the record array lives, 0 while it has no allocation: the order compaction
+    /// moves tables in (see [`super::compaction`]).
+    pub fn records_address(&self) -> usize {
+        if self.records.capacity() == 0 {
             0
         } else {
-            // hashbrown keeps buckets at most 7/8 full, in a power of two.
-            (self.index.capacity() * 8 / 7).next_power_of_two()
-        };
+            self.records.as_ptr() as usize
+        }
+    }
+
+    /// Moves the record array and the index to fresh allocations of the same sizes (each
+    /// allocated before the old one is freed), positions and contents unchanged: what
+    /// compaction does to gather tables out of the slabs their growth left sparse.
+    pub fn relocate(&mut self) {
+        let mut records = Vec::with_capacity(self.records.capacity());
+        records.append(&mut self.records);
+        self.records = records;
+        self.index = self.index.clone();
+    }
+
+    /// Bytes the table itself holds on the heap: the record array (to its capacity) and the
+    /// index. Keys' and values' own allocations aside.
+    pub fn heap_bytes(&self) -> usize {
         self.records.capacity() * std::mem::size_of::<(StoredKey, Entry)>()
-            + buckets * (std::mem::size_of::<u32>() + 1)
+            + self.index.heap_bytes()
     }
 }
 
@@ -257,6 +262,37 @@ mod tests {
             }
         }
         assert_eq!(t.iter().count(), t.len());
+    }
+
+    /// Goal: relocation changes where a table lives, not what it holds or where each key
+    /// sits. Method: relocate a table with removals behind it and look every key up.
+    #[test]
+    fn relocation_keeps_positions_and_contents() {
+        let mut t = SlotTable::with_hasher(Hasher::new());
+        for i in 0..300 {
+            t.insert(format!("key:{i}").as_bytes(), entry(i), stamp(i as u32));
+        }
+        for i in (0..300).step_by(7) {
+            t.swap_remove(format!("key:{i}").as_bytes());
+        }
+        let before: Vec<(Vec<u8>, Option<i64>)> = t
+            .iter()
+            .map(|(k, e)| (k.as_bytes().to_vec(), int(Some(e))))
+            .collect();
+        let (capacity, heap, address) = (t.capacity(), t.heap_bytes(), t.records_address());
+        t.relocate();
+        assert_eq!((t.capacity(), t.heap_bytes()), (capacity, heap));
+        assert_ne!(address, 0);
+        let after: Vec<(Vec<u8>, Option<i64>)> = t
+            .iter()
+            .map(|(k, e)| (k.as_bytes().to_vec(), int(Some(e))))
+            .collect();
+        assert_eq!(before, after);
+        for (position, (key, value)) in before.iter().enumerate() {
+            assert_eq!(t.get_index_of(key), Some(position));
+            assert_eq!(int(t.get(key)), *value);
+        }
+        assert_eq!(SlotTable::with_hasher(Hasher::new()).records_address(), 0);
     }
 
     #[test]
