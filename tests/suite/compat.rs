@@ -371,6 +371,40 @@ fn latency_histogram_and_monitor_events() {
     assert_eq!(c.call(&["LATENCY", "LATEST"]), Frame::Array(vec![]));
 }
 
+/// Goal: an active expire cycle over `latency-monitor-threshold` (here: freeing a set of
+/// 300k members that expired) is a LATENCY event named `expire-cycle`, as Redis names it.
+#[test]
+fn a_slow_expire_cycle_is_a_latency_event() {
+    let node = Node::start(&[]);
+    let mut c = RawClient::connect(node.port);
+    let values: Vec<String> = (0..300_000).map(|i| i.to_string()).collect();
+    let mut add: Vec<&str> = vec!["SADD", "big"];
+    add.extend(values.iter().map(String::as_str));
+    assert_eq!(c.call(&add), Frame::Integer(300_000));
+    assert_eq!(
+        c.call(&["CONFIG", "SET", "latency-monitor-threshold", "1"]),
+        Frame::simple("OK")
+    );
+    assert_eq!(c.call(&["PEXPIRE", "big", "20"]), Frame::Integer(1));
+    // Nothing reads the key: the active cycle removes it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let Frame::Array(latest) = c.call(&["LATENCY", "LATEST"]) else {
+            panic!("LATENCY LATEST answers an array")
+        };
+        let expire_cycle = |e: &Frame| matches!(e, Frame::Array(f) if f[0] == bulk("expire-cycle"));
+        if latest.iter().any(expire_cycle) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no expire-cycle event: {latest:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(c.call(&["DBSIZE"]), Frame::Integer(0));
+}
+
 /// Goal: CLIENT REPLY OFF silences replies until ON, SKIP silences the next one; CLIENT
 /// LIST / INFO of the asking client counts the command being run in `qbuf`, as Redis does.
 #[test]

@@ -436,10 +436,15 @@ fn migrate_moves_a_slot_between_cluster_nodes() {
         .unwrap_err();
     assert_eq!(error_text(after), format!("MOVED {slot} {a_addr}"));
 
-    // Destination database must be 0 in cluster mode.
+    // Destination database must be 0 in cluster mode; missing keys answer NOKEY first, as
+    // Redis does (the suite's MONITOR redaction test migrates a missing key to db 9).
     assert_eq!(
         a.cli(&["MIGRATE", "127.0.0.1", &bp, "{k}1", "1", "5000"]),
         "ERR destination-db must be 0 in cluster mode"
+    );
+    assert_eq!(
+        a.cli(&["MIGRATE", "127.0.0.1", &bp, "{k}missing", "9", "5000"]),
+        "NOKEY"
     );
     let keys = a.cli(&["CLUSTER", "GETKEYSINSLOT", &slot, "10"]);
     assert_eq!(keys.lines().count(), 3, "{keys}");

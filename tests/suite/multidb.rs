@@ -314,6 +314,67 @@ fn a_replica_keeps_each_write_in_its_database() {
     assert_eq!(run(&mut r, &["EXISTS", "n"]), "0");
 }
 
+/// The `name:value` field of INFO stats, or "" when absent.
+fn stats_field(c: &mut redis::Connection, name: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Goal: the primary's stream selects a database only when it changes (as Redis's does), so
+/// a replica that reconnects and continues the stream (partial resync) in the middle of
+/// writes to database 5 keeps applying them to database 5, not 0.
+#[test]
+fn a_replica_that_continues_the_stream_stays_in_its_database() {
+    let repl_port = free_port().to_string();
+    let mut args = FABRIC.to_vec();
+    args.extend(["--repl-fabric-port", &repl_port]);
+    let primary = Node::start(&args);
+    let replica = Node::start(&FABRIC);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while run(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
+    ) != "OK"
+    {
+        assert!(Instant::now() < deadline, "REPLICAOF refused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(run(&mut p, &["SELECT", "5"]), "OK");
+    assert_eq!(run(&mut r, &["SELECT", "5"]), "OK");
+    let wait_for = |r: &mut redis::Connection, key: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while run(r, &["EXISTS", key]) != "1" {
+            assert!(
+                Instant::now() < deadline,
+                "{key} did not reach db 5 of the replica; replica log:\n{}",
+                replica.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(run(&mut p, &["SET", "before", "1"]), "OK");
+    wait_for(&mut r, "before");
+    let full_syncs = stats_field(&mut p, "sync_full");
+    // The link drops; the replica continues the stream where it was, in database 5.
+    let _ = replica.cli(&["CLIENT", "KILL", "TYPE", "master"]);
+    assert_eq!(run(&mut p, &["SET", "after", "2"]), "OK");
+    wait_for(&mut r, "after");
+    assert_eq!(
+        stats_field(&mut p, "sync_full"),
+        full_syncs,
+        "a partial resync, not a full one"
+    );
+    assert_eq!(run(&mut r, &["GET", "after"]), "2");
+    assert_eq!(run(&mut r, &["SELECT", "0"]), "OK");
+    assert_eq!(run(&mut r, &["DBSIZE"]), "0", "nothing landed in db 0");
+}
+
 /// Goal: cluster mode keeps database 0 only.
 #[test]
 fn cluster_mode_refuses_other_databases() {

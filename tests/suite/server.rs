@@ -788,6 +788,38 @@ fn maxmemory_noeviction_refuses_and_lru_evicts() {
     );
 }
 
+/// Goal: a command that takes the node over `maxmemory` (a SETBIT far out: 200 kB from a
+/// small request) makes the very next command evict, even when both arrive in one pipeline
+/// (the cached allocator reading is refreshed after a large allocation, not only every
+/// millisecond): Redis's "Tracking invalidation message of eviction keys should be before
+/// response" relies on it.
+#[test]
+fn the_command_after_one_that_grew_memory_evicts() {
+    let node = Node::start(&["--maxmemory-policy", "volatile-random"]);
+    let mut c = node.client();
+    for round in 0..5 {
+        cmd(&mut c, &["CONFIG", "SET", "maxmemory", "0"]).unwrap();
+        cmd(&mut c, &["FLUSHALL"]).unwrap();
+        let used: u64 = info(&mut c, "memory").get("used_memory").unwrap();
+        let limit = (used + 100 * 1024).to_string();
+        cmd(&mut c, &["CONFIG", "SET", "maxmemory", &limit]).unwrap();
+        cmd(&mut c, &["SETEX", "volatile-key", "10000", "x"]).unwrap();
+        let (_, exists): (i64, i64) = redis::pipe()
+            .cmd("SETBIT")
+            .arg("big-key")
+            .arg(1_600_000)
+            .arg(0)
+            .cmd("EXISTS")
+            .arg("volatile-key")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(
+            exists, 0,
+            "round {round}: not evicted before the next command"
+        );
+    }
+}
+
 /// The volatile-* policies evict only keys with a TTL, and refuse writes with Redis's OOM
 /// error once none is left; allkeys-random evicts keys without one too.
 #[test]

@@ -1,7 +1,8 @@
 //! SYNC and PSYNC on the client port (issue 18): a raw TCP client follows the node's
 //! replication stream as the Redis test suite's `attach_to_replication_stream` and
 //! `redis-cli --replica` do: `$<len>` and the snapshot (the node's own format, not an RDB),
-//! then `SELECT 0` and the propagated commands as RESP arrays.
+//! then the propagated commands as RESP arrays, a SELECT wherever the stream's database
+//! changes (and before the first write after a full sync), as Redis's stream has them.
 
 use integration::{cmd, Node};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -131,6 +132,36 @@ fn sync_streams_the_snapshot_then_select_and_the_writes() {
     assert_eq!(node.cli(&["PING"]), "PONG");
 }
 
+/// Goal: the stream selects a database only where it changes, and again after a new
+/// consumer's full sync (Redis's `slaveseldb`): a suite's `assert_replication_stream
+/// {select *} {set a 1} {set b 2}` in db 9 sees one SELECT, not one per command.
+#[test]
+fn the_stream_selects_only_when_the_database_changes() {
+    let node = Node::start(&[]);
+    let mut other = node.client();
+    cmd(&mut other, &["SELECT", "9"]).unwrap();
+    let mut first = StreamClient::connect(&node);
+    first.send(b"SYNC\r\n");
+    first.payload();
+    cmd(&mut other, &["SET", "a", "1"]).unwrap();
+    cmd(&mut other, &["SET", "b", "2"]).unwrap();
+    assert_eq!(first.command(), words(&["select", "9"]));
+    assert_eq!(first.command(), words(&["set", "a", "1"]));
+    assert_eq!(first.command(), words(&["set", "b", "2"]));
+    let mut second = StreamClient::connect(&node);
+    second.send(b"SYNC\r\n");
+    second.payload();
+    cmd(&mut other, &["SET", "c", "3"]).unwrap();
+    cmd(&mut other, &["SELECT", "2"]).unwrap();
+    cmd(&mut other, &["SET", "d", "4"]).unwrap();
+    for consumer in [&mut first, &mut second] {
+        assert_eq!(consumer.command(), words(&["select", "9"]));
+        assert_eq!(consumer.command(), words(&["set", "c", "3"]));
+        assert_eq!(consumer.command(), words(&["select", "2"]));
+        assert_eq!(consumer.command(), words(&["set", "d", "4"]));
+    }
+}
+
 /// The `name:value` field of INFO replication, or "" when absent.
 fn replication_field(node: &Node, name: &str) -> String {
     node.cli(&["INFO", "replication"])
@@ -216,6 +247,7 @@ fn psync_answers_fullresync_and_continues_a_known_history() {
     let mut again = StreamClient::connect(&node);
     again.send(format!("PSYNC {replid} {}\r\n", offset + 1).as_bytes());
     assert_eq!(again.line(), "+CONTINUE");
+    assert_eq!(again.command(), words(&["select", "0"]));
     assert_eq!(again.command(), words(&["set", "b", "2"]));
     // An unknown history gets a full sync.
     let mut unknown = StreamClient::connect(&node);

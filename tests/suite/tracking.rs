@@ -393,3 +393,47 @@ fn client_list_shows_tracking_and_no_evict_flags() {
     assert_eq!(c.call(&["CLIENT", "TRACKING", "off"]), ok());
     assert!(info(&mut c).contains(" flags=N "));
 }
+
+/// Goal: a script's reads make its caller track the keys the script declared, as Redis
+/// does (not the keys the reads name); a script that reads nothing, or EVAL_RO/FCALL-style
+/// read-only scripts by themselves, track nothing. The suite's "Tracking only occurs for
+/// scripts when a command calls a read-only command".
+#[test]
+fn a_script_that_reads_tracks_its_declared_keys() {
+    let node = Node::start(&[]);
+    let mut t = tracking(&node, &[]);
+    // No read: nothing tracked.
+    assert_eq!(
+        t.call(&[
+            "EVAL",
+            "redis.call('set', 'key3{t}', 'bar')",
+            "2",
+            "key1{t}",
+            "key2{t}"
+        ]),
+        Frame::Null
+    );
+    write(&node, &["MSET", "key2{t}", "1", "key1{t}", "1"]);
+    // A read of an undeclared key: the declared keys are tracked, not key3.
+    assert_eq!(
+        t.call(&[
+            "EVAL",
+            "redis.call('get', 'key3{t}')",
+            "2",
+            "key1{t}",
+            "key2{t}"
+        ]),
+        Frame::Null
+    );
+    write(&node, &["SET", "key3{t}", "x"]);
+    write(&node, &["MSET", "key2{t}", "2", "key1{t}", "2"]);
+    assert_eq!(t.read(), invalidate(&["key2{t}"]));
+    assert_eq!(t.read(), invalidate(&["key1{t}"]));
+    // EVAL_RO that reads nothing: nothing tracked.
+    assert_eq!(
+        t.call(&["EVAL_RO", "redis.call('ping')", "2", "key1{t}", "key2{t}"]),
+        Frame::Null
+    );
+    write(&node, &["MSET", "key2{t}", "3", "key1{t}", "3"]);
+    assert_eq!(t.call(&["PING"]), pong(), "nothing more was sent");
+}

@@ -43,8 +43,18 @@ pub(super) fn after_command(
         }
     }
     let client = &ctx.client;
-    if spec.has(flags::READONLY) && client.tracking.remembers(client.shared.tracking.flags()) {
-        let positions = spec.key_positions(args);
-        tracking.remember(me, positions.iter().map(|&i| args[i]));
+    // A read-only script (EVAL_RO, FCALL_RO) remembers nothing itself: the reads it makes
+    // do, each remembering the keys the script declared (`script_keys`), as Redis does.
+    if spec.has(flags::READONLY)
+        && !super::dispatch::is_script(spec)
+        && client.tracking.remembers(client.shared.tracking.flags())
+    {
+        if client.in_script {
+            let keys = &client.tracking.script_keys;
+            tracking.remember(me, keys.iter().map(|k| &k[..]));
+        } else {
+            let positions = spec.key_positions(args);
+            tracking.remember(me, positions.iter().map(|&i| args[i]));
+        }
     }
 }

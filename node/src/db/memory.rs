@@ -1,6 +1,7 @@
 //! Memory as the allocator sees it. The node allocates through jemalloc (as redis-server
 //! does), so `used_memory` means the same thing for both: bytes allocated and not yet freed.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,34 @@ use std::time::{Duration, Instant};
 /// epoch (a few microseconds), too slow to do per command, so `maxmemory` checks read a
 /// value refreshed at most this often.
 pub const REFRESH_INTERVAL: Duration = Duration::from_millis(1);
+/// Bytes a thread may allocate before its next look reads the allocator again, however
+/// fresh the cached reading: a command that grew the dataset by more (SETBIT far out, a big
+/// SET) is seen by the very next command's `maxmemory` check, as Redis sees it, rather than
+/// by whichever command comes a millisecond later.
+pub const GROWTH_REFRESH_BYTES: u64 = 64 * 1024;
+
+thread_local! {
+    /// jemalloc's count of the bytes this thread allocated so far (a pointer read once per
+    /// thread; reading through it is a plain load). None when the statistics are missing.
+    static THREAD_ALLOCATED: Option<tikv_jemalloc_ctl::thread::ThreadLocal<u64>> =
+        tikv_jemalloc_ctl::thread::allocatedp::read().ok();
+    /// That count when this thread last read the allocator for a look.
+    static ALLOCATED_AT_LAST_READ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Whether this thread allocated [`GROWTH_REFRESH_BYTES`] or more since it last said so.
+fn thread_grew() -> bool {
+    let Some(now) = THREAD_ALLOCATED.with(|a| a.map(|a| a.get())) else {
+        return false;
+    };
+    ALLOCATED_AT_LAST_READ.with(|last| {
+        let grew = now.saturating_sub(last.get()) >= GROWTH_REFRESH_BYTES;
+        if grew {
+            last.set(now);
+        }
+        grew
+    })
+}
 
 pub struct MemoryGauge {
     cached: AtomicU64,
@@ -52,8 +81,13 @@ impl MemoryGauge {
     }
 
     /// [`MemoryGauge::used`] for a caller that has read the clock (a command's start).
+    /// Read afresh, too, when this thread allocated much since its last reading.
     pub fn used_at(&self, now: Instant) -> u64 {
         let now_ns = self.nanos_at(now);
+        if thread_grew() {
+            self.refreshed_ns.store(now_ns, Ordering::Relaxed);
+            return self.read_into_cache();
+        }
         let at = self.refreshed_ns.load(Ordering::Relaxed);
         let stale = now_ns.saturating_sub(at) >= REFRESH_INTERVAL.as_nanos() as u64;
         // One thread refreshes (the one whose swap lands); the others use the cached value,

@@ -64,6 +64,9 @@ pub struct Identity {
     /// `(old, new)`: history `new` began from a complete replay of `old`.
     pub succeeds: Option<Succession>,
     pub state: RunState,
+    /// The database the stream is in at `offset` (`stream-db`; 0 when the file has none):
+    /// where a replica that restarts from a log replayed to `offset` continues executing.
+    pub stream_db: usize,
 }
 
 /// A history that began from a complete replay of another (see the module comment): it
@@ -87,13 +90,14 @@ impl Identity {
             None => "-".to_string(),
         };
         format!(
-            "version {IDENTITY_VERSION}\nnode {}\nreplid {}\nreplid2 {replid2}\noffset {}\nprimary {}\nepoch {}\nsucceeds {succeeds}\nstate {}\n",
+            "version {IDENTITY_VERSION}\nnode {}\nreplid {}\nreplid2 {replid2}\noffset {}\nprimary {}\nepoch {}\nsucceeds {succeeds}\nstate {}\nstream-db {}\n",
             id(self.node),
             self.ids.replid(),
             self.offset,
             id(self.primary),
             self.epoch,
             self.state.name(),
+            self.stream_db,
         )
     }
 
@@ -167,6 +171,12 @@ impl Identity {
             epoch: number("epoch")?,
             succeeds,
             state,
+            stream_db: match get("stream-db").ok() {
+                None => 0,
+                Some(db) => db
+                    .parse::<usize>()
+                    .map_err(|_| "stream-db is not a number".to_string())?,
+            },
         })
     }
 }
@@ -191,6 +201,9 @@ pub struct LoadedHistory {
     /// Set by a replay that provably reached everything the previous run acknowledged (an
     /// `appendfsync always` AOF read to its end); the snapshot alone never sets it.
     pub complete: bool,
+    /// The database the stream is in at the loaded offset (the save's `repl-stream-db`, or
+    /// the identity's `stream-db` for a replayed log).
+    pub stream_db: usize,
 }
 
 impl LoadedHistory {
@@ -231,6 +244,7 @@ mod tests {
                 new: id(b'b'),
             }),
             state: RunState::Stopped,
+            stream_db: 0,
         }
     }
 
@@ -273,6 +287,7 @@ mod tests {
                 identity,
                 loaded,
                 complete,
+                stream_db: 0,
             };
             assert_eq!(h.covered(), covered, "{h:?}");
         }

@@ -40,6 +40,9 @@ pub type ReplicaId = u64;
 pub struct HistoryMark {
     pub replid: ReplId,
     pub offset: u64,
+    /// The database the stream is in at `offset` (Redis's `repl-stream-db`): a replica that
+    /// restarts from the save continues executing there.
+    pub stream_db: usize,
     /// Unfed writes begun so far (see [`Replication::unfed_write`]).
     unfed_begun: u64,
 }
@@ -80,8 +83,11 @@ struct State {
     /// One request's stream bytes, encoded here and appended: reused so that feeding does not
     /// allocate once it has grown to the largest request seen.
     scratch: Vec<u8>,
-    /// The database the backlog's last write selected (None: unknown, the next write
-    /// selects its own): Redis's `slaveseldb`. A reader starts in database 0.
+    /// The database the stream is in at `offset`: what the last SELECT in it selected,
+    /// mirrored or written (None: unknown, so the next write selects its own database):
+    /// Redis's `slaveseldb`. A request in it is not preceded by a SELECT; where a reader
+    /// starts afresh (a full sync's offset, a new backlog, a start) it becomes None. A
+    /// replica's applier continues in it across reconnects and restarts.
     selected_db: Option<usize>,
     acks: ReplicaAcks<ReplicaId>,
     addrs: BTreeMap<ReplicaId, ReplicaAddr>,
@@ -149,7 +155,7 @@ impl Replication {
                 backlog: None,
                 backlog_size,
                 scratch: Vec::new(),
-                selected_db: Some(0),
+                selected_db: None,
                 acks: ReplicaAcks::default(),
                 addrs: BTreeMap::new(),
                 waiters: WaitQueue::default(),
@@ -169,9 +175,16 @@ impl Replication {
     /// A restart loaded a dataset that is exactly `ids`' history up to `offset`: it continues
     /// from there, with a backlog that starts empty at `offset` (so a replica at `offset`
     /// continues without a full sync).
-    pub fn restore(&self, ids: ReplicationIds, offset: u64) -> Result<(), BacklogError> {
+    /// `stream_db`: the database the history is in at `offset` (what the save recorded).
+    pub fn restore(
+        &self,
+        ids: ReplicationIds,
+        offset: u64,
+        stream_db: usize,
+    ) -> Result<(), BacklogError> {
         let mut s = self.state.lock();
         s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
+        s.selected_db = Some(stream_db);
         s.ids = ids;
         self.offset.store(offset, Relaxed);
         self.consumers.fetch_or(BACKLOG, Relaxed);
@@ -300,6 +313,7 @@ impl Replication {
             epoch: s.history_epoch,
             succeeds: s.succession.filter(|x| x.new == s.ids.replid()),
             state,
+            stream_db: s.selected_db.unwrap_or(0),
         }
     }
 
@@ -353,6 +367,7 @@ impl Replication {
         Some(HistoryMark {
             replid: s.ids.replid(),
             offset: self.offset.load(SeqCst),
+            stream_db: s.selected_db.unwrap_or(0),
             unfed_begun,
         })
     }
@@ -417,7 +432,7 @@ impl Replication {
         if s.backlog.is_none() {
             let offset = self.offset.load(Relaxed);
             s.backlog = Some(Backlog::new(s.backlog_size, offset)?);
-            s.selected_db = Some(0);
+            s.selected_db = None;
             self.consumers.fetch_or(BACKLOG, Relaxed);
             tracing::info!(size = s.backlog_size, offset, "replication backlog created");
         }
@@ -456,18 +471,32 @@ impl Replication {
         offset
     }
 
+    /// The database the stream is in at `master_repl_offset` (0 when unknown: the next
+    /// write selects): where a replica's applier continues executing.
+    pub fn stream_db(&self) -> usize {
+        self.state.lock().selected_db.unwrap_or(0)
+    }
+
+    /// A reader starts afresh at the current offset (a full sync's snapshot, taken with
+    /// every shard held): the next write selects its database, whatever it is (Redis sets
+    /// `slaveseldb` to -1 when a replica attaches).
+    pub fn reselect(&self) {
+        self.state.lock().selected_db = None;
+    }
+
     /// A replica mirrors its primary's stream: `bytes` (whole commands outside transactions,
     /// exactly as the primary sent them) extend this node's history at the primary's offsets,
     /// so that once promoted its replicas can continue from its backlog. Returns the new
     /// `master_repl_offset`.
-    pub fn feed_raw(&self, bytes: &[u8]) -> u64 {
+    /// `stream_db`: the database the primary's stream is in after them (the applier's).
+    pub fn feed_raw(&self, bytes: &[u8], stream_db: usize) -> u64 {
         if bytes.is_empty() {
             return self.offset.load(Relaxed);
         }
         let mut s = self.state.lock();
-        // The primary's SELECTs are in these bytes: this node's own next write (once
-        // promoted) selects its database again.
-        s.selected_db = None;
+        // The primary's SELECTs are in these bytes: this node's readers followed them, and
+        // its own next write (once promoted) selects only if its database differs.
+        s.selected_db = Some(stream_db);
         let offset = match s.backlog.as_mut() {
             Some(b) => b.append(bytes),
             None => self.offset.load(Relaxed) + bytes.len() as u64,
@@ -815,12 +844,15 @@ mod tests {
         assert!(!r.active());
         r.ensure_backlog().unwrap();
         assert!(r.active());
+        // A new backlog's reader knows no database: its first write selects one, the next
+        // in the same database does not.
+        let select = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n".len() as u64;
         let first = feed_set(&r, b"k");
         let len = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".len() as u64;
-        assert_eq!(first, len);
-        assert_eq!(feed_set(&r, b"k"), 2 * len);
-        assert_eq!(r.master_repl_offset(), 2 * len);
-        let held = r.read_backlog(len + 1, |range| range.map(|r| r.to_vec()));
+        assert_eq!(first, select + len);
+        assert_eq!(feed_set(&r, b"k"), select + 2 * len);
+        assert_eq!(r.master_repl_offset(), select + 2 * len);
+        let held = r.read_backlog(select + len + 1, |range| range.map(|r| r.to_vec()));
         assert_eq!(
             held.as_deref(),
             Some(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"[..])
@@ -828,25 +860,43 @@ mod tests {
         assert!(r.read_backlog(0, |range| range.is_none()));
         // Idempotent: a second call keeps the history.
         r.ensure_backlog().unwrap();
-        assert_eq!(r.master_repl_offset(), 2 * len);
+        assert_eq!(r.master_repl_offset(), select + 2 * len);
         // A replica that has the first SET continues from the second; one with an unknown
         // history syncs fully at the current offset.
         let replid = r.ids().replid();
         let known = PsyncRequest {
-            history: Some((replid, len + 1)),
+            history: Some((replid, select + len + 1)),
         };
         assert_eq!(
             r.psync(&known),
             PsyncDecision::Continue {
-                from: len + 1,
+                from: select + len + 1,
                 new_replid: None
             }
         );
         let stranger = PsyncRequest { history: None };
         assert!(matches!(
             r.psync(&stranger),
-            PsyncDecision::FullResync { offset, .. } if offset == 2 * len
+            PsyncDecision::FullResync { offset, .. } if offset == select + 2 * len
         ));
+    }
+
+    #[test]
+    fn reselect_makes_the_next_write_select_and_mirroring_keeps_the_database() {
+        let r = replication();
+        r.ensure_backlog().unwrap();
+        let select = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n".len() as u64;
+        let len = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".len() as u64;
+        let first = feed_set(&r, b"k");
+        assert_eq!(first, select + len);
+        assert_eq!(r.stream_db(), 0);
+        r.reselect();
+        assert_eq!(feed_set(&r, b"k"), first + select + len, "selected again");
+        // A replica mirrors its primary's bytes and the database they end in.
+        r.feed_raw(b"*2\r\n$6\r\nSELECT\r\n$1\r\n4\r\n", 4);
+        assert_eq!(r.stream_db(), 4);
+        let mark = r.mark().unwrap();
+        assert_eq!(mark.stream_db, 4, "a save records it");
     }
 
     #[test]

@@ -109,6 +109,8 @@ pub struct LoadStats {
     /// the offset), when the save saw that history stand still from its first key to its
     /// last (`snapshot.rs`); `None` for an inexact save or a file without the fields.
     pub history: Option<(ReplId, u64)>,
+    /// The database the stream is in at that offset (`repl-stream-db`).
+    pub history_stream_db: usize,
     /// The function libraries' codes the file held (the loader runs them again); taken out
     /// before the stats are kept.
     pub functions: Vec<Box<[u8]>>,

@@ -73,18 +73,19 @@ impl Outgoing {
 
     /// The stream bytes for everything collected (MULTI/EXEC-wrapped when more than one
     /// command, as [`transaction`](super::propagate::transaction) wraps them), appended to
-    /// `out`, preceded by a SELECT unless the consumer's `selected` database (what it last
-    /// wrote; None: unknown) and the first command's are both 0. So every request outside
-    /// database 0 names its database, and one in database 0 does after one that was not:
-    /// a reader starting at any request's first byte in database 0 (a replica's link after
-    /// a reconnect or a restart, one increment of the AOF) executes each in its database,
-    /// while a node that uses database 0 only writes one SELECT per stream. The collection
-    /// stays: the AOF and the backlog each encode it, each with its own `selected`.
+    /// `out`, preceded by a SELECT when the first command's database is not the consumer's
+    /// `selected` one (what its stream last selected; None: unknown, so the next request
+    /// selects whatever its database): Redis's `slaveseldb` / `aof_selected_db`. A reader
+    /// that starts in the middle of a stream must know the database there: the producer
+    /// sets `selected` to None where a reader may start afresh (a full sync, a new AOF
+    /// increment), and one that continues (a partial resync) carries its own. The
+    /// collection stays: the AOF and the backlog each encode it, each with its own
+    /// `selected`.
     pub fn encode_into(&self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
         if self.commands.is_empty() {
             return;
         }
-        if self.first_db != 0 || *selected != Some(0) {
+        if *selected != Some(self.first_db) {
             encode_into(&[select_command(self.first_db)], out);
         }
         *selected = Some(self.last_db);
@@ -164,14 +165,13 @@ mod tests {
             ])
         );
         assert_eq!(selected, Some(3));
-        // Outside database 0 every request names its database; a change inside one
-        // request: a SELECT in between.
+        // The stream stays in database 3: no SELECT before the next request there; a
+        // change inside one request: a SELECT in between.
         let mut bytes = Vec::new();
         out.command(3, &[b"DEL", b"k"], &WriteEffect::None).unwrap();
         out.key_removed(0, b"x");
         out.finish_into(&mut bytes, &mut selected);
         let expect = encode_stream(&[
-            select_command(3),
             vec![b"MULTI".to_vec()],
             vec![b"DEL".to_vec(), b"k".to_vec()],
             select_command(0),
@@ -188,5 +188,31 @@ mod tests {
             bytes,
             encode_stream(&[vec![b"DEL".to_vec(), b"y".to_vec()]])
         );
+        // Another database: selected again.
+        let mut bytes = Vec::new();
+        out.command(5, &[b"DEL", b"z"], &WriteEffect::None).unwrap();
+        out.finish_into(&mut bytes, &mut selected);
+        assert_eq!(
+            bytes,
+            encode_stream(&[select_command(5), vec![b"DEL".to_vec(), b"z".to_vec()]])
+        );
+    }
+
+    #[test]
+    fn an_unknown_selection_selects_even_database_0() {
+        let mut out = Outgoing::default();
+        let mut selected = None;
+        let mut bytes = Vec::new();
+        out.command(0, &[b"SET", b"k", b"v"], &WriteEffect::None)
+            .unwrap();
+        out.finish_into(&mut bytes, &mut selected);
+        assert_eq!(
+            bytes,
+            encode_stream(&[
+                select_command(0),
+                vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()]
+            ])
+        );
+        assert_eq!(selected, Some(0));
     }
 }

@@ -13,6 +13,7 @@ use super::convert::{lua_to_frame, write_reply};
 use super::engine::{run_state, set_run_state, Engine, RunState};
 use super::errors::{final_text, message_of};
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::db::Key;
 use crate::node_state::scripts::Body;
 use crate::node_state::stats::LocalStats;
 use mlua::{HookTriggers, MultiValue, Value, VmState};
@@ -51,7 +52,17 @@ pub fn run(ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
                 .set_arguments(script.keys, script.argv)
                 .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
             let kill = ctx.server.running_script.start(crate::clock::unix_millis());
-            run_in(engine, ctx, function, &sha_text, script.rules, kill)
+            run_in(
+                engine,
+                ctx,
+                Running {
+                    function,
+                    label: &sha_text,
+                    keys: script.keys,
+                    rules: script.rules,
+                },
+                kill,
+            )
         }))
     })
     .map_err(|e| CmdError::Other(e.into()))?
@@ -98,7 +109,13 @@ pub fn run_function(ctx: &mut Ctx<'_>, call: FunctionCall<'_>) -> CmdResult {
                 &registered,
                 call.command,
             );
-            let out = run_in(engine, ctx, trampoline, &registered, call.rules, kill);
+            let running = Running {
+                function: trampoline,
+                label: &registered,
+                keys: call.keys,
+                rules: call.rules,
+            };
+            let out = run_in(engine, ctx, running, kill);
             for field in ["keys", "argv", "fn"] {
                 let _ = engine.hidden.raw_set(field, Value::Nil);
             }
@@ -169,17 +186,37 @@ fn script_error(text: String, counted: bool) -> CmdError {
     }
 }
 
-/// Runs `function` (a script's chunk, or a function's trampoline) under the kill hook, with
-/// `redis.call` bound to this client; `label` names it in errors (the SHA1 or the function).
+/// What [`run_in`] runs: a script's chunk or a function's trampoline, the name errors give
+/// it (the SHA1 or the function), the keys it declared, and what `redis.call` may do.
+struct Running<'a> {
+    function: mlua::Function,
+    label: &'a str,
+    keys: &'a [&'a [u8]],
+    rules: CallRules,
+}
+
+/// Runs `running` under the kill hook, with `redis.call` bound to this client.
 fn run_in(
     engine: &mut Engine,
     ctx: &mut Ctx<'_>,
-    function: mlua::Function,
-    label: &str,
-    rules: CallRules,
+    running: Running<'_>,
     kill: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> CmdResult {
+    let Running {
+        function,
+        label,
+        keys,
+        rules,
+    } = running;
     set_run_state(&engine.lua, RunState::default());
+    // A tracking caller remembers the declared keys for any read the script makes.
+    if ctx
+        .client
+        .tracking
+        .remembers(ctx.client.shared.tracking.flags())
+    {
+        ctx.client.tracking.script_keys = keys.iter().map(|k| Key::from(*k)).collect();
+    }
     engine.lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_EVERY),
         move |lua, _| {
@@ -247,6 +284,7 @@ fn run_in(
         ctx.client.select(caller_db);
     }
     ctx.client.in_script = false;
+    ctx.client.tracking.script_keys.clear();
     ctx.server.running_script.finish();
     stats.flush(&ctx.server.stats);
     match outcome {

@@ -60,11 +60,21 @@ pub fn active_expire(server: &Server) {
     if server.client_pause.suspends_key_removal(now) {
         return;
     }
+    let started = Instant::now();
     let mut expired_total = 0;
     for keyspace in server.dbs().iter() {
         expired_total += active_expire_in(server, keyspace, now);
     }
     Stats::add(&server.stats.expired_keys, expired_total);
+    // A cycle over `latency-monitor-threshold` is a LATENCY event (Redis's `expire-cycle`):
+    // freeing a large expired key happens here.
+    let threshold_ms = server.hot.latency_monitor_threshold_ms.load(Relaxed);
+    let took_ms = started.elapsed().as_millis() as u64;
+    if threshold_ms > 0 && took_ms >= threshold_ms {
+        server
+            .latency_monitor
+            .add("expire-cycle", now / 1000, took_ms);
+    }
 }
 
 /// [`active_expire`] in one database; returns the keys it expired.

@@ -68,11 +68,20 @@ fn num(a: &[u8]) -> u64 {
     std::str::from_utf8(a).unwrap().parse().unwrap()
 }
 
-/// Runs `args` and returns what it appended to the stream.
+/// Runs `args` and returns what it appended to the stream. The stream's first write selects
+/// database 0 first (a new backlog's reader knows none): checked and left out here.
 fn captured(server: &Server, client: &mut Client, args: &[&str]) -> Vec<Argv> {
     let before = server.replication.master_repl_offset();
     run(server, client, args);
-    stream_since(server, before)
+    let mut got = stream_since(server, before);
+    if before == 0 && !got.is_empty() {
+        assert_eq!(
+            got.remove(0),
+            argv(&["SELECT", "0"]),
+            "the first write selects"
+        );
+    }
+    got
 }
 
 #[test]

@@ -7,9 +7,9 @@
 //! `+CONTINUE` when it named a history the backlog still holds); for a full sync `$<len>\r\n`
 //! and the node's snapshot, in the node's own snapshot format (the bytes SAVE writes and a
 //! fabric full sync ships; **not an RDB**), taken with every shard held so that it is exactly
-//! the dataset at `<offset>`; then `SELECT 0` (the node has one database and its stream
-//! never selects, but Redis's stream starts with one) and every propagated command from
-//! `<offset> + 1` as RESP arrays, as they are in the backlog.
+//! the dataset at `<offset>`; then every propagated command from `<offset> + 1` as RESP
+//! arrays, as they are in the backlog: the first write after the snapshot selects its
+//! database (`snapshot::take` makes the stream forget its database), as Redis's does.
 //!
 //! Bounds: at most [`TCP_REPLICAS_MAX`] such connections; one holds at most one chunk of
 //! [`CHUNK_MAX`] bytes besides its socket's buffers; a consumer that falls behind by more than
@@ -51,9 +51,6 @@ const IDLE_POLL: Duration = Duration::from_millis(5);
 const LAG_CHECK: Duration = Duration::from_millis(50);
 /// Bytes read (and ignored: `REPLCONF ACK`, newlines) per read from the consumer.
 const INPUT_SCRATCH: usize = 4 * 1024;
-
-/// `SELECT 0`, as RESP: the first command of a full sync's stream.
-const SELECT_0: &[u8] = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n";
 
 /// A consumer's place in the replicas INFO lists, given back when the connection ends.
 struct Listed<'a> {
@@ -167,7 +164,7 @@ async fn serve_consumer<S: AsyncRead + AsyncWrite + Unpin>(
     tracing::info!(client = id, "TCP replica stream ended");
 }
 
-/// Writes the status line (PSYNC), the snapshot and `SELECT 0`; returns the snapshot's
+/// Writes the status line (PSYNC) and the snapshot; returns the snapshot's
 /// offset, or `None` when the client is gone.
 async fn full_sync<S: AsyncWrite + Unpin>(
     stream: &mut S,
@@ -188,7 +185,6 @@ async fn full_sync<S: AsyncWrite + Unpin>(
     stream.write_all(&head).await.ok()?;
     // Redis sends the payload without a trailing CRLF; so does this.
     stream.write_all(&snap.bytes).await.ok()?;
-    stream.write_all(SELECT_0).await.ok()?;
     stream.flush().await.ok()?;
     Some(snap.offset)
 }

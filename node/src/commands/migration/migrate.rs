@@ -372,9 +372,6 @@ fn io_error(writing: bool) -> CmdError {
 pub(super) fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let m = Migrate::parse(args)?;
     let cluster = ctx.server.cluster.is_some();
-    if cluster && m.db != 0 {
-        return err("ERR destination-db must be 0 in cluster mode");
-    }
     // The keys here now: missing and expired ones are left out (a key that expired since
     // it was listed is the common case, not an error).
     let now = ctx.db.now;
@@ -392,9 +389,14 @@ pub(super) fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             });
         }
     }
+    // Missing keys answer NOKEY whatever the database, as Redis (which leaves the database
+    // to the target) answers them.
     if keys.is_empty() {
         ctx.reply.simple(b"NOKEY");
         return Ok(());
+    }
+    if cluster && m.db != 0 {
+        return err("ERR destination-db must be 0 in cluster mode");
     }
     let restore: &[u8] = if cluster {
         b"RESTORE-ASKING"

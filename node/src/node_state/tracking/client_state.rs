@@ -78,6 +78,10 @@ pub struct LocalTracking {
     /// Bytes of queued pushes the dispatcher moved into the output ahead of the running
     /// command's reply (kept when CLIENT REPLY drops the reply).
     pub pushed_ahead: usize,
+    /// While a script of this client runs (and the client remembers reads): the keys it
+    /// declared. A read command inside it remembers these, not its own keys, as Redis
+    /// tracks a script's caller by the script's keys.
+    pub script_keys: Vec<Key>,
 }
 
 impl LocalTracking {

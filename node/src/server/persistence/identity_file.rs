@@ -98,6 +98,7 @@ mod tests {
                 new: id(b'b'),
             }),
             state: RunState::Stopped,
+            stream_db: 0,
         }
     }
 

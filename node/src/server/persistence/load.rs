@@ -30,6 +30,7 @@ struct HistoryFields {
     replid: Option<ReplId>,
     offset: Option<u64>,
     offset_end: Option<u64>,
+    stream_db: Option<u64>,
 }
 
 impl HistoryFields {
@@ -39,6 +40,7 @@ impl HistoryFields {
             aux::REPL_ID => self.replid = ReplId::parse(value),
             aux::REPL_OFFSET => self.offset = number(),
             aux::REPL_OFFSET_END => self.offset_end = number(),
+            aux::REPL_STREAM_DB => self.stream_db = number(),
             _ => {}
         }
     }
@@ -189,5 +191,8 @@ pub fn load_from<'k, R: Read>(
     }
     decoder.expect_end()?;
     stats.history = history.exact();
+    // A file without it (an older node's): its stream named the database of every request
+    // outside database 0, so 0 is right there.
+    stats.history_stream_db = history.stream_db.unwrap_or(0) as usize;
     Ok(stats)
 }

@@ -203,32 +203,34 @@ pub fn load_at_start(server: &Arc<Server>) -> anyhow::Result<()> {
         )
     };
     let identity = identity_file::load(&identity_file::path_in(&dir))?;
-    let (loaded, complete) = if aof && aof::startup::load(server)? {
+    let (loaded, complete, stream_db) = if aof && aof::startup::load(server)? {
         match identity {
             Some(i) if i.state == identity::RunState::Stopped => {
-                (Some((i.ids.replid(), i.offset)), false)
+                (Some((i.ids.replid(), i.offset)), false, i.stream_db)
             }
-            _ => (None, always),
+            _ => (None, always, 0),
         }
     } else {
-        let history = load_snapshot_at_start(server)?;
+        let (history, stream_db) = load_snapshot_at_start(server)?;
         if aof {
             aof::startup::create(server)?;
         }
-        (history, false)
+        (history, false, stream_db)
     };
     let loaded = identity::LoadedHistory {
         identity,
         loaded,
         complete,
+        stream_db,
     };
     restart::take_over(server, loaded)
 }
 
-/// Loads the snapshot; the replication history it is exactly, if it says so.
+/// Loads the snapshot; the replication history it is exactly, if it says so, and the
+/// database the stream is in at its offset.
 fn load_snapshot_at_start(
     server: &Arc<Server>,
-) -> anyhow::Result<Option<(crate::replication::ids::ReplId, u64)>> {
+) -> anyhow::Result<(Option<(crate::replication::ids::ReplId, u64)>, usize)> {
     let path = server.config.read().snapshot_path();
     // A save that a crash interrupted left its temp file (`snapshot::temp_path`).
     if let Some(dir) = path.parent() {
@@ -241,6 +243,7 @@ fn load_snapshot_at_start(
         crate::scripting::functions::replace_from_snapshot(server, codes);
     }
     let history = stats.as_ref().and_then(|s| s.history);
+    let stream_db = stats.as_ref().map_or(0, |s| s.history_stream_db);
     match stats {
         None => tracing::info!(path = %path.display(), "no snapshot file; starting empty"),
         Some(stats) => {
@@ -255,7 +258,7 @@ fn load_snapshot_at_start(
             server.snapshot.set_last_load(stats);
         }
     }
-    Ok(history)
+    Ok((history, stream_db))
 }
 
 /// The save that shutdown makes: stops a running save, then saves if `mode` asks for it

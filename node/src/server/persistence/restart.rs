@@ -38,7 +38,11 @@ pub fn take_over(server: &Server, loaded: LoadedHistory) -> anyhow::Result<()> {
             let previous = same.and_then(|i| i.ids.replid2().zip(i.ids.second_replid_offset()));
             server
                 .replication
-                .restore(ReplicationIds::from_parts(replid, previous), offset)
+                .restore(
+                    ReplicationIds::from_parts(replid, previous),
+                    offset,
+                    loaded.stream_db,
+                )
                 .context("restoring the replication backlog")?;
             match same {
                 Some(i) => {
@@ -167,11 +171,13 @@ mod tests {
             epoch: 3,
             succeeds: None,
             state: RunState::Running,
+            stream_db: 0,
         };
         let loaded = |identity: Identity, loaded| LoadedHistory {
             identity: Some(identity),
             loaded,
             complete: false,
+            stream_db: 0,
         };
         let fenced = |l: LoadedHistory, node| restart_fence(&l, node).map(|f| (f.replid, f.offset));
         assert_eq!(

@@ -50,12 +50,19 @@ pub mod aux {
     pub const REPL_ID: &[u8] = b"repl-id";
     pub const REPL_OFFSET: &[u8] = b"repl-offset";
     pub const REPL_OFFSET_END: &[u8] = b"repl-offset-end";
+    /// Redis's name for the database the stream is in at `repl-offset`.
+    pub const REPL_STREAM_DB: &[u8] = b"repl-stream-db";
 }
 
-/// Appends the history a save starts at (`repl-id`, `repl-offset`).
+/// Appends the history a save starts at (`repl-id`, `repl-offset`, `repl-stream-db`).
 pub fn put_history_start(buf: &mut Vec<u8>, mark: &HistoryMark) {
     put_aux(buf, aux::REPL_ID, mark.replid.as_bytes());
     put_aux(buf, aux::REPL_OFFSET, mark.offset.to_string().as_bytes());
+    put_aux(
+        buf,
+        aux::REPL_STREAM_DB,
+        mark.stream_db.to_string().as_bytes(),
+    );
 }
 
 /// Appends `repl-offset-end` when the history did not move since `start` (the file is then

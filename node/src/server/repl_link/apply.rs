@@ -26,7 +26,9 @@ pub struct StreamApplier {
 }
 
 impl StreamApplier {
-    /// An applier whose next byte is `executed + 1`.
+    /// An applier whose next byte is `executed + 1`, in the database the mirrored stream is
+    /// in there (kept across reconnects and, through saves, restarts: the primary selects
+    /// only when its stream's database changes).
     pub fn new(server: &Arc<Server>, executed: u64) -> Self {
         let unspecified = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
         let shared = Arc::new(ClientShared::new(
@@ -41,6 +43,7 @@ impl StreamApplier {
         let mut session = Session::new(server.clone(), shared);
         session.client.authenticated = true;
         session.client.primary_link = true;
+        session.client.select(server.replication.stream_db());
         StreamApplier {
             session,
             cursor: StreamCursor::new(executed),
@@ -62,6 +65,9 @@ impl StreamApplier {
     pub fn reset(&mut self, offset: u64) {
         self.cursor.reset(offset);
         self.session.client.multi = None;
+        // The primary's stream selects again after a full sync; until then, as Redis's
+        // fresh master client, database 0.
+        self.session.client.select(0);
     }
 }
 
@@ -83,11 +89,15 @@ impl StreamApplier {
         // under their shards, as a primary feeds): a save meanwhile is not exact.
         let _unfed = server.replication.unfed_write();
         let session = &mut self.session;
+        // The session's database after the last command run: the stream's after the
+        // settled bytes the mirror gets.
+        let db = std::cell::Cell::new(session.client.db);
         let run = |command: crate::replication::stream_cursor::StreamCommand<'_>| {
             session.input.extend_from_slice(command.bytes);
             let (step, _) = session.process_input();
             // The primary's client gets no replies.
             session.output.clear();
+            db.set(session.client.db);
             if matches!(step, Step::Close) {
                 return Err(ApplyError::Closed(command.at));
             }
@@ -97,7 +107,7 @@ impl StreamApplier {
             })
         };
         let mirror = |settled: &[u8], applied: u64| {
-            let mirrored = server.replication.feed_raw(settled);
+            let mirrored = server.replication.feed_raw(settled, db.get());
             debug_assert_eq!(mirrored, applied, "the history left the stream");
         };
         self.cursor

@@ -39,8 +39,9 @@ pub fn take(server: &Server) -> ConsistentSnapshot {
         }
     };
     let offset = server.replication.master_repl_offset();
-    // The stream after `offset` needs no SELECT before it: every request outside database
-    // 0 names its own (`Outgoing::encode_into`), and the replica starts in database 0.
+    // The reader starts at `offset` knowing no database: the next write selects its own
+    // (`Outgoing::encode_into`), as Redis's stream does after a replica attaches.
+    server.replication.reselect();
     // With every shard held no fed write is in flight; the marks show an unfed one (the
     // same fields as a saved file's, so the load reads them the same way).
     let mark = server.replication.mark();

@@ -98,8 +98,9 @@ struct Pending {
     start: u64,
     /// From this offset on, bytes go to this new increment (a rewrite's instant).
     switch: Option<(u64, IncrFile)>,
-    /// The database the last append selected: 0 at the start of every increment, which
-    /// replays from database 0 (see `Outgoing::encode_into`).
+    /// The database the last append selected (Redis's `aof_selected_db`); None at the
+    /// start of every increment and after a start, so that the first write in it selects
+    /// its database (see `Outgoing::encode_into`).
     selected_db: Option<usize>,
 }
 
@@ -153,7 +154,7 @@ impl Default for AppendLog {
                 buf: Vec::new(),
                 start: 0,
                 switch: None,
-                selected_db: Some(0),
+                selected_db: None,
             }),
             writer: Mutex::new(Writer {
                 current: None,
@@ -235,7 +236,7 @@ impl AppendLog {
         debug_assert!(p.buf.is_empty() && p.switch.is_none());
         self.current_size.store(file.size, Ordering::Relaxed);
         w.current = Some(file);
-        p.selected_db = Some(0);
+        p.selected_db = None;
         p.open = true;
         self.open.store(true, Ordering::Relaxed);
     }
@@ -248,7 +249,7 @@ impl AppendLog {
         debug_assert!(p.switch.is_none(), "an earlier switch is unwritten");
         let at = p.start + p.buf.len() as u64;
         p.switch = Some((at, next));
-        p.selected_db = Some(0);
+        p.selected_db = None;
         p.open = true;
         self.open.store(true, Ordering::Relaxed);
     }
@@ -591,8 +592,10 @@ mod tests {
             set(k).encode_into(&mut v, &mut Some(0));
             v
         };
-        assert_eq!(one, enc("a"));
-        assert_eq!(two, [enc("b"), enc("c"), enc("d")].concat());
+        // Each increment's first write selects its database (a replay starts knowing none).
+        let select = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n".to_vec();
+        assert_eq!(one, [select.clone(), enc("a")].concat());
+        assert_eq!(two, [select, enc("b"), enc("c"), enc("d")].concat());
     }
 
     /// Goal: a write that fails loses nothing and says so (the dispatcher then refuses
