@@ -1,8 +1,16 @@
-//! DUMP/RESTORE payloads, laid out as Redis lays out its own: the serialized value, then the
-//! 2-byte format version, then an 8-byte CRC-64 of everything before it (little-endian).
-//! Payloads are only exchanged between nodes of this kind; they are not Redis RDB.
+//! DUMP/RESTORE payloads, in two formats laid out alike: the serialized value, then a
+//! 2-byte version, then an 8-byte CRC-64 of everything before it (little-endian).
+//!
+//! - Redis's: the value RDB-encoded (`rdb`), RDB version 10, CRC-64/Jones. RESTORE reads
+//!   what redis-server 7.0 (and older Redis) DUMPs.
+//! - Ours (`format`), versions 1 and 2, CRC-64/XZ: what nodes of previous versions wrote
+//!   and still read, so a RESTORE from one during a rolling upgrade keeps working.
+//!
+//! The checksums differ, so a payload is tried as Redis's first (its versions 1 to 10
+//! overlap ours) and as ours when the Jones CRC does not match.
 
 use super::format::{crc64, put_value, value_from_slice, FormatError, STREAM_VERSION, VERSION};
+use super::rdb::{self, crc64::crc64_jones, RdbError, RDB_VERSION};
 use crate::db::Value;
 
 /// Bytes after the value: version (2) and checksum (8).
@@ -16,6 +24,10 @@ pub enum PayloadError {
     /// Checksum right, content wrong: a payload built by something that is not a node.
     #[error("Bad data format: {0}")]
     BadData(FormatError),
+    /// A Redis payload whose checksum is right and whose value is not valid RDB (or is of
+    /// a type this node does not hold: modules).
+    #[error("Bad data format: {0}")]
+    BadRdb(RdbError),
 }
 
 /// The oldest format version that holds `value`: streams came with version 2, and a
@@ -38,22 +50,25 @@ pub fn payload(value: &Value) -> Vec<u8> {
     out
 }
 
-/// The value of a RESTORE payload, its version and checksum verified before decoding.
+/// The value of a RESTORE payload in either format, its version and checksum verified
+/// before decoding.
 pub fn value(payload: &[u8]) -> Result<Value, PayloadError> {
     let Some(body_len) = payload.len().checked_sub(TRAILER_LEN) else {
         return Err(PayloadError::VersionOrChecksum);
     };
     let (body, trailer) = payload.split_at(body_len);
     let version = u16::from_le_bytes([trailer[0], trailer[1]]);
-    if version == 0 || version > VERSION {
-        return Err(PayloadError::VersionOrChecksum);
-    }
     let mut stored = [0u8; 8];
     stored.copy_from_slice(&trailer[2..]);
-    if u64::from_le_bytes(stored) != crc64(&payload[..body_len + 2]) {
-        return Err(PayloadError::VersionOrChecksum);
+    let stored = u64::from_le_bytes(stored);
+    let covered = &payload[..body_len + 2];
+    if version <= RDB_VERSION && stored == crc64_jones(covered) {
+        return rdb::read::value(body).map_err(PayloadError::BadRdb);
     }
-    value_from_slice(body).map_err(PayloadError::BadData)
+    if (1..=VERSION).contains(&version) && stored == crc64(covered) {
+        return value_from_slice(body).map_err(PayloadError::BadData);
+    }
+    Err(PayloadError::VersionOrChecksum)
 }
 
 #[cfg(test)]
