@@ -40,8 +40,21 @@ fn payload_version(value: &Value) -> u16 {
     }
 }
 
-/// The DUMP payload of `value`.
+/// The DUMP payload of `value` in Redis 7.0's format: what DUMP answers and MIGRATE sends,
+/// so that redis-server and tools built for it read it.
 pub fn payload(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    rdb::write::put_value(&mut out, value);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64_jones(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The payload of `value` in our own format, which nodes of every version read: what a
+/// slot copy sends to another node, which may not read Redis's format yet during a rolling
+/// upgrade.
+pub fn node_payload(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     put_value(&mut out, value);
     out.extend_from_slice(&payload_version(value).to_le_bytes());
@@ -80,16 +93,18 @@ mod tests {
     proptest! {
         #[test]
         fn payloads_round_trip(v in any_value()) {
-            let p = payload(&v);
-            prop_assert!(same(&value(&p).unwrap(), &v));
+            for p in [payload(&v), node_payload(&v)] {
+                prop_assert!(same(&value(&p).unwrap(), &v));
+            }
         }
 
         #[test]
         fn any_flipped_bit_is_caught(v in any_value(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
-            let mut p = payload(&v);
-            let i = at.index(p.len());
-            p[i] ^= 1 << bit;
-            prop_assert!(value(&p).is_err());
+            for mut p in [payload(&v), node_payload(&v)] {
+                let i = at.index(p.len());
+                p[i] ^= 1 << bit;
+                prop_assert!(value(&p).is_err());
+            }
         }
 
         /// A hostile payload: random bytes, given a valid trailer (anyone can compute the
@@ -102,7 +117,7 @@ mod tests {
             let crc = crc64(&p);
             p.extend_from_slice(&crc.to_le_bytes());
             match value(&p) {
-                Ok(v) => prop_assert!(payload(&v).len() <= p.len() + 16 * body.len() + 16),
+                Ok(v) => prop_assert!(node_payload(&v).len() <= p.len() + 16 * body.len() + 16),
                 Err(e) => prop_assert!(matches!(e, PayloadError::BadData(_)), "{e}"),
             }
         }
@@ -114,18 +129,20 @@ mod tests {
 
         #[test]
         fn any_truncation_is_caught(v in any_value(), at in any::<prop::sample::Index>()) {
-            let p = payload(&v);
-            let cut = at.index(p.len());
-            prop_assert!(matches!(value(&p[..cut]), Err(PayloadError::VersionOrChecksum)));
+            for p in [payload(&v), node_payload(&v)] {
+                let cut = at.index(p.len());
+                prop_assert!(matches!(value(&p[..cut]), Err(PayloadError::VersionOrChecksum)));
+            }
         }
     }
 
     #[test]
     fn only_streams_need_format_version_2() {
         let version = |p: &[u8]| u16::from_le_bytes([p[p.len() - 10], p[p.len() - 9]]);
-        assert_eq!(version(&payload(&Value::Int(7))), 1);
+        assert_eq!(version(&node_payload(&Value::Int(7))), 1);
+        assert_eq!(version(&payload(&Value::Int(7))), RDB_VERSION);
         let stream = Value::Stream(Box::default());
-        let p = payload(&stream);
+        let p = node_payload(&stream);
         assert_eq!(version(&p), 2);
         assert!(matches!(value(&p), Ok(Value::Stream(_))));
     }

@@ -21,6 +21,8 @@ pub mod listpack;
 pub mod lzf;
 pub mod read;
 pub mod stream_read;
+pub mod stream_write;
+pub mod write;
 pub mod ziplist;
 
 /// The RDB version Redis 7.0 writes and the newest it reads.
