@@ -141,7 +141,7 @@ fn hll_bytes_counts_and_merges_match_redis_server() {
     }
 }
 
-/// The node's DUMP payloads are its own format (README), so values travel as raw strings.
+/// Values travel as raw strings (GET/SET); DUMP/RESTORE of HLLs is tests/suite/dump_rdb.rs's.
 #[test]
 fn an_hll_travels_between_redis_server_and_the_node() {
     let node = Node::start(&[]);

@@ -17,6 +17,7 @@ mod cluster_restart;
 mod compat;
 mod connection;
 mod datatypes_aof;
+mod dump_rdb;
 mod fabric;
 mod functions;
 mod geo;

@@ -1,8 +1,16 @@
-//! DUMP/RESTORE payloads, laid out as Redis lays out its own: the serialized value, then the
-//! 2-byte format version, then an 8-byte CRC-64 of everything before it (little-endian).
-//! Payloads are only exchanged between nodes of this kind; they are not Redis RDB.
+//! DUMP/RESTORE payloads, in two formats laid out alike: the serialized value, then a
+//! 2-byte version, then an 8-byte CRC-64 of everything before it (little-endian).
+//!
+//! - Redis's: the value RDB-encoded (`rdb`), RDB version 10, CRC-64/Jones. RESTORE reads
+//!   what redis-server 7.0 (and older Redis) DUMPs.
+//! - Ours (`format`), versions 1 and 2, CRC-64/XZ: what nodes of previous versions wrote
+//!   and still read, so a RESTORE from one during a rolling upgrade keeps working.
+//!
+//! The checksums differ, so a payload is tried as Redis's first (its versions 1 to 10
+//! overlap ours) and as ours when the Jones CRC does not match.
 
 use super::format::{crc64, put_value, value_from_slice, FormatError, STREAM_VERSION, VERSION};
+use super::rdb::{self, crc64::crc64_jones, RdbError, RDB_VERSION};
 use crate::db::Value;
 
 /// Bytes after the value: version (2) and checksum (8).
@@ -16,6 +24,10 @@ pub enum PayloadError {
     /// Checksum right, content wrong: a payload built by something that is not a node.
     #[error("Bad data format: {0}")]
     BadData(FormatError),
+    /// A Redis payload whose checksum is right and whose value is not valid RDB (or is of
+    /// a type this node does not hold: modules).
+    #[error("Bad data format: {0}")]
+    BadRdb(RdbError),
 }
 
 /// The oldest format version that holds `value`: streams came with version 2, and a
@@ -28,8 +40,21 @@ fn payload_version(value: &Value) -> u16 {
     }
 }
 
-/// The DUMP payload of `value`.
+/// The DUMP payload of `value` in Redis 7.0's format: what DUMP answers and MIGRATE sends,
+/// so that redis-server and tools built for it read it.
 pub fn payload(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    rdb::write::put_value(&mut out, value);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64_jones(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The payload of `value` in our own format, which nodes of every version read: what a
+/// slot copy sends to another node, which may not read Redis's format yet during a rolling
+/// upgrade.
+pub fn node_payload(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     put_value(&mut out, value);
     out.extend_from_slice(&payload_version(value).to_le_bytes());
@@ -38,22 +63,25 @@ pub fn payload(value: &Value) -> Vec<u8> {
     out
 }
 
-/// The value of a RESTORE payload, its version and checksum verified before decoding.
+/// The value of a RESTORE payload in either format, its version and checksum verified
+/// before decoding.
 pub fn value(payload: &[u8]) -> Result<Value, PayloadError> {
     let Some(body_len) = payload.len().checked_sub(TRAILER_LEN) else {
         return Err(PayloadError::VersionOrChecksum);
     };
     let (body, trailer) = payload.split_at(body_len);
     let version = u16::from_le_bytes([trailer[0], trailer[1]]);
-    if version == 0 || version > VERSION {
-        return Err(PayloadError::VersionOrChecksum);
-    }
     let mut stored = [0u8; 8];
     stored.copy_from_slice(&trailer[2..]);
-    if u64::from_le_bytes(stored) != crc64(&payload[..body_len + 2]) {
-        return Err(PayloadError::VersionOrChecksum);
+    let stored = u64::from_le_bytes(stored);
+    let covered = &payload[..body_len + 2];
+    if version <= RDB_VERSION && stored == crc64_jones(covered) {
+        return rdb::read::value(body).map_err(PayloadError::BadRdb);
     }
-    value_from_slice(body).map_err(PayloadError::BadData)
+    if (1..=VERSION).contains(&version) && stored == crc64(covered) {
+        return value_from_slice(body).map_err(PayloadError::BadData);
+    }
+    Err(PayloadError::VersionOrChecksum)
 }
 
 #[cfg(test)]
@@ -65,16 +93,18 @@ mod tests {
     proptest! {
         #[test]
         fn payloads_round_trip(v in any_value()) {
-            let p = payload(&v);
-            prop_assert!(same(&value(&p).unwrap(), &v));
+            for p in [payload(&v), node_payload(&v)] {
+                prop_assert!(same(&value(&p).unwrap(), &v));
+            }
         }
 
         #[test]
         fn any_flipped_bit_is_caught(v in any_value(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
-            let mut p = payload(&v);
-            let i = at.index(p.len());
-            p[i] ^= 1 << bit;
-            prop_assert!(value(&p).is_err());
+            for mut p in [payload(&v), node_payload(&v)] {
+                let i = at.index(p.len());
+                p[i] ^= 1 << bit;
+                prop_assert!(value(&p).is_err());
+            }
         }
 
         /// A hostile payload: random bytes, given a valid trailer (anyone can compute the
@@ -87,7 +117,7 @@ mod tests {
             let crc = crc64(&p);
             p.extend_from_slice(&crc.to_le_bytes());
             match value(&p) {
-                Ok(v) => prop_assert!(payload(&v).len() <= p.len() + 16 * body.len() + 16),
+                Ok(v) => prop_assert!(node_payload(&v).len() <= p.len() + 16 * body.len() + 16),
                 Err(e) => prop_assert!(matches!(e, PayloadError::BadData(_)), "{e}"),
             }
         }
@@ -99,18 +129,20 @@ mod tests {
 
         #[test]
         fn any_truncation_is_caught(v in any_value(), at in any::<prop::sample::Index>()) {
-            let p = payload(&v);
-            let cut = at.index(p.len());
-            prop_assert!(matches!(value(&p[..cut]), Err(PayloadError::VersionOrChecksum)));
+            for p in [payload(&v), node_payload(&v)] {
+                let cut = at.index(p.len());
+                prop_assert!(matches!(value(&p[..cut]), Err(PayloadError::VersionOrChecksum)));
+            }
         }
     }
 
     #[test]
     fn only_streams_need_format_version_2() {
         let version = |p: &[u8]| u16::from_le_bytes([p[p.len() - 10], p[p.len() - 9]]);
-        assert_eq!(version(&payload(&Value::Int(7))), 1);
+        assert_eq!(version(&node_payload(&Value::Int(7))), 1);
+        assert_eq!(version(&payload(&Value::Int(7))), RDB_VERSION);
         let stream = Value::Stream(Box::default());
-        let p = payload(&stream);
+        let p = node_payload(&stream);
         assert_eq!(version(&p), 2);
         assert!(matches!(value(&p), Ok(Value::Stream(_))));
     }

@@ -81,7 +81,9 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Err(dump::PayloadError::VersionOrChecksum) => {
             return err("ERR DUMP payload version or checksum are wrong")
         }
-        Err(dump::PayloadError::BadData(_)) => return err("ERR Bad data format"),
+        Err(dump::PayloadError::BadData(_) | dump::PayloadError::BadRdb(_)) => {
+            return err("ERR Bad data format")
+        }
     };
     let now = ctx.db.now;
     let expires_at = expires_at(ttl, o.absttl, now);

@@ -68,7 +68,9 @@ pub fn copy_slot(
             b"RESTORE".to_vec(),
             key.as_bytes().to_vec(),
             entry.expires_at.to_string().into_bytes(),
-            dump::payload(&entry.value),
+            // Our own format, not Redis's: the target may be a node of the previous
+            // version (rolling upgrade), which reads only ours.
+            dump::node_payload(&entry.value),
             b"REPLACE".to_vec(),
             b"ABSTTL".to_vec(),
         ];
