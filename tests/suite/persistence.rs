@@ -15,6 +15,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// DUMP payloads, encoded independently of the node.
 mod payload {
+    /// The node's own payload format (still RESTOREd: slot copies between nodes use it).
     const VERSION: u16 = 1;
 
     /// CRC-64/XZ, bit by bit (reflected polynomial 0xC96C5795D7870F42, init and xorout !0).
@@ -100,6 +101,74 @@ mod payload {
     /// A payload whose checksum is right but whose content is not a value (unknown tag).
     pub fn bad_data() -> Vec<u8> {
         seal(vec![9, 1, 2, 3])
+    }
+
+    /// Redis 7.0's DUMP format, which DUMP emits: an RDB object, RDB version 10, CRC-64/Jones.
+    /// Only what short test values need: lengths under 64 (one byte, `00xxxxxx`).
+    pub mod redis {
+        const RDB_VERSION: u16 = 10;
+
+        /// CRC-64/Jones as Redis computes it (reflected polynomial 0x95AC9329AC4BC9B5,
+        /// init and xorout 0), bit by bit.
+        fn crc64(bytes: &[u8]) -> u64 {
+            let mut crc = 0u64;
+            for &b in bytes {
+                crc ^= u64::from(b);
+                for _ in 0..8 {
+                    crc = if crc & 1 == 1 {
+                        (crc >> 1) ^ 0x95AC_9329_AC4B_C9B5
+                    } else {
+                        crc >> 1
+                    };
+                }
+            }
+            crc
+        }
+
+        fn len(out: &mut Vec<u8>, n: usize) {
+            assert!(n < 64, "test values are short");
+            out.push(n as u8);
+        }
+
+        fn string_bytes(out: &mut Vec<u8>, s: &str) {
+            len(out, s.len());
+            out.extend_from_slice(s.as_bytes());
+        }
+
+        fn seal(mut body: Vec<u8>) -> Vec<u8> {
+            body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+            let crc = crc64(&body);
+            body.extend_from_slice(&crc.to_le_bytes());
+            body
+        }
+
+        /// RDB_TYPE_STRING, raw (not an integer, not compressed).
+        pub fn string(s: &str) -> Vec<u8> {
+            let mut out = vec![0];
+            string_bytes(&mut out, s);
+            seal(out)
+        }
+
+        /// RDB_TYPE_LIST: the count, then each element.
+        pub fn list(items: &[&str]) -> Vec<u8> {
+            let mut out = vec![1];
+            len(&mut out, items.len());
+            for i in items {
+                string_bytes(&mut out, i);
+            }
+            seal(out)
+        }
+
+        /// RDB_TYPE_ZSET_2: the count, then member and binary double, highest score first.
+        pub fn zset(highest_first: &[(&str, f64)]) -> Vec<u8> {
+            let mut out = vec![5];
+            len(&mut out, highest_first.len());
+            for (m, s) in highest_first {
+                string_bytes(&mut out, m);
+                out.extend_from_slice(&s.to_le_bytes());
+            }
+            seal(out)
+        }
     }
 }
 
@@ -389,12 +458,19 @@ fn dump_restore_between_two_nodes() {
     let b = Node::start(&[]);
     let (mut ca, mut cb) = (a.client(), b.client());
     let f = fill(&mut ca);
-    // The node's payloads are byte for byte what the independent encoder writes.
-    assert_eq!(dump(&mut ca, "str"), Some(payload::string("hello")));
-    assert_eq!(dump(&mut ca, "list"), Some(payload::list(&["a", "", "c"])));
+    // The node's payloads are byte for byte what the independent encoder of Redis's format
+    // writes.
+    assert_eq!(dump(&mut ca, "str"), Some(payload::redis::string("hello")));
+    assert_eq!(
+        dump(&mut ca, "list"),
+        Some(payload::redis::list(&["a", "", "c"]))
+    );
     assert_eq!(
         dump(&mut ca, "zset"),
-        Some(payload::zset(&[("m", f64::NEG_INFINITY), ("n", 2.5)]))
+        Some(payload::redis::zset(&[
+            ("n", 2.5),
+            ("m", f64::NEG_INFINITY)
+        ]))
     );
     for (k, d) in &f.dumps {
         assert_eq!(restore(&mut cb, k, 0, d), Value::Okay, "{k}");

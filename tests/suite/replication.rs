@@ -78,7 +78,9 @@ fn info_replication_follows_redis_and_the_offset_moves_with_writes() {
     assert_eq!(field(&fields, "repl_backlog_size"), "65536");
     assert_eq!(field(&fields, "master_replid"), replid);
     cmd(&mut c, &["SET", "k", "v"]).unwrap();
-    let set_len = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".len() as u64;
+    // As Redis, a new backlog's first write selects its database first.
+    let select_len = b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n".len() as u64;
+    let set_len = select_len + b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n".len() as u64;
     assert_eq!(offset(&mut c), set_len);
     cmd(&mut c, &["GET", "k"]).unwrap();
     assert_eq!(offset(&mut c), set_len, "reads are not replicated");

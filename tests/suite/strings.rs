@@ -141,3 +141,22 @@ fn ranges_append_and_multi_key() {
     );
     assert_eq!(cmd(&mut c, &["GET", "a"]).unwrap(), Value::Nil);
 }
+
+/// Only the canonical decimal form of an integer is one: "-0" and "007" are strings that read
+/// back as written (they were once stored as the integers 0 and 7), and INCRBY refuses them
+/// as increments, as Redis's string2ll does.
+#[test]
+fn non_canonical_integers_stay_strings() {
+    let node = Node::start(&[]);
+    for s in ["-0", "007", "-007"] {
+        node.cli(&["SET", "k", s]);
+        assert_eq!(node.cli(&["GET", "k"]), s);
+        assert_eq!(node.cli(&["OBJECT", "ENCODING", "k"]), "embstr");
+    }
+    node.cli(&["SET", "n", "-12"]);
+    assert_eq!(node.cli(&["OBJECT", "ENCODING", "n"]), "int");
+    assert_eq!(
+        node.cli(&["INCRBY", "n", "-0"]),
+        "ERR value is not an integer or out of range"
+    );
+}

@@ -259,13 +259,16 @@ fn find_cr(buf: &[u8], from: usize) -> Option<usize> {
         .map(|p| p + from)
 }
 
-/// Redis's `string2ll`: optional '-', digits, no leading '+', no spaces, no overflow.
+/// Redis's `string2ll`: optional '-', digits, no leading '+', no spaces, no leading zero,
+/// no "-0", no overflow. Only the canonical form parses, so a string stored as the integer
+/// it spells reads back byte for byte ("-0" stays the string "-0").
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
     let (neg, digits) = match s.first()? {
         b'-' => (true, &s[1..]),
         _ => (false, s),
     };
-    if digits.is_empty() || digits.len() > 20 || (digits.len() > 1 && digits[0] == b'0') {
+    let leading_zero = digits.first() == Some(&b'0') && (digits.len() > 1 || neg);
+    if digits.is_empty() || digits.len() > 20 || leading_zero {
         return None;
     }
     let mut v: u64 = 0;
@@ -417,6 +420,9 @@ mod tests {
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
         assert_eq!(parse_i64(b"9223372036854775808"), None);
         assert_eq!(parse_i64(b"01"), None);
+        assert_eq!(parse_i64(b"-0"), None);
+        assert_eq!(parse_i64(b"-01"), None);
+        assert_eq!(parse_i64(b"-1"), Some(-1));
         assert_eq!(parse_i64(b"+1"), None);
         assert_eq!(parse_i64(b" 1"), None);
         assert_eq!(parse_i64(b""), None);
