@@ -261,29 +261,34 @@ fn a_restart_from_the_aof_keeps_keys_in_their_databases() {
 
 const FABRIC: [&str; 4] = ["--fabric-provider", "ofi:tcp", "--rdma-bind", "127.0.0.1"];
 
+/// A primary accepting replicas over ofi:tcp and a node to become its replica.
+fn fabric_primary_and_replica() -> (Node, Node) {
+    let repl_port = free_port().to_string();
+    let mut args = FABRIC.to_vec();
+    args.extend(["--repl-fabric-port", &repl_port]);
+    (Node::start(&args), Node::start(&FABRIC))
+}
+
+/// REPLICAOF `primary` through `r`, retried until accepted or `deadline`.
+fn follow(r: &mut redis::Connection, primary: &Node, deadline: Instant) {
+    while run(r, &["REPLICAOF", "127.0.0.1", &primary.port.to_string()]) != "OK" {
+        assert!(Instant::now() < deadline, "REPLICAOF refused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Goal: what a full sync carries and what the stream carries after it reach the replica in
 /// their databases (a write in db 3 lands in db 3, not db 0).
 #[test]
 fn a_replica_keeps_each_write_in_its_database() {
-    let repl_port = free_port().to_string();
-    let mut args = FABRIC.to_vec();
-    args.extend(["--repl-fabric-port", &repl_port]);
-    let primary = Node::start(&args);
-    let replica = Node::start(&FABRIC);
+    let (primary, replica) = fabric_primary_and_replica();
     let mut p = primary.client();
     // Before the link: carried by the full sync.
     assert_eq!(run(&mut p, &["SELECT", "5"]), "OK");
     assert_eq!(run(&mut p, &["SET", "synced", "five"]), "OK");
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut r = replica.client();
-    while run(
-        &mut r,
-        &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
-    ) != "OK"
-    {
-        assert!(Instant::now() < deadline, "REPLICAOF refused");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    follow(&mut r, &primary, deadline);
     write_spread(&mut p);
     assert_eq!(run(&mut p, &["SELECT", "3"]), "OK");
     assert_eq!(run(&mut p, &["INCR", "n"]), "1");
@@ -329,22 +334,11 @@ fn stats_field(c: &mut redis::Connection, name: &str) -> String {
 /// writes to database 5 keeps applying them to database 5, not 0.
 #[test]
 fn a_replica_that_continues_the_stream_stays_in_its_database() {
-    let repl_port = free_port().to_string();
-    let mut args = FABRIC.to_vec();
-    args.extend(["--repl-fabric-port", &repl_port]);
-    let primary = Node::start(&args);
-    let replica = Node::start(&FABRIC);
+    let (primary, replica) = fabric_primary_and_replica();
     let mut p = primary.client();
     let mut r = replica.client();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while run(
-        &mut r,
-        &["REPLICAOF", "127.0.0.1", &primary.port.to_string()],
-    ) != "OK"
-    {
-        assert!(Instant::now() < deadline, "REPLICAOF refused");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    follow(&mut r, &primary, deadline);
     assert_eq!(run(&mut p, &["SELECT", "5"]), "OK");
     assert_eq!(run(&mut r, &["SELECT", "5"]), "OK");
     let wait_for = |r: &mut redis::Connection, key: &str| {

@@ -55,9 +55,17 @@ pub(crate) fn owner_of(n: &Node, slot: u16) -> Option<String> {
     })
 }
 
-/// Every slot's owner id as node `n` sees it, read once.
+/// Every slot's owner id as node `n` sees it, read once (the last node claiming it).
 pub(crate) fn owners(n: &Node) -> Vec<Option<String>> {
-    let mut out = vec![None; 16384];
+    claims(n)
+        .into_iter()
+        .map(|ids| ids.last().cloned())
+        .collect()
+}
+
+/// Per slot, the ids of the nodes whose CLUSTER NODES line claims it, as `n` sees them.
+pub(crate) fn claims(n: &Node) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new(); 16384];
     for l in n.cli(&["CLUSTER", "NODES"]).lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
         for r in f.iter().skip(8) {
@@ -67,7 +75,7 @@ pub(crate) fn owners(n: &Node) -> Vec<Option<String>> {
             };
             if let (Ok(a), Ok(b)) = (a, b) {
                 for slot in out.iter_mut().take(b + 1).skip(a) {
-                    *slot = Some(f[0].to_string());
+                    slot.push(f[0].to_string());
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! slots then move again.
 
 use super::slot_migration::{
-    field, first_range_of, id, info, keys_in, migration, owners, set_all, start_migration,
+    claims, field, first_range_of, id, info, keys_in, migration, owners, set_all, start_migration,
     three_primaries, wait_for_end, wait_for_start,
 };
 use integration::cluster::{cluster_node_in, wait_until};
@@ -12,26 +12,6 @@ use integration::Node;
 use std::collections::HashMap;
 
 const SECRET: &str = "migrate-leader";
-
-/// Per slot, the ids of the nodes whose CLUSTER NODES line claims it, as `n` sees them.
-fn claims(n: &Node) -> Vec<Vec<String>> {
-    let mut out = vec![Vec::new(); 16384];
-    for l in n.cli(&["CLUSTER", "NODES"]).lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        for r in f.iter().skip(8) {
-            let (a, b) = match r.split_once('-') {
-                Some((a, b)) => (a.parse::<usize>(), b.parse::<usize>()),
-                None => (r.parse::<usize>(), r.parse::<usize>()),
-            };
-            if let (Ok(a), Ok(b)) = (a, b) {
-                for slot in out.iter_mut().take(b + 1).skip(a) {
-                    slot.push(f[0].to_string());
-                }
-            }
-        }
-    }
-    out
-}
 
 /// Every node sees every slot owned by exactly one node, and all see the same owner.
 fn single_owners_agreed(nodes: &[Node]) -> bool {

@@ -17,6 +17,16 @@ const SHORT_LEASE_MS: u64 = 300;
 
 /// A cluster-mode node owning every slot, its lease lapsed. Keeps the config dir alive.
 fn node(lease_ms: u64) -> (Arc<Server>, tempfile::TempDir) {
+    let (server, dir) = cluster_node_owning_every_slot();
+    let cluster = server.cluster.as_ref().expect("cluster mode");
+    cluster.set_lease_ms(lease_ms);
+    cluster.set_serving_until(0, 1);
+    (server, dir)
+}
+
+/// A cluster-mode node owning every slot (the lease as a fresh node has it). Keeps the
+/// config dir alive. Shared by the server layer's unit tests that need cluster mode.
+pub(crate) fn cluster_node_owning_every_slot() -> (Arc<Server>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("dir");
     let mut config = Config {
         dir: dir.path().to_path_buf(),
@@ -31,8 +41,6 @@ fn node(lease_ms: u64) -> (Arc<Server>, tempfile::TempDir) {
         .write()
         .add_slots(&[(0, 16383)])
         .expect("slots");
-    cluster.set_lease_ms(lease_ms);
-    cluster.set_serving_until(0, 1);
     crate::commands::install_table();
     let mut server = Server::new(config);
     server.cluster = Some(cluster);

@@ -4,7 +4,6 @@
 
 use super::purge::purge_slots;
 use crate::cluster::migration::{LinkQueue, MigrationId, QueueBounds};
-use crate::config::Config;
 use crate::server::session::Session;
 use crate::server::{ClientShared, Server};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -13,24 +12,7 @@ use std::sync::Arc;
 
 /// A cluster-mode node owning every slot. Keeps the config dir alive.
 fn node() -> (Arc<Server>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("dir");
-    let mut config = Config {
-        dir: dir.path().to_path_buf(),
-        port: 7000,
-        ..Config::default()
-    };
-    config.cluster.enabled = true;
-    let cluster =
-        crate::server::persistence::nodes_conf_file::start_cluster(&config).expect("cluster");
-    cluster
-        .topology
-        .write()
-        .add_slots(&[(0, 16383)])
-        .expect("slots");
-    crate::commands::install_table();
-    let mut server = Server::new(config);
-    server.cluster = Some(cluster);
-    (Arc::new(server), dir)
+    crate::server::lease_wait_tests::cluster_node_owning_every_slot()
 }
 
 /// Runs `args` as the primary's own client (not redirected).
