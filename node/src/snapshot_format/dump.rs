@@ -90,12 +90,21 @@ mod tests {
     use crate::snapshot_format::format::tests::{same, value as any_value};
     use proptest::prelude::*;
 
+    /// `v` as a string of its bytes would be stored (`Value::string`); other values as they are.
+    fn as_loaded(v: Value) -> Value {
+        match v {
+            Value::Str(bytes) => Value::string(&bytes),
+            other => other,
+        }
+    }
+
     proptest! {
         #[test]
         fn payloads_round_trip(v in any_value()) {
-            for p in [payload(&v), node_payload(&v)] {
-                prop_assert!(same(&value(&p).unwrap(), &v));
-            }
+            prop_assert!(same(&value(&node_payload(&v)).unwrap(), &v));
+            // Redis's format keeps a string's bytes, not our Str/Int choice: a Str spelling
+            // a canonical integer comes back as the Int (as it does in Redis).
+            prop_assert!(same(&value(&payload(&v)).unwrap(), &as_loaded(v)));
         }
 
         #[test]

@@ -102,12 +102,15 @@ pub fn lp_int_bytes(n: i64) -> u64 {
     body + 1
 }
 
-fn backlen_bytes(total: u64) -> u64 {
+/// How many bytes a listpack entry of `total` bytes (encoding and data) takes to say its
+/// length (its "backlen"), with Redis's boundaries (`lpEncodeBacklen`: 2 bytes below 16,383,
+/// 3 below 2,097,151, 4 below 268,435,455). The RDB listpack writer uses it too.
+pub fn backlen_bytes(total: u64) -> u64 {
     match total {
         0..=127 => 1,
-        128..=16383 => 2,
-        16384..=2_097_151 => 3,
-        2_097_152..=268_435_455 => 4,
+        128..=16382 => 2,
+        16383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
         _ => 5,
     }
 }

@@ -57,13 +57,7 @@ fn le(bytes: &[u8]) -> u64 {
 
 /// How many bytes an entry of `len` bytes (encoding and data) takes to say its length.
 fn backlen_size(len: usize) -> usize {
-    match len {
-        0..=127 => 1,
-        128..=16382 => 2,
-        16383..=2_097_150 => 3,
-        2_097_151..=268_435_454 => 4,
-        _ => 5,
-    }
+    crate::db::stream::node::backlen_bytes(len as u64) as usize
 }
 
 /// The back-length bytes of an entry of `len` bytes, as they are laid out (most
