@@ -143,7 +143,7 @@ pub fn execute(
             invalidations_ahead(client, &mut reply);
         }
     }
-    *client.shared.last_command.lock() = spec.name;
+    client.note_command(spec.name);
     run(node, client, reply, spec, args, stats)
 }
 

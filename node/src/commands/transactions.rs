@@ -211,7 +211,7 @@ fn run_queued(ctx: &mut Ctx<'_>, args: &[&[u8]], stats: &mut LocalStats) {
             return;
         }
     }
-    *ctx.client.shared.last_command.lock() = spec.name;
+    ctx.client.note_command(spec.name);
     let started = Instant::now();
     let failed = dispatch::run_in(ctx, spec, args, stats);
     // Blocking commands do not block inside EXEC (`in_exec`); should one still ask to, it

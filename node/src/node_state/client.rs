@@ -313,9 +313,22 @@ pub struct Client {
     /// The database its commands run in (SELECT; 0 in cluster mode). Set through
     /// [`Client::select`].
     pub db: usize,
+    /// What `shared.last_command` holds, so that a pipeline of one command takes its lock
+    /// once rather than per command (see [`Client::note_command`]).
+    last_command_shown: &'static str,
 }
 
 impl Client {
+    /// The command it runs now, for CLIENT LIST's `cmd`: the shared field's lock is taken
+    /// only when the name changes (names are the command table's statics, compared by
+    /// address).
+    pub fn note_command(&mut self, name: &'static str) {
+        if !std::ptr::eq(self.last_command_shown, name) {
+            *self.shared.last_command.lock() = name;
+            self.last_command_shown = name;
+        }
+    }
+
     pub fn new(shared: Arc<ClientShared>, authenticated: bool) -> Self {
         Client {
             shared,
@@ -343,6 +356,7 @@ impl Client {
             tracking: Default::default(),
             user: None,
             oom_before_script: false,
+            last_command_shown: "NULL",
             in_script: false,
             db: 0,
         }

@@ -210,16 +210,15 @@ impl CommandStats {
             return;
         };
         THREAD_TABLES.with(|cell| {
-            let mut tables = cell.borrow_mut();
-            let table = match tables.iter().find(|(id, _)| *id == self.id) {
-                Some((_, t)) => t.clone(),
-                None => {
-                    let t = self.register_thread();
-                    tables.push((self.id, t.clone()));
-                    t
-                }
-            };
+            // Borrowed, not cloned: an `Arc` clone per command was two atomic operations
+            // on the command path.
+            if let Some((_, table)) = cell.borrow().iter().find(|(id, _)| *id == self.id) {
+                f(table, &table.counters[i]);
+                return;
+            }
+            let table = self.register_thread();
             f(&table, &table.counters[i]);
+            cell.borrow_mut().push((self.id, table));
         });
     }
 

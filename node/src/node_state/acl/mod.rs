@@ -2,8 +2,8 @@
 //! `command_bits`, passwords in `password`), the commands they may name (`catalog`, filled
 //! from the command table), the ACL LOG (`log`) and the ACL file format (`file`).
 //!
-//! The dispatcher checks every request against its client's user (one read lock; a user
-//! allowed everything, as `default` is unless changed, skips the rest). Rules change in
+//! The dispatcher checks every request against its client's user (a user allowed
+//! everything, as `default` is unless changed, costs one atomic load; others a read lock). Rules change in
 //! place, so a client sees its user's new rules from its next command, as in Redis.
 
 pub mod catalog;
@@ -19,7 +19,7 @@ pub use rules::{Denial, Request, Rules};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 
 /// The user every connection starts as.
@@ -33,18 +33,37 @@ pub const USERNAME_MAX: usize = 256;
 pub struct User {
     pub name: String,
     rules: RwLock<Rules>,
+    /// `rules.unrestricted()`, readable without the lock: every request of a user allowed
+    /// everything (`default`, unless changed) is checked with one relaxed load instead of a
+    /// read lock's two atomic read-modify-writes. Written with the rules' write lock held.
+    unrestricted: AtomicBool,
 }
 
 impl User {
     fn new(name: &str, rules: Rules) -> Arc<User> {
         Arc::new(User {
             name: name.to_string(),
+            unrestricted: AtomicBool::new(rules.unrestricted()),
             rules: RwLock::new(rules),
         })
     }
 
     pub fn rules(&self) -> RwLockReadGuard<'_, Rules> {
         self.rules.read()
+    }
+
+    /// Whether the user may run every command on every key and channel. A request racing
+    /// an ACL SETUSER may see the rules before or after it, as with the lock.
+    pub fn unrestricted(&self) -> bool {
+        self.unrestricted.load(Acquire)
+    }
+
+    /// Changes the rules in place (they are settled by `edit`).
+    fn edit_rules<T>(&self, edit: impl FnOnce(&mut Rules) -> T) -> T {
+        let mut rules = self.rules.write();
+        let out = edit(&mut rules);
+        self.unrestricted.store(rules.unrestricted(), Release);
+        out
     }
 }
 
@@ -122,18 +141,18 @@ impl Acl {
     /// `requirepass` (CONFIG SET or start): the default user's only password, or none
     /// (`nopass`) when empty, as Redis does.
     pub fn set_default_password(&self, password: Option<&str>) {
-        let user = self.default_user();
-        let mut rules = user.rules.write();
-        rules.passwords.clear();
-        match password.filter(|p| !p.is_empty()) {
-            Some(p) => {
-                rules.nopass = false;
-                rules.passwords.push(password::hash(p.as_bytes()));
+        self.default_user().edit_rules(|rules| {
+            rules.passwords.clear();
+            match password.filter(|p| !p.is_empty()) {
+                Some(p) => {
+                    rules.nopass = false;
+                    rules.passwords.push(password::hash(p.as_bytes()));
+                }
+                None => rules.nopass = true,
             }
-            None => rules.nopass = true,
-        }
-        rules.settle();
-        self.note_default(&rules);
+            rules.settle();
+            self.note_default(rules);
+        });
     }
 
     /// The user `name` if `password` logs in as it.
@@ -175,7 +194,7 @@ impl Acl {
         }
         let user = match existing {
             Some(user) => {
-                *user.rules.write() = rules;
+                user.edit_rules(|r| *r = rules);
                 user
             }
             None => {
@@ -235,7 +254,7 @@ impl Acl {
             .into_values()
             .filter(|u| u.name != DEFAULT_USER)
             .collect();
-        *default.rules.write() = default_rules;
+        default.edit_rules(|r| *r = default_rules);
         self.note_default(&default.rules());
         users.insert(DEFAULT_USER.to_string(), default);
         for (name, rules) in loaded {
