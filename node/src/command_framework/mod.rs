@@ -20,6 +20,7 @@ pub mod spec;
 pub mod table;
 pub mod tracking;
 pub mod transaction;
+pub mod warm_keys;
 
 pub use ctx::Ctx;
 pub use error::CmdError;

@@ -214,6 +214,9 @@ pub struct Keyspace {
     index: usize,
     /// Slots being imported: stored, not shown (see `hidden_slots.rs`).
     hidden: HiddenSlots,
+    /// Whether it holds enough keys for a pipeline's lookups to miss the cache, so that
+    /// warming them first pays (see `warm.rs`); refreshed by the server's cron.
+    pub(super) large: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Keyspace {
@@ -236,6 +239,7 @@ impl Keyspace {
                 .map(|i| Mutex::new(Shard::new(i, &hasher)))
                 .collect(),
             hidden: HiddenSlots::default(),
+            large: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

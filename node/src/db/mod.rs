@@ -19,6 +19,7 @@ pub mod slot_table;
 pub mod stored_key;
 pub mod stream;
 pub mod value;
+pub mod warm;
 pub mod zset;
 
 pub use entry::Entry;

@@ -1,5 +1,5 @@
 //! Periodic work, `hz` times a second: active expiry, the CLIENT TRACKING table's size
-//! limit, idle-client timeouts, `save` rules,
+//! limit, idle-client timeouts, `save` rules, whether each keyspace is large enough to warm,
 //! the ops/sec sample, the memory reading and MIGRATE's idle links.
 
 use super::{lru_clock, unix_millis, Server};
@@ -36,6 +36,9 @@ pub async fn run(server: Arc<Server>) {
         close_idle_clients(&server);
         server.migrate_links.close_idle(Instant::now());
         server.memory.refresh();
+        for keyspace in server.dbs().iter() {
+            keyspace.refresh_warmth();
+        }
         crate::server::persistence::cron(&server);
         let (at, ops) = last_ops;
         if at.elapsed() >= Duration::from_secs(1) {

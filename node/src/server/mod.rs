@@ -26,6 +26,7 @@ pub mod socket;
 pub mod sync_acks;
 pub mod tcp_replica;
 pub mod tls_admit;
+mod warm_ahead;
 pub mod write_stream;
 
 pub use crate::clock::{lru_clock, unix_millis};

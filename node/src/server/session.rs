@@ -97,7 +97,20 @@ impl Session {
         let mut consumed = 0;
         let mut step = Step::Continue;
         let mut more = false;
+        // Where the keys of the pipeline were looked ahead to (see `warm_ahead`): from its
+        // second request on (a lone request, as without pipelining, costs no look ahead);
+        // only over a keyspace large enough for lookups to miss the cache; never for a client
+        // that has not authenticated, nor while a request is half parsed.
+        let warm = self.client.authenticated
+            && self
+                .server
+                .db(self.client.db)
+                .is_some_and(|keyspace| keyspace.worth_warming());
+        let mut warmed_until = if warm { 1 } else { usize::MAX };
         while consumed < self.input.len() {
+            if consumed >= warmed_until && !self.parser.in_progress() {
+                warmed_until = self.warm_ahead(consumed, &limits);
+            }
             match self.parser.parse(&self.input[consumed..], &limits) {
                 Ok(Parsed::Request { len }) => {
                     let buf = &self.input[consumed..consumed + len];

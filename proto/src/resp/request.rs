@@ -131,6 +131,16 @@ impl RequestParser {
         self.args.len()
     }
 
+    /// Where argument `i` of the request last returned lies in its buffer: a multibulk
+    /// request's arguments do; an inline request's are the parser's own copies (its quotes
+    /// undone), and have none. Lets a caller keep an argument while the parser moves on.
+    pub fn arg_range(&self, i: usize) -> Option<std::ops::Range<usize>> {
+        match self.args.get(i)? {
+            ArgAt::Buf(start, end) => Some(*start as usize..*end as usize),
+            ArgAt::Owned(_) => None,
+        }
+    }
+
     /// Argument `i` of the request last returned, given the same buffer.
     pub fn arg<'a>(&'a self, buf: &'a [u8], i: usize) -> &'a [u8] {
         match self.args[i] {
@@ -332,6 +342,26 @@ mod tests {
         assert_eq!(got[0], vec![b"SET".to_vec(), b"k".to_vec(), b"".to_vec()]);
         assert_eq!(got[1], vec![b"PING".to_vec()]);
         assert_eq!(got[2], vec![b"get".to_vec(), b"k".to_vec()]);
+    }
+
+    /// Goal: `arg_range` locates a multibulk argument in the buffer, so a caller can keep it
+    /// past the next parse. Method: parse a request, compare each range's bytes with `arg`.
+    #[test]
+    fn arg_range_locates_buffer_arguments() {
+        let input = b"*2\r\n$3\r\nGET\r\n$5\r\nkey:1\r\n";
+        let mut parser = RequestParser::new();
+        let limits = RequestLimits::default();
+        assert!(matches!(
+            parser.parse(input, &limits),
+            Ok(Parsed::Request { .. })
+        ));
+        for i in 0..2 {
+            let range = parser
+                .arg_range(i)
+                .expect("a multibulk argument is in the buffer");
+            assert_eq!(&input[range], parser.arg(input, i));
+        }
+        assert_eq!(parser.arg_range(2), None, "no third argument");
     }
 
     #[test]
