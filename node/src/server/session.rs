@@ -50,6 +50,8 @@ pub struct Session {
     /// Replies not yet written. Transports drain it with [`Session::output_written`].
     pub output: BytesMut,
     pub stats: LocalStats,
+    /// Requests the last [`Session::process_input`] ran: more than one is a pipeline.
+    pub batch_requests: usize,
 }
 
 impl Session {
@@ -68,6 +70,7 @@ impl Session {
             input: InputBuffer::with_capacity(capacity),
             output: BytesMut::with_capacity(capacity),
             stats: LocalStats::default(),
+            batch_requests: 0,
         }
     }
 
@@ -107,6 +110,7 @@ impl Session {
                 .db(self.client.db)
                 .is_some_and(|keyspace| keyspace.worth_warming());
         let mut warmed_until = if warm { 1 } else { usize::MAX };
+        self.batch_requests = 0;
         while consumed < self.input.len() {
             if consumed >= warmed_until && !self.parser.in_progress() {
                 warmed_until = self.warm_ahead(consumed, &limits);
@@ -123,6 +127,7 @@ impl Session {
                         step = Step::Block(held);
                         break;
                     }
+                    self.batch_requests += 1;
                     let offset_before = self.client.repl_offset;
                     let held_from = self.output.len();
                     self.client.input_from_command = self.input.len() - consumed;
