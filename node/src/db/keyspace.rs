@@ -302,6 +302,15 @@ impl Keyspace {
         self.shards.iter().map(|s| s.lock().keys).sum()
     }
 
+    /// [`Keyspace::key_count`] for a caller that must not wait (it serves clients, and a long
+    /// script holds every shard): None if some shard is held.
+    pub fn try_key_count(&self) -> Option<usize> {
+        self.shards
+            .iter()
+            .map(|s| s.try_lock().map(|guard| guard.keys))
+            .sum()
+    }
+
     /// Every key held with a TTL, hidden ones too.
     pub fn volatile_count(&self) -> usize {
         self.shards.iter().map(|s| s.lock().expiry.live()).sum()

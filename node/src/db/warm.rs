@@ -35,15 +35,10 @@ impl Keyspace {
     /// a shard someone holds (a long script holds them all) is not waited for, and the count
     /// is left for the next call.
     pub fn refresh_warmth(&self) {
-        let mut keys = 0;
-        for shard in 0..super::keyspace::SHARD_COUNT {
-            let Some(guard) = self.try_lock_shard(shard) else {
-                return;
-            };
-            keys += guard.keys;
+        if let Some(keys) = self.try_key_count() {
+            self.large
+                .store(keys >= WARM_FROM_KEYS, std::sync::atomic::Ordering::Relaxed);
         }
-        self.large
-            .store(keys >= WARM_FROM_KEYS, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Looks up `keys` (at most [`WARM_KEYS_MAX`]; the rest are ignored), touching each
@@ -93,8 +88,7 @@ mod tests {
         let keyspace = Keyspace::new();
         let names: Vec<Vec<u8>> = (0..40).map(|i| format!("key:{i}").into_bytes()).collect();
         {
-            let all: Vec<usize> = (0..crate::db::keyspace::SHARD_COUNT).collect();
-            let mut db = Locked::lock(&keyspace, &all, 0, 0);
+            let mut db = Locked::lock_all(&keyspace, 0, 0);
             for (i, name) in names.iter().enumerate().take(30) {
                 db.set(name, Value::Str(format!("v{i}").into_bytes().into()));
             }
@@ -103,8 +97,7 @@ mod tests {
         keyspace.warm(&keys);
         keyspace.warm(&keys[25..]);
         keyspace.warm(&[]);
-        let all: Vec<usize> = (0..crate::db::keyspace::SHARD_COUNT).collect();
-        let mut db = Locked::lock(&keyspace, &all, 0, 0);
+        let mut db = Locked::lock_all(&keyspace, 0, 0);
         for (i, name) in names.iter().enumerate() {
             let got = db.get(name).map(|e| match &e.value {
                 Value::Str(b) => b.to_vec(),
@@ -120,27 +113,33 @@ mod tests {
     #[test]
     fn worth_warming_from_the_threshold() {
         let keyspace = Keyspace::new();
-        let all: Vec<usize> = (0..crate::db::keyspace::SHARD_COUNT).collect();
-        let mut db = Locked::lock(&keyspace, &all, 0, 0);
+        let mut db = Locked::lock_all(&keyspace, 0, 0);
         for i in 0..WARM_FROM_KEYS - 1 {
             db.set(format!("k{i}").as_bytes(), Value::Int(1));
         }
         drop(db);
         keyspace.refresh_warmth();
         assert!(!keyspace.worth_warming());
-        Locked::lock(&keyspace, &all, 0, 0).set(b"last", Value::Int(1));
+        Locked::lock_all(&keyspace, 0, 0).set(b"last", Value::Int(1));
         assert!(!keyspace.worth_warming(), "until the next refresh");
         keyspace.refresh_warmth();
         assert!(keyspace.worth_warming());
     }
 
     /// Goal: the periodic refresh never waits for a held shard (it runs on a thread that
-    /// serves clients). Method: hold a shard, refresh from this thread (it would deadlock if
-    /// it waited); the flag keeps its value.
+    /// serves clients), nor decides from a partial count. Method: mark an empty keyspace
+    /// large, hold a shard, refresh from this thread (it would deadlock if it waited): the
+    /// flag keeps its value; released, the refresh counts zero keys.
     #[test]
     fn refresh_skips_while_a_shard_is_held() {
         let keyspace = Keyspace::new();
-        let _guard = keyspace.lock_shard(3);
+        keyspace
+            .large
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let guard = keyspace.lock_shard(3);
+        keyspace.refresh_warmth();
+        assert!(keyspace.worth_warming(), "no decision from a partial count");
+        drop(guard);
         keyspace.refresh_warmth();
         assert!(!keyspace.worth_warming());
     }

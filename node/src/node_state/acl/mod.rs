@@ -3,8 +3,9 @@
 //! from the command table), the ACL LOG (`log`) and the ACL file format (`file`).
 //!
 //! The dispatcher checks every request against its client's user (a user allowed
-//! everything, as `default` is unless changed, costs one atomic load; others a read lock). Rules change in
-//! place, so a client sees its user's new rules from its next command, as in Redis.
+//! everything, as `default` is unless changed, costs one atomic load; others a read lock).
+//! Rules change in place, so a client sees its user's new rules from its next command, as in
+//! Redis.
 
 pub mod catalog;
 pub mod command_bits;
@@ -34,7 +35,7 @@ pub struct User {
     pub name: String,
     rules: RwLock<Rules>,
     /// `rules.unrestricted()`, readable without the lock: every request of a user allowed
-    /// everything (`default`, unless changed) is checked with one relaxed load instead of a
+    /// everything (`default`, unless changed) is checked with one atomic load instead of a
     /// read lock's two atomic read-modify-writes. Written with the rules' write lock held.
     unrestricted: AtomicBool,
 }
@@ -58,7 +59,7 @@ impl User {
         self.unrestricted.load(Acquire)
     }
 
-    /// Changes the rules in place (they are settled by `edit`).
+    /// Changes the rules in place (`edit` settles them) and keeps `unrestricted` in step.
     fn edit_rules<T>(&self, edit: impl FnOnce(&mut Rules) -> T) -> T {
         let mut rules = self.rules.write();
         let out = edit(&mut rules);
