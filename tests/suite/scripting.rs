@@ -459,33 +459,69 @@ fn a_scripts_writes_reach_the_aof_as_its_commands_and_survive_a_restart() {
 
 /// Goal: a script running past `busy-reply-threshold` makes other clients' commands answer
 /// BUSY; SCRIPT KILL stops it while it has not written, and not once it has (UNKILLABLE),
-/// when SHUTDOWN NOSAVE is the way out. Method: two io-threads (with one, nobody else is
-/// read while a script runs), an endless script on one connection, PING polled on another.
+/// when SHUTDOWN NOSAVE is the way out. Method: an endless script on one connection, PING
+/// polled on another, with the default single io-thread (the script's thread hands the
+/// event loop over at the threshold) and with two.
 #[test]
 fn busy_scripts_answer_busy_and_script_kill_stops_them() {
-    let mut node = Node::start(&["--io-threads", "2", "--busy-reply-threshold", "50"]);
-    let mut runner = RawClient::connect(node.port);
-    let mut other = RawClient::connect(node.port);
-    runner.send(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"]);
-    wait_for_busy(&mut other);
-    assert_eq!(other.call(&["SCRIPT", "KILL"]), Frame::simple("OK"));
-    let killed = error_text(
-        &runner
-            .read_within(PATIENCE)
-            .expect("the killed script answers"),
-    );
-    assert!(
-        killed.starts_with("ERR Script killed by user with SCRIPT KILL..."),
-        "{killed}"
-    );
-    assert_eq!(other.call(&["PING"]), Frame::simple("PONG"));
-    assert_eq!(runner.call(&["PING"]), Frame::simple("PONG"));
+    for io_threads in ["1", "2"] {
+        let mut node = Node::start(&["--io-threads", io_threads, "--busy-reply-threshold", "50"]);
+        let mut runner = RawClient::connect(node.port);
+        let mut other = RawClient::connect(node.port);
+        runner.send(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"]);
+        wait_for_busy(&mut other);
+        assert_eq!(other.call(&["SCRIPT", "KILL"]), Frame::simple("OK"));
+        let killed = error_text(
+            &runner
+                .read_within(PATIENCE)
+                .expect("the killed script answers"),
+        );
+        assert!(
+            killed.starts_with("ERR Script killed by user with SCRIPT KILL..."),
+            "io-threads {io_threads}: {killed}"
+        );
+        assert_eq!(other.call(&["PING"]), Frame::simple("PONG"));
+        assert_eq!(runner.call(&["PING"]), Frame::simple("PONG"));
 
-    runner.send(&["EVAL", "redis.call('set', 'x', 'y') while true do end", "0"]);
-    wait_for_busy(&mut other);
-    assert!(error_text(&other.call(&["SCRIPT", "KILL"])).starts_with("UNKILLABLE "));
-    other.send(&["SHUTDOWN", "NOSAVE"]);
-    assert!(node.wait_exit().success());
+        // Again on the same node: the event loop handed over for the first script serves on.
+        runner.send(&["EVAL", "redis.call('set', 'x', 'y') while true do end", "0"]);
+        wait_for_busy(&mut other);
+        assert!(error_text(&other.call(&["SCRIPT", "KILL"])).starts_with("UNKILLABLE "));
+        other.send(&["SHUTDOWN", "NOSAVE"]);
+        assert!(node.wait_exit().success(), "io-threads {io_threads}");
+    }
+}
+
+/// Goal: a command that arrived while a script ran and waits for the shards it holds is
+/// answered BUSY once the script passes `busy-reply-threshold`, instead of waiting for a
+/// script that may never end (and holding the io-thread SCRIPT KILL then needs). Method: two
+/// io-threads, so that the GET is read (and waits for its shard) before the threshold; an
+/// endless script; the GET must answer BUSY before anyone kills the script.
+#[test]
+fn a_command_waiting_behind_a_busy_script_is_answered_busy() {
+    let node = Node::start(&["--io-threads", "2", "--busy-reply-threshold", "400"]);
+    let mut runner = RawClient::connect(node.port);
+    let mut waiter = RawClient::connect(node.port);
+    let mut killer = RawClient::connect(node.port);
+    runner.send(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"]);
+    // Well within the threshold: the script holds every shard, the GET waits for one.
+    std::thread::sleep(Duration::from_millis(100));
+    waiter.send(&["GET", "k"]);
+    let reply = waiter
+        .read_within(PATIENCE)
+        .expect("the waiting GET is answered while the script still runs");
+    assert_eq!(
+        reply,
+        Frame::error(
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+        )
+    );
+    assert_eq!(killer.call(&["SCRIPT", "KILL"]), Frame::simple("OK"));
+    assert!(
+        runner.read_within(PATIENCE).is_some(),
+        "the killed script answers"
+    );
+    assert_eq!(waiter.call(&["GET", "k"]), Frame::NullBulk);
 }
 
 fn wait_for_busy(c: &mut RawClient) {

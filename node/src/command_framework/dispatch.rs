@@ -9,7 +9,7 @@ use super::table;
 use crate::clock::{lru_clock, unix_millis};
 use crate::command_framework::redirect::Routed;
 use crate::config::keyspace_events::{EXPIRED, KEY_MISS, NEW};
-use crate::db::keyspace::shard_of_slot;
+use crate::db::keyspace::{shard_of_slot, ALL_SHARDS};
 use crate::db::{Key, Locked};
 use crate::node_state::acl::log::Context as AclContext;
 use crate::node_state::keyspace_events::{self, KeyEvents};
@@ -431,7 +431,13 @@ pub fn run(
     let server = node.state();
     let start = client.clock.start();
     let now = start.unix_ms;
-    let mut db = lock_for(server, spec, args, now, client.db);
+    let give_up_behind_script = !client.primary_link;
+    let Some(mut db) = lock_for(server, spec, args, now, client.db, give_up_behind_script) else {
+        // Waited for shards a script holds until it ran past `busy-reply-threshold`.
+        let e = CmdError::new(server.running_script.busy_error());
+        let mut reply = reply;
+        return reject(server, client, &mut reply, args, e, stats, Some(spec));
+    };
     // Read with the shards held: the AOF starts taking the stream at an instant when every
     // shard is held (its rewrite's image), so a write either sees it or ran before it.
     let replicating = server.replication.active();
@@ -753,18 +759,32 @@ fn redacted<'a>(spec: &CommandSpec, args: &[&'a [u8]]) -> SmallVec<[&'a [u8]; 8]
 
 /// Locks the shards of the command's keys, all shards for whole-keyspace commands; under an
 /// LFU policy the command's accesses count in the keys' LFU counters.
+///
+/// With `give_up_behind_script`, a wait for shards that a script holds ends (None) once the
+/// script has run past `busy-reply-threshold`: the command is then answered BUSY, as it
+/// would have been had it arrived a moment later, rather than waiting for a script that may
+/// never end (and holding its thread, which SCRIPT KILL may need). Without it (the
+/// primary's stream, which must apply every command in order), the wait lasts.
 pub fn lock_for<'a>(
     server: &'a NodeState,
     spec: &CommandSpec,
     args: &[&[u8]],
     now: u64,
     db: usize,
-) -> Locked<'a> {
-    let mut db = lock_shards_for(server, spec, args, now, db);
+    give_up_behind_script: bool,
+) -> Option<Locked<'a>> {
+    let mut behind_busy_script = || {
+        give_up_behind_script
+            && server.running_script.busy(
+                unix_millis(),
+                server.hot.busy_reply_threshold_ms.load(Relaxed),
+            )
+    };
+    let mut db = lock_shards_for(server, spec, args, now, db, &mut behind_busy_script)?;
     if let Some(params) = server.hot.lfu_counting() {
         db.count_frequency(params);
     }
-    db
+    Some(db)
 }
 
 fn lock_shards_for<'a>(
@@ -773,21 +793,23 @@ fn lock_shards_for<'a>(
     args: &[&[u8]],
     now: u64,
     db: usize,
-) -> Locked<'a> {
+    give_up: &mut dyn FnMut() -> bool,
+) -> Option<Locked<'a>> {
     // SELECT admitted only databases that exist; a client of a database past the count
     // (never) falls back to database 0 rather than failing every command.
     let keyspace = server.db(db).unwrap_or(&server.keyspace);
     if spec.has(flags::ALL_KEYS)
         || (spec.has(flags::PATTERN_KEYS) && flags::names_pattern_keys(args))
     {
-        return Locked::lock_all(keyspace, now, lru_clock(now));
+        return Locked::lock_unless(keyspace, &ALL_SHARDS, now, lru_clock(now), give_up);
     }
     if let Some(i) = spec.single_key_position(args) {
         // Most commands name one key: no position list, no sort.
         let slot = proto::slot::key_slot(args[i]);
-        let mut db = Locked::lock(keyspace, &[shard_of_slot(slot)], now, lru_clock(now));
+        let shards = [shard_of_slot(slot)];
+        let mut db = Locked::lock_unless(keyspace, &shards, now, lru_clock(now), give_up)?;
         db.hint_slot(args[i], slot);
-        return db;
+        return Some(db);
     }
     let positions = spec.key_positions(args);
     let mut first: Option<(usize, u16)> = None;
@@ -799,11 +821,11 @@ fn lock_shards_for<'a>(
     }
     shards.sort_unstable();
     shards.dedup();
-    let mut db = Locked::lock(keyspace, &shards, now, lru_clock(now));
+    let mut db = Locked::lock_unless(keyspace, &shards, now, lru_clock(now), give_up)?;
     if let Some((i, slot)) = first {
         db.hint_slot(args[i], slot);
     }
-    db
+    Some(db)
 }
 
 fn unknown_command(args: &[&[u8]]) -> CmdError {

@@ -19,6 +19,22 @@ use std::sync::Arc;
 /// Number of shards. A power of two that divides the slot count; 64 keeps lock contention
 /// negligible for the thread counts a node runs (io-threads <= 16) at little fixed memory.
 pub const SHARD_COUNT: usize = 64;
+
+/// Every shard, ascending: what a whole-keyspace lock takes.
+pub const ALL_SHARDS: [usize; SHARD_COUNT] = {
+    let mut all = [0; SHARD_COUNT];
+    let mut i = 0;
+    while i < SHARD_COUNT {
+        all[i] = i;
+        i += 1;
+    }
+    all
+};
+
+/// How often a [`Keyspace::lock_shard_unless`] waiting for a held shard asks whether to give
+/// up: a command waiting behind a script that runs past `busy-reply-threshold` answers BUSY
+/// within this of the threshold.
+pub const GIVE_UP_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 /// Slots held by each shard.
 pub const SLOTS_PER_SHARD: usize = SLOT_COUNT / SHARD_COUNT;
 
@@ -269,6 +285,27 @@ impl Keyspace {
         self.shards[shard].try_lock()
     }
 
+    /// Locks `shard`, or gives up once `give_up` says so: while the shard is held by someone
+    /// else, `give_up` is asked every [`GIVE_UP_POLL`]. An uncontended shard costs what
+    /// [`Keyspace::lock_shard`] costs (one compare-and-swap).
+    pub fn lock_shard_unless(
+        &self,
+        shard: usize,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Option<MutexGuard<'_, Shard>> {
+        if let Some(guard) = self.shards[shard].try_lock() {
+            return Some(guard);
+        }
+        loop {
+            if let Some(guard) = self.shards[shard].try_lock_for(GIVE_UP_POLL) {
+                return Some(guard);
+            }
+            if give_up() {
+                return None;
+            }
+        }
+    }
+
     /// Starts a point-in-time image (see `image.rs`): with every shard held, marks every
     /// slot pending for `sink` and runs `at_instant`, which therefore happens at the image's
     /// instant (no command is between its shard locks). Fails if an image is still running.
@@ -392,6 +429,55 @@ mod tests {
             }
         }
         assert!(tables > 10_000, "the keys spread over the slots");
+    }
+
+    /// A wait for a shard held elsewhere asks `give_up` while it lasts and ends, with the
+    /// shards taken before released, when it says so; a free shard is taken without asking.
+    #[test]
+    fn a_lock_that_may_give_up_asks_while_it_waits_and_releases_what_it_took() {
+        let keyspace = Keyspace::new();
+        let mut asked = 0;
+        let free = Locked::lock_unless(&keyspace, &[1, 2], 1, 0, &mut || {
+            asked += 1;
+            true
+        });
+        assert!(free.is_some());
+        assert_eq!(asked, 0, "free shards are taken without asking");
+        drop(free);
+
+        let held = keyspace.lock_shard(2);
+        let mut asked = 0;
+        let given_up = Locked::lock_unless(&keyspace, &[1, 2], 1, 0, &mut || {
+            asked += 1;
+            asked == 3
+        });
+        assert!(given_up.is_none());
+        assert_eq!(asked, 3, "asked every poll until it said give up");
+        assert!(
+            keyspace.try_lock_shard(1).is_some(),
+            "shard 1, taken before the wait, was released"
+        );
+        drop(held);
+
+        // Released meanwhile: the wait ends with the lock.
+        std::thread::scope(|scope| {
+            let (taken_tx, taken_rx) = std::sync::mpsc::channel();
+            let keyspace = &keyspace;
+            scope.spawn(move || {
+                let held = keyspace.lock_shard(2);
+                taken_tx.send(()).expect("the test waits");
+                std::thread::sleep(GIVE_UP_POLL * 3);
+                drop(held);
+            });
+            taken_rx.recv().expect("the holder took the shard");
+            let mut asked = 0;
+            let taken = Locked::lock_unless(keyspace, &ALL_SHARDS, 1, 0, &mut || {
+                asked += 1;
+                false
+            });
+            assert!(taken.is_some_and(|t| t.holds_all()));
+            assert!(asked >= 1, "the wait asked at least once");
+        });
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use super::entry::{Entry, UnixMillis};
 use super::frequency::{self, LfuParams};
 use super::guards::Guards;
-use super::keyspace::{shard_of_slot, Keyspace, Shard, SHARD_COUNT};
+use super::keyspace::{shard_of_slot, Keyspace, Shard, ALL_SHARDS};
 use super::stored_key::Access;
 use super::value::{Key, Value};
 use parking_lot::MutexGuard;
@@ -52,7 +52,39 @@ impl<'a> Locked<'a> {
             shards.windows(2).all(|w| w[0] < w[1]),
             "shards must be sorted and unique"
         );
-        let mut locked = Locked {
+        let mut locked = Self::empty(keyspace, now, lru_clock);
+        for &s in shards {
+            locked.guards.insert(s, keyspace.lock_shard(s));
+            locked.highest = Some(s);
+        }
+        locked
+    }
+
+    /// [`Locked::lock`], except that a wait for a shard held elsewhere ends, with the shards
+    /// taken so far released, once `give_up` says so (see [`Keyspace::lock_shard_unless`]).
+    pub fn lock_unless(
+        keyspace: &'a Keyspace,
+        shards: &[usize],
+        now: UnixMillis,
+        lru_clock: u32,
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Option<Self> {
+        debug_assert!(
+            shards.windows(2).all(|w| w[0] < w[1]),
+            "shards must be sorted and unique"
+        );
+        let mut locked = Self::empty(keyspace, now, lru_clock);
+        for &s in shards {
+            locked
+                .guards
+                .insert(s, keyspace.lock_shard_unless(s, give_up)?);
+            locked.highest = Some(s);
+        }
+        Some(locked)
+    }
+
+    fn empty(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
+        Locked {
             keyspace,
             guards: Guards::default(),
             slot_hint: (0, 0, 0),
@@ -66,12 +98,7 @@ impl<'a> Locked<'a> {
             removed: None,
             created: None,
             missed: None,
-        };
-        for &s in shards {
-            locked.guards.insert(s, keyspace.lock_shard(s));
-            locked.highest = Some(s);
         }
-        locked
     }
 
     /// A view over one shard whose guard the caller already holds (eviction, active expiry).
@@ -82,28 +109,14 @@ impl<'a> Locked<'a> {
         now: UnixMillis,
         lru_clock: u32,
     ) -> Self {
-        let mut locked = Locked {
-            keyspace,
-            guards: Guards::default(),
-            slot_hint: (0, 0, 0),
-            highest: Some(shard),
-            now,
-            lru_clock,
-            lfu: None,
-            expired: 0,
-            hits: 0,
-            misses: 0,
-            removed: None,
-            created: None,
-            missed: None,
-        };
+        let mut locked = Self::empty(keyspace, now, lru_clock);
+        locked.highest = Some(shard);
         locked.guards.insert(shard, guard);
         locked
     }
 
     pub fn lock_all(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
-        let all: Vec<usize> = (0..SHARD_COUNT).collect();
-        Self::lock(keyspace, &all, now, lru_clock)
+        Self::lock(keyspace, &ALL_SHARDS, now, lru_clock)
     }
 
     /// Makes accesses count in the entries' LFU counters (an LFU maxmemory policy is set).

@@ -10,17 +10,16 @@
 //! is CPU: the thread stays busy up to `io-busy-poll-us` after the last read, so a server that
 //! sees a request every few microseconds keeps its core; an idle one sleeps as before.
 //!
-//! How: one task on the event loop yields in a loop. tokio's single-threaded scheduler, with
-//! only yielded tasks left, polls its I/O driver without blocking before running them again,
-//! so every turn of this loop is one non-blocking `epoll_wait`. Each turn also offers the CPU
-//! to other runnable threads (`sched_yield`), so that on a crowded machine the polling thread
-//! does not hold a core another process needs. Connections mark activity on every read;
-//! when the loop has been idle for longer than the setting, the task sleeps until the next
-//! read wakes it.
+//! How: one task on the event loop yields in a loop. tokio's scheduler, with only yielded
+//! tasks left on its worker, polls the I/O driver without blocking before running them again
+//! (a zero-timeout park), so every turn of this loop is one non-blocking `epoll_wait`. Each
+//! turn also offers the CPU to other runnable threads (`sched_yield`), so that on a crowded
+//! machine the polling thread does not hold a core another process needs. Connections mark
+//! activity on every read; when the loop has been idle for longer than the setting, the task
+//! sleeps until the next read wakes it.
 //!
-//! Only the single-threaded event loop (`io-threads 1`) polls: with tokio's multi-threaded
-//! scheduler one worker sleeps inside the I/O driver and a yielding task on another worker
-//! cannot poll it.
+//! Only a single io-thread (`io-threads 1`) polls: with several workers one sleeps inside the
+//! I/O driver and a yielding task on another worker cannot poll it.
 
 use super::hot::HotConfig;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -71,7 +70,7 @@ impl BusyPoll {
         self.asleep.load(Relaxed)
     }
 
-    /// The polling task: runs on the single-threaded event loop until the process ends.
+    /// The polling task: runs on the single io-thread's event loop until the process ends.
     pub async fn run(&self, hot: &HotConfig) {
         loop {
             self.poll_until_idle(hot).await;
@@ -157,7 +156,7 @@ mod tests {
 
     /// The poller goes to sleep when reads stop, a read wakes it, and with polling off
     /// (0) reads leave it asleep.
-    #[tokio::test(flavor = "current_thread")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn reads_wake_the_poller_and_idleness_puts_it_to_sleep() {
         crate::commands::install_table();
         let server = Arc::new(Server::new(Config::default()));

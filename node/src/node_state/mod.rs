@@ -92,7 +92,7 @@ pub struct NodeState {
     pub replication: replication::Replication,
     /// The primary this node follows (REPLICAOF), if any.
     pub replica_of: replica_of::ReplicaOf,
-    /// The single-threaded event loop's polling after reads (`io-busy-poll-us`).
+    /// The single io-thread's polling after reads (`io-busy-poll-us`).
     pub busy_poll: busy_poll::BusyPoll,
     /// ACL users, their rules and the ACL LOG.
     pub acl: acl::Acl,

@@ -3,10 +3,13 @@
 //! or error written as the client's reply.
 //!
 //! The script runs to completion on the connection thread that received it, holding every
-//! shard (EVAL is declared ALL_KEYS), so it is atomic as in Redis. While it runs past
-//! `busy-reply-threshold`, the dispatcher answers other clients BUSY before they wait for the
-//! shards (`RunningScript`); that needs another thread to serve them: with one io-thread the
-//! node serves nobody else until the script ends (see the README).
+//! shard (EVAL is declared ALL_KEYS), so it is atomic as in Redis. A script that ends within
+//! `busy-reply-threshold` (nearly all) costs no thread switch. Once one runs past it, its
+//! hook hands the io-thread's event loop to a fresh thread (tokio's `block_in_place`) and the
+//! script goes on where it is: the other clients are read again, and the dispatcher answers
+//! them BUSY (`RunningScript`) except for SCRIPT KILL and the few Redis lets through, as Redis
+//! does once a script passes the threshold. Before it, nobody else's command runs on that
+//! event loop, as in Redis.
 
 use super::call::{acl_check_from_lua, dispatch_from_lua, CallRules, COUNTED_FIELD};
 use super::convert::{lua_to_frame, write_reply};
@@ -18,7 +21,8 @@ use crate::node_state::scripts::Body;
 use crate::node_state::stats::LocalStats;
 use mlua::{HookTriggers, MultiValue, Value, VmState};
 use std::cell::RefCell;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 /// Instructions between two looks at SCRIPT KILL's flag (Redis checks every 100000).
 const HOOK_EVERY: u32 = 100_000;
@@ -42,30 +46,30 @@ pub struct Script<'a> {
 /// Runs `script` and writes its reply (or returns its error).
 pub fn run(ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
     let server = ctx.server;
-    with_engine(server, |engine| {
-        Ok(off_the_event_loop(|| {
-            let sha_text = String::from_utf8_lossy(&script.sha).into_owned();
-            let function = engine.function(&script.sha, &script.body).map_err(|e| {
-                CmdError::Other(format!("ERR Error compiling script (new function): {e}").into())
-            })?;
-            engine
-                .set_arguments(script.keys, script.argv)
-                .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
-            let kill = ctx.server.running_script.start(crate::clock::unix_millis());
-            run_in(
-                engine,
-                ctx,
-                Running {
-                    function,
-                    label: &sha_text,
-                    keys: script.keys,
-                    rules: script.rules,
-                },
-                kill,
-            )
-        }))
-    })
-    .map_err(|e| CmdError::Other(e.into()))?
+    with_engine(server, |engine| Ok(run_script_in(engine, ctx, script)))
+        .map_err(|e| CmdError::Other(e.into()))?
+}
+
+fn run_script_in(engine: &mut Engine, ctx: &mut Ctx<'_>, script: Script<'_>) -> CmdResult {
+    let sha_text = String::from_utf8_lossy(&script.sha).into_owned();
+    let function = engine.function(&script.sha, &script.body).map_err(|e| {
+        CmdError::Other(format!("ERR Error compiling script (new function): {e}").into())
+    })?;
+    engine
+        .set_arguments(script.keys, script.argv)
+        .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
+    let kill = ctx.server.running_script.start(crate::clock::unix_millis());
+    run_in(
+        engine,
+        ctx,
+        Running {
+            function,
+            label: &sha_text,
+            keys: script.keys,
+            rules: script.rules,
+        },
+        kill,
+    )
 }
 
 /// One FCALL to run.
@@ -89,40 +93,48 @@ pub fn run_function(ctx: &mut Ctx<'_>, call: FunctionCall<'_>) -> CmdResult {
         let Some((registered, function)) = engine.libraries.function(call.name) else {
             return Ok(Err(CmdError::new("ERR Function not found")));
         };
-        Ok(off_the_event_loop(|| {
-            let args = engine
-                .argument_tables(call.keys, call.argv)
-                .and_then(|(keys, argv)| {
-                    engine.hidden.raw_set("keys", keys)?;
-                    engine.hidden.raw_set("argv", argv)?;
-                    engine.hidden.raw_set("fn", function)
-                });
-            if let Err(e) = args {
-                return Err(CmdError::Other(format!("ERR {}", message_of(&e)).into()));
-            }
-            let trampoline: mlua::Function = engine
-                .hidden
-                .raw_get("call_function")
-                .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
-            let kill = ctx.server.running_script.start_function(
-                crate::clock::unix_millis(),
-                &registered,
-                call.command,
-            );
-            let running = Running {
-                function: trampoline,
-                label: &registered,
-                keys: call.keys,
-                rules: call.rules,
-            };
-            let out = run_in(engine, ctx, running, kill);
-            for field in ["keys", "argv", "fn"] {
-                let _ = engine.hidden.raw_set(field, Value::Nil);
-            }
-            out
-        }))
+        Ok(run_function_in(engine, ctx, &call, registered, function))
     })
     .map_err(|e| CmdError::Other(e.into()))?
+}
+
+fn run_function_in(
+    engine: &mut Engine,
+    ctx: &mut Ctx<'_>,
+    call: &FunctionCall<'_>,
+    registered: String,
+    function: mlua::Function,
+) -> CmdResult {
+    let args = engine
+        .argument_tables(call.keys, call.argv)
+        .and_then(|(keys, argv)| {
+            engine.hidden.raw_set("keys", keys)?;
+            engine.hidden.raw_set("argv", argv)?;
+            engine.hidden.raw_set("fn", function)
+        });
+    if let Err(e) = args {
+        return Err(CmdError::Other(format!("ERR {}", message_of(&e)).into()));
+    }
+    let trampoline: mlua::Function = engine
+        .hidden
+        .raw_get("call_function")
+        .map_err(|e| CmdError::Other(format!("ERR {}", message_of(&e)).into()))?;
+    let kill = ctx.server.running_script.start_function(
+        crate::clock::unix_millis(),
+        &registered,
+        call.command,
+    );
+    let running = Running {
+        function: trampoline,
+        label: &registered,
+        keys: call.keys,
+        rules: call.rules,
+    };
+    let out = run_in(engine, ctx, running, kill);
+    for field in ["keys", "argv", "fn"] {
+        let _ = engine.hidden.raw_set(field, Value::Nil);
+    }
+    out
 }
 
 /// Runs `f` with this thread's Lua state, started (or restarted after SCRIPT FLUSH) first.
@@ -148,18 +160,42 @@ pub(super) fn with_engine<T>(
     })
 }
 
-/// Runs `f` with the thread's tokio worker handed to another thread first, when this is a
-/// worker of a multi-threaded runtime: a worker busy in a script neither polls the I/O
-/// driver nor lets another worker take it over, so without this no other client would be
-/// read (and answered BUSY, or SCRIPT KILL heard) until the script ends. A current-thread
-/// runtime (one io-thread) has no other thread to hand the loop to.
-fn off_the_event_loop<T>(f: impl FnOnce() -> T) -> T {
+/// Hands this thread's event loop to another thread, when this is a worker of the io
+/// runtime (always multi-threaded for this reason: see `app::run`): a worker busy in a
+/// script neither polls the I/O driver nor lets another worker take it over, so without
+/// this no other client would be read (and answered BUSY, or SCRIPT KILL heard) until the
+/// script ends. The script goes on on this thread, which leaves the runtime's workers when
+/// its connection next waits. Elsewhere (a fabric client's thread, loading at start) there
+/// is no loop to hand over. Returns whether the loop is known to run elsewhere now; false
+/// asks the caller to try again later.
+///
+/// `block_in_place` offers the worker to a fresh thread for as long as its closure runs and
+/// takes it back at the end if that thread has not started yet: an empty closure would hand
+/// nothing over. So the closure waits until a task spawned from it has run, which (with one
+/// io-thread, the case that needs this) only the thread that took the worker can do.
+fn hand_off_the_event_loop() -> bool {
+    use std::sync::Arc;
     use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
+    let Ok(handle) = Handle::try_current() else {
+        return true;
+    };
+    if handle.runtime_flavor() != RuntimeFlavor::MultiThread {
+        return true;
     }
+    tokio::task::block_in_place(|| {
+        let taken = Arc::new(AtomicBool::new(false));
+        let probe = taken.clone();
+        handle.spawn(async move { probe.store(true, Relaxed) });
+        let deadline = Instant::now() + HAND_OFF_WAIT;
+        while !taken.load(Relaxed) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        taken.load(Relaxed)
+    })
 }
+
+/// How long one try of [`hand_off_the_event_loop`] waits for the new thread to take over.
+const HAND_OFF_WAIT: Duration = Duration::from_millis(100);
 
 /// Compiles `body` into the thread's state (SCRIPT LOAD checks a script before caching it).
 /// Err: the client's error text.
@@ -217,9 +253,18 @@ fn run_in(
     {
         ctx.client.tracking.script_keys = keys.iter().map(|k| Key::from(*k)).collect();
     }
+    // Past `busy-reply-threshold` the event loop goes to another thread, once (see the
+    // module's comment); the threshold as it was when the script started.
+    let started = Instant::now();
+    let hand_off_after =
+        Duration::from_millis(ctx.server.hot.busy_reply_threshold_ms.load(Relaxed));
+    let handed_off = AtomicBool::new(false);
     engine.lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_EVERY),
         move |lua, _| {
+            if !handed_off.load(Relaxed) && started.elapsed() >= hand_off_after {
+                handed_off.store(hand_off_the_event_loop(), Relaxed);
+            }
             if kill.load(Relaxed) {
                 // From now on every instruction raises, so that a `pcall` catching the
                 // error cannot keep the script going (Redis switches to a line hook).

@@ -13,11 +13,10 @@
 //! (opened through `services::MigrateDialer`, cached in `node_state::migrate_links`),
 //! bounded by the command's timeout on every connect, write and read, and keeps the shard
 //! locks throughout, so the keys cannot change between being serialized and being deleted:
-//! the same atomicity Redis gets by blocking its event loop. On the default single-threaded
-//! runtime that blocks the node for the transfer, as Redis does; on a multi-threaded runtime
-//! the worker hands its other connections to the pool first (`block_in_place`), and only
-//! clients touching the locked shards wait (the cron's active expiry skips a busy shard
-//! rather than wait for it). A MIGRATE to this node itself therefore waits for
+//! the same atomicity Redis gets by blocking its event loop. The io runtime's worker hands
+//! its other connections to a fresh thread first (`block_in_place`), so only clients
+//! touching the locked shards wait (the cron's active expiry skips a busy shard rather than
+//! wait for it), where Redis blocks every client for the transfer. A MIGRATE to this node itself therefore waits for
 //! its timeout and fails with IOERR, as it does in Redis.
 
 use crate::command_framework::args::{self, is};
@@ -351,8 +350,8 @@ fn transfer(
     }
 }
 
-/// Runs blocking I/O from a command. On a multi-threaded runtime the worker first hands its
-/// other tasks to the pool; elsewhere (single-threaded runtime, fabric threads) it just runs.
+/// Runs blocking I/O from a command. On the io runtime the worker first hands its other
+/// tasks to a fresh thread; elsewhere (fabric threads, loading at start) it just runs.
 fn blocking_io<R>(f: impl FnOnce() -> R) -> R {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|h| h.runtime_flavor()) {

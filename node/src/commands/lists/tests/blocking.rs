@@ -257,7 +257,8 @@ fn run_in_exec(server: &Server, args: &[&str]) -> (String, Effects) {
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let spec = table::lookup(args[0]).expect("command");
     let mut out = BytesMut::new();
-    let db = dispatch::lock_for(server, spec, &args, crate::clock::unix_millis(), 0);
+    let db = dispatch::lock_for(server, spec, &args, crate::clock::unix_millis(), 0, false)
+        .expect("waits without giving up");
     let mut ctx = Ctx {
         server,
         services: server,
