@@ -925,3 +925,55 @@ fn a_replica_restarted_with_sigterm_resyncs_partially() {
         replica.log()
     );
 }
+
+/// Goal: `replica-serve-stale-data no` (alias `slave-serve-stale-data`) makes a replica whose
+/// link is down refuse all but the commands flagged `stale` with MASTERDOWN, an EXEC whose
+/// queued commands became refusable after they were queued aborting with it, as Redis 7.0
+/// does (the suite's "exec with read commands and stale replica state change"); with `yes`
+/// (the default) or a primary it serves as before. Method: REPLICAOF a host that cannot be
+/// reached, from another client, around MULTI.
+#[test]
+fn a_stale_replica_refuses_what_it_may_not_serve_stale() {
+    let node = Node::start(&[]);
+    let mut c = node.client();
+    let mut other = node.client();
+    let masterdown =
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+    cmd(&mut c, &["SET", "xx", "1"]).unwrap();
+    cmd(&mut c, &["CONFIG", "SET", "slave-serve-stale-data", "no"]).unwrap();
+    assert_eq!(
+        node.cli(&["CONFIG", "GET", "replica-serve-stale-data"]),
+        "replica-serve-stale-data\nno"
+    );
+
+    // Queued while the node is a primary; the link is down by EXEC.
+    cmd(&mut c, &["MULTI"]).unwrap();
+    cmd(&mut c, &["GET", "xx"]).unwrap();
+    cmd(&mut other, &["REPLICAOF", "localhsot", "0"]).unwrap();
+    let e = cmd(&mut c, &["EXEC"]).unwrap_err().to_string();
+    assert!(
+        e.contains("Transaction discarded because of: MASTERDOWN"),
+        "{e}"
+    );
+    assert!(node.cli(&["GET", "xx"]).contains(masterdown));
+    assert!(node.cli(&["PING"]).contains(masterdown));
+    assert!(node
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:down"));
+    assert_eq!(
+        node.cli(&["CONFIG", "SET", "replica-serve-stale-data", "yes"]),
+        "OK"
+    );
+    assert_eq!(node.cli(&["GET", "xx"]), "1");
+    assert_eq!(
+        node.cli(&["CONFIG", "SET", "replica-serve-stale-data", "no"]),
+        "OK"
+    );
+
+    // MULTI is served while stale; the state is fresh again by EXEC.
+    cmd(&mut c, &["MULTI"]).unwrap();
+    cmd(&mut other, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    cmd(&mut c, &["GET", "xx"]).unwrap();
+    let got: Vec<String> = redis::cmd("EXEC").query(&mut c).unwrap();
+    assert_eq!(got, vec!["1".to_string()]);
+}

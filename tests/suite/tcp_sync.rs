@@ -162,6 +162,47 @@ fn the_stream_selects_only_when_the_database_changes() {
     }
 }
 
+/// Goal: a transaction that SELECTs other databases reaches the stream as one MULTI/EXEC
+/// with the SELECTs inside, as Redis propagates it (the suite's "MULTI / EXEC is propagated
+/// correctly (multiple commands with SELECT)"); a SELECT back to a database passed before
+/// is inside it too, and the client is left in the last one.
+#[test]
+fn a_transaction_across_databases_is_one_multi_exec_in_the_stream() {
+    let node = Node::start(&[]);
+    let mut consumer = StreamClient::connect(&node);
+    consumer.send(b"SYNC\r\n");
+    consumer.payload();
+    let mut c = node.client();
+    cmd(&mut c, &["MULTI"]).unwrap();
+    for args in [
+        &["SELECT", "1"][..],
+        &["SET", "foo", "bar"],
+        &["GET", "foo"],
+        &["SELECT", "2"],
+        &["SET", "foo2", "bar2"],
+        &["SELECT", "1"],
+        &["SET", "foo3", "bar3"],
+    ] {
+        cmd(&mut c, args).unwrap();
+    }
+    cmd(&mut c, &["EXEC"]).unwrap();
+    cmd(&mut c, &["SET", "after", "1"]).unwrap();
+    for expected in [
+        &["select", "1"][..],
+        &["multi"],
+        &["set", "foo", "bar"],
+        &["select", "2"],
+        &["set", "foo2", "bar2"],
+        &["select", "1"],
+        &["set", "foo3", "bar3"],
+        &["exec"],
+        &["set", "after", "1"],
+    ] {
+        assert_eq!(consumer.command(), words(expected));
+    }
+    assert_eq!(node.cli(&["-n", "2", "GET", "foo2"]), "bar2");
+}
+
 /// The `name:value` field of INFO replication, or "" when absent.
 fn replication_field(node: &Node, name: &str) -> String {
     node.cli(&["INFO", "replication"])

@@ -263,9 +263,16 @@ impl<'a> Ctx<'a> {
     }
 
     /// SELECT inside EXEC or a script: the rest runs against database `index` with all its
-    /// shards held. What ran so far is fed to the stream first, with its database still
-    /// held, so that no later write to those keys can precede it there.
+    /// shards held. A database held already (EXEC takes those its SELECTs name up front)
+    /// just becomes the current one, and the others stay held: the request's writes reach
+    /// the stream together at its end, one transaction. Otherwise what ran so far is fed to
+    /// the stream first, with its database still held, so that no later write to those keys
+    /// can precede it there, and the new database is taken instead.
     pub fn switch_db(&mut self, index: usize) -> Result<(), CmdError> {
+        if let Some(at) = self.held.iter().position(|l| l.db_index() == index) {
+            std::mem::swap(&mut self.db, &mut self.held[at]);
+            return Ok(());
+        }
         let keyspace = self
             .server
             .db(index)

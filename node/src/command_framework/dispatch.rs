@@ -307,6 +307,9 @@ pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory"
 
 /// Redis's refusal of a normal client's write on a replica.
 pub const READONLY_REPLICA_ERROR: &str = "READONLY You can't write against a read only replica.";
+/// A replica with `replica-serve-stale-data no` whose link to its primary is down.
+pub const MASTERDOWN_ERROR: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
 
 /// Checks that apply before a command may run or be queued, ahead of the cluster's
 /// redirect (Redis's `processCommand` order: authentication, then MULTI's refusals).
@@ -370,10 +373,36 @@ fn admit_routed(server: &NodeState, client: &Client, spec: &CommandSpec) -> Resu
             spec.name
         )));
     }
+    if server.replica_of.is_stale()
+        && !client.primary_link
+        && !server.hot.replica_serve_stale_data.load(Relaxed)
+        && !serves_stale(spec, client)
+    {
+        return Err(CmdError::new(MASTERDOWN_ERROR));
+    }
     if server.replica_of.is_loading() && !spec.has(flags::LOADING) && !client.primary_link {
         return Err(CmdError::new(LOADING_ERROR));
     }
     Ok(())
+}
+
+/// Whether a stale replica (`replica-serve-stale-data no`) runs the command: only those
+/// flagged `stale` (INFO, REPLICAOF, CONFIG, MULTI...), and EXEC only when every command it
+/// queued is, since the state may have turned stale after they were queued (Redis's
+/// `cmd_inv_flags`).
+fn serves_stale(spec: &CommandSpec, client: &Client) -> bool {
+    if !spec.has(flags::STALE) {
+        return false;
+    }
+    if spec.name != "exec" {
+        return true;
+    }
+    client.multi.as_ref().is_none_or(|multi| {
+        multi.queued.iter().all(|queued| {
+            let args: SmallVec<[&[u8]; 8]> = queued.iter().map(|a| a.as_slice()).collect();
+            resolve(&args).is_ok_and(|spec| spec.has(flags::STALE))
+        })
+    })
 }
 
 /// EVAL, EVALSHA, FCALL and their read-only forms.

@@ -18,7 +18,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         ..command(
             "ping",
             -1,
-            FAST | SUBSCRIBED_OK | STALE,
+            FAST | SUBSCRIBED_OK,
             KeySpec::None,
             ping,
             "connection",
@@ -28,7 +28,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     command(
         "echo",
         2,
-        FAST,
+        LOADING | STALE | FAST,
         KeySpec::None,
         echo,
         "connection",

@@ -138,10 +138,9 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     let port = args::int(args[2])?;
-    let port = u16::try_from(port)
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| CmdError::new("ERR Invalid master port"))?;
+    // Port 0 is taken, as Redis takes it: a replica whose link never comes up (Redis's
+    // suite makes a stale replica that way).
+    let port = u16::try_from(port).map_err(|_| CmdError::new("ERR Invalid master port"))?;
     let host = String::from_utf8_lossy(args[1]).into_owned();
     match ctx.services.replication_links().follow(&host, port) {
         Ok(true) => ctx.reply.ok(),

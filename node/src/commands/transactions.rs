@@ -160,6 +160,13 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
         return err("ERR EXEC without MULTI");
     };
     ctx.client.shared.in_multi.store(false, Relaxed);
+    // The databases the queued SELECTs name are taken now, with the client's, before the
+    // watches are checked: SELECT then switches among held databases, and the
+    // transaction's writes reach the stream as one MULTI/EXEC (Redis's propagation).
+    let selected = selected_dbs(ctx, &multi.queued);
+    if !selected.is_empty() {
+        ctx.hold_dbs(&selected, None)?;
+    }
     let broken = match &ctx.client.watch {
         Some(handle) => watch_broken(&mut ctx.db, handle),
         None => false,
@@ -184,6 +191,33 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     ctx.in_exec = outer;
     stats.flush(&ctx.server.stats);
     Ok(())
+}
+
+/// The existing databases other than the client's that the queued SELECTs name (none in
+/// cluster mode, where SELECT refuses all but 0).
+fn selected_dbs(ctx: &Ctx<'_>, queued: &[Vec<Vec<u8>>]) -> SmallVec<[usize; 4]> {
+    let mut dbs = SmallVec::new();
+    if ctx.server.cluster.is_some() {
+        return dbs;
+    }
+    let current = ctx.db.db_index();
+    for args in queued {
+        let [name, index] = args.as_slice() else {
+            continue;
+        };
+        if !name.eq_ignore_ascii_case(b"select") {
+            continue;
+        }
+        let index = std::str::from_utf8(index)
+            .ok()
+            .and_then(|i| i.parse::<usize>().ok());
+        if let Some(i) = index.filter(|&i| i != current && ctx.server.db(i).is_some()) {
+            if !dbs.contains(&i) {
+                dbs.push(i);
+            }
+        }
+    }
+    dbs
 }
 
 /// Runs one queued command inside EXEC; its reply (or error) is one element of EXEC's array.

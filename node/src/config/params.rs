@@ -459,6 +459,9 @@ pub struct Config {
     /// `busy-reply-threshold` (`lua-time-limit`), ms: how long a script runs before other
     /// clients are answered BUSY (and SCRIPT KILL may stop it).
     pub busy_reply_threshold: u64,
+    /// `replica-serve-stale-data`: a replica whose link to its primary is down still answers
+    /// (yes, the default) or refuses all but the commands flagged `stale` with MASTERDOWN.
+    pub replica_serve_stale_data: bool,
     /// Redis's encoding thresholds, kept for CONFIG GET/SET (see `encodings.rs`).
     pub encodings: super::encodings::EncodingLimits,
     pub latency: super::latency::LatencyConfig,
@@ -544,6 +547,7 @@ impl Default for Config {
             encodings: super::encodings::EncodingLimits::default(),
             repl_ping_replica_period: 10,
             busy_reply_threshold: 5000,
+            replica_serve_stale_data: true,
             latency: super::latency::LatencyConfig::default(),
             file: None,
         }
@@ -1603,6 +1607,15 @@ pub static PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "replica-serve-stale-data",
+        true,
+        |c| format_bool(c.replica_serve_stale_data),
+        |c, v| {
+            c.replica_serve_stale_data = boolean(v)?;
+            Ok(())
+        }
+    ),
+    param!(
         "busy-reply-threshold",
         true,
         |c| c.busy_reply_threshold.to_string(),
@@ -1699,6 +1712,7 @@ pub static PARAMS: &[Param] = &[
 /// GET/SET and config files take either.
 pub const ALIASES: &[(&str, &str)] = &[
     ("slaveof", "replicaof"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
     ("lua-time-limit", "busy-reply-threshold"),
     ("repl-ping-slave-period", "repl-ping-replica-period"),
     ("min-slaves-to-write", "min-replicas-to-write"),

@@ -33,6 +33,8 @@ pub struct HotConfig {
     pub notify_keyspace_events: AtomicU32,
     /// `busy-reply-threshold` in ms: how long a script runs before other clients get BUSY.
     pub busy_reply_threshold_ms: AtomicU64,
+    /// `replica-serve-stale-data`, read by every command of a replica.
+    pub replica_serve_stale_data: AtomicBool,
 }
 
 const POLICIES: [EvictionPolicy; 8] = [
@@ -70,6 +72,7 @@ impl From<&Config> for HotConfig {
             io_busy_poll_us: AtomicU64::new(0),
             notify_keyspace_events: AtomicU32::new(0),
             busy_reply_threshold_ms: AtomicU64::new(5000),
+            replica_serve_stale_data: AtomicBool::new(true),
         };
         hot.update(c);
         hot
@@ -80,6 +83,8 @@ impl HotConfig {
     pub fn update(&self, c: &Config) {
         self.busy_reply_threshold_ms
             .store(c.busy_reply_threshold, Relaxed);
+        self.replica_serve_stale_data
+            .store(c.replica_serve_stale_data, Relaxed);
         self.maxmemory.store(c.maxmemory, Relaxed);
         let idx = POLICIES
             .iter()

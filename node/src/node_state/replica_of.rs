@@ -45,6 +45,9 @@ pub struct ReplicaOf {
     /// Set while a primary is followed: normal clients' writes are refused. One relaxed load
     /// on the write path.
     active: AtomicBool,
+    /// The current link is streaming ([`LinkState::Connected`]): a copy of `following`'s
+    /// state for the dispatcher's `replica-serve-stale-data` check, which takes no lock.
+    link_up: AtomicBool,
     generation: AtomicU64,
     following: Mutex<Option<Following>>,
     /// Held by a link thread while it executes a batch of the stream, and taken by `follow`
@@ -92,6 +95,7 @@ impl ReplicaOf {
             read_offset: 0,
             history: None,
         });
+        self.link_up.store(false, Relaxed);
         self.active.store(true, Relaxed);
         FollowOutcome::Started(generation)
     }
@@ -102,7 +106,15 @@ impl ReplicaOf {
         let mut f = self.following.lock();
         self.generation.fetch_add(1, Relaxed);
         self.active.store(false, Relaxed);
+        self.link_up.store(false, Relaxed);
         f.take().is_some()
+    }
+
+    /// Whether this node follows a primary whose link is not streaming (connecting,
+    /// syncing, or lost): what `replica-serve-stale-data no` refuses commands for.
+    #[inline]
+    pub fn is_stale(&self) -> bool {
+        self.active.load(Relaxed) && !self.link_up.load(Relaxed)
     }
 
     /// Whether a full sync's snapshot is being loaded now.
@@ -178,6 +190,7 @@ impl ReplicaOf {
         self.with_current(generation, |f| {
             let was_up = f.state == LinkState::Connected;
             f.state = state;
+            self.link_up.store(state == LinkState::Connected, Relaxed);
             match (was_up, state == LinkState::Connected) {
                 (false, true) => f.down_since = None,
                 (true, false) => f.down_since = Some(Instant::now()),
