@@ -203,6 +203,49 @@ fn a_transaction_across_databases_is_one_multi_exec_in_the_stream() {
     assert_eq!(node.cli(&["-n", "2", "GET", "foo2"]), "bar2");
 }
 
+/// Goal: PUBLISH reaches the stream (a replica's subscribers hear what the primary's hear,
+/// as Redis forwards it; the suite's "MULTI propagation of PUBLISH") and never the AOF,
+/// which a restart would otherwise replay as messages nobody asked for.
+#[test]
+fn publish_reaches_replicas_and_not_the_aof() {
+    let node = Node::start(&["--appendonly", "yes"]);
+    let mut consumer = StreamClient::connect(&node);
+    consumer.send(b"SYNC\r\n");
+    consumer.payload();
+    let mut c = node.client();
+    cmd(&mut c, &["PUBLISH", "bla", "bla"]).unwrap();
+    cmd(&mut c, &["SET", "after", "1"]).unwrap();
+    assert_eq!(consumer.command(), words(&["select", "0"]));
+    assert_eq!(consumer.command(), words(&["publish", "bla", "bla"]));
+    assert_eq!(consumer.command(), words(&["set", "after", "1"]));
+    let mut logged = Vec::new();
+    for entry in walk(node.dir.path()) {
+        if entry.to_string_lossy().contains(".aof") {
+            logged.extend(std::fs::read(&entry).unwrap_or_default());
+        }
+    }
+    let logged = String::from_utf8_lossy(&logged).to_ascii_lowercase();
+    assert!(logged.contains("after"), "the AOF has the SET: {logged}");
+    assert!(
+        !logged.contains("publish"),
+        "the AOF has no PUBLISH: {logged}"
+    );
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 /// The `name:value` field of INFO replication, or "" when absent.
 fn replication_field(node: &Node, name: &str) -> String {
     node.cli(&["INFO", "replication"])

@@ -666,6 +666,10 @@ fn capture(
         if let Err(e) = ctx.effects.outgoing.command(db, args, &effect) {
             tracing::error!(command = spec.name, error = %e, "write not replicated");
         }
+    } else if spec.name == "publish" && ctx.server.cluster.is_none() {
+        // Redis forwards PUBLISH to its replicas (not the AOF) so that their subscribers
+        // hear it; in cluster mode the bus carries messages instead.
+        ctx.effects.outgoing.replica_only_command(db, args);
     }
 }
 

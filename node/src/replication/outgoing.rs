@@ -20,6 +20,9 @@ pub struct Outgoing {
     /// wherever the database changes in between).
     first_db: usize,
     last_db: usize,
+    /// Positions in `commands` of those only replicas get, never the AOF (PUBLISH, as Redis
+    /// propagates it); empty for nearly every request.
+    replica_only: Vec<usize>,
 }
 
 /// `SELECT db` as the stream carries it (Redis emits it wherever the database of a write
@@ -43,6 +46,16 @@ impl Outgoing {
             self.commands.extend(commands);
         }
         Ok(())
+    }
+
+    /// A command for replicas only (PUBLISH outside cluster mode, so that a replica's
+    /// subscribers hear what the primary's hear, as Redis's `PROPAGATE_REPL`): in the
+    /// stream in its place among the request's writes, left out of the AOF.
+    pub fn replica_only_command(&mut self, db: usize, argv: &[&[u8]]) {
+        self.enter(db);
+        self.replica_only.push(self.commands.len());
+        self.commands
+            .push(argv.iter().map(|a| a.to_vec()).collect());
     }
 
     /// A key of database `db` the request found expired (or evicted to make room) and
@@ -99,10 +112,64 @@ impl Outgoing {
         }
     }
 
+    /// As [`Outgoing::encode_into`] without the replica-only commands: what the AOF logs.
+    /// The database markers stay where they fall between logged commands, so `selected`
+    /// ends as the log's reader does.
+    pub fn encode_log_into(&self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
+        if self.replica_only.is_empty() {
+            return self.encode_into(out, selected);
+        }
+        let mut db = self.first_db;
+        let mut kept: Vec<&Argv> = Vec::with_capacity(self.commands.len());
+        let mut first_kept_db = None;
+        let mut last_kept = (0, db);
+        for (i, command) in self.commands.iter().enumerate() {
+            if let Some(marker_db) = select_marker_db(command) {
+                db = marker_db;
+                if first_kept_db.is_some() {
+                    kept.push(command);
+                }
+            } else if !self.replica_only.contains(&i) {
+                first_kept_db.get_or_insert(db);
+                kept.push(command);
+                last_kept = (kept.len(), db);
+            }
+        }
+        let Some(first) = first_kept_db else {
+            return;
+        };
+        // Markers after the last logged command would move the reader for nothing.
+        kept.truncate(last_kept.0);
+        if *selected != Some(first) {
+            encode_into(&[select_command(first)], out);
+        }
+        *selected = Some(last_kept.1);
+        let wrapped = kept.len() >= 2;
+        if wrapped {
+            out.extend_from_slice(MULTI);
+        }
+        for command in kept {
+            encode_into(std::slice::from_ref(command), out);
+        }
+        if wrapped {
+            out.extend_from_slice(EXEC);
+        }
+    }
+
     /// As [`Outgoing::encode_into`], then empties the collector.
     pub fn finish_into(&mut self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
         self.encode_into(out, selected);
         self.commands.clear();
+        self.replica_only.clear();
+    }
+}
+
+/// The database a marker [`select_command`] names; None for any other command (a client's
+/// SELECT is never replicated as such: only markers are in a collection).
+fn select_marker_db(command: &Argv) -> Option<usize> {
+    match command.as_slice() {
+        [name, db] if name.as_slice() == b"SELECT" => std::str::from_utf8(db).ok()?.parse().ok(),
+        _ => None,
     }
 }
 
@@ -110,6 +177,64 @@ impl Outgoing {
 mod tests {
     use super::*;
     use crate::replication::propagate::encode_stream;
+
+    /// Replica-only commands (PUBLISH) are in the stream in their place and not in the log,
+    /// whose database markers and wrapping follow only what it logs.
+    #[test]
+    fn replica_only_commands_reach_the_stream_and_not_the_log() {
+        let cmd = |args: &[&str]| -> Argv { args.iter().map(|a| a.as_bytes().to_vec()).collect() };
+        let mut out = Outgoing::default();
+        out.replica_only_command(0, &[b"PUBLISH", b"ch", b"m"]);
+        out.command(1, &[b"SET", b"k", b"v"], &WriteEffect::None)
+            .unwrap();
+        out.command(1, &[b"SET", b"k2", b"v"], &WriteEffect::None)
+            .unwrap();
+        out.replica_only_command(2, &[b"PUBLISH", b"ch", b"n"]);
+
+        let mut log = Vec::new();
+        let mut log_selected = Some(1);
+        out.encode_log_into(&mut log, &mut log_selected);
+        let expect = encode_stream(&[
+            cmd(&["MULTI"]),
+            cmd(&["SET", "k", "v"]),
+            cmd(&["SET", "k2", "v"]),
+            cmd(&["EXEC"]),
+        ]);
+        assert_eq!(log, expect, "{}", String::from_utf8_lossy(&log));
+        assert_eq!(
+            log_selected,
+            Some(1),
+            "the trailing marker to 2 is not logged"
+        );
+
+        let mut stream = Vec::new();
+        let mut stream_selected = None;
+        out.finish_into(&mut stream, &mut stream_selected);
+        let expect = encode_stream(&[
+            cmd(&["SELECT", "0"]),
+            cmd(&["MULTI"]),
+            cmd(&["PUBLISH", "ch", "m"]),
+            cmd(&["SELECT", "1"]),
+            cmd(&["SET", "k", "v"]),
+            cmd(&["SET", "k2", "v"]),
+            cmd(&["SELECT", "2"]),
+            cmd(&["PUBLISH", "ch", "n"]),
+            cmd(&["EXEC"]),
+        ]);
+        assert_eq!(stream, expect, "{}", String::from_utf8_lossy(&stream));
+        assert_eq!(stream_selected, Some(2));
+
+        // Nothing but replica-only commands: the log gets nothing and keeps its database.
+        out.replica_only_command(3, &[b"PUBLISH", b"ch", b"o"]);
+        let mut log = Vec::new();
+        out.encode_log_into(&mut log, &mut log_selected);
+        assert!(log.is_empty());
+        assert_eq!(log_selected, Some(1));
+        let mut stream = Vec::new();
+        out.finish_into(&mut stream, &mut stream_selected);
+        let expect = encode_stream(&[cmd(&["SELECT", "3"]), cmd(&["PUBLISH", "ch", "o"])]);
+        assert_eq!(stream, expect);
+    }
 
     #[test]
     fn one_command_goes_alone_several_go_as_a_transaction() {

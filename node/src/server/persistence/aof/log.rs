@@ -207,7 +207,7 @@ impl AppendLog {
             return None;
         }
         let p = &mut *p;
-        outgoing.encode_into(&mut p.buf, &mut p.selected_db);
+        outgoing.encode_log_into(&mut p.buf, &mut p.selected_db);
         let end = p.start + p.buf.len() as u64;
         self.appended.store(end, Ordering::Release);
         Some(end)
