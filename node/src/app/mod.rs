@@ -21,7 +21,15 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
     // single-threaded scheduler (scripts/ab-nodes.sh, 50 clients, pinned): GET -P 1 and -P 16
     // within 1%, SET -P 16 -3%, LPUSH -P 16 -4%: the price of a node that can stop a
     // runaway script.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // The multi-threaded scheduler polls the task woken last first (its LIFO slot): two
+    // clients' requests that arrive together would run in the reverse order (an
+    // UNSUBSCRIBE overtaken by another client's PUBLISH sent after it, as Redis's suite
+    // caught). Without the slot, woken connections run in the order their events came, as
+    // on Redis's event loop and tokio's single-threaded scheduler.
+    #[cfg(tokio_unstable)]
+    builder.disable_lifo_slot();
+    let runtime = builder
         .worker_threads(config.io_threads.max(1))
         .thread_name("node-io")
         .enable_all()
