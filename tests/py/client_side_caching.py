@@ -2,7 +2,8 @@
 """redis-py's client-side caching against a node: a cached read is served without asking the
 node, and is dropped when the node invalidates it (another client's write, FLUSHALL).
 
-usage: client_side_caching.py PORT
+usage: client_side_caching.py PORT [--cluster]   (--cluster: PORT is one node of a cluster,
+and both clients are redis-py RedisCluster clients)
 
 Prints one line per step and exits 0 when every check held; a failed check exits 1 with the
 reason. Waits for invalidations are bounded (a cache that is never invalidated keeps serving
@@ -23,8 +24,22 @@ WAIT_S = 10.0
 redis.connection.CacheProxyConnection.MIN_ALLOWED_VERSION = "7.0.0"
 
 
-def get_calls(admin: redis.Redis) -> int:
-    stats = admin.info("commandstats").get("cmdstat_get", {})
+def node_info(client, section: str) -> dict:
+    """INFO `section` of the node holding csc:k (a cluster client asks that node only)."""
+    if hasattr(client, "get_node_from_key"):
+        return client.info(section, target_nodes=client.get_node_from_key("csc:k"))
+    return client.info(section)
+
+
+def cache_of(client):
+    """The client's cache: a cluster client keeps one per node, this is the node of csc:k's."""
+    if hasattr(client, "get_cache"):
+        return client.get_cache()
+    return client.get_node_from_key("csc:k").redis_connection.get_cache()
+
+
+def get_calls(admin) -> int:
+    stats = node_info(admin, "commandstats").get("cmdstat_get", {})
     return int(stats.get("calls", 0))
 
 
@@ -39,15 +54,21 @@ def wait_for(what: str, check) -> None:
 
 def main() -> None:
     port = int(sys.argv[1])
-    cached = redis.Redis(port=port, protocol=3, cache_config=CacheConfig())
-    other = redis.Redis(port=port)
+    if "--cluster" in sys.argv[2:]:
+        cached = redis.RedisCluster(host="127.0.0.1", port=port, protocol=3,
+                                    cache_config=CacheConfig())
+        other = redis.RedisCluster(host="127.0.0.1", port=port)
+    else:
+        cached = redis.Redis(port=port, protocol=3, cache_config=CacheConfig())
+        other = redis.Redis(port=port)
 
     other.set("csc:k", "v1")
     if cached.get("csc:k") != b"v1":
         sys.exit("FAIL: first read")
-    if cached.get_cache().size != 1:
-        sys.exit(f"FAIL: the read was not cached (cache size {cached.get_cache().size})")
-    tracked = other.info("stats")["tracking_total_keys"]
+    size = cache_of(cached).size
+    if size != 1:
+        sys.exit(f"FAIL: the read was not cached (cache size {size})")
+    tracked = node_info(other, "stats")["tracking_total_keys"]
     if tracked != 1:
         sys.exit(f"FAIL: the node tracks {tracked} keys, expected 1")
     print("ok: a read is cached and tracked by the node")

@@ -2,8 +2,10 @@
 (a second holder, releasing a lock that expired or that someone else holds). Its scripts go
 through EVALSHA, with EVAL when the node answers NOSCRIPT (redis-py's Script object).
 
-Usage: redis_lock.py PORT. Prints "ok" and exits 0 when every step held; an assertion or a
-redis error otherwise (exit code 1, with the traceback).
+Usage: redis_lock.py PORT [--cluster]. With --cluster, PORT is one node of a cluster and the
+lock goes through redis-py's RedisCluster (its scripts run on the node of the lock's key).
+Prints "ok" and exits 0 when every step held; an assertion or a redis error otherwise (exit
+code 1, with the traceback).
 """
 import sys
 import time
@@ -12,7 +14,8 @@ import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
 port = int(sys.argv[1])
-r = redis.Redis(port=port)
+cluster = "--cluster" in sys.argv[2:]
+r = redis.RedisCluster(host="127.0.0.1", port=port) if cluster else redis.Redis(port=port)
 r.script_flush()
 
 lock = r.lock("resource", timeout=10, blocking=False)
@@ -64,5 +67,11 @@ assert r.exists("cycle") == 0, "leaving the block released it"
 
 # The scripts were cached by EVAL/EVALSHA: SCRIPT EXISTS knows them.
 shas = [s.sha for s in (lock.lua_release, lock.lua_extend, lock.lua_reacquire)]
-assert r.script_exists(*shas) == [True, True, True], shas
+if cluster:
+    # Cached where they ran: the node of the lock's key.
+    node = r.get_node_from_key("resource")
+    known = r.execute_command("SCRIPT EXISTS", *shas, target_nodes=node)
+    assert [bool(k) for k in known] == [True, True, True], (shas, known)
+else:
+    assert r.script_exists(*shas) == [True, True, True], shas
 print("ok")

@@ -940,6 +940,17 @@ fn a_stale_replica_refuses_what_it_may_not_serve_stale() {
     let masterdown =
         "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
     cmd(&mut c, &["SET", "xx", "1"]).unwrap();
+    cmd(
+        &mut c,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=stale\n\
+             redis.register_function('plain', function() return 4 end)\n\
+             redis.register_function{function_name='fresh', callback=function() return 5 end, flags={'allow-stale', 'no-writes'}}",
+        ],
+    )
+    .unwrap();
     cmd(&mut c, &["CONFIG", "SET", "slave-serve-stale-data", "no"]).unwrap();
     assert_eq!(
         node.cli(&["CONFIG", "GET", "replica-serve-stale-data"]),
@@ -969,6 +980,20 @@ fn a_stale_replica_refuses_what_it_may_not_serve_stale() {
         node.cli(&["CONFIG", "SET", "replica-serve-stale-data", "no"]),
         "OK"
     );
+
+    // Scripts: a shebang without `allow-stale` and a function without it are refused; a
+    // script without a shebang (Redis's compatibility mode) and `allow-stale` ones run.
+    let stale_script = "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script.";
+    assert!(node
+        .cli(&["EVAL", "#!lua\nreturn 1", "0"])
+        .contains(stale_script));
+    assert_eq!(
+        node.cli(&["EVAL", "#!lua flags=allow-stale,no-writes\nreturn 2", "0"]),
+        "2"
+    );
+    assert_eq!(node.cli(&["EVAL", "return 3", "0"]), "3");
+    assert!(node.cli(&["FCALL", "plain", "0"]).contains(stale_script));
+    assert_eq!(node.cli(&["FCALL", "fresh", "0"]), "5");
 
     // MULTI is served while stale; the state is fresh again by EXEC.
     cmd(&mut c, &["MULTI"]).unwrap();

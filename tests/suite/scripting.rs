@@ -546,9 +546,24 @@ fn wait_for_busy(c: &mut RawClient) {
 #[test]
 fn redis_py_lock_works_against_a_node() {
     let node = Node::start(&[]);
+    run_redis_lock(node.port, &[]);
+}
+
+/// Goal: the same through redis-py's `RedisCluster` against a three-node cluster, where each
+/// lock's scripts run on its key's node.
+#[test]
+fn redis_py_lock_works_against_a_cluster() {
+    let nodes = integration::cluster::create_cluster_with("lock", 0, &[]);
+    run_redis_lock(nodes[0].port, &["--cluster"]);
+}
+
+fn run_redis_lock(port: u16, extra: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/redis_lock.py");
+    let port = port.to_string();
     let out = std::process::Command::new("python3")
-        .args([script, &node.port.to_string()])
+        .arg(script)
+        .arg(&port)
+        .args(extra)
         .output()
         .expect("python3 (scripts/install-deps.sh installs the redis package)");
     assert!(

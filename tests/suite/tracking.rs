@@ -355,9 +355,22 @@ fn bad_combinations_answer_redis_errors() {
 #[test]
 fn redis_py_client_side_caching_drops_a_read_another_client_changed() {
     let node = Node::start(&[]);
+    run_client_side_caching(node.port, &[]);
+}
+
+/// The same through redis-py's `RedisCluster` (a cache per node) against three nodes.
+#[test]
+fn redis_py_client_side_caching_works_against_a_cluster() {
+    let nodes = integration::cluster::create_cluster_with("csc", 0, &[]);
+    run_client_side_caching(nodes[0].port, &["--cluster"]);
+}
+
+fn run_client_side_caching(port: u16, extra: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/client_side_caching.py");
     let out = Command::new("python3")
-        .args([script, &node.port.to_string()])
+        .arg(script)
+        .arg(port.to_string())
+        .args(extra)
         .output()
         .expect("python3 (scripts/install-deps.sh installs the redis package)");
     let text = format!(

@@ -69,11 +69,6 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
         std::fs::write(&pidfile, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pidfile {pidfile}"))?;
     }
-    for (l, transport) in listeners {
-        let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(%addr, "ready to accept connections ({})", transport.name());
-        tokio::spawn(listener::accept_loop(server.clone(), l, transport));
-    }
     let fabric_listeners = crate::server::fabric::start::start_configured(&server)
         .context("starting the fabric listener")?;
     crate::server::cluster_bus::node_bus::start_node_bus(&server)
@@ -100,6 +95,15 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     if server.config.read().io_threads <= 1 {
         let poller = server.clone();
         tokio::spawn(async move { poller.busy_poll.run(&poller.hot).await });
+    }
+    // TCP clients last, once the node is whole: the io runtime's workers run an accept loop
+    // as soon as it is spawned, and a client's first command (CLUSTER MEET, REPLICAOF...)
+    // must find the bus and the links started. Connections that came earlier wait in the
+    // listen backlog.
+    for (l, transport) in listeners {
+        let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(%addr, "ready to accept connections ({})", transport.name());
+        tokio::spawn(listener::accept_loop(server.clone(), l, transport));
     }
     wait_for_stop(&server, &mut signals).await;
     tracing::info!("shutting down");

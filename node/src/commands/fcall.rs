@@ -66,6 +66,9 @@ fn call(ctx: &mut Ctx<'_>, args: &[&[u8]], read_only: bool) -> CmdResult {
     if read_only && !no_writes {
         return err("ERR Can not execute a script with write flag using *_ro command.");
     }
+    if flags & flag::ALLOW_STALE == 0 {
+        super::scripting::refuse_on_stale_replica(ctx)?;
+    }
     if !no_writes {
         // A function that may write is refused at once where writes are: on a replica
         // (from its clients) and over maxmemory (unless `allow-oom`).

@@ -175,6 +175,7 @@ struct Shebang {
     no_cluster: bool,
     cross_slot: bool,
     allow_oom: bool,
+    allow_stale: bool,
 }
 
 /// Reads `#!lua [flags=a,b]` from the script's first line (Redis 7.0's error texts).
@@ -202,7 +203,7 @@ fn shebang(body: &[u8]) -> Result<Shebang, CmdError> {
                 "no-cluster" => out.no_cluster = true,
                 "allow-cross-slot-keys" => out.cross_slot = true,
                 "allow-oom" => out.allow_oom = true,
-                "allow-stale" => {}
+                "allow-stale" => out.allow_stale = true,
                 _ => return err("ERR Unexpected flag in script shebang"),
             }
         }
@@ -293,6 +294,9 @@ fn execute(
     if flags.no_cluster && ctx.server.cluster.is_some() {
         return err("ERR Can not run script on cluster, 'no-cluster' flag is set.");
     }
+    if flags.present && !flags.allow_stale {
+        refuse_on_stale_replica(ctx)?;
+    }
     // A script with a shebang declares whether it writes: one that may is refused at once
     // when memory is over the limit (unless `allow-oom`), as Redis 7 does.
     if flags.present
@@ -335,6 +339,26 @@ pub(crate) fn refuse_writing_script(ctx: &Ctx<'_>) -> CmdResult {
     }
     Ok(())
 }
+
+/// A script or function without `allow-stale` is refused on a replica whose link is down
+/// under `replica-serve-stale-data no` (Redis 7's `scriptPrepareForRun`); a script without a
+/// shebang is not (Redis's compatibility mode).
+pub(crate) fn refuse_on_stale_replica(ctx: &Ctx<'_>) -> CmdResult {
+    if !ctx.client.primary_link
+        && ctx.server.replica_of.is_stale()
+        && !ctx
+            .server
+            .hot
+            .replica_serve_stale_data
+            .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return err(STALE_SCRIPT_ERROR);
+    }
+    Ok(())
+}
+
+/// Redis 7.0's refusal of a script without `allow-stale` on a stale replica.
+pub const STALE_SCRIPT_ERROR: &str = "MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script.";
 
 /// 40 hex digits, lower-cased (EVALSHA accepts either case).
 fn parse_sha(arg: &[u8]) -> Option<[u8; 40]> {
