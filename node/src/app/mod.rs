@@ -18,9 +18,9 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
     // script that runs past `busy-reply-threshold` hands its worker's event loop to a fresh
     // thread (`block_in_place`, which the single-threaded scheduler cannot do) so that other
     // clients are answered BUSY and SCRIPT KILL is heard. Measured against the
-    // single-threaded scheduler (scripts/ab-nodes.sh, 50 clients, pinned): GET -P 1 and -P 16
-    // within 1%, SET -P 16 -3%, LPUSH -P 16 -4%: the price of a node that can stop a
-    // runaway script.
+    // single-threaded scheduler (scripts/ab-nodes.sh, 50 clients, pinned, LIFO slot off as
+    // below): GET -P 1 within 1%, SET, GET and LPUSH -P 16 3-5% below: the price of a node
+    // that can stop a runaway script.
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // The multi-threaded scheduler polls the task woken last first (its LIFO slot): two
     // clients' requests that arrive together would run in the reverse order (an
