@@ -20,9 +20,10 @@ pub struct Outgoing {
     /// wherever the database changes in between).
     first_db: usize,
     last_db: usize,
-    /// Positions in `commands` of those only replicas get, never the AOF (PUBLISH, as Redis
-    /// propagates it); empty for nearly every request.
-    replica_only: Vec<usize>,
+    /// Set by the first command only replicas get (PUBLISH, as Redis propagates it): the
+    /// same collection without those, which is what the AOF logs. None for nearly every
+    /// request.
+    logged: Option<Box<Outgoing>>,
 }
 
 /// `SELECT db` as the stream carries it (Redis emits it wherever the database of a write
@@ -42,8 +43,10 @@ impl Outgoing {
     ) -> Result<(), PropagateError> {
         let commands = propagate(argv, effect)?;
         if !commands.is_empty() {
-            self.enter(db);
-            self.commands.extend(commands);
+            if let Some(logged) = self.logged.as_mut() {
+                logged.push(db, commands.iter().cloned());
+            }
+            self.push(db, commands);
         }
         Ok(())
     }
@@ -52,17 +55,30 @@ impl Outgoing {
     /// subscribers hear what the primary's hear, as Redis's `PROPAGATE_REPL`): in the
     /// stream in its place among the request's writes, left out of the AOF.
     pub fn replica_only_command(&mut self, db: usize, argv: &[&[u8]]) {
-        self.enter(db);
-        self.replica_only.push(self.commands.len());
-        self.commands
-            .push(argv.iter().map(|a| a.to_vec()).collect());
+        if self.logged.is_none() {
+            self.logged = Some(Box::new(Outgoing {
+                commands: self.commands.clone(),
+                first_db: self.first_db,
+                last_db: self.last_db,
+                logged: None,
+            }));
+        }
+        self.push(db, [argv.iter().map(|a| a.to_vec()).collect()]);
     }
 
     /// A key of database `db` the request found expired (or evicted to make room) and
     /// deleted: the replica deletes it first, as it happened first.
     pub fn key_removed(&mut self, db: usize, key: &[u8]) {
+        if let Some(logged) = self.logged.as_mut() {
+            logged.push(db, [key_removed(key)]);
+        }
+        self.push(db, [key_removed(key)]);
+    }
+
+    /// Appends `commands` of database `db`, after a SELECT if the database changes.
+    fn push(&mut self, db: usize, commands: impl IntoIterator<Item = Argv>) {
         self.enter(db);
-        self.commands.push(key_removed(key));
+        self.commands.extend(commands);
     }
 
     /// Notes that the next command is in `db`.
@@ -113,63 +129,18 @@ impl Outgoing {
     }
 
     /// As [`Outgoing::encode_into`] without the replica-only commands: what the AOF logs.
-    /// The database markers stay where they fall between logged commands, so `selected`
-    /// ends as the log's reader does.
     pub fn encode_log_into(&self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
-        if self.replica_only.is_empty() {
-            return self.encode_into(out, selected);
-        }
-        let mut db = self.first_db;
-        let mut kept: Vec<&Argv> = Vec::with_capacity(self.commands.len());
-        let mut first_kept_db = None;
-        let mut last_kept = (0, db);
-        for (i, command) in self.commands.iter().enumerate() {
-            if let Some(marker_db) = select_marker_db(command) {
-                db = marker_db;
-                if first_kept_db.is_some() {
-                    kept.push(command);
-                }
-            } else if !self.replica_only.contains(&i) {
-                first_kept_db.get_or_insert(db);
-                kept.push(command);
-                last_kept = (kept.len(), db);
-            }
-        }
-        let Some(first) = first_kept_db else {
-            return;
-        };
-        // Markers after the last logged command would move the reader for nothing.
-        kept.truncate(last_kept.0);
-        if *selected != Some(first) {
-            encode_into(&[select_command(first)], out);
-        }
-        *selected = Some(last_kept.1);
-        let wrapped = kept.len() >= 2;
-        if wrapped {
-            out.extend_from_slice(MULTI);
-        }
-        for command in kept {
-            encode_into(std::slice::from_ref(command), out);
-        }
-        if wrapped {
-            out.extend_from_slice(EXEC);
-        }
+        self.logged
+            .as_deref()
+            .unwrap_or(self)
+            .encode_into(out, selected);
     }
 
     /// As [`Outgoing::encode_into`], then empties the collector.
     pub fn finish_into(&mut self, out: &mut Vec<u8>, selected: &mut Option<usize>) {
         self.encode_into(out, selected);
         self.commands.clear();
-        self.replica_only.clear();
-    }
-}
-
-/// The database a marker [`select_command`] names; None for any other command (a client's
-/// SELECT is never replicated as such: only markers are in a collection).
-fn select_marker_db(command: &Argv) -> Option<usize> {
-    match command.as_slice() {
-        [name, db] if name.as_slice() == b"SELECT" => std::str::from_utf8(db).ok()?.parse().ok(),
-        _ => None,
+        self.logged = None;
     }
 }
 
