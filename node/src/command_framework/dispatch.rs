@@ -373,17 +373,21 @@ fn admit_routed(server: &NodeState, client: &Client, spec: &CommandSpec) -> Resu
             spec.name
         )));
     }
-    if server.replica_of.is_stale()
-        && !client.primary_link
-        && !server.hot.replica_serve_stale_data.load(Relaxed)
-        && !serves_stale(spec, client)
-    {
+    if refuses_stale(server, client) && !serves_stale(spec, client) {
         return Err(CmdError::new(MASTERDOWN_ERROR));
     }
     if server.replica_of.is_loading() && !spec.has(flags::LOADING) && !client.primary_link {
         return Err(CmdError::new(LOADING_ERROR));
     }
     Ok(())
+}
+
+/// Whether this node refuses what it may not serve stale to `client`: a replica whose link
+/// is down under `replica-serve-stale-data no` (the primary's own stream is exempt).
+pub fn refuses_stale(server: &NodeState, client: &Client) -> bool {
+    server.replica_of.is_stale()
+        && !client.primary_link
+        && !server.hot.replica_serve_stale_data.load(Relaxed)
 }
 
 /// Whether a stale replica (`replica-serve-stale-data no`) runs the command: only those

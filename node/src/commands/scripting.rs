@@ -344,14 +344,7 @@ pub(crate) fn refuse_writing_script(ctx: &Ctx<'_>) -> CmdResult {
 /// under `replica-serve-stale-data no` (Redis 7's `scriptPrepareForRun`); a script without a
 /// shebang is not (Redis's compatibility mode).
 pub(crate) fn refuse_on_stale_replica(ctx: &Ctx<'_>) -> CmdResult {
-    if !ctx.client.primary_link
-        && ctx.server.replica_of.is_stale()
-        && !ctx
-            .server
-            .hot
-            .replica_serve_stale_data
-            .load(std::sync::atomic::Ordering::Relaxed)
-    {
+    if crate::command_framework::dispatch::refuses_stale(ctx.server, ctx.client) {
         return err(STALE_SCRIPT_ERROR);
     }
     Ok(())

@@ -48,15 +48,9 @@ pub const REMOVED_KEYS_MAX: usize = 1 << 20;
 impl<'a> Locked<'a> {
     /// Locks the given shards, which must be sorted ascending without duplicates.
     pub fn lock(keyspace: &'a Keyspace, shards: &[usize], now: UnixMillis, lru_clock: u32) -> Self {
-        debug_assert!(
-            shards.windows(2).all(|w| w[0] < w[1]),
-            "shards must be sorted and unique"
-        );
         let mut locked = Self::empty(keyspace, now, lru_clock);
-        for &s in shards {
-            locked.guards.insert(s, keyspace.lock_shard(s));
-            locked.highest = Some(s);
-        }
+        let taken = locked.take_shards(shards, |s| Some(keyspace.lock_shard(s)));
+        debug_assert!(taken.is_some(), "a blocking lock always takes its shard");
         locked
     }
 
@@ -69,18 +63,28 @@ impl<'a> Locked<'a> {
         lru_clock: u32,
         give_up: &mut dyn FnMut() -> bool,
     ) -> Option<Self> {
+        let mut locked = Self::empty(keyspace, now, lru_clock);
+        locked.take_shards(shards, |s| keyspace.lock_shard_unless(s, give_up))?;
+        Some(locked)
+    }
+
+    /// Takes `shards` (sorted ascending without duplicates, the order every lock follows)
+    /// with `lock_shard`; stops at the first it does not get (None), the others taken so far
+    /// released with this view.
+    fn take_shards(
+        &mut self,
+        shards: &[usize],
+        mut lock_shard: impl FnMut(usize) -> Option<MutexGuard<'a, Shard>>,
+    ) -> Option<()> {
         debug_assert!(
             shards.windows(2).all(|w| w[0] < w[1]),
             "shards must be sorted and unique"
         );
-        let mut locked = Self::empty(keyspace, now, lru_clock);
         for &s in shards {
-            locked
-                .guards
-                .insert(s, keyspace.lock_shard_unless(s, give_up)?);
-            locked.highest = Some(s);
+            self.guards.insert(s, lock_shard(s)?);
+            self.highest = Some(s);
         }
-        Some(locked)
+        Some(())
     }
 
     fn empty(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
