@@ -559,17 +559,13 @@ fn redis_py_lock_works_against_a_cluster() {
 
 fn run_redis_lock(port: u16, extra: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/redis_lock.py");
-    let port = port.to_string();
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(&port)
-        .args(extra)
-        .output()
-        .expect("python3 (scripts/install-deps.sh installs the redis package)");
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    // python3 and its redis package: scripts/install-deps.sh.
+    let (ok, text) = integration::cluster::run(
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .args(extra),
     );
+    // Its only output line on stdout, which comes first.
+    assert!(ok && text.starts_with("ok\n"), "{text}");
 }

@@ -20,6 +20,15 @@ struct StreamClient {
 }
 
 impl StreamClient {
+    /// A consumer that sent SYNC and read past the snapshot: what it reads next is the
+    /// stream of writes made from here on.
+    fn synced(node: &Node) -> StreamClient {
+        let mut consumer = StreamClient::connect(node);
+        consumer.send(b"SYNC\r\n");
+        consumer.payload();
+        consumer
+    }
+
     fn connect(node: &Node) -> StreamClient {
         let stream = TcpStream::connect(("127.0.0.1", node.port)).expect("connecting");
         stream.set_read_timeout(Some(WAIT)).unwrap();
@@ -140,17 +149,13 @@ fn the_stream_selects_only_when_the_database_changes() {
     let node = Node::start(&[]);
     let mut other = node.client();
     cmd(&mut other, &["SELECT", "9"]).unwrap();
-    let mut first = StreamClient::connect(&node);
-    first.send(b"SYNC\r\n");
-    first.payload();
+    let mut first = StreamClient::synced(&node);
     cmd(&mut other, &["SET", "a", "1"]).unwrap();
     cmd(&mut other, &["SET", "b", "2"]).unwrap();
     assert_eq!(first.command(), words(&["select", "9"]));
     assert_eq!(first.command(), words(&["set", "a", "1"]));
     assert_eq!(first.command(), words(&["set", "b", "2"]));
-    let mut second = StreamClient::connect(&node);
-    second.send(b"SYNC\r\n");
-    second.payload();
+    let mut second = StreamClient::synced(&node);
     cmd(&mut other, &["SET", "c", "3"]).unwrap();
     cmd(&mut other, &["SELECT", "2"]).unwrap();
     cmd(&mut other, &["SET", "d", "4"]).unwrap();
@@ -169,9 +174,7 @@ fn the_stream_selects_only_when_the_database_changes() {
 #[test]
 fn a_transaction_across_databases_is_one_multi_exec_in_the_stream() {
     let node = Node::start(&[]);
-    let mut consumer = StreamClient::connect(&node);
-    consumer.send(b"SYNC\r\n");
-    consumer.payload();
+    let mut consumer = StreamClient::synced(&node);
     let mut c = node.client();
     cmd(&mut c, &["MULTI"]).unwrap();
     for args in [
@@ -209,41 +212,25 @@ fn a_transaction_across_databases_is_one_multi_exec_in_the_stream() {
 #[test]
 fn publish_reaches_replicas_and_not_the_aof() {
     let node = Node::start(&["--appendonly", "yes"]);
-    let mut consumer = StreamClient::connect(&node);
-    consumer.send(b"SYNC\r\n");
-    consumer.payload();
+    let mut consumer = StreamClient::synced(&node);
     let mut c = node.client();
     cmd(&mut c, &["PUBLISH", "bla", "bla"]).unwrap();
     cmd(&mut c, &["SET", "after", "1"]).unwrap();
     assert_eq!(consumer.command(), words(&["select", "0"]));
     assert_eq!(consumer.command(), words(&["publish", "bla", "bla"]));
     assert_eq!(consumer.command(), words(&["set", "after", "1"]));
-    let mut logged = Vec::new();
-    for entry in walk(node.dir.path()) {
-        if entry.to_string_lossy().contains(".aof") {
-            logged.extend(std::fs::read(&entry).unwrap_or_default());
-        }
-    }
+    let increment = node
+        .dir
+        .path()
+        .join("appendonlydir")
+        .join("appendonly.aof.1.incr.aof");
+    let logged = std::fs::read(&increment).unwrap_or_default();
     let logged = String::from_utf8_lossy(&logged).to_ascii_lowercase();
     assert!(logged.contains("after"), "the AOF has the SET: {logged}");
     assert!(
         !logged.contains("publish"),
         "the AOF has no PUBLISH: {logged}"
     );
-}
-
-/// Every file under `dir`, recursively.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 /// The `name:value` field of INFO replication, or "" when absent.
@@ -274,9 +261,7 @@ fn stream_consumers_are_listed_as_replicas() {
     let node = Node::start(&[]);
     let mut other = node.client();
     assert_eq!(replication_field(&node, "connected_slaves"), "0");
-    let mut consumer = StreamClient::connect(&node);
-    consumer.send(b"SYNC\r\n");
-    consumer.payload();
+    let mut consumer = StreamClient::synced(&node);
     cmd(&mut other, &["SET", "foo", "bar"]).unwrap();
     assert_eq!(consumer.command(), words(&["select", "0"]));
     assert_eq!(consumer.command(), words(&["set", "foo", "bar"]));
@@ -373,9 +358,7 @@ fn sync_needs_authentication_in_cluster_mode() {
 #[test]
 fn a_consumer_that_does_not_read_is_disconnected() {
     let node = Node::start(&["--repl-backlog-size", "1mb"]);
-    let mut stalled = StreamClient::connect(&node);
-    stalled.send(b"SYNC\r\n");
-    stalled.payload();
+    let mut stalled = StreamClient::synced(&node);
     let value = "v".repeat(512 * 1024);
     let mut other = node.client();
     let writes = 64;
@@ -395,12 +378,7 @@ fn a_consumer_that_does_not_read_is_disconnected() {
     // Small snapshots for the consumers below.
     cmd(&mut other, &["FLUSHALL"]).unwrap();
     let mut consumers: Vec<StreamClient> = (0..CONSUMERS_MAX)
-        .map(|_| {
-            let mut c = StreamClient::connect(&node);
-            c.send(b"SYNC\r\n");
-            c.payload();
-            c
-        })
+        .map(|_| StreamClient::synced(&node))
         .collect();
     let mut refused = StreamClient::connect(&node);
     refused.send(b"SYNC\r\n");

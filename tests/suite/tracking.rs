@@ -367,18 +367,14 @@ fn redis_py_client_side_caching_works_against_a_cluster() {
 
 fn run_client_side_caching(port: u16, extra: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/client_side_caching.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(port.to_string())
-        .args(extra)
-        .output()
-        .expect("python3 (scripts/install-deps.sh installs the redis package)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    // python3 and its redis package: scripts/install-deps.sh.
+    let (ok, text) = integration::cluster::run(
+        Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .args(extra),
     );
-    assert!(out.status.success(), "{text}");
+    assert!(ok, "{text}");
     assert!(
         text.contains("ok: another client's write invalidates the cached read"),
         "{text}"
