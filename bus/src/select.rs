@@ -63,6 +63,8 @@ pub trait ByteStream: Send {
     fn wait(&mut self, timeout: Duration) -> Result<()>;
     /// See [`Stream::is_closed`].
     fn is_closed(&self) -> bool;
+    /// See [`Stream::say_goodbye`].
+    fn say_goodbye(&mut self, now: Duration);
     /// See [`Stream::stats`] (a client watches `control_received` to tell a live server,
     /// which sends a keepalive every 3 s, from one that is gone).
     fn stats(&self) -> StreamStats;
@@ -99,6 +101,9 @@ impl<P: Provider> ByteStream for OwnedStream<P> {
     }
     fn is_closed(&self) -> bool {
         self.stream.is_closed()
+    }
+    fn say_goodbye(&mut self, now: Duration) {
+        self.stream.say_goodbye(now)
     }
     fn stats(&self) -> StreamStats {
         self.stream.stats().clone()

@@ -274,6 +274,43 @@ fn bench_over_ofi_shm_runs_without_errors_and_its_writes_land() {
     assert_eq!(node.node.cli(&["LLEN", "mylist"]), "2000");
 }
 
+/// Goal: clients that close say goodbye, so the node drops their ends at once (not after its
+/// silence limit, sending keepalives into the void meanwhile) and counts them; two
+/// `operator bench` runs of 32 `ofi:tcp` clients in a row all connect (before, a new client
+/// whose endpoint got the port of a client the node still held was refused: "already
+/// connected to this endpoint").
+#[test]
+fn clients_that_leave_over_ofi_tcp_say_goodbye_and_are_dropped() {
+    const CLIENTS: u64 = 32;
+    let node = FabricNode::start("ofi:tcp");
+    let port = node.rdma_port.to_string();
+    let before = node.connected_clients();
+    for run in 1..=2u64 {
+        let args = [
+            "bench", "--fabric", "ofi:tcp", "-p", &port, "-t", "get", "-n", "640", "-c", "32",
+            "--csv",
+        ];
+        let out = operator(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "run {run} failed ({}): {}\nlog: {}",
+            out.status,
+            stderr(&out),
+            node.node.log()
+        );
+        // The goodbyes were delivered before the process exited: counted as soon as the
+        // poller has looked (well before the 10 s silence limit could close anything).
+        wait_until(
+            "the clients' goodbyes were not counted",
+            CLEANUP_DEADLINE,
+            || {
+                node.info_field(None, "fabric_clients_said_goodbye") == run * CLIENTS
+                    && node.connected_clients() == before
+            },
+        );
+    }
+}
+
 /// Starts an `operator bench` over the fabric, waits until its 2 connections are counted, and
 /// kills the process (SIGKILL: no close of any kind). Returns the client count before it.
 fn kill_a_busy_client(node: &FabricNode) -> u64 {

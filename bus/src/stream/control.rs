@@ -6,6 +6,7 @@
 //! | GetServerFeature (0), SetClientFeature (1) | opcode | select (raw) | reserved | reserved | features u64 (24..32) ||
 //! | Keepalive (2) | opcode | reserved ||||
 //! | RegisterXferMemory (3) | opcode | reserved || addr u64 | length u32 | rkey u32 |
+//! | Goodbye (0x100, ours) | opcode | reserved ||||
 //!
 //! `select` is copied raw by Valkey (never byte-swapped), so it is kept as two bytes here.
 //! Reserved bytes are written as zero and ignored on receipt, as Valkey does.
@@ -21,6 +22,10 @@ pub const OP_GET_SERVER_FEATURE: u16 = 0;
 pub const OP_SET_CLIENT_FEATURE: u16 = 1;
 pub const OP_KEEPALIVE: u16 = 2;
 pub const OP_REGISTER_XFER_MEMORY: u16 = 3;
+/// Not Valkey's: our clients send it to our nodes as they leave (a Valkey server would close
+/// the connection on an unknown opcode, which is what the sender is doing anyway). Far from
+/// Valkey's numbers so that an opcode it adds cannot collide.
+pub const OP_GOODBYE: u16 = 0x100;
 
 /// One control message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +39,10 @@ pub enum ControlMsg {
     Keepalive,
     /// "Write into this buffer": the sender's RX buffer, the receiver's TX target.
     RegisterXferMemory { addr: u64, length: u32, rkey: u32 },
+    /// "I am leaving": a client's last message, so that the server closes its end at once.
+    /// On libfabric's RDM endpoints nothing else tells a server that a client went away (it
+    /// would notice only after its silence limit, sending keepalives into the void meanwhile).
+    Goodbye,
 }
 
 impl ControlMsg {
@@ -43,6 +52,7 @@ impl ControlMsg {
             ControlMsg::SetClientFeature { .. } => OP_SET_CLIENT_FEATURE,
             ControlMsg::Keepalive => OP_KEEPALIVE,
             ControlMsg::RegisterXferMemory { .. } => OP_REGISTER_XFER_MEMORY,
+            ControlMsg::Goodbye => OP_GOODBYE,
         }
     }
 
@@ -55,7 +65,7 @@ impl ControlMsg {
                 b[2..4].copy_from_slice(&select);
                 b[24..32].copy_from_slice(&features.to_be_bytes());
             }
-            ControlMsg::Keepalive => {}
+            ControlMsg::Keepalive | ControlMsg::Goodbye => {}
             ControlMsg::RegisterXferMemory { addr, length, rkey } => {
                 b[16..24].copy_from_slice(&addr.to_be_bytes());
                 b[24..28].copy_from_slice(&length.to_be_bytes());
@@ -95,6 +105,7 @@ impl ControlMsg {
                 features: u64_at(24),
             }),
             OP_KEEPALIVE => Ok(ControlMsg::Keepalive),
+            OP_GOODBYE => Ok(ControlMsg::Goodbye),
             OP_REGISTER_XFER_MEMORY => {
                 let length = u32_at(24);
                 if length == 0 || length as usize > RX_SIZE_MAX {
@@ -118,6 +129,15 @@ mod tests {
     use super::*;
 
     /// Goal: pin the wire layout byte for byte (protocols.md §1.3).
+    /// Goal: the goodbye is ours, far from Valkey's opcodes, and round-trips.
+    #[test]
+    fn goodbye_round_trips_with_its_own_opcode() {
+        let b = ControlMsg::Goodbye.encode();
+        assert_eq!(&b[..2], &[0x01, 0x00]);
+        assert!(b[2..].iter().all(|&x| x == 0));
+        assert_eq!(ControlMsg::decode(&b).unwrap(), ControlMsg::Goodbye);
+    }
+
     #[test]
     fn register_xfer_memory_fixture() {
         let m = ControlMsg::RegisterXferMemory {

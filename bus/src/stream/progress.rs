@@ -10,7 +10,10 @@ use super::control::{ControlMsg, CONTROL_MSG_LEN};
 use super::session::{
     wr_id, Role, Stream, KIND_CONTROL_SEND, KIND_DATA_WRITE, KIND_RECV, KIND_SHIFT, VALUE_MASK,
 };
-use super::{KEEPALIVE_INTERVAL, PENDING_CONTROL_MAX, POLL_BATCH, POLL_ROUNDS_MAX};
+use super::{
+    CONTROL_SEND_SLOTS, GOODBYE_WAIT, KEEPALIVE_INTERVAL, PEER_SAID_GOODBYE, PENDING_CONTROL_MAX,
+    POLL_BATCH, POLL_ROUNDS_MAX,
+};
 
 impl<C: Connection> Stream<C> {
     /// Drives the stream: reaps completions, handles control messages, re-posts receives, sends
@@ -59,6 +62,63 @@ impl<C: Connection> Stream<C> {
             Some(conn) => conn.wait(timeout),
             None => Err(self.closed_error()),
         }
+    }
+
+    /// A client's orderly close: [`begin_goodbye`](Self::begin_goodbye), then drives the
+    /// stream until [`goodbye_delivered`](Self::goodbye_delivered) or [`GOODBYE_WAIT`]
+    /// passed, then closes. `now` is the stream's clock at the call; a stream that already
+    /// failed is just closed. The server then drops its end at once instead of after its
+    /// silence limit, and posts nothing more to an endpoint about to vanish.
+    pub fn say_goodbye(&mut self, now: Duration) {
+        let started = std::time::Instant::now();
+        let mut said = false;
+        while self.closed.is_none() && self.progress(now + started.elapsed()).is_ok() {
+            if !said {
+                match self.begin_goodbye() {
+                    Ok(()) => said = true,
+                    // Bytes wait for the server's window: the goodbye goes behind them.
+                    Err(BusError::Full { .. }) => {}
+                    Err(_) => break,
+                }
+            } else if self.goodbye_delivered() {
+                break;
+            }
+            if started.elapsed() >= GOODBYE_WAIT {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        self.close("said goodbye");
+    }
+
+    /// Queues [`ControlMsg::Goodbye`] behind everything written so far (a client's only);
+    /// `Full` while written bytes still wait for the peer's window (call again after
+    /// `progress`).
+    pub fn begin_goodbye(&mut self) -> Result<()> {
+        if self.role != Role::Client {
+            return Err(BusError::Invalid {
+                what: "stream goodbye",
+                reason: "only a client says goodbye".into(),
+            });
+        }
+        // Behind every byte written so far: a SEND that overtook our last WRITEs would close
+        // the server's end before they landed.
+        self.flush()?;
+        if self.tx_posted < self.tx_accepted {
+            return Err(BusError::Full {
+                what: "stream goodbye (written bytes wait for the peer's window)",
+            });
+        }
+        self.queue_control(ControlMsg::Goodbye)?;
+        self.send_pending_control()
+    }
+
+    /// Whether every control message and data WRITE posted so far has completed: after
+    /// [`begin_goodbye`](Self::begin_goodbye), the server has our last bytes and the goodbye.
+    pub fn goodbye_delivered(&self) -> bool {
+        self.pending_control.is_empty()
+            && self.free_send_slots.len() == CONTROL_SEND_SLOTS
+            && self.data_writes_in_flight == 0
     }
 
     fn reap(&mut self) -> Result<()> {
@@ -217,6 +277,13 @@ impl<C: Connection> Stream<C> {
             (ControlMsg::SetClientFeature { .. }, Role::Client) => Err(BusError::Protocol(
                 "SetClientFeature sent to a client".into(),
             )),
+            (ControlMsg::Goodbye, Role::Server) => {
+                self.stats.goodbyes_received += 1;
+                Err(BusError::Closed(PEER_SAID_GOODBYE.into()))
+            }
+            (ControlMsg::Goodbye, Role::Client) => {
+                Err(BusError::Protocol("Goodbye sent to a client".into()))
+            }
         }
     }
 

@@ -204,6 +204,40 @@ fn peer_disconnect_closes_the_stream_after_buffered_bytes_are_read() {
     assert!(d.server.write(b"x").is_err());
 }
 
+/// Goal: a client that says goodbye is dropped by the server at once, after the server has
+/// read what the client wrote before it; a server cannot say goodbye; the client's own stream
+/// is closed by `say_goodbye`.
+#[test]
+fn a_goodbye_closes_the_server_end_at_once_after_the_last_bytes() {
+    let mut d = duo(13, Faults::default(), RX_SIZE_MIN);
+    d.pump(Duration::from_millis(1));
+    d.client.write(b"last words").unwrap();
+    d.client.begin_goodbye().unwrap();
+    assert!(!d.client.goodbye_delivered());
+    let mut closed = None;
+    for _ in 0..50 {
+        d.fabric.advance(Duration::from_millis(1));
+        let now = d.fabric.now();
+        d.client.progress(now).unwrap();
+        if let Err(e) = d.server.progress(now) {
+            closed = Some(e);
+            break;
+        }
+    }
+    let err = closed.expect("the server never saw the goodbye");
+    assert!(
+        matches!(err, BusError::Closed(ref why) if why == PEER_SAID_GOODBYE),
+        "{err}"
+    );
+    assert_eq!(d.server.stats().goodbyes_received, 1);
+    let mut buf = [0u8; 64];
+    assert_eq!(d.server.read(&mut buf).unwrap(), 10);
+    assert_eq!(&buf[..10], b"last words");
+    assert!(d.server.begin_goodbye().is_err());
+    d.client.say_goodbye(d.fabric.now());
+    assert!(d.client.is_closed());
+}
+
 #[test]
 fn dead_client_is_found_by_the_keepalive() {
     let h = hosts(4, Faults::default());

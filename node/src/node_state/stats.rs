@@ -29,6 +29,9 @@ pub struct Stats {
     /// Fabric clients closed for not authenticating (`rdma-unauthenticated-max` reached, or
     /// the 10 s deadline passed) or for pending too much input before they did.
     pub fabric_unauthenticated_closed: AtomicU64,
+    /// Fabric clients that left saying goodbye (our clients do as they close), so their end
+    /// was closed at once; the others are noticed by the provider or the silence limit.
+    pub fabric_clients_said_goodbye: AtomicU64,
     /// Handshake sockets the fabric listener dropped (idle past 2 s, evicted from its full
     /// table, malformed): a flood of idle connections at the fabric port shows here.
     pub fabric_handshakes_dropped: AtomicU64,
@@ -70,6 +73,7 @@ impl Stats {
             &self.fabric_protocol_errors,
             &self.fabric_rx_readvertised,
             &self.fabric_unauthenticated_closed,
+            &self.fabric_clients_said_goodbye,
         ] {
             c.store(0, Relaxed);
         }

@@ -175,8 +175,9 @@ impl Driven {
         if all_sent_and_closed || self.outgoing.is_closed() {
             let since = *self.closed_at.get_or_insert(now);
             if all_sent_and_closed || now.saturating_duration_since(since) >= LINGER_MAX {
-                // One more round so the last writes are posted; dropping the stream closes it.
-                let _ = stream.progress(self.started.elapsed());
+                // The last writes are posted and delivered, then the node hears that we are
+                // leaving (it closes its end at once, not after its silence limit).
+                stream.say_goodbye(self.started.elapsed());
                 return Err(End::Closed);
             }
         }
@@ -280,6 +281,20 @@ struct Drivers {
 
 static DRIVERS: OnceLock<Drivers> = OnceLock::new();
 
+/// Connections admitted to a lane and not yet over (see [`settle`]).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits, at most `limit`, until every connection admitted so far is over: a process about
+/// to exit calls it after dropping its clients, so their drivers get to say goodbye to the
+/// node instead of vanishing with the process (the node would keep their ends, and send
+/// keepalives into the void, until its silence limit).
+pub fn settle(limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while LIVE.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Driver threads for this process: half the cores (the other half is left to the async
 /// runtime and, on a test machine, the node), at least 1, at most [`LANES_MAX`].
 fn lane_count() -> usize {
@@ -322,6 +337,7 @@ pub fn admit(conn: Driven) -> std::io::Result<Thread> {
     let d = drivers();
     let lane = &d.lanes[d.next.fetch_add(1, Ordering::Relaxed) % d.lanes.len()];
     let thread = thread_of(lane)?;
+    LIVE.fetch_add(1, Ordering::AcqRel);
     lane.admitted
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -356,7 +372,11 @@ fn run(lane: &Lane) {
                     busy = true;
                 }
             }
-            !c.is_done()
+            let done = c.is_done();
+            if done {
+                LIVE.fetch_sub(1, Ordering::AcqRel);
+            }
+            !done
         });
         match backoff.next(busy, now) {
             Idle::Spin => std::thread::yield_now(),

@@ -32,4 +32,5 @@ pub use fabric::{
     Backoff, FabricTransport, Idle, Liveness, CHUNK_BYTES_MAX, FROM_WIRE_CHUNKS_MAX,
     IDLE_SLEEP_MAX, IDLE_SLEEP_MIN, PEER_SILENCE_MAX, SPIN, TO_WIRE_CHUNKS_MAX,
 };
+pub use fabric_driver::settle as settle_fabric_connections;
 pub use transport::{Target, Transport};

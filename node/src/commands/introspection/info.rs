@@ -444,6 +444,10 @@ fn fabric(s: &mut Section<'_>, server: &NodeState) {
         Stats::get(&st.fabric_unauthenticated_closed),
     );
     s.field(
+        "fabric_clients_said_goodbye",
+        Stats::get(&st.fabric_clients_said_goodbye),
+    );
+    s.field(
         "fabric_handshakes_dropped",
         Stats::get(&st.fabric_handshakes_dropped),
     );

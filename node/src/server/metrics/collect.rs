@@ -301,7 +301,7 @@ fn fabric(e: &mut Exposition, server: &Server) {
         "Clients connected over the fabric.",
         Stats::get(&st.fabric_connected_clients) as f64,
     );
-    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 6] = [
+    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 7] = [
         (
             "rdma_store_fabric_connections_received_total",
             "Fabric connections accepted.",
@@ -326,6 +326,11 @@ fn fabric(e: &mut Exposition, server: &Server) {
             "rdma_store_fabric_unauthenticated_closed_total",
             "Fabric clients closed before authenticating in time.",
             &st.fabric_unauthenticated_closed,
+        ),
+        (
+            "rdma_store_fabric_clients_said_goodbye_total",
+            "Fabric clients that closed saying goodbye.",
+            &st.fabric_clients_said_goodbye,
         ),
         (
             "rdma_store_fabric_handshakes_dropped_total",

@@ -20,6 +20,7 @@ pub mod machine;
 pub mod replication;
 pub mod report_file;
 pub mod reshard;
+pub mod rss_peak;
 pub mod server_process;
 pub mod stats;
 pub mod sync_client;

@@ -16,6 +16,7 @@ use anyhow::{anyhow, bail};
 
 use super::super::BenchArgs;
 use super::machine;
+use super::rss_peak::{vmrss_kb, RssPeak};
 use super::server_process::{free_port, make_dir, ServerProcess};
 use super::sync_client::SyncClient;
 use crate::connect_args::ConnectArgs;
@@ -70,6 +71,9 @@ pub struct Cell {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub cpu_s_per_100k: f64,
+    /// (the node's peak VmRSS during the run - its VmRSS just before) / clients, in KiB: what
+    /// a busy client costs the node (buffers grown, the provider's per-peer state).
+    pub rss_kib_per_client: f64,
 }
 
 pub fn run(args: FabricArgs) -> std::process::ExitCode {
@@ -82,17 +86,29 @@ pub fn run(args: FabricArgs) -> std::process::ExitCode {
     }
 }
 
-/// One `operator bench -t TEST -n N -P P -c C --server-cpu` run against `port` (over TCP, or
-/// over the fabric when `transport` is a provider); its cells.
-fn bench_once(
-    port: u16,
-    test: &str,
+/// What one run drives: `operator bench -t test -n requests -P pipeline -c clients`.
+struct Load<'a> {
+    test: &'a str,
     requests: u64,
     pipeline: u64,
     clients: u64,
+}
+
+/// One `operator bench ... --server-cpu` run of `load` against `port` (over TCP, or over the
+/// fabric when `transport` is a provider) of the node `node_pid`; its cells.
+fn bench_once(
+    node_pid: Option<u32>,
+    port: u16,
+    load: Load<'_>,
     provider: &str,
     transport: &str,
 ) -> anyhow::Result<Vec<Cell>> {
+    let Load {
+        test,
+        requests,
+        pipeline,
+        clients,
+    } = load;
     let bench = BenchArgs {
         connect: ConnectArgs {
             host: "127.0.0.1".into(),
@@ -117,8 +133,13 @@ fn bench_once(
         help: None,
         suite: None,
     };
+    let node_pid = node_pid.ok_or_else(|| anyhow!("the node has no process id"))?;
+    let rss_before_kb =
+        vmrss_kb(node_pid).ok_or_else(|| anyhow!("cannot read the node's VmRSS"))?;
+    let rss_peak = RssPeak::start(node_pid);
     let reports = super::super::run_all(&bench, false, &mut |_| {})
         .map_err(|e| anyhow!("operator bench -t {test} over {transport}: {e}"))?;
+    let rss_growth_kb = rss_peak.finish().saturating_sub(rss_before_kb);
     reports
         .iter()
         .map(|r| {
@@ -138,6 +159,7 @@ fn bench_once(
                 p99_ms: r.latency.p99_ms,
                 // 1 us per request = 0.1 s per 100k requests.
                 cpu_s_per_100k: cpu_us / 10.0,
+                rss_kib_per_client: rss_growth_kb as f64 / clients as f64,
             })
         })
         .collect()
@@ -226,11 +248,14 @@ pub fn run_all(args: &FabricArgs) -> anyhow::Result<Vec<Cell>> {
                         flusher.text(&["FLUSHALL"])?;
                         let target = if transport == "tcp" { port } else { rdma_port };
                         cells.extend(bench_once(
+                            node.pid(),
                             target,
-                            test,
-                            n,
-                            p,
-                            args.clients,
+                            Load {
+                                test,
+                                requests: n,
+                                pipeline: p,
+                                clients: args.clients,
+                            },
                             provider,
                             transport,
                         )?);

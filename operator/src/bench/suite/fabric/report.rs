@@ -4,14 +4,15 @@ use super::super::report_file::markers;
 use super::super::stats::{median, ratio};
 use super::Cell;
 
-/// The medians of (rps, p50, p99, CPU s/100k) over the rounds of one cell.
-fn medians(cells: &[&Cell]) -> [f64; 4] {
+/// The medians of (rps, p50, p99, CPU s/100k, KiB per client) over the rounds of one cell.
+fn medians(cells: &[&Cell]) -> [f64; 5] {
     let m = |f: fn(&Cell) -> f64| median(&cells.iter().map(|c| f(c)).collect::<Vec<_>>());
     [
         m(|c| c.rps),
         m(|c| c.p50_ms),
         m(|c| c.p99_ms),
         m(|c| c.cpu_s_per_100k),
+        m(|c| c.rss_kib_per_client),
     ]
 }
 
@@ -96,38 +97,6 @@ pub fn section(cells: &[Cell], machine: &[(&str, String)], commands: &[String]) 
     let mut pipelines: Vec<u64> = cells.iter().map(|c| c.pipeline).collect();
     pipelines.sort_unstable();
     pipelines.dedup();
-    let mut summary = Vec::new();
-    for &p in &pipelines {
-        let parts: Vec<String> = ["GET", "SET"]
-            .iter()
-            .filter_map(|test| {
-                let (tcp, fab) = (
-                    find("ofi:shm", p, test, "tcp"),
-                    find("ofi:shm", p, test, "ofi:shm"),
-                );
-                (!tcp.is_empty() && !fab.is_empty())
-                    .then(|| format!("{test} {}", ratio(medians(&fab)[3], medians(&tcp)[3])))
-            })
-            .collect();
-        if !parts.is_empty() {
-            summary.push(format!("`-P {p}`: {}", parts.join(", ")));
-        }
-    }
-    if !summary.is_empty() {
-        out.extend([
-            "### Summary".into(),
-            String::new(),
-            format!(
-                "Server CPU per request over `ofi:shm` as a fraction of the TCP path's (median \
-                 over rounds; the fabric issue asks for <= 0.7 on GET and SET): {}.",
-                summary.join("; ")
-            ),
-            String::new(),
-        ]);
-    }
-    out.extend(["### Commands".into(), String::new(), "```sh".into()]);
-    out.extend(commands.iter().cloned());
-    out.extend(["```".into(), String::new()]);
     let mut providers: Vec<&str> = Vec::new();
     for c in cells {
         if !providers.contains(&c.provider.as_str()) {
@@ -135,6 +104,52 @@ pub fn section(cells: &[Cell], machine: &[(&str, String)], commands: &[String]) 
         }
     }
     providers.sort_by_key(|p| (*p != "ofi:shm", p.to_string()));
+    let mut summary = Vec::new();
+    for &provider in &providers {
+        for &p in &pipelines {
+            let parts: Vec<String> = ["GET", "SET"]
+                .iter()
+                .filter_map(|test| {
+                    let (tcp, fab) = (
+                        find(provider, p, test, "tcp"),
+                        find(provider, p, test, provider),
+                    );
+                    (!tcp.is_empty() && !fab.is_empty()).then(|| {
+                        let (t, f) = (medians(&tcp), medians(&fab));
+                        format!(
+                            "{test} CPU {}, {:.0} KiB per client (TCP {:.0})",
+                            ratio(f[3], t[3]),
+                            f[4],
+                            t[4]
+                        )
+                    })
+                })
+                .collect();
+            if !parts.is_empty() {
+                summary.push(format!("- `{provider}` `-P {p}`: {}", parts.join("; ")));
+            }
+        }
+    }
+    if !summary.is_empty() {
+        out.extend([
+            "### Summary".into(),
+            String::new(),
+            format!(
+                "Server CPU per request over the fabric as a fraction of the TCP path's, and \
+                 the node's growth per connected client while the {} clients were busy (peak \
+                 VmRSS during the run minus VmRSS before it, divided by the clients; medians \
+                 over rounds). The scale issue asks for `ofi:shm` CPU <= 0.5 at `-P 1`, \
+                 `ofi:tcp` CPU <= 1.5 and <= 2 MiB per `ofi:tcp` client:",
+                info("clients")
+            ),
+            String::new(),
+        ]);
+        out.extend(summary);
+        out.push(String::new());
+    }
+    out.extend(["### Commands".into(), String::new(), "```sh".into()]);
+    out.extend(commands.iter().cloned());
+    out.extend(["```".into(), String::new()]);
     for provider in providers {
         for &p in &pipelines {
             let mut tests: Vec<&str> = Vec::new();
@@ -154,9 +169,9 @@ pub fn section(cells: &[Cell], machine: &[(&str, String)], commands: &[String]) 
                 String::new(),
                 "| test | TCP rps | fabric rps | rps fabric/TCP | TCP p50 ms | fabric p50 ms | \
                  TCP p99 ms | fabric p99 ms | TCP CPU s/100k | fabric CPU s/100k | CPU \
-                 fabric/TCP |"
+                 fabric/TCP | TCP KiB/client | fabric KiB/client |"
                     .into(),
-                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
                     .into(),
             ]);
             for test in tests {
@@ -169,7 +184,7 @@ pub fn section(cells: &[Cell], machine: &[(&str, String)], commands: &[String]) 
                 }
                 let (t, f) = (medians(&tcp), medians(&fab));
                 out.push(format!(
-                    "| {test} | {:.0} | {:.0} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} |",
+                    "| {test} | {:.0} | {:.0} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.0} | {:.0} |",
                     t[0],
                     f[0],
                     ratio(f[0], t[0]),
@@ -179,7 +194,9 @@ pub fn section(cells: &[Cell], machine: &[(&str, String)], commands: &[String]) 
                     f[2],
                     t[3],
                     f[3],
-                    ratio(f[3], t[3])
+                    ratio(f[3], t[3]),
+                    t[4],
+                    f[4]
                 ));
             }
             out.push(String::new());

@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Context};
 
 use super::super::server_process::ServerProcess;
 use super::super::sync_client::SyncClient;
-use super::{redis_benchmark, SERVERS};
+use super::SERVERS;
 
 /// One server's figures.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -132,7 +132,7 @@ pub fn measure(
         }
         memory.servers[i].dbsize = dbsize;
         memory.servers[i].used_memory = used_memory(&mut clients[i], name)?;
-        memory.servers[i].vmrss_kb = servers[i].pid().and_then(redis_benchmark::vmrss_kb);
+        memory.servers[i].vmrss_kb = servers[i].pid().and_then(super::super::rss_peak::vmrss_kb);
     }
     Ok(memory)
 }

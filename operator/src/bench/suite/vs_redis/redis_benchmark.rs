@@ -135,15 +135,6 @@ pub fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-/// The process's resident set (VmRSS) in KiB.
-pub fn vmrss_kb(pid: u32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
