@@ -456,7 +456,8 @@ fn info_has_redis_fields_for_absent_features() {
 
 /// Goal: OBJECT ENCODING answers Redis 7.0's names, chosen by the encoding thresholds in the
 /// config: lists are quicklists, sets of integers intsets and other sets hash tables, small
-/// hashes and sorted sets listpacks until a threshold is passed.
+/// hashes and sorted sets listpacks until a threshold is passed (hashes by what they are:
+/// converted by the write that passes it, never back).
 #[test]
 fn object_encoding_answers_redis_7_0_names_by_the_thresholds() {
     let node = Node::start(&[]);
@@ -471,12 +472,26 @@ fn object_encoding_answers_redis_7_0_names_by_the_thresholds() {
     assert_eq!(encoding("hash"), "listpack");
     node.cli(&["ZADD", "zset", "1", "a", "2", "b"]);
     assert_eq!(encoding("zset"), "listpack");
-    node.cli(&["CONFIG", "SET", "hash-max-ziplist-entries", "1"]);
+    node.cli(&["CONFIG", "SET", "hash-max-ziplist-entries", "3"]);
     node.cli(&["CONFIG", "SET", "zset-max-listpack-value", "0"]);
     node.cli(&["CONFIG", "SET", "set-max-intset-entries", "2"]);
-    assert_eq!(encoding("hash"), "hashtable");
     assert_eq!(encoding("zset"), "skiplist");
     assert_eq!(encoding("ints"), "hashtable");
+    // A hash is what it is: packed until a write takes it past the thresholds, then a
+    // table for good, as Redis (which converts on write, never back).
+    node.cli(&["HSET", "hash", "f3", "v"]);
+    assert_eq!(encoding("hash"), "listpack");
+    node.cli(&["HSET", "hash", "f4", "v"]);
+    assert_eq!(encoding("hash"), "hashtable");
+    node.cli(&["HDEL", "hash", "f2", "f3", "f4"]);
+    assert_eq!(encoding("hash"), "hashtable");
+    assert_eq!(node.cli(&["HGET", "hash", "f1"]), "v");
+    let long = "x".repeat(65);
+    node.cli(&["HSET", "short", "f", "v"]);
+    assert_eq!(encoding("short"), "listpack");
+    node.cli(&["HSET", "short", "f", &long]);
+    assert_eq!(encoding("short"), "hashtable");
+    assert_eq!(node.cli(&["HGET", "short", "f"]), long);
 }
 
 /// Goal: COMMAND GETKEYS of a script naming no key answers an empty list (Redis 7.0 flags

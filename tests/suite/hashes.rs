@@ -334,6 +334,9 @@ fn full_hscan(
 fn hscan_pages_match_count_and_errors() {
     let node = Node::start(&[]);
     let mut c = node.client();
+    // A packed hash is answered whole (checked below): paging is a table's, and with no
+    // packing allowed every hash is one.
+    cmd(&mut c, &["CONFIG", "SET", "hash-max-listpack-entries", "0"]).unwrap();
     let mut args = vec!["HSET".to_string(), "h".into()];
     for i in 0..100 {
         args.push(format!("f{i}"));
@@ -372,6 +375,28 @@ fn hscan_pages_match_count_and_errors() {
     for i in (0..100).step_by(2) {
         assert!(fields.contains(&format!("f{i}")), "missed f{i}");
     }
+
+    // A packed hash: one call, cursor 0, every (matching) field whatever COUNT says.
+    cmd(
+        &mut c,
+        &["CONFIG", "SET", "hash-max-listpack-entries", "128"],
+    )
+    .unwrap();
+    let mut args = vec!["HSET".to_string(), "small".into()];
+    for i in 0..20 {
+        args.push(format!("f{i}"));
+        args.push(format!("v{i}"));
+    }
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    cmd(&mut c, &refs).unwrap();
+    assert_eq!(
+        text(&cmd(&mut c, &["OBJECT", "ENCODING", "small"]).unwrap()),
+        "listpack"
+    );
+    let (found, calls) = full_hscan(&mut c, "small", &["COUNT", "1"], &mut Vec::new());
+    assert_eq!((found.len(), calls), (20, 1));
+    let (found, calls) = full_hscan(&mut c, "small", &["MATCH", "f1*"], &mut Vec::new());
+    assert_eq!((found.len(), calls), (11, 1));
 
     assert_eq!(error(&mut c, &["HSCAN", "h", "x"]), "ERR invalid cursor");
     assert_eq!(error(&mut c, &["HSCAN", "h", "-"]), "ERR invalid cursor");

@@ -1,8 +1,9 @@
 //! Hashes: HSET HSETNX HGET HMGET HMSET HDEL HLEN HEXISTS HGETALL HKEYS HVALS HINCRBY
 //! HINCRBYFLOAT HSTRLEN HSCAN HRANDFIELD.
 //!
-//! A hash is an IndexMap of field to value. Fields are removed with `swap_remove`, which keeps
-//! removal O(1) and is what HSCAN's cursor walk relies on (see `command::scan`).
+//! A hash is packed while small and a table after (`db::hash`). A table's fields are removed
+//! with `swap_remove`, which keeps removal O(1) and is what HSCAN's cursor walk relies on (see
+//! `command::scan`); a packed hash is scanned whole in one call, as Redis scans a listpack.
 
 mod random;
 
@@ -11,6 +12,7 @@ use crate::command_framework::error::err;
 use crate::command_framework::scan::{self, Extra};
 use crate::command_framework::spec::{command, flags::*, KEY1};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::db::hash::PackLimits;
 use crate::db::value::HashValue;
 use crate::db::{Locked, Value};
 use crate::replication::propagate::WriteEffect;
@@ -35,6 +37,15 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "2.8.0", ..command("hscan", -3, READONLY, KEY1, hscan, GROUP, "Iterates over fields and values of a hash.") },
     CommandSpec { since: "6.2.0", ..command("hrandfield", -2, READONLY, KEY1, random::hrandfield, GROUP, "Returns one or more random fields from a hash.") },
 ];
+
+/// The thresholds a write packs by (`hash-max-listpack-entries`, `hash-max-listpack-value`).
+pub(crate) fn pack_limits(ctx: &Ctx<'_>) -> PackLimits {
+    let c = ctx.server.config.read();
+    PackLimits::new(
+        c.encodings.hash_max_listpack_entries,
+        c.encodings.hash_max_listpack_value,
+    )
+}
 
 /// The hash at `key` for reading: None when there is no key, WRONGTYPE when it is no hash.
 pub(crate) fn hash_at<'a>(
@@ -64,10 +75,11 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
     if args[2..].len() % 2 == 1 {
         return Err(CmdError::WrongArity(args::lower(args[0])));
     }
+    let limits = pack_limits(ctx);
     let hash = hash_or_create(&mut ctx.db, args[1])?;
     let mut created = 0;
     for pair in args[2..].chunks_exact(2) {
-        if hash.insert(pair[0].into(), pair[1].into()).is_none() {
+        if hash.insert(pair[0], pair[1], limits) {
             created += 1;
         }
     }
@@ -88,12 +100,13 @@ fn hmset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 }
 
 fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let limits = pack_limits(ctx);
     let hash = hash_or_create(&mut ctx.db, args[1])?;
     if hash.contains_key(args[2]) {
         ctx.reply.integer(0);
         return Ok(());
     }
-    hash.insert(args[2].into(), args[3].into());
+    hash.insert(args[2], args[3], limits);
     ctx.modified(args[1]);
     ctx.reply.integer(1);
     Ok(())
@@ -113,7 +126,7 @@ fn hmget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let hash = hash_at(db, args[1])?;
     reply.array(args.len() - 2);
     for field in &args[2..] {
-        match hash.as_ref().and_then(|h| h.get(*field)) {
+        match hash.as_ref().and_then(|h| h.get(field)) {
             Some(v) => reply.bulk(v),
             None => reply.null(),
         }
@@ -128,7 +141,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let mut deleted = 0;
     for field in &args[2..] {
-        if hash.swap_remove(*field).is_some() {
+        if hash.remove(field) {
             deleted += 1;
             if hash.is_empty() {
                 break;
@@ -199,6 +212,7 @@ fn hvals(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let delta = args::int(args[3])?;
+    let limits = pack_limits(ctx);
     let hash = hash_or_create(&mut ctx.db, args[1])?;
     let current = match hash.get(args[2]) {
         None => 0,
@@ -207,7 +221,7 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let next = current.checked_add(delta).ok_or(CmdError::Overflow)?;
     let mut buf = itoa::Buffer::new();
-    hash.insert(args[2].into(), buf.format(next).as_bytes().into());
+    hash.insert(args[2], buf.format(next).as_bytes(), limits);
     ctx.modified(args[1]);
     ctx.reply.integer(next);
     Ok(())
@@ -218,6 +232,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if !delta.is_finite() {
         return err("ERR value is NaN or Infinity");
     }
+    let limits = pack_limits(ctx);
     let hash = hash_or_create(&mut ctx.db, args[1])?;
     let current = match hash.get(args[2]) {
         None => 0.0,
@@ -230,7 +245,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return err("ERR increment would produce NaN or Infinity");
     }
     let text = super::strings::human_float(next);
-    hash.insert(args[2].into(), text.as_bytes().into());
+    hash.insert(args[2], text.as_bytes(), limits);
     ctx.replicate(|| WriteEffect::NewValue(text.as_bytes().to_vec()));
     ctx.modified(args[1]);
     ctx.reply.bulk(text.as_bytes());
@@ -249,6 +264,21 @@ fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let options = scan::parse_options(&args[3..], Extra::None)?;
+    if hash.is_packed() {
+        // Small enough to answer whole, as Redis answers a listpack: cursor 0, no walk (a
+        // packed hash keeps its order by moving fields up on removal, which a cursor over
+        // positions could skip across).
+        let matching: Vec<(&[u8], &[u8])> =
+            hash.iter().filter(|(f, _)| options.matches(f)).collect();
+        reply.array(2);
+        reply.bulk(b"0");
+        reply.array(matching.len() * 2);
+        for (field, value) in matching {
+            reply.bulk(field);
+            reply.bulk(value);
+        }
+        return Ok(());
+    }
     // At most `count` indexes, and no more than the hash holds.
     let mut found: Vec<usize> = Vec::new();
     let next = scan::walk(hash.len(), cursor, options.count, |i| {

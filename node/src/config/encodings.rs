@@ -1,7 +1,10 @@
 //! Redis's encoding thresholds (`hash-max-listpack-entries` and the rest). Redis switches a
-//! small value between a compact and a general encoding at these sizes; this node keeps one
-//! representation per type, so the values are kept, shown by CONFIG GET and rewritten, but
-//! change no encoding. Clients and tests that tune them keep working (README: differences).
+//! small value between a compact and a general encoding at these sizes. Here hashes do too
+//! (`db::hash`: packed until a write takes them past `hash-max-listpack-entries` fields or a
+//! field or value past `hash-max-listpack-value` bytes); streams fill their nodes up to the
+//! `stream-node-*` limits; the other types keep one representation, so their thresholds are
+//! kept, shown by CONFIG GET and rewritten, and only shape OBJECT ENCODING's answer (README:
+//! differences).
 
 /// The thresholds, with Redis 7.0's defaults.
 #[derive(Clone, Debug, PartialEq)]

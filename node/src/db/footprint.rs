@@ -57,12 +57,16 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
                 + l.capacity() * size_of::<Box<[u8]>>()
                 + sampled(l.iter().map(|e| e.len()), l.len(), samples)
         }
-        Value::Hash(h) => {
-            size_of::<HashValue>()
-                + h.capacity() * (HASH_BYTES + 2 * size_of::<Box<[u8]>>())
-                + h.len() * INDEX_BYTES_PER_ELEMENT
-                + sampled(h.iter().map(|(f, v)| f.len() + v.len()), h.len(), samples)
-        }
+        Value::Hash(h) => match h.table() {
+            // One allocation holds the fields and values with their length prefixes.
+            None => size_of::<HashValue>() + h.packed_bytes().unwrap_or(0),
+            Some(t) => {
+                size_of::<HashValue>()
+                    + t.capacity() * (HASH_BYTES + 2 * size_of::<Box<[u8]>>())
+                    + t.len() * INDEX_BYTES_PER_ELEMENT
+                    + sampled(t.iter().map(|(f, v)| f.len() + v.len()), t.len(), samples)
+            }
+        },
         Value::Set(s) => {
             size_of::<SetValue>()
                 + s.capacity() * (HASH_BYTES + size_of::<Box<[u8]>>())

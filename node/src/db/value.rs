@@ -12,7 +12,7 @@ pub type Key = Box<[u8]>;
 /// The hasher for every table in the keyspace: keyed per process so that hostile keys cannot
 /// be chosen to collide.
 pub type Hasher = ahash::RandomState;
-pub type HashValue = indexmap::IndexMap<Box<[u8]>, Box<[u8]>, Hasher>;
+pub use super::hash::HashValue;
 pub type SetValue = indexmap::IndexSet<Box<[u8]>, Hasher>;
 pub type ListValue = VecDeque<Box<[u8]>>;
 

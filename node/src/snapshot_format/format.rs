@@ -25,6 +25,7 @@
 //! limit before anything is allocated, preallocation is capped, and there is no nesting, so a
 //! hostile or corrupt input costs at most memory proportional to its own size and never panics.
 
+use crate::db::hash::PackLimits;
 use crate::db::value::{HashValue, Hasher, ListValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::{Key, Value};
@@ -454,13 +455,13 @@ impl<R: Read> Decoder<R> {
             }
             tag::HASH => {
                 let n = self.count("hash", 2)?;
-                let mut hash =
-                    HashValue::with_capacity_and_hasher(n.min(PREALLOC_MAX), Hasher::default());
+                // Packed by Redis's default thresholds until it outgrows them (`db::hash`).
+                let mut hash = HashValue::default();
                 for _ in 0..n {
                     let field_at = self.offset;
                     let field = self.bytes()?;
                     let value = self.bytes()?;
-                    if hash.insert(field, value).is_some() {
+                    if !hash.insert(&field, &value, PackLimits::HASH_DEFAULT) {
                         return Err(FormatError::Duplicate {
                             what: "hash field",
                             offset: field_at,
@@ -628,7 +629,7 @@ pub(crate) mod tests {
             prop::collection::vec((elem(), elem()), 1..20).prop_map(|v| {
                 let mut h = HashValue::default();
                 for (f, x) in v {
-                    h.insert(f.into(), x.into());
+                    h.insert(&f, &x, PackLimits::HASH_DEFAULT);
                 }
                 Value::Hash(Box::new(h))
             }),
@@ -788,7 +789,7 @@ pub(crate) mod tests {
     fn layout_is_stable() {
         // A byte fixture: changing it means changing VERSION (old files must still load).
         let mut h = HashValue::default();
-        h.insert(b"f".as_slice().into(), b"v".as_slice().into());
+        h.insert(b"f", b"v", PackLimits::HASH_DEFAULT);
         let mut out = Vec::new();
         put_entry(&mut out, b"k", 300, &Value::Hash(Box::new(h)));
         put_value(&mut out, &Value::Int(-2));

@@ -84,7 +84,7 @@ fn open_reply(reply: &mut Reply<'_>, n: usize, with_values: bool) {
 fn write_entry(reply: &mut Reply<'_>, hash: &HashValue, i: usize, with_values: bool) {
     // Indexes come from below the length; should one not, a null keeps the reply framed.
     let (field, value) = match hash.get_index(i) {
-        Some((f, v)) => (Some(&f[..]), Some(&v[..])),
+        Some((f, v)) => (Some(f), Some(v)),
         None => (None, None),
     };
     let bulk = |reply: &mut Reply<'_>, b: Option<&[u8]>| match b {

@@ -1,9 +1,9 @@
 //! OBJECT ENCODING's answer: the name Redis 7.0 gives the representation it would hold this
-//! value in, from the value's size and the encoding thresholds in the config
-//! (`hash-max-listpack-entries` and the rest). The node itself keeps one representation per
-//! type. Redis converts a value to its general encoding when it outgrows the compact one and
-//! does not convert it back when it shrinks; this answer is computed from the value as it is
-//! now, as Redis would choose when loading it.
+//! value in. Hashes answer what they are (packed `listpack` until a write takes them past
+//! `hash-max-listpack-*`, then `hashtable` for good, as Redis). The other types keep one
+//! representation here; their answer is computed from the value's size and the thresholds in
+//! the config (`set-max-intset-entries` and the rest) as Redis would choose when loading it,
+//! so after a big value shrinks it differs from Redis's, which does not convert back.
 
 use crate::config::encodings::EncodingLimits;
 use crate::db::Value;
@@ -24,15 +24,8 @@ pub fn redis_encoding(
         Value::Str(_) => "raw",
         // Redis 7.0 keeps every list in a quicklist (listpack lists came with 7.2).
         Value::List(_) => "quicklist",
-        Value::Hash(h)
-            if h.len() as u64 <= limits.hash_max_listpack_entries
-                && h.iter().all(|(k, v)| {
-                    k.len() as u64 <= limits.hash_max_listpack_value
-                        && v.len() as u64 <= limits.hash_max_listpack_value
-                }) =>
-        {
-            "listpack"
-        }
+        // What the hash is: packed until a write took it past the thresholds (`db::hash`).
+        Value::Hash(h) if h.is_packed() => "listpack",
         Value::Hash(_) => "hashtable",
         // Redis 7.0 sets are intsets or hash tables (listpack sets came with 7.2).
         Value::Set(s)

@@ -4,6 +4,7 @@
 use super::load::{load_file, load_from, LoadError};
 use super::*;
 use crate::config::{Config, SaveRule};
+use crate::db::hash::PackLimits;
 use crate::db::keyspace::SHARD_COUNT;
 use crate::db::value::{HashValue, SetValue};
 use crate::db::zset::ZSet;
@@ -63,8 +64,8 @@ fn assert_same_entries(a: &Keyspace, b: &Keyspace) {
 /// One value of each type (and both string forms).
 fn sample_values() -> Vec<(&'static [u8], Value)> {
     let mut hash = HashValue::default();
-    hash.insert(b"f1".as_slice().into(), b"v1".as_slice().into());
-    hash.insert(b"f2".as_slice().into(), b"".as_slice().into());
+    hash.insert(b"f1", b"v1", PackLimits::HASH_DEFAULT);
+    hash.insert(b"f2", b"", PackLimits::HASH_DEFAULT);
     let mut set = SetValue::default();
     set.insert(b"a".as_slice().into());
     set.insert(b"b".as_slice().into());

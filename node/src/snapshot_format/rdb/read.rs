@@ -10,6 +10,7 @@
 use super::input::{parse_double, Input};
 use super::listpack::{self, Entry};
 use super::{intset, rdb_type as t, stream_read, ziplist, RdbError};
+use crate::db::hash::PackLimits;
 use crate::db::value::{HashValue, Hasher, ListValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::Value;
@@ -215,11 +216,9 @@ impl Builder {
         ))
     }
 
-    fn hash(n: usize) -> Builder {
-        Builder::Hash(HashValue::with_capacity_and_hasher(
-            n.min(PREALLOC_MAX),
-            Hasher::default(),
-        ))
+    fn hash(_n: usize) -> Builder {
+        // Packed by Redis's default thresholds until it outgrows them (`db::hash`).
+        Builder::Hash(HashValue::default())
     }
 
     fn member(&mut self, m: Box<[u8]>, input: &Input<'_>) -> Result<(), RdbError> {
@@ -236,7 +235,7 @@ impl Builder {
 
     fn field(&mut self, f: Box<[u8]>, v: Box<[u8]>, input: &Input<'_>) -> Result<(), RdbError> {
         let inserted = match self {
-            Builder::Hash(h) => h.insert(f, v).is_none(),
+            Builder::Hash(h) => h.insert(&f, &v, PackLimits::HASH_DEFAULT),
             Builder::Set(_) => false,
         };
         if inserted {

@@ -1,0 +1,219 @@
+//! A packed list of byte strings: every item's length (LEB128) then its bytes, back to back
+//! in one allocation. Small hashes keep their fields and values in one (Redis's listpack
+//! idea; our own layout): per item 1-2 bytes of overhead instead of a boxed slice (16 bytes
+//! plus its allocation) and a table slot. Lookups walk the items, so a packed value stays
+//! small (the thresholds in `config::encodings` bound it).
+
+/// Longest item a packed list holds: its length must fit the 2-byte LEB128 prefix callers
+/// budget for, and no threshold allows more (`hash-max-listpack-value` is capped below it).
+pub const ITEM_MAX: usize = 16_383;
+
+/// The items, in insertion order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Packed {
+    bytes: Vec<u8>,
+    items: u32,
+}
+
+/// Where one item sits: its prefix starts at `at`, its bytes are `body`.
+#[derive(Clone, Debug)]
+struct Slot {
+    at: usize,
+    body: std::ops::Range<usize>,
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) {
+    debug_assert!(len <= ITEM_MAX);
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        out.push((len & 0x7f) as u8 | 0x80);
+        out.push((len >> 7) as u8);
+    }
+}
+
+fn len_bytes(len: usize) -> usize {
+    if len < 0x80 {
+        1
+    } else {
+        2
+    }
+}
+
+impl Packed {
+    /// Items held.
+    pub fn len(&self) -> usize {
+        self.items as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items == 0
+    }
+
+    /// Heap bytes held (for MEMORY USAGE).
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    /// The slot at byte offset `at` (which must start an item).
+    fn slot_at(&self, at: usize) -> Slot {
+        let first = self.bytes[at] as usize;
+        let (len, prefix) = if first & 0x80 == 0 {
+            (first, 1)
+        } else {
+            ((first & 0x7f) | (self.bytes[at + 1] as usize) << 7, 2)
+        };
+        let start = at + prefix;
+        Slot {
+            at,
+            body: start..start + len,
+        }
+    }
+
+    fn slots(&self) -> impl Iterator<Item = Slot> + '_ {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            (at < self.bytes.len()).then(|| {
+                let slot = self.slot_at(at);
+                at = slot.body.end;
+                slot
+            })
+        })
+    }
+
+    /// The items in order.
+    pub fn iter(&self) -> Items<'_> {
+        Items {
+            packed: self,
+            at: 0,
+        }
+    }
+
+    /// The item at position `i`.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        self.slots().nth(i).map(|s| &self.bytes[s.body])
+    }
+
+    /// The position of the first item equal to `item` among positions `0, step, 2*step...`
+    /// (a hash's fields sit at even positions, its values between them).
+    pub fn position(&self, item: &[u8], step: usize) -> Option<usize> {
+        self.slots()
+            .step_by(step)
+            .position(|s| &self.bytes[s.body] == item)
+            .map(|i| i * step)
+    }
+
+    /// Appends an item (at most [`ITEM_MAX`] bytes).
+    pub fn push(&mut self, item: &[u8]) {
+        assert!(
+            item.len() <= ITEM_MAX,
+            "packed item of {} bytes",
+            item.len()
+        );
+        self.bytes.reserve(len_bytes(item.len()) + item.len());
+        put_len(&mut self.bytes, item.len());
+        self.bytes.extend_from_slice(item);
+        self.items += 1;
+    }
+
+    /// Replaces the item at position `i` with `item` (at most [`ITEM_MAX`] bytes).
+    pub fn replace(&mut self, i: usize, item: &[u8]) {
+        assert!(
+            item.len() <= ITEM_MAX,
+            "packed item of {} bytes",
+            item.len()
+        );
+        let slot = self.slots().nth(i).expect("replace within the items");
+        if slot.body.len() == item.len() {
+            self.bytes[slot.body].copy_from_slice(item);
+            return;
+        }
+        let mut encoded = Vec::with_capacity(len_bytes(item.len()) + item.len());
+        put_len(&mut encoded, item.len());
+        encoded.extend_from_slice(item);
+        self.bytes.splice(slot.at..slot.body.end, encoded);
+    }
+
+    /// Removes `count` items from position `i` on (the later ones move up: order is kept).
+    pub fn remove(&mut self, i: usize, count: usize) {
+        let mut slots = self.slots().skip(i).take(count);
+        let Some(first) = slots.next() else {
+            return;
+        };
+        let end = slots.last().map_or(first.body.end, |s| s.body.end);
+        self.bytes.drain(first.at..end);
+        self.items -= count as u32;
+        // Give back what a shrinking value no longer needs (a small value stays small).
+        if self.bytes.capacity() > 2 * self.bytes.len() + 64 {
+            self.bytes.shrink_to_fit();
+        }
+    }
+}
+
+/// The items of a [`Packed`], in order.
+#[derive(Clone, Debug)]
+pub struct Items<'a> {
+    packed: &'a Packed,
+    at: usize,
+}
+
+impl<'a> Iterator for Items<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        (self.at < self.packed.bytes.len()).then(|| {
+            let slot = self.packed.slot_at(self.at);
+            self.at = slot.body.end;
+            &self.packed.bytes[slot.body]
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_round_trip_through_every_edit() {
+        let mut p = Packed::default();
+        let long = vec![b'x'; 300];
+        p.push(b"a");
+        p.push(&long);
+        p.push(b"");
+        p.push(b"tail");
+        assert_eq!(p.len(), 4);
+        assert_eq!(
+            p.iter().collect::<Vec<_>>(),
+            [&b"a"[..], &long, b"", b"tail"]
+        );
+        assert_eq!(p.get(1), Some(&long[..]));
+        assert_eq!(p.get(4), None);
+        assert_eq!(p.position(b"tail", 1), Some(3));
+        assert_eq!(p.position(b"tail", 2), None);
+        assert_eq!(p.position(b"", 2), Some(2));
+        p.replace(1, b"short");
+        p.replace(0, b"b");
+        p.replace(2, &long);
+        assert_eq!(
+            p.iter().collect::<Vec<_>>(),
+            [&b"b"[..], b"short", &long, b"tail"]
+        );
+        p.remove(1, 2);
+        assert_eq!(p.iter().collect::<Vec<_>>(), [&b"b"[..], b"tail"]);
+        p.remove(0, 2);
+        assert!(p.is_empty());
+        assert_eq!(p.iter().count(), 0);
+    }
+
+    #[test]
+    fn lengths_at_the_prefix_boundaries() {
+        for len in [0, 1, 127, 128, 129, ITEM_MAX] {
+            let mut p = Packed::default();
+            let item = vec![7u8; len];
+            p.push(&item);
+            p.push(b"z");
+            assert_eq!(p.get(0), Some(&item[..]), "{len}");
+            assert_eq!(p.get(1), Some(&b"z"[..]), "{len}");
+        }
+    }
+}
