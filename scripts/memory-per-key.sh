@@ -9,7 +9,10 @@
 #   NODE_BIN     node binary [target/release/node, built if missing]
 #   REDIS_BIN    reference server [redis-server]
 #   MEM_KEYS     keys loaded [1000000]
-#   VALUE_SIZE   value bytes [100]
+#   VALUE_SIZE   value bytes [100] (with SHAPE=hash: each field's value)
+#   SHAPE        string: `SET key:<i> value`; hash: `HSET key:<i> f0 value ... f<FIELDS-1> value`
+#                (small hashes, packed by both servers) [string]
+#   FIELDS       fields per hash with SHAPE=hash [10]
 #   SETTLE_SECS  seconds both servers idle after the load before they are read [2]
 #   KEEP_TMP=1   keep the work dir (server logs, the load file)
 set -euo pipefail
@@ -19,6 +22,8 @@ REDIS_BIN="${REDIS_BIN:-redis-server}"
 MEM_KEYS="${MEM_KEYS:-1000000}"
 VALUE_SIZE="${VALUE_SIZE:-100}"
 SETTLE_SECS="${SETTLE_SECS:-2}"
+SHAPE="${SHAPE:-string}"
+FIELDS="${FIELDS:-10}"
 for tool in redis-cli python3 "$REDIS_BIN"; do
     command -v "$tool" >/dev/null || { echo "$0: $tool missing (scripts/install-deps.sh)" >&2; exit 1; }
 done
@@ -37,14 +42,22 @@ cleanup() {
 trap cleanup EXIT
 
 # The same value for every key (as `operator bench vs-redis`): reproducible, stored per key.
-python3 - "$WORK/load.resp" "$MEM_KEYS" "$VALUE_SIZE" <<'EOF'
+python3 - "$WORK/load.resp" "$MEM_KEYS" "$VALUE_SIZE" "$SHAPE" "$FIELDS" <<'EOF'
 import sys
-path, keys, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path, keys, size, shape, fields = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 value = (b"0123456789abcdef" * (size // 16 + 1))[:size]
+if shape not in ("string", "hash"):
+    sys.exit(f"SHAPE={shape}: string or hash")
+def request(*words):
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
 with open(path, "wb") as out:
     for i in range(keys):
         key = b"key:%d" % i
-        out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, size, value))
+        if shape == "string":
+            out.write(request(b"SET", key, value))
+        else:
+            pairs = [w for f in range(fields) for w in (b"f%d" % f, value)]
+            out.write(request(b"HSET", key, *pairs))
 EOF
 
 free_port() {
@@ -104,14 +117,15 @@ done
 
 # Where the node's resident bytes beyond its allocations are (jemalloc's totals).
 redis-cli -h 127.0.0.1 -p "$NODE_PORT" MEMORY MALLOC-STATS | grep -v '^___\|^---' | sed 's/^/node jemalloc: /'
-python3 - "$MEM_KEYS" "$VALUE_SIZE" \
+python3 - "$MEM_KEYS" "$VALUE_SIZE" "$SHAPE" "$FIELDS" \
     "${EMPTY_USED[redis]}" "${USED[redis]}" "${EMPTY_RSS[redis]}" "${RSS[redis]}" \
     "${EMPTY_USED[node]}" "${USED[node]}" "${EMPTY_RSS[node]}" "${RSS[node]}" <<'EOF'
 import sys
-keys, size = int(sys.argv[1]), int(sys.argv[2])
-r_eu, r_u, r_er, r_r, n_eu, n_u, n_er, n_r = map(int, sys.argv[3:])
+keys, size, shape, fields = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+r_eu, r_u, r_er, r_r, n_eu, n_u, n_er, n_r = map(int, sys.argv[5:])
 mib = lambda b: f"{b / 2**20:.1f} MiB"
-print(f"{keys} keys x {size} B values, loaded by redis-cli --pipe")
+what = f"{size} B values" if shape == "string" else f"hashes of {fields} fields of {size} B values"
+print(f"{keys} keys x {what}, loaded by redis-cli --pipe")
 print(f"| figure | redis | node | node/redis |")
 print(f"| --- | ---: | ---: | ---: |")
 print(f"| used_memory, empty | {mib(r_eu)} | {mib(n_eu)} | |")

@@ -62,6 +62,7 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
             None => size_of::<HashValue>() + h.packed_bytes().unwrap_or(0),
             Some(t) => {
                 size_of::<HashValue>()
+                    + size_of::<super::hash::HashTable>()
                     + t.capacity() * (HASH_BYTES + 2 * size_of::<Box<[u8]>>())
                     + t.len() * INDEX_BYTES_PER_ELEMENT
                     + sampled(t.iter().map(|(f, v)| f.len() + v.len()), t.len(), samples)

@@ -44,10 +44,13 @@ impl PackLimits {
     }
 }
 
+const _: () = assert!(std::mem::size_of::<HashValue>() <= 32);
+
 #[derive(Clone, Debug)]
 pub enum HashValue {
     Packed(Packed),
-    Table(HashTable),
+    /// Boxed so that the enum is a packed list's size: most hashes are small.
+    Table(Box<HashTable>),
 }
 
 impl Default for HashValue {
@@ -198,7 +201,7 @@ impl HashValue {
             while let (Some(f), Some(v)) = (items.next(), items.next()) {
                 t.insert(f.into(), v.into());
             }
-            *self = HashValue::Table(t);
+            *self = HashValue::Table(Box::new(t));
         }
     }
 }

@@ -8,6 +8,10 @@
 /// budget for, and no threshold allows more (`hash-max-listpack-value` is capped below it).
 pub const ITEM_MAX: usize = 16_383;
 
+/// Unused capacity a shrinking packed list gives back (smaller slack stays: a reallocation
+/// per removal would cost more than it saves).
+const SLACK_MAX: usize = 32;
+
 /// The items, in insertion order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Packed {
@@ -110,7 +114,9 @@ impl Packed {
             "packed item of {} bytes",
             item.len()
         );
-        self.bytes.reserve(len_bytes(item.len()) + item.len());
+        // Exactly: a packed value is small and grows one item at a time, so the allocator's
+        // size classes are all the slack it needs (doubling would leave up to half unused).
+        self.bytes.reserve_exact(len_bytes(item.len()) + item.len());
         put_len(&mut self.bytes, item.len());
         self.bytes.extend_from_slice(item);
         self.items += 1;
@@ -132,6 +138,9 @@ impl Packed {
         put_len(&mut encoded, item.len());
         encoded.extend_from_slice(item);
         self.bytes.splice(slot.at..slot.body.end, encoded);
+        if self.bytes.capacity() >= self.bytes.len() + SLACK_MAX {
+            self.bytes.shrink_to_fit();
+        }
     }
 
     /// Removes `count` items from position `i` on (the later ones move up: order is kept).
@@ -143,8 +152,8 @@ impl Packed {
         let end = slots.last().map_or(first.body.end, |s| s.body.end);
         self.bytes.drain(first.at..end);
         self.items -= count as u32;
-        // Give back what a shrinking value no longer needs (a small value stays small).
-        if self.bytes.capacity() > 2 * self.bytes.len() + 64 {
+        // Give back what a shrinking value no longer needs.
+        if self.bytes.capacity() >= self.bytes.len() + SLACK_MAX {
             self.bytes.shrink_to_fit();
         }
     }
