@@ -60,6 +60,10 @@ use super::sys::{self, FiAddr};
 /// Completions read from the endpoint per poll of any of its connections.
 const HUB_POLL_BATCH: usize = 32;
 
+/// Further full batches one poll reads while the endpoint keeps returning full ones (a busy
+/// hub's one read per round must keep up with every connection's completions).
+const HUB_READS_PER_POLL: usize = 3;
+
 /// Pause between attempts of `send_until` (the hub is unlocked meanwhile).
 const SEND_RETRY_SLEEP: Duration = Duration::from_micros(50);
 
@@ -145,6 +149,8 @@ struct Inbox {
     receives: Arc<AtomicUsize>,
     /// Slots this connection holds: operations posted whose completion it has not taken.
     tx_held: usize,
+    /// The hub's `reads` at this connection's last poll.
+    reads_seen: u64,
     fault: Option<Fault>,
 }
 
@@ -166,6 +172,11 @@ struct HubState {
     strays: u64,
     /// Set when the endpoint itself failed: every connection fails with it.
     broken: Option<String>,
+    /// Reads of the endpoint so far (see [`Hub::poll`]).
+    reads: u64,
+    /// Whether a poll skips reading when another connection read since (tcp; see
+    /// [`Hub::poll`]).
+    read_once_per_round: bool,
 }
 
 pub struct Hub {
@@ -237,6 +248,7 @@ impl Locked<'_> {
 impl Hub {
     /// A hub over `core`, serving as `mode` says.
     pub fn new(core: RdmCore, tx: TxLimits, mode: Mode) -> Arc<Hub> {
+        let read_once_per_round = core.domain().kind == super::kind::OfiKind::Tcp;
         Arc::new(Hub {
             domain: core.domain().clone(),
             name: core.ep.name.clone(),
@@ -252,6 +264,8 @@ impl Hub {
                 scratch: VecDeque::new(),
                 strays: 0,
                 broken: None,
+                reads: 0,
+                read_once_per_round,
             }),
         })
     }
@@ -338,7 +352,22 @@ impl Hub {
     pub fn poll(&self, owner: u64, out: &mut VecDeque<Delivery>) -> Result<(), BusError> {
         let mut guard = self.state.lock();
         let s = &mut *guard;
-        s.read_and_route();
+        // On tcp one read of the endpoint serves every connection: a connection polled after
+        // another one read it since its own last poll finds its share routed already. A
+        // poller turning 32 clients then reads (and the provider polls every socket) once
+        // per round, not 32 times; what arrives meanwhile waits at most one round. Not on
+        // shm, where each read moves a bounded part of a large WRITE through the SAR
+        // buffers: fewer reads would slow big transfers down (bus test ofi_hub).
+        let seen = s.inboxes.get(&owner).map_or(0, |i| i.reads_seen);
+        if !s.read_once_per_round || seen == s.reads {
+            let mut batches = 0;
+            while s.read_and_route() == HUB_POLL_BATCH && batches < HUB_READS_PER_POLL {
+                batches += 1;
+            }
+        }
+        if let Some(inbox) = s.inboxes.get_mut(&owner) {
+            inbox.reads_seen = s.reads;
+        }
         if let Some(reason) = &s.broken {
             return Err(BusError::Closed(format!(
                 "ofi hub endpoint failed: {reason}"
@@ -449,12 +478,17 @@ impl Hub {
 impl HubState {
     /// One read of the endpoint; routes what it found, and what failed for one peer only.
     /// An error of the endpoint itself breaks the hub (every connection fails with it).
-    fn read_and_route(&mut self) {
+    /// One read of the endpoint (at most [`HUB_POLL_BATCH`] completions), routed; how many
+    /// it read.
+    fn read_and_route(&mut self) -> usize {
         if self.broken.is_some() {
-            return;
+            return 0;
         }
+        self.reads += 1;
         let mut events = std::mem::take(&mut self.scratch);
-        let read = self.core.poll(&mut events, HUB_POLL_BATCH).map(|_| ());
+        let read = self.core.poll(&mut events, HUB_POLL_BATCH);
+        let count = read.as_ref().map_or(0, |n| *n);
+        let read = read.map(|_| ());
         // Every event read is routed even if one fails (they are gone from the CQ).
         let routed = self.route_all(&mut events);
         self.scratch = events;
@@ -474,6 +508,7 @@ impl HubState {
             tracing::error!(%e, peers = self.inboxes.len(), "ofi hub endpoint failed");
             self.broken = Some(e.to_string());
         }
+        count
     }
 
     /// Routes every event of `events`; the first error (of the endpoint) after.
