@@ -206,20 +206,9 @@ impl Cluster {
         })
     }
 
-    /// Whether keyed commands may be served here now (a load, and a clock read when the
-    /// lease is bounded: outside a topology group it is not).
-    #[inline]
-    pub fn serving(&self) -> bool {
-        match self
-            .serving_until
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            u64::MAX => true,
-            until => crate::clock::unix_millis() <= until,
-        }
-    }
-
-    /// [`Cluster::serving`] at `now_ms` (unix ms), for a command that has read the clock.
+    /// Whether keyed commands may be served here at `now_ms` (unix ms, the caller's clock
+    /// reading: the cluster layer reads none), under the serving lease (unbounded outside a
+    /// topology group).
     pub fn serving_at(&self, now_ms: u64) -> bool {
         match self
             .serving_until
@@ -304,7 +293,7 @@ impl Cluster {
 
     /// Wakes `client` (to run its command again) once the serving lease holds; at once if
     /// it holds already (it may have come back since the command looked).
-    pub fn wake_when_serving(&self, client: std::sync::Arc<dyn LeaseWaiter>) {
+    pub fn wake_when_serving(&self, client: std::sync::Arc<dyn LeaseWaiter>, now_ms: u64) {
         {
             let mut waiters = self.lease_waiters.lock();
             // Bounded by the clients blocked now: a waiter that timed out, left or was
@@ -313,7 +302,7 @@ impl Cluster {
             waiters.retain(|c| c.still_waiting() && !std::sync::Arc::ptr_eq(c, &client));
             waiters.push(client);
         }
-        if self.serving() {
+        if self.serving_at(now_ms) {
             self.wake_lease_waiters();
         }
     }
@@ -358,21 +347,21 @@ impl Cluster {
     }
 
     /// The group forgot `id` (a FORGET committed, perhaps sent to another node).
-    pub(crate) fn note_forgotten(&self, id: NodeId) {
+    pub(crate) fn note_forgotten(&self, id: NodeId, now: Instant) {
         let mut f = self.forgotten.lock();
         if f.len() >= FORGOTTEN_MAX {
             f.pop_front();
         }
-        f.push_back((id, Instant::now()));
+        f.push_back((id, now));
     }
 
     /// Whether the group forgot `id` within the blacklist period and this node has not said
     /// so yet. `redis-cli --cluster del-node` sends FORGET to every node and needs an OK
     /// from each, as Redis (where each node forgets by itself) gives: the first FORGET of
     /// a node the group forgot answers OK here, a second one "Unknown node", as in Redis.
-    pub fn take_forgotten(&self, id: &NodeId) -> bool {
+    pub fn take_forgotten(&self, id: &NodeId, now: Instant) -> bool {
         let mut f = self.forgotten.lock();
-        f.retain(|(_, at)| at.elapsed() < FORGOTTEN_TTL);
+        f.retain(|(_, at)| now.saturating_duration_since(*at) < FORGOTTEN_TTL);
         match f.iter().position(|(n, _)| n == id) {
             Some(i) => {
                 f.remove(i);
@@ -464,19 +453,19 @@ mod tests {
         let client = |id| std::sync::Arc::new(crate::server::ClientShared::new(id, addr, addr));
         let (a, b) = (client(1), client(2));
         // Registered, then blocked by its connection (as the session does after the command).
-        c.wake_when_serving(a.clone());
+        c.wake_when_serving(a.clone(), crate::clock::unix_millis());
         a.blocked.store(true, Relaxed);
-        c.wake_when_serving(a.clone());
+        c.wake_when_serving(a.clone(), crate::clock::unix_millis());
         assert_eq!(
             c.lease_waiters.lock().len(),
             1,
             "a retried command registers once"
         );
-        c.wake_when_serving(b.clone());
+        c.wake_when_serving(b.clone(), crate::clock::unix_millis());
         b.blocked.store(true, Relaxed);
         // `a` timed out: it is no longer blocked, and goes at the next registration.
         a.blocked.store(false, Relaxed);
-        c.wake_when_serving(b.clone());
+        c.wake_when_serving(b.clone(), crate::clock::unix_millis());
         assert_eq!(c.lease_waiters.lock().len(), 1);
         // The lease holds: the waiters are woken and the list is empty.
         c.set_serving_until(u64::MAX - 1, 0);

@@ -171,7 +171,7 @@ fn wait_for_lease(
     args: &[&[u8]],
 ) -> Effects {
     client.clock.touch();
-    cluster.wake_when_serving(client.shared.clone());
+    cluster.wake_when_serving(client.shared.clone(), crate::clock::unix_millis());
     Effects {
         block: Some(BlockRequest {
             keys: Vec::new(),
@@ -819,7 +819,7 @@ pub fn lock_for<'a>(
     };
     let mut db = lock_shards_for(server, spec, args, now, db, &mut behind_busy_script)?;
     if let Some(params) = server.hot.lfu_counting() {
-        db.count_frequency(params);
+        db.count_frequency(params, rand::random::<f64>);
     }
     Some(db)
 }

@@ -57,14 +57,14 @@ pub fn make_room_with(
     }
     let samples = server.hot.maxmemory_samples.load(Relaxed).max(1) as usize;
     for round in 0..MAX_EVICTIONS_PER_COMMAND {
-        if round % EVICTIONS_PER_REFRESH == 0 && server.memory.refresh() <= max {
+        if round % EVICTIONS_PER_REFRESH == 0 && server.memory.refresh_at(now) <= max {
             return Ok(true);
         }
         if !evict_one(server, stream, policy, samples, rng, wall_clock) {
             break;
         }
     }
-    if server.memory.refresh() <= max {
+    if server.memory.refresh_at(now) <= max {
         Ok(true)
     } else {
         Err(CmdError::OutOfMemory)

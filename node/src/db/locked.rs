@@ -23,8 +23,9 @@ pub struct Locked<'a> {
     pub now: UnixMillis,
     /// LRU clock (seconds) stamped on accessed entries.
     pub lru_clock: u32,
-    /// Set under an LFU maxmemory policy: accesses also count in the entries' LFU counters.
-    lfu: Option<LfuParams>,
+    /// Set under an LFU maxmemory policy: accesses also count in the entries' LFU counters,
+    /// with draws in [0, 1) from the given source (Redis's counter is probabilistic).
+    lfu: Option<(LfuParams, fn() -> f64)>,
     /// Keys deleted by lazy expiry during this command (for stats and WATCH).
     pub expired: u64,
     /// Lookups that found a live key, and that found none (INFO keyspace_hits/misses).
@@ -123,9 +124,11 @@ impl<'a> Locked<'a> {
         Self::lock(keyspace, &ALL_SHARDS, now, lru_clock)
     }
 
-    /// Makes accesses count in the entries' LFU counters (an LFU maxmemory policy is set).
-    pub fn count_frequency(&mut self, params: LfuParams) {
-        self.lfu = Some(params);
+    /// Makes accesses count in the entries' LFU counters (an LFU maxmemory policy is set);
+    /// `draw` gives the counter's random numbers in [0, 1) (the keyspace reads no random
+    /// source of its own).
+    pub fn count_frequency(&mut self, params: LfuParams, draw: fn() -> f64) {
+        self.lfu = Some((params, draw));
     }
 
     /// Starts recording the names of keys deleted because they had expired (see
@@ -327,11 +330,11 @@ impl<'a> Locked<'a> {
         let lfu = self.lfu;
         let table = self.shard_mut(slot).table_mut(slot);
         table.update_access(index, |access| {
-            if let Some(params) = lfu {
+            if let Some((params, draw)) = lfu {
                 // Decay from the previous access first, as Redis's updateLFU does.
                 let idle = lru.saturating_sub(access.lru);
                 let freq = frequency::decayed(access.freq, idle, params);
-                access.freq = frequency::incremented(freq, params, rand::random::<f64>());
+                access.freq = frequency::incremented(freq, params, draw());
             }
             access.lru = lru;
         });

@@ -51,37 +51,32 @@ pub struct MemoryGauge {
     epoch: Instant,
 }
 
-impl Default for MemoryGauge {
-    fn default() -> Self {
+impl MemoryGauge {
+    /// A gauge whose clock starts at `now` (the caller's reading: the keyspace reads no clock).
+    pub fn new(now: Instant) -> Self {
         let gauge = MemoryGauge {
             cached: AtomicU64::new(0),
             peak: AtomicU64::new(0),
             startup: AtomicU64::new(0),
             refreshed_ns: AtomicU64::new(0),
-            epoch: Instant::now(),
+            epoch: now,
         };
-        let startup = gauge.refresh();
+        let startup = gauge.refresh_at(now);
         gauge.startup.store(startup, Ordering::Relaxed);
         gauge
     }
-}
 
-impl MemoryGauge {
-    /// Bytes allocated now (reads the allocator).
-    pub fn refresh(&self) -> u64 {
-        let now = self.read_into_cache();
+    /// Bytes allocated now (reads the allocator), `now` being the caller's clock reading.
+    pub fn refresh_at(&self, now: Instant) -> u64 {
+        let bytes = self.read_into_cache();
         self.refreshed_ns
-            .store(self.nanos_at(Instant::now()), Ordering::Relaxed);
-        now
+            .store(self.nanos_at(now), Ordering::Relaxed);
+        bytes
     }
 
-    /// Bytes allocated, at most `REFRESH_INTERVAL` old.
-    pub fn used(&self) -> u64 {
-        self.used_at(Instant::now())
-    }
-
-    /// [`MemoryGauge::used`] for a caller that has read the clock (a command's start).
-    /// Read afresh, too, when this thread allocated much since its last reading.
+    /// Bytes allocated, at most `REFRESH_INTERVAL` old at `now` (the caller's clock
+    /// reading, e.g. a command's start). Read afresh, too, when this thread allocated much
+    /// since its last reading.
     pub fn used_at(&self, now: Instant) -> u64 {
         let now_ns = self.nanos_at(now);
         if thread_grew() {
@@ -157,7 +152,7 @@ mod tests {
 
     #[test]
     fn a_reading_is_reused_within_the_interval_and_taken_again_after_it() {
-        let gauge = MemoryGauge::default();
+        let gauge = MemoryGauge::new(Instant::now());
         let refreshed = |g: &MemoryGauge| g.refreshed_ns.load(Ordering::Relaxed);
         let start = gauge.epoch + Duration::from_secs(1);
         gauge.used_at(start);
@@ -176,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_clock_reading_older_than_the_last_refresh_uses_the_cache() {
-        let gauge = MemoryGauge::default();
+        let gauge = MemoryGauge::new(Instant::now());
         let at = gauge.refreshed_ns.load(Ordering::Relaxed);
         // A command whose reading predates another thread's refresh.
         gauge.used_at(gauge.epoch);

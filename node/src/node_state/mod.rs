@@ -161,7 +161,7 @@ impl NodeState {
             pubsub: pubsub::PubSub::default(),
             tracking: tracking::Tracking::default(),
             monitors: monitors::Monitors::default(),
-            memory: MemoryGauge::default(),
+            memory: MemoryGauge::new(std::time::Instant::now()),
             snapshot: SnapshotState::default(),
             slowlog: slowlog::SlowLog::default(),
             shutdown: shutdown::Shutdown::default(),

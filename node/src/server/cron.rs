@@ -35,7 +35,7 @@ pub async fn run(server: Arc<Server>) {
         }
         close_idle_clients(&server);
         server.migrate_links.close_idle(Instant::now());
-        server.memory.refresh();
+        server.memory.refresh_at(std::time::Instant::now());
         for keyspace in server.dbs().iter() {
             keyspace.refresh_warmth();
         }

@@ -25,7 +25,8 @@ pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         Ok(node) => node,
         // Forgotten by the group through another node: gossip keeps it out already.
         Err(ClusterError::UnknownNode(_))
-            if HexId::parse(args[2]).is_some_and(|id| c.take_forgotten(&id)) =>
+            if HexId::parse(args[2])
+                .is_some_and(|id| c.take_forgotten(&id, std::time::Instant::now())) =>
         {
             ctx.reply.ok();
             return Ok(());
@@ -35,7 +36,7 @@ pub fn forget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (id, bus_addr) = (node.id, node.bus_addr);
     let then = move |c: &Cluster| {
         // Forgotten here by this very command: a second FORGET of it is "Unknown node".
-        c.take_forgotten(&id);
+        c.take_forgotten(&id, std::time::Instant::now());
         tell_bus_forget(c, id, bus_addr);
     };
     commit_then(

@@ -19,7 +19,7 @@ pub fn myshardid(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 pub fn info(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
     let mut text = replies::info(&c.topology.read());
-    if !c.serving() {
+    if !c.serving_at(crate::clock::unix_millis()) {
         // Outside its serving lease the node answers keyed commands CLUSTERDOWN: its state
         // says so too, so that whoever waits for `cluster_state:ok` can then write.
         text = text.replacen("cluster_state:ok", "cluster_state:fail", 1);

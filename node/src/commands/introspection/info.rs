@@ -226,7 +226,7 @@ fn clients(s: &mut Section<'_>, server: &NodeState) {
 }
 
 fn memory(s: &mut Section<'_>, server: &NodeState, persistence: &dyn Persistence) {
-    let used = server.memory.refresh();
+    let used = server.memory.refresh_at(std::time::Instant::now());
     let peak = server.memory.peak().max(used);
     let rss = host::rss_bytes();
     let system = host::total_system_memory();

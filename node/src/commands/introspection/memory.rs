@@ -140,7 +140,7 @@ struct Overview {
 
 impl Overview {
     fn read(server: &NodeState, persistence: &dyn Persistence) -> Overview {
-        let total = server.memory.refresh();
+        let total = server.memory.refresh_at(std::time::Instant::now());
         let backlog = if server.replication.has_backlog() {
             server.config.read().repl_backlog_size
         } else {

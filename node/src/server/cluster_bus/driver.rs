@@ -145,7 +145,9 @@ impl GossipDriver {
                 CoreAction::SaveConfig => save = true,
                 CoreAction::Event(e) => log_event(&e),
                 CoreAction::Deliver { from, body } => self.deliver(from, body),
-                CoreAction::Forgotten { id } => self.cluster().note_forgotten(id),
+                CoreAction::Forgotten { id } => {
+                    self.cluster().note_forgotten(id, std::time::Instant::now())
+                }
                 CoreAction::Reply { waiter, result } => replies.push((waiter, result)),
                 CoreAction::Lookup { id, ip, cport } => {
                     // Set once the bus is up, before any tick can ask.

@@ -56,7 +56,7 @@ fn instance(e: &mut Exposition, server: &Server) {
         "redis_memory_used_bytes",
         Kind::Gauge,
         "Memory the dataset and the node use, as INFO used_memory.",
-        server.memory.refresh() as f64,
+        server.memory.refresh_at(std::time::Instant::now()) as f64,
     );
     e.single(
         "redis_memory_max_bytes",
