@@ -10,9 +10,11 @@
 #   REDIS_BIN    reference server [redis-server]
 #   MEM_KEYS     keys loaded [1000000]
 #   VALUE_SIZE   value bytes [100] (with SHAPE=hash: each field's value)
-#   SHAPE        string: `SET key:<i> value`; hash: `HSET key:<i> f0 value ... f<FIELDS-1> value`
-#                (small hashes, packed by both servers) [string]
-#   FIELDS       fields per hash with SHAPE=hash [10]
+#   SHAPE        string: `SET key:<i> value`; hash: `HSET key:<i> f0 value ... f<FIELDS-1> value`;
+#                set: `SADD key:<i> m0-value ... m<FIELDS-1>-value` (small hashes and sets,
+#                packed by both servers: Redis's listpack; sets of strings are hash tables in
+#                redis-server 7.0) [string]
+#   FIELDS       fields per hash, members per set [10]
 #   SETTLE_SECS  seconds both servers idle after the load before they are read [2]
 #   KEEP_TMP=1   keep the work dir (server logs, the load file)
 set -euo pipefail
@@ -46,8 +48,8 @@ python3 - "$WORK/load.resp" "$MEM_KEYS" "$VALUE_SIZE" "$SHAPE" "$FIELDS" <<'EOF'
 import sys
 path, keys, size, shape, fields = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 value = (b"0123456789abcdef" * (size // 16 + 1))[:size]
-if shape not in ("string", "hash"):
-    sys.exit(f"SHAPE={shape}: string or hash")
+if shape not in ("string", "hash", "set"):
+    sys.exit(f"SHAPE={shape}: string, hash or set")
 def request(*words):
     return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
 with open(path, "wb") as out:
@@ -55,9 +57,11 @@ with open(path, "wb") as out:
         key = b"key:%d" % i
         if shape == "string":
             out.write(request(b"SET", key, value))
-        else:
+        elif shape == "hash":
             pairs = [w for f in range(fields) for w in (b"f%d" % f, value)]
             out.write(request(b"HSET", key, *pairs))
+        else:
+            out.write(request(b"SADD", key, *[b"m%d-%s" % (f, value) for f in range(fields)]))
 EOF
 
 free_port() {
@@ -124,7 +128,8 @@ import sys
 keys, size, shape, fields = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 r_eu, r_u, r_er, r_r, n_eu, n_u, n_er, n_r = map(int, sys.argv[5:])
 mib = lambda b: f"{b / 2**20:.1f} MiB"
-what = f"{size} B values" if shape == "string" else f"hashes of {fields} fields of {size} B values"
+what = {"string": f"{size} B values", "hash": f"hashes of {fields} fields of {size} B values",
+        "set": f"sets of {fields} members of {size + 3} B"}[shape]
 print(f"{keys} keys x {what}, loaded by redis-cli --pipe")
 print(f"| figure | redis | node | node/redis |")
 print(f"| --- | ---: | ---: | ---: |")

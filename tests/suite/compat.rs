@@ -474,9 +474,20 @@ fn object_encoding_answers_redis_7_0_names_by_the_thresholds() {
     assert_eq!(encoding("zset"), "listpack");
     node.cli(&["CONFIG", "SET", "hash-max-ziplist-entries", "3"]);
     node.cli(&["CONFIG", "SET", "zset-max-listpack-value", "0"]);
-    node.cli(&["CONFIG", "SET", "set-max-intset-entries", "2"]);
+    node.cli(&["CONFIG", "SET", "set-max-intset-entries", "3"]);
     assert_eq!(encoding("zset"), "skiplist");
+    // Sets answer by their history, as Redis 7.0 converts them: on the write that passes
+    // the intset bound or adds a non-integer, never back.
+    assert_eq!(encoding("ints"), "intset");
+    node.cli(&["SADD", "ints", "4"]);
     assert_eq!(encoding("ints"), "hashtable");
+    node.cli(&["SREM", "ints", "4"]);
+    assert_eq!(encoding("ints"), "hashtable");
+    node.cli(&["SADD", "mixed", "1", "2"]);
+    assert_eq!(encoding("mixed"), "intset");
+    node.cli(&["SADD", "mixed", "x"]);
+    node.cli(&["SREM", "mixed", "x"]);
+    assert_eq!(encoding("mixed"), "hashtable");
     // A hash is what it is: packed until a write takes it past the thresholds, then a
     // table for good, as Redis (which converts on write, never back).
     node.cli(&["HSET", "hash", "f3", "v"]);

@@ -529,6 +529,9 @@ fn full_sscan(
 fn sscan_pages_match_count_and_errors() {
     let node = Node::start(&[]);
     let mut c = node.client();
+    // A packed set is answered whole (checked below): paging is a table's, and with no
+    // packing allowed every set is one.
+    cmd(&mut c, &["CONFIG", "SET", "set-max-listpack-entries", "0"]).unwrap();
     let mut args = vec!["SADD".to_string(), "s".into()];
     args.extend((0..100).map(|i| format!("m{i}")));
     let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -552,6 +555,21 @@ fn sscan_pages_match_count_and_errors() {
     for i in (0..100).step_by(3) {
         assert!(found.contains(&format!("m{i}")), "missed m{i}");
     }
+
+    // A packed set: one call, cursor 0, every (matching) member whatever COUNT says.
+    cmd(
+        &mut c,
+        &["CONFIG", "SET", "set-max-listpack-entries", "128"],
+    )
+    .unwrap();
+    let mut args = vec!["SADD".to_string(), "small".into()];
+    args.extend((0..20).map(|i| format!("m{i}")));
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    cmd(&mut c, &refs).unwrap();
+    let (found, calls) = full_sscan(&mut c, "small", &["COUNT", "1"], &mut Vec::new());
+    assert_eq!((found.len(), calls), (20, 1));
+    let (found, calls) = full_sscan(&mut c, "small", &["MATCH", "m1*"], &mut Vec::new());
+    assert_eq!((found.len(), calls), (11, 1));
 
     assert_eq!(error(&mut c, &["SSCAN", "s", "x"]), "ERR invalid cursor");
     assert_eq!(

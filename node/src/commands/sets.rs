@@ -1,8 +1,10 @@
 //! Sets: SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SMOVE SSCAN here; SPOP SRANDMEMBER in
 //! `random`; SINTER SUNION SDIFF, their STORE forms and SINTERCARD in `algebra`.
 //!
-//! A set is an IndexSet. Members are removed with `swap_remove`, which keeps removal O(1) and
-//! is what SSCAN's cursor walk relies on (see `command::scan`).
+//! A set is packed while small and a table after (`db::set`). A table's members are removed
+//! with `swap_remove`, which keeps removal O(1) and is what SSCAN's cursor walk relies on
+//! (see `command::scan`); a packed set is scanned whole in one call, as Redis scans a small
+//! set.
 
 mod algebra;
 mod random;
@@ -12,6 +14,8 @@ use crate::command_framework::scan::{self, Extra};
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::config::keyspace_events::SET as SET_EVENTS;
+use crate::db::hash::PackLimits;
+use crate::db::set::SetLimits;
 use crate::db::value::SetValue;
 use crate::db::{Locked, Value};
 
@@ -37,6 +41,19 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec { since: "2.8.0", ..command("sscan", -3, READONLY, KEY1, sscan, GROUP, "Iterates over members of a set.") },
 ];
 
+/// The thresholds a write packs by (`set-max-listpack-entries`, `set-max-listpack-value`)
+/// and the intset bound OBJECT ENCODING answers by (`set-max-intset-entries`).
+pub(crate) fn set_limits(ctx: &Ctx<'_>) -> SetLimits {
+    let c = ctx.server.config.read();
+    SetLimits {
+        packed: PackLimits::new(
+            c.encodings.set_max_listpack_entries,
+            c.encodings.set_max_listpack_value,
+        ),
+        intset_entries: c.encodings.set_max_intset_entries.min(usize::MAX as u64) as usize,
+    }
+}
+
 /// The set at `key`: None when there is no key, WRONGTYPE when it is no set.
 pub(crate) fn set_at<'a>(
     db: &'a mut Locked<'_>,
@@ -50,6 +67,7 @@ pub(crate) fn set_at<'a>(
 }
 
 fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
+    let limits = set_limits(ctx);
     let entry = ctx
         .db
         .get_or_insert_with(args[1], || Value::Set(Box::default()));
@@ -58,7 +76,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let mut added = 0;
     for member in &args[2..] {
-        if set.insert((*member).into()) {
+        if set.insert(member, limits) {
             added += 1;
         }
     }
@@ -77,7 +95,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     let mut removed = 0;
     for member in &args[2..] {
-        if set.swap_remove(*member) {
+        if set.remove(member) {
             removed += 1;
             if set.is_empty() {
                 break;
@@ -113,7 +131,7 @@ fn smismember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let set = set_at(db, args[1])?;
     reply.array(args.len() - 2);
     for member in &args[2..] {
-        let found = set.as_ref().is_some_and(|s| s.contains(*member));
+        let found = set.as_ref().is_some_and(|s| s.contains(member));
         reply.integer(found as i64);
     }
     Ok(())
@@ -130,6 +148,7 @@ fn scard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// only reports membership.
 fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let (src, dst, member) = (args[1], args[2], args[3]);
+    let limits = set_limits(ctx);
     let Some(src_set) = set_at(&mut ctx.db, src)? else {
         ctx.reply.integer(0);
         return Ok(());
@@ -141,7 +160,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     if let Some(s) = set_at(&mut ctx.db, src)? {
-        s.swap_remove(member);
+        s.remove(member);
     }
     ctx.db.remove_if_empty(src);
     ctx.modified(src);
@@ -150,7 +169,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         .get_or_insert_with(dst, || Value::Set(Box::default()))
         .value
     {
-        Value::Set(d) => d.insert(member.into()),
+        Value::Set(d) => d.insert(member, limits),
         _ => false,
     };
     // A destination that already held the member is unchanged: its watchers keep their
@@ -175,6 +194,18 @@ fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let options = scan::parse_options(&args[3..], Extra::None)?;
+    if set.is_packed() {
+        // Small enough to answer whole: cursor 0, no walk (a packed set keeps its order by
+        // moving members up on removal, which a cursor over positions could skip across).
+        let matching: Vec<&[u8]> = set.iter().filter(|m| options.matches(m)).collect();
+        reply.array(2);
+        reply.bulk(b"0");
+        reply.array(matching.len());
+        for member in matching {
+            reply.bulk(member);
+        }
+        return Ok(());
+    }
     // At most `count` indexes, and no more than the set holds.
     let mut found: Vec<usize> = Vec::new();
     let next = scan::walk(set.len(), cursor, options.count, |i| {

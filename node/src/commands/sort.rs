@@ -96,7 +96,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[&[u8]], read_only: bool) -> CmdResult {
     let (mut elements, is_set, is_zset) = match ctx.db.get(key).map(|e| &e.value) {
         None => (Vec::new(), false, false),
         Some(Value::List(l)) => (l.iter().cloned().collect(), false, false),
-        Some(Value::Set(s)) => (s.iter().cloned().collect(), true, false),
+        Some(Value::Set(s)) => (s.iter().map(Key::from).collect(), true, false),
         Some(Value::ZSet(z)) => (z.iter().map(|(m, _)| Key::from(m)).collect(), false, true),
         Some(_) => return Err(CmdError::WrongType),
     };

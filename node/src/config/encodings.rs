@@ -1,10 +1,10 @@
 //! Redis's encoding thresholds (`hash-max-listpack-entries` and the rest). Redis switches a
-//! small value between a compact and a general encoding at these sizes. Here hashes do too
-//! (`db::hash`: packed until a write takes them past `hash-max-listpack-entries` fields or a
-//! field or value past `hash-max-listpack-value` bytes); streams fill their nodes up to the
-//! `stream-node-*` limits; the other types keep one representation, so their thresholds are
-//! kept, shown by CONFIG GET and rewritten, and only shape OBJECT ENCODING's answer (README:
-//! differences).
+//! small value between a compact and a general encoding at these sizes. Here hashes and sets
+//! do too (`db::hash`, `db::set`: packed until a write takes them past
+//! `hash-max-listpack-*` / `set-max-listpack-*`, Redis 7.2's names for sets); streams fill
+//! their nodes up to the `stream-node-*` limits; lists and sorted sets keep one
+//! representation, so their thresholds are kept, shown by CONFIG GET and rewritten, and only
+//! shape OBJECT ENCODING's answer (README: differences).
 
 /// The thresholds, with Redis 7.0's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -14,6 +14,9 @@ pub struct EncodingLimits {
     pub list_max_listpack_size: i64,
     pub list_compress_depth: u64,
     pub set_max_intset_entries: u64,
+    /// Redis 7.2's listpack-set thresholds: sets are packed up to them (`db::set`).
+    pub set_max_listpack_entries: u64,
+    pub set_max_listpack_value: u64,
     pub zset_max_listpack_entries: u64,
     pub zset_max_listpack_value: u64,
     /// Streams do use these two: nodes fill up to them, and `~` trims whole nodes.
@@ -29,6 +32,8 @@ impl Default for EncodingLimits {
             list_max_listpack_size: -2,
             list_compress_depth: 0,
             set_max_intset_entries: 512,
+            set_max_listpack_entries: 128,
+            set_max_listpack_value: 64,
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             stream_node_max_entries: 100,

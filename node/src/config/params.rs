@@ -1643,6 +1643,24 @@ pub static PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "set-max-listpack-entries",
+        true,
+        |c| c.encodings.set_max_listpack_entries.to_string(),
+        |c, v| {
+            c.encodings.set_max_listpack_entries = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
+        "set-max-listpack-value",
+        true,
+        |c| c.encodings.set_max_listpack_value.to_string(),
+        |c, v| {
+            c.encodings.set_max_listpack_value = num(v, 0, i64::MAX as u64)?;
+            Ok(())
+        }
+    ),
+    param!(
         "zset-max-listpack-entries",
         true,
         |c| c.encodings.zset_max_listpack_entries.to_string(),

@@ -68,12 +68,17 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
                     + sampled(t.iter().map(|(f, v)| f.len() + v.len()), t.len(), samples)
             }
         },
-        Value::Set(s) => {
-            size_of::<SetValue>()
-                + s.capacity() * (HASH_BYTES + size_of::<Box<[u8]>>())
-                + s.len() * INDEX_BYTES_PER_ELEMENT
-                + sampled(s.iter().map(|m| m.len()), s.len(), samples)
-        }
+        Value::Set(s) => match s.table() {
+            // One allocation holds the members with their length prefixes.
+            None => size_of::<SetValue>() + s.packed_bytes().unwrap_or(0),
+            Some(t) => {
+                size_of::<SetValue>()
+                    + size_of::<super::set::SetTable>()
+                    + t.capacity() * (HASH_BYTES + size_of::<Box<[u8]>>())
+                    + t.len() * INDEX_BYTES_PER_ELEMENT
+                    + sampled(t.iter().map(|m| m.len()), t.len(), samples)
+            }
+        },
         Value::ZSet(z) => {
             size_of::<ZSet>()
                 + z.table_bytes()

@@ -16,6 +16,7 @@ pub mod keyspace;
 pub mod locked;
 pub mod memory;
 pub mod packed;
+pub mod set;
 pub mod slot_index;
 pub mod slot_table;
 pub mod stored_key;

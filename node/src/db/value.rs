@@ -13,7 +13,7 @@ pub type Key = Box<[u8]>;
 /// be chosen to collide.
 pub type Hasher = ahash::RandomState;
 pub use super::hash::HashValue;
-pub type SetValue = indexmap::IndexSet<Box<[u8]>, Hasher>;
+pub use super::set::SetValue;
 pub type ListValue = VecDeque<Box<[u8]>>;
 
 #[derive(Debug, Clone)]

@@ -26,7 +26,8 @@
 //! hostile or corrupt input costs at most memory proportional to its own size and never panics.
 
 use crate::db::hash::PackLimits;
-use crate::db::value::{HashValue, Hasher, ListValue, SetValue};
+use crate::db::set::SetLimits;
+use crate::db::value::{HashValue, ListValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::{Key, Value};
 use std::io::Read;
@@ -472,11 +473,11 @@ impl<R: Read> Decoder<R> {
             }
             tag::SET => {
                 let n = self.count("set", 1)?;
-                let mut set =
-                    SetValue::with_capacity_and_hasher(n.min(PREALLOC_MAX), Hasher::default());
+                // Packed by Redis's default thresholds until it outgrows them (`db::set`).
+                let mut set = SetValue::default();
                 for _ in 0..n {
                     let member_at = self.offset;
-                    if !set.insert(self.bytes()?) {
+                    if !set.insert(&self.bytes()?, SetLimits::DEFAULT) {
                         return Err(FormatError::Duplicate {
                             what: "set member",
                             offset: member_at,
@@ -636,7 +637,7 @@ pub(crate) mod tests {
             prop::collection::vec(elem(), 1..20).prop_map(|v| {
                 let mut s = SetValue::default();
                 for m in v {
-                    s.insert(m.into());
+                    s.insert(&m, SetLimits::DEFAULT);
                 }
                 Value::Set(Box::new(s))
             }),

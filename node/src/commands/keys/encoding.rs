@@ -28,13 +28,9 @@ pub fn redis_encoding(
         Value::Hash(h) if h.is_packed() => "listpack",
         Value::Hash(_) => "hashtable",
         // Redis 7.0 sets are intsets or hash tables (listpack sets came with 7.2).
-        Value::Set(s)
-            if s.len() as u64 <= limits.set_max_intset_entries
-                && s.iter()
-                    .all(|m| proto::resp::request::parse_i64(m).is_some()) =>
-        {
-            "intset"
-        }
+        // Redis 7.0 has intsets and hash tables only: the set's history says which it would
+        // hold (`db::set`), whatever the set is packed as here.
+        Value::Set(s) if s.is_intset_in_redis_7_0() => "intset",
         Value::Set(_) => "hashtable",
         Value::ZSet(z)
             if z.len() as u64 <= limits.zset_max_listpack_entries

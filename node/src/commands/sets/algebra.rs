@@ -51,7 +51,7 @@ fn intersect<'a>(sets: &[Option<&'a SetValue>], mut each: impl FnMut(&'a [u8]) -
 fn union<'a>(sets: &[Option<&'a SetValue>]) -> indexmap::IndexSet<&'a [u8], Hasher> {
     let mut out = indexmap::IndexSet::with_hasher(Hasher::default());
     for set in sets.iter().flatten() {
-        out.extend(set.iter().map(|m| &**m));
+        out.extend(set.iter());
     }
     out
 }
@@ -62,8 +62,7 @@ fn difference<'a>(sets: &[Option<&'a SetValue>]) -> Vec<&'a [u8]> {
     };
     first
         .iter()
-        .filter(|m| !rest.iter().flatten().any(|s| s.contains(*m)))
-        .map(|m| &**m)
+        .filter(|m| !rest.iter().flatten().any(|s| s.contains(m)))
         .collect()
 }
 
@@ -105,9 +104,14 @@ fn read_op(ctx: &mut Ctx<'_>, keys: &[&[u8]], op: Op) -> CmdResult {
 /// The STORE forms: the result replaces `dest` whatever it held (its TTL too); an empty
 /// result deletes `dest`. Answers the result's size.
 fn store_op(ctx: &mut Ctx<'_>, dest: &[u8], keys: &[&[u8]], op: Op) -> CmdResult {
+    let limits = super::set_limits(ctx);
     let result: SetValue = {
         let sets = sources(&mut ctx.db, keys)?;
-        compute(op, &sets).into_iter().map(Box::from).collect()
+        let mut result = SetValue::default();
+        for m in compute(op, &sets) {
+            result.insert(m, limits);
+        }
+        result
     };
     let len = result.len();
     if len == 0 {
@@ -200,7 +204,11 @@ mod tests {
     use super::*;
 
     fn set(members: &[&str]) -> SetValue {
-        members.iter().map(|m| m.as_bytes().into()).collect()
+        let mut s = SetValue::default();
+        for m in members {
+            s.insert(m.as_bytes(), crate::db::set::SetLimits::DEFAULT);
+        }
+        s
     }
 
     fn sorted(v: Vec<&[u8]>) -> Vec<String> {

@@ -351,8 +351,8 @@ mod tests {
         z.insert(b"b", 2.0).unwrap();
         db.set(b"z", Value::ZSet(Box::new(z)));
         let mut s = SetValue::default();
-        s.insert(b"b"[..].into());
-        s.insert(b"c"[..].into());
+        s.insert(b"b", crate::db::set::SetLimits::DEFAULT);
+        s.insert(b"c", crate::db::set::SetLimits::DEFAULT);
         db.set(b"s", Value::Set(Box::new(s)));
         let mut request = Request {
             inputs: keys

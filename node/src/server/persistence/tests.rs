@@ -6,6 +6,7 @@ use super::*;
 use crate::config::{Config, SaveRule};
 use crate::db::hash::PackLimits;
 use crate::db::keyspace::SHARD_COUNT;
+use crate::db::set::SetLimits;
 use crate::db::value::{HashValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::{Entry, Key, Keyspace, Locked, Value};
@@ -67,8 +68,8 @@ fn sample_values() -> Vec<(&'static [u8], Value)> {
     hash.insert(b"f1", b"v1", PackLimits::HASH_DEFAULT);
     hash.insert(b"f2", b"", PackLimits::HASH_DEFAULT);
     let mut set = SetValue::default();
-    set.insert(b"a".as_slice().into());
-    set.insert(b"b".as_slice().into());
+    set.insert(b"a", SetLimits::DEFAULT);
+    set.insert(b"b", SetLimits::DEFAULT);
     let mut zset = ZSet::default();
     zset.insert(b"x", 1.5).unwrap();
     zset.insert(b"y", f64::NEG_INFINITY).unwrap();

@@ -11,7 +11,8 @@ use super::input::{parse_double, Input};
 use super::listpack::{self, Entry};
 use super::{intset, rdb_type as t, stream_read, ziplist, RdbError};
 use crate::db::hash::PackLimits;
-use crate::db::value::{HashValue, Hasher, ListValue, SetValue};
+use crate::db::set::SetLimits;
+use crate::db::value::{HashValue, ListValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::Value;
 use crate::snapshot_format::format::PREALLOC_MAX;
@@ -209,11 +210,9 @@ enum Builder {
 }
 
 impl Builder {
-    fn set(n: usize) -> Builder {
-        Builder::Set(SetValue::with_capacity_and_hasher(
-            n.min(PREALLOC_MAX),
-            Hasher::default(),
-        ))
+    fn set(_n: usize) -> Builder {
+        // Packed by Redis's default thresholds until it outgrows them (`db::set`).
+        Builder::Set(SetValue::default())
     }
 
     fn hash(_n: usize) -> Builder {
@@ -223,7 +222,7 @@ impl Builder {
 
     fn member(&mut self, m: Box<[u8]>, input: &Input<'_>) -> Result<(), RdbError> {
         let inserted = match self {
-            Builder::Set(s) => s.insert(m),
+            Builder::Set(s) => s.insert(&m, SetLimits::DEFAULT),
             Builder::Hash(_) => false,
         };
         if inserted {
