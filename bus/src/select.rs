@@ -63,8 +63,10 @@ pub trait ByteStream: Send {
     fn wait(&mut self, timeout: Duration) -> Result<()>;
     /// See [`Stream::is_closed`].
     fn is_closed(&self) -> bool;
-    /// See [`Stream::say_goodbye`].
-    fn say_goodbye(&mut self, now: Duration);
+    /// See [`Stream::begin_goodbye`].
+    fn begin_goodbye(&mut self) -> Result<()>;
+    /// See [`Stream::goodbye_delivered`].
+    fn goodbye_delivered(&self) -> bool;
     /// See [`Stream::stats`] (a client watches `control_received` to tell a live server,
     /// which sends a keepalive every 3 s, from one that is gone).
     fn stats(&self) -> StreamStats;
@@ -102,8 +104,11 @@ impl<P: Provider> ByteStream for OwnedStream<P> {
     fn is_closed(&self) -> bool {
         self.stream.is_closed()
     }
-    fn say_goodbye(&mut self, now: Duration) {
-        self.stream.say_goodbye(now)
+    fn begin_goodbye(&mut self) -> Result<()> {
+        self.stream.begin_goodbye()
+    }
+    fn goodbye_delivered(&self) -> bool {
+        self.stream.goodbye_delivered()
     }
     fn stats(&self) -> StreamStats {
         self.stream.stats().clone()

@@ -359,7 +359,9 @@ impl Hub {
         // shm, where each read moves a bounded part of a large WRITE through the SAR
         // buffers: fewer reads would slow big transfers down (bus test ofi_hub).
         let seen = s.inboxes.get(&owner).map_or(0, |i| i.reads_seen);
-        if !s.read_once_per_round || seen == s.reads {
+        if !s.read_once_per_round {
+            s.read_and_route();
+        } else if seen == s.reads {
             let mut batches = 0;
             while s.read_and_route() == HUB_POLL_BATCH && batches < HUB_READS_PER_POLL {
                 batches += 1;

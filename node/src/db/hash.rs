@@ -12,6 +12,11 @@ use super::value::Hasher;
 /// The table form: fields in insertion order (removal swaps the last one in).
 pub type HashTable = indexmap::IndexMap<Box<[u8]>, Box<[u8]>, Hasher>;
 
+/// Most elements a packed value holds whatever the thresholds say: every lookup walks it, so
+/// a threshold of millions would make each write cost millions of comparisons (Redis bounds
+/// its listpacks by bytes instead, at 1 GB).
+pub const PACKED_ENTRIES_MAX: usize = 8192;
+
 /// When a packed aggregate must become a table (`hash-max-listpack-entries` and
 /// `hash-max-listpack-value`, or their set and sorted-set counterparts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,11 +35,11 @@ impl PackLimits {
         value: 64,
     };
 
-    /// Thresholds as configured, capped where the packed layout stops (a 0 keeps every value
-    /// a table, as Redis).
+    /// Thresholds as configured, capped at [`PACKED_ENTRIES_MAX`] and where the packed
+    /// layout stops (a 0 keeps every value a table, as Redis).
     pub fn new(entries: u64, value: u64) -> PackLimits {
         PackLimits {
-            entries: entries.min(u32::MAX as u64 / 2) as usize,
+            entries: entries.min(PACKED_ENTRIES_MAX as u64) as usize,
             value: value.min(ITEM_MAX as u64) as usize,
         }
     }

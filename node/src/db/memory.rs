@@ -69,8 +69,9 @@ impl MemoryGauge {
     /// Bytes allocated now (reads the allocator), `now` being the caller's clock reading.
     pub fn refresh_at(&self, now: Instant) -> u64 {
         let bytes = self.read_into_cache();
+        // Never backwards: a caller's reading may predate another thread's refresh.
         self.refreshed_ns
-            .store(self.nanos_at(now), Ordering::Relaxed);
+            .fetch_max(self.nanos_at(now), Ordering::Relaxed);
         bytes
     }
 

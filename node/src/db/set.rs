@@ -312,14 +312,17 @@ mod tests {
         ) {
             let mut s = SetValue::default();
             let mut model = std::collections::BTreeSet::<Vec<u8>>::new();
+            let mut outgrown = false;
             for (add, m) in ops {
                 let m = vec![b'm', m];
                 if add {
+                    outgrown |= !model.contains(&m) && model.len() >= SMALL.packed.entries;
                     proptest::prop_assert_eq!(s.insert(&m, SMALL), model.insert(m.clone()));
                 } else {
                     proptest::prop_assert_eq!(s.remove(&m), model.remove(&m));
                 }
                 proptest::prop_assert_eq!(s.len(), model.len());
+                proptest::prop_assert_eq!(s.is_packed(), !outgrown);
                 let got: std::collections::BTreeSet<Vec<u8>> = members(&s).into_iter().collect();
                 proptest::prop_assert_eq!(&got, &model);
                 for m in &model {

@@ -59,6 +59,8 @@ pub struct Driven {
     /// lives, plus what it still held when it ended.
     undelivered: VecDeque<Bytes>,
     closed_at: Option<Instant>,
+    /// Set once the goodbye is queued: when to drop the stream whether or not it went out.
+    goodbye_until: Option<Instant>,
     liveness: Liveness,
 }
 
@@ -79,6 +81,7 @@ impl Driven {
             unsent: None,
             undelivered: VecDeque::new(),
             closed_at: None,
+            goodbye_until: None,
             liveness: Liveness::new(now),
         }
     }
@@ -174,11 +177,26 @@ impl Driven {
         // limit counts from then, not from when everything was sent.
         if all_sent_and_closed || self.outgoing.is_closed() {
             let since = *self.closed_at.get_or_insert(now);
-            if all_sent_and_closed || now.saturating_duration_since(since) >= LINGER_MAX {
-                // The last writes are posted and delivered, then the node hears that we are
-                // leaving (it closes its end at once, not after its silence limit).
-                stream.say_goodbye(self.started.elapsed());
-                return Err(End::Closed);
+            let lingered = now.saturating_duration_since(since);
+            if all_sent_and_closed || lingered >= LINGER_MAX {
+                // The node hears that we are leaving, behind our last writes (it closes its
+                // end at once, not after its silence limit). Over the next turns, so that
+                // the lane's other connections go on meanwhile; the stream is dropped once
+                // the goodbye is delivered or GOODBYE_WAIT has passed.
+                match self.goodbye_until {
+                    None => match stream.begin_goodbye() {
+                        Ok(()) => self.goodbye_until = Some(now + bus::stream::GOODBYE_WAIT),
+                        // Written bytes wait for the node's window: try again next turn.
+                        Err(BusError::Full { .. })
+                            if lingered < LINGER_MAX + bus::stream::GOODBYE_WAIT => {}
+                        Err(_) => return Err(End::Closed),
+                    },
+                    Some(until) if stream.goodbye_delivered() || now >= until => {
+                        return Err(End::Closed)
+                    }
+                    Some(_) => {}
+                }
+                busy = true;
             }
         }
         Ok(busy)

@@ -34,6 +34,10 @@ enum State {
     },
 }
 
+/// Rounds of read-and-execute for the requests a client sent before its goodbye: each round
+/// consumes input or the loop ends, so this only bounds a pathological case.
+const LAST_REQUESTS_ROUNDS_MAX: usize = 4096;
+
 pub struct FabricClient<C: Connection> {
     stream: Stream<C>,
     session: Session,
@@ -112,6 +116,9 @@ impl<C: Connection> FabricClient<C> {
         );
         if let Err(e) = self.stream.progress(now) {
             tracing::debug!(client = self.session.client.id(), error = %e, "fabric stream closed");
+            if self.stream.stats().goodbyes_received > 0 {
+                self.run_what_came_before_the_goodbye(scratch);
+            }
             self.done = true;
             return true;
         }
@@ -205,6 +212,26 @@ impl<C: Connection> FabricClient<C> {
     }
 
     /// Moves received bytes into the session's input, within the query buffer limit.
+    /// The client said goodbye right behind its last requests (a pipeline it did not wait
+    /// for): they run, as a TCP server runs what arrived before a FIN, and their replies,
+    /// which have nowhere to go, are dropped. Stops at a command that would block or close.
+    fn run_what_came_before_the_goodbye(&mut self, scratch: &mut [u8]) {
+        for _ in 0..LAST_REQUESTS_ROUNDS_MAX {
+            if !matches!(self.state, State::Running) || self.done {
+                break;
+            }
+            let waiting = self.session.input.len() + self.stream.readable();
+            self.read_input(scratch);
+            self.execute();
+            self.session.output.clear();
+            self.out_pos = 0;
+            let left = self.session.input.len() + self.stream.readable();
+            if left == 0 || left >= waiting {
+                break;
+            }
+        }
+    }
+
     fn read_input(&mut self, scratch: &mut [u8]) {
         if matches!(self.state, State::Closing { .. }) {
             return;

@@ -140,6 +140,41 @@ fn commands_over_a_fabric_stream() {
     assert_eq!(Stats::get(&server.stats.fabric_connected_clients), 0);
 }
 
+/// Goal: a client that sends a pipeline and says goodbye at once, without waiting for the
+/// replies, has every request run (as a TCP server runs what came before a FIN), and the
+/// node counts the goodbye and lets the client go.
+#[test]
+fn requests_sent_just_before_a_goodbye_are_run() {
+    let (server, fabric, l) = start();
+    let host = fabric.add_host().unwrap();
+    let mut c = Client::connect(&host, l.local);
+    c.call(b"PING\r\n", b"+PONG\r\n");
+    let mut req = Vec::new();
+    for _ in 0..200 {
+        req.extend_from_slice(b"*2\r\n$4\r\nINCR\r\n$3\r\nctr\r\n");
+    }
+    req.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$4\r\nlast\r\n$1\r\n1\r\n");
+    c.send(&req);
+    let until = Instant::now() + DEADLINE;
+    loop {
+        c.stream.progress(c.started.elapsed()).unwrap();
+        match c.stream.begin_goodbye() {
+            Ok(()) => break,
+            Err(bus::BusError::Full { .. }) => assert!(Instant::now() < until, "no goodbye"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    while Stats::get(&server.stats.fabric_clients_said_goodbye) == 0 {
+        let _ = c.stream.progress(c.started.elapsed());
+        assert!(Instant::now() < until, "the goodbye was not counted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut other = Client::connect(&host, l.local);
+    other.call(b"*2\r\n$3\r\nGET\r\n$3\r\nctr\r\n", b"$3\r\n200\r\n");
+    other.call(b"*2\r\n$3\r\nGET\r\n$4\r\nlast\r\n", b"$1\r\n1\r\n");
+    stop(&server, l);
+}
+
 #[test]
 fn blocking_command_is_woken_by_another_fabric_client() {
     let (server, fabric, l) = start();
