@@ -5,7 +5,6 @@ use crate::command_framework::args::is;
 use crate::command_framework::error::err;
 use crate::command_framework::sample::{self, Count};
 use crate::command_framework::{CmdError, CmdResult, Ctx};
-use crate::db::value::HashValue;
 use proto::resp::Reply;
 use rand::Rng;
 
@@ -46,25 +45,31 @@ pub fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         }
     };
     let len = hash.len();
+    // A packed hash is walked to reach a position: list its pairs once instead.
+    let packed: Option<Vec<(&[u8], &[u8])>> = hash.is_packed().then(|| hash.iter().collect());
+    let pair = |i: usize| match &packed {
+        Some(pairs) => pairs.get(i).copied(),
+        None => hash.get_index(i),
+    };
     match count {
         Count::Repeats(n) => {
             let n = sample::repeats(n)?;
             open_reply(reply, n, with_values);
             for _ in 0..n {
-                write_entry(reply, hash, rng.gen_range(0..len), with_values);
+                write_entry(reply, pair(rng.gen_range(0..len)), with_values);
             }
         }
         Count::Distinct(n) if n >= len as u64 => {
             open_reply(reply, len, with_values);
             for i in 0..len {
-                write_entry(reply, hash, i, with_values);
+                write_entry(reply, pair(i), with_values);
             }
         }
         Count::Distinct(n) => {
             let picks = sample::distinct_indexes(&mut rng, len, n as usize);
             open_reply(reply, picks.len(), with_values);
             for i in picks {
-                write_entry(reply, hash, i, with_values);
+                write_entry(reply, pair(i), with_values);
             }
         }
     }
@@ -81,9 +86,9 @@ fn open_reply(reply: &mut Reply<'_>, n: usize, with_values: bool) {
     }
 }
 
-fn write_entry(reply: &mut Reply<'_>, hash: &HashValue, i: usize, with_values: bool) {
+fn write_entry(reply: &mut Reply<'_>, pair: Option<(&[u8], &[u8])>, with_values: bool) {
     // Indexes come from below the length; should one not, a null keeps the reply framed.
-    let (field, value) = match hash.get_index(i) {
+    let (field, value) = match pair {
         Some((f, v)) => (Some(f), Some(v)),
         None => (None, None),
     };

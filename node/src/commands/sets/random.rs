@@ -120,8 +120,14 @@ pub fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Box::new(picks.into_iter())
         }
     };
+    // A packed set is walked to reach a position: list its members once instead.
+    let packed: Option<Vec<&[u8]>> = set.is_packed().then(|| set.iter().collect());
     for i in picks {
-        match set.get_index(i) {
+        let member = match &packed {
+            Some(members) => members.get(i).copied(),
+            None => set.get_index(i),
+        };
+        match member {
             Some(m) => reply.bulk(m),
             None => reply.null(),
         }
