@@ -57,7 +57,8 @@ pub const PENDING_CONTROL_MAX: usize = 64;
 /// Data WRITEs in flight at once; with the control slots this stays within the default send
 /// queue of 1024 (Valkey signals every 512th data WR, the same bound in effect).
 pub const DATA_WRITES_MAX: usize = 512;
-/// Longest a client's [`Stream::say_goodbye`] waits for its goodbye to be delivered.
+/// Longest a closing client waits for its goodbye to be delivered before it drops the stream
+/// anyway (see [`Stream::begin_goodbye`]).
 pub const GOODBYE_WAIT: Duration = Duration::from_millis(200);
 /// Why a server stream closed when its client said goodbye (the `BusError::Closed` text).
 pub const PEER_SAID_GOODBYE: &str = "the peer said goodbye";

@@ -11,8 +11,8 @@ use super::session::{
     wr_id, Role, Stream, KIND_CONTROL_SEND, KIND_DATA_WRITE, KIND_RECV, KIND_SHIFT, VALUE_MASK,
 };
 use super::{
-    CONTROL_SEND_SLOTS, GOODBYE_WAIT, KEEPALIVE_INTERVAL, PEER_SAID_GOODBYE, PENDING_CONTROL_MAX,
-    POLL_BATCH, POLL_ROUNDS_MAX,
+    CONTROL_SEND_SLOTS, KEEPALIVE_INTERVAL, PEER_SAID_GOODBYE, PENDING_CONTROL_MAX, POLL_BATCH,
+    POLL_ROUNDS_MAX,
 };
 
 impl<C: Connection> Stream<C> {
@@ -64,36 +64,12 @@ impl<C: Connection> Stream<C> {
         }
     }
 
-    /// A client's orderly close: [`begin_goodbye`](Self::begin_goodbye), then drives the
-    /// stream until [`goodbye_delivered`](Self::goodbye_delivered) or [`GOODBYE_WAIT`]
-    /// passed, then closes. `now` is the stream's clock at the call; a stream that already
-    /// failed is just closed. The server then drops its end at once instead of after its
-    /// silence limit, and posts nothing more to an endpoint about to vanish.
-    pub fn say_goodbye(&mut self, now: Duration) {
-        let started = std::time::Instant::now();
-        let mut said = false;
-        while self.closed.is_none() && self.progress(now + started.elapsed()).is_ok() {
-            if !said {
-                match self.begin_goodbye() {
-                    Ok(()) => said = true,
-                    // Bytes wait for the server's window: the goodbye goes behind them.
-                    Err(BusError::Full { .. }) => {}
-                    Err(_) => break,
-                }
-            } else if self.goodbye_delivered() {
-                break;
-            }
-            if started.elapsed() >= GOODBYE_WAIT {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        self.close("said goodbye");
-    }
-
-    /// Queues [`ControlMsg::Goodbye`] behind everything written so far (a client's only);
-    /// `Full` while written bytes still wait for the peer's window (call again after
-    /// `progress`).
+    /// A client's orderly close, first step: queues [`ControlMsg::Goodbye`] behind everything
+    /// written so far (a client's only); `Full` while written bytes still wait for the peer's
+    /// window (call again after `progress`). The caller then drives the stream until
+    /// [`goodbye_delivered`](Self::goodbye_delivered), or [`super::GOODBYE_WAIT`] has passed, and
+    /// drops it: the server closes its end at once instead of after its silence limit, and
+    /// posts nothing more to an endpoint about to vanish.
     pub fn begin_goodbye(&mut self) -> Result<()> {
         if self.role != Role::Client {
             return Err(BusError::Invalid {

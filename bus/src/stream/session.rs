@@ -42,7 +42,7 @@ pub struct StreamStats {
     pub receives: u64,
     pub keepalives_received: u64,
     pub keepalives_sent: u64,
-    /// Goodbyes received: 1 once a client said it was leaving (see `Stream::say_goodbye`).
+    /// Goodbyes received: 1 once a client said it was leaving (see `Stream::begin_goodbye`).
     pub goodbyes_received: u64,
     /// Times this side re-advertised its drained RX buffer.
     pub rx_readvertised: u64,
