@@ -12,7 +12,7 @@ use crate::command_framework::error::err;
 use crate::command_framework::scan::{self, Extra};
 use crate::command_framework::spec::{command, flags::*, KEY1};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
-use crate::db::hash::PackLimits;
+use crate::db::packed::PackLimits;
 use crate::db::value::HashValue;
 use crate::db::{Locked, Value};
 use crate::replication::propagate::WriteEffect;

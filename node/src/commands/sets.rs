@@ -14,7 +14,7 @@ use crate::command_framework::scan::{self, Extra};
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::config::keyspace_events::SET as SET_EVENTS;
-use crate::db::hash::PackLimits;
+use crate::db::packed::PackLimits;
 use crate::db::set::SetLimits;
 use crate::db::value::SetValue;
 use crate::db::{Locked, Value};

@@ -6,6 +6,9 @@
 //! representation, so their thresholds are kept, shown by CONFIG GET and rewritten, and only
 //! shape OBJECT ENCODING's answer (README: differences).
 
+use crate::db::packed::PackLimits;
+use crate::db::set::SetLimits;
+
 /// The thresholds, with Redis 7.0's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EncodingLimits {
@@ -27,13 +30,15 @@ pub struct EncodingLimits {
 impl Default for EncodingLimits {
     fn default() -> Self {
         EncodingLimits {
-            hash_max_listpack_entries: 128,
-            hash_max_listpack_value: 64,
+            // The keyspace's packing defaults (what loaded values are packed by), so the
+            // two cannot drift apart.
+            hash_max_listpack_entries: PackLimits::HASH_DEFAULT.entries as u64,
+            hash_max_listpack_value: PackLimits::HASH_DEFAULT.value as u64,
             list_max_listpack_size: -2,
             list_compress_depth: 0,
-            set_max_intset_entries: 512,
-            set_max_listpack_entries: 128,
-            set_max_listpack_value: 64,
+            set_max_intset_entries: SetLimits::DEFAULT.intset_entries as u64,
+            set_max_listpack_entries: SetLimits::DEFAULT.packed.entries as u64,
+            set_max_listpack_value: SetLimits::DEFAULT.packed.value as u64,
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             stream_node_max_entries: 100,

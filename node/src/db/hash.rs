@@ -6,48 +6,11 @@
 //! Packed, 1,000,000 hashes of 10 short fields take a quarter of the table form's memory
 //! (BENCHMARKS.md "Memory per key"); lookups walk at most the threshold's 128 fields.
 
-use super::packed::{Items, Packed, ITEM_MAX};
+use super::packed::{Items, PackLimits, Packed};
 use super::value::Hasher;
 
 /// The table form: fields in insertion order (removal swaps the last one in).
 pub type HashTable = indexmap::IndexMap<Box<[u8]>, Box<[u8]>, Hasher>;
-
-/// Most elements a packed value holds whatever the thresholds say: every lookup walks it, so
-/// a threshold of millions would make each write cost millions of comparisons (Redis bounds
-/// its listpacks by bytes instead, at 1 GB).
-pub const PACKED_ENTRIES_MAX: usize = 8192;
-
-/// When a packed aggregate must become a table (`hash-max-listpack-entries` and
-/// `hash-max-listpack-value`, or their set and sorted-set counterparts).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PackLimits {
-    /// Most elements (fields, members) a packed value holds.
-    pub entries: usize,
-    /// Longest element (field, value, member) it holds, in bytes.
-    pub value: usize,
-}
-
-impl PackLimits {
-    /// Redis 7.0's defaults for hashes: what values loaded from a file are packed by (the
-    /// configured thresholds apply from their next write).
-    pub const HASH_DEFAULT: PackLimits = PackLimits {
-        entries: 128,
-        value: 64,
-    };
-
-    /// Thresholds as configured, capped at [`PACKED_ENTRIES_MAX`] and where the packed
-    /// layout stops (a 0 keeps every value a table, as Redis).
-    pub fn new(entries: u64, value: u64) -> PackLimits {
-        PackLimits {
-            entries: entries.min(PACKED_ENTRIES_MAX as u64) as usize,
-            value: value.min(ITEM_MAX as u64) as usize,
-        }
-    }
-
-    fn fits(&self, item: &[u8]) -> bool {
-        item.len() <= self.value
-    }
-}
 
 const _: () = assert!(std::mem::size_of::<HashValue>() <= 32);
 
@@ -133,16 +96,8 @@ impl HashValue {
         let HashValue::Table(t) = self else {
             unreachable!("made a table above");
         };
-        match t.get_mut(field) {
-            Some(v) => {
-                *v = value.into();
-                false
-            }
-            None => {
-                t.insert(field.into(), value.into());
-                true
-            }
-        }
+        // One lookup, as the table form always took.
+        t.insert(field.into(), value.into()).is_none()
     }
 
     /// Removes `field`; true when it was there.
@@ -213,6 +168,7 @@ impl HashValue {
 
 #[cfg(test)]
 mod tests {
+    use super::super::packed::ITEM_MAX;
     use super::*;
 
     const SMALL: PackLimits = PackLimits {

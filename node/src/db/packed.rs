@@ -8,6 +8,44 @@
 /// budget for, and no threshold allows more (`hash-max-listpack-value` is capped below it).
 pub const ITEM_MAX: usize = 16_383;
 
+/// Most elements a packed value holds whatever the thresholds say: every lookup walks it, so
+/// a threshold of millions would make each write cost millions of comparisons (Redis bounds
+/// its listpacks by bytes instead, at 1 GB).
+pub const PACKED_ENTRIES_MAX: usize = 8192;
+
+/// When a packed aggregate must become a table (`hash-max-listpack-entries` and
+/// `hash-max-listpack-value`, or their set and sorted-set counterparts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackLimits {
+    /// Most elements (fields, members) a packed value holds.
+    pub entries: usize,
+    /// Longest element (field, value, member) it holds, in bytes.
+    pub value: usize,
+}
+
+impl PackLimits {
+    /// Redis 7.0's defaults for hashes: what values loaded from a file are packed by (the
+    /// configured thresholds apply from their next write).
+    pub const HASH_DEFAULT: PackLimits = PackLimits {
+        entries: 128,
+        value: 64,
+    };
+
+    /// Thresholds as configured, capped at [`PACKED_ENTRIES_MAX`] and where the packed
+    /// layout stops (a 0 keeps every value a table, as Redis).
+    pub fn new(entries: u64, value: u64) -> PackLimits {
+        PackLimits {
+            entries: entries.min(PACKED_ENTRIES_MAX as u64) as usize,
+            value: value.min(ITEM_MAX as u64) as usize,
+        }
+    }
+
+    /// Whether `item` is short enough to be packed.
+    pub fn fits(&self, item: &[u8]) -> bool {
+        item.len() <= self.value
+    }
+}
+
 /// Unused capacity a shrinking packed list gives back (smaller slack stays: a reallocation
 /// per removal would cost more than it saves).
 const SLACK_MAX: usize = 32;

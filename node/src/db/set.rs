@@ -8,8 +8,7 @@
 //! intset there, anything else a hash table (7.0 never converts back either). The set keeps
 //! that history in one sticky flag, so the answer is exact for every sequence of writes.
 
-use super::hash::PackLimits;
-use super::packed::{Items, Packed};
+use super::packed::{Items, PackLimits, Packed};
 use super::value::Hasher;
 
 /// The table form: members in insertion order (removal swaps the last one in).
@@ -122,26 +121,41 @@ impl SetValue {
     /// Adds `member`; true when it is new. A packed set that would break `limits` becomes a
     /// table first.
     pub fn insert(&mut self, member: &[u8], limits: SetLimits) -> bool {
-        if self.contains(member) {
-            return false;
-        }
         let grown = self.len() + 1;
+        // Parsed only while the history is all integers (a table of strings pays nothing).
+        let still_integers =
+            |was: bool| was && grown <= limits.intset_entries && is_integer(member);
         match self {
-            SetValue::Packed { only_integers, .. } | SetValue::Table { only_integers, .. } => {
-                *only_integers &= is_integer(member) && grown <= limits.intset_entries;
+            SetValue::Packed {
+                members,
+                only_integers,
+            } => {
+                if members.position(member, 1).is_some() {
+                    return false;
+                }
+                *only_integers = still_integers(*only_integers);
+                if grown <= limits.packed.entries && limits.packed.fits(member) {
+                    members.push(member);
+                    return true;
+                }
+                self.make_table();
+                let SetValue::Table { members, .. } = self else {
+                    unreachable!("made a table above");
+                };
+                members.insert(member.into())
+            }
+            // One lookup, as the table form always took.
+            SetValue::Table {
+                members,
+                only_integers,
+            } => {
+                let added = members.insert(member.into());
+                if added {
+                    *only_integers = still_integers(*only_integers);
+                }
+                added
             }
         }
-        if let SetValue::Packed { members, .. } = self {
-            if grown <= limits.packed.entries && member.len() <= limits.packed.value {
-                members.push(member);
-                return true;
-            }
-            self.make_table();
-        }
-        if let SetValue::Table { members, .. } = self {
-            members.insert(member.into());
-        }
-        true
     }
 
     /// Removes `member`; true when it was there.

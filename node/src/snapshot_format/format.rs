@@ -25,7 +25,7 @@
 //! limit before anything is allocated, preallocation is capped, and there is no nesting, so a
 //! hostile or corrupt input costs at most memory proportional to its own size and never panics.
 
-use crate::db::hash::PackLimits;
+use crate::db::packed::PackLimits;
 use crate::db::set::SetLimits;
 use crate::db::value::{HashValue, ListValue, SetValue};
 use crate::db::zset::ZSet;

@@ -4,8 +4,8 @@
 use super::load::{load_file, load_from, LoadError};
 use super::*;
 use crate::config::{Config, SaveRule};
-use crate::db::hash::PackLimits;
 use crate::db::keyspace::SHARD_COUNT;
+use crate::db::packed::PackLimits;
 use crate::db::set::SetLimits;
 use crate::db::value::{HashValue, SetValue};
 use crate::db::zset::ZSet;

@@ -10,7 +10,7 @@
 use super::input::{parse_double, Input};
 use super::listpack::{self, Entry};
 use super::{intset, rdb_type as t, stream_read, ziplist, RdbError};
-use crate::db::hash::PackLimits;
+use crate::db::packed::PackLimits;
 use crate::db::set::SetLimits;
 use crate::db::value::{HashValue, ListValue, SetValue};
 use crate::db::zset::ZSet;
