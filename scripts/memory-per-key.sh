@@ -13,8 +13,9 @@
 #   SHAPE        string: `SET key:<i> value`; hash: `HSET key:<i> f0 value ... f<FIELDS-1> value`;
 #                set: `SADD key:<i> m0-value ... m<FIELDS-1>-value` (small hashes and sets,
 #                packed by both servers: Redis's listpack; sets of strings are hash tables in
-#                redis-server 7.0) [string]
-#   FIELDS       fields per hash, members per set [10]
+#                redis-server 7.0); zset: `ZADD key:<i> 0 m0-value ... <FIELDS-1> m<FIELDS-1>-value`;
+#                list: `RPUSH key:<i> m0-value ... m<FIELDS-1>-value` [string]
+#   FIELDS       fields per hash, members per set, sorted set or list [10]
 #   SETTLE_SECS  seconds both servers idle after the load before they are read [2]
 #   KEEP_TMP=1   keep the work dir (server logs, the load file)
 set -euo pipefail
@@ -48,8 +49,8 @@ python3 - "$WORK/load.resp" "$MEM_KEYS" "$VALUE_SIZE" "$SHAPE" "$FIELDS" <<'EOF'
 import sys
 path, keys, size, shape, fields = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 value = (b"0123456789abcdef" * (size // 16 + 1))[:size]
-if shape not in ("string", "hash", "set"):
-    sys.exit(f"SHAPE={shape}: string, hash or set")
+if shape not in ("string", "hash", "set", "zset", "list"):
+    sys.exit(f"SHAPE={shape}: string, hash, set, zset or list")
 def request(*words):
     return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
 with open(path, "wb") as out:
@@ -60,8 +61,13 @@ with open(path, "wb") as out:
         elif shape == "hash":
             pairs = [w for f in range(fields) for w in (b"f%d" % f, value)]
             out.write(request(b"HSET", key, *pairs))
-        else:
+        elif shape == "set":
             out.write(request(b"SADD", key, *[b"m%d-%s" % (f, value) for f in range(fields)]))
+        elif shape == "zset":
+            pairs = [w for f in range(fields) for w in (b"%d" % f, b"m%d-%s" % (f, value))]
+            out.write(request(b"ZADD", key, *pairs))
+        else:
+            out.write(request(b"RPUSH", key, *[b"m%d-%s" % (f, value) for f in range(fields)]))
 EOF
 
 free_port() {
@@ -129,7 +135,9 @@ keys, size, shape, fields = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int
 r_eu, r_u, r_er, r_r, n_eu, n_u, n_er, n_r = map(int, sys.argv[5:])
 mib = lambda b: f"{b / 2**20:.1f} MiB"
 what = {"string": f"{size} B values", "hash": f"hashes of {fields} fields of {size} B values",
-        "set": f"sets of {fields} members of {size + 3} B"}[shape]
+        "set": f"sets of {fields} members of {size + 3} B",
+        "zset": f"sorted sets of {fields} members of {size + 3} B",
+        "list": f"lists of {fields} elements of {size + 3} B"}[shape]
 print(f"{keys} keys x {what}, loaded by redis-cli --pipe")
 print(f"| figure | redis | node | node/redis |")
 print(f"| --- | ---: | ---: | ---: |")

@@ -456,8 +456,8 @@ fn info_has_redis_fields_for_absent_features() {
 
 /// Goal: OBJECT ENCODING answers Redis 7.0's names, chosen by the encoding thresholds in the
 /// config: lists are quicklists, sets of integers intsets and other sets hash tables, small
-/// hashes and sorted sets listpacks until a threshold is passed (hashes by what they are:
-/// converted by the write that passes it, never back).
+/// hashes and sorted sets listpacks until a threshold is passed (by what they are: converted
+/// by the write that passes it, never back).
 #[test]
 fn object_encoding_answers_redis_7_0_names_by_the_thresholds() {
     let node = Node::start(&[]);
@@ -475,7 +475,15 @@ fn object_encoding_answers_redis_7_0_names_by_the_thresholds() {
     node.cli(&["CONFIG", "SET", "hash-max-ziplist-entries", "3"]);
     node.cli(&["CONFIG", "SET", "zset-max-listpack-value", "0"]);
     node.cli(&["CONFIG", "SET", "set-max-intset-entries", "3"]);
+    // A sorted set is what it is too: a new config applies at its next write that adds.
+    assert_eq!(encoding("zset"), "listpack");
+    node.cli(&["ZADD", "zset", "5", "a"]);
+    assert_eq!(encoding("zset"), "listpack");
+    node.cli(&["ZADD", "zset", "3", "c"]);
     assert_eq!(encoding("zset"), "skiplist");
+    node.cli(&["ZREM", "zset", "b", "c"]);
+    assert_eq!(encoding("zset"), "skiplist");
+    assert_eq!(node.cli(&["ZSCORE", "zset", "a"]), "5");
     // Sets answer by their history, as Redis 7.0 converts them: on the write that passes
     // the intset bound or adds a non-integer, never back.
     assert_eq!(encoding("ints"), "intset");

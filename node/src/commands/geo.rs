@@ -10,6 +10,7 @@ use crate::command_framework::args;
 use crate::command_framework::error::err;
 use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
+use crate::commands::zsets::zset_limits;
 use crate::db::zset::ZSet;
 use crate::db::{Locked, Value};
 use proto::resp::Reply;
@@ -127,6 +128,7 @@ fn geoadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.reply.integer(0);
         return Ok(());
     }
+    let limits = zset_limits(ctx);
     let entry = ctx
         .db
         .get_or_insert_with(key, || Value::ZSet(Box::new(ZSet::new())));
@@ -139,13 +141,13 @@ fn geoadd(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
             Some(_) if nx => {}
             Some(old) => {
                 if old != score {
-                    let _ = z.insert(member, score);
+                    let _ = z.insert(member, score, limits);
                     changed += 1;
                 }
             }
             None if xx => {}
             None => {
-                let _ = z.insert(member, score);
+                let _ = z.insert(member, score, limits);
                 added += 1;
             }
         }

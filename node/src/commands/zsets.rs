@@ -22,6 +22,7 @@ mod write;
 
 use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CommandSpec};
+use crate::db::packed::PackLimits;
 use crate::db::zset::{ZSet, ZSetError};
 use crate::db::{Locked, Value};
 use proto::resp::Reply;
@@ -101,6 +102,15 @@ fn keys_zmpop(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
 /// BZMPOP timeout numkeys key...
 fn keys_bzmpop(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
     numkeys_positions(args, 2, &[])
+}
+
+/// The thresholds a write packs by (`zset-max-listpack-entries`, `zset-max-listpack-value`).
+pub(crate) fn zset_limits(ctx: &crate::command_framework::Ctx<'_>) -> PackLimits {
+    let c = ctx.server.config.read();
+    PackLimits::new(
+        c.encodings.zset_max_listpack_entries,
+        c.encodings.zset_max_listpack_value,
+    )
 }
 
 /// The sorted set at `key`: None when there is no key, WRONGTYPE when it holds another type.

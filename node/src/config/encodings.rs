@@ -39,8 +39,8 @@ impl Default for EncodingLimits {
             set_max_intset_entries: SetLimits::DEFAULT.intset_entries as u64,
             set_max_listpack_entries: SetLimits::DEFAULT.packed.entries as u64,
             set_max_listpack_value: SetLimits::DEFAULT.packed.value as u64,
-            zset_max_listpack_entries: 128,
-            zset_max_listpack_value: 64,
+            zset_max_listpack_entries: PackLimits::ZSET_DEFAULT.entries as u64,
+            zset_max_listpack_value: PackLimits::ZSET_DEFAULT.value as u64,
             stream_node_max_entries: 100,
             stream_node_max_bytes: 4096,
         }

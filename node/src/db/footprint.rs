@@ -79,9 +79,13 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
                     + sampled(t.iter().map(|m| m.len()), t.len(), samples)
             }
         },
+        Value::ZSet(z) if z.is_packed() => {
+            // One allocation holds the members and scores with their length prefixes.
+            size_of::<ZSet>() + z.structure_bytes()
+        }
         Value::ZSet(z) => {
             size_of::<ZSet>()
-                + z.table_bytes()
+                + z.structure_bytes()
                 + z.len() * INDEX_BYTES_PER_ELEMENT
                 + sampled(z.iter_unordered().map(|(m, _)| m.len()), z.len(), samples)
         }

@@ -31,6 +31,9 @@ impl PackLimits {
         value: 64,
     };
 
+    /// Redis 7.0's defaults for sorted sets (`zset-max-listpack-*`), the same numbers.
+    pub const ZSET_DEFAULT: PackLimits = PackLimits::HASH_DEFAULT;
+
     /// Thresholds as configured, capped at [`PACKED_ENTRIES_MAX`] and where the packed
     /// layout stops (a 0 keeps every value a table, as Redis).
     pub fn new(entries: u64, value: u64) -> PackLimits {
@@ -160,6 +163,32 @@ impl Packed {
         self.items += 1;
     }
 
+    /// Inserts `items` before position `i` (`i` the length: appends them), each at most
+    /// [`ITEM_MAX`] bytes.
+    pub fn insert(&mut self, i: usize, items: &[&[u8]]) {
+        assert!(i <= self.len(), "insert at {i} of {} items", self.len());
+        let at = if i == self.len() {
+            self.bytes.len()
+        } else {
+            self.slots().nth(i).expect("i < len").at
+        };
+        let size = items.iter().map(|x| len_bytes(x.len()) + x.len()).sum();
+        let mut encoded = Vec::with_capacity(size);
+        for item in items {
+            assert!(
+                item.len() <= ITEM_MAX,
+                "packed item of {} bytes",
+                item.len()
+            );
+            put_len(&mut encoded, item.len());
+            encoded.extend_from_slice(item);
+        }
+        // Exactly, as `push`.
+        self.bytes.reserve_exact(size);
+        self.bytes.splice(at..at, encoded);
+        self.items += items.len() as u32;
+    }
+
     /// Replaces the item at position `i` with `item` (at most [`ITEM_MAX`] bytes).
     pub fn replace(&mut self, i: usize, item: &[u8]) {
         assert!(
@@ -247,6 +276,17 @@ mod tests {
         );
         p.remove(1, 2);
         assert_eq!(p.iter().collect::<Vec<_>>(), [&b"b"[..], b"tail"]);
+        p.insert(1, &[b"mid", &long]);
+        p.insert(0, &[b"head"]);
+        p.insert(5, &[b"end"]);
+        assert_eq!(
+            p.iter().collect::<Vec<_>>(),
+            [&b"head"[..], b"b", b"mid", &long, b"tail", b"end"]
+        );
+        assert_eq!(p.len(), 6);
+        p.remove(0, 1);
+        p.remove(1, 2);
+        p.remove(2, 1);
         p.remove(0, 2);
         assert!(p.is_empty());
         assert_eq!(p.iter().count(), 0);

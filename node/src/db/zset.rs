@@ -1,32 +1,22 @@
-//! Sorted set: members ordered by (score, member bytes), with O(1) member lookup and
-//! O(log n) insert, remove, rank and select.
+//! A sorted set value: members ordered by (score, member bytes). Packed while small (pairs in
+//! one allocation, `zset/packed.rs`), indexed once a write adds a member past
+//! `zset-max-listpack-entries` or one longer than `zset-max-listpack-value` (a hash table
+//! plus an order-statistic tree, `zset/indexed.rs`), as Redis converts its listpack to a
+//! skiplist; never packed again once indexed (Redis does not convert back either).
 //!
-//! Layout: one `IndexMap<member, Node>`. The map owns each member's bytes exactly once and
-//! answers member -> score in O(1). Each entry's [`Node`] also holds the links of an AVL tree
-//! ordered by (score, member) plus the size of its left subtree (an order-statistic tree, see
-//! `zset/tree.rs`), so ZRANK and ZRANGE by rank cost O(log n) as Redis's skiplist spans make
-//! them. Links are entry indexes (`u32`): the map's dense entry vector is the tree's arena, a
-//! node is 32 bytes, and no `unsafe` or reference counting is needed.
-//!
-//! Removal uses `swap_remove`: the last entry moves into the hole and its tree neighbours are
-//! re-pointed at its new index, O(1). Entry indexes are therefore dense `0..len`, which gives
-//! O(1) random members (ZRANDMEMBER) and a ZSCAN cursor that is stable (see [`ZSet::scan`]).
+//! Callers see one interface; which form answers is visible only to OBJECT ENCODING and
+//! MEMORY USAGE.
 
+mod indexed;
+mod packed;
 mod tree;
 
 #[cfg(test)]
 mod tests;
 
-use super::value::Hasher;
-use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
-use indexmap::IndexMap;
-
-/// "No node": the link value of an absent child or parent.
-const NIL: u32 = u32::MAX;
-
-/// Most members a sorted set may hold: links are u32 and `u32::MAX` is [`NIL`]. Unreachable in
-/// practice (it would take hundreds of gigabytes), but checked so that no input can overflow.
-pub const MAX_LEN: usize = (u32::MAX - 1) as usize;
+use super::packed::PackLimits;
+use indexed::Indexed;
+use packed::{PackedZSet, Pairs};
 
 /// Why an insert was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -37,46 +27,28 @@ pub enum ZSetError {
     Full,
 }
 
-/// A member's score and its place in the order-statistic tree.
-#[derive(Debug, Clone, Copy)]
-struct Node {
-    score: f64,
-    left: u32,
-    right: u32,
-    parent: u32,
-    /// Nodes in the left subtree: enough for rank and select, and unlike a subtree size it
-    /// never needs a sibling read to maintain.
-    left_size: u32,
-    /// AVL height of the subtree rooted here (a leaf is 1); at most ~46 for `MAX_LEN` nodes.
-    height: u8,
-}
-
-impl Node {
-    fn detached(score: f64) -> Node {
-        Node {
-            score,
-            left: NIL,
-            right: NIL,
-            parent: NIL,
-            left_size: 0,
-            height: 1,
-        }
+/// Whether (score a, member a) orders before (score b, member b). Scores are never NaN; `-0`
+/// and `0` compare equal, so their members decide, as in Redis.
+pub(crate) fn order_before(a_score: f64, a: &[u8], b_score: f64, b: &[u8]) -> bool {
+    match a_score.partial_cmp(&b_score) {
+        Some(std::cmp::Ordering::Less) => true,
+        Some(std::cmp::Ordering::Greater) => false,
+        _ => a < b,
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct ZSet {
-    map: IndexMap<Box<[u8]>, Node, Hasher>,
-    /// The tree's root node, [`NIL`] when empty.
-    root: u32,
+pub enum ZSet {
+    Packed(PackedZSet),
+    /// Boxed so that the enum stays small: most sorted sets are small.
+    Indexed(Box<Indexed>),
 }
+
+const _: () = assert!(std::mem::size_of::<ZSet>() <= 40);
 
 impl Default for ZSet {
     fn default() -> Self {
-        ZSet {
-            map: IndexMap::default(),
-            root: NIL,
-        }
+        ZSet::Packed(PackedZSet::default())
     }
 }
 
@@ -86,114 +58,147 @@ impl ZSet {
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        match self {
+            ZSet::Packed(p) => p.len(),
+            ZSet::Indexed(t) => t.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 
-    /// Bytes of the member table's slots, members' own bytes aside (MEMORY USAGE): each
-    /// holds the member's hash, its boxed slice and its tree node.
-    pub fn table_bytes(&self) -> usize {
-        let slot = 8 + std::mem::size_of::<Box<[u8]>>() + std::mem::size_of::<Node>();
-        self.map.capacity() * slot
+    /// Whether the value is in its packed form (OBJECT ENCODING `listpack`).
+    pub fn is_packed(&self) -> bool {
+        matches!(self, ZSet::Packed(_))
     }
 
-    /// Length of the longest member (for OBJECT ENCODING's listpack threshold): O(n).
-    pub fn max_member_len(&self) -> usize {
-        self.map.keys().map(|m| m.len()).max().unwrap_or(0)
+    /// Heap bytes beyond the members' own (MEMORY USAGE): the packed form's whole allocation
+    /// (members included, so `member_bytes` answers 0 for it), or the indexed form's table.
+    pub fn structure_bytes(&self) -> usize {
+        match self {
+            ZSet::Packed(p) => p.heap_bytes(),
+            ZSet::Indexed(t) => std::mem::size_of::<Indexed>() + t.table_bytes(),
+        }
     }
 
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.map.get(member).map(|n| n.score)
+        match self {
+            ZSet::Packed(p) => p.find(member).map(|(_, score)| score),
+            ZSet::Indexed(t) => t.score(member),
+        }
     }
 
     pub fn contains(&self, member: &[u8]) -> bool {
-        self.map.contains_key(member)
+        self.score(member).is_some()
     }
 
     /// Adds `member` with `score`, or moves it to `score` if present. Returns the previous
     /// score. An equal score (`-0` and `0` included) leaves the member untouched, as in Redis.
-    /// A score of `-0` is stored as `0`, as Redis's compact encoding (every sorted set of up
-    /// to 128 members) stores it.
-    pub fn insert(&mut self, member: &[u8], score: f64) -> Result<Option<f64>, ZSetError> {
+    /// A score of `-0` is stored as `0`, as Redis's listpack stores it. A packed set that a
+    /// new member would take past `limits` becomes indexed first (an existing member moves
+    /// in place, as in Redis).
+    pub fn insert(
+        &mut self,
+        member: &[u8],
+        score: f64,
+        limits: PackLimits,
+    ) -> Result<Option<f64>, ZSetError> {
         if score.is_nan() {
             return Err(ZSetError::NotANumber);
         }
         let score = if score == 0.0 { 0.0 } else { score };
-        let full = self.map.len() >= MAX_LEN;
-        // One hash and one probe whether the member is new or not.
-        let hash = self.map.hasher().hash_one(member);
-        let i = match self
-            .map
-            .raw_entry_mut_v1()
-            .from_key_hashed_nocheck(hash, member)
-        {
-            RawEntryMut::Occupied(entry) => {
-                let i = entry.index() as u32;
-                let old = entry.get().score;
-                if old != score {
-                    self.rescore(i, score);
+        match self {
+            ZSet::Packed(p) => {
+                let fits = p.len() < limits.entries && limits.fits(member);
+                if fits || p.find(member).is_some() {
+                    return Ok(p.insert(member, score));
                 }
-                return Ok(Some(old));
+                self.make_indexed();
+                self.insert(member, score, limits)
             }
-            RawEntryMut::Vacant(_) if full => return Err(ZSetError::Full),
-            RawEntryMut::Vacant(entry) => {
-                let i = entry.index() as u32;
-                entry.insert_hashed_nocheck(hash, member.into(), Node::detached(score));
-                i
-            }
+            ZSet::Indexed(t) => t.insert(member, score),
+        }
+    }
+
+    /// Rebuilds a packed set in the indexed form.
+    fn make_indexed(&mut self) {
+        let ZSet::Packed(p) = self else {
+            return;
         };
-        self.link(i);
-        Ok(None)
+        let mut indexed = Indexed::new();
+        for (member, score) in p.pairs() {
+            indexed
+                .insert(member, score)
+                .expect("a packed set's pairs fit the indexed form");
+        }
+        *self = ZSet::Indexed(Box::new(indexed));
     }
 
     /// Removes `member`; returns its score if it was present.
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        let i = self.map.get_index_of(member)?;
-        Some(self.remove_at(i as u32).1)
+        match self {
+            ZSet::Packed(p) => p.remove(member),
+            ZSet::Indexed(t) => t.remove(member),
+        }
     }
 
     /// Removes and returns the lowest-ranked member.
     pub fn pop_first(&mut self) -> Option<(Box<[u8]>, f64)> {
-        let i = self.first_node()?;
-        Some(self.remove_at(i))
+        match self {
+            ZSet::Packed(p) => p.remove_at(0),
+            ZSet::Indexed(t) => t.pop_first(),
+        }
     }
 
     /// Removes and returns the highest-ranked member.
     pub fn pop_last(&mut self) -> Option<(Box<[u8]>, f64)> {
-        let i = self.last_node()?;
-        Some(self.remove_at(i))
+        match self {
+            ZSet::Packed(p) => p.remove_at(p.len().checked_sub(1)?),
+            ZSet::Indexed(t) => t.pop_last(),
+        }
     }
 
     /// 0-based position of `member` in ascending order.
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
-        let i = self.map.get_index_of(member)?;
-        Some(self.rank_of(i as u32))
+        match self {
+            ZSet::Packed(p) => p.find(member).map(|(rank, _)| rank),
+            ZSet::Indexed(t) => t.rank(member),
+        }
     }
 
     /// The member at ascending position `rank`.
     pub fn get_by_rank(&self, rank: usize) -> Option<(&[u8], f64)> {
-        let i = self.select(rank)?;
-        Some(self.entry(i))
+        match self {
+            ZSet::Packed(p) => p.get_by_rank(rank),
+            ZSet::Indexed(t) => t.get_by_rank(rank),
+        }
     }
 
     /// How many leading members (in ascending order) satisfy `before`, which must hold for a
-    /// prefix of the order and fail after it (like `slice::partition_point`). O(log n).
+    /// prefix of the order and fail after it (like `slice::partition_point`).
     pub fn partition_point(&self, before: impl Fn(f64, &[u8]) -> bool) -> usize {
-        self.partition(before)
+        match self {
+            ZSet::Packed(p) => p.partition_point(before),
+            ZSet::Indexed(t) => t.partition_point(before),
+        }
     }
 
     /// Up to `count` members from ascending position `start`, walking up (`rev` false) or
-    /// down (`rev` true) the order. O(log n) to find the start, O(1) amortised per member.
+    /// down (`rev` true) the order.
     pub fn range(&self, start: usize, count: usize, rev: bool) -> Range<'_> {
-        let cur = if count == 0 { None } else { self.select(start) };
-        Range {
-            set: self,
-            cur: cur.unwrap_or(NIL),
-            left: count,
-            rev,
+        match self {
+            ZSet::Indexed(t) => Range::Indexed(t.range(start, count, rev)),
+            ZSet::Packed(p) if !rev => Range::Packed(p.pairs().skip(start).take(count)),
+            ZSet::Packed(p) => {
+                // Pairs only walk forward: take the window, then hand it out backwards.
+                if start >= p.len() || count == 0 {
+                    return Range::PackedDown(Vec::new().into_iter().rev());
+                }
+                let low = (start + 1).saturating_sub(count);
+                let window: Vec<_> = p.pairs().skip(low).take(start + 1 - low).collect();
+                Range::PackedDown(window.into_iter().rev())
+            }
         }
     }
 
@@ -203,136 +208,88 @@ impl ZSet {
     }
 
     /// Every member in storage order (cheaper than [`ZSet::iter`] when order is irrelevant).
-    pub fn iter_unordered(&self) -> impl Iterator<Item = (&[u8], f64)> + '_ {
-        self.map.iter().map(|(m, n)| (&**m, n.score))
+    pub fn iter_unordered(&self) -> Unordered<'_> {
+        match self {
+            ZSet::Packed(p) => Unordered::Packed(p.pairs()),
+            ZSet::Indexed(t) => Unordered::Indexed(t.iter_unordered()),
+        }
     }
 
     /// The member stored at `index` (`0..len`, storage order: for random picks).
     pub fn get_index(&self, index: usize) -> Option<(&[u8], f64)> {
-        self.map.get_index(index).map(|(m, n)| (&**m, n.score))
+        match self {
+            ZSet::Packed(p) => p.get_by_rank(index),
+            ZSet::Indexed(t) => t.get_index(index),
+        }
     }
 
     /// Removes the members at ascending positions `start..start + count`; returns how many.
-    /// O(count log n).
     pub fn remove_range(&mut self, start: usize, count: usize) -> usize {
-        let mut removed = 0;
-        // Bounded by `count` and by the set's length.
-        while removed < count {
-            match self.select(start) {
-                Some(i) => {
-                    self.remove_at(i);
-                    removed += 1;
-                }
-                None => break,
-            }
+        match self {
+            ZSet::Packed(p) => p.remove_range(start, count),
+            ZSet::Indexed(t) => t.remove_range(start, count),
         }
-        removed
     }
 
     /// One step of a ZSCAN: visits up to `count` members and returns the cursor to continue
-    /// from, 0 when the scan is complete.
-    ///
-    /// Members are visited by descending storage index; the cursor `k` means "indexes below
-    /// `k` remain". This is stable under change: an insert appends at the top (already passed,
-    /// and Redis does not promise new members), and a removal moves the last entry into the
-    /// hole: if the last entry was already visited it may be visited again (allowed), and if it
-    /// was not, its new index is below `k` as well, so it is still ahead. Every member present
-    /// for the whole scan is therefore returned at least once.
+    /// from, 0 when the scan is complete. A packed set is visited whole in one step, as Redis
+    /// answers a listpack (see [`Indexed::scan`] for the indexed form's cursor).
     pub fn scan<'a>(
         &'a self,
         cursor: u64,
         count: usize,
         mut visit: impl FnMut(&'a [u8], f64),
     ) -> u64 {
-        let len = self.len();
-        let mut k = if cursor == 0 {
-            len
-        } else {
-            usize::try_from(cursor).unwrap_or(usize::MAX).min(len)
-        };
-        let mut visited = 0;
-        while k > 0 && visited < count {
-            k -= 1;
-            let (m, n) = self.map.get_index(k).expect("k < len");
-            visit(m, n.score);
-            visited += 1;
-        }
-        k as u64
-    }
-
-    fn entry(&self, i: u32) -> (&[u8], f64) {
-        let (m, n) = self.map.get_index(i as usize).expect("node index in range");
-        (m, n.score)
-    }
-
-    /// Unlinks node `i` from the tree and removes its map entry.
-    fn remove_at(&mut self, i: u32) -> (Box<[u8]>, f64) {
-        self.unlink(i);
-        let last = (self.map.len() - 1) as u32;
-        let (member, node) = self
-            .map
-            .swap_remove_index(i as usize)
-            .expect("node index in range");
-        if i != last {
-            self.relocated(last, i);
-        }
-        (member, node.score)
-    }
-
-    /// Gives node `i` a new score, moving it in the tree only if its place changes.
-    fn rescore(&mut self, i: u32, score: f64) {
-        let prev = self.prev(i);
-        let next = self.next(i);
-        let member = self.entry(i).0;
-        let after_prev = prev.is_none_or(|p| {
-            let (pm, ps) = self.entry(p);
-            self.key_less(ps, pm, score, member)
-        });
-        let before_next = next.is_none_or(|n| {
-            let (nm, ns) = self.entry(n);
-            self.key_less(score, member, ns, nm)
-        });
-        if after_prev && before_next {
-            self.node_mut(i).score = score;
-        } else {
-            self.unlink(i);
-            self.node_mut(i).score = score;
-            self.link(i);
+        match self {
+            ZSet::Packed(p) => {
+                p.pairs().for_each(|(m, s)| visit(m, s));
+                0
+            }
+            ZSet::Indexed(t) => t.scan(cursor, count, visit),
         }
     }
 }
 
 /// Members of a [`ZSet`] in rank order, from [`ZSet::range`] or [`ZSet::iter`].
-pub struct Range<'a> {
-    set: &'a ZSet,
-    cur: u32,
-    left: usize,
-    rev: bool,
+pub enum Range<'a> {
+    Indexed(indexed::Range<'a>),
+    Packed(std::iter::Take<std::iter::Skip<Pairs<'a>>>),
+    PackedDown(std::iter::Rev<std::vec::IntoIter<(&'a [u8], f64)>>),
 }
 
 impl<'a> Iterator for Range<'a> {
     type Item = (&'a [u8], f64);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 || self.cur == NIL {
-            return None;
+        match self {
+            Range::Indexed(r) => r.next(),
+            Range::Packed(r) => r.next(),
+            Range::PackedDown(r) => r.next(),
         }
-        let item = self.set.entry(self.cur);
-        self.left -= 1;
-        let step = if self.rev {
-            self.set.prev(self.cur)
-        } else {
-            self.set.next(self.cur)
-        };
-        self.cur = step.unwrap_or(NIL);
-        Some(item)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.cur == NIL {
-            (0, Some(0))
-        } else {
-            (1.min(self.left), Some(self.left))
+        match self {
+            Range::Indexed(r) => r.size_hint(),
+            Range::Packed(r) => r.size_hint(),
+            Range::PackedDown(r) => r.size_hint(),
+        }
+    }
+}
+
+/// Members of a [`ZSet`] in storage order, from [`ZSet::iter_unordered`].
+pub enum Unordered<'a> {
+    Packed(Pairs<'a>),
+    Indexed(indexed::Unordered<'a>),
+}
+
+impl<'a> Iterator for Unordered<'a> {
+    type Item = (&'a [u8], f64);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Unordered::Packed(p) => p.next(),
+            Unordered::Indexed(i) => i.next(),
         }
     }
 }

@@ -213,7 +213,10 @@ fn zset_pairs(zset: &ZSet) -> impl Iterator<Item = (&[u8], f64)> + '_ {
 /// The only write access the format makes into a sorted set; true if `member` was new.
 /// A set over the sorted-set size limit reads as not new: the file is refused either way.
 fn zset_add(zset: &mut ZSet, member: &[u8], score: f64) -> bool {
-    matches!(zset.insert(member, score), Ok(None))
+    matches!(
+        zset.insert(member, score, PackLimits::ZSET_DEFAULT),
+        Ok(None)
+    )
 }
 
 pub fn put_header(out: &mut Vec<u8>) {
@@ -644,7 +647,7 @@ pub(crate) mod tests {
             prop::collection::vec((elem(), score()), 1..20).prop_map(|v| {
                 let mut z = ZSet::default();
                 for (m, s) in v {
-                    let _ = z.insert(&m, s);
+                    let _ = z.insert(&m, s, PackLimits::ZSET_DEFAULT);
                 }
                 Value::ZSet(Box::new(z))
             }),

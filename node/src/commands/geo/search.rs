@@ -6,6 +6,7 @@ use super::geohash::{self, Search, Shape};
 use super::{distance_text, long_lat, reply_coordinate, unit, zset};
 use crate::command_framework::error::err;
 use crate::command_framework::{args, CmdError, CmdResult, Ctx};
+use crate::commands::zsets::zset_limits;
 use crate::db::zset::ZSet;
 use crate::db::Value;
 use smallvec::SmallVec;
@@ -334,6 +335,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[&[u8]], variant: Variant, can_store: bool) -> 
                 ctx.modified(&dest);
             }
         } else {
+            let limits = zset_limits(ctx);
             let mut z = ZSet::new();
             for f in &found {
                 let score = if store_dist {
@@ -341,7 +343,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[&[u8]], variant: Variant, can_store: bool) -> 
                 } else {
                     f.score
                 };
-                let _ = z.insert(&f.member, score);
+                let _ = z.insert(&f.member, score, limits);
             }
             ctx.db.set(&dest, Value::ZSet(Box::new(z)));
             ctx.modified(&dest);

@@ -1,11 +1,9 @@
 //! OBJECT ENCODING's answer: the name Redis 7.0 gives the representation it would hold this
-//! value in. Hashes answer what they are (packed `listpack` until a write takes them past
-//! `hash-max-listpack-*`, then `hashtable` for good, as Redis). The other types keep one
-//! representation here; their answer is computed from the value's size and the thresholds in
-//! the config (`set-max-intset-entries` and the rest) as Redis would choose when loading it,
-//! so after a big value shrinks it differs from Redis's, which does not convert back.
+//! value in. Hashes and sorted sets answer what they are (packed `listpack` until a write
+//! takes them past their `*-max-listpack-*` thresholds, then `hashtable` or `skiplist` for
+//! good, as Redis). Sets answer from their history (`db::set`: 7.0 has intsets and hash
+//! tables only), lists `quicklist` (7.0 keeps every list in one), strings by their form.
 
-use crate::config::encodings::EncodingLimits;
 use crate::db::Value;
 
 /// Longest string Redis 7.0 stores embedded in its object header.
@@ -13,11 +11,7 @@ const EMBSTR_SIZE_LIMIT: usize = 44;
 
 /// `edited_in_place`: a string changed in place (SETRANGE, APPEND...), which Redis holds
 /// `raw` whatever its size.
-pub fn redis_encoding(
-    value: &Value,
-    edited_in_place: bool,
-    limits: &EncodingLimits,
-) -> &'static str {
+pub fn redis_encoding(value: &Value, edited_in_place: bool) -> &'static str {
     match value {
         Value::Int(_) => "int",
         Value::Str(s) if s.len() <= EMBSTR_SIZE_LIMIT && !edited_in_place => "embstr",
@@ -32,12 +26,8 @@ pub fn redis_encoding(
         // hold (`db::set`), whatever the set is packed as here.
         Value::Set(s) if s.is_intset_in_redis_7_0() => "intset",
         Value::Set(_) => "hashtable",
-        Value::ZSet(z)
-            if z.len() as u64 <= limits.zset_max_listpack_entries
-                && z.max_member_len() as u64 <= limits.zset_max_listpack_value =>
-        {
-            "listpack"
-        }
+        // What the sorted set is: packed until a write took it past the thresholds.
+        Value::ZSet(z) if z.is_packed() => "listpack",
         Value::ZSet(_) => "skiplist",
         Value::Stream(_) => "stream",
     }

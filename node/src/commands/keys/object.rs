@@ -84,10 +84,9 @@ pub fn container(_ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 }
 
 fn encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
-    let limits = ctx.server.config.read().encodings.clone();
     match ctx.db.peek_with_access(args[2]) {
         Some((e, access)) => {
-            let name = super::encoding::redis_encoding(&e.value, access.edited_in_place, &limits);
+            let name = super::encoding::redis_encoding(&e.value, access.edited_in_place);
             ctx.reply.bulk(name.as_bytes());
         }
         None => ctx.reply.null(),

@@ -9,7 +9,7 @@
 
 use super::parse::{LexRange, ScoreRange};
 use super::write::rank_window;
-use super::{insert_error, pair, pairs_header, zset_at};
+use super::{insert_error, pair, pairs_header, zset_at, zset_limits};
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
@@ -212,11 +212,12 @@ pub fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 pub fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let request = parse_request(args, 2, true, None, None)?;
     let dst = args[1];
+    let limits = zset_limits(ctx);
     let mut out = ZSet::new();
     if let Some(z) = zset_at(&mut ctx.db, args[2])? {
         let (start, count, rev) = window(z, &request);
         for (member, score) in z.range(start, count, rev) {
-            out.insert(member, score).map_err(insert_error)?;
+            out.insert(member, score, limits).map_err(insert_error)?;
         }
     }
     store(ctx, dst, out);

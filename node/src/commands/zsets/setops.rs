@@ -7,9 +7,10 @@
 //! smallest input and narrows it against each other one.
 
 use super::range::store;
-use super::{insert_error, pair, pairs_header, parse};
+use super::{insert_error, pair, pairs_header, parse, zset_limits};
 use crate::command_framework::args::{self, is};
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::db::packed::PackLimits;
 use crate::db::value::{Hasher, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::{Locked, Value};
@@ -262,7 +263,14 @@ fn diff(db: &mut Locked<'_>, r: &Request<'_>) -> Result<Accumulator, CmdError> {
     Ok(acc)
 }
 
-fn compute(db: &mut Locked<'_>, op: Op, r: &mut Request<'_>) -> Result<ZSet, CmdError> {
+/// The result as a sorted set, packed by `limits` when small (as Redis converts a stored
+/// result).
+fn compute(
+    db: &mut Locked<'_>,
+    op: Op,
+    r: &mut Request<'_>,
+    limits: PackLimits,
+) -> Result<ZSet, CmdError> {
     if op != Op::Diff {
         // Smallest first, as Redis orders them (this also decides summation order).
         r.inputs.sort_by_key(|i| i.len);
@@ -274,21 +282,23 @@ fn compute(db: &mut Locked<'_>, op: Op, r: &mut Request<'_>) -> Result<ZSet, Cmd
     };
     let mut z = ZSet::new();
     for (member, score) in acc {
-        z.insert(&member, score).map_err(insert_error)?;
+        z.insert(&member, score, limits).map_err(insert_error)?;
     }
     Ok(z)
 }
 
 fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op, name: &str) -> CmdResult {
     let mut r = parse_request(ctx, args, 2, op, true, false, name)?;
-    let z = compute(&mut ctx.db, op, &mut r)?;
+    let limits = zset_limits(ctx);
+    let z = compute(&mut ctx.db, op, &mut r, limits)?;
     store(ctx, args[1], z);
     Ok(())
 }
 
 fn reply_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op, name: &str) -> CmdResult {
     let mut r = parse_request(ctx, args, 1, op, false, false, name)?;
-    let z = compute(&mut ctx.db, op, &mut r)?;
+    let limits = zset_limits(ctx);
+    let z = compute(&mut ctx.db, op, &mut r, limits)?;
     pairs_header(&mut ctx.reply, z.len(), r.withscores);
     for (member, score) in z.iter() {
         pair(&mut ctx.reply, member, score, r.withscores);
@@ -347,8 +357,8 @@ mod tests {
         let keyspace = Keyspace::new();
         let mut db = Locked::lock_all(&keyspace, 0, 0);
         let mut z = ZSet::new();
-        z.insert(b"a", 1.0).unwrap();
-        z.insert(b"b", 2.0).unwrap();
+        z.insert(b"a", 1.0, PackLimits::ZSET_DEFAULT).unwrap();
+        z.insert(b"b", 2.0, PackLimits::ZSET_DEFAULT).unwrap();
         db.set(b"z", Value::ZSet(Box::new(z)));
         let mut s = SetValue::default();
         s.insert(b"b", crate::db::set::SetLimits::DEFAULT);
@@ -367,7 +377,7 @@ mod tests {
             withscores: false,
             limit: 0,
         };
-        let out = compute(&mut db, op, &mut request).unwrap();
+        let out = compute(&mut db, op, &mut request, PackLimits::ZSET_DEFAULT).unwrap();
         out.iter().map(|(m, s)| (m.to_vec(), s)).collect()
     }
 

@@ -1,12 +1,13 @@
 //! ZADD ZINCRBY ZREM ZREMRANGEBYRANK ZREMRANGEBYSCORE ZREMRANGEBYLEX.
 
 use super::parse::{self, LexRange, ScoreRange};
-use super::{insert_error, zset_at};
+use super::{insert_error, zset_at, zset_limits};
 use crate::command_framework::args::{self, is};
 use crate::command_framework::error::err;
 use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::config::keyspace_events::ZSET as ZSET_EVENTS;
+use crate::db::packed::PackLimits;
 use crate::db::zset::ZSet;
 use crate::db::Value;
 use smallvec::SmallVec;
@@ -40,6 +41,7 @@ fn add_one(
     member: &[u8],
     score: f64,
     f: AddFlags,
+    limits: PackLimits,
 ) -> Result<(Outcome, f64), CmdError> {
     match z.score(member) {
         Some(current) => {
@@ -57,14 +59,14 @@ fn add_one(
                 return Ok((Outcome::Skipped, current));
             }
             if score != current {
-                z.insert(member, score).map_err(insert_error)?;
+                z.insert(member, score, limits).map_err(insert_error)?;
                 Ok((Outcome::Updated, score))
             } else {
                 Ok((Outcome::Same, score))
             }
         }
         None if !f.xx => {
-            z.insert(member, score).map_err(insert_error)?;
+            z.insert(member, score, limits).map_err(insert_error)?;
             Ok((Outcome::Added, score))
         }
         None => Ok((Outcome::Skipped, score)),
@@ -88,10 +90,11 @@ fn add_all(
     pairs: &[&[u8]],
     scores: &[f64],
     f: AddFlags,
+    limits: PackLimits,
 ) -> (Tally, Option<CmdError>) {
     let mut t = Tally::default();
     for (pair, &score) in pairs.chunks_exact(2).zip(scores) {
-        match add_one(z, pair[1], score, f) {
+        match add_one(z, pair[1], score, f, limits) {
             Ok((outcome, s)) => {
                 match outcome {
                     Outcome::Added => t.added += 1,
@@ -166,14 +169,15 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], incr: bool) -> CmdResult {
         .map(|p| parse::score(p[0]))
         .collect::<Result<_, _>>()?;
 
+    let limits = zset_limits(ctx);
     let (tally, error) = if let Some(z) = zset_at(&mut ctx.db, key)? {
-        add_all(z, pairs, &scores, f)
+        add_all(z, pairs, &scores, f, limits)
     } else if f.xx {
         // No key and XX: nothing can be added.
         (Tally::default(), None)
     } else {
         let mut z = Box::new(ZSet::new());
-        let done = add_all(&mut z, pairs, &scores, f);
+        let done = add_all(&mut z, pairs, &scores, f, limits);
         if !z.is_empty() {
             ctx.db.set(key, Value::ZSet(z));
         }

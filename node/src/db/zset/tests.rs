@@ -1,17 +1,21 @@
-//! Goal: the sorted set behaves exactly like a plain sorted vector of (score, member) pairs.
-//! Method: fixed cases for the edges, then random operation sequences (proptest) applied to
-//! both, comparing every observable after each step and checking the tree's invariants.
+//! Goal: the sorted set behaves exactly like a plain sorted vector of (score, member) pairs,
+//! in either form and across the conversion between them.
+//! Method: fixed cases for the edges of the indexed form, then random operation sequences
+//! (proptest) applied to the indexed form, and to the whole value under small packing
+//! thresholds, and to the model, comparing every observable after each step and checking the
+//! tree's invariants.
 
+use super::indexed::Indexed;
 use super::*;
 use proptest::prelude::*;
 
-fn members(z: &ZSet) -> Vec<(Vec<u8>, f64)> {
+fn members(z: &Indexed) -> Vec<(Vec<u8>, f64)> {
     z.iter().map(|(m, s)| (m.to_vec(), s)).collect()
 }
 
 #[test]
 fn orders_by_score_then_member() {
-    let mut z = ZSet::new();
+    let mut z = Indexed::new();
     assert_eq!(z.insert(b"b", 1.0), Ok(None));
     assert_eq!(z.insert(b"a", 1.0), Ok(None));
     assert_eq!(z.insert(b"c", 0.5), Ok(None));
@@ -36,7 +40,7 @@ fn orders_by_score_then_member() {
 
 #[test]
 fn update_moves_and_equal_score_keeps() {
-    let mut z = ZSet::new();
+    let mut z = Indexed::new();
     for (i, m) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
         z.insert(*m, i as f64).unwrap();
     }
@@ -57,7 +61,7 @@ fn update_moves_and_equal_score_keeps() {
 
 #[test]
 fn pops_and_removals_relink_moved_entries() {
-    let mut z = ZSet::new();
+    let mut z = Indexed::new();
     for i in 0..100u32 {
         z.insert(format!("m{i:03}").as_bytes(), f64::from(i % 7))
             .unwrap();
@@ -79,7 +83,7 @@ fn pops_and_removals_relink_moved_entries() {
 
 #[test]
 fn range_walks_both_ways() {
-    let mut z = ZSet::new();
+    let mut z = Indexed::new();
     for i in 0..10 {
         z.insert(&[b'a' + i], f64::from(i)).unwrap();
     }
@@ -95,7 +99,7 @@ fn range_walks_both_ways() {
 
 #[test]
 fn scan_returns_survivors_despite_churn() {
-    let mut z = ZSet::new();
+    let mut z = Indexed::new();
     for i in 0..500 {
         z.insert(format!("k{i}").as_bytes(), f64::from(i)).unwrap();
     }
@@ -178,7 +182,7 @@ proptest! {
 
     #[test]
     fn matches_sorted_vector_model(ops in proptest::collection::vec(op(), 1..200)) {
-        let mut z = ZSet::new();
+        let mut z = Indexed::new();
         let mut model: Vec<(Vec<u8>, f64)> = Vec::new();
         for op in ops {
             match op {
@@ -233,4 +237,141 @@ proptest! {
             prop_assert_eq!(z.partition_point(|s, _| s < 0.0), below_zero);
         }
     }
+}
+
+fn zset_members(z: &ZSet) -> Vec<(Vec<u8>, f64)> {
+    z.iter().map(|(m, s)| (m.to_vec(), s)).collect()
+}
+
+/// Every ranged read of the whole value against the model.
+fn check_reads(z: &ZSet, model: &[(Vec<u8>, f64)]) -> Result<(), TestCaseError> {
+    prop_assert_eq!(z.len(), model.len());
+    prop_assert_eq!(&zset_members(z), model);
+    for (rank, (m, s)) in model.iter().enumerate() {
+        prop_assert_eq!(z.rank(m), Some(rank));
+        prop_assert_eq!(z.score(m), Some(*s));
+        prop_assert!(z.contains(m));
+        prop_assert_eq!(z.get_by_rank(rank), Some((&m[..], *s)));
+    }
+    prop_assert_eq!(z.get_by_rank(model.len()), None);
+    // Every window both ways, including ones that run off either end.
+    for start in 0..=model.len() + 1 {
+        for count in 0..=model.len() + 1 {
+            let up: Vec<_> = z
+                .range(start, count, false)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect();
+            let expect_up: Vec<_> = model.iter().skip(start).take(count).cloned().collect();
+            prop_assert_eq!(up, expect_up);
+            let down: Vec<_> = z
+                .range(start, count, true)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect();
+            let expect_down: Vec<_> = if start < model.len() {
+                model[..=start].iter().rev().take(count).cloned().collect()
+            } else {
+                Vec::new()
+            };
+            prop_assert_eq!(down, expect_down);
+        }
+    }
+    let below_zero = model.iter().filter(|e| e.1 < 0.0).count();
+    prop_assert_eq!(z.partition_point(|s, _| s < 0.0), below_zero);
+    let mut unordered: Vec<_> = z.iter_unordered().map(|(m, s)| (m.to_vec(), s)).collect();
+    model_sort(&mut unordered);
+    prop_assert_eq!(&unordered, model);
+    let mut by_index: Vec<_> = (0..model.len())
+        .map(|i| z.get_index(i).map(|(m, s)| (m.to_vec(), s)).unwrap())
+        .collect();
+    model_sort(&mut by_index);
+    prop_assert_eq!(&by_index, model);
+    // A whole scan sees every member (a packed set answers in one step).
+    let mut scanned = Vec::new();
+    let mut cursor = 0;
+    loop {
+        cursor = z.scan(cursor, 3, |m, s| scanned.push((m.to_vec(), s)));
+        if cursor == 0 {
+            break;
+        }
+    }
+    model_sort(&mut scanned);
+    scanned.dedup();
+    prop_assert_eq!(&scanned, model);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The value packs while a write keeps it within `limits`, turns indexed for good at the
+    /// first new member that breaks them, and reads the same in both forms.
+    #[test]
+    fn both_forms_match_the_model(
+        ops in proptest::collection::vec(op(), 1..120),
+        entries in 0usize..10,
+        value in 1usize..7,
+    ) {
+        let limits = PackLimits { entries, value };
+        let mut z = ZSet::new();
+        let mut model: Vec<(Vec<u8>, f64)> = Vec::new();
+        let mut packed = true;
+        for op in ops {
+            match op {
+                Op::Insert(m, s) => {
+                    let name = member_name(m);
+                    let stored = if s == 0.0 { 0.0 } else { s };
+                    let old = model.iter().position(|e| e.0 == name);
+                    if old.is_none() && (model.len() + 1 > entries || name.len() > value) {
+                        packed = false;
+                    }
+                    let expect = old.map(|i| model[i].1);
+                    prop_assert_eq!(z.insert(&name, s, limits).unwrap(), expect);
+                    match old {
+                        Some(i) if model[i].1 != s => model[i].1 = stored,
+                        Some(_) => {}
+                        None => model.push((name, stored)),
+                    }
+                    model_sort(&mut model);
+                }
+                Op::Remove(m) => {
+                    let name = member_name(m);
+                    let old = model.iter().position(|e| e.0 == name).map(|i| model.remove(i).1);
+                    prop_assert_eq!(z.remove(&name), old);
+                }
+                Op::PopFirst => {
+                    let expect = if model.is_empty() { None } else { Some(model.remove(0)) };
+                    prop_assert_eq!(z.pop_first().map(|(m, s)| (m.to_vec(), s)), expect);
+                }
+                Op::PopLast => {
+                    prop_assert_eq!(z.pop_last().map(|(m, s)| (m.to_vec(), s)), model.pop());
+                }
+                Op::RemoveRange(start, count) => {
+                    let end = (start + count).min(model.len()).max(start.min(model.len()));
+                    let expect = end - start.min(model.len());
+                    model.drain(start.min(model.len())..end);
+                    prop_assert_eq!(z.remove_range(start, count), expect);
+                }
+            }
+            prop_assert_eq!(z.is_packed(), packed);
+            check_reads(&z, &model)?;
+        }
+    }
+}
+
+#[test]
+fn a_nan_score_is_refused_in_either_form_and_minus_zero_is_stored_as_zero() {
+    let small = PackLimits::ZSET_DEFAULT;
+    let mut z = ZSet::new();
+    assert_eq!(z.insert(b"n", f64::NAN, small), Err(ZSetError::NotANumber));
+    z.insert(b"z", -0.0, small).unwrap();
+    assert!(z.score(b"z").unwrap().is_sign_positive());
+    assert!(z.is_packed());
+    let tight = PackLimits {
+        entries: 1,
+        value: 64,
+    };
+    z.insert(b"second", 1.0, tight).unwrap();
+    assert!(!z.is_packed());
+    assert_eq!(z.insert(b"n", f64::NAN, tight), Err(ZSetError::NotANumber));
+    assert_eq!(z.len(), 2);
 }

@@ -1,22 +1,22 @@
-//! The order-statistic AVL tree threaded through a [`ZSet`]'s map entries.
+//! The order-statistic AVL tree threaded through an [`Indexed`]'s map entries.
 //!
 //! Nodes are map entries addressed by index; each keeps parent and child links, the size of
 //! its left subtree (for rank and select) and its height (for balance). Every walk is
 //! iterative and bounded by the tree height, which AVL balance keeps below 1.45 log2(n + 2):
-//! under 47 for [`super::MAX_LEN`] nodes.
+//! under 47 for [`super::indexed::MAX_LEN`] nodes.
 //!
 //! Large sets are bound by cache misses, one per node visited, so the operations are shaped
 //! to visit the search path only: left-subtree counts let rank, select and partition read no
 //! siblings, an insert counts itself on the way down, and rebalancing stops at the first
 //! subtree whose height is unchanged (amortised O(1) levels).
 
-use super::{Node, ZSet, NIL};
+use super::indexed::{Indexed, Node, NIL};
 use std::cmp::Ordering;
 
 /// Upper bound on any root-to-leaf walk (AVL height for `u32::MAX` nodes is under 47).
 const MAX_HEIGHT: usize = 64;
 
-impl ZSet {
+impl Indexed {
     pub(super) fn node(&self, i: u32) -> &Node {
         &self.map[i as usize]
     }
@@ -33,14 +33,9 @@ impl ZSet {
         }
     }
 
-    /// Whether (score a, member a) orders before (score b, member b). Scores are never NaN;
-    /// `-0` and `0` compare equal, so their members decide, as in Redis.
+    /// Whether (score a, member a) orders before (score b, member b).
     pub(super) fn key_less(&self, a_score: f64, a: &[u8], b_score: f64, b: &[u8]) -> bool {
-        match a_score.partial_cmp(&b_score) {
-            Some(Ordering::Less) => true,
-            Some(Ordering::Greater) => false,
-            _ => a < b,
-        }
+        super::order_before(a_score, a, b_score, b)
     }
 
     fn node_less(&self, a: u32, b: u32) -> bool {

@@ -71,8 +71,9 @@ fn sample_values() -> Vec<(&'static [u8], Value)> {
     set.insert(b"a", SetLimits::DEFAULT);
     set.insert(b"b", SetLimits::DEFAULT);
     let mut zset = ZSet::default();
-    zset.insert(b"x", 1.5).unwrap();
-    zset.insert(b"y", f64::NEG_INFINITY).unwrap();
+    zset.insert(b"x", 1.5, PackLimits::ZSET_DEFAULT).unwrap();
+    zset.insert(b"y", f64::NEG_INFINITY, PackLimits::ZSET_DEFAULT)
+        .unwrap();
     vec![
         (b"str", Value::Str(b"hello".as_slice().into())),
         (b"int", Value::Int(-42)),

@@ -173,7 +173,7 @@ fn zset_add(zset: &mut ZSet, member: &[u8], score: f64, input: &Input<'_>) -> Re
     if score.is_nan() {
         return Err(input.corrupt("NaN score"));
     }
-    match zset.insert(member, score) {
+    match zset.insert(member, score, PackLimits::ZSET_DEFAULT) {
         Ok(None) => Ok(()),
         Ok(Some(_)) => Err(input.corrupt("duplicate sorted set member")),
         Err(_) => Err(input.corrupt("sorted set over its size limit")),
