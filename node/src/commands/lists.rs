@@ -19,7 +19,8 @@ mod read;
 
 use crate::command_framework::args::is;
 use crate::command_framework::spec::{command, flags::*, KeySpec, KEY1, KEY1_2};
-use crate::command_framework::{CmdError, CommandSpec};
+use crate::command_framework::{CmdError, CommandSpec, Ctx};
+use crate::db::list::ListLimits;
 use crate::db::value::ListValue;
 use crate::db::{Locked, Value};
 use smallvec::SmallVec;
@@ -90,6 +91,11 @@ impl End {
             End::Right => "rpush",
         }
     }
+}
+
+/// The thresholds a write packs by (`list-max-listpack-size`).
+fn list_limits(ctx: &Ctx<'_>) -> ListLimits {
+    ListLimits::from_size(ctx.server.config.read().encodings.list_max_listpack_size)
 }
 
 /// The list stored at `key`: None when there is no key, WRONGTYPE when it holds another type.

@@ -95,7 +95,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[&[u8]], read_only: bool) -> CmdResult {
     let key = args[1];
     let (mut elements, is_set, is_zset) = match ctx.db.get(key).map(|e| &e.value) {
         None => (Vec::new(), false, false),
-        Some(Value::List(l)) => (l.iter().cloned().collect(), false, false),
+        Some(Value::List(l)) => (l.iter().map(Key::from).collect(), false, false),
         Some(Value::Set(s)) => (s.iter().map(Key::from).collect(), true, false),
         Some(Value::ZSet(z)) => (z.iter().map(|(m, _)| Key::from(m)).collect(), false, true),
         Some(_) => return Err(CmdError::WrongType),
@@ -220,15 +220,18 @@ fn answer(ctx: &mut Ctx<'_>, picked: &[Key], gets: &[&[u8]]) {
 /// STORE: the result becomes a list at `dest` (whatever it held, its TTL too; what GET
 /// finds nothing for is stored empty); an empty result deletes `dest`. Answers its length.
 fn store(ctx: &mut Ctx<'_>, dest: &[u8], picked: &[Key], gets: &[&[u8]]) -> CmdResult {
+    let limits = crate::db::list::ListLimits::from_size(
+        ctx.server.config.read().encodings.list_max_listpack_size,
+    );
     let mut list = crate::db::value::ListValue::new();
     for element in picked {
         if gets.is_empty() {
-            list.push_back(element.clone());
+            list.push_back(element, limits);
             continue;
         }
         for pattern in gets {
             let value = lookup::value_named(&mut ctx.db, pattern, element).unwrap_or_default();
-            list.push_back(value.into_boxed_slice());
+            list.push_back(&value, limits);
         }
     }
     let len = list.len();

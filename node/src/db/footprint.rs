@@ -52,11 +52,16 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
     match value {
         Value::Str(s) => s.len(),
         Value::Int(_) => 0,
-        Value::List(l) => {
-            size_of::<ListValue>()
-                + l.capacity() * size_of::<Box<[u8]>>()
-                + sampled(l.iter().map(|e| e.len()), l.len(), samples)
-        }
+        Value::List(l) => match l.deque() {
+            // One allocation holds the elements with their length prefixes.
+            None => size_of::<ListValue>() + l.packed_bytes().unwrap_or(0),
+            Some(d) => {
+                size_of::<ListValue>()
+                    + size_of::<super::list::ListDeque>()
+                    + d.capacity() * size_of::<Box<[u8]>>()
+                    + sampled(d.iter().map(|e| e.len()), d.len(), samples)
+            }
+        },
         Value::Hash(h) => match h.table() {
             // One allocation holds the fields and values with their length prefixes.
             None => size_of::<HashValue>() + h.packed_bytes().unwrap_or(0),
@@ -113,7 +118,7 @@ mod tests {
     use super::*;
 
     fn list(items: &[&[u8]]) -> Value {
-        Value::List(Box::new(items.iter().map(|i| (*i).into()).collect()))
+        Value::List(Box::new(items.iter().copied().collect()))
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod hash;
 pub mod hidden_slots;
 pub mod image;
 pub mod keyspace;
+pub mod list;
 pub mod locked;
 pub mod memory;
 pub mod packed;

@@ -95,6 +95,16 @@ impl Packed {
         self.items == 0
     }
 
+    /// Bytes the items take with their length prefixes (what a byte threshold bounds).
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Heap bytes an item of `len` bytes adds: its length prefix and its bytes.
+    pub fn item_bytes(len: usize) -> usize {
+        len_bytes(len) + len
+    }
+
     /// Heap bytes held (for MEMORY USAGE).
     pub fn heap_bytes(&self) -> usize {
         self.bytes.capacity()

@@ -5,7 +5,6 @@
 
 use super::stream::Stream;
 use super::zset::ZSet;
-use std::collections::VecDeque;
 
 /// A key or element as stored: exactly its bytes, no spare capacity.
 pub type Key = Box<[u8]>;
@@ -13,8 +12,8 @@ pub type Key = Box<[u8]>;
 /// be chosen to collide.
 pub type Hasher = ahash::RandomState;
 pub use super::hash::HashValue;
+pub use super::list::ListValue;
 pub use super::set::SetValue;
-pub type ListValue = VecDeque<Box<[u8]>>;
 
 #[derive(Debug, Clone)]
 pub enum Value {

@@ -25,6 +25,7 @@
 //! limit before anything is allocated, preallocation is capped, and there is no nesting, so a
 //! hostile or corrupt input costs at most memory proportional to its own size and never panics.
 
+use crate::db::list::ListLimits;
 use crate::db::packed::PackLimits;
 use crate::db::set::SetLimits;
 use crate::db::value::{HashValue, ListValue, SetValue};
@@ -451,9 +452,10 @@ impl<R: Read> Decoder<R> {
             tag::INT => Value::Int(unzigzag(self.varint()?)),
             tag::LIST => {
                 let n = self.count("list", 1)?;
-                let mut list = ListValue::with_capacity(n.min(PREALLOC_MAX));
+                // Packed by Redis's default threshold until it outgrows it (`db::list`).
+                let mut list = ListValue::new();
                 for _ in 0..n {
-                    list.push_back(self.bytes()?);
+                    list.push_back(&self.bytes()?, ListLimits::DEFAULT);
                 }
                 Value::List(Box::new(list))
             }
@@ -629,7 +631,7 @@ pub(crate) mod tests {
             elem().prop_map(|e| Value::Str(e.into())),
             any::<i64>().prop_map(Value::Int),
             prop::collection::vec(elem(), 1..20)
-                .prop_map(|v| Value::List(Box::new(v.into_iter().map(Into::into).collect()))),
+                .prop_map(|v| Value::List(Box::new(v.iter().map(|e| &e[..]).collect()))),
             prop::collection::vec((elem(), elem()), 1..20).prop_map(|v| {
                 let mut h = HashValue::default();
                 for (f, x) in v {

@@ -1,9 +1,10 @@
 //! Commands that add, replace or remove elements in place: LPUSH RPUSH LPUSHX RPUSHX
 //! LINSERT LSET LREM LTRIM.
 
-use super::{index, list_mut, End};
+use super::{index, list_limits, list_mut, End};
 use crate::command_framework::args::{self, is};
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::db::list::ListLimits;
 use crate::db::value::ListValue;
 use crate::db::Value;
 
@@ -16,6 +17,7 @@ pub(super) fn push(
     elements: &[&[u8]],
     create: bool,
 ) -> Result<usize, CmdError> {
+    let limits = list_limits(ctx);
     let list = match list_mut(&mut ctx.db, key)? {
         Some(list) => list,
         None if create => {
@@ -24,7 +26,7 @@ pub(super) fn push(
         }
         None => return Ok(0),
     };
-    push_into(list, end, elements.iter().map(|e| Box::<[u8]>::from(*e)));
+    push_into(list, end, elements.iter().copied(), limits);
     let len = list.len();
     ctx.modified(key);
     ctx.signal_ready(key);
@@ -32,15 +34,16 @@ pub(super) fn push(
 }
 
 /// Pushes elements one by one, as Redis does: LPUSH a b c leaves c first.
-pub(super) fn push_into(
+pub(super) fn push_into<'e>(
     list: &mut ListValue,
     end: End,
-    elements: impl IntoIterator<Item = Box<[u8]>>,
+    elements: impl IntoIterator<Item = &'e [u8]>,
+    limits: ListLimits,
 ) {
     for e in elements {
         match end {
-            End::Left => list.push_front(e),
-            End::Right => list.push_back(e),
+            End::Left => list.push_front(e, limits),
+            End::Right => list.push_back(e, limits),
         }
     }
 }
@@ -78,15 +81,16 @@ pub fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     };
     let (key, pivot, element) = (args[1], args[3], args[4]);
+    let limits = list_limits(ctx);
     let Some(list) = list_mut(&mut ctx.db, key)? else {
         ctx.reply.integer(0);
         return Ok(());
     };
-    let Some(at) = list.iter().position(|e| **e == *pivot) else {
+    let Some(at) = list.iter().position(|e| e == pivot) else {
         ctx.reply.integer(-1);
         return Ok(());
     };
-    list.insert(at + usize::from(after), element.into());
+    list.insert(at + usize::from(after), element, limits);
     let len = list.len();
     ctx.modified(key);
     ctx.signal_ready(key);
@@ -97,9 +101,10 @@ pub fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 /// LSET key index element.
 pub fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let key = args[1];
+    let limits = list_limits(ctx);
     let list = list_mut(&mut ctx.db, key)?.ok_or(CmdError::NoSuchKey)?;
     let at = index::position(args::int(args[2])?, list.len()).ok_or(CmdError::IndexOutOfRange)?;
-    list[at] = args[3].into();
+    list.set(at, args[3], limits);
     ctx.modified(key);
     ctx.reply.ok();
     Ok(())
@@ -131,14 +136,14 @@ fn remove_matches(list: &mut ListValue, element: &[u8], count: i64) -> usize {
     };
     // From the tail: the last `limit` matches go, so the first `matches - limit` stay.
     let mut keep_first = if count < 0 {
-        let matches = list.iter().filter(|e| ***e == *element).count();
+        let matches = list.iter().filter(|e| *e == element).count();
         matches.saturating_sub(limit)
     } else {
         0
     };
     let mut removed = 0;
     list.retain(|e| {
-        if **e != *element || removed == limit {
+        if e != element || removed == limit {
             return true;
         }
         if keep_first > 0 {
@@ -161,8 +166,7 @@ pub fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     match index::range(start, end, list.len()) {
         Some((first, last)) => {
-            list.truncate(last + 1);
-            list.drain(..first);
+            list.keep_range(first, last);
         }
         None => list.clear(),
     }
@@ -177,7 +181,7 @@ mod tests {
     use super::*;
 
     fn list(items: &[&str]) -> ListValue {
-        items.iter().map(|s| s.as_bytes().into()).collect()
+        items.iter().map(|s| s.as_bytes()).collect()
     }
 
     fn items(l: &ListValue) -> Vec<String> {
@@ -212,8 +216,8 @@ mod tests {
     #[test]
     fn pushes_go_one_by_one() {
         let mut l = list(&["x"]);
-        push_into(&mut l, End::Left, [b"a"[..].into(), b"b"[..].into()]);
-        push_into(&mut l, End::Right, [b"c"[..].into()]);
+        push_into(&mut l, End::Left, [&b"a"[..], b"b"], ListLimits::DEFAULT);
+        push_into(&mut l, End::Right, [&b"c"[..]], ListLimits::DEFAULT);
         assert_eq!(items(&l), ["b", "a", "x", "c"]);
     }
 }

@@ -2,7 +2,7 @@
 //! the blocking forms share with them.
 
 use super::edit::push_into;
-use super::{list_mut, End};
+use super::{list_limits, list_mut, End};
 use crate::command_framework::args::{self, is};
 use crate::command_framework::key_events::WhenGone;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
@@ -16,7 +16,7 @@ use crate::replication::propagate::WriteEffect;
 fn take(list: &mut ListValue, end: End, n: u64) -> Vec<Box<[u8]>> {
     let n = usize::try_from(n).unwrap_or(usize::MAX).min(list.len());
     match end {
-        End::Left => list.drain(..n).collect(),
+        End::Left => list.pop_front_n(n),
         End::Right => {
             let mut out = Vec::with_capacity(n);
             for _ in 0..n {
@@ -103,6 +103,7 @@ pub(super) fn lmove_core(
         Err(e) => return Err(e),
     }
     list_mut(&mut ctx.db, dst)?;
+    let limits = list_limits(ctx);
     let Some(element) = list_mut(&mut ctx.db, src)?.and_then(|l| take(l, from, 1).pop()) else {
         return Ok(None);
     };
@@ -113,7 +114,7 @@ pub(super) fn lmove_core(
         // Checked above, under the same locks.
         return Err(CmdError::WrongType);
     };
-    push_into(list, to, [element.clone()]);
+    push_into(list, to, [&element[..]], limits);
     ctx.db.remove_if_empty(src);
     ctx.name_event(LIST, from.pop_event(), WhenGone::AlsoDel);
     ctx.modified(src);
@@ -237,7 +238,7 @@ mod tests {
     use super::*;
 
     fn list(items: &[&str]) -> ListValue {
-        items.iter().map(|s| s.as_bytes().into()).collect()
+        items.iter().map(|s| s.as_bytes()).collect()
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub fn lrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     match index::range(start, end, list.len()) {
         Some((first, last)) => {
             reply.array(last - first + 1);
-            for e in list.range(first..=last) {
+            for e in list.range(first, last - first + 1) {
                 reply.bulk(e);
             }
         }
@@ -40,7 +40,7 @@ pub fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     match index::position(args::int(args[2])?, list.len()) {
-        Some(at) => reply.bulk(&list[at]),
+        Some(at) => reply.bulk(list.get(at).expect("position within the list")),
         None => reply.null(),
     }
     Ok(())
@@ -136,9 +136,14 @@ fn find(list: &ListValue, element: &[u8], o: &LposOptions) -> Vec<usize> {
     };
     let mut found = Vec::new();
     let mut matches: u64 = 0;
-    for step in 0..scan {
+    let elements: Box<dyn Iterator<Item = &[u8]>> = if from_tail {
+        Box::new(list.iter_rev())
+    } else {
+        Box::new(list.iter())
+    };
+    for (step, e) in elements.take(scan).enumerate() {
         let at = if from_tail { len - 1 - step } else { step };
-        if *list[at] != *element {
+        if e != element {
             continue;
         }
         matches += 1;
@@ -158,7 +163,7 @@ mod tests {
     use super::*;
 
     fn list(items: &[&str]) -> ListValue {
-        items.iter().map(|s| s.as_bytes().into()).collect()
+        items.iter().map(|s| s.as_bytes()).collect()
     }
 
     fn opts(rank: i64, count: Option<u64>, maxlen: u64) -> LposOptions {

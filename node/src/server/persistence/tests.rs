@@ -80,10 +80,7 @@ fn sample_values() -> Vec<(&'static [u8], Value)> {
         (
             b"list",
             Value::List(Box::new(
-                [b"1".as_slice(), b"", b"three"]
-                    .iter()
-                    .map(|e| (*e).into())
-                    .collect(),
+                [b"1".as_slice(), b"", b"three"].iter().copied().collect(),
             )),
         ),
         (b"hash", Value::Hash(Box::new(hash))),

@@ -10,12 +10,12 @@
 use super::input::{parse_double, Input};
 use super::listpack::{self, Entry};
 use super::{intset, rdb_type as t, stream_read, ziplist, RdbError};
+use crate::db::list::ListLimits;
 use crate::db::packed::PackLimits;
 use crate::db::set::SetLimits;
 use crate::db::value::{HashValue, ListValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::Value;
-use crate::snapshot_format::format::PREALLOC_MAX;
 
 /// Quicklist node containers (`QUICKLIST_NODE_CONTAINER_*`).
 const CONTAINER_PLAIN: u64 = 1;
@@ -40,9 +40,9 @@ fn body(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
         },
         t::LIST => {
             let n = input.count(1)?;
-            let mut list = ListValue::with_capacity(n.min(PREALLOC_MAX));
+            let mut list = ListValue::new();
             for _ in 0..n {
-                list.push_back(input.string()?.into_owned().into());
+                list.push_back(&input.string()?, ListLimits::DEFAULT);
             }
             list_value(list, input)?
         }
@@ -84,7 +84,7 @@ fn body(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
             let blob = input.string()?;
             let mut list = ListValue::new();
             for e in ziplist::entries(&blob)? {
-                list.push_back(e.to_bytes());
+                list.push_back(&e.to_bytes(), ListLimits::DEFAULT);
             }
             list_value(list, input)?
         }
@@ -148,7 +148,7 @@ fn quicklist(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
             return Err(input.corrupt("empty quicklist node"));
         }
         if container == CONTAINER_PLAIN {
-            list.push_back(data.into_owned().into());
+            list.push_back(&data, ListLimits::DEFAULT);
             continue;
         }
         let entries = if kind == t::LIST_QUICKLIST_2 {
@@ -157,7 +157,9 @@ fn quicklist(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
             ziplist::entries(&data)?
         };
         // Redis skips empty nodes and refuses the list only if nothing is left.
-        list.extend(entries.into_iter().map(Entry::to_bytes));
+        for e in entries {
+            list.push_back(&e.to_bytes(), ListLimits::DEFAULT);
+        }
     }
     list_value(list, input)
 }

@@ -1,0 +1,183 @@
+//! Goal: a list behaves exactly like a deque of byte strings in either form and across the
+//! conversion, and is packed exactly while no write has taken it past its limits.
+//! Method: random operation sequences (proptest) under small random limits, applied to the
+//! list and to a `VecDeque` model, comparing every read after each step.
+
+use super::*;
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    PushBack(Vec<u8>),
+    PushFront(Vec<u8>),
+    Insert(usize, Vec<u8>),
+    Set(usize, Vec<u8>),
+    PopFront,
+    PopBack,
+    PopFrontN(usize),
+    RemoveEqual(Vec<u8>),
+    KeepRange(usize, usize),
+    Clear,
+}
+
+fn element() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => proptest::collection::vec(b'a'..b'e', 0..4),
+        2 => proptest::collection::vec(any::<u8>(), 100..200),
+        // Longer than any packed item may be.
+        1 => Just(vec![b'L'; ITEM_MAX + 1]),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => element().prop_map(Op::PushBack),
+        4 => element().prop_map(Op::PushFront),
+        2 => (0usize..20, element()).prop_map(|(at, e)| Op::Insert(at, e)),
+        2 => (0usize..20, element()).prop_map(|(at, e)| Op::Set(at, e)),
+        1 => Just(Op::PopFront),
+        1 => Just(Op::PopBack),
+        1 => (0usize..5).prop_map(Op::PopFrontN),
+        1 => element().prop_map(Op::RemoveEqual),
+        1 => (0usize..10, 0usize..10).prop_map(|(a, b)| Op::KeepRange(a, b)),
+        1 => Just(Op::Clear),
+    ]
+}
+
+/// Whether a packed list holding `model` may take `len` bytes in place of `replacing`.
+fn admits(
+    limits: ListLimits,
+    model: &VecDeque<Vec<u8>>,
+    len: usize,
+    replacing: Option<usize>,
+) -> bool {
+    let bytes: usize = model.iter().map(|e| Packed::item_bytes(e.len())).sum();
+    let count = model.len() + usize::from(replacing.is_none());
+    len <= ITEM_MAX
+        && count <= limits.entries
+        && bytes + Packed::item_bytes(len) - replacing.map_or(0, Packed::item_bytes) <= limits.bytes
+}
+
+fn check_reads(list: &ListValue, model: &VecDeque<Vec<u8>>) -> Result<(), TestCaseError> {
+    prop_assert_eq!(list.len(), model.len());
+    prop_assert_eq!(list.is_empty(), model.is_empty());
+    prop_assert!(list.iter().eq(model.iter().map(|e| &e[..])));
+    prop_assert!(list.iter_rev().eq(model.iter().rev().map(|e| &e[..])));
+    for (i, e) in model.iter().enumerate() {
+        prop_assert_eq!(list.get(i), Some(&e[..]));
+    }
+    prop_assert_eq!(list.get(model.len()), None);
+    for first in 0..=model.len() + 1 {
+        for count in [0, 1, 2, model.len(), usize::MAX] {
+            let expect = model.iter().skip(first).take(count).map(|e| &e[..]);
+            prop_assert!(list.range(first, count).eq(expect), "range {first} {count}");
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn both_forms_match_a_deque(
+        ops in proptest::collection::vec(op(), 1..80),
+        size in -5i64..12,
+    ) {
+        let limits = ListLimits::from_size(size);
+        let mut list = ListValue::new();
+        let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+        let mut packed = true;
+        for op in ops {
+            match op {
+                Op::PushBack(e) => {
+                    packed &= admits(limits, &model, e.len(), None);
+                    list.push_back(&e, limits);
+                    model.push_back(e);
+                }
+                Op::PushFront(e) => {
+                    packed &= admits(limits, &model, e.len(), None);
+                    list.push_front(&e, limits);
+                    model.push_front(e);
+                }
+                Op::Insert(at, e) => {
+                    let at = at.min(model.len());
+                    packed &= admits(limits, &model, e.len(), None);
+                    list.insert(at, &e, limits);
+                    model.insert(at, e);
+                }
+                Op::Set(at, e) => {
+                    if at < model.len() {
+                        packed &= admits(limits, &model, e.len(), Some(model[at].len()));
+                        list.set(at, &e, limits);
+                        model[at] = e;
+                    }
+                }
+                Op::PopFront => {
+                    prop_assert_eq!(list.pop_front().map(Vec::from), model.pop_front());
+                }
+                Op::PopBack => {
+                    prop_assert_eq!(list.pop_back().map(Vec::from), model.pop_back());
+                }
+                Op::PopFrontN(n) => {
+                    let expect: Vec<Vec<u8>> = model.drain(..n.min(model.len())).collect();
+                    let got: Vec<Vec<u8>> = list.pop_front_n(n).into_iter().map(Vec::from).collect();
+                    prop_assert_eq!(got, expect);
+                }
+                Op::RemoveEqual(e) => {
+                    list.retain(|x| x != &e[..]);
+                    model.retain(|x| *x != e);
+                }
+                Op::KeepRange(a, b) => {
+                    if a <= b && b < model.len() {
+                        list.keep_range(a, b);
+                        model.truncate(b + 1);
+                        model.drain(..a);
+                    }
+                }
+                Op::Clear => {
+                    list.clear();
+                    model.clear();
+                    packed = true;
+                }
+            }
+            prop_assert_eq!(list.is_packed(), packed);
+            check_reads(&list, &model)?;
+        }
+    }
+}
+
+#[test]
+fn limits_read_list_max_listpack_size_as_redis() {
+    assert_eq!(
+        ListLimits::DEFAULT,
+        ListLimits {
+            entries: PACKED_ENTRIES_MAX,
+            bytes: 8192
+        }
+    );
+    assert_eq!(ListLimits::from_size(-1).bytes, 4096);
+    assert_eq!(ListLimits::from_size(-5).bytes, 65536);
+    assert_eq!(ListLimits::from_size(-100), ListLimits::from_size(-5));
+    assert_eq!(
+        ListLimits::from_size(128),
+        ListLimits {
+            entries: 128,
+            bytes: 8192
+        }
+    );
+    assert_eq!(ListLimits::from_size(0).entries, 1);
+    assert_eq!(ListLimits::from_size(i64::MAX).entries, PACKED_ENTRIES_MAX);
+}
+
+#[test]
+fn forms_compare_by_elements() {
+    let packed: ListValue = [&b"a"[..], b"b"].into_iter().collect();
+    let mut deque = ListValue::new();
+    deque.push_back(b"a", ListLimits::from_size(0));
+    deque.push_back(b"b", ListLimits::from_size(0));
+    assert!(packed.is_packed() && !deque.is_packed());
+    assert_eq!(packed, deque);
+    deque.pop_back();
+    assert_ne!(packed, deque);
+}
