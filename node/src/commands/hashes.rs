@@ -40,11 +40,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 /// The thresholds a write packs by (`hash-max-listpack-entries`, `hash-max-listpack-value`).
 pub(crate) fn pack_limits(ctx: &Ctx<'_>) -> PackLimits {
-    let c = ctx.server.config.read();
-    PackLimits::new(
-        c.encodings.hash_max_listpack_entries,
-        c.encodings.hash_max_listpack_value,
-    )
+    ctx.server.hot.hash_limits()
 }
 
 /// The hash at `key` for reading: None when there is no key, WRONGTYPE when it is no hash.

@@ -95,7 +95,7 @@ impl End {
 
 /// The thresholds a write packs by (`list-max-listpack-size`).
 fn list_limits(ctx: &Ctx<'_>) -> ListLimits {
-    ListLimits::from_size(ctx.server.config.read().encodings.list_max_listpack_size)
+    ctx.server.hot.list_limits()
 }
 
 /// The list stored at `key`: None when there is no key, WRONGTYPE when it holds another type.

@@ -14,7 +14,6 @@ use crate::command_framework::scan::{self, Extra};
 use crate::command_framework::spec::{command, flags::*, KeySpec, ALL_ARGS_KEYS, KEY1, KEY1_2};
 use crate::command_framework::{CmdError, CmdResult, CommandSpec, Ctx};
 use crate::config::keyspace_events::SET as SET_EVENTS;
-use crate::db::packed::PackLimits;
 use crate::db::set::SetLimits;
 use crate::db::value::SetValue;
 use crate::db::{Locked, Value};
@@ -44,14 +43,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 /// The thresholds a write packs by (`set-max-listpack-entries`, `set-max-listpack-value`)
 /// and the intset bound OBJECT ENCODING answers by (`set-max-intset-entries`).
 pub(crate) fn set_limits(ctx: &Ctx<'_>) -> SetLimits {
-    let c = ctx.server.config.read();
-    SetLimits {
-        packed: PackLimits::new(
-            c.encodings.set_max_listpack_entries,
-            c.encodings.set_max_listpack_value,
-        ),
-        intset_entries: c.encodings.set_max_intset_entries.min(usize::MAX as u64) as usize,
-    }
+    ctx.server.hot.set_limits()
 }
 
 /// The set at `key`: None when there is no key, WRONGTYPE when it is no set.

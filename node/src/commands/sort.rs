@@ -220,9 +220,7 @@ fn answer(ctx: &mut Ctx<'_>, picked: &[Key], gets: &[&[u8]]) {
 /// STORE: the result becomes a list at `dest` (whatever it held, its TTL too; what GET
 /// finds nothing for is stored empty); an empty result deletes `dest`. Answers its length.
 fn store(ctx: &mut Ctx<'_>, dest: &[u8], picked: &[Key], gets: &[&[u8]]) -> CmdResult {
-    let limits = crate::db::list::ListLimits::from_size(
-        ctx.server.config.read().encodings.list_max_listpack_size,
-    );
+    let limits = ctx.server.hot.list_limits();
     let mut list = crate::db::value::ListValue::new();
     for element in picked {
         if gets.is_empty() {

@@ -106,11 +106,7 @@ fn keys_bzmpop(args: &[&[u8]]) -> SmallVec<[usize; 16]> {
 
 /// The thresholds a write packs by (`zset-max-listpack-entries`, `zset-max-listpack-value`).
 pub(crate) fn zset_limits(ctx: &crate::command_framework::Ctx<'_>) -> PackLimits {
-    let c = ctx.server.config.read();
-    PackLimits::new(
-        c.encodings.zset_max_listpack_entries,
-        c.encodings.zset_max_listpack_value,
-    )
+    ctx.server.hot.zset_limits()
 }
 
 /// The sorted set at `key`: None when there is no key, WRONGTYPE when it holds another type.

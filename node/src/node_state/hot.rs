@@ -2,7 +2,10 @@
 
 use crate::config::{Config, EvictionPolicy};
 use crate::db::frequency::LfuParams;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use crate::db::list::ListLimits;
+use crate::db::packed::PackLimits;
+use crate::db::set::SetLimits;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 pub struct HotConfig {
     pub maxmemory: AtomicU64,
@@ -35,6 +38,22 @@ pub struct HotConfig {
     pub busy_reply_threshold_ms: AtomicU64,
     /// `replica-serve-stale-data`, read by every command of a replica.
     pub replica_serve_stale_data: AtomicBool,
+    /// The packing thresholds (`*-max-listpack-*`, `set-max-intset-entries`), read by every
+    /// write to a hash, set, sorted set or list.
+    encodings: EncodingAtomics,
+}
+
+/// The encoding thresholds as atomics, see [`HotConfig::hash_limits`] and the rest.
+#[derive(Default)]
+struct EncodingAtomics {
+    hash_entries: AtomicU64,
+    hash_value: AtomicU64,
+    set_entries: AtomicU64,
+    set_value: AtomicU64,
+    set_intset_entries: AtomicU64,
+    zset_entries: AtomicU64,
+    zset_value: AtomicU64,
+    list_size: AtomicI64,
 }
 
 const POLICIES: [EvictionPolicy; 8] = [
@@ -73,6 +92,7 @@ impl From<&Config> for HotConfig {
             notify_keyspace_events: AtomicU32::new(0),
             busy_reply_threshold_ms: AtomicU64::new(5000),
             replica_serve_stale_data: AtomicBool::new(true),
+            encodings: EncodingAtomics::default(),
         };
         hot.update(c);
         hot
@@ -125,6 +145,43 @@ impl HotConfig {
         self.repl_sync_acks.store(c.repl_sync_acks, Relaxed);
         self.repl_sync_timeout_ms
             .store(c.repl_sync_timeout_ms, Relaxed);
+        let (e, a) = (&c.encodings, &self.encodings);
+        a.hash_entries.store(e.hash_max_listpack_entries, Relaxed);
+        a.hash_value.store(e.hash_max_listpack_value, Relaxed);
+        a.set_entries.store(e.set_max_listpack_entries, Relaxed);
+        a.set_value.store(e.set_max_listpack_value, Relaxed);
+        a.set_intset_entries
+            .store(e.set_max_intset_entries, Relaxed);
+        a.zset_entries.store(e.zset_max_listpack_entries, Relaxed);
+        a.zset_value.store(e.zset_max_listpack_value, Relaxed);
+        a.list_size.store(e.list_max_listpack_size, Relaxed);
+    }
+
+    /// What a hash write packs by (`hash-max-listpack-entries`, `hash-max-listpack-value`).
+    pub fn hash_limits(&self) -> PackLimits {
+        let a = &self.encodings;
+        PackLimits::new(a.hash_entries.load(Relaxed), a.hash_value.load(Relaxed))
+    }
+
+    /// What a set write packs by (`set-max-listpack-*`) and the intset bound OBJECT ENCODING
+    /// answers by (`set-max-intset-entries`).
+    pub fn set_limits(&self) -> SetLimits {
+        let a = &self.encodings;
+        SetLimits {
+            packed: PackLimits::new(a.set_entries.load(Relaxed), a.set_value.load(Relaxed)),
+            intset_entries: a.set_intset_entries.load(Relaxed).min(usize::MAX as u64) as usize,
+        }
+    }
+
+    /// What a sorted set write packs by (`zset-max-listpack-entries`, `-value`).
+    pub fn zset_limits(&self) -> PackLimits {
+        let a = &self.encodings;
+        PackLimits::new(a.zset_entries.load(Relaxed), a.zset_value.load(Relaxed))
+    }
+
+    /// What a list write packs by (`list-max-listpack-size`).
+    pub fn list_limits(&self) -> ListLimits {
+        ListLimits::from_size(self.encodings.list_size.load(Relaxed))
     }
 
     pub fn policy(&self) -> EvictionPolicy {
