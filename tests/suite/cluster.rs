@@ -351,6 +351,39 @@ fn unserved_slots_answer_clusterdown() {
     assert_eq!(node.cli(&["SET", "foo", "1"]), "OK");
 }
 
+/// Goal: CLUSTER FLUSHSLOTS and REPLICATE, which count the node's keys, answer inside
+/// MULTI/EXEC: EXEC holds every shard of the database, and counting by locking each shard
+/// again deadlocked the connection's thread (and every client on it).
+#[test]
+fn key_counting_cluster_commands_answer_inside_exec() {
+    let node = Node::start(CLUSTER);
+    assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "99"]), "OK");
+    let c = redis::Client::open(format!("redis://127.0.0.1:{}/", node.port)).unwrap();
+    let mut c = c.get_connection().unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    cmd(&mut c, &["MULTI"]).unwrap();
+    assert_eq!(
+        cmd(&mut c, &["CLUSTER", "FLUSHSLOTS"]).unwrap(),
+        Value::SimpleString("QUEUED".into())
+    );
+    assert_eq!(
+        cmd(&mut c, &["EXEC"]).expect("EXEC answers"),
+        Value::Array(vec![Value::Okay])
+    );
+    cmd(&mut c, &["MULTI"]).unwrap();
+    let unknown = "0123456789012345678901234567890123456789";
+    assert_eq!(
+        cmd(&mut c, &["CLUSTER", "REPLICATE", unknown]).unwrap(),
+        Value::SimpleString("QUEUED".into())
+    );
+    // The client library turns an error inside EXEC's reply into an error of the call.
+    let e = cmd(&mut c, &["EXEC"]).expect_err("REPLICATE of an unknown node fails");
+    assert!(e.to_string().contains("Unknown node"), "{e}");
+    assert_eq!(node.cli(&["CLUSTER", "COUNTKEYSINSLOT", "5"]), "0");
+    assert!(node.cli(&["CLUSTER", "NODES"]).ends_with("connected"));
+}
+
 #[test]
 fn a_restarted_node_keeps_its_id_and_slots() {
     let node = Node::start(CLUSTER);

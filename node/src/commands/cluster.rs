@@ -376,6 +376,16 @@ fn cluster<'a>(ctx: &Ctx<'a>) -> Result<&'a Cluster, CmdError> {
         .ok_or_else(|| CmdError::new("ERR This instance has cluster support disabled"))
 }
 
+/// Keys the node holds, those of slots being imported too: what Redis's "DB must be empty"
+/// checks count (cluster mode has one database, the client's). Read a shard at a time through
+/// the client's view: inside EXEC, which holds every shard, through its guards (locking a
+/// shard again there deadlocked the thread).
+fn keys_held(ctx: &mut Ctx<'_>) -> usize {
+    (0..crate::db::SHARD_COUNT)
+        .map(|shard| ctx.db.with_shard(shard, |s| s.keys))
+        .sum()
+}
+
 impl From<ClusterError> for CmdError {
     fn from(e: ClusterError) -> Self {
         CmdError::new(e.to_string())

@@ -10,7 +10,7 @@ use crate::command_framework::{CmdResult, Ctx};
 
 pub fn replicate(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
-    let keys = ctx.server.keyspace.key_count();
+    let keys = super::keys_held(ctx);
     change_topology(
         ctx,
         c,

@@ -68,7 +68,7 @@ pub fn delslotsrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
 
 pub fn flushslots(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
-    let keys = ctx.server.keyspace.key_count();
+    let keys = super::keys_held(ctx);
     change_topology(
         ctx,
         c,
