@@ -201,3 +201,44 @@ fn bad_admin_tls_settings_refuse_the_start_naming_the_setting() {
         assert!(log.contains(expected), "{flags:?}: {log}");
     }
 }
+
+/// Goal: sockets that connect to the TLS admin port and never handshake hold at most
+/// `ADMIN_HANDSHAKES_MAX` handshakes (64, `node/src/server/admin/tls.rs`); a connection
+/// beyond them is closed at once, neither queued nor left open, and once the holders go a
+/// certified caller is served again. Without the bound the extra socket would wait for its
+/// handshake like the others (the read below would time out).
+#[test]
+fn half_open_sockets_beyond_the_handshake_bound_are_closed_at_once() {
+    const HANDSHAKES_MAX: usize = 64;
+    let pki = Pki::new();
+    let (_node, port) = tls_admin_node(&pki, false);
+    let holders: Vec<TcpStream> = (0..HANDSHAKES_MAX)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connecting"))
+        .collect();
+    // Accepted in the order they connected: the holders take every slot first.
+    let mut extra = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    extra
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    match std::io::Read::read(&mut extra, &mut byte) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the connection beyond the bound was not closed: {other:?}"),
+    }
+    drop(holders);
+    // The holders' handshakes end as their sockets close; then callers are served.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let out = list_operations(port, TOKEN, &tls_flags(&pki, None));
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not served after the holders left: {}",
+            text(&out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

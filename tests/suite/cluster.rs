@@ -351,17 +351,49 @@ fn unserved_slots_answer_clusterdown() {
     assert_eq!(node.cli(&["SET", "foo", "1"]), "OK");
 }
 
-/// Goal: CLUSTER FLUSHSLOTS and REPLICATE, which count the node's keys, answer inside
-/// MULTI/EXEC: EXEC holds every shard of the database, and counting by locking each shard
+/// Goal: the CLUSTER subcommands that read the keyspace (FLUSHSLOTS and REPLICATE count the
+/// node's keys; COUNTKEYSINSLOT, GETKEYSINSLOT, SETSLOT and SLOT-STATS read a slot) answer
+/// inside MULTI/EXEC: EXEC holds every shard of the database, and reading by locking a shard
 /// again deadlocked the connection's thread (and every client on it).
 #[test]
 fn key_counting_cluster_commands_answer_inside_exec() {
     let node = Node::start(CLUSTER);
-    assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "99"]), "OK");
+    assert_eq!(node.cli(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "OK");
     let c = redis::Client::open(format!("redis://127.0.0.1:{}/", node.port)).unwrap();
     let mut c = c.get_connection().unwrap();
     c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
+    // "{06S}" hashes to slot 0.
+    assert_eq!(cmd(&mut c, &["SET", "{06S}k", "v"]).unwrap(), Value::Okay);
+    cmd(&mut c, &["MULTI"]).unwrap();
+    for args in [
+        &["CLUSTER", "COUNTKEYSINSLOT", "0"][..],
+        &["CLUSTER", "GETKEYSINSLOT", "0", "10"],
+        &["CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "0"],
+        &["CLUSTER", "SETSLOT", "0", "STABLE"],
+        &["DEL", "{06S}k"],
+    ] {
+        assert_eq!(
+            cmd(&mut c, args).unwrap(),
+            Value::SimpleString("QUEUED".into()),
+            "{args:?}"
+        );
+    }
+    let Value::Array(replies) = cmd(&mut c, &["EXEC"]).expect("EXEC answers") else {
+        panic!("EXEC is an array");
+    };
+    assert_eq!(replies[0], Value::Int(1));
+    assert_eq!(
+        replies[1],
+        Value::Array(vec![Value::BulkString(b"{06S}k".to_vec())])
+    );
+    assert!(
+        format!("{:?}", replies[2]).contains("key-count"),
+        "{:?}",
+        replies[2]
+    );
+    assert_eq!(replies[3], Value::Okay);
+    assert_eq!(replies[4], Value::Int(1));
     cmd(&mut c, &["MULTI"]).unwrap();
     assert_eq!(
         cmd(&mut c, &["CLUSTER", "FLUSHSLOTS"]).unwrap(),

@@ -199,6 +199,26 @@ impl Shard {
         self.keys.saturating_sub(hidden_keys)
     }
 
+    /// The keys of `slot` (one of this shard's) and their bytes (key plus
+    /// [`super::value::Value::payload_bytes`]): O(keys and elements in the slot).
+    pub fn slot_footprint(&self, slot: u16) -> (u64, u64) {
+        let table = self.table(slot);
+        let bytes = table
+            .iter()
+            .map(|(k, e)| k.len() as u64 + e.value.payload_bytes())
+            .sum();
+        (table.len() as u64, bytes)
+    }
+
+    /// Up to `max` keys of `slot` (one of this shard's): O(returned keys).
+    pub fn keys_in_slot(&self, slot: u16, max: usize) -> Vec<Key> {
+        self.table(slot)
+            .keys()
+            .take(max)
+            .map(StoredKey::to_key)
+            .collect()
+    }
+
     /// Keys, and keys with a TTL, that `hidden` leaves visible: the shard's counts, less
     /// what its hidden tables hold (O(keys of the hidden tables) for the TTL count, and only
     /// while some slot is hidden).
@@ -379,24 +399,14 @@ impl Keyspace {
     /// O(keys and elements in the slot), under the slot's shard lock. For the admin API's
     /// slot statistics, which are asked for rarely; nothing on the write path keeps a count.
     pub fn slot_footprint(&self, slot: u16) -> (u64, u64) {
-        let shard = self.shards[shard_of_slot(slot)].lock();
-        let table = shard.table(slot);
-        let bytes = table
-            .iter()
-            .map(|(k, e)| k.len() as u64 + e.value.payload_bytes())
-            .sum();
-        (table.len() as u64, bytes)
+        self.shards[shard_of_slot(slot)].lock().slot_footprint(slot)
     }
 
     /// Up to `max` keys of one slot: O(returned keys).
     pub fn keys_in_slot(&self, slot: u16, max: usize) -> Vec<Key> {
-        let shard = self.shards[shard_of_slot(slot)].lock();
-        shard
-            .table(slot)
-            .keys()
-            .take(max)
-            .map(StoredKey::to_key)
-            .collect()
+        self.shards[shard_of_slot(slot)]
+            .lock()
+            .keys_in_slot(slot, max)
     }
 }
 

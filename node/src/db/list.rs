@@ -226,14 +226,22 @@ impl ListValue {
     }
 
     pub fn pop_back(&mut self) -> Option<Box<[u8]>> {
+        self.pop_back_n(1).pop()
+    }
+
+    /// Removes up to `n` elements from the back, last first (one walk of a packed list, not
+    /// one per element).
+    pub fn pop_back_n(&mut self, n: usize) -> Vec<Box<[u8]>> {
+        let n = n.min(self.len());
         match self {
             ListValue::Packed(p) => {
-                let last = p.len().checked_sub(1)?;
-                let element = p.get(last).map(Box::from);
-                p.remove(last, 1);
-                element
+                let start = p.len() - n;
+                let mut taken: Vec<Box<[u8]>> = p.iter().skip(start).map(Box::from).collect();
+                p.remove(start, n);
+                taken.reverse();
+                taken
             }
-            ListValue::Deque(d) => d.pop_back(),
+            ListValue::Deque(d) => (0..n).filter_map(|_| d.pop_back()).collect(),
         }
     }
 
@@ -279,12 +287,20 @@ impl ListValue {
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         match self {
             ListValue::Packed(p) => {
-                let mut kept = Packed::default();
-                for element in p.iter() {
+                // Rebuilt only from the first element that goes (LREM often removes nothing).
+                let Some(first_gone) = p.iter().position(|e| !keep(e)) else {
+                    return;
+                };
+                let mut kept = Packed::with_capacity(p.byte_len());
+                for element in p.iter().take(first_gone) {
+                    kept.push(element);
+                }
+                for element in p.iter().skip(first_gone + 1) {
                     if keep(element) {
                         kept.push(element);
                     }
                 }
+                kept.shrink_to_fit();
                 *p = kept;
             }
             ListValue::Deque(d) => d.retain(|e| keep(e)),

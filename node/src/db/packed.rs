@@ -95,6 +95,19 @@ impl Packed {
         self.items == 0
     }
 
+    /// An empty list with room for `bytes` of items (prefixes included).
+    pub fn with_capacity(bytes: usize) -> Packed {
+        Packed {
+            bytes: Vec::with_capacity(bytes),
+            items: 0,
+        }
+    }
+
+    /// Gives back unused capacity.
+    pub fn shrink_to_fit(&mut self) {
+        self.bytes.shrink_to_fit();
+    }
+
     /// Bytes the items take with their length prefixes (what a byte threshold bounds).
     pub fn byte_len(&self) -> usize {
         self.bytes.len()
@@ -220,15 +233,16 @@ impl Packed {
         }
     }
 
-    /// Removes `count` items from position `i` on (the later ones move up: order is kept).
+    /// Removes `count` items from position `i` on, or as many as there are (the later ones
+    /// move up: order is kept).
     pub fn remove(&mut self, i: usize, count: usize) {
         let mut slots = self.slots().skip(i).take(count);
         let Some(first) = slots.next() else {
             return;
         };
-        let end = slots.last().map_or(first.body.end, |s| s.body.end);
+        let (removed, end) = slots.fold((1u32, first.body.end), |(n, _), s| (n + 1, s.body.end));
         self.bytes.drain(first.at..end);
-        self.items -= count as u32;
+        self.items -= removed;
         // Give back what a shrinking value no longer needs.
         if self.bytes.capacity() >= self.bytes.len() + SLACK_MAX {
             self.bytes.shrink_to_fit();
@@ -300,6 +314,19 @@ mod tests {
         p.remove(0, 2);
         assert!(p.is_empty());
         assert_eq!(p.iter().count(), 0);
+    }
+
+    #[test]
+    fn a_removal_past_the_end_removes_what_there_is() {
+        let mut p = Packed::default();
+        for item in [&b"a"[..], b"b", b"c"] {
+            p.push(item);
+        }
+        p.remove(1, 10);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.iter().collect::<Vec<_>>(), [&b"a"[..]]);
+        p.remove(5, 1);
+        assert_eq!(p.len(), 1);
     }
 
     #[test]

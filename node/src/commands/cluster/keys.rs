@@ -5,6 +5,7 @@ use super::cluster;
 use crate::command_framework::args;
 use crate::command_framework::error::err;
 use crate::command_framework::{CmdResult, Ctx};
+use crate::db::keyspace::shard_of_slot;
 use proto::slot::SLOT_COUNT;
 
 pub fn keyslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
@@ -19,7 +20,10 @@ pub fn countkeysinslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if !(0..SLOT_COUNT as i64).contains(&slot) {
         return err("ERR Invalid slot");
     }
-    let n = ctx.server.keyspace.count_in_slot(slot as u16);
+    let slot = slot as u16;
+    let n = ctx
+        .db
+        .with_shard(shard_of_slot(slot), |s| s.table(slot).len());
     ctx.reply.integer(n as i64);
     Ok(())
 }
@@ -32,10 +36,10 @@ pub fn getkeysinslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         return err("ERR Invalid slot or number of keys");
     }
     // The slot's table bounds the reply whatever count asks for.
+    let (slot, max) = (slot as u16, usize::try_from(count).unwrap_or(usize::MAX));
     let keys = ctx
-        .server
-        .keyspace
-        .keys_in_slot(slot as u16, usize::try_from(count).unwrap_or(usize::MAX));
+        .db
+        .with_shard(shard_of_slot(slot), |s| s.keys_in_slot(slot, max));
     ctx.reply.array(keys.len());
     for k in &keys {
         ctx.reply.bulk(k);

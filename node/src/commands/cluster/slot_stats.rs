@@ -5,6 +5,7 @@
 use super::cluster;
 use crate::command_framework::args::int;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::db::keyspace::shard_of_slot;
 
 pub fn slot_stats(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     cluster(ctx)?;
@@ -28,7 +29,9 @@ pub fn slot_stats(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     }
     ctx.reply.array((end - start + 1) as usize);
     for s in start..=end {
-        let (keys, bytes) = ctx.server.keyspace.slot_footprint(s);
+        let (keys, bytes) = ctx
+            .db
+            .with_shard(shard_of_slot(s), |sh| sh.slot_footprint(s));
         ctx.reply.array(2);
         ctx.reply.integer(s as i64);
         ctx.reply.map(2);

@@ -8,6 +8,7 @@ use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::ops::{parse_ranges, parse_slots};
 use crate::cluster::setslot::SetSlot;
 use crate::command_framework::{CmdError, CmdResult, Ctx};
+use crate::db::keyspace::shard_of_slot;
 
 fn assign(ctx: &mut Ctx<'_>, ranges: Vec<(u16, u16)>) -> CmdResult {
     let c = cluster(ctx)?;
@@ -88,7 +89,9 @@ pub fn setslot(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
     c.topology.read().check_setslot_allowed()?;
     let (slot, action) = SetSlot::parse(&args[2..])?;
-    let keys = ctx.server.keyspace.count_in_slot(slot);
+    let keys = ctx
+        .db
+        .with_shard(shard_of_slot(slot), |s| s.table(slot).len());
     let SetSlot::Node(arg) = action else {
         c.change(|t| t.set_slot(slot, action, keys))?;
         ctx.reply.ok();

@@ -17,13 +17,7 @@ fn take(list: &mut ListValue, end: End, n: u64) -> Vec<Box<[u8]>> {
     let n = usize::try_from(n).unwrap_or(usize::MAX).min(list.len());
     match end {
         End::Left => list.pop_front_n(n),
-        End::Right => {
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.extend(list.pop_back());
-            }
-            out
-        }
+        End::Right => list.pop_back_n(n),
     }
 }
 

@@ -42,21 +42,24 @@ enum Shape {
 /// Pops up to `count` members from `end` of `z`, writing each one. The caller has written
 /// the array header for `popped_len(z, count)` members.
 fn pop_into(z: &mut ZSet, end: End, count: usize, shape: Shape, reply: &mut Reply<'_>) {
-    // Bounded by `count` and by the set's size.
-    for _ in 0..count {
-        let popped = match end {
-            End::Min => z.pop_first(),
-            End::Max => z.pop_last(),
-        };
-        let Some((member, score)) = popped else {
-            break;
-        };
+    // Written from one walk of the range, then removed at once: popping one at a time from
+    // the top of a packed set would walk it once per member.
+    let n = count.min(z.len());
+    if n == 0 {
+        return;
+    }
+    let (first, window) = match end {
+        End::Min => (0, z.range(0, n, false)),
+        End::Max => (z.len() - n, z.range(z.len() - 1, n, true)),
+    };
+    for (member, score) in window {
         if shape == Shape::Nested {
             reply.array(2);
         }
-        reply.bulk(&member);
+        reply.bulk(member);
         reply.double(score);
     }
+    z.remove_range(first, n);
 }
 
 /// ZPOPMIN/ZPOPMAX key [count]

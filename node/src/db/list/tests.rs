@@ -15,6 +15,7 @@ enum Op {
     PopFront,
     PopBack,
     PopFrontN(usize),
+    PopBackN(usize),
     RemoveEqual(Vec<u8>),
     KeepRange(usize, usize),
     Clear,
@@ -38,6 +39,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::PopFront),
         1 => Just(Op::PopBack),
         1 => (0usize..5).prop_map(Op::PopFrontN),
+        1 => (0usize..5).prop_map(Op::PopBackN),
         1 => element().prop_map(Op::RemoveEqual),
         1 => (0usize..10, 0usize..10).prop_map(|(a, b)| Op::KeepRange(a, b)),
         1 => Just(Op::Clear),
@@ -122,6 +124,11 @@ proptest! {
                 Op::PopFrontN(n) => {
                     let expect: Vec<Vec<u8>> = model.drain(..n.min(model.len())).collect();
                     let got: Vec<Vec<u8>> = list.pop_front_n(n).into_iter().map(Vec::from).collect();
+                    prop_assert_eq!(got, expect);
+                }
+                Op::PopBackN(n) => {
+                    let expect: Vec<Vec<u8>> = (0..n).filter_map(|_| model.pop_back()).collect();
+                    let got: Vec<Vec<u8>> = list.pop_back_n(n).into_iter().map(Vec::from).collect();
                     prop_assert_eq!(got, expect);
                 }
                 Op::RemoveEqual(e) => {
