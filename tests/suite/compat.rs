@@ -533,3 +533,56 @@ fn command_getkeys_of_a_script_without_keys_is_empty() {
         Frame::Array(vec![])
     );
 }
+
+/// Goal: values a loader builds (RESTORE here; snapshots, RDB files and a replica's full
+/// sync decode the same way) are packed by the node's configured thresholds, as Redis loads
+/// by them: a 3-member hash, sorted set and integer set dumped under the defaults come back
+/// as a hash table, skiplist and hash table once the thresholds are 2.
+#[test]
+fn restored_values_follow_the_configured_encoding_thresholds() {
+    let node = Node::start(&[]);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", node.port)).unwrap();
+    let mut c = client.get_connection().unwrap();
+    node.cli(&["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+    node.cli(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
+    node.cli(&["SADD", "s", "1", "2", "3"]);
+    let dumps: Vec<(&str, Vec<u8>)> = ["h", "z", "s"]
+        .into_iter()
+        .map(|k| {
+            let payload: Vec<u8> = redis::cmd("DUMP").arg(k).query(&mut c).unwrap();
+            (k, payload)
+        })
+        .collect();
+    let restore_all = |c: &mut redis::Connection, suffix: &str| {
+        for (k, payload) in &dumps {
+            let _: () = redis::cmd("RESTORE")
+                .arg(format!("{k}{suffix}"))
+                .arg(0)
+                .arg(payload.as_slice())
+                .query(c)
+                .unwrap();
+        }
+    };
+    let encoding = |key: &str| node.cli(&["OBJECT", "ENCODING", key]);
+    restore_all(&mut c, "-default");
+    assert_eq!(encoding("h-default"), "listpack");
+    assert_eq!(encoding("z-default"), "listpack");
+    assert_eq!(encoding("s-default"), "intset");
+    for setting in [
+        "hash-max-listpack-entries",
+        "zset-max-listpack-entries",
+        "set-max-intset-entries",
+    ] {
+        assert_eq!(node.cli(&["CONFIG", "SET", setting, "2"]), "OK");
+    }
+    restore_all(&mut c, "-tight");
+    assert_eq!(encoding("h-tight"), "hashtable");
+    assert_eq!(encoding("z-tight"), "skiplist");
+    assert_eq!(encoding("s-tight"), "hashtable");
+    // The same data either way.
+    assert_eq!(node.cli(&["HGET", "h-tight", "c"]), "3");
+    assert_eq!(node.cli(&["ZSCORE", "z-tight", "b"]), "2");
+    assert_eq!(node.cli(&["SCARD", "s-tight"]), "3");
+    // What was there keeps its form (a threshold applies at a value's next write).
+    assert_eq!(encoding("h"), "listpack");
+}

@@ -17,6 +17,7 @@ pub mod list;
 pub mod locked;
 pub mod memory;
 pub mod packed;
+pub mod packing;
 pub mod set;
 pub mod slot_index;
 pub mod slot_table;

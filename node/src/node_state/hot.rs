@@ -4,6 +4,7 @@ use crate::config::{Config, EvictionPolicy};
 use crate::db::frequency::LfuParams;
 use crate::db::list::ListLimits;
 use crate::db::packed::PackLimits;
+use crate::db::packing::Packing;
 use crate::db::set::SetLimits;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
@@ -177,6 +178,16 @@ impl HotConfig {
     pub fn zset_limits(&self) -> PackLimits {
         let a = &self.encodings;
         PackLimits::new(a.zset_entries.load(Relaxed), a.zset_value.load(Relaxed))
+    }
+
+    /// Every type's thresholds, for a loader.
+    pub fn packing(&self) -> Packing {
+        Packing {
+            hash: self.hash_limits(),
+            set: self.set_limits(),
+            zset: self.zset_limits(),
+            list: self.list_limits(),
+        }
     }
 
     /// What a list write packs by (`list-max-listpack-size`).

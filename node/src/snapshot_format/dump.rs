@@ -9,8 +9,11 @@
 //! The checksums differ, so a payload is tried as Redis's first (its versions 1 to 10
 //! overlap ours) and as ours when the Jones CRC does not match.
 
-use super::format::{crc64, put_value, value_from_slice, FormatError, STREAM_VERSION, VERSION};
+use super::format::{
+    crc64, put_value, value_from_slice_packed, FormatError, STREAM_VERSION, VERSION,
+};
 use super::rdb::{self, crc64::crc64_jones, RdbError, RDB_VERSION};
+use crate::db::packing::Packing;
 use crate::db::Value;
 
 /// Bytes after the value: version (2) and checksum (8).
@@ -64,8 +67,8 @@ pub fn node_payload(value: &Value) -> Vec<u8> {
 }
 
 /// The value of a RESTORE payload in either format, its version and checksum verified
-/// before decoding.
-pub fn value(payload: &[u8]) -> Result<Value, PayloadError> {
+/// before decoding; aggregates packed by `packing`.
+pub fn value(payload: &[u8], packing: Packing) -> Result<Value, PayloadError> {
     let Some(body_len) = payload.len().checked_sub(TRAILER_LEN) else {
         return Err(PayloadError::VersionOrChecksum);
     };
@@ -76,10 +79,10 @@ pub fn value(payload: &[u8]) -> Result<Value, PayloadError> {
     let stored = u64::from_le_bytes(stored);
     let covered = &payload[..body_len + 2];
     if version <= RDB_VERSION && stored == crc64_jones(covered) {
-        return rdb::read::value(body).map_err(PayloadError::BadRdb);
+        return rdb::read::value(body, packing).map_err(PayloadError::BadRdb);
     }
     if (1..=VERSION).contains(&version) && stored == crc64(covered) {
-        return value_from_slice(body).map_err(PayloadError::BadData);
+        return value_from_slice_packed(body, packing).map_err(PayloadError::BadData);
     }
     Err(PayloadError::VersionOrChecksum)
 }
@@ -101,10 +104,10 @@ mod tests {
     proptest! {
         #[test]
         fn payloads_round_trip(v in any_value()) {
-            prop_assert!(same(&value(&node_payload(&v)).unwrap(), &v));
+            prop_assert!(same(&value(&node_payload(&v), Packing::DEFAULT).unwrap(), &v));
             // Redis's format keeps a string's bytes, not our Str/Int choice: a Str spelling
             // a canonical integer comes back as the Int (as it does in Redis).
-            prop_assert!(same(&value(&payload(&v)).unwrap(), &as_loaded(v)));
+            prop_assert!(same(&value(&payload(&v), Packing::DEFAULT).unwrap(), &as_loaded(v)));
         }
 
         #[test]
@@ -112,7 +115,7 @@ mod tests {
             for mut p in [payload(&v), node_payload(&v)] {
                 let i = at.index(p.len());
                 p[i] ^= 1 << bit;
-                prop_assert!(value(&p).is_err());
+                prop_assert!(value(&p, Packing::DEFAULT).is_err());
             }
         }
 
@@ -125,7 +128,7 @@ mod tests {
             p.extend_from_slice(&VERSION.to_le_bytes());
             let crc = crc64(&p);
             p.extend_from_slice(&crc.to_le_bytes());
-            match value(&p) {
+            match value(&p, Packing::DEFAULT) {
                 Ok(v) => prop_assert!(node_payload(&v).len() <= p.len() + 16 * body.len() + 16),
                 Err(e) => prop_assert!(matches!(e, PayloadError::BadData(_)), "{e}"),
             }
@@ -133,14 +136,14 @@ mod tests {
 
         #[test]
         fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-            let _ = value(&bytes);
+            let _ = value(&bytes, Packing::DEFAULT);
         }
 
         #[test]
         fn any_truncation_is_caught(v in any_value(), at in any::<prop::sample::Index>()) {
             for p in [payload(&v), node_payload(&v)] {
                 let cut = at.index(p.len());
-                prop_assert!(matches!(value(&p[..cut]), Err(PayloadError::VersionOrChecksum)));
+                prop_assert!(matches!(value(&p[..cut], Packing::DEFAULT), Err(PayloadError::VersionOrChecksum)));
             }
         }
     }
@@ -153,7 +156,7 @@ mod tests {
         let stream = Value::Stream(Box::default());
         let p = node_payload(&stream);
         assert_eq!(version(&p), 2);
-        assert!(matches!(value(&p), Ok(Value::Stream(_))));
+        assert!(matches!(value(&p, Packing::DEFAULT), Ok(Value::Stream(_))));
     }
 
     #[test]
@@ -162,7 +165,13 @@ mod tests {
         p.extend_from_slice(&VERSION.to_le_bytes());
         let crc = crc64(&p);
         p.extend_from_slice(&crc.to_le_bytes());
-        assert!(matches!(value(&p), Err(PayloadError::BadData(_))));
-        assert!(matches!(value(b""), Err(PayloadError::VersionOrChecksum)));
+        assert!(matches!(
+            value(&p, Packing::DEFAULT),
+            Err(PayloadError::BadData(_))
+        ));
+        assert!(matches!(
+            value(b"", Packing::DEFAULT),
+            Err(PayloadError::VersionOrChecksum)
+        ));
     }
 }

@@ -25,9 +25,8 @@
 //! limit before anything is allocated, preallocation is capped, and there is no nesting, so a
 //! hostile or corrupt input costs at most memory proportional to its own size and never panics.
 
-use crate::db::list::ListLimits;
 use crate::db::packed::PackLimits;
-use crate::db::set::SetLimits;
+use crate::db::packing::Packing;
 use crate::db::value::{HashValue, ListValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::{Key, Value};
@@ -213,11 +212,8 @@ fn zset_pairs(zset: &ZSet) -> impl Iterator<Item = (&[u8], f64)> + '_ {
 
 /// The only write access the format makes into a sorted set; true if `member` was new.
 /// A set over the sorted-set size limit reads as not new: the file is refused either way.
-fn zset_add(zset: &mut ZSet, member: &[u8], score: f64) -> bool {
-    matches!(
-        zset.insert(member, score, PackLimits::ZSET_DEFAULT),
-        Ok(None)
-    )
+fn zset_add(zset: &mut ZSet, member: &[u8], score: f64, limits: PackLimits) -> bool {
+    matches!(zset.insert(member, score, limits), Ok(None))
 }
 
 pub fn put_header(out: &mut Vec<u8>) {
@@ -292,15 +288,26 @@ pub struct Decoder<R> {
     src: R,
     offset: u64,
     remaining: u64,
+    /// What the values decoded are packed by.
+    packing: Packing,
 }
 
 impl<R: Read> Decoder<R> {
+    /// A decoder of `len` bytes from `src`; values packed by Redis's default thresholds
+    /// unless [`Decoder::with_packing`] says otherwise.
     pub fn new(src: R, len: u64) -> Self {
         Decoder {
             src,
             offset: 0,
             remaining: len,
+            packing: Packing::DEFAULT,
         }
+    }
+
+    /// Values packed by `packing` (the node's configured thresholds).
+    pub fn with_packing(mut self, packing: Packing) -> Self {
+        self.packing = packing;
+        self
     }
 
     /// Bytes consumed so far.
@@ -452,22 +459,22 @@ impl<R: Read> Decoder<R> {
             tag::INT => Value::Int(unzigzag(self.varint()?)),
             tag::LIST => {
                 let n = self.count("list", 1)?;
-                // Packed by Redis's default threshold until it outgrows it (`db::list`).
+                // Packed by the loader's threshold until it outgrows it (`db::list`).
                 let mut list = ListValue::new();
                 for _ in 0..n {
-                    list.push_back(&self.bytes()?, ListLimits::DEFAULT);
+                    list.push_back(&self.bytes()?, self.packing.list);
                 }
                 Value::List(Box::new(list))
             }
             tag::HASH => {
                 let n = self.count("hash", 2)?;
-                // Packed by Redis's default thresholds until it outgrows them (`db::hash`).
+                // Packed by the loader's thresholds until it outgrows them (`db::hash`).
                 let mut hash = HashValue::default();
                 for _ in 0..n {
                     let field_at = self.offset;
                     let field = self.bytes()?;
                     let value = self.bytes()?;
-                    if !hash.insert(&field, &value, PackLimits::HASH_DEFAULT) {
+                    if !hash.insert(&field, &value, self.packing.hash) {
                         return Err(FormatError::Duplicate {
                             what: "hash field",
                             offset: field_at,
@@ -478,11 +485,11 @@ impl<R: Read> Decoder<R> {
             }
             tag::SET => {
                 let n = self.count("set", 1)?;
-                // Packed by Redis's default thresholds until it outgrows them (`db::set`).
+                // Packed by the loader's thresholds until it outgrows them (`db::set`).
                 let mut set = SetValue::default();
                 for _ in 0..n {
                     let member_at = self.offset;
-                    if !set.insert(&self.bytes()?, SetLimits::DEFAULT) {
+                    if !set.insert(&self.bytes()?, self.packing.set) {
                         return Err(FormatError::Duplicate {
                             what: "set member",
                             offset: member_at,
@@ -503,7 +510,7 @@ impl<R: Read> Decoder<R> {
                     if score.is_nan() {
                         return Err(FormatError::NanScore { offset: score_at });
                     }
-                    if !zset_add(&mut zset, &member, score) {
+                    if !zset_add(&mut zset, &member, score, self.packing.zset) {
                         return Err(FormatError::Duplicate {
                             what: "zset member",
                             offset: member_at,
@@ -582,9 +589,15 @@ impl<R: Read> Decoder<R> {
     }
 }
 
-/// Decodes exactly one value from `bytes` (no trailing bytes allowed).
+/// Decodes exactly one value from `bytes` (no trailing bytes allowed), packed by Redis's
+/// default thresholds.
 pub fn value_from_slice(bytes: &[u8]) -> Result<Value, FormatError> {
-    let mut d = Decoder::new(bytes, bytes.len() as u64);
+    value_from_slice_packed(bytes, Packing::DEFAULT)
+}
+
+/// [`value_from_slice`] with aggregates packed by `packing`.
+pub fn value_from_slice_packed(bytes: &[u8], packing: Packing) -> Result<Value, FormatError> {
+    let mut d = Decoder::new(bytes, bytes.len() as u64).with_packing(packing);
     let v = d.value()?;
     d.expect_end()?;
     Ok(v)
@@ -593,6 +606,7 @@ pub fn value_from_slice(bytes: &[u8]) -> Result<Value, FormatError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::db::set::SetLimits;
     use proptest::prelude::*;
 
     /// True if two values hold the same data (Value has no PartialEq: scores are floats).

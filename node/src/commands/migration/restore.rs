@@ -76,7 +76,7 @@ pub(super) fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     if ttl < 0 {
         return err("ERR Invalid TTL value, must be >= 0");
     }
-    let value = match dump::value(args[3]) {
+    let value = match dump::value(args[3], ctx.server.hot.packing()) {
         Ok(v) => v,
         Err(dump::PayloadError::VersionOrChecksum) => {
             return err("ERR DUMP payload version or checksum are wrong")

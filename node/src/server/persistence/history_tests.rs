@@ -187,6 +187,7 @@ fn save_writes_the_history_into_the_file() {
         &Keyspace::new(),
         &dir.path().join("dump.snap"),
         unix_millis(),
+        crate::db::packing::Packing::DEFAULT,
     )
     .unwrap()
     .unwrap();

@@ -8,6 +8,7 @@
 
 use super::snapshot::aux;
 use crate::db::databases::Dbs;
+use crate::db::packing::Packing;
 use crate::db::{Entry, Locked};
 use crate::replication::ids::ReplId;
 use crate::server::lru_clock;
@@ -68,10 +69,12 @@ pub enum LoadError {
 }
 
 /// Loads `path` into `keyspace`. `Ok(None)` if there is no such file (a fresh node).
+/// Aggregates are packed by `packing` (the node's configured thresholds).
 pub fn load_file<'k>(
     dbs: impl Into<Dbs<'k>>,
     path: &Path,
     now: u64,
+    packing: Packing,
 ) -> Result<Option<LoadStats>, LoadError> {
     let read_err = |fault| LoadError::Read {
         path: path.to_path_buf(),
@@ -95,7 +98,7 @@ pub fn load_file<'k>(
         }));
     };
     let reader = BufReader::with_capacity(READ_BUFFER_BYTES, CrcReader::new(file, body));
-    let mut decoder = Decoder::new(reader, body);
+    let mut decoder = Decoder::new(reader, body).with_packing(packing);
     let mut stats = load_from(dbs, &mut decoder, now).map_err(|e| match e {
         FormatError::Io(fault) => read_err(fault),
         other => corrupt(other),

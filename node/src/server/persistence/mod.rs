@@ -237,7 +237,7 @@ fn load_snapshot_at_start(
         crate::stale_files::remove_stale(dir, "temp-", ".snap");
     }
     let started = Instant::now();
-    let mut stats = load::load_file(server.dbs(), &path, unix_millis())?;
+    let mut stats = load::load_file(server.dbs(), &path, unix_millis(), server.hot.packing())?;
     if let Some(stats) = stats.as_mut() {
         let codes = std::mem::take(&mut stats.functions);
         crate::scripting::functions::replace_from_snapshot(server, codes);

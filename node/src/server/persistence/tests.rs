@@ -6,6 +6,7 @@ use super::*;
 use crate::config::{Config, SaveRule};
 use crate::db::keyspace::SHARD_COUNT;
 use crate::db::packed::PackLimits;
+use crate::db::packing::Packing;
 use crate::db::set::SetLimits;
 use crate::db::value::{HashValue, SetValue};
 use crate::db::zset::ZSet;
@@ -122,7 +123,7 @@ fn save_then_load_keeps_every_type_and_ttl() {
     // Loaded later than "soon" expires: that key is skipped, the rest are there.
     let c = Keyspace::new();
     let path = dir.path().join("dump.snap");
-    let st = load_file(&c, &path, unix_millis() + 60_000)
+    let st = load_file(&c, &path, unix_millis() + 60_000, Packing::DEFAULT)
         .unwrap()
         .unwrap();
     assert_eq!((st.keys, st.expired), (6, 1));
@@ -151,7 +152,7 @@ fn every_flipped_byte_and_every_truncation_is_refused() {
     let path = dir.path().join("bad.snap");
     let check = |bytes: &[u8], what: &str| {
         std::fs::write(&path, bytes).unwrap();
-        let e = load_file(&Keyspace::new(), &path, unix_millis()).unwrap_err();
+        let e = load_file(&Keyspace::new(), &path, unix_millis(), Packing::DEFAULT).unwrap_err();
         assert!(matches!(e, LoadError::Corrupt { .. }), "{what}: {e}");
         assert!(e.to_string().contains("bad.snap"), "{e}");
     };
@@ -170,7 +171,7 @@ fn every_flipped_byte_and_every_truncation_is_refused() {
     check(&longer, "one byte more");
     // And the untouched file loads.
     std::fs::write(&path, &good).unwrap();
-    assert!(load_file(&Keyspace::new(), &path, unix_millis()).is_ok());
+    assert!(load_file(&Keyspace::new(), &path, unix_millis(), Packing::DEFAULT).is_ok());
 }
 
 #[test]
@@ -267,9 +268,14 @@ fn bgsave_runs_once_at_a_time_and_keeps_the_books() {
     assert_eq!(info.rdb_saves, 1);
     assert!(info.rdb_last_bgsave_time_sec >= 0);
     let back = Keyspace::new();
-    load_file(&back, &dir.path().join("dump.snap"), unix_millis())
-        .unwrap()
-        .unwrap();
+    load_file(
+        &back,
+        &dir.path().join("dump.snap"),
+        unix_millis(),
+        Packing::DEFAULT,
+    )
+    .unwrap()
+    .unwrap();
     assert_same_entries(&s.keyspace, &back);
 }
 

@@ -116,7 +116,7 @@ pub fn load(server: &Server, bytes: &[u8]) -> Result<LoadStats, LoadSnapshotErro
         server.tracking.flushed(&server.clients);
     }
     server.watches.touch_all();
-    let mut decoder = Decoder::new(body, body.len() as u64);
+    let mut decoder = Decoder::new(body, body.len() as u64).with_packing(server.hot.packing());
     let mut stats = load_from(server.dbs(), &mut decoder, now)?;
     // The primary's libraries replace this node's, as its keys do.
     let codes = std::mem::take(&mut stats.functions);

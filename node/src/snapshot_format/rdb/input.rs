@@ -2,6 +2,7 @@
 //! LZF-compressed), doubles and millisecond times, every read checked against what is left.
 
 use super::{lzf, RdbError};
+use crate::db::packing::Packing;
 use std::borrow::Cow;
 
 /// Length prefix forms (rdb.h `RDB_6BITLEN` ... `RDB_ENCVAL`).
@@ -19,6 +20,8 @@ pub const ENC_LZF: u8 = 3;
 pub struct Input<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// What the values read are packed by.
+    packing: Packing,
 }
 
 /// A length prefix: a plain length, or the kind of a specially encoded string.
@@ -29,7 +32,19 @@ enum Prefix {
 
 impl<'a> Input<'a> {
     pub fn new(bytes: &'a [u8]) -> Input<'a> {
-        Input { bytes, at: 0 }
+        Input::with_packing(bytes, Packing::DEFAULT)
+    }
+
+    pub fn with_packing(bytes: &'a [u8], packing: Packing) -> Input<'a> {
+        Input {
+            bytes,
+            at: 0,
+            packing,
+        }
+    }
+
+    pub fn packing(&self) -> Packing {
+        self.packing
     }
 
     pub fn offset(&self) -> usize {

@@ -10,9 +10,7 @@
 use super::input::{parse_double, Input};
 use super::listpack::{self, Entry};
 use super::{intset, rdb_type as t, stream_read, ziplist, RdbError};
-use crate::db::list::ListLimits;
-use crate::db::packed::PackLimits;
-use crate::db::set::SetLimits;
+use crate::db::packing::Packing;
 use crate::db::value::{HashValue, ListValue, SetValue};
 use crate::db::zset::ZSet;
 use crate::db::Value;
@@ -21,9 +19,10 @@ use crate::db::Value;
 const CONTAINER_PLAIN: u64 = 1;
 const CONTAINER_PACKED: u64 = 2;
 
-/// One value: its type byte, then its body, which must use all of `bytes`.
-pub fn value(bytes: &[u8]) -> Result<Value, RdbError> {
-    let mut input = Input::new(bytes);
+/// One value: its type byte, then its body, which must use all of `bytes`; aggregates
+/// packed by `packing`.
+pub fn value(bytes: &[u8], packing: Packing) -> Result<Value, RdbError> {
+    let mut input = Input::with_packing(bytes, packing);
     let kind = input.u8()?;
     let v = body(kind, &mut input)?;
     if input.left() != 0 {
@@ -42,7 +41,8 @@ fn body(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
             let n = input.count(1)?;
             let mut list = ListValue::new();
             for _ in 0..n {
-                list.push_back(&input.string()?, ListLimits::DEFAULT);
+                let limits = input.packing().list;
+                list.push_back(&input.string()?, limits);
             }
             list_value(list, input)?
         }
@@ -84,7 +84,7 @@ fn body(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
             let blob = input.string()?;
             let mut list = ListValue::new();
             for e in ziplist::entries(&blob)? {
-                list.push_back(&e.to_bytes(), ListLimits::DEFAULT);
+                list.push_back(&e.to_bytes(), input.packing().list);
             }
             list_value(list, input)?
         }
@@ -148,7 +148,7 @@ fn quicklist(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
             return Err(input.corrupt("empty quicklist node"));
         }
         if container == CONTAINER_PLAIN {
-            list.push_back(&data, ListLimits::DEFAULT);
+            list.push_back(&data, input.packing().list);
             continue;
         }
         let entries = if kind == t::LIST_QUICKLIST_2 {
@@ -158,7 +158,7 @@ fn quicklist(kind: u8, input: &mut Input<'_>) -> Result<Value, RdbError> {
         };
         // Redis skips empty nodes and refuses the list only if nothing is left.
         for e in entries {
-            list.push_back(&e.to_bytes(), ListLimits::DEFAULT);
+            list.push_back(&e.to_bytes(), input.packing().list);
         }
     }
     list_value(list, input)
@@ -175,7 +175,7 @@ fn zset_add(zset: &mut ZSet, member: &[u8], score: f64, input: &Input<'_>) -> Re
     if score.is_nan() {
         return Err(input.corrupt("NaN score"));
     }
-    match zset.insert(member, score, PackLimits::ZSET_DEFAULT) {
+    match zset.insert(member, score, input.packing().zset) {
         Ok(None) => Ok(()),
         Ok(Some(_)) => Err(input.corrupt("duplicate sorted set member")),
         Err(_) => Err(input.corrupt("sorted set over its size limit")),
@@ -213,18 +213,18 @@ enum Builder {
 
 impl Builder {
     fn set(_n: usize) -> Builder {
-        // Packed by Redis's default thresholds until it outgrows them (`db::set`).
+        // Packed by the loader's thresholds until it outgrows them (`db::set`).
         Builder::Set(SetValue::default())
     }
 
     fn hash(_n: usize) -> Builder {
-        // Packed by Redis's default thresholds until it outgrows them (`db::hash`).
+        // Packed by the loader's thresholds until it outgrows them (`db::hash`).
         Builder::Hash(HashValue::default())
     }
 
     fn member(&mut self, m: Box<[u8]>, input: &Input<'_>) -> Result<(), RdbError> {
         let inserted = match self {
-            Builder::Set(s) => s.insert(&m, SetLimits::DEFAULT),
+            Builder::Set(s) => s.insert(&m, input.packing().set),
             Builder::Hash(_) => false,
         };
         if inserted {
@@ -236,7 +236,7 @@ impl Builder {
 
     fn field(&mut self, f: Box<[u8]>, v: Box<[u8]>, input: &Input<'_>) -> Result<(), RdbError> {
         let inserted = match self {
-            Builder::Hash(h) => h.insert(&f, &v, PackLimits::HASH_DEFAULT),
+            Builder::Hash(h) => h.insert(&f, &v, input.packing().hash),
             Builder::Set(_) => false,
         };
         if inserted {

@@ -2,6 +2,7 @@
 //! type and encoding, checked value by value; and hostile payloads, which must end in an
 //! error, never a panic.
 
+use crate::db::packing::Packing;
 use crate::db::stream::StreamId;
 use crate::db::Value;
 use crate::snapshot_format::dump::{self, PayloadError};
@@ -34,7 +35,7 @@ const FIXTURES: &[(&str, &str)] = &[
 
 fn fixture(name: &str) -> Value {
     let (_, h) = FIXTURES.iter().find(|(n, _)| *n == name).unwrap();
-    dump::value(&hex(h)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    dump::value(&hex(h), Packing::DEFAULT).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn strings(items: impl Iterator<Item = Vec<u8>>) -> Vec<String> {
@@ -202,8 +203,11 @@ fn a_redis_5_stream_gets_its_counters_estimated() {
         "00000000000200000000000000000000000000000004000000000000000000000000000000050000",
         "0000000000000267320000000009003d52ef6867521dfa"
     ));
-    let Ok(Value::Stream(s)) = dump::value(&payload) else {
-        panic!("not a stream: {:?}", dump::value(&payload).err())
+    let Ok(Value::Stream(s)) = dump::value(&payload, Packing::DEFAULT) else {
+        panic!(
+            "not a stream: {:?}",
+            dump::value(&payload, Packing::DEFAULT).err()
+        )
     };
     assert_eq!(s.len(), 2);
     assert_eq!(s.entries_added, 2);
@@ -223,7 +227,10 @@ fn modules_and_unknown_types_are_bad_data() {
     ] {
         let p = with_trailer(body.clone());
         assert!(
-            matches!(dump::value(&p), Err(PayloadError::BadRdb(_))),
+            matches!(
+                dump::value(&p, Packing::DEFAULT),
+                Err(PayloadError::BadRdb(_))
+            ),
             "{body:?}"
         );
     }
@@ -250,7 +257,7 @@ proptest! {
         let mut body = full[..full.len() - 10].to_vec();
         let i = at.index(body.len());
         body[i] = byte;
-        let _ = dump::value(&with_trailer(body));
+        let _ = dump::value(&with_trailer(body), Packing::DEFAULT);
     }
 
     /// Random bodies behind a valid trailer.
@@ -258,7 +265,7 @@ proptest! {
     fn random_rdb_bodies_never_panic(kind in 0u8..24, rest in prop::collection::vec(any::<u8>(), 0..300)) {
         let mut body = vec![kind];
         body.extend(rest);
-        match dump::value(&with_trailer(body)) {
+        match dump::value(&with_trailer(body), Packing::DEFAULT) {
             Ok(_) => {}
             Err(e) => prop_assert!(matches!(e, PayloadError::BadRdb(_)), "{e}"),
         }
@@ -269,6 +276,6 @@ proptest! {
     fn truncated_redis_payloads_are_refused(which in 0..FIXTURES.len(), at in any::<prop::sample::Index>()) {
         let full = hex(FIXTURES[which].1);
         let cut = at.index(full.len());
-        prop_assert!(dump::value(&full[..cut]).is_err());
+        prop_assert!(dump::value(&full[..cut], Packing::DEFAULT).is_err());
     }
 }

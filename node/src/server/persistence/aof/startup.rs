@@ -49,7 +49,9 @@ pub fn load(server: &Arc<Server>) -> anyhow::Result<bool> {
     let mut keys = 0;
     if let Some(base) = &manifest.base {
         let path = dir.join(&base.name);
-        match load::load_file(server.dbs(), &path, now).context("loading the AOF base")? {
+        match load::load_file(server.dbs(), &path, now, server.hot.packing())
+            .context("loading the AOF base")?
+        {
             None => bail!(
                 "the AOF base file {} named by the manifest is missing",
                 path.display()
