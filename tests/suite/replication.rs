@@ -471,8 +471,9 @@ fn a_shutdown_waiting_for_replicas_leaves_other_clients_served() {
     );
     let pong = cmd(&mut other, &["PING"]);
     let still_waiting = !primary.log().contains("shutting down anyway");
+    let pong = pong.unwrap_or_else(|e| panic!("PING while SHUTDOWN waits: {e}\n{}", primary.log()));
     assert_eq!(
-        pong.unwrap(),
+        pong,
         Value::SimpleString("PONG".into()),
         "PING while SHUTDOWN waits"
     );
