@@ -121,6 +121,41 @@ impl ZSet {
         }
     }
 
+    /// A sorted set of `pairs` (distinct members, in any order), packed when they fit
+    /// `limits`, as a stored result is in Redis: one sort and one pass instead of an insert
+    /// per member (each of which walks a packed set). The caller guarantees the members are
+    /// distinct (they come from a map or from another sorted set).
+    pub fn from_distinct_pairs(
+        mut pairs: Vec<(Box<[u8]>, f64)>,
+        limits: PackLimits,
+    ) -> Result<ZSet, ZSetError> {
+        if pairs.iter().any(|(_, score)| score.is_nan()) {
+            return Err(ZSetError::NotANumber);
+        }
+        for pair in &mut pairs {
+            // -0 is stored as 0, as `insert` stores it.
+            if pair.1 == 0.0 {
+                pair.1 = 0.0;
+            }
+        }
+        if pairs.len() <= limits.entries && pairs.iter().all(|(m, _)| limits.fits(m)) {
+            pairs.sort_unstable_by(|a, b| {
+                if order_before(a.1, &a.0, b.1, &b.0) {
+                    std::cmp::Ordering::Less
+                } else {
+                    std::cmp::Ordering::Greater
+                }
+            });
+            let packed = PackedZSet::from_sorted(pairs.iter().map(|(m, s)| (&**m, *s)));
+            return Ok(ZSet::Packed(packed));
+        }
+        let mut indexed = Indexed::new();
+        for (member, score) in &pairs {
+            indexed.insert(member, *score)?;
+        }
+        Ok(ZSet::Indexed(Box::new(indexed)))
+    }
+
     /// Rebuilds a packed set in the indexed form.
     fn make_indexed(&mut self) {
         let ZSet::Packed(p) = self else {

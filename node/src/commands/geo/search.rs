@@ -336,15 +336,19 @@ fn run(ctx: &mut Ctx<'_>, args: &[&[u8]], variant: Variant, can_store: bool) -> 
             }
         } else {
             let limits = zset_limits(ctx);
-            let mut z = ZSet::new();
-            for f in &found {
-                let score = if store_dist {
-                    f.dist / conversion
-                } else {
-                    f.score
-                };
-                let _ = z.insert(&f.member, score, limits);
-            }
+            let pairs = found
+                .iter()
+                .map(|f| {
+                    let score = if store_dist {
+                        f.dist / conversion
+                    } else {
+                        f.score
+                    };
+                    (f.member.clone(), score)
+                })
+                .collect();
+            // Members come from one sorted set, so they are distinct; scores are numbers.
+            let z = ZSet::from_distinct_pairs(pairs, limits).unwrap_or_default();
             ctx.db.set(&dest, Value::ZSet(Box::new(z)));
             ctx.modified(&dest);
             ctx.signal_ready(&dest);

@@ -213,13 +213,12 @@ pub fn zrangestore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let request = parse_request(args, 2, true, None, None)?;
     let dst = args[1];
     let limits = zset_limits(ctx);
-    let mut out = ZSet::new();
+    let mut pairs = Vec::new();
     if let Some(z) = zset_at(&mut ctx.db, args[2])? {
         let (start, count, rev) = window(z, &request);
-        for (member, score) in z.range(start, count, rev) {
-            out.insert(member, score, limits).map_err(insert_error)?;
-        }
+        pairs.extend(z.range(start, count, rev).map(|(m, s)| (Box::from(m), s)));
     }
+    let out = ZSet::from_distinct_pairs(pairs, limits).map_err(insert_error)?;
     store(ctx, dst, out);
     Ok(())
 }

@@ -280,11 +280,7 @@ fn compute(
         Op::Inter => inter(db, r)?,
         Op::Diff => diff(db, r)?,
     };
-    let mut z = ZSet::new();
-    for (member, score) in acc {
-        z.insert(&member, score, limits).map_err(insert_error)?;
-    }
-    Ok(z)
+    ZSet::from_distinct_pairs(acc.into_iter().collect(), limits).map_err(insert_error)
 }
 
 fn store_op(ctx: &mut Ctx<'_>, args: &[&[u8]], op: Op, name: &str) -> CmdResult {

@@ -74,6 +74,25 @@ impl<'a> Iterator for Pairs<'a> {
 }
 
 impl PackedZSet {
+    /// The pairs given in rank order (distinct members, scores numbers): one allocation and
+    /// one pass, where inserting each would walk the set per member.
+    pub fn from_sorted<'a>(pairs: impl Iterator<Item = (&'a [u8], f64)> + Clone) -> PackedZSet {
+        let mut buf = [0; FLOAT_BYTES];
+        let bytes = pairs
+            .clone()
+            .map(|(m, s)| {
+                Packed::item_bytes(m.len()) + Packed::item_bytes(encode_score(s, &mut buf).len())
+            })
+            .sum();
+        let mut items = Packed::with_capacity(bytes);
+        for (member, score) in pairs {
+            debug_assert!(!score.is_nan());
+            items.push(member);
+            items.push(encode_score(score, &mut buf));
+        }
+        PackedZSet { items }
+    }
+
     pub fn len(&self) -> usize {
         self.items.len() / 2
     }

@@ -375,3 +375,43 @@ fn a_nan_score_is_refused_in_either_form_and_minus_zero_is_stored_as_zero() {
     assert_eq!(z.insert(b"n", f64::NAN, tight), Err(ZSetError::NotANumber));
     assert_eq!(z.len(), 2);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A set built at once from distinct pairs is the one inserting them one by one builds
+    /// from empty: the same members in the same order, in the same form.
+    #[test]
+    fn built_at_once_equals_built_by_inserts(
+        pairs in proptest::collection::hash_map(0u8..48, score(), 0..40),
+        entries in 0usize..50,
+        value in 1usize..7,
+    ) {
+        let limits = PackLimits { entries, value };
+        let pairs: Vec<(Box<[u8]>, f64)> =
+            pairs.into_iter().map(|(m, s)| (member_name(m).into(), s)).collect();
+        let mut by_inserts = ZSet::new();
+        for (m, s) in &pairs {
+            by_inserts.insert(m, *s, limits).unwrap();
+        }
+        let at_once = ZSet::from_distinct_pairs(pairs, limits).unwrap();
+        prop_assert_eq!(at_once.is_packed(), by_inserts.is_packed());
+        prop_assert_eq!(zset_members(&at_once), zset_members(&by_inserts));
+        for (m, s) in by_inserts.iter() {
+            prop_assert_eq!(at_once.score(m), Some(s));
+            prop_assert_eq!(at_once.rank(m), by_inserts.rank(m));
+        }
+    }
+}
+
+#[test]
+fn built_at_once_refuses_a_nan_score() {
+    let pairs = vec![
+        (Box::from(&b"a"[..]), 1.0),
+        (Box::from(&b"b"[..]), f64::NAN),
+    ];
+    assert_eq!(
+        ZSet::from_distinct_pairs(pairs, PackLimits::ZSET_DEFAULT).unwrap_err(),
+        ZSetError::NotANumber
+    );
+}
