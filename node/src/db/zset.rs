@@ -121,10 +121,11 @@ impl ZSet {
         }
     }
 
-    /// A sorted set of `pairs` (distinct members, in any order), packed when they fit
-    /// `limits`, as a stored result is in Redis: one sort and one pass instead of an insert
-    /// per member (each of which walks a packed set). The caller guarantees the members are
-    /// distinct (they come from a map or from another sorted set).
+    /// A sorted set of `pairs` (in any order), packed when they fit `limits`, as a stored
+    /// result is in Redis: one sort and one pass instead of an insert per member (each of
+    /// which walks a packed set). A member may repeat only with the same score (GEOSEARCH
+    /// can meet a member twice in coinciding boxes): the copies are kept once. Callers pass
+    /// members from a map or from one sorted set.
     pub fn from_distinct_pairs(
         mut pairs: Vec<(Box<[u8]>, f64)>,
         limits: PackLimits,
@@ -138,14 +139,18 @@ impl ZSet {
                 pair.1 = 0.0;
             }
         }
+        pairs.sort_unstable_by(|a, b| {
+            if order_before(a.1, &a.0, b.1, &b.0) {
+                std::cmp::Ordering::Less
+            } else if order_before(b.1, &b.0, a.1, &a.0) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        });
+        // Copies of a member with its score are now side by side.
+        pairs.dedup_by(|a, b| a.0 == b.0);
         if pairs.len() <= limits.entries && pairs.iter().all(|(m, _)| limits.fits(m)) {
-            pairs.sort_unstable_by(|a, b| {
-                if order_before(a.1, &a.0, b.1, &b.0) {
-                    std::cmp::Ordering::Less
-                } else {
-                    std::cmp::Ordering::Greater
-                }
-            });
             let packed = PackedZSet::from_sorted(pairs.iter().map(|(m, s)| (&**m, *s)));
             return Ok(ZSet::Packed(packed));
         }

@@ -405,6 +405,32 @@ proptest! {
 }
 
 #[test]
+fn built_at_once_keeps_a_repeated_member_once() {
+    let pair = |m: &[u8], s: f64| (Box::from(m), s);
+    for limits in [
+        PackLimits::ZSET_DEFAULT,
+        PackLimits {
+            entries: 1,
+            value: 64,
+        },
+    ] {
+        let pairs = vec![
+            pair(b"b", 2.0),
+            pair(b"a", 1.0),
+            pair(b"b", 2.0),
+            pair(b"a", 1.0),
+        ];
+        let z = ZSet::from_distinct_pairs(pairs, limits).unwrap();
+        assert_eq!(
+            zset_members(&z),
+            [(b"a".to_vec(), 1.0), (b"b".to_vec(), 2.0)],
+            "{limits:?}"
+        );
+        assert_eq!(z.is_packed(), limits.entries >= 2);
+    }
+}
+
+#[test]
 fn built_at_once_refuses_a_nan_score() {
     let pairs = vec![
         (Box::from(&b"a"[..]), 1.0),
