@@ -73,8 +73,8 @@ impl ZSet {
         matches!(self, ZSet::Packed(_))
     }
 
-    /// Heap bytes beyond the members' own (MEMORY USAGE): the packed form's whole allocation
-    /// (members included, so `member_bytes` answers 0 for it), or the indexed form's table.
+    /// Heap bytes of the structure (MEMORY USAGE): the packed form's whole allocation,
+    /// members included, or the indexed form's box and table, members' own bytes aside.
     pub fn structure_bytes(&self) -> usize {
         match self {
             ZSet::Packed(p) => p.heap_bytes(),

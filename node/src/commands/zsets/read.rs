@@ -127,6 +127,21 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         reply.array(0);
         return Ok(());
     }
+    let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+    if count < 0 && count.unsigned_abs() > RANDMEMBER_MAX_REPEATS {
+        return Err(CmdError::new(format!(
+            "ERR count is out of range, at most {RANDMEMBER_MAX_REPEATS} members with repetitions"
+        )));
+    }
+    if count > 0 && n >= z.len() {
+        // Distinct members, no more than asked: the whole set, in order, as Redis's
+        // iteration gives it.
+        pairs_header(reply, z.len(), withscores);
+        for (member, score) in z.iter() {
+            pair(reply, member, score, withscores);
+        }
+        return Ok(());
+    }
     // A packed sorted set is walked to reach a position: list its pairs once instead (a
     // count of -100,000 on 128 packed members would otherwise walk 6.4M pairs).
     let packed: Option<Vec<(&[u8], f64)>> = z.is_packed().then(|| z.iter().collect());
@@ -139,29 +154,14 @@ pub fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     };
     if count < 0 {
         // Repeats allowed: independent picks, in random order.
-        let n = count.unsigned_abs();
-        if n > RANDMEMBER_MAX_REPEATS {
-            return Err(CmdError::new(format!(
-                "ERR count is out of range, at most {RANDMEMBER_MAX_REPEATS} members with repetitions"
-            )));
-        }
-        pairs_header(reply, n as usize, withscores);
+        pairs_header(reply, n, withscores);
         for _ in 0..n {
             let (member, score) = at(rng.gen_range(0..z.len()));
             pair(reply, member, score, withscores);
         }
         return Ok(());
     }
-    // Distinct members: the whole set when it is not larger than asked (in order, as
-    // Redis's iteration gives it), else a uniform sample without repetition.
-    let n = usize::try_from(count).unwrap_or(usize::MAX);
-    if n >= z.len() {
-        pairs_header(reply, z.len(), withscores);
-        for (member, score) in z.iter() {
-            pair(reply, member, score, withscores);
-        }
-        return Ok(());
-    }
+    // Distinct members, fewer than the set holds: a uniform sample without repetition.
     let picks = rand::seq::index::sample(&mut rng, z.len(), n);
     pairs_header(reply, n, withscores);
     for i in picks.iter() {
