@@ -177,6 +177,102 @@ fn member_name(m: u8) -> Vec<u8> {
     name
 }
 
+/// The writes both model tests drive: the indexed form alone, or the whole value under
+/// its packing limits.
+trait Writes {
+    fn put(&mut self, member: &[u8], score: f64) -> Option<f64>;
+    fn take(&mut self, member: &[u8]) -> Option<f64>;
+    fn take_first(&mut self) -> Option<(Box<[u8]>, f64)>;
+    fn take_last(&mut self) -> Option<(Box<[u8]>, f64)>;
+    fn take_range(&mut self, start: usize, count: usize) -> usize;
+}
+
+impl Writes for Indexed {
+    fn put(&mut self, member: &[u8], score: f64) -> Option<f64> {
+        self.insert(member, score).unwrap()
+    }
+    fn take(&mut self, member: &[u8]) -> Option<f64> {
+        self.remove(member)
+    }
+    fn take_first(&mut self) -> Option<(Box<[u8]>, f64)> {
+        self.pop_first()
+    }
+    fn take_last(&mut self) -> Option<(Box<[u8]>, f64)> {
+        self.pop_last()
+    }
+    fn take_range(&mut self, start: usize, count: usize) -> usize {
+        self.remove_range(start, count)
+    }
+}
+
+impl Writes for (ZSet, PackLimits) {
+    fn put(&mut self, member: &[u8], score: f64) -> Option<f64> {
+        self.0.insert(member, score, self.1).unwrap()
+    }
+    fn take(&mut self, member: &[u8]) -> Option<f64> {
+        self.0.remove(member)
+    }
+    fn take_first(&mut self) -> Option<(Box<[u8]>, f64)> {
+        self.0.pop_first()
+    }
+    fn take_last(&mut self) -> Option<(Box<[u8]>, f64)> {
+        self.0.pop_last()
+    }
+    fn take_range(&mut self, start: usize, count: usize) -> usize {
+        self.0.remove_range(start, count)
+    }
+}
+
+/// Applies `op` to `z` and to the model, checking that both answer alike; returns the name
+/// of a member the op added.
+fn apply(
+    z: &mut impl Writes,
+    model: &mut Vec<(Vec<u8>, f64)>,
+    op: Op,
+) -> Result<Option<Vec<u8>>, TestCaseError> {
+    match op {
+        Op::Insert(m, s) => {
+            let name = member_name(m);
+            let stored = if s == 0.0 { 0.0 } else { s };
+            let old = model.iter().position(|e| e.0 == name);
+            prop_assert_eq!(z.put(&name, s), old.map(|i| model[i].1));
+            match old {
+                Some(i) if model[i].1 != s => model[i].1 = stored,
+                Some(_) => {}
+                None => model.push((name.clone(), stored)),
+            }
+            model_sort(model);
+            return Ok(old.is_none().then_some(name));
+        }
+        Op::Remove(m) => {
+            let name = member_name(m);
+            let old = model
+                .iter()
+                .position(|e| e.0 == name)
+                .map(|i| model.remove(i).1);
+            prop_assert_eq!(z.take(&name), old);
+        }
+        Op::PopFirst => {
+            let expect = if model.is_empty() {
+                None
+            } else {
+                Some(model.remove(0))
+            };
+            prop_assert_eq!(z.take_first().map(|(m, s)| (m.to_vec(), s)), expect);
+        }
+        Op::PopLast => {
+            prop_assert_eq!(z.take_last().map(|(m, s)| (m.to_vec(), s)), model.pop());
+        }
+        Op::RemoveRange(start, count) => {
+            let end = (start + count).min(model.len()).max(start.min(model.len()));
+            let expect = end - start.min(model.len());
+            model.drain(start.min(model.len())..end);
+            prop_assert_eq!(z.take_range(start, count), expect);
+        }
+    }
+    Ok(None)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -185,39 +281,7 @@ proptest! {
         let mut z = Indexed::new();
         let mut model: Vec<(Vec<u8>, f64)> = Vec::new();
         for op in ops {
-            match op {
-                Op::Insert(m, s) => {
-                    let name = member_name(m);
-                    let stored = if s == 0.0 { 0.0 } else { s };
-                    let old = model.iter().position(|e| e.0 == name);
-                    let expect = old.map(|i| model[i].1);
-                    prop_assert_eq!(z.insert(&name, s).unwrap(), expect);
-                    match old {
-                        Some(i) if model[i].1 != s => model[i].1 = stored,
-                        Some(_) => {}
-                        None => model.push((name, stored)),
-                    }
-                    model_sort(&mut model);
-                }
-                Op::Remove(m) => {
-                    let name = member_name(m);
-                    let old = model.iter().position(|e| e.0 == name).map(|i| model.remove(i).1);
-                    prop_assert_eq!(z.remove(&name), old);
-                }
-                Op::PopFirst => {
-                    let expect = if model.is_empty() { None } else { Some(model.remove(0)) };
-                    prop_assert_eq!(z.pop_first().map(|(m, s)| (m.to_vec(), s)), expect);
-                }
-                Op::PopLast => {
-                    prop_assert_eq!(z.pop_last().map(|(m, s)| (m.to_vec(), s)), model.pop());
-                }
-                Op::RemoveRange(start, count) => {
-                    let end = (start + count).min(model.len()).max(start.min(model.len()));
-                    let expect = end - start.min(model.len());
-                    model.drain(start.min(model.len())..end);
-                    prop_assert_eq!(z.remove_range(start, count), expect);
-                }
-            }
+            apply(&mut z, &mut model, op)?;
             z.check_invariants();
             prop_assert_eq!(z.len(), model.len());
             prop_assert_eq!(&members(&z), &model);
@@ -312,48 +376,18 @@ proptest! {
         value in 1usize..7,
     ) {
         let limits = PackLimits { entries, value };
-        let mut z = ZSet::new();
+        let mut z = (ZSet::new(), limits);
         let mut model: Vec<(Vec<u8>, f64)> = Vec::new();
         let mut packed = true;
         for op in ops {
-            match op {
-                Op::Insert(m, s) => {
-                    let name = member_name(m);
-                    let stored = if s == 0.0 { 0.0 } else { s };
-                    let old = model.iter().position(|e| e.0 == name);
-                    if old.is_none() && (model.len() + 1 > entries || name.len() > value) {
-                        packed = false;
-                    }
-                    let expect = old.map(|i| model[i].1);
-                    prop_assert_eq!(z.insert(&name, s, limits).unwrap(), expect);
-                    match old {
-                        Some(i) if model[i].1 != s => model[i].1 = stored,
-                        Some(_) => {}
-                        None => model.push((name, stored)),
-                    }
-                    model_sort(&mut model);
-                }
-                Op::Remove(m) => {
-                    let name = member_name(m);
-                    let old = model.iter().position(|e| e.0 == name).map(|i| model.remove(i).1);
-                    prop_assert_eq!(z.remove(&name), old);
-                }
-                Op::PopFirst => {
-                    let expect = if model.is_empty() { None } else { Some(model.remove(0)) };
-                    prop_assert_eq!(z.pop_first().map(|(m, s)| (m.to_vec(), s)), expect);
-                }
-                Op::PopLast => {
-                    prop_assert_eq!(z.pop_last().map(|(m, s)| (m.to_vec(), s)), model.pop());
-                }
-                Op::RemoveRange(start, count) => {
-                    let end = (start + count).min(model.len()).max(start.min(model.len()));
-                    let expect = end - start.min(model.len());
-                    model.drain(start.min(model.len())..end);
-                    prop_assert_eq!(z.remove_range(start, count), expect);
+            if let Some(name) = apply(&mut z, &mut model, op)? {
+                // A new member past the thresholds turns the set indexed for good.
+                if model.len() > entries || name.len() > value {
+                    packed = false;
                 }
             }
-            prop_assert_eq!(z.is_packed(), packed);
-            check_reads(&z, &model)?;
+            prop_assert_eq!(z.0.is_packed(), packed);
+            check_reads(&z.0, &model)?;
         }
     }
 }
