@@ -72,9 +72,11 @@ pub fn wait_until_described(
     while !done() {
         if Instant::now() > deadline {
             let logs: Vec<String> = nodes.iter().map(|n| n.log()).collect();
+            let state = describe();
+            // The summary again after the logs: CI keeps only the head and the tail of a
+            // long failure, and the logs would push the first copy out of both.
             panic!(
-                "timed out waiting for {what}; state:\n{}\nlogs:\n{}",
-                describe(),
+                "timed out waiting for {what}; state:\n{state}\nlogs:\n{}\n---- end of logs; timed out waiting for {what}; state:\n{state}",
                 logs.join("\n----\n")
             );
         }

@@ -196,7 +196,7 @@ fn a_primary_restarted_before_failover_never_serves_less_than_it_acknowledged() 
         // It came back fenced, and its replica, ahead of it, took its slots.
         assert!(
             nodes[p].log().contains("fenced (no keyed command"),
-            "trial {trial}: {}",
+            "trial {trial}: {}\n(trial {trial}: the restarted primary did not log its fence)",
             nodes[p].log()
         );
         assert_eq!(info_field(&nodes[p], "role"), "slave", "trial {trial}");

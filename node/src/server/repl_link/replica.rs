@@ -279,16 +279,10 @@ fn set_up<P: Provider>(
             (replid, false)
         }
         LinkDecision::Continue { new_replid } => {
-            if let Some(id) = new_replid {
-                server.replication.continue_under(id);
-            }
             let replid = new_replid
                 .or(history.map(|(id, _)| id))
                 .ok_or(ReplicaLinkError::Reply("PSYNC continue without a history"))?;
-            // The history goes on as this primary's stream.
-            server
-                .replication
-                .set_history_primary(primary, primary_epoch(server, primary));
+            adopt_continue(server, generation, new_replid, primary)?;
             tracing::info!(%replid, processed, "partial resync from the primary");
             server
                 .replica_of
@@ -297,6 +291,32 @@ fn set_up<P: Provider>(
         }
     };
     Ok((link, replid, synced))
+}
+
+/// A `+CONTINUE` taken: this node's history goes on as `primary`'s stream (under the
+/// primary's new id, if it has one). Only for the generation still current, checked under the
+/// apply gate, which a promotion's `stop` takes before it ends the generation: a link that
+/// set up while its node was being promoted (its old primary restarted and answered) would
+/// otherwise name the old primary as the promoted node's history primary, after the
+/// promotion had named the node itself; the identity file would then say it never was a
+/// primary, and a crash and quick restart would come back without its restart fence.
+fn adopt_continue(
+    server: &Server,
+    generation: u64,
+    new_replid: Option<ReplId>,
+    primary: Option<crate::cluster::NodeId>,
+) -> Result<(), ReplicaLinkError> {
+    let _gate = server.replica_of.apply_gate();
+    if !server.replica_of.is_current(generation) {
+        return Err(ReplicaLinkError::Stale);
+    }
+    if let Some(id) = new_replid {
+        server.replication.continue_under(id);
+    }
+    server
+        .replication
+        .set_history_primary(primary, primary_epoch(server, primary));
+    Ok(())
 }
 
 /// How long the primary may send nothing (no record, no ping) before the link is given up:
@@ -428,5 +448,45 @@ mod tests {
         }
         assert_eq!(seen, [1000, 2000, 4000, 4000, 4000, 4000]);
         assert_eq!(next_reconnect_delay(d, true), RECONNECT_DELAY);
+    }
+
+    fn node_id(c: u8) -> crate::cluster::NodeId {
+        crate::cluster::NodeId::parse(&[c; 40]).unwrap()
+    }
+
+    /// Goal: a `+CONTINUE` that reaches a link whose generation has ended (the node was
+    /// promoted while it set up) changes nothing of the node's history; the current
+    /// generation's takes effect.
+    #[test]
+    fn a_continue_for_an_ended_generation_leaves_the_history_alone() {
+        crate::commands::install_table();
+        let server = Server::new(crate::config::Config::default());
+        let (me, old_primary) = (node_id(b'a'), node_id(b'b'));
+        let crate::node_state::replica_of::FollowOutcome::Started(ended) =
+            server.replica_of.follow_node("127.0.0.1", 7000, Some(old_primary))
+        else {
+            panic!("a first REPLICAOF starts a generation");
+        };
+        // The promotion: the generation ends, the history becomes this node's own.
+        assert!(server.replica_of.stop());
+        server.replication.set_history_primary(Some(me), 4);
+        let before = server.replication.held_history();
+        let their_id = ReplId::parse(&[b'c'; 40]).unwrap();
+        let taken = adopt_continue(&server, ended, Some(their_id), Some(old_primary));
+        assert!(matches!(taken, Err(ReplicaLinkError::Stale)), "{taken:?}");
+        let after = server.replication.held_history();
+        assert_eq!(after.primary, Some(me));
+        assert_eq!(after.replid, before.replid);
+        assert_eq!(after.epoch, 4);
+
+        let crate::node_state::replica_of::FollowOutcome::Started(current) =
+            server.replica_of.follow_node("127.0.0.1", 7000, Some(old_primary))
+        else {
+            panic!("following again starts a generation");
+        };
+        adopt_continue(&server, current, Some(their_id), Some(old_primary)).unwrap();
+        let now = server.replication.held_history();
+        assert_eq!(now.primary, Some(old_primary));
+        assert_eq!(now.replid, their_id);
     }
 }
