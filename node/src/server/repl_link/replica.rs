@@ -462,8 +462,9 @@ mod tests {
         crate::commands::install_table();
         let server = Server::new(crate::config::Config::default());
         let (me, old_primary) = (node_id(b'a'), node_id(b'b'));
-        let crate::node_state::replica_of::FollowOutcome::Started(ended) =
-            server.replica_of.follow_node("127.0.0.1", 7000, Some(old_primary))
+        let crate::node_state::replica_of::FollowOutcome::Started(ended) = server
+            .replica_of
+            .follow_node("127.0.0.1", 7000, Some(old_primary))
         else {
             panic!("a first REPLICAOF starts a generation");
         };
@@ -479,8 +480,9 @@ mod tests {
         assert_eq!(after.replid, before.replid);
         assert_eq!(after.epoch, 4);
 
-        let crate::node_state::replica_of::FollowOutcome::Started(current) =
-            server.replica_of.follow_node("127.0.0.1", 7000, Some(old_primary))
+        let crate::node_state::replica_of::FollowOutcome::Started(current) = server
+            .replica_of
+            .follow_node("127.0.0.1", 7000, Some(old_primary))
         else {
             panic!("following again starts a generation");
         };
