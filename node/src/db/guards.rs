@@ -40,6 +40,11 @@ impl<'a> Guards<'a> {
         self.position(shard).ok().map(move |i| &mut *self.held[i].1)
     }
 
+    /// Unlocks every shard held, in place.
+    pub fn release_all(&mut self) {
+        self.held.clear();
+    }
+
     pub fn holds_all(&self) -> bool {
         self.held.len() == SHARD_COUNT
     }

@@ -88,6 +88,31 @@ impl<'a> Locked<'a> {
         Some(())
     }
 
+    /// A view of `keyspace` that holds no shard yet: [`Locked::take_unless`] adds them.
+    pub fn unlocked(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
+        Self::empty(keyspace, now, lru_clock)
+    }
+
+    /// Locks `shards` (sorted ascending without duplicates, none held yet, all above the
+    /// ones held) into this view, waiting for each unless `give_up` says to stop: None
+    /// then, the shards taken so far still held by the view.
+    pub fn take_unless(
+        &mut self,
+        shards: &[usize],
+        give_up: &mut dyn FnMut() -> bool,
+    ) -> Option<()> {
+        let keyspace = self.keyspace;
+        self.take_shards(shards, |s| keyspace.lock_shard_unless(s, give_up))
+    }
+
+    /// Unlocks every shard this view holds; the view stays (its counters are still read),
+    /// holding nothing. Done in place: the dispatcher unlocks before its bookkeeping
+    /// without moving the view out of the command's context.
+    pub fn release(&mut self) {
+        self.guards.release_all();
+        self.highest = None;
+    }
+
     fn empty(keyspace: &'a Keyspace, now: UnixMillis, lru_clock: u32) -> Self {
         Locked {
             keyspace,
