@@ -3,6 +3,7 @@
 
 mod acl;
 mod admin_api;
+mod admin_journal;
 mod admin_migration;
 mod admin_tls;
 mod aof;

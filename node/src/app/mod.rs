@@ -78,6 +78,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     start_replicaof(&server)?;
     crate::server::slot_migration::supervisor::start(&server);
     let operations = Arc::new(crate::server::admin::operations::Operations::default());
+    crate::server::admin::op_supervisor::start(&server, operations.clone());
     crate::server::admin::serve(server.clone(), admin_listeners, operations.clone())
         .await
         .context("starting the admin API")?;

@@ -18,6 +18,7 @@
 //!   framework's `redirect`);
 //! - [`gossip`]: the cluster bus gossip and failure detection, as a core without I/O;
 //! - [`migration`]: atomic slot migration's ledger and source state machine, no I/O;
+//! - [`op_journal`]: the admin operations as the topology log records them, no I/O;
 //! - [`consensus`]: the topology as a Raft-replicated state machine (raft-rs), no I/O;
 //! - [`agent`]: this node's part in the topology group (founding, joining, proposals, the
 //!   leader's upkeep), no I/O; [`core`]: gossip and agent as one core;
@@ -38,6 +39,7 @@ pub mod id;
 pub mod migration;
 pub mod node;
 pub mod nodes_text;
+pub mod op_journal;
 pub mod ops;
 pub mod replicate;
 pub mod replies;

@@ -40,6 +40,9 @@ pub enum ApplyError {
     /// A migration record the ledger refused (ended, wrong batch, slot busy...).
     #[error("{0}")]
     Migration(String),
+    /// An operation record the journal refused (a repeated request_id, an ended one...).
+    #[error("{0}")]
+    Operation(#[from] crate::cluster::op_journal::JournalRefusal),
 }
 
 impl From<crate::cluster::migration::ledger::Refusal> for ApplyError {
@@ -112,6 +115,18 @@ fn change(t: &mut Topology, index: u64, command: &TopologyCommand) -> Result<(),
         TopologyCommand::Promote { replica } => promote(t, replica, index)?,
         TopologyCommand::SetReplicaOf { replica, primary } => set_replica_of(t, replica, primary)?,
         TopologyCommand::MigrationOpen(open) => apply_migration::open(t, open)?,
+        TopologyCommand::OperationOpen(record) => {
+            t.consensus.operations.open((**record).clone())?
+        }
+        TopologyCommand::OperationAdopt { id, coordinator } => {
+            t.consensus.operations.adopt(*id, *coordinator)?
+        }
+        TopologyCommand::OperationCancel { id } => t.consensus.operations.request_cancel(*id)?,
+        TopologyCommand::OperationEnd {
+            id,
+            outcome,
+            end_ms,
+        } => t.consensus.operations.end(*id, outcome.clone(), *end_ms)?,
         TopologyCommand::MigrationBegin { id, batch, ranges } => {
             apply_migration::begin(t, *id, *batch, ranges)?
         }

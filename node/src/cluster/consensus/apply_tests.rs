@@ -322,10 +322,11 @@ fn bad_images_are_refused_with_typed_errors() {
             CodecError::Truncated { .. }
         ));
     }
-    // The last run's owner (the u16 before the empty ledger's count) past the node list.
+    // The last run's owner (the u16 before the empty ledger's and journal's counts) past
+    // the node list.
     let mut bad_owner = good.clone();
     let n = bad_owner.len();
-    bad_owner[n - 6..n - 4].copy_from_slice(&5u16.to_be_bytes());
+    bad_owner[n - 10..n - 8].copy_from_slice(&5u16.to_be_bytes());
     assert_eq!(
         TopologyImage::decode(&bad_owner).unwrap_err(),
         CodecError::BadValue {
@@ -457,4 +458,67 @@ fn migration_records_switch_owners_at_commit_only() {
         TopologyImage::decode(&image.encode().unwrap()).unwrap(),
         image
     );
+}
+
+/// Goal: operation records apply through the log like any entry (a refusal is the same
+/// typed error on every node), the journal travels in the image, and an image of format 2
+/// (before the journal) loads with none.
+#[test]
+fn operation_records_apply_and_travel_in_the_image() {
+    use crate::cluster::op_journal::{
+        JournalRefusal, OperationKind, OperationOutcome, OperationPlan, OperationRecord,
+    };
+    let mut t = lone(1);
+    run(&mut t, 1, &[add(1), add(2)]);
+    let record = OperationRecord {
+        id: 7,
+        request_id: "r".into(),
+        kind: OperationKind::Failover,
+        fingerprint: "failover".into(),
+        description: "failover of 2".into(),
+        coordinator: id(1),
+        start_ms: 5,
+        plan: OperationPlan::Failover {
+            replica: id(2),
+            force: false,
+        },
+        cancel_requested: false,
+        ended: None,
+    };
+    let open = TopologyCommand::OperationOpen(Box::new(record.clone()));
+    apply(&mut t, 3, &open).unwrap();
+    assert!(matches!(
+        apply(&mut t, 4, &open).unwrap_err(),
+        ApplyError::Operation(JournalRefusal::DuplicateId(7))
+    ));
+    let adopt = TopologyCommand::OperationAdopt {
+        id: 7,
+        coordinator: id(2),
+    };
+    apply(&mut t, 5, &adopt).unwrap();
+    assert_eq!(t.consensus.operations.get(7).unwrap().coordinator, id(2));
+    let image = TopologyImage::capture(&t).encode().unwrap();
+    let decoded = TopologyImage::decode(&image).unwrap();
+    assert_eq!(decoded.operations, t.consensus.operations);
+    let mut restored = lone(1);
+    decoded.restore(&mut restored).unwrap();
+    assert_eq!(restored.consensus.operations, t.consensus.operations);
+    // The restored node decides later records as the others do.
+    let end = TopologyCommand::OperationEnd {
+        id: 7,
+        outcome: OperationOutcome::Succeeded,
+        end_ms: 9,
+    };
+    apply(&mut restored, 6, &end).unwrap();
+    assert!(matches!(
+        apply(&mut restored, 7, &adopt).unwrap_err(),
+        ApplyError::Operation(JournalRefusal::Ended(7))
+    ));
+
+    // Format 2: the image without the journal's count, under its version byte.
+    let plain = TopologyImage::capture(&lone(1)).encode().unwrap();
+    let mut format_2 = plain[..plain.len() - 4].to_vec();
+    format_2[0] = 2;
+    let old = TopologyImage::decode(&format_2).unwrap();
+    assert_eq!(old.operations, Default::default());
 }

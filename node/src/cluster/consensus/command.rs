@@ -6,6 +6,7 @@ use super::codec::{CodecError, Reader, Writer};
 use crate::cluster::id::{NodeId, ShardId};
 use crate::cluster::migration::ledger::{REASON_MAX, REQUEST_ID_MAX};
 use crate::cluster::node::{HOSTNAME_MAX, IP_MAX};
+use crate::cluster::op_journal::{self, OperationOutcome, OperationRecord};
 use proto::slot::SLOT_COUNT;
 
 /// The encoding's version byte; a node refuses entries of a version it does not know (the
@@ -69,6 +70,18 @@ pub enum TopologyCommand {
         reason: String,
         cancelled: bool,
     },
+    /// An admin operation exists (`cluster::op_journal`), coordinated by the node it names.
+    OperationOpen(Box<OperationRecord>),
+    /// `coordinator` carries operation `id` on from this entry.
+    OperationAdopt { id: u64, coordinator: NodeId },
+    /// A cancel of operation `id` was asked for; its coordinator passes it on.
+    OperationCancel { id: u64 },
+    /// Operation `id` ended.
+    OperationEnd {
+        id: u64,
+        outcome: OperationOutcome,
+        end_ms: u64,
+    },
 }
 
 /// The `MigrationOpen` record's fields.
@@ -98,6 +111,10 @@ mod tag {
     pub const MIGRATION_BEGIN: u8 = 9;
     pub const MIGRATION_COMMIT: u8 = 10;
     pub const MIGRATION_ABORT: u8 = 11;
+    pub const OPERATION_OPEN: u8 = 12;
+    pub const OPERATION_ADOPT: u8 = 13;
+    pub const OPERATION_CANCEL: u8 = 14;
+    pub const OPERATION_END: u8 = 15;
 }
 
 impl TopologyCommand {
@@ -171,6 +188,29 @@ impl TopologyCommand {
                 w.text(reason);
                 w.u8(u8::from(*cancelled));
             }
+            TopologyCommand::OperationOpen(record) => {
+                w.u8(tag::OPERATION_OPEN);
+                op_journal::codec::write_record(&mut w, record);
+            }
+            TopologyCommand::OperationAdopt { id, coordinator } => {
+                w.u8(tag::OPERATION_ADOPT);
+                w.u64(*id);
+                w.id(coordinator);
+            }
+            TopologyCommand::OperationCancel { id } => {
+                w.u8(tag::OPERATION_CANCEL);
+                w.u64(*id);
+            }
+            TopologyCommand::OperationEnd {
+                id,
+                outcome,
+                end_ms,
+            } => {
+                w.u8(tag::OPERATION_END);
+                w.u64(*id);
+                op_journal::codec::write_outcome(&mut w, outcome);
+                w.u64(*end_ms);
+            }
         }
         debug_assert!(w.buf.len() <= COMMAND_BYTES_MAX);
         Ok(w.buf)
@@ -236,6 +276,19 @@ impl TopologyCommand {
                     }
                 },
             },
+            tag::OPERATION_OPEN => {
+                TopologyCommand::OperationOpen(Box::new(op_journal::codec::read_record(&mut r)?))
+            }
+            tag::OPERATION_ADOPT => TopologyCommand::OperationAdopt {
+                id: r.u64()?,
+                coordinator: r.id()?,
+            },
+            tag::OPERATION_CANCEL => TopologyCommand::OperationCancel { id: r.u64()? },
+            tag::OPERATION_END => TopologyCommand::OperationEnd {
+                id: r.u64()?,
+                outcome: op_journal::codec::read_outcome(&mut r)?,
+                end_ms: r.u64()?,
+            },
             other => return Err(CodecError::UnknownTag(other)),
         };
         r.finish()?;
@@ -259,6 +312,10 @@ impl TopologyCommand {
             TopologyCommand::MigrationBegin { ranges, .. } => check_migration_ranges(ranges),
             TopologyCommand::MigrationAbort { reason, .. } => {
                 check_text("reason", reason, REASON_MAX)
+            }
+            TopologyCommand::OperationOpen(record) => op_journal::codec::check_record(record),
+            TopologyCommand::OperationEnd { outcome, .. } => {
+                op_journal::codec::check_outcome(outcome)
             }
             _ => Ok(()),
         }
@@ -409,6 +466,32 @@ mod tests {
                 id: u64::MAX,
                 reason: "the target failed".into(),
                 cancelled: true,
+            },
+            TopologyCommand::OperationOpen(Box::new(op_journal::OperationRecord {
+                id: 9,
+                request_id: "req-2".into(),
+                kind: op_journal::OperationKind::AddNode,
+                fingerprint: "add-node 10.0.0.9:7000 None".into(),
+                description: "add 10.0.0.9:7000 as a primary".into(),
+                coordinator: id('5'),
+                start_ms: 1_700_000_000_000,
+                plan: op_journal::OperationPlan::AddNode {
+                    host: "10.0.0.9".into(),
+                    port: 7000,
+                    replica_of: Some(id('6')),
+                },
+                cancel_requested: false,
+                ended: None,
+            })),
+            TopologyCommand::OperationAdopt {
+                id: 9,
+                coordinator: id('7'),
+            },
+            TopologyCommand::OperationCancel { id: 9 },
+            TopologyCommand::OperationEnd {
+                id: 9,
+                outcome: OperationOutcome::Failed("the new node is not empty".into()),
+                end_ms: 1_700_000_000_500,
             },
         ]
     }

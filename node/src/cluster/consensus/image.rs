@@ -15,8 +15,10 @@ use proto::slot::SLOT_COUNT;
 use std::collections::BTreeSet;
 
 /// 2: the migration ledger follows the slot runs (format 1 images load with none).
-pub const IMAGE_FORMAT: u8 = 2;
+/// 3: the operation journal follows the ledger (format 1 and 2 images load with none).
+pub const IMAGE_FORMAT: u8 = 3;
 const IMAGE_FORMAT_WITHOUT_MIGRATIONS: u8 = 1;
+const IMAGE_FORMAT_WITHOUT_OPERATIONS: u8 = 2;
 
 /// Largest encoded image. NODES_MAX nodes of at most ~440 bytes each (ids, address with the
 /// longest hostname, epoch) plus one run per slot (6 bytes) fit well below it; it bounds what
@@ -44,6 +46,7 @@ pub struct TopologyImage {
     /// Slot runs in slot order: (start, end, index into `nodes`).
     pub slots: Vec<(u16, u16, u16)>,
     pub migrations: crate::cluster::migration::MigrationLedger,
+    pub operations: crate::cluster::op_journal::OperationJournal,
 }
 
 impl TopologyImage {
@@ -85,6 +88,7 @@ impl TopologyImage {
             nodes,
             slots,
             migrations: t.consensus.migrations.clone(),
+            operations: t.consensus.operations.clone(),
         }
     }
 
@@ -146,6 +150,7 @@ impl TopologyImage {
         t.consensus.nodes = keep;
         t.consensus.version = self.version;
         t.consensus.migrations = self.migrations.clone();
+        t.consensus.operations = self.operations.clone();
         // Whether this node's role came from a promotion is not in the image: a primary
         // takes its grant (its config epoch, the index of the last change that gave it
         // slots) as if it had been, which only ever asks for a longer hand-off. An epoch
@@ -198,6 +203,7 @@ impl TopologyImage {
             w.u16(owner);
         }
         self.migrations.encode_into(&mut w);
+        self.operations.encode_into(&mut w);
         if w.buf.len() > IMAGE_BYTES_MAX {
             return Err(CodecError::TooLarge {
                 len: w.buf.len(),
@@ -212,7 +218,13 @@ impl TopologyImage {
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
         let mut r = Reader::new(bytes, IMAGE_BYTES_MAX)?;
         let format = r.u8()?;
-        if format != IMAGE_FORMAT && format != IMAGE_FORMAT_WITHOUT_MIGRATIONS {
+        if ![
+            IMAGE_FORMAT,
+            IMAGE_FORMAT_WITHOUT_OPERATIONS,
+            IMAGE_FORMAT_WITHOUT_MIGRATIONS,
+        ]
+        .contains(&format)
+        {
             return Err(CodecError::UnknownVersion(format));
         }
         let version = r.u64()?;
@@ -266,6 +278,10 @@ impl TopologyImage {
             IMAGE_FORMAT_WITHOUT_MIGRATIONS => Default::default(),
             _ => crate::cluster::migration::MigrationLedger::decode_from(&mut r)?,
         };
+        let operations = match format {
+            IMAGE_FORMAT => crate::cluster::op_journal::OperationJournal::decode_from(&mut r)?,
+            _ => Default::default(),
+        };
         r.finish()?;
         Ok(TopologyImage {
             version,
@@ -273,6 +289,7 @@ impl TopologyImage {
             nodes,
             slots,
             migrations,
+            operations,
         })
     }
 }

@@ -26,4 +26,6 @@ pub struct ConsensusState {
     pub saved_version: u64,
     /// The atomic slot migrations as the log applied them (replicated: in the image).
     pub migrations: crate::cluster::migration::MigrationLedger,
+    /// The admin operations as the log applied them (replicated: in the image).
+    pub operations: crate::cluster::op_journal::OperationJournal,
 }

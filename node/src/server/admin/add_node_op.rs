@@ -25,6 +25,27 @@ pub struct AddNodePlan {
     replica_of: Option<NodeId>,
 }
 
+impl AddNodePlan {
+    /// The plan as the topology log records it.
+    pub fn recorded(&self) -> crate::cluster::op_journal::OperationPlan {
+        crate::cluster::op_journal::OperationPlan::AddNode {
+            host: self.host.clone(),
+            port: self.port,
+            replica_of: self.replica_of,
+        }
+    }
+
+    /// A recorded plan carried on by another coordinator: its checks were made when the
+    /// request came (the steps skip what the topology shows done).
+    pub fn resumed(host: String, port: u16, replica_of: Option<NodeId>) -> Self {
+        AddNodePlan {
+            host,
+            port,
+            replica_of,
+        }
+    }
+}
+
 /// Checks the request before it becomes an operation.
 pub fn plan(
     server: &Server,

@@ -8,7 +8,10 @@
 //!   from starting without one;
 //! - [`cluster_view`]: the topology as a `Cluster` message; [`watch_cluster`]: its stream;
 //! - [`slot_stats`]: keys, bytes and ops/s per slot;
-//! - [`operations`]: the registry (ids, request_id idempotency, watch, cancel);
+//! - [`operations`]: the coordinator's registry (ids, request_id idempotency, progress,
+//!   watch, cancel); [`op_log`]: the same operations in the topology log's journal, which
+//!   every node reads; [`op_supervisor`]: records their ends, passes cancels on, and has the
+//!   leader adopt and resume an operation whose coordinator failed;
 //! - [`failover_op`], [`add_node_op`]: the operations implemented so far; [`peer`]: the
 //!   RESP connection they use to ask another node;
 //! - [`service`]: the `Admin` trait over all of it.
@@ -17,6 +20,8 @@ pub mod add_node_op;
 pub mod auth;
 pub mod cluster_view;
 pub mod failover_op;
+pub mod op_log;
+pub mod op_supervisor;
 pub mod operations;
 pub mod peer;
 pub mod service;

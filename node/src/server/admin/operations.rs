@@ -1,8 +1,10 @@
 //! The operations this node coordinates: ids, the caller's `request_id` (the same one twice
 //! names the same operation), state and progress, watchers, cancellation.
 //!
-//! Held in this node's memory: an operation is not yet recorded in the Raft topology log,
-//! so it is lost with its coordinator (the cluster changes it made stay made).
+//! This is the coordinator's live view (progress, watchers, cancel) of the operations it
+//! runs. Those that change the cluster are also recorded in the topology log
+//! (`cluster::op_journal`, through `op_log`), which every node reads and from which the
+//! leader resumes an operation whose coordinator died (`op_supervisor`).
 
 use parking_lot::Mutex;
 use proto::admin::v1 as pb;
@@ -129,7 +131,11 @@ pub fn is_terminal(state: i32) -> bool {
 }
 
 /// What a new operation is.
+#[derive(Clone)]
 pub struct NewOperation {
+    /// Its id if already drawn (an operation recorded in the topology log), else empty: a
+    /// new one is drawn.
+    pub id: String,
     pub request_id: String,
     pub kind: pb::OperationKind,
     pub description: String,
@@ -188,10 +194,13 @@ impl Operations {
         if inner.by_id.len() >= OPERATIONS_MAX {
             inner.forget_oldest_finished();
         }
-        let id = format!(
-            "op-{}",
-            &crate::server::random_hex_id(&mut rand::thread_rng())[..16]
-        );
+        let id = match new.id.is_empty() {
+            true => crate::cluster::op_journal::display_id(rand::random()),
+            false => new.id.clone(),
+        };
+        if inner.by_id.contains_key(&id) {
+            return Err(Status::already_exists(format!("operation {id} exists")));
+        }
         let op = pb::Operation {
             id: id.clone(),
             request_id: new.request_id.clone(),
@@ -225,6 +234,44 @@ impl Operations {
         fingerprint: &str,
     ) -> Result<Option<Arc<Tracked>>, Status> {
         self.inner.lock().named(request_id, fingerprint)
+    }
+
+    pub fn find(&self, id: &str) -> Option<Arc<Tracked>> {
+        self.inner.lock().by_id.get(id).cloned()
+    }
+
+    /// Drops an operation registered for a request the topology log did not record (or
+    /// recorded under another operation).
+    pub fn forget(&self, id: &str) {
+        let mut inner = self.inner.lock();
+        if let Some(op) = inner.by_id.shift_remove(id) {
+            let request_id = op.snapshot().request_id;
+            if inner.by_request.get(&request_id).is_some_and(|i| i == id) {
+                inner.by_request.remove(&request_id);
+            }
+        }
+    }
+
+    /// Registers an operation this node carries on from the topology log (adopted, or its
+    /// own from before a restart), as `now` shows it; it runs from here. Not bounded by
+    /// [`RUNNING_OPERATIONS_MAX`]: the log bounds the operations running in the cluster.
+    pub fn resumed(&self, now: pb::Operation, fingerprint: String) -> Arc<Tracked> {
+        let mut inner = self.inner.lock();
+        if inner.by_id.len() >= OPERATIONS_MAX {
+            inner.forget_oldest_finished();
+        }
+        let id = now.id.clone();
+        let request_id = now.request_id.clone();
+        let tracked = Arc::new(Tracked {
+            fingerprint,
+            state: tokio::sync::watch::Sender::new(now),
+            cancel: AtomicU8::new(CANCELLABLE),
+        });
+        if !request_id.is_empty() {
+            inner.by_request.insert(request_id, id.clone());
+        }
+        inner.by_id.insert(id, tracked.clone());
+        tracked
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Tracked>, Status> {
@@ -308,6 +355,7 @@ mod tests {
 
     fn new(request_id: &str, fingerprint: &str) -> NewOperation {
         NewOperation {
+            id: String::new(),
             request_id: request_id.into(),
             kind: pb::OperationKind::Failover,
             description: "d".into(),

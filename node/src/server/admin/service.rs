@@ -1,8 +1,11 @@
 //! The `admin.v1.Admin` service: each RPC checks its request and hands over to the module
 //! that does the work.
 
+use super::op_log::{self, Opened};
 use super::operations::{Begun, NewOperation, Operations, Tracked};
 use super::{add_node_op, failover_op, slot_moves_plan, slot_moves_run, slot_stats, watch_cluster};
+use crate::cluster::consensus::TopologyCommand;
+use crate::cluster::op_journal::{self, OperationPlan, PlannedMove};
 use crate::server::Server;
 use proto::admin::v1 as pb;
 use proto::admin::v1::admin_server::Admin;
@@ -12,6 +15,8 @@ use tonic::{Request, Response, Status};
 
 /// Changes queued for one slow operation watcher before its stream waits.
 const OPERATION_WATCH_QUEUE_MAX: usize = 16;
+/// How often a watch of an operation another node coordinates looks at the log.
+const JOURNAL_WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// WatchOperation streams open at once on this node.
 pub const OPERATION_WATCHERS_MAX: usize = 64;
 static OPERATION_WATCHERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -35,8 +40,8 @@ impl AdminService {
             .unwrap_or_default()
     }
 
-    /// Registers the operation, or answers the one its request_id named; `start` runs only
-    /// for a new one.
+    /// Registers an operation that changes nothing in the cluster (a dry run), or answers
+    /// the one its request_id named; `start` runs only for a new one.
     fn begin(
         &self,
         new: NewOperation,
@@ -52,11 +57,66 @@ impl AdminService {
             }
         }
     }
+
+    /// The operation `request_id` names, here or anywhere in the cluster (the topology
+    /// log's journal); ALREADY_EXISTS when it names a different request.
+    fn named(&self, request_id: &str, fingerprint: &str) -> Result<Option<pb::Operation>, Status> {
+        if let Some(op) = self.operations.named(request_id, fingerprint)? {
+            return Ok(Some(op.snapshot()));
+        }
+        op_log::named(&self.server, request_id, fingerprint)
+    }
+
+    /// Registers an operation that changes the cluster and records it in the topology log
+    /// (its id, what was asked, its plan) before `start` runs it here; answers the
+    /// operation its request_id named when another node recorded it first. `id`: drawn by
+    /// [`new_operation_id`].
+    async fn begin_logged(
+        &self,
+        id: u64,
+        new: NewOperation,
+        plan: OperationPlan,
+        start: impl FnOnce(Arc<Tracked>) -> std::io::Result<()> + Send,
+    ) -> Result<Response<pb::Operation>, Status> {
+        let display = op_journal::display_id(id);
+        let recorded = new.clone();
+        // Registered before the log has it: the supervisor resumes an operation of this
+        // node that the log shows and the registry lacks, and must not resume this one.
+        let op = match self.operations.begin(NewOperation {
+            id: display.clone(),
+            ..new
+        })? {
+            Begun::Existing(op) => return Ok(Response::new(op.snapshot())),
+            Begun::New(op) => op,
+        };
+        let server = self.server.clone();
+        let opened =
+            tokio::task::spawn_blocking(move || op_log::open(&server, id, &recorded, plan))
+                .await
+                .map_err(|e| Status::internal(format!("recording the operation: {e}")));
+        match opened.and_then(|o| o) {
+            Ok(Opened::New) => {
+                if let Err(e) = start(op.clone()) {
+                    op.fail(format!("cannot start its thread: {e}"));
+                }
+                Ok(Response::new(op.snapshot()))
+            }
+            Ok(Opened::Existing(other)) => {
+                self.operations.forget(&display);
+                Ok(Response::new(other))
+            }
+            Err(status) => {
+                self.operations.forget(&display);
+                Err(status)
+            }
+        }
+    }
 }
 
 impl AdminService {
-    /// Registers an operation of slot moves and runs them (see `slot_moves_run`).
-    fn begin_moves(
+    /// Registers an operation of slot moves, records it with its moves, and runs them (see
+    /// `slot_moves_run`).
+    async fn begin_moves(
         &self,
         new: NewOperation,
         moves: Vec<crate::cluster::migration::planner::Move>,
@@ -64,14 +124,30 @@ impl AdminService {
     ) -> Result<Response<pb::Operation>, Status> {
         let server = self.server.clone();
         let request_id = new.request_id.clone();
-        self.begin(new, move |op| {
+        let planned: Vec<PlannedMove> = moves
+            .iter()
+            .map(|m| PlannedMove {
+                source: m.source,
+                target: m.target,
+                ranges: m.slots.ranges().to_vec(),
+            })
+            .collect();
+        let id = new_operation_id();
+        let request_base = slot_moves_run::request_base(&request_id, &op_journal::display_id(id));
+        let plan = OperationPlan::Moves {
+            moves: planned,
+            drained,
+            request_base: request_base.clone(),
+        };
+        self.begin_logged(id, new, plan, move |op| {
             let plan = slot_moves_run::Plan {
                 moves,
                 drained,
-                request_base: slot_moves_run::request_base(&request_id, &op.id()),
+                request_base,
             };
             slot_moves_run::start(server, plan, op)
         })
+        .await
     }
 
     /// Runs a blocking plan (it asks other nodes) off the runtime's threads.
@@ -84,6 +160,12 @@ impl AdminService {
             .await
             .map_err(|e| Status::internal(format!("planning: {e}")))?
     }
+}
+
+/// A new operation's id: random, 64 bits, so that two nodes do not pick the same one (the
+/// log refuses a repeat, and the caller then hears UNAVAILABLE and may retry).
+fn new_operation_id() -> u64 {
+    rand::random()
 }
 
 fn ranges_text(ranges: &[pb::SlotRange]) -> String {
@@ -148,18 +230,19 @@ impl Admin for AdminService {
             ranges_text(&r.ranges),
             r.target_node_id
         );
-        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
-            return Ok(Response::new(op.snapshot()));
+        if let Some(op) = self.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op));
         }
         let moves = slot_moves_plan::migrate(&self.server, &r.ranges, &r.target_node_id)?;
         let new = NewOperation {
+            id: String::new(),
             request_id: r.request_id,
             kind: pb::OperationKind::MigrateSlots,
             description: format!("migrate {}", slot_moves_plan::describe(&moves)),
             fingerprint,
             coordinator_id: self.myself_id(),
         };
-        self.begin_moves(new, moves, None)
+        self.begin_moves(new, moves, None).await
     }
 
     async fn rebalance(
@@ -173,14 +256,15 @@ impl Admin for AdminService {
             r.threshold
         };
         let fingerprint = format!("rebalance threshold={threshold} dry_run={}", r.dry_run);
-        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
-            return Ok(Response::new(op.snapshot()));
+        if let Some(op) = self.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op));
         }
         let moves = self
             .plan_off_runtime(move |s| slot_moves_plan::rebalance(s, threshold))
             .await?;
         let plan_text = slot_moves_plan::describe(&moves);
         let new = NewOperation {
+            id: String::new(),
             request_id: r.request_id,
             kind: pb::OperationKind::Rebalance,
             description: format!(
@@ -203,7 +287,7 @@ impl Admin for AdminService {
                 Ok(())
             });
         }
-        self.begin_moves(new, moves, None)
+        self.begin_moves(new, moves, None).await
     }
 
     async fn add_node(
@@ -213,8 +297,8 @@ impl Admin for AdminService {
         let r = request.into_inner();
         let replica_of = (!r.replica_of.is_empty()).then_some(r.replica_of.as_str());
         let fingerprint = format!("add-node {} {:?}", r.address, replica_of);
-        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
-            return Ok(Response::new(op.snapshot()));
+        if let Some(op) = self.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op));
         }
         let plan = add_node_op::plan(&self.server, &r.address, replica_of)?;
         let description = match replica_of {
@@ -222,6 +306,7 @@ impl Admin for AdminService {
             None => format!("add {} as a primary", r.address),
         };
         let new = NewOperation {
+            id: String::new(),
             request_id: r.request_id,
             kind: pb::OperationKind::AddNode,
             description,
@@ -229,7 +314,11 @@ impl Admin for AdminService {
             coordinator_id: self.myself_id(),
         };
         let server = self.server.clone();
-        self.begin(new, |op| add_node_op::start(server, plan, op))
+        let recorded = plan.recorded();
+        self.begin_logged(new_operation_id(), new, recorded, |op| {
+            add_node_op::start(server, plan, op)
+        })
+        .await
     }
 
     async fn drain_node(
@@ -238,14 +327,15 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::Operation>, Status> {
         let r = request.into_inner();
         let fingerprint = format!("drain {}", r.node_id);
-        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
-            return Ok(Response::new(op.snapshot()));
+        if let Some(op) = self.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op));
         }
         let node = r.node_id.clone();
         let (drained, moves) = self
             .plan_off_runtime(move |s| slot_moves_plan::drain(s, &node))
             .await?;
         let new = NewOperation {
+            id: String::new(),
             request_id: r.request_id,
             kind: pb::OperationKind::DrainNode,
             description: format!(
@@ -255,7 +345,7 @@ impl Admin for AdminService {
             fingerprint,
             coordinator_id: self.myself_id(),
         };
-        self.begin_moves(new, moves, Some(drained))
+        self.begin_moves(new, moves, Some(drained)).await
     }
 
     async fn failover(
@@ -264,11 +354,12 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::Operation>, Status> {
         let r = request.into_inner();
         let fingerprint = format!("failover {} force={}", r.replica_node_id, r.force);
-        if let Some(op) = self.operations.named(&r.request_id, &fingerprint)? {
-            return Ok(Response::new(op.snapshot()));
+        if let Some(op) = self.named(&r.request_id, &fingerprint)? {
+            return Ok(Response::new(op));
         }
         let plan = failover_op::plan(&self.server, &r.replica_node_id, r.force)?;
         let new = NewOperation {
+            id: String::new(),
             request_id: r.request_id,
             kind: pb::OperationKind::Failover,
             description: format!(
@@ -280,24 +371,44 @@ impl Admin for AdminService {
             coordinator_id: self.myself_id(),
         };
         let server = self.server.clone();
-        self.begin(new, |op| failover_op::start(server, plan, op))
+        let recorded = OperationPlan::Failover {
+            replica: plan.replica,
+            force: r.force,
+        };
+        self.begin_logged(new_operation_id(), new, recorded, |op| {
+            failover_op::start(server, plan, op)
+        })
+        .await
     }
 
     async fn get_operation(
         &self,
         request: Request<pb::GetOperationRequest>,
     ) -> Result<Response<pb::Operation>, Status> {
-        let op = self.operations.get(&request.into_inner().id)?;
-        Ok(Response::new(op.snapshot()))
+        let id = request.into_inner().id;
+        if let Some(op) = self.operations.find(&id) {
+            return Ok(Response::new(op.snapshot()));
+        }
+        // Coordinated by another node (or before this node restarted): the log's view.
+        op_log::find(&self.server, &id)
+            .map(|r| Response::new(op_log::message(&r)))
+            .ok_or_else(|| Status::not_found(format!("no operation {id:?}")))
     }
 
     async fn list_operations(
         &self,
         _: Request<pb::ListOperationsRequest>,
     ) -> Result<Response<pb::ListOperationsResponse>, Status> {
-        Ok(Response::new(pb::ListOperationsResponse {
-            operations: self.operations.list(),
-        }))
+        let mut operations = self.operations.list();
+        let here: std::collections::HashSet<String> =
+            operations.iter().map(|o| o.id.clone()).collect();
+        operations.extend(
+            op_log::all(&self.server)
+                .iter()
+                .filter(|r| !here.contains(&r.display_id()))
+                .map(op_log::message),
+        );
+        Ok(Response::new(pb::ListOperationsResponse { operations }))
     }
 
     type WatchOperationStream = ReceiverStream<Result<pb::Operation, Status>>;
@@ -306,28 +417,64 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::WatchOperationRequest>,
     ) -> Result<Response<Self::WatchOperationStream>, Status> {
-        let op = self.operations.get(&request.into_inner().id)?;
+        let id = request.into_inner().id;
+        let local = self.operations.find(&id);
+        if local.is_none() && op_log::find(&self.server, &id).is_none() {
+            return Err(Status::not_found(format!("no operation {id:?}")));
+        }
         let permit = super::stream_limit::acquire(
             &OPERATION_WATCHERS,
             OPERATION_WATCHERS_MAX,
             "WatchOperation",
         )?;
-        let mut changes = op.subscribe();
         let (tx, rx) = tokio::sync::mpsc::channel(OPERATION_WATCH_QUEUE_MAX);
-        tokio::spawn(async move {
-            let _permit = permit;
-            loop {
-                let now = changes.borrow_and_update().clone();
-                let done = super::operations::is_terminal(now.state);
-                if tx.send(Ok(now)).await.is_err() || done {
-                    return;
-                }
-                tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { return },
-                    _ = tx.closed() => return,
-                }
+        match local {
+            Some(op) => {
+                let mut changes = op.subscribe();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    loop {
+                        let now = changes.borrow_and_update().clone();
+                        let done = super::operations::is_terminal(now.state);
+                        if tx.send(Ok(now)).await.is_err() || done {
+                            return;
+                        }
+                        tokio::select! {
+                            changed = changes.changed() => if changed.is_err() { return },
+                            _ = tx.closed() => return,
+                        }
+                    }
+                });
             }
-        });
+            None => {
+                // Another node coordinates it: the log's view, sent at each change.
+                let server = self.server.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let mut last: Option<pb::Operation> = None;
+                    loop {
+                        let Some(now) = op_log::find(&server, &id).map(|r| op_log::message(&r))
+                        else {
+                            return;
+                        };
+                        let done = super::operations::is_terminal(now.state);
+                        if last.as_ref() != Some(&now) {
+                            last = Some(now.clone());
+                            if tx.send(Ok(now)).await.is_err() {
+                                return;
+                            }
+                        }
+                        if done {
+                            return;
+                        }
+                        tokio::select! {
+                            _ = tokio::time::sleep(JOURNAL_WATCH_POLL) => {}
+                            _ = tx.closed() => return,
+                        }
+                    }
+                });
+            }
+        }
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -335,8 +482,30 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::CancelOperationRequest>,
     ) -> Result<Response<pb::Operation>, Status> {
-        Ok(Response::new(
-            self.operations.cancel(&request.into_inner().id)?,
-        ))
+        let id = request.into_inner().id;
+        if self.operations.find(&id).is_some() {
+            return Ok(Response::new(self.operations.cancel(&id)?));
+        }
+        let record = op_log::find(&self.server, &id)
+            .ok_or_else(|| Status::not_found(format!("no operation {id:?}")))?;
+        if record.ended.is_some() {
+            return Ok(Response::new(op_log::message(&record)));
+        }
+        // Another node coordinates it: the cancel goes through the log, which its
+        // coordinator reads (the answer is the operation as it stands; watch it end).
+        let server = self.server.clone();
+        let cancel = TopologyCommand::OperationCancel { id: record.id };
+        tokio::task::spawn_blocking(move || {
+            server
+                .cluster
+                .as_ref()
+                .ok_or_else(|| Status::failed_precondition("not in cluster mode"))?
+                .propose(cancel)
+                .map_err(|e| Status::unavailable(format!("the cancel was not recorded: {e}")))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("recording the cancel: {e}")))??;
+        let now = op_log::find(&self.server, &id).unwrap_or(record);
+        Ok(Response::new(op_log::message(&now)))
     }
 }
