@@ -23,6 +23,7 @@ pub fn vmrss_kb(pid: u32) -> Option<u64> {
 
 /// Samples one process's VmRSS until [`RssPeak::finish`].
 pub struct RssPeak {
+    pid: u32,
     stop: Arc<AtomicBool>,
     peak_kb: Arc<AtomicU64>,
     sampler: Option<JoinHandle<()>>,
@@ -44,17 +45,23 @@ impl RssPeak {
             })
         };
         RssPeak {
+            pid,
             stop,
             peak_kb,
             sampler: Some(sampler),
         }
     }
 
-    /// The largest VmRSS seen, in KiB (0 when /proc could not be read at all).
+    /// The largest VmRSS seen, in KiB (0 when /proc could not be read at all), the state
+    /// at this call included: a sampler thread starved of CPU on a loaded machine may not
+    /// have run since the process grew.
     pub fn finish(mut self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(sampler) = self.sampler.take() {
             let _ = sampler.join();
+        }
+        if let Some(kb) = vmrss_kb(self.pid) {
+            self.peak_kb.fetch_max(kb, Ordering::Relaxed);
         }
         self.peak_kb.load(Ordering::Relaxed)
     }
