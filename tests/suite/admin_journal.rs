@@ -270,3 +270,54 @@ fn an_operation_whose_coordinator_fails_is_finished_by_the_leader() {
     let count: i64 = redis::cmd("DBSIZE").query(&mut moved).unwrap();
     assert!(count >= keys.len() as i64, "{count}");
 }
+
+/// Goal: a node asked to drain itself coordinates its own DrainNode: once it has forgotten
+/// itself it is outside the log and cannot record the end, so the leader adopts the
+/// operation, finds every move and the forget done, and ends it SUCCEEDED (not FAILED for
+/// forgetting a node the log no longer has).
+/// Method: three primaries and a fourth with an admin port and a few slots; `node drain`
+/// of the fourth asked of the fourth itself (`--no-wait`), then `ops watch` on the first.
+#[test]
+fn a_node_that_drains_itself_ends_its_operation_through_the_leader() {
+    let (p0, pd) = (free_port(), free_port());
+    let (a0, ad) = (p0.to_string(), pd.to_string());
+    let timeout = ["--cluster-node-timeout", "1000"];
+    let with = |admin: &str| {
+        let mut args = vec!["--admin-port", admin, "--admin-token", TOKEN];
+        args.extend_from_slice(&timeout);
+        cluster_node_with(SECRET, &args)
+    };
+    let nodes = vec![
+        with(&a0),
+        cluster_node_with(SECRET, &timeout),
+        cluster_node_with(SECRET, &timeout),
+    ];
+    form_cluster(&nodes, 0);
+    let drained = with(&ad);
+    let added = admin(p0, &["node", "add", &addr(&drained)]);
+    assert!(added.status.success(), "{}", text(&added));
+    let all: Vec<&Node> = nodes.iter().chain([&drained]).collect();
+    wait_for_group(&all);
+    let drained_id = id(&drained);
+    let given = admin(
+        p0,
+        &["slots", "migrate", "--slots", "0-9", "--to", &drained_id],
+    );
+    assert!(given.status.success(), "{}", text(&given));
+
+    let asked = admin(pd, &["node", "drain", &drained_id, "--no-wait", "--json"]);
+    assert!(asked.status.success(), "{}", text(&asked));
+    let op = field(&text(&asked), "id").expect("an operation id");
+    let watched = admin(p0, &["ops", "watch", &op, "--json"]);
+    let out = text(&watched);
+    assert!(watched.status.success(), "{out}");
+    assert_eq!(field(&out, "state").as_deref(), Some("SUCCEEDED"), "{out}");
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until("the others to forget the drained node", &refs, || {
+        nodes
+            .iter()
+            .all(|n| !n.cli(&["CLUSTER", "NODES"]).contains(&drained_id))
+    });
+    let owner = owner_of(&nodes[1], 5).expect("slot 5 is owned");
+    assert!(nodes.iter().any(|n| id(n) == owner), "{owner}");
+}

@@ -85,7 +85,20 @@ fn run(server: &Arc<Server>, plan: &Plan, op: &Tracked) -> Result<Ended, String>
             m.target
         ));
         let request = format!("{}/{i}", plan.request_base);
-        let id = begin_move(server, m, &request)?;
+        // A move the ledger has already (a resumed operation) is followed, not asked again:
+        // its source may be gone since (a node that drained itself).
+        let logged = server.cluster.as_ref().is_some_and(|c| {
+            c.topology
+                .read()
+                .consensus
+                .migrations
+                .by_request_id(&request)
+                .is_some()
+        });
+        let id = match logged {
+            true => None,
+            false => begin_move(server, m, &request)?,
+        };
         match follow(server, op, &request, id, slots_before)? {
             MigrationState::Succeeded => {}
             MigrationState::Cancelled(why) => return Ok(Ended::Cancelled(why)),
@@ -99,9 +112,15 @@ fn run(server: &Arc<Server>, plan: &Plan, op: &Tracked) -> Result<Ended, String>
     if let Some(drained) = plan.drained {
         op.running("forgetting the drained node");
         let cluster = server.cluster.as_ref().ok_or("not in cluster mode")?;
-        cluster
-            .propose(TopologyCommand::ForgetNode { id: drained })
-            .map_err(|e| format!("forgetting {drained}: {e}"))?;
+        // Already outside the log: this is a resumed operation whose coordinator forgot
+        // itself (a node asked to drain itself cannot record its own end; the leader adopts
+        // the operation and finds the forget done).
+        let known = cluster.topology.read().consensus.nodes.contains(&drained);
+        if known {
+            cluster
+                .propose(TopologyCommand::ForgetNode { id: drained })
+                .map_err(|e| format!("forgetting {drained}: {e}"))?;
+        }
     }
     Ok(Ended::Done)
 }
