@@ -333,7 +333,7 @@ fn check_migration_ranges(ranges: &[(u16, u16)]) -> Result<(), CodecError> {
     check_ranges(ranges)
 }
 
-fn check_text(what: &'static str, text: &str, max: usize) -> Result<(), CodecError> {
+pub(crate) fn check_text(what: &'static str, text: &str, max: usize) -> Result<(), CodecError> {
     match text.len() > max {
         true => Err(CodecError::FieldTooLong {
             what,
@@ -349,7 +349,7 @@ fn read_migration_ranges(r: &mut Reader<'_>) -> Result<Vec<(u16, u16)>, CodecErr
     (0..count).map(|_| r.range()).collect()
 }
 
-fn check_ranges(ranges: &[(u16, u16)]) -> Result<(), CodecError> {
+pub(crate) fn check_ranges(ranges: &[(u16, u16)]) -> Result<(), CodecError> {
     if ranges.len() > RANGES_MAX {
         return Err(CodecError::TooMany {
             what: "slot ranges",

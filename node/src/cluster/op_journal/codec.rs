@@ -8,6 +8,7 @@ use super::{
     REQUEST_ID_MAX, RUNNING_OPERATIONS_MAX, TEXT_MAX,
 };
 use crate::cluster::consensus::codec::{CodecError, Reader, Writer};
+use crate::cluster::consensus::command::{check_ranges, check_text};
 
 mod plan_tag {
     pub const NOTHING: u8 = 0;
@@ -22,34 +23,23 @@ mod outcome_tag {
     pub const CANCELLED: u8 = 3;
 }
 
-fn text_within(what: &'static str, text: &str, max: usize) -> Result<(), CodecError> {
-    match text.len() > max {
-        true => Err(CodecError::FieldTooLong {
-            what,
-            len: text.len(),
-            max,
-        }),
-        false => Ok(()),
-    }
-}
-
 /// Whether `record` fits every limit (checked before it is proposed).
 pub fn check_record(record: &OperationRecord) -> Result<(), CodecError> {
-    text_within("request_id", &record.request_id, REQUEST_ID_MAX)?;
-    text_within("fingerprint", &record.fingerprint, TEXT_MAX)?;
-    text_within("description", &record.description, TEXT_MAX)?;
+    check_text("request_id", &record.request_id, REQUEST_ID_MAX)?;
+    check_text("fingerprint", &record.fingerprint, TEXT_MAX)?;
+    check_text("description", &record.description, TEXT_MAX)?;
     if let Some((outcome, _)) = &record.ended {
         check_outcome(outcome)?;
     }
     match &record.plan {
         OperationPlan::Nothing | OperationPlan::Failover { .. } => Ok(()),
-        OperationPlan::AddNode { host, .. } => text_within("host", host, HOST_MAX),
+        OperationPlan::AddNode { host, .. } => check_text("host", host, HOST_MAX),
         OperationPlan::Moves {
             moves,
             request_base,
             ..
         } => {
-            text_within("request base", request_base, REQUEST_BASE_MAX)?;
+            check_text("request base", request_base, REQUEST_BASE_MAX)?;
             if moves.len() > PLAN_MOVES_MAX {
                 return Err(CodecError::TooMany {
                     what: "planned moves",
@@ -65,17 +55,7 @@ pub fn check_record(record: &OperationRecord) -> Result<(), CodecError> {
                     max: PLAN_RANGES_MAX,
                 });
             }
-            for m in moves {
-                for &(start, end) in &m.ranges {
-                    if end > crate::cluster::slots::SLOT_MAX {
-                        return Err(CodecError::BadSlot(end));
-                    }
-                    if start > end {
-                        return Err(CodecError::RangeReversed(start, end));
-                    }
-                }
-            }
-            Ok(())
+            moves.iter().try_for_each(|m| check_ranges(&m.ranges))
         }
     }
 }
@@ -84,7 +64,7 @@ pub fn check_outcome(outcome: &OperationOutcome) -> Result<(), CodecError> {
     match outcome {
         OperationOutcome::Succeeded => Ok(()),
         OperationOutcome::Failed(why) | OperationOutcome::Cancelled(why) => {
-            text_within("error", why, TEXT_MAX)
+            check_text("error", why, TEXT_MAX)
         }
     }
 }
