@@ -3,6 +3,7 @@
 //! request_id names one operation across the cluster, and an operation whose coordinator
 //! fails is adopted and finished by the topology group's leader.
 
+use crate::slot_migration::{id, info, keys_in, owner_of};
 use integration::cluster::{addr, cluster_node_with, form_cluster, wait_until};
 use integration::{free_port, operator_binary, Node};
 use std::process::Output;
@@ -28,19 +29,6 @@ fn admin(port: u16, args: &[&str]) -> Output {
     cmd.output().expect("running operator")
 }
 
-fn id(n: &Node) -> String {
-    n.cli(&["CLUSTER", "MYID"])
-}
-
-fn info(n: &Node, field: &str) -> String {
-    n.cli(&["CLUSTER", "INFO"])
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 /// The text value of `"name"` in the last JSON object of `out` that has one.
 fn field(out: &str, name: &str) -> Option<String> {
     let key = format!("\"{name}\"");
@@ -49,21 +37,6 @@ fn field(out: &str, name: &str) -> Option<String> {
     let start = rest.find('"')? + 1;
     let end = rest[start..].find('"')?;
     Some(rest[start..start + end].to_string())
-}
-
-/// The primary that owns `slot`, by CLUSTER NODES as `at` sees it.
-fn owner_of(at: &Node, slot: u16) -> Option<String> {
-    at.cli(&["CLUSTER", "NODES"]).lines().find_map(|l| {
-        let words: Vec<&str> = l.split_whitespace().collect();
-        let owns = words.iter().skip(8).any(|r| match r.split_once('-') {
-            Some((a, b)) => {
-                a.parse::<u16>().is_ok_and(|a| a <= slot)
-                    && b.parse::<u16>().is_ok_and(|b| slot <= b)
-            }
-            None => r.parse::<u16>() == Ok(slot),
-        });
-        owns.then(|| words[0].to_string())
-    })
 }
 
 fn wait_for_group(nodes: &[&Node]) {
@@ -155,6 +128,33 @@ fn every_node_knows_every_operation_and_its_request_id() {
     assert_eq!(owner_of(&nodes[2], 100), Some(source_slots));
 }
 
+/// Three primaries (the first with an admin port) and a fourth member without slots, with
+/// an admin port too, all in one topology group, `--cluster-node-timeout 1000` (a stopped
+/// or forgotten coordinator is found failed fast). Returns the three, the first's admin
+/// port, the fourth and its admin port.
+fn three_primaries_and_a_fourth() -> (Vec<Node>, u16, Node, u16) {
+    let (p0, p4) = (free_port(), free_port());
+    let timeout = ["--cluster-node-timeout", "1000"];
+    let with = |admin: u16| {
+        let admin = admin.to_string();
+        let mut args = vec!["--admin-port", &admin, "--admin-token", TOKEN];
+        args.extend_from_slice(&timeout);
+        cluster_node_with(SECRET, &args)
+    };
+    let nodes = vec![
+        with(p0),
+        cluster_node_with(SECRET, &timeout),
+        cluster_node_with(SECRET, &timeout),
+    ];
+    form_cluster(&nodes, 0);
+    let fourth = with(p4);
+    let added = admin(p0, &["node", "add", &addr(&fourth)]);
+    assert!(added.status.success(), "{}", text(&added));
+    let all: Vec<&Node> = nodes.iter().chain([&fourth]).collect();
+    wait_for_group(&all);
+    (nodes, p0, fourth, p4)
+}
+
 /// Goal: an operation whose coordinator fails before it ends is adopted by the topology
 /// group's leader, which resumes it from the plan the log recorded and ends it: the slots
 /// move, every key moves with them, and every node then shows the operation SUCCEEDED,
@@ -166,40 +166,14 @@ fn every_node_knows_every_operation_and_its_request_id() {
 /// `ops watch` on the first primary's admin port.
 #[test]
 fn an_operation_whose_coordinator_fails_is_finished_by_the_leader() {
-    let (p0, pc) = (free_port(), free_port());
-    let (a0, ac) = (p0.to_string(), pc.to_string());
-    let timeout = ["--cluster-node-timeout", "1000"];
-    let with = |admin: &str| {
-        let mut args = vec!["--admin-port", admin, "--admin-token", TOKEN];
-        args.extend_from_slice(&timeout);
-        cluster_node_with(SECRET, &args)
-    };
-    let nodes = vec![
-        with(&a0),
-        cluster_node_with(SECRET, &timeout),
-        cluster_node_with(SECRET, &timeout),
-    ];
-    form_cluster(&nodes, 0);
-    let coordinator = with(&ac);
-    let added = admin(p0, &["node", "add", &addr(&coordinator)]);
-    assert!(added.status.success(), "{}", text(&added));
-    let all: Vec<&Node> = nodes.iter().chain([&coordinator]).collect();
-    wait_for_group(&all);
+    let (nodes, p0, coordinator, pc) = three_primaries_and_a_fourth();
     let source = id(&nodes[0]);
     let target = id(&nodes[1]);
     assert_eq!(owner_of(&nodes[0], 0), Some(source.clone()));
 
     // Keys in the source's slots (0-5460, as redis-cli --cluster create assigns them).
     let mut con = nodes[0].client();
-    let mut keys = Vec::new();
-    let mut i = 0u64;
-    while keys.len() < 30_000 {
-        let key = format!("k{i}");
-        if proto::slot::key_slot(key.as_bytes()) <= 5460 {
-            keys.push(key);
-        }
-        i += 1;
-    }
+    let keys = keys_in(0, 5460, 30_000);
     for chunk in keys.chunks(1000) {
         let mut pipe = redis::pipe();
         for k in chunk {
@@ -279,25 +253,7 @@ fn an_operation_whose_coordinator_fails_is_finished_by_the_leader() {
 /// of the fourth asked of the fourth itself (`--no-wait`), then `ops watch` on the first.
 #[test]
 fn a_node_that_drains_itself_ends_its_operation_through_the_leader() {
-    let (p0, pd) = (free_port(), free_port());
-    let (a0, ad) = (p0.to_string(), pd.to_string());
-    let timeout = ["--cluster-node-timeout", "1000"];
-    let with = |admin: &str| {
-        let mut args = vec!["--admin-port", admin, "--admin-token", TOKEN];
-        args.extend_from_slice(&timeout);
-        cluster_node_with(SECRET, &args)
-    };
-    let nodes = vec![
-        with(&a0),
-        cluster_node_with(SECRET, &timeout),
-        cluster_node_with(SECRET, &timeout),
-    ];
-    form_cluster(&nodes, 0);
-    let drained = with(&ad);
-    let added = admin(p0, &["node", "add", &addr(&drained)]);
-    assert!(added.status.success(), "{}", text(&added));
-    let all: Vec<&Node> = nodes.iter().chain([&drained]).collect();
-    wait_for_group(&all);
+    let (nodes, p0, drained, pd) = three_primaries_and_a_fourth();
     let drained_id = id(&drained);
     let given = admin(
         p0,
