@@ -12,7 +12,7 @@ use std::process::{Output, Stdio};
 const SECRET: &str = "admin-api-secret";
 const TOKEN: &str = "admin-api-token";
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -3,6 +3,7 @@
 //! request_id names one operation across the cluster, and an operation whose coordinator
 //! fails is adopted and finished by the topology group's leader.
 
+use crate::admin_api::text;
 use crate::slot_migration::{id, info, keys_in, owner_of};
 use integration::cluster::{addr, cluster_node_with, form_cluster, wait_until};
 use integration::{free_port, operator_binary, Node};
@@ -10,14 +11,6 @@ use std::process::Output;
 
 const SECRET: &str = "admin-journal";
 const TOKEN: &str = "admin-journal-token";
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// `operator ARGS --admin 127.0.0.1:PORT --token TOKEN`, given at most two minutes (a
 /// watch of an operation that never ends would otherwise hang the suite).

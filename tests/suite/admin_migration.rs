@@ -4,6 +4,7 @@
 //! sees no error, every key holds its last write, and no node ever answered ASK (atomic
 //! migration moves a batch at once: MOVED only).
 
+use crate::admin_api::text;
 use integration::cluster::{addr, cluster_node_with, form_cluster, wait_until};
 use integration::{free_port, operator, Node};
 use std::io::{BufRead, BufReader};
@@ -11,14 +12,6 @@ use std::process::{Command, Output, Stdio};
 
 const SECRET: &str = "admin-migration";
 const TOKEN: &str = "admin-migration-token";
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn admin(port: u16, args: &[&str]) -> Output {
     let at = format!("127.0.0.1:{port}");
