@@ -14,6 +14,7 @@
 #   NODE_BIN, OPERATOR_BIN, PROFILE   as in bench-failover.sh
 #   KEYS           keys loaded before the move [1000000]
 #   WRITERS        writers on the moving slots during the move [0]
+#   MIGRATION_LINK what carries our node's migration data: fabric, tcp or auto [fabric]
 #   SERVERS        server kinds, in order ["redis node"]
 #   OUT            report [BENCHMARKS.md at the repo root]
 #   KEEP_TMP=1     keep the work dir (server logs)
@@ -23,4 +24,5 @@ need redis-server redis-cli
 if [[ -n "${SERVERS+x}" ]]; then FLAGS+=(--servers "$(words_to_list "$SERVERS")"); fi
 flag_from KEYS --keys
 flag_from WRITERS --writers
+flag_from MIGRATION_LINK --migration-link
 run_suite reshard

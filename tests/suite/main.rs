@@ -45,6 +45,7 @@ mod server;
 mod sets;
 mod slot_migration;
 mod slot_migration_backpressure;
+mod slot_migration_fabric;
 mod slot_migration_leader;
 mod slot_migration_metrics;
 mod sort;

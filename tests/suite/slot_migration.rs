@@ -317,6 +317,8 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
     assert!(number("bytes_moved") > 2001.0 * 100.0, "{m:?}");
     assert!(number("elapsed_ms") > 0.0, "{m:?}");
     assert!(number("write_pauses") >= 4.0, "{m:?}");
+    // Neither end serves clients on the fabric: the data went over TCP.
+    assert_eq!(field(&m, "link"), "tcp", "{m:?}");
     let (p50, p99, max) = (
         number("write_pause_p50_ms"),
         number("write_pause_p99_ms"),

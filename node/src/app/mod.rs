@@ -71,6 +71,14 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
     }
     let fabric_listeners = crate::server::fabric::start::start_configured(&server)
         .context("starting the fabric listener")?;
+    if let Some(l) = fabric_listeners.first() {
+        server
+            .fabric_serving
+            .set(crate::node_state::fabric_serving::FabricEndpoint {
+                provider: l.provider.clone(),
+                port: l.local.port(),
+            });
+    }
     crate::server::cluster_bus::node_bus::start_node_bus(&server)
         .context("starting the cluster bus")?;
     crate::server::repl_link::primary::start_configured(&server)

@@ -7,6 +7,7 @@ pub mod keyspace_events;
 pub mod latency;
 pub mod load;
 pub mod log_level;
+pub mod migration_link;
 pub mod params;
 pub mod rewrite;
 pub mod units;

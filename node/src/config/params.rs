@@ -235,6 +235,9 @@ pub struct ClusterConfig {
     /// `cluster-migration-queue-max` (ours): most bytes a migration link holds unsent. The
     /// copy waits above a quarter of it; client writes past it fail the migration.
     pub migration_queue_max: u64,
+    /// `cluster-migration-link` (ours): what carries a migration's data to its target.
+    /// Read when a batch opens its link.
+    pub migration_link: super::migration_link::MigrationLink,
 }
 
 /// `cluster-migration-slots-per-batch` by default (docs/atomic-migration.md has the
@@ -268,6 +271,7 @@ impl Default for ClusterConfig {
             migration_debug_hold: false,
             migration_slots_per_batch: MIGRATION_SLOTS_PER_BATCH_DEFAULT,
             migration_queue_max: MIGRATION_QUEUE_DEFAULT,
+            migration_link: super::migration_link::MigrationLink::Auto,
         }
     }
 }
@@ -1232,6 +1236,18 @@ pub static PARAMS: &[Param] = &[
         |c, v| {
             c.cluster.migration_queue_max =
                 memory(v, MIGRATION_QUEUE_MAX)?.max(MIGRATION_QUEUE_MIN);
+            Ok(())
+        }
+    ),
+    param!(
+        "cluster-migration-link",
+        true,
+        |c| c.cluster.migration_link.name().to_string(),
+        |c, v| {
+            c.cluster.migration_link =
+                super::migration_link::MigrationLink::parse(v).ok_or_else(|| {
+                    "argument(s) must be one of the following: auto, fabric, tcp".to_string()
+                })?;
             Ok(())
         }
     ),

@@ -17,6 +17,7 @@ pub mod clients;
 pub mod command_clock;
 pub mod command_stats;
 pub mod error_stats;
+pub mod fabric_serving;
 pub mod functions;
 pub mod glob;
 pub mod hot;
@@ -102,6 +103,8 @@ pub struct NodeState {
     pub running_script: scripts::RunningScript,
     /// FUNCTION LOAD's libraries.
     pub functions: functions::FunctionLibraries,
+    /// Where this node serves clients on the fabric, once it does.
+    pub fabric_serving: fabric_serving::FabricServing,
 }
 
 impl NodeState {
@@ -176,6 +179,7 @@ impl NodeState {
             scripts: scripts::ScriptCache::default(),
             running_script: scripts::RunningScript::default(),
             functions: functions::FunctionLibraries::default(),
+            fabric_serving: Default::default(),
         }
     }
 

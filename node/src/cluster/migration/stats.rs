@@ -67,6 +67,8 @@ pub struct MigrationStats {
     pub bytes_moved: u64,
     /// From the driver's start to its end (or to now while it runs).
     pub elapsed_ms: u64,
+    /// What carried the last batch's data (`tcp`, `fabric/<provider>`); empty before any.
+    pub link: String,
 }
 
 impl MigrationStats {
@@ -80,6 +82,7 @@ impl MigrationStats {
             keys_moved,
             bytes_moved,
             elapsed_ms,
+            link: String::new(),
         }
     }
 }

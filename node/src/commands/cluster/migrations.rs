@@ -5,12 +5,15 @@
 //!   REQUESTID (ours) makes a retry name the same migration;
 //! - `CLUSTER GETSLOTMIGRATIONS` lists the migrations the log remembers, with what their
 //!   source measured (keys and bytes moved, elapsed time, write pauses: count, p50, p99,
-//!   max; zeros on the other nodes);
+//!   max; zeros on the other nodes) and what carried its data (`link`: `tcp` or
+//!   `fabric/<provider>`, empty on the other nodes);
 //! - `CLUSTER CANCELSLOTMIGRATIONS` cancels the ones this node drives;
 //! - `CLUSTER SYNCSLOTS ESTABLISH id batch` (internal): the source's link to the target
 //!   becomes the batch's import link (`:1`), or is told the target has not applied the
 //!   batch's begin yet (`:0`); `CLUSTER SYNCSLOTS COMMITTED id batch` (internal): whether
-//!   this node has applied the batch's commit.
+//!   this node has applied the batch's commit; `CLUSTER SYNCSLOTS FABRIC` (internal): where
+//!   this node serves clients on the fabric (provider and port; empty when it does not), for
+//!   a source to carry the batch's link there.
 
 use super::cluster;
 use crate::cluster::id::NodeId;
@@ -140,7 +143,7 @@ pub fn getslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
             .slot_migrations()
             .stats(r.id)
             .unwrap_or_default();
-        let fields: [(&str, String); 16] = [
+        let fields: [(&str, String); 17] = [
             ("name", r.id.to_string()),
             ("request_id", r.request_id.clone()),
             ("operation", operation.into()),
@@ -166,6 +169,7 @@ pub fn getslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
             ("write_pause_p50_ms", format!("{:.3}", stats.pause_p50_ms)),
             ("write_pause_p99_ms", format!("{:.3}", stats.pause_p99_ms)),
             ("write_pause_max_ms", format!("{:.3}", stats.pause_max_ms)),
+            ("link", stats.link),
         ];
         ctx.reply.map(fields.len());
         for (name, value) in fields {
@@ -185,6 +189,12 @@ pub fn cancelslotmigrations(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> CmdResult {
 
 pub fn syncslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     let c = cluster(ctx)?;
+    if args[2].eq_ignore_ascii_case(b"fabric") {
+        if args.len() != 3 {
+            return Err(CmdError::Syntax);
+        }
+        return fabric_endpoint(ctx);
+    }
     let committed = args[2].eq_ignore_ascii_case(b"committed");
     if !(args[2].eq_ignore_ascii_case(b"establish") || committed) || args.len() != 5 {
         return Err(CmdError::Syntax);
@@ -233,5 +243,19 @@ pub fn syncslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         ctx.client.import_link = Some(id.0);
     }
     ctx.reply.integer(i64::from(moving_now));
+    Ok(())
+}
+
+/// `CLUSTER SYNCSLOTS FABRIC`: `[provider, port]`, or an empty array without a fabric
+/// listener.
+fn fabric_endpoint(ctx: &mut Ctx<'_>) -> CmdResult {
+    match ctx.server.fabric_serving.get() {
+        Some(endpoint) => {
+            ctx.reply.array(2);
+            ctx.reply.bulk(endpoint.provider.as_bytes());
+            ctx.reply.integer(i64::from(endpoint.port));
+        }
+        None => ctx.reply.array(0),
+    }
     Ok(())
 }

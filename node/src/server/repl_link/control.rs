@@ -28,6 +28,55 @@ pub enum ControlError {
     AuthRefused(String),
 }
 
+/// One command and its reply on a connection being set up, whatever carries it; an error
+/// reply is `Refused`.
+pub trait Caller {
+    fn call(&mut self, args: &[&[u8]]) -> Result<Frame, ControlError>;
+}
+
+impl Caller for Control {
+    fn call(&mut self, args: &[&[u8]]) -> Result<Frame, ControlError> {
+        Control::call(self, args)
+    }
+}
+
+/// A command as a RESP array of bulk strings.
+pub fn encode_command(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Authenticates the connection behind `caller` as this node's replication user: when
+/// `masterauth` is set, AUTH (with `masteruser`, if set), as a Redis replica sends it before
+/// REPLCONF; a primary with `requirepass` refuses everything else with NOAUTH.
+pub fn authenticate_as_replica(
+    server: &Server,
+    caller: &mut dyn Caller,
+) -> Result<(), ControlError> {
+    let (user, pass) = {
+        let config = server.config.read();
+        (config.masteruser.clone(), config.masterauth.clone())
+    };
+    let Some(pass) = pass else {
+        return Ok(());
+    };
+    let mut auth: Vec<&[u8]> = vec![b"AUTH"];
+    if let Some(user) = &user {
+        auth.push(user.as_bytes());
+    }
+    auth.push(pass.as_bytes());
+    caller.call(&auth).map_err(|e| match e {
+        ControlError::Refused(why) => ControlError::AuthRefused(why),
+        other => other,
+    })?;
+    Ok(())
+}
+
 pub struct Control {
     stream: TcpStream,
     buf: Vec<u8>,
@@ -60,21 +109,7 @@ impl Control {
         timeout: Duration,
     ) -> Result<Self, ControlError> {
         let mut control = Self::connect(host, port, timeout)?;
-        let (user, pass) = {
-            let config = server.config.read();
-            (config.masteruser.clone(), config.masterauth.clone())
-        };
-        if let Some(pass) = pass {
-            let mut auth: Vec<&[u8]> = vec![b"AUTH"];
-            if let Some(user) = &user {
-                auth.push(user.as_bytes());
-            }
-            auth.push(pass.as_bytes());
-            control.call(&auth).map_err(|e| match e {
-                ControlError::Refused(why) => ControlError::AuthRefused(why),
-                other => other,
-            })?;
-        }
+        authenticate_as_replica(server, &mut control)?;
         Ok(control)
     }
 
@@ -95,13 +130,7 @@ impl Control {
 
     /// Sends one command and reads its reply; an error reply is `Refused`.
     pub fn call(&mut self, args: &[&[u8]]) -> Result<Frame, ControlError> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.stream.write_all(&out)?;
+        self.stream.write_all(&encode_command(args))?;
         let deadline = Instant::now() + self.timeout;
         loop {
             match decode(&self.buf).map_err(|e| ControlError::Decode(e.to_string()))? {

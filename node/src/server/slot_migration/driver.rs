@@ -403,6 +403,7 @@ impl Driver {
             batch,
             queue.clone(),
         )?;
+        self.state.progress.lock().link = link.carrier().to_string();
         self.cluster()
             .migration_gate
             .install_link(self.plan.id, queue.clone());

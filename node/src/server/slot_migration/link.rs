@@ -1,15 +1,20 @@
-//! One batch's link to the target: an authenticated RESP connection to the target's client
-//! port (as a replica reaches its primary), made the batch's import link by `CLUSTER
-//! SYNCSLOTS ESTABLISH`, then a sender thread writing the batch's queue and a receiver
-//! thread counting the target's replies. A reply answers a command the target applied (and,
-//! with `repl-sync-acks` there, its replicas acknowledged); an error reply (OOM, a slot no
-//! longer moving) fails the link.
+//! One batch's link to the target, made the batch's import link by `CLUSTER SYNCSLOTS
+//! ESTABLISH`, carrying the batch's queue to the target and the target's replies back
+//! ([`link_replies`](super::link_replies)). Setup goes over an authenticated RESP connection
+//! to the target's client port over TCP (as a replica reaches its primary); the data then goes
+//! over the fabric when the target serves clients there (`cluster-migration-link auto` or
+//! `fabric`; one pump thread, [`fabric_link`](super::fabric_link)), else over that TCP
+//! connection (a sender thread and a receiver thread).
 
+use super::fabric_link::FabricCaller;
+use super::link_replies::Replies;
+use super::link_setup;
 use crate::cluster::migration::{LinkQueue, MigrationId};
-use crate::server::repl_link::control::{Control, ControlError};
+use crate::config::migration_link::MigrationLink;
+use crate::server::repl_link::control::{authenticate_as_replica, Control};
 use crate::server::Server;
 use parking_lot::Mutex;
-use proto::resp::{decode, Frame};
+use proto::resp::Frame;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -19,29 +24,26 @@ use std::time::{Duration, Instant};
 
 /// How long connecting and each setup call may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the target may take to apply the batch's `MigrationBegin` (it learns the log
-/// a moment after the source).
-const ESTABLISH_WAIT: Duration = Duration::from_secs(10);
-const ESTABLISH_RETRY: Duration = Duration::from_millis(1);
-/// Most reply bytes held undecoded (replies to migration writes are small).
-const REPLY_BUFFER_MAX: usize = 64 << 20;
 
 pub struct Link {
     queue: Arc<LinkQueue>,
     shared: Arc<LinkShared>,
-    stream: TcpStream,
+    /// The TCP connection when it carries the data (shut down to stop its threads).
+    tcp: Option<TcpStream>,
+    carrier: String,
     threads: Vec<JoinHandle<()>>,
 }
 
+/// What the link's threads and the driver share.
 #[derive(Default)]
-struct LinkShared {
+pub struct LinkShared {
     failed: Mutex<Option<String>>,
-    answered: AtomicU64,
-    stop: AtomicBool,
+    pub answered: AtomicU64,
+    pub stop: AtomicBool,
 }
 
 impl LinkShared {
-    fn fail(&self, why: String) {
+    pub fn fail(&self, why: String) {
         self.failed.lock().get_or_insert(why);
     }
 }
@@ -59,46 +61,27 @@ impl Link {
     ) -> Result<Link, String> {
         let mut control = Control::connect_to_primary(server, host, port, CONNECT_TIMEOUT)
             .map_err(|e| format!("connecting to the target {host}:{port}: {e}"))?;
-        let id_text = id.to_string();
-        let batch_text = batch.to_string();
-        let connected = Instant::now();
-        let deadline = connected + ESTABLISH_WAIT;
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            let reply = control.call(&[
-                b"CLUSTER",
-                b"SYNCSLOTS",
-                b"ESTABLISH",
-                id_text.as_bytes(),
-                batch_text.as_bytes(),
-            ]);
-            match reply {
-                Ok(Frame::Integer(1)) => break,
-                Ok(Frame::Integer(0)) if Instant::now() < deadline => {
-                    // Background thread owning its loop: the target has not applied the
-                    // batch's begin yet.
-                    std::thread::sleep(ESTABLISH_RETRY)
-                }
-                Ok(Frame::Integer(0)) => {
+        let choice = server.config.read().cluster.migration_link;
+        if choice != MigrationLink::Tcp {
+            match open_fabric(server, &mut control, host, id, batch, &queue) {
+                Ok(Some(link)) => return Ok(link),
+                Ok(None) if choice == MigrationLink::Fabric => {
                     return Err(format!(
-                        "the target did not apply batch {batch} within {ESTABLISH_WAIT:?}"
+                        "the target {host}:{port} serves no clients on the fabric \
+                         (cluster-migration-link fabric)"
                     ))
                 }
-                Ok(other) => return Err(format!("the target answered {other:?} to ESTABLISH")),
-                Err(ControlError::Refused(why)) => {
-                    return Err(format!("the target refused: {why}"))
-                }
-                Err(e) => return Err(format!("link to the target: {e}")),
+                Ok(None) => {}
+                Err(why) if choice == MigrationLink::Fabric => return Err(why),
+                Err(why) => tracing::warn!(
+                    migration = %id,
+                    batch,
+                    error = %why,
+                    "the fabric link to the target failed; carrying the batch over TCP"
+                ),
             }
         }
-        tracing::trace!(
-            migration = %id,
-            batch,
-            attempts,
-            waited_us = connected.elapsed().as_micros() as u64,
-            "import link established"
-        );
+        link_setup::establish(&mut control, id, batch)?;
         let stream = control.into_stream();
         let shared = Arc::new(LinkShared::default());
         shared.answered.store(queue.answered(0), Relaxed);
@@ -121,9 +104,15 @@ impl Link {
         Ok(Link {
             queue,
             shared,
-            stream,
+            tcp: Some(stream),
+            carrier: "tcp".into(),
             threads: vec![sender, receiver],
         })
+    }
+
+    /// What carries the data: `tcp`, or `fabric/` and the provider.
+    pub fn carrier(&self) -> &str {
+        &self.carrier
     }
 
     /// The stream offset the target has answered every command through.
@@ -141,11 +130,47 @@ impl Link {
     pub fn close(self) {
         self.shared.stop.store(true, Relaxed);
         self.queue.close();
-        let _ = self.stream.shutdown(Shutdown::Both);
+        if let Some(tcp) = &self.tcp {
+            let _ = tcp.shutdown(Shutdown::Both);
+        }
         for t in self.threads {
             let _ = t.join();
         }
     }
+}
+
+/// The batch's link over the fabric, when the target serves clients there: None when it
+/// does not; an error when it does and the link could not be made.
+fn open_fabric(
+    server: &Server,
+    control: &mut Control,
+    host: &str,
+    id: MigrationId,
+    batch: u32,
+    queue: &Arc<LinkQueue>,
+) -> Result<Option<Link>, String> {
+    let Some(endpoint) = link_setup::fabric_endpoint(control)? else {
+        return Ok(None);
+    };
+    let mut caller =
+        FabricCaller::connect(&endpoint.provider, host, endpoint.port, CONNECT_TIMEOUT)?;
+    authenticate_as_replica(server, &mut caller)
+        .map_err(|e| format!("authenticating on the target's fabric port: {e}"))?;
+    link_setup::establish(&mut caller, id, batch)?;
+    let carrier = format!("fabric/{}", caller.provider());
+    let shared = Arc::new(LinkShared::default());
+    shared.answered.store(queue.answered(0), Relaxed);
+    let pump = caller
+        .into_pump(queue.clone(), shared.clone())
+        .map_err(|e| e.to_string())?;
+    tracing::debug!(migration = %id, batch, %carrier, "import link over the fabric");
+    Ok(Some(Link {
+        queue: queue.clone(),
+        shared,
+        tcp: None,
+        carrier,
+        threads: vec![pump],
+    }))
 }
 
 /// How long the source waits for the target to apply a batch's commit before it lets the
@@ -202,18 +227,18 @@ fn send(queue: &LinkQueue, shared: &LinkShared, out: &mut TcpStream) {
 
 fn receive(queue: &LinkQueue, shared: &LinkShared, input: &mut TcpStream) {
     let _ = input.set_read_timeout(Some(Duration::from_millis(200)));
-    let mut buf: Vec<u8> = Vec::new();
+    let mut replies = Replies::default();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         if shared.stop.load(Relaxed) {
             return;
         }
-        match input.read(&mut chunk) {
+        let n = match input.read(&mut chunk) {
             Ok(0) => {
                 shared.fail("the target closed the link".into());
                 return;
             }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => n,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -226,36 +251,14 @@ fn receive(queue: &LinkQueue, shared: &LinkShared, input: &mut TcpStream) {
                 shared.fail(format!("reading from the target: {e}"));
                 return;
             }
-        }
-        let mut replies = 0u64;
-        let mut used_total = 0;
-        loop {
-            match decode(&buf[used_total..]) {
-                Ok(Some((frame, used))) => {
-                    used_total += used;
-                    if let Frame::Error(e) = frame {
-                        shared.fail(format!(
-                            "the target answered: {}",
-                            String::from_utf8_lossy(&e)
-                        ));
-                        return;
-                    }
-                    replies += 1;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    shared.fail(format!("the target's reply is not RESP: {e}"));
-                    return;
-                }
+        };
+        match replies.feed(&chunk[..n]) {
+            Ok(0) => {}
+            Ok(answered) => shared.answered.store(queue.answered(answered), Relaxed),
+            Err(why) => {
+                shared.fail(why);
+                return;
             }
-        }
-        buf.drain(..used_total);
-        if buf.len() > REPLY_BUFFER_MAX {
-            shared.fail("the target's reply is too long".into());
-            return;
-        }
-        if replies > 0 {
-            shared.answered.store(queue.answered(replies), Relaxed);
         }
     }
 }

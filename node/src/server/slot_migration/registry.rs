@@ -25,6 +25,8 @@ pub struct Progress {
     pub started: Instant,
     /// Set when the driver finished.
     pub elapsed: Option<Duration>,
+    /// What carried the last batch's data (`Link::carrier`).
+    pub link: String,
 }
 
 impl Default for Progress {
@@ -37,6 +39,7 @@ impl Default for Progress {
             pauses: PauseLog::default(),
             started: Instant::now(),
             elapsed: None,
+            link: String::new(),
         }
     }
 }
@@ -44,12 +47,15 @@ impl Default for Progress {
 impl Progress {
     pub fn stats(&self) -> MigrationStats {
         let elapsed = self.elapsed.unwrap_or_else(|| self.started.elapsed());
-        MigrationStats::new(
-            &self.pauses,
-            self.keys_copied,
-            self.bytes_streamed,
-            elapsed.as_millis() as u64,
-        )
+        MigrationStats {
+            link: self.link.clone(),
+            ..MigrationStats::new(
+                &self.pauses,
+                self.keys_copied,
+                self.bytes_streamed,
+                elapsed.as_millis() as u64,
+            )
+        }
     }
 }
 

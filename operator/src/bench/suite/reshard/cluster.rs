@@ -57,6 +57,7 @@ fn argv(
     port: u16,
     dir: &Path,
     taken: &mut Vec<u16>,
+    migration_link: &str,
 ) -> anyhow::Result<ServerLine> {
     let mut names = vec![
         (port.to_string(), "$PORT".to_string()),
@@ -88,6 +89,8 @@ fn argv(
         ServerKind::Node => {
             let repl_port = free_cluster_port(taken)?;
             names.push((repl_port.to_string(), "$REPL_FABRIC_PORT".to_string()));
+            let rdma_port = free_cluster_port(taken)?;
+            names.push((rdma_port.to_string(), "$RDMA_PORT".to_string()));
             names.push((node_bin.display().to_string(), "node".to_string()));
             words(&[
                 &node_bin.display().to_string(),
@@ -109,6 +112,10 @@ fn argv(
                 "127.0.0.1",
                 "--repl-fabric-port",
                 &repl_port.to_string(),
+                "--rdma-port",
+                &rdma_port.to_string(),
+                "--cluster-migration-link",
+                migration_link,
             ])
         }
     };
@@ -116,7 +123,12 @@ fn argv(
 }
 
 /// Starts three servers of `kind` under `work` and makes them one cluster.
-pub fn start(kind: ServerKind, node_bin: &Path, work: &Path) -> anyhow::Result<Cluster> {
+pub fn start(
+    kind: ServerKind,
+    node_bin: &Path,
+    work: &Path,
+    migration_link: &str,
+) -> anyhow::Result<Cluster> {
     let mut taken = Vec::new();
     let mut cluster = Cluster {
         kind,
@@ -127,7 +139,7 @@ pub fn start(kind: ServerKind, node_bin: &Path, work: &Path) -> anyhow::Result<C
     for i in 0..PRIMARIES {
         let port = free_cluster_port(&mut taken)?;
         let dir = make_dir(&work.join(format!("{}-{i}-{port}", kind.name())))?;
-        let (argv, names) = argv(kind, node_bin, port, &dir, &mut taken)?;
+        let (argv, names) = argv(kind, node_bin, port, &dir, &mut taken, migration_link)?;
         let server = ServerProcess::new(port, argv, dir.join("server.log"));
         if i == 0 {
             let names: Vec<(&str, &str)> = names

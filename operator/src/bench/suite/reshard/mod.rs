@@ -48,6 +48,10 @@ pub struct ReshardArgs {
     /// Our node's `cluster-migration-slots-per-batch` for the move (unset: its default).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub slots_per_batch: Option<u64>,
+    /// What carries our node's migration data (`cluster-migration-link`): fabric (each node
+    /// serves clients on `ofi:tcp` too, `--rdma-port`), tcp, or auto.
+    #[arg(long, default_value = "fabric", value_parser = ["fabric", "tcp", "auto"])]
+    pub migration_link: String,
     /// Longest a move may take, in seconds.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub move_timeout: u64,
@@ -170,7 +174,7 @@ pub fn run_all(args: &ReshardArgs) -> anyhow::Result<Vec<Result<Run, (ServerKind
 }
 
 fn run_one(args: &ReshardArgs, kind: ServerKind, work: &Path) -> anyhow::Result<Run> {
-    let mut cluster = cluster::start(kind, &args.node_bin, work)?;
+    let mut cluster = cluster::start(kind, &args.node_bin, work, &args.migration_link)?;
     let result = drive(args, &cluster);
     cluster.stop();
     result

@@ -19,8 +19,11 @@ its key, loaded with pipelines of 1000 SETs, one connection per primary.",
     "- **Move**: every slot of the primary that owns slot 0 (5461 slots, about a third of \
 the keys) to the primary that owns slot 5461. Our node: `CLUSTER MIGRATESLOTS` of its \
 ranges, timed from sending the command until `CLUSTER GETSLOTMIGRATIONS` on the source \
-(polled every 10 ms) says `success`. redis-server: `redis-cli --cluster reshard ... \
---cluster-pipeline 1000`, timed from start to exit.",
+(polled every 10 ms) says `success`. Its data goes over what `--migration-link` names \
+(the `data link` column, from GETSLOTMIGRATIONS: by default `fabric/ofi:tcp`, a fabric \
+stream from the source to the target's client fabric listener, every node serving clients \
+on `ofi:tcp` too; `tcp`: a RESP connection to the target's client port). redis-server: \
+`redis-cli --cluster reshard ... --cluster-pipeline 1000`, timed from start to exit.",
     "- **Write pause** (our node only): the source's own measure of each pause of a batch's \
 slots, from the pause to the resume of their writes (which covers the target's catch-up, \
 the commit through the topology log and its application), as GETSLOTMIGRATIONS reports it. \
@@ -70,8 +73,8 @@ pub fn section(
         "### Results".into(),
         String::new(),
     ]);
-    out.push("| server | keys | slots moved | move (s) | loaded keys moved/s | write pauses | pause p50 (ms) | pause p99 (ms) | pause max (ms) | keys read back | wrong |".into());
-    out.push("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|".into());
+    out.push("| server | keys | slots moved | move (s) | loaded keys moved/s | write pauses | pause p50 (ms) | pause p99 (ms) | pause max (ms) | keys read back | wrong | data link |".into());
+    out.push("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|".into());
     for run in runs.iter().flatten() {
         let f = |name: &str| {
             run.moved
@@ -81,7 +84,7 @@ pub fn section(
                 .unwrap_or_else(|| "n/a".into())
         };
         out.push(format!(
-            "| {} | {} | {} of {} | {:.2} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} of {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |",
             run.server.name(),
             thousands(args.keys as f64),
             run.slots.1,
@@ -94,6 +97,7 @@ pub fn section(
             f("write_pause_max_ms"),
             thousands(run.read_back.checked as f64),
             run.read_back.wrong,
+            f("link"),
         ));
     }
     out.push(String::new());
