@@ -236,6 +236,24 @@ fn an_operation_whose_coordinator_fails_is_finished_by_the_leader() {
     }
     let count: i64 = redis::cmd("DBSIZE").query(&mut moved).unwrap();
     assert!(count >= keys.len() as i64, "{count}");
+    // The coordinator, running again, shows the log's view (the adopter's), not its own
+    // worker's, once it has caught up with the log; its worker stood down or finished.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let seen = admin(pc, &["ops", "watch", &op, "--json"]);
+        let out = text(&seen);
+        if seen.status.success()
+            && field(&out, "coordinator_id").as_deref() == Some(adopter.as_str())
+        {
+            assert_eq!(field(&out, "state").as_deref(), Some("SUCCEEDED"), "{out}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the coordinator, back, still shows: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// Goal: a node asked to drain itself coordinates its own DrainNode: once it has forgotten

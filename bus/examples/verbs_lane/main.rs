@@ -19,6 +19,7 @@
 
 mod datagram;
 mod node_cluster;
+mod node_migration;
 mod node_stream;
 mod replication;
 mod ring;

@@ -76,6 +76,7 @@ async fn serve(config: Config, mut signals: StopSignals) -> anyhow::Result<()> {
             .fabric_serving
             .set(crate::node_state::fabric_serving::FabricEndpoint {
                 provider: l.provider.clone(),
+                ip: l.local.ip(),
                 port: l.local.port(),
             });
     }

@@ -433,6 +433,15 @@ fn check_owned(
     }
 }
 
+/// `reason` cut to fit a `MigrationAbort` record (the log refuses longer ones): an abort
+/// must always be recordable, whatever a failure's text says.
+pub fn abort_reason(reason: &str) -> String {
+    if reason.len() <= REASON_MAX {
+        return reason.to_string();
+    }
+    format!("{}...", truncate(reason, REASON_MAX - 3))
+}
+
 fn truncate(text: &str, max: usize) -> String {
     let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {

@@ -198,3 +198,39 @@ fn running_and_remembered_ops_are_bounded() {
         Err(Refusal::RequestIdTooLong)
     );
 }
+
+/// A link failure's text can be any length (the target's reply is quoted in it); the abort
+/// made of it must still encode, or the migration stays running forever.
+#[test]
+fn any_failure_text_makes_an_abort_the_log_takes() {
+    use crate::cluster::consensus::TopologyCommand;
+    for reason in [
+        "short".to_string(),
+        "é".repeat(2000),
+        "x".repeat(REASON_MAX + 1),
+    ] {
+        let fitted = abort_reason(&reason);
+        assert!(fitted.len() <= REASON_MAX, "{}", fitted.len());
+        let command = TopologyCommand::MigrationAbort {
+            id: 1,
+            reason: fitted.clone(),
+            cancelled: false,
+        };
+        let decoded = TopologyCommand::decode(&command.encode().expect("encodes")).unwrap();
+        assert_eq!(decoded, command);
+        if reason.len() <= REASON_MAX {
+            assert_eq!(fitted, reason);
+        } else {
+            assert!(fitted.ends_with("..."), "{fitted}");
+        }
+    }
+    let unfitted = TopologyCommand::MigrationAbort {
+        id: 1,
+        reason: "x".repeat(REASON_MAX + 1),
+        cancelled: false,
+    };
+    assert!(
+        unfitted.encode().is_err(),
+        "the log takes any length after all"
+    );
+}

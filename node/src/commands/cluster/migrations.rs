@@ -12,7 +12,7 @@
 //!   becomes the batch's import link (`:1`), or is told the target has not applied the
 //!   batch's begin yet (`:0`); `CLUSTER SYNCSLOTS COMMITTED id batch` (internal): whether
 //!   this node has applied the batch's commit; `CLUSTER SYNCSLOTS FABRIC` (internal): where
-//!   this node serves clients on the fabric (provider and port; empty when it does not), for
+//!   this node serves clients on the fabric (provider, address, port; empty when not), for
 //!   a source to carry the batch's link there.
 
 use super::cluster;
@@ -246,13 +246,14 @@ pub fn syncslots(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// `CLUSTER SYNCSLOTS FABRIC`: `[provider, port]`, or an empty array without a fabric
-/// listener.
+/// `CLUSTER SYNCSLOTS FABRIC`: `[provider, ip, port]` (ip `0.0.0.0`: any of this node's
+/// addresses), or an empty array without a fabric listener.
 fn fabric_endpoint(ctx: &mut Ctx<'_>) -> CmdResult {
     match ctx.server.fabric_serving.get() {
         Some(endpoint) => {
-            ctx.reply.array(2);
+            ctx.reply.array(3);
             ctx.reply.bulk(endpoint.provider.as_bytes());
+            ctx.reply.bulk(endpoint.ip.to_string().as_bytes());
             ctx.reply.integer(i64::from(endpoint.port));
         }
         None => ctx.reply.array(0),

@@ -107,7 +107,7 @@ pub fn start(server: Arc<Server>, plan: AddNodePlan, op: Arc<Tracked>) -> std::i
         .name("node-admin-add-node".into())
         .spawn(move || match run(&server, &plan, &op) {
             Ok(()) => op.succeed(),
-            Err(Stop::Cancelled) => {}
+            Err(Stop::Cancelled | Stop::StoodDown) => {}
             Err(Stop::Failed(why)) => op.fail(why),
         })
         .map(drop)
@@ -115,6 +115,8 @@ pub fn start(server: Arc<Server>, plan: AddNodePlan, op: Arc<Tracked>) -> std::i
 
 enum Stop {
     Cancelled,
+    /// The log names another coordinator (`Tracked::stood_down`).
+    StoodDown,
     Failed(String),
 }
 
@@ -230,6 +232,9 @@ fn check_empty(peer: &mut Peer, at: &str) -> Result<(), String> {
 }
 
 fn cancelled(op: &Tracked) -> Result<(), Stop> {
+    if op.stood_down() {
+        return Err(Stop::StoodDown);
+    }
     match op.stop_if_cancelled() {
         true => Err(Stop::Cancelled),
         false => Ok(()),

@@ -89,6 +89,8 @@ pub fn start(server: Arc<Server>, plan: FailoverPlan, op: Arc<Tracked>) -> std::
                 return;
             }
             match run(&server, &plan, &op) {
+                // Another node coordinates it now and records its end.
+                _ if op.stood_down() => {}
                 Ok(()) => op.succeed(),
                 Err(why) => op.fail(why),
             }
@@ -120,6 +122,10 @@ fn run(server: &Server, plan: &FailoverPlan, op: &Tracked) -> Result<(), String>
                 .is_some_and(|n| n.is_primary())
         };
         if promoted {
+            return Ok(());
+        }
+        if op.stood_down() {
+            // The coordinator the log names now follows the promotion.
             return Ok(());
         }
         if Instant::now() >= deadline {

@@ -6,7 +6,10 @@
 //! - an operation the log says this node coordinates and that does not run here (the
 //!   leader adopted it, or this node restarted) is resumed from its recorded plan;
 //! - on the group's leader, an operation whose coordinator failed (or left the cluster) is
-//!   adopted: the leader becomes its coordinator, then resumes it as above.
+//!   adopted: the leader becomes its coordinator, then resumes it as above;
+//! - an operation still running here that the log gives to another coordinator (this node
+//!   was stopped or cut off long enough to be adopted from) or has ended stands down: its
+//!   worker stops without ending or undoing anything, and this node shows the log's view.
 //!
 //! Resuming is safe because every step of a plan can be asked again: a slot move is found
 //! done in the migration ledger by its request id, AddNode skips what the topology shows
@@ -56,6 +59,7 @@ enum Step {
     Cancel(String),
     Resume(Box<OperationRecord>),
     Adopt(u64),
+    StandDown(String),
 }
 
 fn round(server: &Arc<Server>, operations: &Arc<Operations>) {
@@ -84,6 +88,8 @@ fn round(server: &Arc<Server>, operations: &Arc<Operations>) {
                     }
                     None => steps.push(Step::Resume(Box::new(r.clone()))),
                 }
+            } else if operations.find(&r.display_id()).is_some() {
+                // Stands down below.
             } else if leader == Some(me) {
                 let gone = t
                     .index_of(&r.coordinator)
@@ -92,6 +98,16 @@ fn round(server: &Arc<Server>, operations: &Arc<Operations>) {
                 if gone {
                     steps.push(Step::Adopt(r.id));
                 }
+            }
+        }
+        for local in operations.list() {
+            if super::operations::is_terminal(local.state) {
+                continue;
+            }
+            let logged = crate::cluster::op_journal::parse_display_id(&local.id)
+                .and_then(|id| t.consensus.operations.get(id));
+            if logged.is_some_and(|r| r.coordinator != me || r.ended.is_some()) {
+                steps.push(Step::StandDown(local.id));
             }
         }
     }
@@ -126,6 +142,16 @@ fn round(server: &Arc<Server>, operations: &Arc<Operations>) {
                 }
             }
             Step::Resume(record) => resume(server, operations, *record),
+            Step::StandDown(id) => {
+                if let Some(op) = operations.find(&id) {
+                    op.stand_down();
+                    operations.forget(&id);
+                    tracing::warn!(
+                        operation = %id,
+                        "the topology log names another coordinator for this operation; standing down"
+                    );
+                }
+            }
         }
     }
 }

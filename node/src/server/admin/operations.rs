@@ -30,6 +30,10 @@ pub struct Tracked {
     /// [`CANCELLABLE`], [`CANCEL_REQUESTED`] or [`COMMITTED`]: one word, so that a cancel and
     /// the worker's step past the point of no return cannot both win.
     cancel: AtomicU8,
+    /// The topology log names another coordinator (the leader adopted the operation while
+    /// this node was stopped or cut off) or has its end: the worker here stops at its next
+    /// check without ending or undoing anything; the coordinator the log names carries on.
+    stood_down: std::sync::atomic::AtomicBool,
 }
 
 /// A cancel may still stop the operation.
@@ -82,6 +86,16 @@ impl Tracked {
             "cancelled by CancelOperation".into(),
         );
         true
+    }
+
+    /// Tells the worker to stop without ending the operation (see `stood_down`).
+    pub fn stand_down(&self) {
+        self.stood_down.store(true, Ordering::Release);
+    }
+
+    /// Whether the worker should stop because another node coordinates the operation now.
+    pub fn stood_down(&self) -> bool {
+        self.stood_down.load(Ordering::Acquire)
     }
 
     /// Whether a cancel was asked for (an operation that stops on its own terms, e.g. a slot
@@ -217,6 +231,7 @@ impl Operations {
             fingerprint: new.fingerprint,
             state: tokio::sync::watch::Sender::new(op),
             cancel: AtomicU8::new(CANCELLABLE),
+            stood_down: Default::default(),
         });
         if !new.request_id.is_empty() {
             inner.by_request.insert(new.request_id, id.clone());
@@ -266,6 +281,7 @@ impl Operations {
             fingerprint,
             state: tokio::sync::watch::Sender::new(now),
             cancel: AtomicU8::new(CANCELLABLE),
+            stood_down: Default::default(),
         });
         if !request_id.is_empty() {
             inner.by_request.insert(request_id, id.clone());

@@ -32,6 +32,15 @@ impl AdminService {
         AdminService { server, operations }
     }
 
+    /// The operation as this node runs it, unless the topology log gives it to another
+    /// coordinator (this node was adopted from): then the log's view is the one to show.
+    fn local_view(&self, id: &str) -> Option<Arc<Tracked>> {
+        let op = self.operations.find(id)?;
+        let elsewhere = op_log::find(&self.server, id)
+            .is_some_and(|r| r.coordinator.to_string() != self.myself_id());
+        (!elsewhere).then_some(op)
+    }
+
     fn myself_id(&self) -> String {
         self.server
             .cluster
@@ -386,7 +395,7 @@ impl Admin for AdminService {
         request: Request<pb::GetOperationRequest>,
     ) -> Result<Response<pb::Operation>, Status> {
         let id = request.into_inner().id;
-        if let Some(op) = self.operations.find(&id) {
+        if let Some(op) = self.local_view(&id) {
             return Ok(Response::new(op.snapshot()));
         }
         // Coordinated by another node (or before this node restarted): the log's view.
@@ -399,7 +408,12 @@ impl Admin for AdminService {
         &self,
         _: Request<pb::ListOperationsRequest>,
     ) -> Result<Response<pb::ListOperationsResponse>, Status> {
-        let mut operations = self.operations.list();
+        let mut operations: Vec<pb::Operation> = self
+            .operations
+            .list()
+            .into_iter()
+            .filter(|o| self.local_view(&o.id).is_some())
+            .collect();
         let here: std::collections::HashSet<String> =
             operations.iter().map(|o| o.id.clone()).collect();
         operations.extend(
@@ -418,7 +432,7 @@ impl Admin for AdminService {
         request: Request<pb::WatchOperationRequest>,
     ) -> Result<Response<Self::WatchOperationStream>, Status> {
         let id = request.into_inner().id;
-        let local = self.operations.find(&id);
+        let local = self.local_view(&id);
         if local.is_none() && op_log::find(&self.server, &id).is_none() {
             return Err(Status::not_found(format!("no operation {id:?}")));
         }
@@ -428,53 +442,19 @@ impl Admin for AdminService {
             "WatchOperation",
         )?;
         let (tx, rx) = tokio::sync::mpsc::channel(OPERATION_WATCH_QUEUE_MAX);
-        match local {
-            Some(op) => {
-                let mut changes = op.subscribe();
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    loop {
-                        let now = changes.borrow_and_update().clone();
-                        let done = super::operations::is_terminal(now.state);
-                        if tx.send(Ok(now)).await.is_err() || done {
-                            return;
-                        }
-                        tokio::select! {
-                            changed = changes.changed() => if changed.is_err() { return },
-                            _ = tx.closed() => return,
-                        }
-                    }
-                });
+        let server = self.server.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut last = None;
+            if let Some(op) = local {
+                match watch_local(&op, &tx).await {
+                    LocalWatch::Ended => return,
+                    // This node stood down: the coordinator the log names carries on.
+                    LocalWatch::Gone(now) => last = Some(now),
+                }
             }
-            None => {
-                // Another node coordinates it: the log's view, sent at each change.
-                let server = self.server.clone();
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let mut last: Option<pb::Operation> = None;
-                    loop {
-                        let Some(now) = op_log::find(&server, &id).map(|r| op_log::message(&r))
-                        else {
-                            return;
-                        };
-                        let done = super::operations::is_terminal(now.state);
-                        if last.as_ref() != Some(&now) {
-                            last = Some(now.clone());
-                            if tx.send(Ok(now)).await.is_err() {
-                                return;
-                            }
-                        }
-                        if done {
-                            return;
-                        }
-                        tokio::select! {
-                            _ = tokio::time::sleep(JOURNAL_WATCH_POLL) => {}
-                            _ = tx.closed() => return,
-                        }
-                    }
-                });
-            }
-        }
+            watch_log(&server, &id, &tx, last).await;
+        });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -507,5 +487,66 @@ impl Admin for AdminService {
         .map_err(|e| Status::internal(format!("recording the cancel: {e}")))??;
         let now = op_log::find(&self.server, &id).unwrap_or(record);
         Ok(Response::new(op_log::message(&now)))
+    }
+}
+
+/// How following an operation this node runs ended.
+enum LocalWatch {
+    /// It reached a terminal state (sent), or the watcher left.
+    Ended,
+    /// Its worker stood down before it ended (the last state sent): follow the log.
+    Gone(pb::Operation),
+}
+
+/// Sends the operation's state at each change until it ends or its worker is gone.
+async fn watch_local(
+    op: &Tracked,
+    tx: &tokio::sync::mpsc::Sender<Result<pb::Operation, Status>>,
+) -> LocalWatch {
+    let mut changes = op.subscribe();
+    loop {
+        let now = changes.borrow_and_update().clone();
+        let done = super::operations::is_terminal(now.state);
+        if tx.send(Ok(now.clone())).await.is_err() || done {
+            return LocalWatch::Ended;
+        }
+        if op.stood_down() {
+            return LocalWatch::Gone(now);
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return LocalWatch::Gone(now) },
+            _ = tx.closed() => return LocalWatch::Ended,
+            // A stand-down changes nothing in the state: look for it now and then.
+            _ = tokio::time::sleep(JOURNAL_WATCH_POLL) => {}
+        }
+    }
+}
+
+/// Sends the log's view of the operation at each change until it ends (another node
+/// coordinates it); `last` is what the watcher was sent already.
+async fn watch_log(
+    server: &Server,
+    id: &str,
+    tx: &tokio::sync::mpsc::Sender<Result<pb::Operation, Status>>,
+    mut last: Option<pb::Operation>,
+) {
+    loop {
+        let Some(now) = op_log::find(server, id).map(|r| op_log::message(&r)) else {
+            return;
+        };
+        let done = super::operations::is_terminal(now.state);
+        if last.as_ref() != Some(&now) {
+            last = Some(now.clone());
+            if tx.send(Ok(now)).await.is_err() {
+                return;
+            }
+        }
+        if done {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(JOURNAL_WATCH_POLL) => {}
+            _ = tx.closed() => return,
+        }
     }
 }

@@ -57,6 +57,10 @@ pub fn start(server: Arc<Server>, plan: Plan, op: Arc<Tracked>) -> std::io::Resu
             match run(&server, &plan, &op) {
                 Ok(Ended::Done) => op.succeed(),
                 Ok(Ended::Cancelled(why)) => op.cancelled(why),
+                Ok(Ended::StoodDown) => tracing::info!(
+                    operation = %op.id(),
+                    "another node coordinates this operation now; this one stops following it"
+                ),
                 Err(why) => op.fail(why),
             }
         })
@@ -66,12 +70,17 @@ pub fn start(server: Arc<Server>, plan: Plan, op: Arc<Tracked>) -> std::io::Resu
 enum Ended {
     Done,
     Cancelled(String),
+    /// The log names another coordinator (`Tracked::stood_down`).
+    StoodDown,
 }
 
 fn run(server: &Arc<Server>, plan: &Plan, op: &Tracked) -> Result<Ended, String> {
     let mut slots_before = 0u64;
     let count = plan.moves.len();
     for (i, m) in plan.moves.iter().enumerate() {
+        if op.stood_down() {
+            return Ok(Ended::StoodDown);
+        }
         if op.cancel_requested() {
             return Ok(Ended::Cancelled(format!(
                 "cancelled after {i} of {count} moves"
@@ -105,7 +114,8 @@ fn run(server: &Arc<Server>, plan: &Plan, op: &Tracked) -> Result<Ended, String>
             MigrationState::Failed(why) => {
                 return Err(format!("move {} of {count} failed: {why}", i + 1))
             }
-            MigrationState::Running => unreachable!("followed to its end"),
+            // Followed until another node became the coordinator.
+            MigrationState::Running => return Ok(Ended::StoodDown),
         }
         slots_before += m.slots.slot_count() as u64;
     }
@@ -172,8 +182,8 @@ fn begin_move(
     }
 }
 
-/// Follows the migration named `request` in the ledger until it ends, reporting progress
-/// and passing a cancel on to the log.
+/// Follows the migration named `request` in the ledger until it ends (or until this node
+/// stands down: `Running` then), reporting progress and passing a cancel on to the log.
 fn follow(
     server: &Server,
     op: &Tracked,
@@ -185,6 +195,9 @@ fn follow(
     let since = Instant::now();
     let mut abort_sent = false;
     loop {
+        if op.stood_down() {
+            return Ok(MigrationState::Running);
+        }
         let record = {
             let t = cluster.topology.read();
             t.consensus.migrations.by_request_id(request).cloned()

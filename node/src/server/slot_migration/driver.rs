@@ -282,7 +282,7 @@ impl Driver {
             Action::ProposeAbort { reason, cancelled } => {
                 let command = TopologyCommand::MigrationAbort {
                     id: self.plan.id.0,
-                    reason,
+                    reason: crate::cluster::migration::ledger::abort_reason(&reason),
                     cancelled,
                 };
                 self.propose(command, ProposalKind::Abort);

@@ -152,8 +152,19 @@ fn open_fabric(
     let Some(endpoint) = link_setup::fabric_endpoint(control)? else {
         return Ok(None);
     };
-    let mut caller =
-        FabricCaller::connect(&endpoint.provider, host, endpoint.port, CONNECT_TIMEOUT)?;
+    // The listener's own address when it has one (on verbs, the RDMA device's); the one the
+    // control connection reached when it listens on every address.
+    let fabric_host = if endpoint.ip.is_unspecified() {
+        host.to_string()
+    } else {
+        endpoint.ip.to_string()
+    };
+    let mut caller = FabricCaller::connect(
+        &endpoint.provider,
+        &fabric_host,
+        endpoint.port,
+        CONNECT_TIMEOUT,
+    )?;
     authenticate_as_replica(server, &mut caller)
         .map_err(|e| format!("authenticating on the target's fabric port: {e}"))?;
     link_setup::establish(&mut caller, id, batch)?;

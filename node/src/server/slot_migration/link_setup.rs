@@ -62,13 +62,18 @@ pub fn fabric_endpoint(control: &mut Control) -> Result<Option<FabricEndpoint>, 
     match control.call(&[b"CLUSTER", b"SYNCSLOTS", b"FABRIC"]) {
         Ok(Frame::Array(items)) if items.is_empty() => Ok(None),
         Ok(Frame::Array(items)) => match items.as_slice() {
-            [Frame::Bulk(provider), Frame::Integer(port)] => {
+            [Frame::Bulk(provider), Frame::Bulk(ip), Frame::Integer(port)] => {
                 let port = u16::try_from(*port)
                     .ok()
                     .filter(|p| *p != 0)
                     .ok_or_else(|| format!("the target named fabric port {port}"))?;
+                let ip = std::str::from_utf8(ip)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or_else(|| format!("the target named fabric address {ip:?}"))?;
                 Ok(Some(FabricEndpoint {
                     provider: String::from_utf8_lossy(provider).into_owned(),
+                    ip,
                     port,
                 }))
             }

@@ -101,7 +101,7 @@ fn round(server: &Arc<Server>, cleaned: &mut HashSet<MigrationId>) {
     for (id, why) in aborts {
         let command = TopologyCommand::MigrationAbort {
             id: id.0,
-            reason: why.clone(),
+            reason: crate::cluster::migration::ledger::abort_reason(&why),
             cancelled: false,
         };
         match cluster.propose(command) {
