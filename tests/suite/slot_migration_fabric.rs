@@ -224,3 +224,61 @@ fn a_fabric_only_link_needs_a_target_on_the_fabric_and_auto_falls_back_to_tcp() 
     }
     assert!(migration(target, "auto-to-tcp").is_some());
 }
+
+/// A target that runs out of memory mid-copy (`maxmemory`, `noeviction`) answers the link's
+/// writes OOM: the migration fails with that reason, the source keeps every key, and the
+/// target drops what it had copied.
+#[test]
+fn a_target_out_of_memory_fails_the_migration_and_the_source_keeps_everything() {
+    let nodes = three_primaries("fabric-oom", [true; 3], &[]);
+    let source = node_owning(&nodes, 0);
+    let target = nodes.iter().find(|n| id(n) != id(source)).unwrap();
+    let target_id = id(target);
+    // About 20 MB of values in the moving slots; the target may grow by 2 MB.
+    let keys = keys_in(0, 5000, 20_000);
+    let value = "v".repeat(1000);
+    let mut src = source.client();
+    for chunk in keys.chunks(500) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            pipe.cmd("SET").arg(k).arg(&value).ignore();
+        }
+        let _: () = pipe.query(&mut src).unwrap();
+    }
+    let used: u64 = target
+        .cli(&["INFO", "memory"])
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    let limit = (used + (2 << 20)).to_string();
+    assert_eq!(target.cli(&["CONFIG", "SET", "maxmemory", &limit]), "OK");
+    assert_eq!(
+        target.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]),
+        "OK"
+    );
+    start_migration(source, 0, 5000, &target_id, "too-big");
+    let m = wait_for_end(source, "too-big");
+    assert_eq!(field(&m, "state"), "failed", "{m:?}");
+    assert!(
+        field(&m, "message").contains("OOM"),
+        "the reason names the target's OOM: {m:?}"
+    );
+    // The source still owns the slots and holds every key.
+    let owner_now = owners(source);
+    let source_id = id(source);
+    for slot in [0usize, 2500, 5000] {
+        assert_eq!(
+            owner_now[slot].as_deref(),
+            Some(source_id.as_str()),
+            "slot {slot}"
+        );
+    }
+    for k in keys.iter().step_by(7) {
+        let v: Option<String> = redis::cmd("GET").arg(k).query(&mut src).unwrap();
+        assert_eq!(v.as_deref(), Some(value.as_str()), "{k}");
+    }
+    // The target drops its partial copy, and so has room again.
+    assert_eq!(target.cli(&["CONFIG", "SET", "maxmemory", "0"]), "OK");
+    wait_for_target_to_drop(target, &target_id, "the target dropped the failed batch");
+}
