@@ -48,6 +48,7 @@ mod slot_migration_backpressure;
 mod slot_migration_fabric;
 mod slot_migration_leader;
 mod slot_migration_metrics;
+mod slot_migration_phases;
 mod sort;
 mod streams;
 mod strings;
