@@ -6,7 +6,7 @@
 use super::slot_migration::{
     field, first_range_of, id, keys_in, set_all, start_migration, three_primaries, wait_for_end,
 };
-use integration::cluster::wait_until;
+use integration::cluster::{cluster_node_in, wait_until};
 use integration::Node;
 
 const SECRET: &str = "replica-migration";
@@ -35,7 +35,7 @@ fn move_all_slots(from: &Node, to_id: &str, request_id: &str) {
 
 #[test]
 fn a_primary_emptied_by_a_migration_follows_the_taker_unless_told_not_to() {
-    let nodes = three_primaries(SECRET);
+    let mut nodes = three_primaries(SECRET);
     let ids: Vec<String> = nodes.iter().map(id).collect();
     let refs: Vec<&Node> = nodes.iter().collect();
     assert_eq!(
@@ -94,4 +94,22 @@ fn a_primary_emptied_by_a_migration_follows_the_taker_unless_told_not_to() {
         let v: Option<String> = redis::cmd("GET").arg(k).query(&mut at_replica).unwrap();
         assert_eq!(v.as_deref(), Some("v"), "{k} at node 2, node 0's replica");
     }
+    drop((at_owner, at_replica));
+
+    // Node 1 made no role change when its migration ended (`no`): as a source that died
+    // between its last commit and its role change would not have. Restarted with the
+    // default (`yes`), it finds that migration in the log and follows its taker, node 0.
+    let port = nodes[1].port;
+    let dir = nodes.remove(1).into_dir();
+    nodes.insert(1, cluster_node_in(dir, port, SECRET, &[]));
+    let refs: Vec<&Node> = nodes.iter().collect();
+    wait_until(
+        "every node sees node 1 as node 0's replica after its restart",
+        &refs,
+        || {
+            nodes
+                .iter()
+                .all(|n| role_in(n, &ids[1]) == ("slave".into(), ids[0].clone()))
+        },
+    );
 }

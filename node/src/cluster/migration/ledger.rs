@@ -388,6 +388,11 @@ impl MigrationLedger {
         Ok(ledger)
     }
 
+    /// The finished migrations remembered, in the order they ended (oldest first).
+    pub fn ended(&self) -> impl Iterator<Item = &MigrationRecord> {
+        self.finished.iter().filter_map(|id| self.ops.get(id))
+    }
+
     /// Every remembered migration (running and finished), by id.
     pub fn all(&self) -> impl Iterator<Item = &MigrationRecord> {
         self.ops.values()

@@ -309,7 +309,9 @@ impl Driver {
                     p.elapsed = Some(p.started.elapsed());
                 }
                 if self.seen.committed > 0 {
-                    super::replica_migration::follow_the_taker(&self.server, self.plan.target);
+                    // A failed proposal is asked again by the supervisor.
+                    let _ =
+                        super::replica_migration::follow_the_taker(&self.server, self.plan.target);
                 }
             }
         }

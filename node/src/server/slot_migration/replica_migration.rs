@@ -4,7 +4,10 @@
 //! stays an empty primary (with its replicas).
 //!
 //! The source decides, as in Redis the node that lost its slots does (the setting is its
-//! own), when its driver has finished a migration that committed at least one batch. The
+//! own), when its driver has finished a migration that committed at least one batch; the
+//! supervisor asks again for the last such migration once per process start and while a
+//! proposal fails, so a source that died (or lost its leader) between the last commit and
+//! its role change still follows the taker. The
 //! role changes go through the topology log (`SetReplicaOf`, as CLUSTER REPLICATE's do):
 //! its replicas first, since the log refuses to make a primary with logged replicas a
 //! replica. Replication then follows the log (`repl_link::cluster_role`).
@@ -58,13 +61,14 @@ fn plan(server: &Server, taker: NodeId) -> Option<Vec<TopologyCommand>> {
 
 /// After a migration of this node's slots to `taker` ended with a batch committed: if this
 /// node owns no slot any more, it (and its replicas) follow `taker`, unless
-/// `cluster-allow-replica-migration` is `no`. Blocks the driver's thread for the proposals.
-pub fn follow_the_taker(server: &Server, taker: NodeId) {
+/// `cluster-allow-replica-migration` is `no`. Blocks the calling thread for the proposals.
+/// False when a proposal failed (ask again later); true when done or nothing to do.
+pub fn follow_the_taker(server: &Server, taker: NodeId) -> bool {
     let Some(plan) = plan(server, taker) else {
-        return;
+        return true;
     };
     let Some(cluster) = server.cluster.as_ref() else {
-        return;
+        return true;
     };
     tracing::info!(%taker, "emptied of its last slot: becoming a replica of the node that took it");
     for command in plan {
@@ -77,7 +81,8 @@ pub fn follow_the_taker(server: &Server, taker: NodeId) {
         }
         if let Err(e) = result {
             tracing::warn!(error = %e, ?command, "replica migration not made");
-            return;
+            return false;
         }
     }
+    true
 }

@@ -7,7 +7,10 @@
 //! - keys of a batch an abort stopped, copied to this node as its target, and keys of
 //!   committed batches this node handed over but had not dropped yet (it died in between):
 //!   delete them, once each slot is neither this node's nor moving (asked again before each
-//!   DEL), and never while this node's driver of that migration still runs.
+//!   DEL), and never while this node's driver of that migration still runs;
+//! - a primary emptied by its last migration as a source that has not followed the taker
+//!   yet (it died, or its proposals failed, between the last commit and its role change):
+//!   `replica_migration::follow_the_taker`, once per process start, again while it fails.
 
 use crate::cluster::consensus::TopologyCommand;
 use crate::cluster::migration::{MigrationId, MigrationState};
@@ -33,6 +36,7 @@ pub fn start(server: &Arc<Server>) {
 
 fn run(server: Weak<Server>) {
     let mut cleaned: HashSet<MigrationId> = HashSet::new();
+    let mut followed: Option<MigrationId> = None;
     loop {
         std::thread::sleep(PACE);
         let Some(server) = server.upgrade() else {
@@ -42,6 +46,35 @@ fn run(server: Weak<Server>) {
             return;
         }
         round(&server, &mut cleaned);
+        follow_the_last_taker(&server, &mut followed);
+    }
+}
+
+/// The last migration this node was the source of that committed a batch and has ended,
+/// with no driver of it here: its taker is followed if this node was left without a slot
+/// (`replica_migration` decides), once (`followed` remembers it) unless that failed.
+fn follow_the_last_taker(server: &Server, followed: &mut Option<MigrationId>) {
+    let Some(cluster) = server.cluster.as_ref() else {
+        return;
+    };
+    let last = {
+        let t = cluster.topology.read();
+        let me = t.myself().id;
+        t.consensus
+            .migrations
+            .ended()
+            .filter(|r| r.source == me && r.batches_done > 0)
+            .last()
+            .map(|r| (r.id, r.target))
+    };
+    let Some((id, taker)) = last else {
+        return;
+    };
+    if *followed == Some(id) || server.slot_migrations.runs(id) {
+        return;
+    }
+    if super::replica_migration::follow_the_taker(server, taker) {
+        *followed = Some(id);
     }
 }
 
