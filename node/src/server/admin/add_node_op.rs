@@ -173,6 +173,14 @@ fn run(server: &Server, plan: &AddNodePlan, op: &Tracked) -> Result<(), Stop> {
         return Ok(());
     };
     cancelled(op)?;
+    // A node outside the topology group makes CLUSTER REPLICATE's change in gossip only,
+    // and the group does not take that in when it joins: the step then never shows in the
+    // topology. Asked once the node is in the group, REPLICATE goes through the log.
+    wait_for(
+        op,
+        "waiting for the new node to join the topology group",
+        || in_topology_group(&mut peer),
+    )?;
     op.running("becoming a replica");
     let is_replica = || {
         let t = cluster.topology.read();
@@ -203,6 +211,20 @@ fn run(server: &Server, plan: &AddNodePlan, op: &Tracked) -> Result<(), Stop> {
         "waiting for the topology to show the replica",
         is_replica,
     )
+}
+
+/// Whether the node behind `peer` says it is in a topology group (CLUSTER INFO
+/// `cluster_topology_group` other than `-`); false when it cannot be asked.
+fn in_topology_group(peer: &mut Peer) -> bool {
+    peer.call(&[b"CLUSTER", b"INFO"])
+        .ok()
+        .as_ref()
+        .and_then(text)
+        .is_some_and(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("cluster_topology_group:"))
+                .is_some_and(|g| !matches!(g.trim(), "" | "-"))
+        })
 }
 
 /// As redis-cli: a node that knows others or holds keys is not added.
