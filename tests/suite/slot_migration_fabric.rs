@@ -9,30 +9,24 @@ use super::slot_migration::{
     field, id, info, keys_in, migration, node_owning, owners, set_all, start_migration,
     wait_for_end, wait_for_start, wait_for_target_to_drop,
 };
-use integration::cluster::{form_cluster, wait_until};
+use integration::cluster::{cluster_node_with, form_cluster, wait_until};
 use integration::{free_port, Node};
 
-/// A cluster node on `ofi:tcp`, serving clients on the fabric too when `fabric` is set.
-fn node(secret: &str, fabric: bool, extra: &[&str]) -> Node {
+/// A cluster node on `ofi:tcp` (`cluster_node_with`), serving clients on the fabric too
+/// when `fabric` is set.
+pub(crate) fn node(secret: &str, fabric: bool, extra: &[&str]) -> Node {
     let rdma_port = free_port().to_string();
-    let mut args = vec![
-        "--cluster-enabled",
-        "yes",
-        "--fabric-provider",
-        "ofi:tcp",
-        "--cluster-secret",
-        secret,
-    ];
+    let mut args = Vec::new();
     if fabric {
         args.extend(["--rdma-port", &rdma_port, "--rdma-bind", "127.0.0.1"]);
     }
     args.extend_from_slice(extra);
-    Node::start(&args)
+    cluster_node_with(secret, &args)
 }
 
 /// Three primaries, the i-th serving clients on the fabric when `fabric[i]`, in one
 /// topology group with a leader.
-fn three_primaries(secret: &str, fabric: [bool; 3], extra: &[&str]) -> Vec<Node> {
+pub(crate) fn three_primaries(secret: &str, fabric: [bool; 3], extra: &[&str]) -> Vec<Node> {
     let nodes: Vec<Node> = fabric.iter().map(|f| node(secret, *f, extra)).collect();
     form_cluster(&nodes, 0);
     let refs: Vec<&Node> = nodes.iter().collect();

@@ -12,43 +12,20 @@
 use super::slot_migration::{
     field, first_range_of, held_in, id, info, keys_in, node_owning, owners, wait_for_end,
 };
-use integration::cluster::{form_cluster, wait_until};
-use integration::{free_port, Node};
+use integration::cluster::wait_until;
+use integration::Node;
 
 /// Slots the held batch moves: the first this many of the source's first range.
 const MOVING_SLOTS: u16 = 100;
 
-/// A cluster node on `ofi:tcp` serving clients on the fabric too; the slots of a dead node
-/// stay unserved without putting the whole cluster down.
-fn node(secret: &str) -> Node {
-    let rdma_port = free_port().to_string();
-    Node::start(&[
-        "--cluster-enabled",
-        "yes",
-        "--fabric-provider",
-        "ofi:tcp",
-        "--cluster-secret",
-        secret,
-        "--rdma-port",
-        &rdma_port,
-        "--rdma-bind",
-        "127.0.0.1",
-        "--cluster-require-full-coverage",
-        "no",
-    ])
-}
-
-/// Three primaries with a topology leader.
+/// Three primaries serving clients on the fabric (`ofi:tcp`), with a topology leader; the
+/// slots of a dead node stay unserved without putting the whole cluster down.
 fn cluster(secret: &str) -> Vec<Node> {
-    let nodes: Vec<Node> = (0..3).map(|_| node(secret)).collect();
-    form_cluster(&nodes, 0);
-    let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until("a topology leader on every node", &refs, || {
-        nodes
-            .iter()
-            .all(|n| info(n, "cluster_topology_leader") != "-")
-    });
-    nodes
+    super::slot_migration_fabric::three_primaries(
+        secret,
+        [true; 3],
+        &["--cluster-require-full-coverage", "no"],
+    )
 }
 
 /// On `source`: holds its batches once copied, loads keys in the first slots of its first

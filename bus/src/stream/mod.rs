@@ -64,6 +64,10 @@ pub const GOODBYE_WAIT: Duration = Duration::from_millis(200);
 pub const PEER_SAID_GOODBYE: &str = "the peer said goodbye";
 /// Server keepalive period (VALKEY_RDMA_KEEPALIVE_MS).
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
+/// How long a peer may send nothing at all (not even a keepalive) before it is taken as gone
+/// on a provider that cannot report a dead peer (RDM on tcp and shm): three keepalive
+/// periods and a second of slack. Both ends judge each other by it.
+pub const PEER_SILENCE_MAX: Duration = Duration::from_secs(3 * KEEPALIVE_INTERVAL.as_secs() + 1);
 /// Completions reaped per poll call, and poll calls per `progress`, bounding one call's work.
 pub const POLL_BATCH: usize = 64;
 pub const POLL_ROUNDS_MAX: usize = 8;

@@ -62,8 +62,7 @@ pub const IDLE_SLEEP_MAX: Duration = Duration::from_millis(1);
 /// the driver declares it gone: three of its keepalive periods and a second of slack. The
 /// fabric has no connection state to break (RDM on tcp and shm), so without this a client of a
 /// node that closed or died would wait forever.
-pub const PEER_SILENCE_MAX: Duration =
-    Duration::from_secs(3 * bus::stream::KEEPALIVE_INTERVAL.as_secs() + 1);
+pub const PEER_SILENCE_MAX: Duration = bus::stream::PEER_SILENCE_MAX;
 /// Added to the connect timeout for opening the provider (loading libfabric takes ~0.4 s).
 const PROVIDER_OPEN_GRACE: Duration = Duration::from_secs(5);
 

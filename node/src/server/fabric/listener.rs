@@ -19,8 +19,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How long a fabric client may stay silent (no request, no keepalive) on a provider that
-/// cannot report a dead peer: three keepalive periods plus slack.
-pub const PEER_SILENCE_LIMIT: Duration = Duration::from_secs(10);
+/// cannot report a dead peer.
+pub const PEER_SILENCE_LIMIT: Duration = bus::stream::PEER_SILENCE_MAX;
 
 /// libfabric's RDM endpoints (and the simulator) keep no connection state, so a killed client
 /// is invisible there; verbs RC reports it through the QP and rdma_cm, and Valkey clients send

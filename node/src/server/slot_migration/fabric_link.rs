@@ -22,10 +22,9 @@ const RX_SIZE: usize = bus::stream::RX_SIZE_DEFAULT;
 /// How long the pump (or a setup call) blocks when nothing moved before looking again: the
 /// longest a reply waits to be counted while the queue is empty.
 const IDLE_WAIT: Duration = Duration::from_micros(200);
-/// A target that sends nothing for this long (not even the 3 s keepalive every server
-/// stream sends) is taken as gone: ofi providers do not tell a dead peer from a quiet one.
-const PEER_SILENCE_MAX: Duration =
-    Duration::from_secs(3 * bus::stream::KEEPALIVE_INTERVAL.as_secs() + 1);
+/// A target that sends nothing for this long (not even the keepalive every server stream
+/// sends) is taken as gone: ofi providers do not tell a dead peer from a quiet one.
+const PEER_SILENCE_MAX: Duration = bus::stream::PEER_SILENCE_MAX;
 /// Most bytes read from the stream in one go.
 const READ_CHUNK: usize = 64 * 1024;
 
