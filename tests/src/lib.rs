@@ -401,6 +401,37 @@ impl Node {
             .status()
             .unwrap();
         assert!(status.success(), "kill -{signal}");
+        if signal == "STOP" {
+            self.wait_until_stopped();
+        }
+    }
+
+    /// SIGSTOP stops a process's threads only once one of them has been scheduled to take
+    /// the signal: on a loaded machine a busy thread runs on for milliseconds after `kill`
+    /// returned. Tests that stop a node to withhold its work wait for every thread here.
+    fn wait_until_stopped(&self) {
+        let tasks = format!("/proc/{}/task", self.pid());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let all_stopped = std::fs::read_dir(&tasks)
+                .map(|dir| {
+                    dir.flatten().all(|task| {
+                        std::fs::read_to_string(task.path().join("stat"))
+                            .map(|stat| thread_is_stopped(&stat))
+                            .unwrap_or(true)
+                    })
+                })
+                .unwrap_or(false);
+            if all_stopped {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not stop",
+                self.pid()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Sends a signal and waits for the process to exit (graceful stops).
@@ -456,4 +487,26 @@ pub fn cmd(con: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<red
         c.arg(*a);
     }
     c.query(con)
+}
+
+/// Whether a `/proc/PID/task/TID/stat` line says the thread is stopped (`T`, or `t` when
+/// traced). The state follows the command name, which is in parentheses and may hold spaces.
+fn thread_is_stopped(stat: &str) -> bool {
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "T" || state == "t")
+}
+
+#[cfg(test)]
+mod stat_tests {
+    use super::thread_is_stopped;
+
+    #[test]
+    fn the_state_after_the_command_name_is_read() {
+        assert!(thread_is_stopped("812 (node-io 0) T 1 812 812 0 -1"));
+        assert!(thread_is_stopped("812 (x) t 1"));
+        assert!(!thread_is_stopped("812 (odd) T) S 1 812"));
+        assert!(!thread_is_stopped("812 (node) R 1"));
+        assert!(!thread_is_stopped(""));
+    }
 }
