@@ -26,6 +26,9 @@ pub struct Stats {
     pub fabric_rx_readvertised: AtomicU64,
     /// Times the fabric watchdog found a polling thread stuck inside one call.
     pub fabric_poller_stalls: AtomicU64,
+    /// Fabric clients held by a polling thread stuck inside one call: nobody serves them
+    /// until it returns, so `fabric_connected_clients` leaves them out.
+    pub fabric_stranded_clients: AtomicU64,
     /// Fabric clients closed for not authenticating (`rdma-unauthenticated-max` reached, or
     /// the 10 s deadline passed) or for pending too much input before they did.
     pub fabric_unauthenticated_closed: AtomicU64,

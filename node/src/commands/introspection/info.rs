@@ -440,6 +440,10 @@ fn fabric(s: &mut Section<'_>, server: &NodeState) {
     );
     s.field("fabric_poller_stalls", Stats::get(&st.fabric_poller_stalls));
     s.field(
+        "fabric_stranded_clients",
+        Stats::get(&st.fabric_stranded_clients),
+    );
+    s.field(
         "fabric_unauthenticated_closed",
         Stats::get(&st.fabric_unauthenticated_closed),
     );

@@ -13,10 +13,8 @@
 
 use super::client::{FabricClient, READ_CHUNK};
 use super::slot::PollerSlot;
-use crate::node_state::stats::Stats;
 use crate::server::Server;
 use bus::Connection;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,7 +50,7 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
         let closed = slot.is_closed();
         slot.take(ADMIT_PER_LOOP_MAX, &mut admitted);
         for a in admitted.drain(..) {
-            Stats::add(&server.stats.fabric_connected_clients, 1);
+            slot.client_arrived(&server.stats);
             clients.push(a.client);
             busy = true;
         }
@@ -62,7 +60,7 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
         clients.retain_mut(|c| {
             if c.is_done() {
                 c.finish();
-                server.stats.fabric_connected_clients.fetch_sub(1, Relaxed);
+                slot.client_left(&server.stats);
                 false
             } else {
                 true

@@ -95,16 +95,20 @@ impl<C: Connection> Pollers<C> {
             if !wedged && silent > limit {
                 slot.heart.set_wedged(true);
                 crate::node_state::stats::Stats::add(&self.server.stats.fabric_poller_stalls, 1);
+                let stranded = slot.set_stranded(&self.server.stats, true);
                 tracing::error!(
                     poller = slot.index,
                     silent_ms = silent,
+                    stranded,
                     "fabric poller stuck inside one call (a peer killed while holding a \
-                     provider lock?); its clients wait, new clients go elsewhere"
+                     provider lock?); its clients are stranded until it returns, new clients \
+                     go elsewhere"
                 );
                 orphans.extend(slot.take_all());
             } else if wedged && silent <= limit {
                 slot.heart.set_wedged(false);
-                tracing::warn!(poller = slot.index, "fabric poller running again");
+                let clients = slot.set_stranded(&self.server.stats, false);
+                tracing::warn!(poller = slot.index, clients, "fabric poller running again");
             }
         }
         let all_wedged = self.slots.iter().all(|s| s.heart.is_wedged());

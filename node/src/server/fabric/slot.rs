@@ -1,8 +1,16 @@
 //! What the accept thread and one polling thread share: the queue of clients admitted to the
-//! poller, and the poller's heartbeat, by which the accept thread's watchdog tells a poller
-//! that is stuck inside one call (see `watchdog.rs`) from one that is merely busy.
+//! poller, the poller's heartbeat, by which the accept thread's watchdog tells a poller that
+//! is stuck inside one call (see `pollers.rs`) from one that is merely busy, and the count of
+//! the clients it serves.
+//!
+//! Why the count lives here: INFO's `fabric_connected_clients` counts clients a poller
+//! serves. The clients of a stuck poller are served by nobody (a shm call spinning on a lock
+//! a killed peer held never returns), so the watchdog moves them from that count to
+//! `fabric_stranded_clients`, and back if the poller runs again. Admission, departure and
+//! those moves take one lock, so the two gauges never count a client twice or below zero.
 
 use super::poller::Admission;
+use crate::node_state::stats::Stats;
 use bus::Connection;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -20,6 +28,14 @@ pub struct PollerSlot<C: Connection> {
     pub heart: Arc<Heartbeat>,
     /// The accept thread is gone: no more admissions will come.
     closed: AtomicBool,
+    served: Mutex<Served>,
+}
+
+/// The clients a poller holds, and whether the watchdog counts them as stranded.
+#[derive(Debug, Default)]
+struct Served {
+    clients: u64,
+    stranded: bool,
 }
 
 /// A poller's sign of life, kept apart from the (generic) queue so the listener can judge its
@@ -83,6 +99,42 @@ impl<C: Connection> PollerSlot<C> {
             queued: AtomicUsize::new(0),
             heart: Arc::new(Heartbeat::new()),
             closed: AtomicBool::new(false),
+            served: Mutex::new(Served::default()),
+        }
+    }
+
+    /// The poller took a client in.
+    pub fn client_arrived(&self, stats: &Stats) {
+        let mut s = self.served.lock();
+        s.clients += 1;
+        Stats::add(Self::gauge(stats, s.stranded), 1);
+    }
+
+    /// A client of the poller is gone.
+    pub fn client_left(&self, stats: &Stats) {
+        let mut s = self.served.lock();
+        assert!(s.clients > 0, "a poller lost a client it did not count");
+        s.clients -= 1;
+        Self::gauge(stats, s.stranded).fetch_sub(1, Relaxed);
+    }
+
+    /// The watchdog judged the poller stuck (`true`) or running again (`false`): its
+    /// clients move between the served and the stranded count. Returns how many they are.
+    pub fn set_stranded(&self, stats: &Stats, stranded: bool) -> u64 {
+        let mut s = self.served.lock();
+        if s.stranded != stranded {
+            Self::gauge(stats, s.stranded).fetch_sub(s.clients, Relaxed);
+            Stats::add(Self::gauge(stats, stranded), s.clients);
+            s.stranded = stranded;
+        }
+        s.clients
+    }
+
+    fn gauge(stats: &Stats, stranded: bool) -> &AtomicU64 {
+        if stranded {
+            &stats.fabric_stranded_clients
+        } else {
+            &stats.fabric_connected_clients
         }
     }
 

@@ -233,11 +233,25 @@ fn a_stuck_poller_does_not_stop_new_clients() {
         assert!(Instant::now() < until, "the watchdog never saw the stall");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The stuck poller's client is served by nobody: counted stranded, not connected.
+    assert_eq!(Stats::get(&server.stats.fabric_connected_clients), 0);
+    assert_eq!(Stats::get(&server.stats.fabric_stranded_clients), 1);
     let mut fresh = Client::connect(&host, l.local);
     fresh.call(b"PING\r\n", b"+PONG\r\n");
+    assert_eq!(Stats::get(&server.stats.fabric_connected_clients), 1);
     drop(held);
     assert_eq!(stuck.recv(7), b"$1\r\nv\r\n");
     fresh.call(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"$1\r\nv\r\n");
+    // Running again, the poller's client counts as connected again.
+    let until = Instant::now() + DEADLINE;
+    while Stats::get(&server.stats.fabric_stranded_clients) != 0 {
+        assert!(
+            Instant::now() < until,
+            "the poller never counted as running again"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(Stats::get(&server.stats.fabric_connected_clients), 2);
     stop(&server, l);
 }
 

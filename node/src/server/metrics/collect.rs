@@ -301,6 +301,12 @@ fn fabric(e: &mut Exposition, server: &Server) {
         "Clients connected over the fabric.",
         Stats::get(&st.fabric_connected_clients) as f64,
     );
+    e.single(
+        "rdma_store_fabric_stranded_clients",
+        Kind::Gauge,
+        "Fabric clients held by a poller stuck inside one call.",
+        Stats::get(&st.fabric_stranded_clients) as f64,
+    );
     let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 7] = [
         (
             "rdma_store_fabric_connections_received_total",
@@ -319,7 +325,7 @@ fn fabric(e: &mut Exposition, server: &Server) {
         ),
         (
             "rdma_store_fabric_poller_stalls_total",
-            "Times a fabric poller found its completion queue stalled.",
+            "Times a fabric poller was found stuck inside one call.",
             &st.fabric_poller_stalls,
         ),
         (
