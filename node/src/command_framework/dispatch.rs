@@ -69,7 +69,12 @@ pub fn execute(
     }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
-    let routing_now = client.clock.start().unix_ms;
+    // Only cluster mode routes (and reads the time for it).
+    let routing_now = if server.cluster.is_some() {
+        client.clock.start().unix_ms
+    } else {
+        0
+    };
     match crate::command_framework::redirect::check(server, client, spec, args, routing_now) {
         Err(e) => {
             client.clock.touch();

@@ -94,7 +94,13 @@ impl CommandClock {
     fn unix_micros_at(&self, at: Instant) -> u64 {
         match self.wall {
             Some((micros, taken)) => {
-                micros.saturating_add(at.saturating_duration_since(taken).as_micros() as u64)
+                // Whole seconds and sub-second micros: `as_micros` is a u128 division.
+                let since = at.saturating_duration_since(taken);
+                let since_micros = since
+                    .as_secs()
+                    .saturating_mul(1_000_000)
+                    .saturating_add(u64::from(since.subsec_micros()));
+                micros.saturating_add(since_micros)
             }
             None => unix_micros(),
         }
