@@ -30,6 +30,12 @@ pub fn make_room(
     stream: &dyn WriteStream,
     now: std::time::Instant,
 ) -> Result<bool, CmdError> {
+    // Checked before the random source is fetched: `thread_rng` is a thread-local and a
+    // reference count on every write command's path, for nothing when under the limit.
+    let max = server.hot.maxmemory.load(Relaxed);
+    if max == 0 || server.memory.used_at(now) <= max {
+        return Ok(false);
+    }
     make_room_with(server, stream, now, &mut rand::thread_rng(), &unix_millis)
 }
 
