@@ -81,6 +81,7 @@ impl<'a> Locked<'a> {
             shards.windows(2).all(|w| w[0] < w[1]),
             "shards must be sorted and unique"
         );
+        self.guards.reserve(shards.len());
         for &s in shards {
             self.guards.insert(s, lock_shard(s)?);
             self.highest = Some(s);
