@@ -569,3 +569,54 @@ fn run_redis_lock(port: u16, extra: &[&str]) {
     // Its only output line on stdout, which comes first.
     assert!(ok && text.starts_with("ok\n"), "{text}");
 }
+
+/// Goal: a script cannot take more than the Lua state's memory limit (1 GiB), also after
+/// the node copied arguments and command replies into Lua with the limit lifted (those
+/// copies are bounded by the request and the reply: see `scripting::engine::
+/// outside_the_limit`), and the node goes on serving scripts after one hit it.
+/// Method: a string doubled past 1 GiB, once alone and once after a `redis.call` whose 10 MB
+/// reply entered Lua; both fail, the node's resident memory stays far below what the
+/// doubling asks for, and scripts with KEYS, ARGV and calls answer afterwards.
+#[test]
+fn a_script_past_the_memory_limit_fails_and_scripts_go_on() {
+    let node = Node::start(&[]);
+    let mut c = RawClient::connect(node.port);
+    let big = "v".repeat(10 * 1024 * 1024);
+    assert_eq!(c.call(&["SET", "big", &big]), Frame::Simple("OK".into()));
+    let doubling = "local s = 'x' for i = 1, 40 do s = s .. s end return #s";
+    let after_a_call =
+        "local v = redis.call('GET', KEYS[1]) local s = v for i = 1, 40 do s = s .. s end return #s";
+    for (body, keys) in [(doubling, &[][..]), (after_a_call, &["big"][..])] {
+        let mut args = vec!["EVAL", body];
+        let count = keys.len().to_string();
+        args.push(&count);
+        args.extend(keys);
+        let reply = c.call(&args);
+        assert!(
+            matches!(reply, Frame::Error(_)),
+            "a script growing past the limit answered {reply:?}"
+        );
+    }
+    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{}/status", node.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(rss_kib < 3 * 1024 * 1024, "VmRSS {rss_kib} KiB");
+    assert_eq!(
+        c.call(&[
+            "EVAL",
+            "return {KEYS[1], ARGV[1], redis.call('STRLEN', KEYS[1])}",
+            "1",
+            "big",
+            "arg",
+        ]),
+        Frame::Array(vec![
+            bulk("big"),
+            bulk("arg"),
+            Frame::Integer(10 * 1024 * 1024)
+        ])
+    );
+    assert_eq!(c.call(&["PING"]), Frame::Simple("PONG".into()));
+}

@@ -54,7 +54,7 @@ pub fn dispatch_from_lua(
         Err(text) => (Frame::error(text), false),
     };
     let failed = frame.is_error();
-    let value = frame_to_lua(lua, &frame, resp, 0)?;
+    let value = super::engine::outside_the_limit(lua, || frame_to_lua(lua, &frame, resp, 0))?;
     if let (true, Value::Table(t)) = (failed && counted, &value) {
         t.raw_set(COUNTED_FIELD, true)?;
     }

@@ -13,7 +13,7 @@
 
 use super::call::{acl_check_from_lua, dispatch_from_lua, CallRules, COUNTED_FIELD};
 use super::convert::{lua_to_frame, write_reply};
-use super::engine::{run_state, set_run_state, Engine, RunState};
+use super::engine::{outside_the_limit, run_state, set_run_state, Engine, RunState};
 use super::errors::{final_text, message_of};
 use crate::command_framework::{CmdError, CmdResult, Ctx};
 use crate::db::Key;
@@ -285,39 +285,44 @@ fn run_in(
         let stats_cell = RefCell::new(&mut stats);
         let lua = &engine.lua;
         lua.scope(|scope| {
-            let dispatch = scope.create_function(|lua, args| {
-                let mut ctx = ctx_cell
-                    .try_borrow_mut()
-                    .map_err(|_| mlua::Error::runtime("redis.call is not reentrant"))?;
-                let mut stats = stats_cell
-                    .try_borrow_mut()
-                    .map_err(|_| mlua::Error::runtime("redis.call is not reentrant"))?;
-                dispatch_from_lua(lua, &mut ctx, rules, &mut stats, args)
+            // The run's two callbacks (see `outside_the_limit`).
+            outside_the_limit(lua, || -> mlua::Result<()> {
+                let dispatch = scope.create_function(|lua, args| {
+                    let mut ctx = ctx_cell
+                        .try_borrow_mut()
+                        .map_err(|_| mlua::Error::runtime("redis.call is not reentrant"))?;
+                    let mut stats = stats_cell
+                        .try_borrow_mut()
+                        .map_err(|_| mlua::Error::runtime("redis.call is not reentrant"))?;
+                    dispatch_from_lua(lua, &mut ctx, rules, &mut stats, args)
+                })?;
+                engine.hidden.raw_set("dispatch", dispatch)?;
+                let acl_check = scope.create_function(|_, args| {
+                    let ctx = ctx_cell.try_borrow().map_err(|_| {
+                        mlua::Error::runtime("redis.acl_check_cmd is not reentrant")
+                    })?;
+                    acl_check_from_lua(&ctx, args)
+                })?;
+                engine.hidden.raw_set("acl_check", acl_check)
             })?;
-            engine.hidden.raw_set("dispatch", dispatch)?;
-            let acl_check = scope.create_function(|_, args| {
-                let ctx = ctx_cell
-                    .try_borrow()
-                    .map_err(|_| mlua::Error::runtime("redis.acl_check_cmd is not reentrant"))?;
-                acl_check_from_lua(&ctx, args)
-            })?;
-            engine.hidden.raw_set("acl_check", acl_check)?;
             let mut results: MultiValue = engine
                 .xpcall
                 .call((function.clone(), engine.handler.clone()))?;
-            engine.hidden.raw_set("dispatch", Value::Nil)?;
-            engine.hidden.raw_set("acl_check", Value::Nil)?;
-            let ok = matches!(results.pop_front(), Some(Value::Boolean(true)));
-            let value = results.pop_front().unwrap_or(Value::Nil);
-            let resp = run_state(lua).resp;
-            let counted = match &value {
-                Value::Table(t) => t.raw_get::<bool>(COUNTED_FIELD).unwrap_or(false),
-                _ => false,
-            };
-            Ok(if ok {
-                Ok((lua_to_frame(&value, resp, 0), counted))
-            } else {
-                Err((final_text(&value, label), counted))
+            outside_the_limit(lua, || {
+                engine.hidden.raw_set("dispatch", Value::Nil)?;
+                engine.hidden.raw_set("acl_check", Value::Nil)?;
+                let ok = matches!(results.pop_front(), Some(Value::Boolean(true)));
+                let value = results.pop_front().unwrap_or(Value::Nil);
+                let resp = run_state(lua).resp;
+                let counted = match &value {
+                    Value::Table(t) => t.raw_get::<bool>(COUNTED_FIELD).unwrap_or(false),
+                    _ => false,
+                };
+                Ok(if ok {
+                    Ok((lua_to_frame(&value, resp, 0), counted))
+                } else {
+                    Err((final_text(&value, label), counted))
+                })
             })
         })
     };
