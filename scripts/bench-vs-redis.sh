@@ -15,8 +15,8 @@
 #   N_P1           requests per test at -P 1  [200000; QUICK: 2000]
 #   N_P16          requests per test at -P 16 [2000000; QUICK: 20000]
 #   CLIENTS        redis-benchmark -c [50]
-#   TESTS          redis-benchmark -t [ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,
-#                  hset,spop,zadd,zpopmin,lrange_100,mset]
+#   TESTS          redis-benchmark -t, and eval (a script running one SET) [ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,
+#                  hset,spop,zadd,zpopmin,lrange_100,mset,eval]
 #   ROUNDS         interleaved rounds [3]
 #   PIN            1: pin each server to CPU 1 and redis-benchmark to CPU 0; 0: no pinning
 #                  [1 if the machine has >= 2 CPUs]

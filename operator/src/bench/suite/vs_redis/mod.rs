@@ -45,10 +45,10 @@ pub struct VsRedisArgs {
     /// redis-benchmark -c.
     #[arg(short = 'c', long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub clients: u64,
-    /// redis-benchmark -t.
+    /// redis-benchmark -t, and `eval` (not a redis-benchmark test: see [`EVAL_TEST`]).
     #[arg(
         long,
-        default_value = "ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,mset"
+        default_value = "ping,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange_100,mset,eval"
     )]
     pub tests: String,
     /// Interleaved rounds.
@@ -326,8 +326,6 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
                             "127.0.0.1",
                             "-p",
                             &server.port.to_string(),
-                            "-t",
-                            test,
                             "-c",
                             &args.clients.to_string(),
                             "-n",
@@ -341,6 +339,7 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
                     if let Some(keys) = args.keyspace {
                         argv.extend(["-r".to_string(), keys.to_string()]);
                     }
+                    argv.extend(test_arguments(test));
                     results.note_command(shell_line(&argv));
                     let started = std::time::Instant::now();
                     if args.keyspace.is_none() {
@@ -372,7 +371,7 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
                         results.rows.push(Row {
                             server: name,
                             pipeline: p,
-                            test: row.test,
+                            test: row_name(test, row.test),
                             rps: row.rps,
                             p50_ms: row.p50_ms,
                         });
@@ -422,4 +421,52 @@ pub fn run_all(args: &VsRedisArgs) -> anyhow::Result<Results> {
     }
     super::finish_work_dir(&work, args.keep);
     Ok(results)
+}
+
+/// The `eval` test: a script that runs one SET on its declared key, the shape of the scripts
+/// applications run most (locks, rate limiters, compare-and-set), as a redis-benchmark
+/// custom command (`__rand_int__` draws the key when `-r` is given).
+pub const EVAL_TEST: [&str; 5] = [
+    "EVAL",
+    "return redis.call('SET', KEYS[1], ARGV[1])",
+    "1",
+    "key:__rand_int__",
+    "value",
+];
+
+/// redis-benchmark's arguments for one test of `--tests`.
+fn test_arguments(test: &str) -> Vec<String> {
+    if test == "eval" {
+        EVAL_TEST.iter().map(|a| a.to_string()).collect()
+    } else {
+        vec!["-t".to_string(), test.to_string()]
+    }
+}
+
+/// The name a result row is reported under: redis-benchmark names a custom command's row by
+/// the whole command line; the report names it by the test.
+fn row_name(test: &str, csv_name: String) -> String {
+    if test == "eval" {
+        "EVAL (one SET)".to_string()
+    } else {
+        csv_name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eval_runs_as_a_custom_command_and_is_reported_by_name() {
+        assert_eq!(test_arguments("get"), ["-t", "get"]);
+        let eval = test_arguments("eval");
+        assert_eq!(eval[0], "EVAL");
+        assert_eq!(eval.len(), 5);
+        assert_eq!(row_name("get", "GET".into()), "GET");
+        assert_eq!(
+            row_name("eval", "EVAL return redis.call(...)".into()),
+            "EVAL (one SET)"
+        );
+    }
 }
