@@ -159,9 +159,17 @@ impl Engine {
 /// allocations stay bounded by [`LUA_MEMORY_LIMIT`], set again before `f` returns.
 pub fn outside_the_limit<T>(lua: &Lua, f: impl FnOnce() -> T) -> T {
     let _ = lua.set_memory_limit(0);
-    let out = f();
-    let _ = lua.set_memory_limit(LUA_MEMORY_LIMIT);
-    out
+    // Set again on the way out, also if `f` unwinds: the state outlives the command.
+    let _restore = LimitRestore(lua);
+    f()
+}
+
+struct LimitRestore<'l>(&'l Lua);
+
+impl Drop for LimitRestore<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set_memory_limit(LUA_MEMORY_LIMIT);
+    }
 }
 
 /// The script's protocol for this run (`redis.setresp`), reset to RESP2 at each start.
@@ -181,5 +189,33 @@ pub fn error_text(v: &Value) -> Option<String> {
     match t.raw_get::<Value>("err").ok()? {
         Value::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    /// `set_memory_limit` answers the limit it replaces: 0 inside a lifted section, the
+    /// state's limit again after it, also after one that panicked.
+    #[test]
+    fn the_limit_is_set_again_after_a_lifted_section_even_one_that_panics() {
+        let engine = Engine::new(1).expect("Lua starts");
+        let lua = &engine.lua;
+        let inside = outside_the_limit(lua, || lua.set_memory_limit(0).expect("limit"));
+        assert_eq!(inside, 0);
+        assert_eq!(
+            lua.set_memory_limit(LUA_MEMORY_LIMIT).unwrap(),
+            LUA_MEMORY_LIMIT
+        );
+        let unwound = catch_unwind(AssertUnwindSafe(|| {
+            outside_the_limit(lua, || panic!("a copy that failed"))
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(
+            lua.set_memory_limit(LUA_MEMORY_LIMIT).unwrap(),
+            LUA_MEMORY_LIMIT
+        );
     }
 }
