@@ -157,7 +157,14 @@ impl Engine {
 /// and ARGV alone: 10% of a one-`SET` script's). Without a limit mlua calls Lua directly,
 /// and what `f` copies is bounded by the request or reply it comes from. The script's own
 /// allocations stay bounded by [`LUA_MEMORY_LIMIT`], set again before `f` returns.
+///
+/// The collector is stopped meanwhile: an allocation may take a GC step, and a step may run
+/// a script's `__gc` finalizer (a `newproxy` userdata left behind by any earlier script).
+/// Run here, that script code would allocate past the limit, and an error it raised would
+/// unwind through Rust frames no protected call encloses. Stopped, Lua runs no step (5.1
+/// sets the threshold out of reach); it restarts after, under the limit and protection.
 pub fn outside_the_limit<T>(lua: &Lua, f: impl FnOnce() -> T) -> T {
+    lua.gc_stop();
     let _ = lua.set_memory_limit(0);
     // Set again on the way out, also if `f` unwinds: the state outlives the command.
     let _restore = LimitRestore(lua);
@@ -169,6 +176,7 @@ struct LimitRestore<'l>(&'l Lua);
 impl Drop for LimitRestore<'_> {
     fn drop(&mut self) {
         let _ = self.0.set_memory_limit(LUA_MEMORY_LIMIT);
+        self.0.gc_restart();
     }
 }
 
@@ -217,5 +225,36 @@ mod tests {
             lua.set_memory_limit(LUA_MEMORY_LIMIT).unwrap(),
             LUA_MEMORY_LIMIT
         );
+    }
+
+    /// A finalizer left by a script never runs inside a lifted section, and runs once the
+    /// collector is back: garbage made inside the section is not collected there either.
+    #[test]
+    fn no_finalizer_runs_while_the_limit_is_lifted() {
+        let engine = Engine::new(1).expect("Lua starts");
+        let lua = &engine.lua;
+        lua.load(
+            "ran = 0
+             local p = newproxy(true)
+             getmetatable(p).__gc = function() ran = ran + 1 end
+             p = nil",
+        )
+        .exec()
+        .expect("a proxy with a finalizer");
+        let ran = || lua.globals().get::<i64>("ran").expect("ran");
+        outside_the_limit(lua, || {
+            for i in 0..20_000 {
+                let t = lua.create_table().expect("table");
+                t.raw_set(
+                    1,
+                    lua.create_string(format!("garbage {i}")).expect("string"),
+                )
+                .expect("set");
+            }
+        });
+        assert_eq!(ran(), 0, "a finalizer ran inside the lifted section");
+        lua.gc_collect().expect("collect");
+        lua.gc_collect().expect("collect");
+        assert_eq!(ran(), 1);
     }
 }

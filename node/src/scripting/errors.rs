@@ -63,7 +63,16 @@ fn t_set_position(t: &Table, source: &str, line: i32) -> mlua::Result<()> {
 /// The client's error for a script that raised `raised` (the handler's table).
 pub fn final_text(raised: &Value, sha: &str) -> String {
     let Value::Table(t) = raised else {
-        return format!("ERR Error running script {sha}, execution failure");
+        // A raw Lua error the handler could not shape (out of memory: the handler itself
+        // could not allocate): its text, as Redis words it (`%.100s` of it).
+        return match raised {
+            Value::String(s) => {
+                let text = String::from_utf8_lossy(&s.as_bytes()).into_owned();
+                let text: String = text.chars().take(100).collect();
+                format!("ERR Error running script {sha}, {}", text.trim_end())
+            }
+            _ => format!("ERR Error running script {sha}, execution failure"),
+        };
     };
     let err = match t.raw_get::<Value>("err") {
         Ok(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),

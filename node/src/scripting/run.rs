@@ -327,6 +327,14 @@ fn run_in(
         })
     };
     engine.lua.remove_hook();
+    // A script that ran into the memory limit (or near it) leaves its garbage behind, and
+    // Lua 5.1 has no emergency collection: the next script, even its compilation, would meet
+    // the limit too. A full collection then, only then (it walks every live object).
+    if engine.lua.used_memory() > super::engine::LUA_MEMORY_LIMIT / 2 {
+        if let Err(e) = engine.lua.gc_collect() {
+            tracing::warn!(error = %e, "collecting a script's garbage");
+        }
+    }
     if ctx.client.db != caller_db {
         if let Err(e) = ctx.switch_db(caller_db) {
             tracing::error!(error = %e, "cannot return to the caller's database after a script");

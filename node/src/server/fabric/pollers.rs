@@ -94,8 +94,9 @@ impl<C: Connection> Pollers<C> {
             let wedged = slot.heart.is_wedged();
             if !wedged && silent > limit {
                 slot.heart.set_wedged(true);
-                crate::node_state::stats::Stats::add(&self.server.stats.fabric_poller_stalls, 1);
+                // Stranded first: a reader that sees the stall counted sees its clients moved.
                 let stranded = slot.set_stranded(&self.server.stats, true);
+                crate::node_state::stats::Stats::add(&self.server.stats.fabric_poller_stalls, 1);
                 tracing::error!(
                     poller = slot.index,
                     silent_ms = silent,

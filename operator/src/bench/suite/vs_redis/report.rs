@@ -303,7 +303,8 @@ pub fn markdown(results: &Results, owned: &[String]) -> anyhow::Result<String> {
          (`operator bench vs-redis`), which rewrites this whole file except the sections at the \
          end that the other suites own (`scripts/bench-fabric.sh`, \
          `scripts/bench-replication.sh`, `scripts/bench-failover.sh`, \
-         `scripts/bench-reshard.sh`); do not edit by hand."
+         `scripts/bench-reshard.sh`, `scripts/redis-suite.sh`, `scripts/memory-per-key.sh`) \
+         or that were written by hand (scripting); do not edit the rest by hand."
             .into(),
         String::new(),
     ];
