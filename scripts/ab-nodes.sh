@@ -5,7 +5,8 @@
 #
 # Usage: scripts/ab-nodes.sh BIN_A BIN_B      (each may carry flags: "path --io-threads 2")
 # Env (defaults in brackets):
-#   TEST     redis-benchmark -t [set]           ROUNDS  A/B pairs [3]
+#   TEST     redis-benchmark -t, or eval (the vs-redis suite's script of one SET) [set]
+#   ROUNDS   A/B pairs [3]
 #   P        pipeline depth [16]                 C       clients [50]
 #   N        requests per run [2000000]          PORT    first port [7121]
 #   KEYS     preload this many keys and draw from them (-r), e.g. 1000000 [none]
@@ -14,7 +15,7 @@
 # the means with B/A. Ratios between runs minutes apart on a shared machine are noise-prone:
 # alternate, repeat, and read a few percent as noise.
 set -euo pipefail
-[[ $# == 2 ]] || { sed -n 2,16p "$0"; exit 2; }
+[[ $# == 2 ]] || { sed -n 2,17p "$0"; exit 2; }
 TEST="${TEST:-set}" ROUNDS="${ROUNDS:-3}" P="${P:-16}" C="${C:-50}" N="${N:-2000000}"
 PORT="${PORT:-7121}" PERF_DIR="${PERF_DIR:-/tmp}"
 for tool in redis-benchmark redis-cli taskset; do
@@ -42,8 +43,12 @@ one_run() {
         perf_pid=$!
         sleep 0.3
     fi
-    taskset -c 0 redis-benchmark -p "$port" -t "$TEST" -P "$P" -c "$C" -n "$N" "${range[@]}" --csv 2>/dev/null |
-        tail -1 | cut -d, -f2 | tr -d '"'
+    local test=(-t "$TEST")
+    if [[ "$TEST" == eval ]]; then
+        test=(EVAL "return redis.call('SET', KEYS[1], ARGV[1])" 1 "key:__rand_int__" value)
+    fi
+    taskset -c 0 redis-benchmark -p "$port" -P "$P" -c "$C" -n "$N" "${range[@]}" --csv "${test[@]}" 2>/dev/null |
+        tail -1 | awk -F'","' '{ print $2 }'
     if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid"; wait "$perf_pid" 2>/dev/null || true; fi
     kill "$pid"; wait "$pid" 2>/dev/null || true
     rm -rf "$dir"

@@ -139,6 +139,10 @@ pub fn form_cluster(nodes: &[Node], replicas: usize) {
     ]);
     let (ok, text) = run(Command::new("redis-cli").args(&args));
     assert!(ok, "redis-cli --cluster create failed:\n{text}");
+    assert!(
+        text.contains("[OK] All 16384 slots covered."),
+        "create output:\n{text}"
+    );
     let refs: Vec<&Node> = nodes.iter().collect();
     // The topology group forms after the slots are covered: callers that act through it
     // (failover, watch by version) need it formed, with a leader, on every node.
@@ -174,7 +178,8 @@ pub fn form_cluster(nodes: &[Node], replicas: usize) {
 
 /// Six nodes made a cluster by `redis-cli --cluster create --cluster-replicas 1` (three
 /// primaries, each with one replica), with `extra` node arguments (e.g. a node timeout);
-/// returns once every node says `cluster_state:ok` and knows all six.
+/// returns as [`form_cluster`] does (all six known everywhere, `cluster_state:ok`, the
+/// topology group formed with a leader on every node).
 pub fn create_cluster_with_replicas(secret: &str, extra: &[&str]) -> Vec<Node> {
     let mut base = vec![
         "--cluster-enabled",
@@ -186,28 +191,7 @@ pub fn create_cluster_with_replicas(secret: &str, extra: &[&str]) -> Vec<Node> {
     ];
     base.extend_from_slice(extra);
     let nodes: Vec<Node> = (0..6).map(|_| Node::start(&base)).collect();
-    let mut args = vec!["--cluster".to_string(), "create".to_string()];
-    args.extend(nodes.iter().map(addr));
-    args.extend([
-        "--cluster-replicas".into(),
-        "1".into(),
-        "--cluster-yes".into(),
-    ]);
-    let (ok, text) = run(Command::new("redis-cli").args(&args));
-    assert!(ok, "redis-cli --cluster create failed:\n{text}");
-    assert!(
-        text.contains("[OK] All 16384 slots covered."),
-        "create output:\n{text}"
-    );
-    let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until("cluster_state:ok and six nodes everywhere", &refs, || {
-        nodes.iter().all(|n| {
-            let view = n.cli(&["CLUSTER", "NODES"]);
-            view.lines().count() == 6
-                && !view.contains("handshake")
-                && n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok")
-        })
-    });
+    form_cluster(&nodes, 1);
     nodes
 }
 

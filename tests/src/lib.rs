@@ -411,9 +411,8 @@ impl Node {
     /// returned. Tests that stop a node to withhold its work wait for every thread here.
     fn wait_until_stopped(&self) {
         let tasks = format!("/proc/{}/task", self.pid());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let all_stopped = std::fs::read_dir(&tasks)
+        cluster::wait_until("every thread of the node stopped", &[self], || {
+            std::fs::read_dir(&tasks)
                 .map(|dir| {
                     dir.flatten().all(|task| {
                         std::fs::read_to_string(task.path().join("stat"))
@@ -421,17 +420,8 @@ impl Node {
                             .unwrap_or(true)
                     })
                 })
-                .unwrap_or(false);
-            if all_stopped {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "node {} did not stop",
-                self.pid()
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+                .unwrap_or(false)
+        });
     }
 
     /// Sends a signal and waits for the process to exit (graceful stops).

@@ -517,12 +517,6 @@ fn a_killed_source_fails_over_and_the_migration_rolls_back() {
         "migrate-source",
         &["--repl-sync-acks", "1"],
     );
-    let refs: Vec<&Node> = nodes.iter().collect();
-    wait_until("one topology group with a leader", &refs, || {
-        nodes
-            .iter()
-            .all(|n| info(n, "cluster_topology_leader") != "-")
-    });
     let source_id = owner_of(&nodes[0], 0).unwrap();
     let source_index = nodes.iter().position(|n| id(n) == source_id).unwrap();
     let target_id = owner_of(&nodes[0], 16383).unwrap();
