@@ -371,7 +371,7 @@ fn a_client_killed_mid_stream_over_ofi_shm_does_not_disturb_the_node() {
 /// The killed client's connections leave INFO's count. On RDM (ofi tcp, shm) there is no
 /// connection state to break and keepalive SENDs to a dead peer do not reliably fail
 /// (observed: shm never within 60 s), so the node drops a fabric client silent for 10 s
-/// (`PEER_SILENCE_LIMIT`; live operator clients send keepalives every 3 s). A shm client
+/// (`bus::stream::PEER_SILENCE_MAX`; live operator clients send keepalives every 3 s). A shm client
 /// killed while it held the provider's lock leaves the poller serving it spinning inside
 /// libfabric for good (seen once in CI): its clients then count as stranded, not connected.
 #[test]

@@ -59,10 +59,10 @@ pub const IDLE_SLEEP_MIN: Duration = Duration::from_micros(20);
 /// gap between progress calls the providers without a wait object (tcp, shm) must tolerate.
 pub const IDLE_SLEEP_MAX: Duration = Duration::from_millis(1);
 /// How long the node may stay silent (no keepalive, no control message, no reply byte) before
-/// the driver declares it gone: three of its keepalive periods and a second of slack. The
-/// fabric has no connection state to break (RDM on tcp and shm), so without this a client of a
-/// node that closed or died would wait forever.
-pub const PEER_SILENCE_MAX: Duration = bus::stream::PEER_SILENCE_MAX;
+/// the driver declares it gone: the bus's limit, which the node judges its clients by too.
+/// The fabric has no connection state to break (RDM on tcp and shm), so without this a client
+/// of a node that closed or died would wait forever.
+pub use bus::stream::PEER_SILENCE_MAX;
 /// Added to the connect timeout for opening the provider (loading libfabric takes ~0.4 s).
 const PROVIDER_OPEN_GRACE: Duration = Duration::from_secs(5);
 

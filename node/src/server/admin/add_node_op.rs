@@ -220,11 +220,15 @@ fn in_topology_group(peer: &mut Peer) -> bool {
         .ok()
         .as_ref()
         .and_then(text)
-        .is_some_and(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("cluster_topology_group:"))
-                .is_some_and(|g| !matches!(g.trim(), "" | "-"))
-        })
+        .and_then(|t| info_field(&t, "cluster_topology_group"))
+        .is_some_and(|g| !matches!(g.as_str(), "" | "-"))
+}
+
+/// The value of `name` in an INFO-style text (`name:value` lines), trimmed.
+fn info_field(text: &str, name: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
 }
 
 /// As redis-cli: a node that knows others or holds keys is not added.
@@ -233,11 +237,8 @@ fn check_empty(peer: &mut Peer, at: &str) -> Result<(), String> {
         .call(&[b"CLUSTER", b"INFO"])
         .map_err(|e| format!("CLUSTER INFO of {at}: {e}"))?;
     let known = text(&info)
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("cluster_known_nodes:"))
-                .and_then(|n| n.trim().parse::<u64>().ok())
-        })
+        .and_then(|t| info_field(&t, "cluster_known_nodes"))
+        .and_then(|n| n.parse::<u64>().ok())
         // Fail closed: a node whose INFO we cannot read is not known to be empty.
         .ok_or_else(|| format!("CLUSTER INFO of {at} has no cluster_known_nodes"))?;
     let keys = match peer.call(&[b"DBSIZE"]) {
@@ -277,4 +278,24 @@ fn wait_for(op: &Tracked, phase: &str, mut done: impl FnMut() -> bool) -> Result
         std::thread::sleep(STEP_POLL);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::info_field;
+
+    #[test]
+    fn info_fields_are_found_by_their_whole_name() {
+        let text = "cluster_state:ok\r\ncluster_known_nodes_seen:9\r\ncluster_known_nodes:4\r\n\
+                    cluster_topology_group:-\r\n";
+        assert_eq!(
+            info_field(text, "cluster_known_nodes").as_deref(),
+            Some("4")
+        );
+        assert_eq!(
+            info_field(text, "cluster_topology_group").as_deref(),
+            Some("-")
+        );
+        assert_eq!(info_field(text, "cluster_size"), None);
+    }
 }

@@ -18,10 +18,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long a fabric client may stay silent (no request, no keepalive) on a provider that
-/// cannot report a dead peer.
-pub const PEER_SILENCE_LIMIT: Duration = bus::stream::PEER_SILENCE_MAX;
-
 /// libfabric's RDM endpoints (and the simulator) keep no connection state, so a killed client
 /// is invisible there; verbs RC reports it through the QP and rdma_cm, and Valkey clients send
 /// no keepalives, so verbs gets no limit.
@@ -136,7 +132,9 @@ fn accept_loop<P: Provider>(
         let stream = match opened {
             Ok(mut s) => {
                 if needs_silence_limit(provider.name()) {
-                    s.set_peer_silence_limit(Some(PEER_SILENCE_LIMIT));
+                    // A client silent this long on a provider that cannot report a dead peer
+                    // is taken as gone.
+                    s.set_peer_silence_limit(Some(bus::stream::PEER_SILENCE_MAX));
                 }
                 s
             }

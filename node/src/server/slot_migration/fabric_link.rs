@@ -9,6 +9,7 @@ use super::link_replies::Replies;
 use crate::cluster::migration::LinkQueue;
 use crate::server::repl_link::control::{encode_command, Caller, ControlError, CONTROL_REPLY_MAX};
 use bus::select::{connect_stream, ByteStream};
+use bus::stream::PEER_SILENCE_MAX;
 use bus::BusError;
 use proto::resp::{decode, Frame};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -22,9 +23,6 @@ const RX_SIZE: usize = bus::stream::RX_SIZE_DEFAULT;
 /// How long the pump (or a setup call) blocks when nothing moved before looking again: the
 /// longest a reply waits to be counted while the queue is empty.
 const IDLE_WAIT: Duration = Duration::from_micros(200);
-/// A target that sends nothing for this long (not even the keepalive every server stream
-/// sends) is taken as gone: ofi providers do not tell a dead peer from a quiet one.
-const PEER_SILENCE_MAX: Duration = bus::stream::PEER_SILENCE_MAX;
 /// Most bytes read from the stream in one go.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -213,6 +211,8 @@ impl Pump {
             self.heard = heard;
             self.last_heard = now;
         } else if now.saturating_duration_since(self.last_heard) >= PEER_SILENCE_MAX {
+            // Not even the keepalive every server stream sends: ofi providers do not tell a
+            // dead peer from a quiet one.
             return Err(Stop::Failed(format!(
                 "the target sent nothing (not even a keepalive) for {PEER_SILENCE_MAX:?}"
             )));
