@@ -11,6 +11,7 @@ pub mod addr;
 pub mod config;
 pub mod datagram;
 pub mod error;
+pub mod idle;
 pub mod ofi;
 pub mod provider;
 pub mod ring;

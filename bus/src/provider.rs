@@ -20,6 +20,7 @@ use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
 use crate::error::Result;
+use crate::idle::IdleWait;
 
 /// What a peer needs to address a region with one-sided operations: its start address (the
 /// virtual address on verbs; whatever the provider's key scheme wants on ofi), length and key.
@@ -146,6 +147,15 @@ pub trait Connection: Send + 'static {
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<usize>;
     /// Blocks until a completion may be ready or `timeout` passes (the idle back-off).
     fn wait(&mut self, timeout: Duration) -> Result<()>;
+    /// Prepares a thread that polls many connections to block on all of them at once (see
+    /// [`crate::idle`]): arms the completion notification and pushes the descriptors that
+    /// become readable when a completion or connection event comes (`Armed`), or finds one
+    /// already waiting (`Ready`: poll instead). Providers without such a descriptor answer
+    /// `Unsupported`, and the caller sleeps instead.
+    fn arm_idle_wait(&mut self, fds: &mut Vec<std::os::fd::RawFd>) -> Result<IdleWait> {
+        let _ = fds;
+        Ok(IdleWait::Unsupported)
+    }
     /// The peer's address.
     fn peer(&self) -> &EndpointAddr;
     /// Our own address.

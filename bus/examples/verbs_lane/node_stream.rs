@@ -391,11 +391,76 @@ fn checks(node: &mut Node) -> R {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 
+    idle_poller_blocks(&mut c)?;
+
     // SHUTDOWN over the fabric: no reply, the node exits by itself with status 0.
     c.exchange(&encode(&[b"SHUTDOWN", b"NOSAVE"]), 0)?;
     let status = node.wait_exit()?;
     ensure(status.success(), format!("node exited with {status}"))?;
     Ok(())
+}
+
+/// One counter of INFO fabric, read over TCP.
+fn fabric_counter(name: &str) -> R<u64> {
+    let info = tcp_command(&[b"INFO", b"fabric"])?;
+    let text = String::from_utf8_lossy(&info);
+    let prefix = format!("{name}:");
+    let value = text
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .ok_or_else(|| format!("INFO fabric has no {name}"))?;
+    Ok(value.trim().parse()?)
+}
+
+/// An idle poller serving a verbs client blocks on the client's completion channel instead
+/// of sleeping in steps (a sleeping poller wakes ~1,000 times a second), the client's next
+/// request wakes it, and a blocked command woken from TCP rings the poller's doorbell.
+fn idle_poller_blocks(c: &mut Client) -> R {
+    let blocks = fabric_counter("fabric_poller_blocks")?;
+    let sleeps = fabric_counter("fabric_poller_sleeps")?;
+    std::thread::sleep(Duration::from_secs(1));
+    let blocks_after = fabric_counter("fabric_poller_blocks")?;
+    let slept = fabric_counter("fabric_poller_sleeps")? - sleeps;
+    println!(
+        "idle second: {} blocks, {slept} sleeps",
+        blocks_after - blocks
+    );
+    ensure(blocks_after > blocks, "the idle poller never blocked")?;
+    ensure(
+        slept < 20,
+        format!("the idle poller slept {slept} times in a second instead of blocking"),
+    )?;
+    expect_reply(&c.command(&[b"PING"])?, b"+PONG\r\n", "PING after idling")?;
+    // The doorbell: a BLPOP over the fabric, served by an RPUSH over TCP. Tried a few times,
+    // since the poller may be polling rather than blocked when the push lands.
+    for round in 0..5 {
+        let rung = fabric_counter("fabric_poller_bell_wakes")?;
+        c.exchange(&encode(&[b"BLPOP", b"lane:queue", b"0"]), 0)?;
+        let deadline = Instant::now() + WAIT;
+        while !String::from_utf8_lossy(&tcp_command(&[b"INFO", b"clients"])?)
+            .contains("blocked_clients:1\r\n")
+        {
+            ensure(Instant::now() < deadline, "BLPOP never blocked")?;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        expect_reply(
+            &tcp_command(&[b"RPUSH", b"lane:queue", b"x"])?,
+            b":1\r\n",
+            "RPUSH over TCP",
+        )?;
+        let reply = c.exchange(&[], 1)?;
+        expect_reply(
+            &reply[0],
+            b"*2\r\n$10\r\nlane:queue\r\n$1\r\nx\r\n",
+            "BLPOP",
+        )?;
+        if fabric_counter("fabric_poller_bell_wakes")? > rung {
+            println!("doorbell rang for the woken BLPOP (round {round})");
+            return Ok(());
+        }
+    }
+    Err("a BLPOP woken over TCP never rang the poller's doorbell".into())
 }
 
 pub fn test_node_stream() -> R {

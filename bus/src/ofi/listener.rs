@@ -20,6 +20,7 @@ use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -42,17 +43,22 @@ use super::rendezvous_socket::{read_handshake, write_handshake, PendingHello};
 const LISTENER_BOUNCE: usize = 16;
 /// How long the listener keeps trying to send one ACCEPT (the connector waits for it).
 const ACCEPT_SEND_TIMEOUT: Duration = Duration::from_secs(2);
-/// First idle sleep while waiting for a handshake message; doubled while nothing comes, up
+/// First idle sleep while waiting for a handshake message over the fabric (a socket
+/// rendezvous blocks on its sockets instead); doubled while nothing comes, up
 /// to [`HANDSHAKE_SLEEP_MAX`]. A fixed 50 us sleep woke an idle listener 20,000 times a
 /// second, CPU that every node paid for each of its fabric listeners.
 const HANDSHAKE_SLEEP: Duration = Duration::from_micros(50);
 /// Longest idle sleep: what a connect may wait at most on a quiet listener.
 const HANDSHAKE_SLEEP_MAX: Duration = Duration::from_millis(2);
+/// Longest a socket-rendezvous listener blocks on its sockets before it looks at the
+/// pending handshakes' deadlines again.
+const HANDSHAKE_RECHECK: Duration = Duration::from_millis(100);
 /// Handshake sockets whose HELLO is still arriving; beyond it the oldest is dropped. Each
 /// holds one descriptor and a 144-byte buffer for at most `HANDSHAKE_DEADLINE` (2 s), so a
 /// flood of idle connections costs bounded memory and never blocks a real connector, which
 /// sends its HELLO at once.
 pub const HANDSHAKE_PENDING_MAX: usize = 256;
+const _: () = assert!(HANDSHAKE_PENDING_MAX < crate::idle::WAIT_FDS_MAX);
 /// Operations in flight on a listener's hub, all its connections together (beyond it a post
 /// meets `Full`, back-pressure): 4,096 slots of about 100 bytes, or what the provider grants
 /// an endpoint if less (tcp;ofi_rxm 1.17: 2,048; shm: 1,024), so that the shares below are
@@ -440,6 +446,17 @@ impl Listener for OfiListener {
             let now = Instant::now();
             if now >= deadline {
                 return Ok(None);
+            }
+            if let Meeting::Socket { tcp, pending } = &self.meeting {
+                // Nothing to poll but sockets: block on them (the listening socket and the
+                // handshakes still arriving) instead of sleeping in steps. Woken at least
+                // every HANDSHAKE_RECHECK, so an idle handshake's deadline is still seen.
+                let mut fds = Vec::with_capacity(pending.len() + 1);
+                fds.push(tcp.as_raw_fd());
+                fds.extend(pending.iter().map(PendingHello::fd));
+                let wait = HANDSHAKE_RECHECK.min(deadline - now);
+                crate::idle::wait_readable(&fds, wait)?;
+                continue;
             }
             std::thread::sleep(self.idle_sleep.min(deadline - now));
             self.idle_sleep = (self.idle_sleep * 2).min(HANDSHAKE_SLEEP_MAX);

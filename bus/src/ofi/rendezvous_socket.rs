@@ -60,6 +60,11 @@ pub struct PendingHello {
 }
 
 impl PendingHello {
+    /// The socket's descriptor, for a listener that blocks until one is readable.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.stream)
+    }
+
     pub fn new(stream: TcpStream, from: SocketAddr) -> Result<Self, BusError> {
         stream
             .set_nonblocking(true)

@@ -15,7 +15,7 @@
 #![allow(unsafe_code)]
 
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +40,7 @@ use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
+use crate::idle::IdleWait;
 use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice};
 
 /// Whether an rdma_cm event on an established connection means the peer is gone.
@@ -420,6 +421,23 @@ impl Connection for VerbsConnection {
         }
         let cm_fd = self.own_channel.then(|| self.channel.as_raw_fd());
         self.cq.wait(timeout, cm_fd)
+    }
+
+    fn arm_idle_wait(&mut self, fds: &mut Vec<RawFd>) -> Result<IdleWait> {
+        self.check_closed()?;
+        if self.flushed {
+            return Ok(IdleWait::Ready);
+        }
+        let Some(cq_fd) = self.cq.arm()? else {
+            return Ok(IdleWait::Ready);
+        };
+        fds.push(cq_fd);
+        // Its own rdma_cm channel reports the peer's disconnect (an accepted connection's
+        // events come to its listener, whose thread marks it closed).
+        if self.own_channel {
+            fds.push(self.channel.as_raw_fd());
+        }
+        Ok(IdleWait::Armed)
     }
 
     fn peer(&self) -> &EndpointAddr {

@@ -18,6 +18,8 @@ use crate::error::{BusError, Result};
 
 /// Completions read per `ibv_poll_cq` call (a stack array of this many work completions).
 pub(crate) const POLL_BATCH_MAX: usize = 32;
+/// Channel events taken before re-arming (one per earlier arming is the most there can be).
+const EVENTS_TAKEN_PER_ARM_MAX: usize = 4;
 
 pub(crate) struct Cq {
     // Drop order: the CQ before its channel (sideway's CQ also holds the channel's Arc).
@@ -127,14 +129,46 @@ impl Cq {
             None => wait_readable_any(&[cq_fd], timeout)?,
         };
         if ready.first() == Some(&true) {
-            self.consume_event();
+            let _ = self.consume_event();
         }
         Ok(())
     }
 
+    /// Arms the channel for a poller that blocks on many connections at once: events left
+    /// by an earlier arming are taken first (the channel would otherwise stay readable), then
+    /// the CQ is armed and looked at once more (a completion before the arming raises no
+    /// event). `None` when completions were found (stashed for `poll`): do not block.
+    pub(crate) fn arm(&mut self) -> Result<Option<RawFd>> {
+        if !self.stash.is_empty() {
+            return Ok(None);
+        }
+        // One event per arming at most was raised; a few more tries cost nothing when empty.
+        for _ in 0..EVENTS_TAKEN_PER_ARM_MAX {
+            if !self.consume_event() {
+                break;
+            }
+        }
+        // SAFETY: the CQ is alive; solicited_only = 0 asks for every completion.
+        let rc = unsafe { ibv_req_notify_cq(self.raw(), 0) };
+        if rc != 0 {
+            return Err(BusError::Provider {
+                provider: super::PROVIDER,
+                call: "ibv_req_notify_cq",
+                reason: std::io::Error::from_raw_os_error(rc).to_string(),
+            });
+        }
+        let mut found = Vec::new();
+        self.poll_raw(&mut found, POLL_BATCH_MAX)?;
+        if !found.is_empty() {
+            self.stash.extend(found);
+            return Ok(None);
+        }
+        Ok(Some(self.channel.as_raw_fd()))
+    }
+
     /// Takes and acknowledges one channel event (destroying a CQ waits for every event to be
     /// acknowledged, so none may be left behind).
-    fn consume_event(&self) {
+    fn consume_event(&self) -> bool {
         let mut cq: *mut ibv_cq = std::ptr::null_mut();
         let mut ctx: *mut std::ffi::c_void = std::ptr::null_mut();
         // SAFETY: the channel is alive and non-blocking; the out-pointers are valid locals.
@@ -143,7 +177,9 @@ impl Cq {
         if rc == 0 && !cq.is_null() {
             // SAFETY: `cq` is the CQ the event was for (ours: the channel serves only it).
             unsafe { ibv_ack_cq_events(cq, 1) };
+            return true;
         }
+        false
     }
 }
 

@@ -65,6 +65,9 @@ pub struct ClientShared {
     /// The connection serves the replication stream after SYNC/PSYNC on the client port
     /// (CLIENT LIST flag `S`, CLIENT LIST/KILL TYPE replica, as Redis shows its replicas).
     pub stream_consumer: AtomicBool,
+    /// The doorbell of the fabric poller serving it (set once, when the poller takes it in):
+    /// a wake-up rings it, so a poller blocked while idle runs the woken client at once.
+    poller_bell: std::sync::OnceLock<Arc<bus::idle::Doorbell>>,
 }
 
 impl ClientShared {
@@ -98,6 +101,7 @@ impl ClientShared {
             no_evict: AtomicBool::new(false),
             user: Mutex::new(None),
             stream_consumer: AtomicBool::new(false),
+            poller_bell: std::sync::OnceLock::new(),
         }
     }
 
@@ -128,6 +132,20 @@ impl ClientShared {
         self.wake_pending
             .store(true, std::sync::atomic::Ordering::Release);
         self.wakeup.notify_one();
+        // After the flag: a poller that drained its bell looks at the flag before blocking.
+        if let Some(bell) = self.poller_bell.get() {
+            bell.ring();
+        }
+    }
+
+    /// A fabric poller took the client in: its wake-ups ring `bell` from now on.
+    pub fn attach_poller_bell(&self, bell: &Arc<bus::idle::Doorbell>) {
+        let _ = self.poller_bell.set(Arc::clone(bell));
+    }
+
+    /// Whether a wake-up waits to be taken (a poller's last look before it blocks).
+    pub fn wake_pending(&self) -> bool {
+        self.wake_pending.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// What a TCP connection's loop awaits to be woken.

@@ -26,6 +26,13 @@ pub struct Stats {
     pub fabric_rx_readvertised: AtomicU64,
     /// Times the fabric watchdog found a polling thread stuck inside one call.
     pub fabric_poller_stalls: AtomicU64,
+    /// Idle periods of the fabric pollers: blocked on the clients' completion channels and
+    /// the poller's doorbell (verbs), ended by the doorbell (a new client, a woken blocked
+    /// command), and slept in short steps instead (providers without a descriptor to wait
+    /// on: libfabric's tcp and shm).
+    pub fabric_poller_blocks: AtomicU64,
+    pub fabric_poller_bell_wakes: AtomicU64,
+    pub fabric_poller_sleeps: AtomicU64,
     /// Fabric clients held by a polling thread stuck inside one call: nobody serves them
     /// until it returns, so `fabric_connected_clients` leaves them out.
     pub fabric_stranded_clients: AtomicU64,

@@ -439,6 +439,12 @@ fn fabric(s: &mut Section<'_>, server: &NodeState) {
         Stats::get(&st.fabric_rx_readvertised),
     );
     s.field("fabric_poller_stalls", Stats::get(&st.fabric_poller_stalls));
+    s.field("fabric_poller_blocks", Stats::get(&st.fabric_poller_blocks));
+    s.field(
+        "fabric_poller_bell_wakes",
+        Stats::get(&st.fabric_poller_bell_wakes),
+    );
+    s.field("fabric_poller_sleeps", Stats::get(&st.fabric_poller_sleeps));
     s.field(
         "fabric_stranded_clients",
         Stats::get(&st.fabric_stranded_clients),

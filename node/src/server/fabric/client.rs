@@ -7,8 +7,10 @@ use crate::command_framework::ctx::BlockRequest;
 use crate::node_state::stats::Stats;
 use crate::server::persistence::aof::log::Gate;
 use crate::server::session::{Session, Step};
+use bus::idle::{Doorbell, IdleWait};
 use bus::stream::Stream;
 use bus::Connection;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -325,6 +327,38 @@ impl<C: Connection> FabricClient<C> {
         }
         if self.stream.flush().is_err() {
             self.done = true;
+        }
+    }
+
+    /// The poller that took the client in blocks while idle: the client's wake-ups (a key
+    /// it waits on, a push, a kill) ring the poller's `bell`.
+    pub fn attach_bell(&self, bell: &Arc<Doorbell>) {
+        self.session.shared().attach_poller_bell(bell);
+    }
+
+    /// Whether the poller may block on this client's connection (see `bus::idle`), pushing
+    /// the descriptors to wait on: `Ready` if it has work now (a wake-up not yet taken,
+    /// anything the stream holds), `Unsupported` if it needs a timed look (closing, output
+    /// held by the AOF or the peer's window) or its provider has no descriptor.
+    pub fn arm_idle_wait(&mut self, fds: &mut Vec<RawFd>) -> IdleWait {
+        if self.done || self.session.shared().wake_pending() {
+            return IdleWait::Ready;
+        }
+        let output_held_for_acks =
+            matches!(&self.state, State::Blocked { block, .. } if block.holds_output());
+        let output_pending = self.out_pos < self.session.output.len() && !output_held_for_acks;
+        if matches!(self.state, State::Closing { .. }) || output_pending {
+            return IdleWait::Unsupported;
+        }
+        // An error is the stream's to report: the next turn does.
+        self.stream.arm_idle_wait(fds).unwrap_or(IdleWait::Ready)
+    }
+
+    /// When a blocked command of this client times out, if it does.
+    pub fn block_deadline(&self) -> Option<Instant> {
+        match &self.state {
+            State::Blocked { deadline, .. } => *deadline,
+            _ => None,
         }
     }
 

@@ -1,7 +1,9 @@
 //! A busy-polling thread serving fabric clients (DESIGN §5): it runs each request to
 //! completion on the thread that found it (progress, read, execute, write) and, when nothing
-//! happened for `rdma-busy-poll-us`, backs off step by step to short sleeps so an idle node
-//! does not burn a core.
+//! happened for `rdma-busy-poll-us`, stops polling: it blocks on its clients' completion
+//! channels and its doorbell (rung for a new client, a woken blocked command, the close), or,
+//! where the provider has no descriptor to wait on (libfabric's tcp and shm endpoints), backs
+//! off step by step to short sleeps, so an idle node does not burn a core.
 //!
 //! The spin phase yields the core at each empty turn instead of spinning in place: on a host
 //! where the poller shares its core (clients, the node's other threads, a co-located
@@ -13,8 +15,11 @@
 
 use super::client::{FabricClient, READ_CHUNK};
 use super::slot::PollerSlot;
+use crate::node_state::stats::Stats;
 use crate::server::Server;
+use bus::idle::{wait_readable, IdleWait, WAIT_FDS_MAX};
 use bus::Connection;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +28,10 @@ use std::time::{Duration, Instant};
 const IDLE_SLEEP_MAX: Duration = Duration::from_millis(1);
 /// First sleep after the spin phase; doubled up to [`IDLE_SLEEP_MAX`].
 const IDLE_SLEEP_MIN: Duration = Duration::from_micros(20);
+/// Longest block of an idle poller: its clients' timers (keepalives every 3 s, the silence
+/// limit) run late by at most this, and the watchdog (`WEDGE_LIMIT`) sees a beat well within
+/// its limit.
+const IDLE_BLOCK_MAX: Duration = Duration::from_millis(100);
 /// New clients taken from the accept thread per loop, so a connection storm cannot stall the
 /// clients already served.
 const ADMIT_PER_LOOP_MAX: usize = 64;
@@ -42,6 +51,7 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
     let started = slot.heart.epoch();
     let mut idle_since: Option<(Instant, Duration)> = None;
     let mut sleep = IDLE_SLEEP_MIN;
+    let mut wait_fds = Vec::new();
     loop {
         let now = started.elapsed();
         slot.heart.beat_at(now);
@@ -51,6 +61,9 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
         slot.take(ADMIT_PER_LOOP_MAX, &mut admitted);
         for a in admitted.drain(..) {
             slot.client_arrived(&server.stats);
+            if let Some(bell) = &slot.bell {
+                a.client.attach_bell(bell);
+            }
             clients.push(a.client);
             busy = true;
         }
@@ -83,9 +96,77 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
         if since.elapsed() < spin {
             // Why not `spin_loop`: see the module doc.
             std::thread::yield_now();
-        } else {
-            std::thread::sleep(sleep);
-            sleep = (sleep * 2).min(IDLE_SLEEP_MAX);
+            continue;
+        }
+        match block_while_idle(&slot, &mut clients, &mut wait_fds) {
+            Idle::Blocked { by_bell } => {
+                Stats::add(&server.stats.fabric_poller_blocks, 1);
+                Stats::add(&server.stats.fabric_poller_bell_wakes, u64::from(by_bell));
+            }
+            Idle::WorkWaiting => {}
+            Idle::CannotBlock => {
+                Stats::add(&server.stats.fabric_poller_sleeps, 1);
+                std::thread::sleep(sleep);
+                sleep = (sleep * 2).min(IDLE_SLEEP_MAX);
+            }
+        }
+    }
+}
+
+/// How an idle period ended.
+enum Idle {
+    /// Blocked until a completion, the doorbell (`by_bell`) or [`IDLE_BLOCK_MAX`].
+    Blocked { by_bell: bool },
+    /// Something came in before the poller could block: poll again.
+    WorkWaiting,
+    /// A client's provider has no descriptor to wait on, or a client needs a timed look.
+    CannotBlock,
+}
+
+/// Blocks the idle poller on its doorbell and every client's completion channel, for at most
+/// [`IDLE_BLOCK_MAX`] or until the earliest blocked command's timeout.
+///
+/// The order is what makes it safe: the bell is drained first, then each client is armed
+/// (a completion after its arming makes its descriptor readable) and its wake-up flag looked
+/// at, then the queue of new clients: a wake-up or admission before the drain is seen by
+/// those looks, one after it rings the bell again.
+fn block_while_idle<C: Connection>(
+    slot: &PollerSlot<C>,
+    clients: &mut [FabricClient<C>],
+    fds: &mut Vec<RawFd>,
+) -> Idle {
+    let Some(bell) = &slot.bell else {
+        return Idle::CannotBlock;
+    };
+    bell.drain();
+    fds.clear();
+    fds.push(bell.fd());
+    let mut timeout = IDLE_BLOCK_MAX;
+    let now = Instant::now();
+    for c in clients.iter_mut() {
+        match c.arm_idle_wait(fds) {
+            IdleWait::Armed => {}
+            IdleWait::Ready => return Idle::WorkWaiting,
+            IdleWait::Unsupported => return Idle::CannotBlock,
+        }
+        if let Some(deadline) = c.block_deadline() {
+            timeout = timeout.min(deadline.saturating_duration_since(now));
+        }
+        if fds.len() > WAIT_FDS_MAX {
+            return Idle::CannotBlock;
+        }
+    }
+    if slot.has_queued() || slot.is_closed() {
+        return Idle::WorkWaiting;
+    }
+    match wait_readable(fds, timeout) {
+        Ok(_) => Idle::Blocked {
+            // Drained by the next block; a look here only tells the counter.
+            by_bell: bell.drain(),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "fabric poller could not block; sleeping instead");
+            Idle::CannotBlock
         }
     }
 }

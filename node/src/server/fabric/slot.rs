@@ -11,6 +11,7 @@
 
 use super::poller::Admission;
 use crate::node_state::stats::Stats;
+use bus::idle::Doorbell;
 use bus::Connection;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -29,6 +30,10 @@ pub struct PollerSlot<C: Connection> {
     /// The accept thread is gone: no more admissions will come.
     closed: AtomicBool,
     served: Mutex<Served>,
+    /// Rung when a client is queued or the slot closes, so an idle poller blocked on its
+    /// clients' completion channels wakes for them. `None` if the eventfd could not be made:
+    /// the poller then sleeps in short steps while idle, as on providers without channels.
+    pub bell: Option<Arc<Doorbell>>,
 }
 
 /// The clients a poller holds, and whether the watchdog counts them as stranded.
@@ -100,6 +105,13 @@ impl<C: Connection> PollerSlot<C> {
             heart: Arc::new(Heartbeat::new()),
             closed: AtomicBool::new(false),
             served: Mutex::new(Served::default()),
+            bell: match Doorbell::new() {
+                Ok(bell) => Some(Arc::new(bell)),
+                Err(e) => {
+                    tracing::warn!(poller = index, error = %e, "no doorbell; the poller sleeps while idle");
+                    None
+                }
+            },
         }
     }
 
@@ -142,6 +154,19 @@ impl<C: Connection> PollerSlot<C> {
         let mut q = self.queue.lock();
         q.push_back(a);
         self.queued.store(q.len(), Release);
+        drop(q);
+        self.ring();
+    }
+
+    /// Whether clients wait to be taken (a poller's last look before it blocks).
+    pub fn has_queued(&self) -> bool {
+        self.queued.load(Acquire) > 0
+    }
+
+    fn ring(&self) {
+        if let Some(bell) = &self.bell {
+            bell.ring();
+        }
     }
 
     /// Takes up to `max` queued clients (none without taking the lock when the queue is empty).
@@ -164,6 +189,7 @@ impl<C: Connection> PollerSlot<C> {
 
     pub fn close(&self) {
         self.closed.store(true, Release);
+        self.ring();
     }
 
     pub fn is_closed(&self) -> bool {

@@ -384,3 +384,47 @@ fn an_unauthenticated_client_pending_too_much_input_is_closed() {
     assert_eq!(Stats::get(&server.stats.fabric_unauthenticated_closed), 1);
     stop(&server, l);
 }
+
+/// Goal: an idle poller blocks instead of sleeping when it can, and its doorbell brings it
+/// back for a new client. Pollers without clients block on their doorbells alone (no
+/// sleeps while the node is idle); the simulated provider has no descriptor to wait on, so a
+/// poller serving one of its clients sleeps in steps, as on libfabric's tcp and shm.
+#[test]
+fn idle_pollers_block_until_their_doorbell_or_sleep_without_a_descriptor() {
+    let (server, fabric, l) = start();
+    let counts = || {
+        (
+            Stats::get(&server.stats.fabric_poller_blocks),
+            Stats::get(&server.stats.fabric_poller_sleeps),
+        )
+    };
+    let until = Instant::now() + DEADLINE;
+    while counts().0 == 0 {
+        assert!(Instant::now() < until, "no idle poller ever blocked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        counts().1,
+        0,
+        "a poller without clients slept instead of blocking"
+    );
+    let bell_wakes = Stats::get(&server.stats.fabric_poller_bell_wakes);
+    let host = fabric.add_host().unwrap();
+    let mut c = Client::connect(&host, l.local);
+    c.call(b"PING\r\n", b"+PONG\r\n");
+    assert!(
+        Stats::get(&server.stats.fabric_poller_bell_wakes) > bell_wakes,
+        "the admission did not ring the poller's doorbell"
+    );
+    let until = Instant::now() + DEADLINE;
+    while counts().1 == 0 {
+        assert!(
+            Instant::now() < until,
+            "a poller of a sim client never slept"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.call(b"PING\r\n", b"+PONG\r\n");
+    stop(&server, l);
+}

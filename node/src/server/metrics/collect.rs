@@ -307,7 +307,7 @@ fn fabric(e: &mut Exposition, server: &Server) {
         "Fabric clients held by a poller stuck inside one call.",
         Stats::get(&st.fabric_stranded_clients) as f64,
     );
-    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 7] = [
+    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 10] = [
         (
             "rdma_store_fabric_connections_received_total",
             "Fabric connections accepted.",
@@ -327,6 +327,21 @@ fn fabric(e: &mut Exposition, server: &Server) {
             "rdma_store_fabric_poller_stalls_total",
             "Times a fabric poller was found stuck inside one call.",
             &st.fabric_poller_stalls,
+        ),
+        (
+            "rdma_store_fabric_poller_blocks_total",
+            "Idle fabric pollers blocked on completion channels.",
+            &st.fabric_poller_blocks,
+        ),
+        (
+            "rdma_store_fabric_poller_bell_wakes_total",
+            "Blocked fabric pollers woken by their doorbell.",
+            &st.fabric_poller_bell_wakes,
+        ),
+        (
+            "rdma_store_fabric_poller_sleeps_total",
+            "Idle fabric pollers' sleeps (providers without a wait descriptor).",
+            &st.fabric_poller_sleeps,
         ),
         (
             "rdma_store_fabric_unauthenticated_closed_total",
