@@ -52,14 +52,15 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
     match value {
         Value::Str(s) => s.len(),
         Value::Int(_) => 0,
-        Value::List(l) => match l.deque() {
+        Value::List(l) => match l.chunks() {
             // One allocation holds the elements with their length prefixes.
             None => size_of::<ListValue>() + l.packed_bytes().unwrap_or(0),
-            Some(d) => {
+            Some(c) => {
+                let nodes = c.nodes();
                 size_of::<ListValue>()
-                    + size_of::<super::list::ListDeque>()
-                    + d.capacity() * size_of::<Box<[u8]>>()
-                    + sampled(d.iter().map(|e| e.len()), d.len(), samples)
+                    + size_of::<super::list::chunks::Chunks>()
+                    + nodes.capacity() * size_of::<super::list::chunks::Node>()
+                    + sampled(nodes.iter().map(|n| n.heap_bytes()), nodes.len(), samples)
             }
         },
         Value::Hash(h) => match h.table() {

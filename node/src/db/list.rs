@@ -1,17 +1,16 @@
 //! A list value: packed while small (elements behind 1-2 byte lengths in one [`Packed`], as
-//! Redis 7.2 keeps a small list in one listpack), a deque of boxed elements once a write
-//! takes it past `list-max-listpack-size` (by default 8 KiB of packed bytes). Never packed
-//! again once a deque.
+//! Redis 7.2 keeps a small list in one listpack), a deque of packed nodes once a write takes
+//! it past `list-max-listpack-size` (by default 8 KiB of packed bytes per node: Redis's
+//! quicklist; see [`chunks`]). Never one packed run again once chunked.
 //!
 //! Every packed operation walks or moves the packed bytes, which the threshold keeps to a few
 //! KiB (at most 64 KiB, Redis's own bound for the setting, and [`PACKED_ENTRIES_MAX`]
 //! elements), as pushing into a listpack moves its bytes in Redis.
 
-use super::packed::{Items, Packed, ITEM_MAX, PACKED_ENTRIES_MAX};
-use std::collections::VecDeque;
+pub mod chunks;
 
-/// The deque form: each element boxed, exactly its bytes.
-pub type ListDeque = VecDeque<Box<[u8]>>;
+use super::packed::{Items, Packed, ITEM_MAX, PACKED_ENTRIES_MAX};
+use chunks::{ChunkIter, ChunkIterRev, Chunks};
 
 /// When a packed list must become a deque (`list-max-listpack-size`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,13 +62,18 @@ impl ListLimits {
             packed.byte_len() + Packed::item_bytes(len) - replacing.map_or(0, Packed::item_bytes);
         len <= ITEM_MAX && count <= self.entries && bytes <= self.bytes
     }
+
+    /// Whether an empty packed node may take an element of `len` bytes.
+    fn admits_alone(&self, len: usize) -> bool {
+        len <= ITEM_MAX && self.entries >= 1 && Packed::item_bytes(len) <= self.bytes
+    }
 }
 
 #[derive(Clone, Debug)]
 pub enum ListValue {
     Packed(Packed),
     /// Boxed so that the enum stays small: most lists are small.
-    Deque(Box<ListDeque>),
+    Chunked(Box<Chunks>),
 }
 
 const _: () = assert!(std::mem::size_of::<ListValue>() <= 40);
@@ -90,7 +94,7 @@ impl PartialEq for ListValue {
 /// The elements of a [`ListValue`] front to back (or a range of them).
 pub enum Iter<'a> {
     Packed(std::iter::Take<std::iter::Skip<Items<'a>>>),
-    Deque(std::collections::vec_deque::Iter<'a, Box<[u8]>>),
+    Chunked(ChunkIter<'a>),
 }
 
 impl<'a> Iterator for Iter<'a> {
@@ -99,7 +103,7 @@ impl<'a> Iterator for Iter<'a> {
     fn next(&mut self) -> Option<&'a [u8]> {
         match self {
             Iter::Packed(items) => items.next(),
-            Iter::Deque(it) => it.next().map(|e| &**e),
+            Iter::Chunked(it) => it.next(),
         }
     }
 }
@@ -108,7 +112,7 @@ impl<'a> Iterator for Iter<'a> {
 pub enum IterRev<'a> {
     /// Packed items only walk forward: they are listed, then handed out backwards.
     Packed(std::iter::Rev<std::vec::IntoIter<&'a [u8]>>),
-    Deque(std::iter::Rev<std::collections::vec_deque::Iter<'a, Box<[u8]>>>),
+    Chunked(ChunkIterRev<'a>),
 }
 
 impl<'a> Iterator for IterRev<'a> {
@@ -117,7 +121,7 @@ impl<'a> Iterator for IterRev<'a> {
     fn next(&mut self) -> Option<&'a [u8]> {
         match self {
             IterRev::Packed(items) => items.next(),
-            IterRev::Deque(it) => it.next().map(|e| &**e),
+            IterRev::Chunked(it) => it.next(),
         }
     }
 }
@@ -130,7 +134,7 @@ impl ListValue {
     pub fn len(&self) -> usize {
         match self {
             ListValue::Packed(p) => p.len(),
-            ListValue::Deque(d) => d.len(),
+            ListValue::Chunked(c) => c.len(),
         }
     }
 
@@ -143,39 +147,38 @@ impl ListValue {
         matches!(self, ListValue::Packed(_))
     }
 
-    /// The packed form's heap bytes (None for a deque).
+    /// The packed form's heap bytes (None when chunked).
     pub fn packed_bytes(&self) -> Option<usize> {
         match self {
             ListValue::Packed(p) => Some(p.heap_bytes()),
-            ListValue::Deque(_) => None,
+            ListValue::Chunked(_) => None,
         }
     }
 
-    /// The deque form (None while packed), for MEMORY USAGE.
-    pub fn deque(&self) -> Option<&ListDeque> {
+    /// The chunked form (None while packed), for MEMORY USAGE.
+    pub fn chunks(&self) -> Option<&Chunks> {
         match self {
             ListValue::Packed(_) => None,
-            ListValue::Deque(d) => Some(d),
+            ListValue::Chunked(c) => Some(c),
         }
     }
 
-    /// The deque form, converting a packed list first (room for `extra` more elements).
-    fn make_deque(&mut self, extra: usize) -> &mut ListDeque {
+    /// The chunked form, converting a packed list first (its run becomes the first node).
+    fn make_chunked(&mut self) -> &mut Chunks {
         if let ListValue::Packed(p) = self {
-            let mut deque = ListDeque::with_capacity(p.len() + extra);
-            deque.extend(p.iter().map(Box::from));
-            *self = ListValue::Deque(Box::new(deque));
+            let chunks = Chunks::from_packed(std::mem::take(p));
+            *self = ListValue::Chunked(Box::new(chunks));
         }
         match self {
-            ListValue::Deque(d) => d,
-            ListValue::Packed(_) => unreachable!("made a deque above"),
+            ListValue::Chunked(c) => c,
+            ListValue::Packed(_) => unreachable!("made chunked above"),
         }
     }
 
     pub fn push_back(&mut self, element: &[u8], limits: ListLimits) {
         match self {
             ListValue::Packed(p) if limits.admits(p, element.len(), None) => p.push(element),
-            _ => self.make_deque(1).push_back(element.into()),
+            _ => self.make_chunked().push_back(element, limits),
         }
     }
 
@@ -184,7 +187,7 @@ impl ListValue {
             ListValue::Packed(p) if limits.admits(p, element.len(), None) => {
                 p.insert(0, &[element])
             }
-            _ => self.make_deque(1).push_front(element.into()),
+            _ => self.make_chunked().push_front(element, limits),
         }
     }
 
@@ -195,7 +198,7 @@ impl ListValue {
             ListValue::Packed(p) if limits.admits(p, element.len(), None) => {
                 p.insert(at, &[element])
             }
-            _ => self.make_deque(1).insert(at, element.into()),
+            _ => self.make_chunked().insert(at, element, limits),
         }
     }
 
@@ -207,17 +210,17 @@ impl ListValue {
                 if limits.admits(p, element.len(), Some(old)) {
                     p.replace(at, element);
                 } else {
-                    self.make_deque(0)[at] = element.into();
+                    self.make_chunked().set(at, element, limits);
                 }
             }
-            ListValue::Deque(d) => d[at] = element.into(),
+            ListValue::Chunked(c) => c.set(at, element, limits),
         }
     }
 
     pub fn get(&self, at: usize) -> Option<&[u8]> {
         match self {
             ListValue::Packed(p) => p.get(at),
-            ListValue::Deque(d) => d.get(at).map(|e| &**e),
+            ListValue::Chunked(c) => c.get(at),
         }
     }
 
@@ -241,7 +244,7 @@ impl ListValue {
                 taken.reverse();
                 taken
             }
-            ListValue::Deque(d) => (0..n).filter_map(|_| d.pop_back()).collect(),
+            ListValue::Chunked(c) => c.pop_back_n(n),
         }
     }
 
@@ -254,7 +257,7 @@ impl ListValue {
                 p.remove(0, n);
                 taken
             }
-            ListValue::Deque(d) => d.drain(..n).collect(),
+            ListValue::Chunked(c) => c.pop_front_n(n),
         }
     }
 
@@ -267,11 +270,7 @@ impl ListValue {
     pub fn range(&self, first: usize, count: usize) -> Iter<'_> {
         match self {
             ListValue::Packed(p) => Iter::Packed(p.iter().skip(first).take(count)),
-            ListValue::Deque(d) => {
-                let first = first.min(d.len());
-                let end = first.saturating_add(count).min(d.len());
-                Iter::Deque(d.range(first..end))
-            }
+            ListValue::Chunked(c) => Iter::Chunked(c.range(first, count)),
         }
     }
 
@@ -279,31 +278,15 @@ impl ListValue {
     pub fn iter_rev(&self) -> IterRev<'_> {
         match self {
             ListValue::Packed(p) => IterRev::Packed(p.iter().collect::<Vec<_>>().into_iter().rev()),
-            ListValue::Deque(d) => IterRev::Deque(d.iter().rev()),
+            ListValue::Chunked(c) => IterRev::Chunked(c.iter_rev()),
         }
     }
 
     /// Keeps the elements for which `keep` holds, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         match self {
-            ListValue::Packed(p) => {
-                // Rebuilt only from the first element that goes (LREM often removes nothing).
-                let Some(first_gone) = p.iter().position(|e| !keep(e)) else {
-                    return;
-                };
-                let mut kept = Packed::with_capacity(p.byte_len());
-                for element in p.iter().take(first_gone) {
-                    kept.push(element);
-                }
-                for element in p.iter().skip(first_gone + 1) {
-                    if keep(element) {
-                        kept.push(element);
-                    }
-                }
-                kept.shrink_to_fit();
-                *p = kept;
-            }
-            ListValue::Deque(d) => d.retain(|e| keep(e)),
+            ListValue::Packed(p) => retain_packed(p, &mut keep),
+            ListValue::Chunked(c) => c.retain(keep),
         }
     }
 
@@ -319,16 +302,32 @@ impl ListValue {
                 p.remove(last + 1, len - last - 1);
                 p.remove(0, first);
             }
-            ListValue::Deque(d) => {
-                d.truncate(last + 1);
-                d.drain(..first);
-            }
+            ListValue::Chunked(c) => c.keep_range(first, last),
         }
     }
 
     pub fn clear(&mut self) {
         *self = ListValue::default();
     }
+}
+
+/// Keeps the items of `p` for which `keep` holds, in order: rebuilt only from the first item
+/// that goes (LREM often removes nothing).
+fn retain_packed(p: &mut Packed, keep: &mut impl FnMut(&[u8]) -> bool) {
+    let Some(first_gone) = p.iter().position(|e| !keep(e)) else {
+        return;
+    };
+    let mut kept = Packed::with_capacity(p.byte_len());
+    for element in p.iter().take(first_gone) {
+        kept.push(element);
+    }
+    for element in p.iter().skip(first_gone + 1) {
+        if keep(element) {
+            kept.push(element);
+        }
+    }
+    kept.shrink_to_fit();
+    *p = kept;
 }
 
 impl<'a> FromIterator<&'a [u8]> for ListValue {

@@ -77,6 +77,16 @@ fn put_len(out: &mut Vec<u8>, len: usize) {
     }
 }
 
+/// The LEB128 prefix of `len` in a stack buffer, and how many of its bytes it takes.
+fn encode_len(len: usize) -> ([u8; 2], usize) {
+    debug_assert!(len <= ITEM_MAX);
+    if len < 0x80 {
+        ([len as u8, 0], 1)
+    } else {
+        ([(len & 0x7f) as u8 | 0x80, (len >> 7) as u8], 2)
+    }
+}
+
 fn len_bytes(len: usize) -> usize {
     if len < 0x80 {
         1
@@ -210,6 +220,33 @@ impl Packed {
         self.bytes.reserve_exact(size);
         self.bytes.splice(at..at, encoded);
         self.items += items.len() as u32;
+    }
+
+    /// Inserts one item before position `i`, with no staging buffer (a list's LPUSH into a
+    /// full-sized node: the bytes after it move once).
+    pub fn insert_one(&mut self, i: usize, item: &[u8]) {
+        assert!(i <= self.len(), "insert at {i} of {} items", self.len());
+        assert!(
+            item.len() <= ITEM_MAX,
+            "packed item of {} bytes",
+            item.len()
+        );
+        let at = if i == self.len() {
+            self.bytes.len()
+        } else {
+            self.slots().nth(i).expect("i < len").at
+        };
+        let (header, header_len) = encode_len(item.len());
+        self.bytes.reserve_exact(header_len + item.len());
+        let encoded = header[..header_len].iter().chain(item).copied();
+        self.bytes.splice(at..at, encoded);
+        self.items += 1;
+    }
+
+    /// Makes room for `bytes` more bytes of items, growing the allocation geometrically
+    /// rather than exactly (a list's node fills up push by push; `shrink_to_fit` once full).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.bytes.reserve(bytes);
     }
 
     /// Replaces the item at position `i` with `item` (at most [`ITEM_MAX`] bytes).

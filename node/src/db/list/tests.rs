@@ -1,10 +1,13 @@
 //! Goal: a list behaves exactly like a deque of byte strings in either form and across the
-//! conversion, and is packed exactly while no write has taken it past its limits.
+//! conversion, is packed exactly while no write has taken it past its limits, and once
+//! chunked keeps every node within them.
 //! Method: random operation sequences (proptest) under small random limits, applied to the
 //! list and to a `VecDeque` model, comparing every read after each step.
 
+use super::chunks::Node;
 use super::*;
 use proptest::prelude::*;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -58,6 +61,33 @@ fn admits(
     len <= ITEM_MAX
         && count <= limits.entries
         && bytes + Packed::item_bytes(len) - replacing.map_or(0, Packed::item_bytes) <= limits.bytes
+}
+
+/// A chunked list's nodes each hold an element, packed ones within the limits, plain ones
+/// only what no packed node may take.
+fn check_nodes(list: &ListValue, limits: ListLimits) -> Result<(), TestCaseError> {
+    let Some(chunks) = list.chunks() else {
+        return Ok(());
+    };
+    let mut total = 0;
+    for node in chunks.nodes() {
+        match node {
+            Node::Packed(p) => {
+                prop_assert!(!p.is_empty(), "an empty node was kept");
+                prop_assert!(p.len() <= limits.entries && p.byte_len() <= limits.bytes);
+                total += p.len();
+            }
+            Node::Plain(e) => {
+                prop_assert!(
+                    !limits.admits_alone(e.len()),
+                    "a packable element in a plain node"
+                );
+                total += 1;
+            }
+        }
+    }
+    prop_assert_eq!(total, list.len());
+    Ok(())
 }
 
 fn check_reads(list: &ListValue, model: &VecDeque<Vec<u8>>) -> Result<(), TestCaseError> {
@@ -149,6 +179,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(list.is_packed(), packed);
+            check_nodes(&list, limits)?;
             check_reads(&list, &model)?;
         }
     }
@@ -180,11 +211,39 @@ fn limits_read_list_max_listpack_size_as_redis() {
 #[test]
 fn forms_compare_by_elements() {
     let packed: ListValue = [&b"a"[..], b"b"].into_iter().collect();
-    let mut deque = ListValue::new();
-    deque.push_back(b"a", ListLimits::from_size(0));
-    deque.push_back(b"b", ListLimits::from_size(0));
-    assert!(packed.is_packed() && !deque.is_packed());
-    assert_eq!(packed, deque);
-    deque.pop_back();
-    assert_ne!(packed, deque);
+    let mut chunked = ListValue::new();
+    chunked.push_back(b"a", ListLimits::from_size(0));
+    chunked.push_back(b"b", ListLimits::from_size(0));
+    assert!(packed.is_packed() && !chunked.is_packed());
+    assert_eq!(packed, chunked);
+    chunked.pop_back();
+    assert_ne!(packed, chunked);
+}
+
+/// Goal: a long list of small elements costs about what Redis's quicklist does per element
+/// (a listpack entry of a 10-byte string: 12 bytes), not a boxed element each (32).
+#[test]
+fn a_long_list_of_small_elements_is_packed_in_nodes() {
+    const N: usize = 100_000;
+    let mut list = ListValue::new();
+    for i in 0..N {
+        list.push_back(format!("elem{i:06}").as_bytes(), ListLimits::DEFAULT);
+    }
+    for i in 0..N / 10 {
+        list.push_front(format!("head{i:06}").as_bytes(), ListLimits::DEFAULT);
+    }
+    let chunks = list.chunks().expect("past 8 KiB the list is chunked");
+    let heap: usize = chunks.nodes().iter().map(Node::heap_bytes).sum();
+    let len = list.len();
+    assert_eq!(len, N + N / 10);
+    assert!(heap <= len * 12, "{heap} heap bytes for {len} elements");
+    // Nodes near full: 11 bytes an element, 8 KiB a node.
+    assert!(chunks.nodes().len() <= len * 11 / 8192 + 2);
+    assert_eq!(list.get(0), Some(&b"head009999"[..]));
+    assert_eq!(list.get(N / 10), Some(&b"elem000000"[..]));
+    assert_eq!(list.get(len - 1), Some(&b"elem099999"[..]));
+    assert_eq!(
+        list.range(N / 10 + 5000, 2).collect::<Vec<_>>(),
+        [&b"elem005000"[..], b"elem005001"]
+    );
 }
