@@ -103,7 +103,9 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
                 Stats::add(&server.stats.fabric_poller_blocks, 1);
                 Stats::add(&server.stats.fabric_poller_bell_wakes, u64::from(by_bell));
             }
-            Idle::WorkWaiting => {}
+            // Polled again at once, but yielding first: a client that keeps answering
+            // `Ready` without its turn doing anything must not make this a hard spin.
+            Idle::WorkWaiting => std::thread::yield_now(),
             Idle::CannotBlock => {
                 Stats::add(&server.stats.fabric_poller_sleeps, 1);
                 std::thread::sleep(sleep);
