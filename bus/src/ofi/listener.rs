@@ -50,6 +50,9 @@ const ACCEPT_SEND_TIMEOUT: Duration = Duration::from_secs(2);
 const HANDSHAKE_SLEEP: Duration = Duration::from_micros(50);
 /// Longest idle sleep: what a connect may wait at most on a quiet listener.
 const HANDSHAKE_SLEEP_MAX: Duration = Duration::from_millis(2);
+/// Pause after a failed `accept` of a handshake socket (out of descriptors): the refused
+/// connection keeps the listening socket readable.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(10);
 /// Longest a socket-rendezvous listener blocks on its sockets before it looks at the
 /// pending handshakes' deadlines again.
 const HANDSHAKE_RECHECK: Duration = Duration::from_millis(100);
@@ -387,8 +390,11 @@ impl OfiListener {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // Out of descriptors (EMFILE) and the like: the pending ones still progress.
+                // The connection stays in the backlog, so the listening socket stays
+                // readable: back off here, or the wait on it would return at once, a spin.
                 Err(e) => {
                     tracing::debug!(%e, "accept (handshake socket) failed");
+                    std::thread::sleep(ACCEPT_ERROR_BACKOFF);
                     break;
                 }
             }

@@ -66,15 +66,13 @@ impl<C: Connection> Stream<C> {
     }
 
     /// Prepares a thread that polls many streams to block on all of them (see
-    /// [`crate::idle`]): `Ready` when this stream has work without waiting (it is closed,
-    /// holds unread bytes, or has a control message and a free slot to send it from),
-    /// otherwise its connection's answer. Timers are the caller's: it blocks for a bounded
-    /// time and calls `progress` after, which sends a keepalive late by at most that bound.
+    /// [`crate::idle`]): `Ready` when this stream has work without waiting (it is closed or
+    /// holds unread bytes), otherwise its connection's answer. Control messages still
+    /// pending after `progress` wait for a send slot or queue room, which a completion
+    /// brings. Timers are the caller's: it blocks for a bounded time and calls `progress`
+    /// after, which sends a keepalive late by at most that bound.
     pub fn arm_idle_wait(&mut self, fds: &mut Vec<std::os::fd::RawFd>) -> Result<IdleWait> {
         if self.closed.is_some() || self.readable() > 0 {
-            return Ok(IdleWait::Ready);
-        }
-        if !self.pending_control.is_empty() && !self.free_send_slots.is_empty() {
             return Ok(IdleWait::Ready);
         }
         match self.conn.as_mut() {

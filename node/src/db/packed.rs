@@ -273,6 +273,16 @@ impl Packed {
     /// Removes `count` items from position `i` on, or as many as there are (the later ones
     /// move up: order is kept).
     pub fn remove(&mut self, i: usize, count: usize) {
+        self.remove_keeping_capacity(i, count);
+        // Give back what a shrinking value no longer needs.
+        if self.bytes.capacity() >= self.bytes.len() + SLACK_MAX {
+            self.bytes.shrink_to_fit();
+        }
+    }
+
+    /// [`Packed::remove`] without giving capacity back: a list's end node popped and pushed
+    /// in turn (a queue, a stack) would otherwise reallocate, and copy its bytes, each time.
+    pub fn remove_keeping_capacity(&mut self, i: usize, count: usize) {
         let mut slots = self.slots().skip(i).take(count);
         let Some(first) = slots.next() else {
             return;
@@ -280,10 +290,6 @@ impl Packed {
         let (removed, end) = slots.fold((1u32, first.body.end), |(n, _), s| (n + 1, s.body.end));
         self.bytes.drain(first.at..end);
         self.items -= removed;
-        // Give back what a shrinking value no longer needs.
-        if self.bytes.capacity() >= self.bytes.len() + SLACK_MAX {
-            self.bytes.shrink_to_fit();
-        }
     }
 }
 

@@ -9,7 +9,8 @@
 //!
 //! Every node holds at least one element (an emptied node is removed at once). Finding a
 //! position walks the nodes from the nearer end, as Redis does; pushes and pops at either end
-//! touch one node.
+//! touch one node. Pops keep the end node's capacity (at most a node's bytes, for the two
+//! end nodes of a list), so a queue's pushes and pops do not reallocate it each time.
 
 use super::ListLimits;
 use crate::db::packed::{Items, Packed};
@@ -274,7 +275,7 @@ impl Chunks {
             match self.nodes.front_mut() {
                 Some(Node::Packed(p)) if want < p.len() => {
                     out.extend(p.iter().take(want).map(Box::from));
-                    p.remove(0, want);
+                    p.remove_keeping_capacity(0, want);
                 }
                 Some(_) => match self.nodes.pop_front() {
                     Some(Node::Packed(p)) => out.extend(p.iter().map(Box::from)),
@@ -300,7 +301,7 @@ impl Chunks {
                     let mut taken: Vec<Box<[u8]>> = p.iter().skip(start).map(Box::from).collect();
                     taken.reverse();
                     out.extend(taken);
-                    p.remove(start, want);
+                    p.remove_keeping_capacity(start, want);
                 }
                 Some(_) => match self.nodes.pop_back() {
                     Some(Node::Packed(p)) => {
@@ -356,18 +357,23 @@ impl Chunks {
         self.drop_front(first);
     }
 
-    /// Keeps the elements for which `keep` holds, in order (nodes are not merged: each
-    /// keeps within its limits by only shrinking).
+    /// Keeps the elements for which `keep` holds, asking about each once and in list order
+    /// (LREM's count makes the order matter); nodes are not merged: each keeps within its
+    /// limits by only shrinking.
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
-        for node in self.nodes.iter_mut() {
-            if let Node::Packed(p) = node {
-                super::retain_packed(p, &mut keep);
+        let nodes = std::mem::take(&mut self.nodes);
+        for mut node in nodes {
+            let kept = match &mut node {
+                Node::Packed(p) => {
+                    super::retain_packed(p, &mut keep);
+                    !p.is_empty()
+                }
+                Node::Plain(e) => keep(e),
+            };
+            if kept {
+                self.nodes.push_back(node);
             }
         }
-        self.nodes.retain(|node| match node {
-            Node::Packed(p) => !p.is_empty(),
-            Node::Plain(e) => keep(e),
-        });
         self.len = self.nodes.iter().map(Node::len).sum();
     }
 

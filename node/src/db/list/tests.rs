@@ -20,6 +20,11 @@ enum Op {
     PopFrontN(usize),
     PopBackN(usize),
     RemoveEqual(Vec<u8>),
+    /// LREM with a count: the first `n` equal elements go, asked about in list order.
+    RemoveFirst(Vec<u8>, usize),
+    /// `list-max-listpack-size` changed between writes (CONFIG SET, or a replica loading a
+    /// primary's list under the default and then writing under its own).
+    Limits(i64),
     KeepRange(usize, usize),
     Clear,
 }
@@ -44,6 +49,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..5).prop_map(Op::PopFrontN),
         1 => (0usize..5).prop_map(Op::PopBackN),
         1 => element().prop_map(Op::RemoveEqual),
+        1 => (element(), 1usize..3).prop_map(|(e, n)| Op::RemoveFirst(e, n)),
+        1 => (-5i64..12).prop_map(Op::Limits),
         1 => (0usize..10, 0usize..10).prop_map(|(a, b)| Op::KeepRange(a, b)),
         1 => Just(Op::Clear),
     ]
@@ -63,9 +70,13 @@ fn admits(
         && bytes + Packed::item_bytes(len) - replacing.map_or(0, Packed::item_bytes) <= limits.bytes
 }
 
-/// A chunked list's nodes each hold an element, packed ones within the limits, plain ones
-/// only what no packed node may take.
-fn check_nodes(list: &ListValue, limits: ListLimits) -> Result<(), TestCaseError> {
+/// A chunked list's nodes each hold an element, packed ones within the widest limits in
+/// force so far, plain ones only what the narrowest would not pack.
+fn check_nodes(
+    list: &ListValue,
+    widest: ListLimits,
+    narrowest: ListLimits,
+) -> Result<(), TestCaseError> {
     let Some(chunks) = list.chunks() else {
         return Ok(());
     };
@@ -74,12 +85,12 @@ fn check_nodes(list: &ListValue, limits: ListLimits) -> Result<(), TestCaseError
         match node {
             Node::Packed(p) => {
                 prop_assert!(!p.is_empty(), "an empty node was kept");
-                prop_assert!(p.len() <= limits.entries && p.byte_len() <= limits.bytes);
+                prop_assert!(p.len() <= widest.entries && p.byte_len() <= widest.bytes);
                 total += p.len();
             }
             Node::Plain(e) => {
                 prop_assert!(
-                    !limits.admits_alone(e.len()),
+                    !narrowest.admits_alone(e.len()),
                     "a packable element in a plain node"
                 );
                 total += 1;
@@ -116,7 +127,8 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..80),
         size in -5i64..12,
     ) {
-        let limits = ListLimits::from_size(size);
+        let mut limits = ListLimits::from_size(size);
+        let (mut widest, mut narrowest) = (limits, limits);
         let mut list = ListValue::new();
         let mut model: VecDeque<Vec<u8>> = VecDeque::new();
         let mut packed = true;
@@ -165,6 +177,31 @@ proptest! {
                     list.retain(|x| x != &e[..]);
                     model.retain(|x| *x != e);
                 }
+                Op::RemoveFirst(e, n) => {
+                    let mut gone = 0;
+                    list.retain(|x| {
+                        let drop = x == &e[..] && gone < n;
+                        gone += usize::from(drop);
+                        !drop
+                    });
+                    let mut gone = 0;
+                    model.retain(|x| {
+                        let drop = *x == e && gone < n;
+                        gone += usize::from(drop);
+                        !drop
+                    });
+                }
+                Op::Limits(size) => {
+                    limits = ListLimits::from_size(size);
+                    widest = ListLimits {
+                        entries: widest.entries.max(limits.entries),
+                        bytes: widest.bytes.max(limits.bytes),
+                    };
+                    narrowest = ListLimits {
+                        entries: narrowest.entries.min(limits.entries),
+                        bytes: narrowest.bytes.min(limits.bytes),
+                    };
+                }
                 Op::KeepRange(a, b) => {
                     if a <= b && b < model.len() {
                         list.keep_range(a, b);
@@ -179,7 +216,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(list.is_packed(), packed);
-            check_nodes(&list, limits)?;
+            check_nodes(&list, widest, narrowest)?;
             check_reads(&list, &model)?;
         }
     }
@@ -246,4 +283,24 @@ fn a_long_list_of_small_elements_is_packed_in_nodes() {
         list.range(N / 10 + 5000, 2).collect::<Vec<_>>(),
         [&b"elem005000"[..], b"elem005001"]
     );
+}
+
+/// Goal: LREM with a count removes the first equal elements in list order when equal bytes
+/// sit in a plain node and in a packed one (a list written under two limits).
+#[test]
+fn a_counted_removal_goes_in_list_order_across_plain_and_packed_nodes() {
+    let big = vec![b'X'; 5000];
+    let mut list = ListValue::new();
+    // Under 4 KiB nodes the 5,000-byte element gets a plain node of its own...
+    list.push_back(&big, ListLimits::from_size(-1));
+    // ... under 8 KiB the same bytes are packed beside a small element.
+    list.push_back(b"a", ListLimits::from_size(-2));
+    list.push_back(&big, ListLimits::from_size(-2));
+    let mut gone = 0;
+    list.retain(|x| {
+        let drop = x == &big[..] && gone < 1;
+        gone += usize::from(drop);
+        !drop
+    });
+    assert_eq!(list.iter().collect::<Vec<_>>(), [&b"a"[..], &big[..]]);
 }

@@ -350,8 +350,11 @@ impl<C: Connection> FabricClient<C> {
         if matches!(self.state, State::Closing { .. }) || output_pending {
             return IdleWait::Unsupported;
         }
-        // An error is the stream's to report: the next turn does.
-        self.stream.arm_idle_wait(fds).unwrap_or(IdleWait::Ready)
+        // An error is the stream's to report (the next turn does); meanwhile the poller
+        // sleeps in steps rather than spinning on it.
+        self.stream
+            .arm_idle_wait(fds)
+            .unwrap_or(IdleWait::Unsupported)
     }
 
     /// When a blocked command of this client times out, if it does.

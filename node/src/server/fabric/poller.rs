@@ -158,7 +158,9 @@ fn block_while_idle<C: Connection>(
             return Idle::CannotBlock;
         }
     }
-    if slot.has_queued() || slot.is_closed() {
+    // A close is looked at by the loop (which ends once the clients are gone; they are
+    // killed, which wakes them): blocking meanwhile is right, spinning would not be.
+    if slot.has_queued() {
         return Idle::WorkWaiting;
     }
     match wait_readable(fds, timeout) {
