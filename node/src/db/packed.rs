@@ -280,6 +280,25 @@ impl Packed {
         }
     }
 
+    /// Takes the last `n` items (or all there are), last first, in one walk of the items
+    /// (they only walk forward), keeping the capacity.
+    pub fn take_back(&mut self, n: usize) -> Vec<Box<[u8]>> {
+        let n = n.min(self.len());
+        if n == 0 {
+            return Vec::new();
+        }
+        let starts: Vec<Slot> = self.slots().skip(self.len() - n).collect();
+        let mut taken: Vec<Box<[u8]>> = starts
+            .iter()
+            .rev()
+            .map(|s| Box::from(&self.bytes[s.body.clone()]))
+            .collect();
+        taken.shrink_to_fit();
+        self.bytes.truncate(starts[0].at);
+        self.items -= n as u32;
+        taken
+    }
+
     /// [`Packed::remove`] without giving capacity back: a list's end node popped and pushed
     /// in turn (a queue, a stack) would otherwise reallocate, and copy its bytes, each time.
     pub fn remove_keeping_capacity(&mut self, i: usize, count: usize) {

@@ -274,8 +274,8 @@ fn a_long_list_of_small_elements_is_packed_in_nodes() {
     let len = list.len();
     assert_eq!(len, N + N / 10);
     assert!(heap <= len * 12, "{heap} heap bytes for {len} elements");
-    // Nodes near full: 11 bytes an element, 8 KiB a node.
-    assert!(chunks.nodes().len() <= len * 11 / 8192 + 2);
+    // Nodes near full: 11 bytes an element, NODE_BYTES_MAX a node.
+    assert!(chunks.nodes().len() <= len.div_ceil(super::chunks::NODE_BYTES_MAX / 11) + 2);
     assert_eq!(list.get(0), Some(&b"head009999"[..]));
     assert_eq!(list.get(N / 10), Some(&b"elem000000"[..]));
     assert_eq!(list.get(len - 1), Some(&b"elem099999"[..]));
