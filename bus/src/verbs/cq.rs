@@ -106,21 +106,7 @@ impl Cq {
         if !self.stash.is_empty() {
             return Ok(());
         }
-        // Arm first, then look once more: a completion that arrived before arming raises no
-        // event, so without this re-check we would sleep past it.
-        // SAFETY: the CQ is alive; solicited_only = 0 asks for every completion.
-        let rc = unsafe { ibv_req_notify_cq(self.raw(), 0) };
-        if rc != 0 {
-            return Err(BusError::Provider {
-                provider: super::PROVIDER,
-                call: "ibv_req_notify_cq",
-                reason: std::io::Error::from_raw_os_error(rc).to_string(),
-            });
-        }
-        let mut found = Vec::new();
-        self.poll_raw(&mut found, POLL_BATCH_MAX)?;
-        if !found.is_empty() {
-            self.stash.extend(found);
+        if self.arm_and_look()? {
             return Ok(());
         }
         let cq_fd = self.channel.as_raw_fd();
@@ -148,6 +134,16 @@ impl Cq {
                 break;
             }
         }
+        if self.arm_and_look()? {
+            return Ok(None);
+        }
+        Ok(Some(self.channel.as_raw_fd()))
+    }
+
+    /// Arms the CQ's notification, then looks once more: a completion that arrived before
+    /// the arming raises no event, so without this re-check a waiter would sleep past it.
+    /// True when completions were found (stashed for `poll`).
+    fn arm_and_look(&mut self) -> Result<bool> {
         // SAFETY: the CQ is alive; solicited_only = 0 asks for every completion.
         let rc = unsafe { ibv_req_notify_cq(self.raw(), 0) };
         if rc != 0 {
@@ -159,11 +155,9 @@ impl Cq {
         }
         let mut found = Vec::new();
         self.poll_raw(&mut found, POLL_BATCH_MAX)?;
-        if !found.is_empty() {
-            self.stash.extend(found);
-            return Ok(None);
-        }
-        Ok(Some(self.channel.as_raw_fd()))
+        let any = !found.is_empty();
+        self.stash.extend(found);
+        Ok(any)
     }
 
     /// Takes and acknowledges one channel event (destroying a CQ waits for every event to be

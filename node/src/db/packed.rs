@@ -287,14 +287,17 @@ impl Packed {
         if n == 0 {
             return Vec::new();
         }
-        let starts: Vec<Slot> = self.slots().skip(self.len() - n).collect();
-        let mut taken: Vec<Box<[u8]>> = starts
-            .iter()
-            .rev()
-            .map(|s| Box::from(&self.bytes[s.body.clone()]))
-            .collect();
-        taken.shrink_to_fit();
-        self.bytes.truncate(starts[0].at);
+        // The first item taken starts where the kept bytes end; the walk to it is the only
+        // one (an RPOP of one item allocates only the item it returns).
+        let first = self.slots().nth(self.len() - n).expect("n <= len").at;
+        let mut taken: Vec<Box<[u8]>> = Items {
+            packed: self,
+            at: first,
+        }
+        .map(Box::from)
+        .collect();
+        taken.reverse();
+        self.bytes.truncate(first);
         self.items -= n as u32;
         taken
     }
