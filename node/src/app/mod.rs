@@ -14,6 +14,7 @@ use std::sync::Arc;
 /// installed by the caller before it started any thread (see [`StopSignals::install`]).
 pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
     open_files::raise_open_files_limit();
+    crate::node_state::command_clock::calibrate();
     // tokio's multi-threaded scheduler even for one io-thread (the default on 2 cores): a
     // script that runs past `busy-reply-threshold` hands its worker's event loop to a fresh
     // thread (`block_in_place`, which the single-threaded scheduler cannot do) so that other
