@@ -12,6 +12,7 @@
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::Duration;
 
 use crate::error::{BusError, Result};
@@ -36,9 +37,16 @@ pub enum IdleWait {
 /// An eventfd that wakes a thread blocked in [`wait_readable`]: level-triggered (readable
 /// from the first ring until [`Doorbell::drain`]), so a ring between the waiter's last look
 /// and its `poll` is never lost.
+///
+/// Ringers on a busy path (a shared endpoint routing one connection's arrival to another
+/// poller's) call [`Doorbell::ring_if_waiting`], which costs an atomic load unless the owner
+/// is between [`Doorbell::begin_wait`] and [`Doorbell::end_wait`]: a write per arrival would
+/// be a system call per request.
 #[derive(Debug)]
 pub struct Doorbell {
     fd: OwnedFd,
+    /// The owner is looking at its connections to block, or blocked.
+    waiting: AtomicBool,
 }
 
 impl Doorbell {
@@ -50,7 +58,30 @@ impl Doorbell {
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Doorbell { fd })
+        Ok(Doorbell {
+            fd,
+            waiting: AtomicBool::new(false),
+        })
+    }
+
+    /// The owner is about to look at its connections and then block: from here on
+    /// [`Doorbell::ring_if_waiting`] rings. Set before the looks, so that work handed over
+    /// after a look found nothing rings (a ringer that hands work under a lock the look also
+    /// takes either is seen by the look or sees this flag).
+    pub fn begin_wait(&self) {
+        self.waiting.store(true, SeqCst);
+    }
+
+    /// The owner is polling again.
+    pub fn end_wait(&self) {
+        self.waiting.store(false, SeqCst);
+    }
+
+    /// Rings only if the owner is waiting (see [`Doorbell::begin_wait`]).
+    pub fn ring_if_waiting(&self) {
+        if self.waiting.load(SeqCst) {
+            self.ring();
+        }
     }
 
     /// Wakes the waiter (now, or at its next wait if it is not waiting yet).
@@ -153,6 +184,19 @@ mod tests {
         // Bounded far above the ring's delay: a lost ring fails the assertion, not a timer.
         assert!(wait_readable(&[bell.fd()], Duration::from_secs(30)).unwrap());
         t.join().unwrap();
+    }
+
+    #[test]
+    fn ring_if_waiting_rings_only_between_begin_and_end() {
+        let bell = Doorbell::new().unwrap();
+        bell.ring_if_waiting();
+        assert!(!bell.drain(), "not waiting: no ring");
+        bell.begin_wait();
+        bell.ring_if_waiting();
+        assert!(bell.drain(), "waiting: rung");
+        bell.end_wait();
+        bell.ring_if_waiting();
+        assert!(!bell.drain());
     }
 
     #[test]

@@ -156,6 +156,13 @@ pub trait Connection: Send + 'static {
         let _ = fds;
         Ok(IdleWait::Unsupported)
     }
+    /// The doorbell of the thread that polls this connection and blocks in
+    /// [`crate::idle::wait_readable`]: a provider whose connections share an endpoint (so
+    /// that another thread's poll may take this connection's completions off the wire)
+    /// rings it when it hands this connection something while that thread waits.
+    fn attach_idle_bell(&mut self, bell: &std::sync::Arc<crate::idle::Doorbell>) {
+        let _ = bell;
+    }
     /// The peer's address.
     fn peer(&self) -> &EndpointAddr;
     /// Our own address.

@@ -16,6 +16,9 @@
 //!   sends 64 messages past them, not `rdma-recv-wr` + 64;
 //! - an ACCEPT that cannot be sent for 2 s (a peer whose transport never answers) does not
 //!   hold the hub: the other connections go on meanwhile;
+//! - an idle connection arms the hub's CQ descriptor (tcp; shm has none), which its peer's
+//!   SEND makes readable, and another connection's poll that routes a SEND to it rings its
+//!   doorbell while its thread waits;
 //! - an IMM note waits for its WRITE's delivery completion where the provider may handle a
 //!   send before an earlier write (`ofi::note_gate`), and only there.
 //!
@@ -25,6 +28,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bus::idle::{wait_readable, Doorbell, IdleWait};
 use bus::ofi::hub::{ARRIVALS_BEYOND_RECEIVES, TX_FAIR_SHARE};
 use bus::ofi::listener::SHM_HUB_PEERS;
 
@@ -959,4 +963,158 @@ fn a_send_that_cannot_go_out_does_not_hold_the_hub() {
     );
     hub.detach(attached.owner, attached.peer_fi);
     drop(mute);
+}
+
+/// Posts one 64-byte receive on `conn`.
+fn post_one_recv(conn: &mut Conn, wr_id: u64) {
+    let region = conn.register(64, Access::LOCAL_WRITE).unwrap();
+    let slice = LocalSlice {
+        region,
+        offset: 0,
+        len: 64,
+    };
+    conn.post_recv(wr_id, slice).unwrap();
+}
+
+/// Posts one 32-byte SEND on `conn` and polls it until it completes.
+fn send_one(conn: &mut Conn, wr_id: u64) {
+    let src = conn.register(32, Access::SEND).unwrap();
+    let slice = LocalSlice {
+        region: src,
+        offset: 0,
+        len: 32,
+    };
+    let mut out = Vec::new();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    // `Full` until tcp;ofi_rxm's connection to the peer is up.
+    while let Err(e) = conn.post_send(wr_id, slice.clone()) {
+        assert!(matches!(e, BusError::Full { .. }), "{e:?}");
+        assert!(Instant::now() < deadline, "send {wr_id} never posted");
+        conn.poll(&mut out, 16).unwrap();
+    }
+    while !out.iter().any(|c: &Completion| c.wr_id == wr_id) {
+        assert!(Instant::now() < deadline, "send {wr_id} never completed");
+        conn.poll(&mut out, 16).unwrap();
+    }
+}
+
+/// Polls `conn` (and `others`, which may route for it) until `arm_idle_wait` says `Armed`:
+/// what connection setup left to do is done. Returns the descriptors it pushed.
+fn arm_until_armed(conn: &mut Conn, others: &mut [&mut Conn]) -> Vec<std::os::fd::RawFd> {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut out = Vec::new();
+    loop {
+        let mut fds = Vec::new();
+        match conn.arm_idle_wait(&mut fds).unwrap() {
+            IdleWait::Armed => return fds,
+            IdleWait::Ready => {}
+            IdleWait::Unsupported => panic!("a tcp hub has a wait descriptor"),
+        }
+        assert!(Instant::now() < deadline, "never armed");
+        conn.poll(&mut out, 16).unwrap();
+        for other in others.iter_mut() {
+            other.poll(&mut out, 16).unwrap();
+        }
+        out.clear();
+    }
+}
+
+/// Goal: an idle accepted tcp connection lets its thread block (`bus::idle`): it arms the
+/// hub's CQ descriptor, which its peer's SEND makes readable, and the SEND is there at the
+/// next poll. When another connection's poll takes a peer's SEND off the hub for it (the
+/// connections of one hub are polled by several threads in the node), its doorbell rings if
+/// its thread is waiting (`Doorbell::begin_wait`) and stays quiet if not; its next arming
+/// then says `Ready`. shm has no descriptor: its connections answer `Unsupported`.
+#[test]
+fn an_idle_tcp_hub_connection_blocks_until_its_peer_sends_or_another_poll_routes_for_it() {
+    let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
+    let (_listener, mut clients, mut accepted) = peers(&p, 2);
+    let (first, second) = accepted.split_at_mut(1);
+    let (a, b) = (&mut first[0], &mut second[0]);
+    for wr_id in 0..4 {
+        post_one_recv(a, wr_id);
+        post_one_recv(b, wr_id);
+    }
+    let fds = arm_until_armed(a, &mut [&mut *b]);
+    assert_eq!(fds.len(), 1, "one descriptor for the hub: {fds:?}");
+    let fd = fds[0];
+    // Armed with nothing coming: the descriptor stays quiet (a descriptor readable while
+    // there is nothing to do would make an idle poller spin).
+    assert!(!wait_readable(&[fd], Duration::from_millis(200)).unwrap());
+    let mut client_b = clients.pop().unwrap();
+    let mut client_a = clients.pop().unwrap();
+
+    // The peer's SEND (from another thread: its connection's setup needs our progress too)
+    // wakes the descriptor; each time A arms again, the descriptor wakes for what is left.
+    let sender = std::thread::spawn(move || {
+        send_one(&mut client_a, 100);
+        client_a
+    });
+    let mut got = Vec::new();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut blocked = 0;
+    while !got.iter().any(|c: &Completion| c.op == bus::Op::Recv) {
+        assert!(Instant::now() < deadline, "the SEND never arrived");
+        let mut fds = Vec::new();
+        if a.arm_idle_wait(&mut fds).unwrap() == IdleWait::Armed {
+            blocked += 1;
+            assert!(
+                wait_readable(&fds, STEP_TIMEOUT).unwrap(),
+                "blocked on the hub's descriptor past the peer's SEND"
+            );
+        }
+        a.poll(&mut got, 16).unwrap();
+    }
+    let _client_a = sender.join().unwrap();
+    assert!(blocked > 0, "A never blocked before the SEND came");
+
+    // B's thread waits: A's poll routes B's SEND and rings B's bell.
+    let bell = Arc::new(Doorbell::new().unwrap());
+    b.attach_idle_bell(&bell);
+    arm_until_armed(b, &mut [&mut *a]);
+    bell.drain();
+    bell.begin_wait();
+    let sender = std::thread::spawn(move || {
+        send_one(&mut client_b, 200);
+        client_b
+    });
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut out = Vec::new();
+    while !bell.drain() {
+        assert!(Instant::now() < deadline, "A's poll never rang B's bell");
+        a.poll(&mut out, 16).unwrap();
+    }
+    bell.end_wait();
+    let mut client_b = sender.join().unwrap();
+    let mut fds = Vec::new();
+    assert_eq!(b.arm_idle_wait(&mut fds).unwrap(), IdleWait::Ready);
+    let mut got = Vec::new();
+    b.poll(&mut got, 16).unwrap();
+    assert!(got.iter().any(|c| c.op == bus::Op::Recv), "{got:?}");
+
+    // B's thread is polling (not waiting): a delivery for it rings nothing.
+    let sender = std::thread::spawn(move || {
+        send_one(&mut client_b, 201);
+        client_b
+    });
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    loop {
+        assert!(Instant::now() < deadline, "B's second SEND never routed");
+        a.poll(&mut out, 16).unwrap();
+        let mut fds = Vec::new();
+        if b.arm_idle_wait(&mut fds).unwrap() == IdleWait::Ready {
+            break;
+        }
+    }
+    let _client_b = sender.join().unwrap();
+    assert!(!bell.drain(), "rung while its thread was not waiting");
+
+    let shm = OfiProvider::open(OfiKind::Shm).expect("libfabric with shm (install-deps.sh)");
+    let (_shm_listener, _shm_clients, mut shm_accepted) = peers_per_hub(&shm, 1, HUB_PEERS);
+    let mut fds = Vec::new();
+    assert_eq!(
+        shm_accepted[0].arm_idle_wait(&mut fds).unwrap(),
+        IdleWait::Unsupported
+    );
+    assert!(fds.is_empty());
 }

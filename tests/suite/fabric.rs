@@ -734,6 +734,62 @@ fn thirty_two_authenticated_ofi_tcp_clients_set_and_get() {
     );
 }
 
+/// Idle ofi:tcp clients let their pollers block on the listener endpoint's CQ descriptor
+/// (`bus/src/ofi/hub.rs`) instead of sleeping in steps (~1,000 sleeps a second per poller
+/// before): two pollers share the one hub, so a read by one may route the other's
+/// arrivals, which rings the other's doorbell. After an idle second every client is still
+/// answered, in turn and all at once.
+#[test]
+fn idle_ofi_tcp_clients_let_their_pollers_block() {
+    let node = FabricNode::start_with(
+        "ofi:tcp",
+        None,
+        &["--requirepass", PASSWORD, "--rdma-poll-threads", "2"],
+    );
+    let mut clients: Vec<Interactive> = (0..8)
+        .map(|_| node.interactive_cli(&["-a", PASSWORD]))
+        .collect();
+    for c in clients.iter_mut() {
+        assert_eq!(c.call("PING"), "PONG");
+    }
+    let counts = || {
+        (
+            node.info_field(Some(PASSWORD), "fabric_poller_blocks"),
+            node.info_field(Some(PASSWORD), "fabric_poller_sleeps"),
+        )
+    };
+    for round in 0..3 {
+        let (blocks, sleeps) = counts();
+        std::thread::sleep(Duration::from_secs(1));
+        let (blocks_after, sleeps_after) = counts();
+        eprintln!(
+            "round {round}: an idle second with 8 ofi:tcp clients on 2 pollers: {} blocks, {} sleeps",
+            blocks_after - blocks,
+            sleeps_after - sleeps
+        );
+        // Blocked pollers wake at most every 100 ms (and for keepalives); sleeping ones
+        // ~1,000 times a second each.
+        assert!(blocks_after > blocks, "no poller blocked");
+        assert!(
+            sleeps_after - sleeps < 200,
+            "pollers slept {} times in an idle second",
+            sleeps_after - sleeps
+        );
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(c.call(&format!("SET idle:{i} {round}")), "OK");
+        }
+    }
+    // All at once: each client's request may be read by either poller.
+    for (i, c) in clients.iter_mut().enumerate() {
+        writeln!(c.stdin, "GET idle:{i}").unwrap();
+    }
+    for c in clients.iter_mut() {
+        let mut reply = String::new();
+        c.stdout.read_line(&mut reply).unwrap();
+        assert_eq!(reply.trim_end(), "2");
+    }
+}
+
 /// A RESP3 tracking client over the fabric gets its invalidation push through the fabric
 /// writer (pushes are queued on the client and drained by whichever transport serves it),
 /// ahead of the reply to its next command.

@@ -19,6 +19,7 @@
 //! operations. The stream protocol's keepalives are what detect it.
 
 use std::collections::VecDeque;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::error::BusError;
+use crate::idle::{Doorbell, IdleWait};
 use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice, WorkError};
 
 use super::hub::{Attached, Delivery, Hub, ARRIVALS_BEYOND_RECEIVES, ARRIVAL_BYTES_MAX};
@@ -367,6 +369,18 @@ impl Connection for OfiConnection {
             std::thread::sleep(sleep.min(deadline - now));
             sleep = (sleep * 2).min(WAIT_SLEEP_MAX);
         }
+    }
+
+    /// On tcp, the hub's CQ descriptor (see `Hub::arm_idle_wait`); shm has none.
+    fn arm_idle_wait(&mut self, fds: &mut Vec<RawFd>) -> Result<IdleWait, BusError> {
+        if !self.done.is_empty() || !self.deliveries.is_empty() {
+            return Ok(IdleWait::Ready);
+        }
+        self.hub.arm_idle_wait(self.owner, fds)
+    }
+
+    fn attach_idle_bell(&mut self, bell: &Arc<Doorbell>) {
+        self.hub.set_bell(self.owner, bell.clone());
     }
 
     fn peer(&self) -> &EndpointAddr {

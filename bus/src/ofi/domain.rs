@@ -107,6 +107,26 @@ impl DomainCaps {
 }
 
 impl Domain {
+    /// `fi_trywait` on one CQ: whether a thread may now block on its wait descriptor
+    /// (`false`: completions are waiting or the provider has progress to make: read the CQ
+    /// and try again).
+    pub(crate) fn try_wait(&self, cq: *mut sys::FidCq) -> Result<bool, BusError> {
+        let mut fids = [cq as *mut sys::Fid];
+        // SAFETY: the fabric is live for as long as this domain, and `cq` is a CQ of this
+        // domain that the caller keeps open across the call; the array outlives the call.
+        let rc = unsafe {
+            let ops = &*(*self.fabric).ops;
+            ops.trywait.map_or(-sys::FI_EINVAL, |f| {
+                f(self.fabric, fids.as_mut_ptr(), fids.len() as c_int)
+            })
+        };
+        match rc {
+            0 => Ok(true),
+            rc if rc == -sys::FI_EAGAIN => Ok(false),
+            rc => self.check("fi_trywait", rc).map(|_| false),
+        }
+    }
+
     pub fn open(
         lib: Arc<Library>,
         kind: OfiKind,

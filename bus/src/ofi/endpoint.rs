@@ -3,7 +3,8 @@
 //! tables; the bookkeeping (contexts, buffers kept alive) is in `rdm.rs`.
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::fd::RawFd;
 use std::ptr;
 use std::sync::Arc;
 
@@ -23,10 +24,23 @@ pub struct Endpoint {
     av: *mut sys::FidAv,
     /// Our `fi_getname` bytes.
     pub name: Vec<u8>,
+    /// The CQ's wait descriptor, where the provider gave the CQ one (see [`Endpoint::open`]).
+    wait_fd: Option<RawFd>,
 }
 
 // SAFETY: objects of a FI_THREAD_SAFE domain; the pointers are owned by this value.
 unsafe impl Send for Endpoint {}
+
+/// Whether a thread may block on the endpoint's CQ (see [`Endpoint::arm_wait`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqWait {
+    /// The CQ has no wait descriptor (shm; a provider that refused one).
+    NoDescriptor,
+    /// Completions are waiting, or progress is due: read the CQ first.
+    Ready,
+    /// Nothing is waiting: the descriptor becomes readable when something arrives.
+    Armed(RawFd),
+}
 
 /// What `cq_read` found.
 pub enum CqRead {
@@ -38,6 +52,13 @@ pub enum CqRead {
 
 impl Endpoint {
     /// Opens an endpoint from `info` (which may carry a source address) in `domain`.
+    ///
+    /// On tcp the CQ asks for a wait descriptor (FI_WAIT_FD), so that an idle poller can block
+    /// on it: tcp;ofi_rxm then adds its connections' sockets and connection events to the
+    /// descriptor's epoll set (it must be bound before `fi_enable`, as here). It costs
+    /// nothing per operation: the provider signals it at most once until a `fi_trywait`.
+    /// shm has no such descriptor (its CQ takes FI_WAIT_NONE or YIELD only), nor does a
+    /// provider that refuses one: their CQs open without, and their pollers sleep.
     pub fn open(
         domain: &Arc<Domain>,
         info: &InfoList,
@@ -50,24 +71,42 @@ impl Endpoint {
             cq: ptr::null_mut(),
             av: ptr::null_mut(),
             name: Vec::new(),
+            wait_fd: None,
         };
+        let ask_wait_fd = domain.kind == super::kind::OfiKind::Tcp;
         // SAFETY: the domain is live and its ops table has av_open, cq_open and endpoint; each
         // out-pointer receives a new object owned by `me` (closed in Drop even if a later step
         // fails).
         unsafe {
             let ops = &*(*domain.raw).ops;
-            let mut cq_attr = sys::FiCqAttr {
-                size: cq_size,
-                flags: 0,
-                format: sys::FI_CQ_FORMAT_DATA,
-                wait_obj: sys::FI_WAIT_NONE,
-                signaling_vector: 0,
-                wait_cond: 0,
-                wait_set: ptr::null_mut(),
+            let open_cq = |wait_obj: c_int, cq: &mut *mut sys::FidCq| {
+                let mut cq_attr = sys::FiCqAttr {
+                    size: cq_size,
+                    flags: 0,
+                    format: sys::FI_CQ_FORMAT_DATA,
+                    wait_obj,
+                    signaling_vector: 0,
+                    wait_cond: 0,
+                    wait_set: ptr::null_mut(),
+                };
+                ops.cq_open.map_or(-sys::FI_EINVAL, |f| {
+                    f(domain.raw, &mut cq_attr, cq, ptr::null_mut())
+                })
             };
-            let rc = ops.cq_open.map_or(-sys::FI_EINVAL, |f| {
-                f(domain.raw, &mut cq_attr, &mut me.cq, ptr::null_mut())
-            });
+            let mut rc = -sys::FI_EINVAL;
+            if ask_wait_fd {
+                rc = open_cq(sys::FI_WAIT_FD, &mut me.cq);
+                if rc != 0 {
+                    tracing::debug!(
+                        reason = %domain.lib.strerror(rc),
+                        "ofi CQ without a wait descriptor: idle pollers will sleep"
+                    );
+                    me.cq = ptr::null_mut();
+                }
+            }
+            if me.cq.is_null() {
+                rc = open_cq(sys::FI_WAIT_NONE, &mut me.cq);
+            }
             domain.check("fi_cq_open", rc)?;
             let mut av_attr = sys::FiAvAttr {
                 type_: sys::FI_AV_TABLE,
@@ -103,6 +142,9 @@ impl Endpoint {
                 "fi_enable",
                 control(ep_fid, sys::FI_ENABLE, ptr::null_mut()),
             )?;
+            if ask_wait_fd {
+                me.wait_fd = me.cq_wait_fd();
+            }
             let getname = (*(*me.ep).cm)
                 .getname
                 .ok_or_else(|| missing("fi_getname"))?;
@@ -115,6 +157,35 @@ impl Endpoint {
             me.name = buf[..len.min(NAME_MAX)].to_vec();
         }
         Ok(me)
+    }
+
+    /// The CQ's wait descriptor (`fi_control(FI_GETWAIT)`), if it has one.
+    fn cq_wait_fd(&self) -> Option<RawFd> {
+        let mut fd: c_int = -1;
+        // SAFETY: cq is live; for a CQ opened with FI_WAIT_FD, FI_GETWAIT writes one int
+        // into `fd`, and a CQ without a wait object returns an error without writing.
+        let rc = unsafe {
+            let cq_fid = &mut (*self.cq).fid as *mut sys::Fid;
+            let ops = &*(*cq_fid).ops;
+            ops.control.map_or(-sys::FI_EINVAL, |f| {
+                f(cq_fid, sys::FI_GETWAIT, (&mut fd as *mut c_int).cast())
+            })
+        };
+        (rc == 0 && fd >= 0).then_some(fd)
+    }
+
+    /// Prepares to block on the CQ's wait descriptor (`fi_trywait`): `Armed` means nothing
+    /// is waiting and the descriptor will become readable when something arrives (a socket
+    /// with data, a connection event); `Ready` means read the CQ first.
+    pub fn arm_wait(&mut self) -> Result<CqWait, BusError> {
+        let Some(fd) = self.wait_fd else {
+            return Ok(CqWait::NoDescriptor);
+        };
+        Ok(if self.domain.try_wait(self.cq)? {
+            CqWait::Armed(fd)
+        } else {
+            CqWait::Ready
+        })
     }
 
     /// Adds a peer's raw address to the AV.

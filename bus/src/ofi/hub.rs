@@ -39,11 +39,21 @@
 //! address it was given ([`Mode::SharedKeepingAddresses`]) and serves a bounded number of
 //! connections over its life (the listener then opens the next one, `listener.rs`).
 //!
+//! Blocking while idle (`Hub::arm_idle_wait`): on tcp the endpoint's CQ has a wait
+//! descriptor, and a poller that finds all its connections' inboxes empty blocks on it after
+//! `fi_trywait`. Since any connection's poll routes arrivals for all, a poller may route one
+//! into the inbox of a connection whose poller already looked and is about to block (or is
+//! blocked: the socket it would have woken on was read): each inbox may carry its poller's
+//! [`Doorbell`], rung when something is delivered to it while that poller waits. The look
+//! and the delivery both hold the hub's lock, and the poller marks itself waiting before
+//! its looks, so either the look finds the delivery or the delivery finds it waiting.
+//!
 //! A connector's connection has a private hub with its one peer (`private`): everything that
 //! arrives on it is that peer's, as before hubs existed (the handshake's ACCEPT and the
 //! messages behind it come from an address not yet in the vector).
 
 use std::collections::{HashMap, VecDeque};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,9 +61,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::error::BusError;
+use crate::idle::{Doorbell, IdleWait};
 use crate::provider::{Op, WorkError};
 
 use super::domain::Domain;
+use super::endpoint::CqWait;
 use super::rdm::{Event, RdmCore, IMM_NOTE_LEN};
 use super::sys::{self, FiAddr};
 
@@ -152,6 +164,18 @@ struct Inbox {
     /// The hub's `reads` at this connection's last poll.
     reads_seen: u64,
     fault: Option<Fault>,
+    /// The doorbell of the thread that polls this connection, rung on a delivery while it
+    /// waits (see the module doc).
+    bell: Option<Arc<Doorbell>>,
+}
+
+impl Inbox {
+    fn push(&mut self, delivery: Delivery) {
+        self.items.push_back(delivery);
+        if let Some(bell) = &self.bell {
+            bell.ring_if_waiting();
+        }
+    }
 }
 
 struct HubState {
@@ -398,6 +422,40 @@ impl Hub {
         Ok(())
     }
 
+    /// Gives connection `owner`'s inbox the doorbell of the thread that polls it (see the
+    /// module doc).
+    pub fn set_bell(&self, owner: u64, bell: Arc<Doorbell>) {
+        if let Some(inbox) = self.state.lock().inboxes.get_mut(&owner) {
+            inbox.bell = Some(bell);
+        }
+    }
+
+    /// Whether the thread polling connection `owner` may block (see `crate::idle`): `Ready`
+    /// if its inbox holds something (or it has failed: its next poll says so), `Armed` with
+    /// the endpoint's wait descriptor pushed to `fds` (unless it is the last one there: the
+    /// other connections of this hub on the same thread push the same) once `fi_trywait`
+    /// allows, `Unsupported` on an endpoint without one (shm).
+    pub fn arm_idle_wait(&self, owner: u64, fds: &mut Vec<RawFd>) -> Result<IdleWait, BusError> {
+        let mut s = self.state.lock();
+        if s.broken.is_some() {
+            return Ok(IdleWait::Ready);
+        }
+        match s.inboxes.get(&owner) {
+            Some(inbox) if inbox.items.is_empty() && inbox.fault.is_none() => {}
+            _ => return Ok(IdleWait::Ready),
+        }
+        Ok(match s.core.ep.arm_wait()? {
+            CqWait::NoDescriptor => IdleWait::Unsupported,
+            CqWait::Ready => IdleWait::Ready,
+            CqWait::Armed(fd) => {
+                if fds.last() != Some(&fd) {
+                    fds.push(fd);
+                }
+                IdleWait::Armed
+            }
+        })
+    }
+
     /// Sends internal bytes (a handshake) to `to`, retrying until `deadline` while the
     /// provider is busy. The hub is locked for each attempt only (tcp;ofi_rxm says "try
     /// again" until its connection to a new peer is up, which can take a while): the other
@@ -547,7 +605,7 @@ fn route(s: &mut HubState, event: Event) -> Result<(), BusError> {
         } => {
             // A connection closed with operations in flight: their completions go nowhere.
             if let Some(inbox) = s.inboxes.get_mut(&owner) {
-                inbox.items.push_back(Delivery::Done { wr_id, op, status });
+                inbox.push(Delivery::Done { wr_id, op, status });
             }
         }
         Event::Received {
@@ -628,5 +686,5 @@ fn deliver(s: &mut HubState, owner: Option<u64>, delivery: Delivery) {
         inbox.arrivals += 1;
         inbox.bytes += bytes;
     }
-    inbox.items.push_back(delivery);
+    inbox.push(delivery);
 }

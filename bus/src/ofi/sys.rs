@@ -56,9 +56,13 @@ pub const FI_EP_RDM: c_int = 3;
 pub const FI_AV_TABLE: c_int = 2;
 pub const FI_CQ_FORMAT_DATA: c_int = 3;
 pub const FI_WAIT_NONE: c_int = 0;
+/// `FI_WAIT_FD`: the CQ's wait object is a descriptor (`fi_control(FI_GETWAIT)` gives it).
+pub const FI_WAIT_FD: c_int = 3;
 pub const FI_THREAD_SAFE: c_int = 1;
 pub const FI_SOCKADDR_IN: u32 = 2;
 pub const FI_ADDR_STR: u32 = 9;
+/// `fi_control` command that gives a CQ's wait object (an `int` descriptor for FI_WAIT_FD).
+pub const FI_GETWAIT: c_int = 5;
 /// `fi_control` command that enables an endpoint (`fi_enable`).
 pub const FI_ENABLE: c_int = 6;
 
@@ -220,7 +224,9 @@ pub struct FiOpsFabric {
     pub passive_ep: Opaque,
     pub eq_open: Opaque,
     pub wait_open: Opaque,
-    pub trywait: Opaque,
+    pub trywait: Option<
+        unsafe extern "C" fn(fabric: *mut FidFabric, fids: *mut *mut Fid, count: c_int) -> c_int,
+    >,
     pub domain2: Opaque,
 }
 
@@ -654,6 +660,7 @@ mod layout_tests {
 
         assert_eq!(size_of::<FiOpsFabric>(), 56);
         assert_eq!(offset_of!(FiOpsFabric, domain), 8);
+        assert_eq!(offset_of!(FiOpsFabric, trywait), 40);
         assert_eq!(offset_of!(FiOpsFabric, domain2), 48);
         assert_eq!(size_of::<FidFabric>(), 40);
         assert_eq!(offset_of!(FidFabric, ops), 24);

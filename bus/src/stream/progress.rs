@@ -81,6 +81,13 @@ impl<C: Connection> Stream<C> {
         }
     }
 
+    /// See [`crate::Connection::attach_idle_bell`].
+    pub fn attach_idle_bell(&mut self, bell: &std::sync::Arc<crate::idle::Doorbell>) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.attach_idle_bell(bell);
+        }
+    }
+
     /// A client's orderly close, first step: queues [`ControlMsg::Goodbye`] behind everything
     /// written so far (a client's only); `Full` while written bytes still wait for the peer's
     /// window (call again after `progress`). The caller then drives the stream until

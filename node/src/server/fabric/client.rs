@@ -331,9 +331,11 @@ impl<C: Connection> FabricClient<C> {
     }
 
     /// The poller that took the client in blocks while idle: the client's wake-ups (a key
-    /// it waits on, a push, a kill) ring the poller's `bell`.
-    pub fn attach_bell(&self, bell: &Arc<Doorbell>) {
+    /// it waits on, a push, a kill) ring the poller's `bell`, and so does its connection when
+    /// another poller's read of a shared endpoint hands it something (ofi hubs).
+    pub fn attach_bell(&mut self, bell: &Arc<Doorbell>) {
         self.session.shared().attach_poller_bell(bell);
+        self.stream.attach_idle_bell(bell);
     }
 
     /// Whether the poller may block on this client's connection (see `bus::idle`), pushing

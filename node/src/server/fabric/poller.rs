@@ -17,7 +17,7 @@ use super::client::{FabricClient, READ_CHUNK};
 use super::slot::PollerSlot;
 use crate::node_state::stats::Stats;
 use crate::server::Server;
-use bus::idle::{wait_readable, IdleWait, WAIT_FDS_MAX};
+use bus::idle::{wait_readable, Doorbell, IdleWait, WAIT_FDS_MAX};
 use bus::Connection;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -59,7 +59,7 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
         // Read before taking, so a client queued just before the close is still taken.
         let closed = slot.is_closed();
         slot.take(ADMIT_PER_LOOP_MAX, &mut admitted);
-        for a in admitted.drain(..) {
+        for mut a in admitted.drain(..) {
             slot.client_arrived(&server.stats);
             if let Some(bell) = &slot.bell {
                 a.client.attach_bell(bell);
@@ -140,6 +140,20 @@ fn block_while_idle<C: Connection>(
     let Some(bell) = &slot.bell else {
         return Idle::CannotBlock;
     };
+    // From here until the wait ends, a shared endpoint that hands one of our clients
+    // something (another poller read it) rings the bell (see `bus::idle::Doorbell`).
+    bell.begin_wait();
+    let idle = look_then_block(slot, bell, clients, fds);
+    bell.end_wait();
+    idle
+}
+
+fn look_then_block<C: Connection>(
+    slot: &PollerSlot<C>,
+    bell: &Doorbell,
+    clients: &mut [FabricClient<C>],
+    fds: &mut Vec<RawFd>,
+) -> Idle {
     bell.drain();
     fds.clear();
     fds.push(bell.fd());
