@@ -6,9 +6,9 @@
 //! Why: a poller that backs off by sleeping wakes up to a thousand times a second per thread
 //! while idle and adds up to its longest sleep to the first request after a quiet period; one
 //! blocked on completion channels costs nothing while idle and wakes when the completion
-//! comes. Providers without a descriptor to wait on (libfabric's tcp and shm endpoints are
-//! opened without wait objects, the simulated fabric runs on virtual time) say so, and their
-//! pollers keep the sleeping back-off.
+//! comes. Providers without a descriptor to wait on (libfabric's shm, whose CQ takes no wait
+//! object; the simulated fabric, which runs on virtual time) say so, and their pollers keep
+//! the sleeping back-off. libfabric's tcp gives its CQ a descriptor (`ofi/endpoint.rs`).
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -35,7 +35,8 @@ use super::open::OFI_SEND_MAX;
 use super::region::OfiRegion;
 use super::sys::FiAddr;
 
-/// Shortest and longest sleep of the idle back-off in `wait` (no wait object on tcp/shm: a
+/// Shortest and longest sleep of the idle back-off in `wait` (shm has no wait object, and
+/// tcp's descriptor serves threads that block on many connections, `arm_idle_wait`; a
 /// sleeping process makes no progress, so sleeps stay short).
 const WAIT_SLEEP_MIN: Duration = Duration::from_micros(20);
 const WAIT_SLEEP_MAX: Duration = Duration::from_millis(1);

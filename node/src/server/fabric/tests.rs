@@ -388,7 +388,7 @@ fn an_unauthenticated_client_pending_too_much_input_is_closed() {
 /// Goal: an idle poller blocks instead of sleeping when it can, and its doorbell brings it
 /// back for a new client. Pollers without clients block on their doorbells alone (no
 /// sleeps while the node is idle); the simulated provider has no descriptor to wait on, so a
-/// poller serving one of its clients sleeps in steps, as on libfabric's tcp and shm.
+/// poller serving one of its clients sleeps in steps, as on libfabric's shm.
 #[test]
 fn idle_pollers_block_until_their_doorbell_or_sleep_without_a_descriptor() {
     let (server, fabric, l) = start();
