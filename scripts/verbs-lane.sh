@@ -16,12 +16,24 @@
 #   VERBS_LANE_NO_DEPS=1  skip scripts/install-deps.sh (e.g. when not root and deps are present);
 #                         SKIP_DEPS=1 (scripts/test.sh's switch) does the same
 #   RXE_KERNEL_VERSION    pin the Debian kernel (default: what linux-image-amd64 depends on)
+#   VERBS_LANE_IDLE_CLIENTS  clients node_idle_clients holds at once (default 1000: ~30 s
+#                         under TCG; the node takes ~2 MiB per verbs client, the clients
+#                         ~0.75 MiB each, hence the guest's memory)
+#   VERBS_LANE_MEM_MB     guest memory (default 5120)
+#   VERBS_LANE_CHECK_TIMEOUT_S  bound on each guest check in seconds (default 180)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 vm="$repo/scripts/rxe-vm"
 target=${CARGO_TARGET_DIR:-$repo/target}
 cache=${VERBS_LANE_CACHE:-$target/rxe-vm}
 timeout_s=${VERBS_LANE_TIMEOUT_S:-600}
+idle_clients=${VERBS_LANE_IDLE_CLIENTS:-1000}
+check_timeout_s=${VERBS_LANE_CHECK_TIMEOUT_S:-180}
+mem_mb=${VERBS_LANE_MEM_MB:-5120}
+[[ "$idle_clients" =~ ^[0-9]+$ && "$check_timeout_s" =~ ^[0-9]+$ && "$mem_mb" =~ ^[0-9]+$ ]] || {
+    log "VERBS_LANE_IDLE_CLIENTS, VERBS_LANE_CHECK_TIMEOUT_S and VERBS_LANE_MEM_MB must be numbers"
+    exit 2
+}
 log() { printf 'verbs-lane: %s\n' "$*" >&2; }
 
 if [[ "${VERBS_LANE_NO_DEPS:-}" != 1 && "${SKIP_DEPS:-}" != 1 ]]; then
@@ -45,15 +57,16 @@ initrd="$cache/initrd.gz"
 
 console="$cache/console.log"
 log "booting $version under QEMU TCG (bound ${timeout_s}s); console in $console"
-# -nic none: the guest needs no network card, rxe runs over a dummy netdev. 1 GiB holds the
-# unpacked initramfs and the tests' registered memory. The console is the only output channel.
+# -nic none: the guest needs no network card, rxe runs over a dummy netdev. 5 GiB holds the
+# unpacked initramfs and the tests' registered memory (node_idle_clients: 1,000 connections,
+# ~2.8 MiB each for both ends). The console is the only output channel.
 qemu_pid=
 cleanup() { [[ -n "$qemu_pid" ]] && kill "$qemu_pid" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 timeout --kill-after=10 "$timeout_s" \
-    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 1024 \
+    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m "$mem_mb" \
     -kernel "$ktree/boot/vmlinuz-$version" -initrd "$initrd" \
-    -append "console=ttyS0 quiet loglevel=3 rdinit=/init panic=-1" \
+    -append "console=ttyS0 quiet loglevel=3 rdinit=/init panic=-1 lane.idle_clients=$idle_clients lane.check_timeout=$check_timeout_s" \
     -nographic -no-reboot -nic none </dev/null >"$console.raw" 2>&1 &
 qemu_pid=$!
 set +e

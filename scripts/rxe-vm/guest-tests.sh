@@ -5,7 +5,13 @@
 #
 # Every check runs under `timeout`: TCG emulation is slow and the machine is shared, so the
 # bound is generous (CHECK_TIMEOUT_S); it only stops a hung test from hanging the lane.
-CHECK_TIMEOUT_S=180
+# The host script may raise both (the long lane): `lane.check_timeout=S lane.idle_clients=N`
+# on the kernel command line.
+cmdline_value() { sed -n "s/.*$1=\([0-9]*\).*/\1/p" /proc/cmdline; }
+CHECK_TIMEOUT_S=$(cmdline_value lane.check_timeout)
+CHECK_TIMEOUT_S=${CHECK_TIMEOUT_S:-180}
+IDLE_CLIENTS=$(cmdline_value lane.idle_clients)
+IDLE_CLIENTS=${IDLE_CLIENTS:-1000}
 RXE_IP=10.11.12.13
 passed=0
 failed=0
@@ -42,7 +48,8 @@ for bin in $(cat /t/lane-bins 2>/dev/null); do
     names=$("$bin" list 2>/dev/null)
     if [ -n "$names" ]; then
         for n in $names; do
-            check "$(basename "$bin")-$n" env RXE_IP=$RXE_IP GID_IDX=1 "$bin" "$n"
+            check "$(basename "$bin")-$n" env RXE_IP=$RXE_IP GID_IDX=1 \
+                CHECK_TIMEOUT_S=$CHECK_TIMEOUT_S IDLE_CLIENTS=$IDLE_CLIENTS "$bin" "$n"
         done
     else
         check "$(basename "$bin")" env RXE_IP=$RXE_IP GID_IDX=1 "$bin"

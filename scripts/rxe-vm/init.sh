@@ -10,6 +10,8 @@ mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 # Registered memory is pinned: lift the locked-memory limit for the tests.
 ulimit -l unlimited
+# A thousand clients in one test process: two descriptors each (rdma_cm channel, CQ channel).
+ulimit -n 65536
 setup_ok=1
 for m in $(cat /mods/order); do
     insmod "/mods/$m" || { echo "rxe-guest: insmod $m failed"; setup_ok=0; }

@@ -19,6 +19,7 @@
 
 mod datagram;
 mod node_cluster;
+mod node_idle_clients;
 mod node_migration;
 mod node_stream;
 mod replication;
@@ -70,6 +71,10 @@ const TESTS: &[Test] = &[
     ("srq_shared_receives", srq::test_srq_shared_receives),
     ("srq_connect_side", srq::test_srq_connect_side),
     ("node_stream", node_stream::test_node_stream),
+    (
+        "node_idle_clients",
+        node_idle_clients::test_node_idle_clients,
+    ),
     ("rogue_stream", rogue::test_rogue_stream),
     ("node_cluster", node_cluster::test_node_cluster),
     ("replication_wait", replication::test_replication_wait),

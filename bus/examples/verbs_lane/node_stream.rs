@@ -72,6 +72,10 @@ impl Node {
         Ok(Node { child: Some(child) })
     }
 
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub(crate) fn exited(&mut self) -> R<Option<std::process::ExitStatus>> {
         match self.child.as_mut() {
             Some(c) => Ok(c.try_wait()?),
@@ -287,7 +291,7 @@ fn bad_peer(what: &str, msg: &[u8]) -> R {
 }
 
 /// One request/reply over TCP on the guest's loopback.
-fn tcp_command(args: &[&[u8]]) -> R<Vec<u8>> {
+pub(crate) fn tcp_command(args: &[&[u8]]) -> R<Vec<u8>> {
     let mut s = TcpStream::connect(("127.0.0.1", TCP_PORT))?;
     s.set_read_timeout(Some(WAIT))?;
     s.write_all(&encode(args))?;
@@ -401,7 +405,7 @@ fn checks(node: &mut Node) -> R {
 }
 
 /// One counter of INFO fabric, read over TCP.
-fn fabric_counter(name: &str) -> R<u64> {
+pub(crate) fn fabric_counter(name: &str) -> R<u64> {
     let info = tcp_command(&[b"INFO", b"fabric"])?;
     let text = String::from_utf8_lossy(&info);
     let prefix = format!("{name}:");

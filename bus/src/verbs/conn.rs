@@ -16,7 +16,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +30,7 @@ use super::cm;
 use super::cq::Cq;
 use super::device::Device;
 use super::lib_error;
+use super::peer_gone::PeerGone;
 use super::qp::{check_srq_fits, RcQp};
 use super::region::VerbsRegion;
 use super::srq::SrqShared;
@@ -40,7 +40,7 @@ use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
-use crate::idle::IdleWait;
+use crate::idle::{Doorbell, IdleWait};
 use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice};
 
 /// Whether an rdma_cm event on an established connection means the peer is gone.
@@ -71,7 +71,7 @@ pub struct VerbsConnection {
     /// True when `channel` carries only this connection's events (the connecting side).
     own_channel: bool,
     /// Set when rdma_cm reports the peer gone (by us, or by the listener for accepted ones).
-    closed: Arc<AtomicBool>,
+    closed: Arc<PeerGone>,
     /// Whether the QP has been moved to the error state after `closed`.
     flushed: bool,
     /// Keeps the device open as long as the connection (its regions hold only their PD).
@@ -127,7 +127,7 @@ pub(super) struct CmLink {
     pub(super) channel: Arc<EventChannel>,
     /// True when `channel` carries only this connection's events (the connecting side).
     pub(super) own_channel: bool,
-    pub(super) closed: Arc<AtomicBool>,
+    pub(super) closed: Arc<PeerGone>,
 }
 
 impl VerbsConnection {
@@ -201,16 +201,16 @@ impl VerbsConnection {
     /// Notices a peer disconnect (reading our own channel if we have one) and, once, moves the
     /// QP to the error state so every outstanding request completes as flushed.
     fn check_closed(&mut self) -> Result<()> {
-        if self.own_channel && !self.closed.load(Ordering::Acquire) {
+        if self.own_channel && !self.closed.is_gone() {
             while let Some(event) = cm::next_event(&self.channel, Instant::now())? {
                 if cm::is_for(&event, &self.id) && ends_connection(&event.event_type()) {
                     let kind = event.event_type();
                     tracing::debug!(peer = %self.peer, ?kind, "verbs peer gone");
-                    self.closed.store(true, Ordering::Release);
+                    self.closed.mark();
                 }
             }
         }
-        if self.closed.load(Ordering::Acquire) && !self.flushed {
+        if self.closed.is_gone() && !self.flushed {
             self.flushed = true;
             self.qp.enter_error_state()?;
         }
@@ -256,7 +256,7 @@ impl VerbsConnection {
     }
 
     fn ensure_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.is_gone() {
             return Err(BusError::Closed(format!("peer {} disconnected", self.peer)));
         }
         Ok(())
@@ -440,6 +440,12 @@ impl Connection for VerbsConnection {
         Ok(IdleWait::Armed)
     }
 
+    /// An accepted connection's disconnect is read by its listener's thread, which rings
+    /// `bell` (see `peer_gone.rs`).
+    fn attach_idle_bell(&mut self, bell: &Arc<Doorbell>) {
+        self.closed.attach_bell(Arc::clone(bell));
+    }
+
     fn peer(&self) -> &EndpointAddr {
         &self.peer
     }
@@ -491,7 +497,7 @@ pub(crate) fn connect(
         lid: 0,
     };
     tracing::debug!(%to, %peer, "verbs connection established");
-    let closed = Arc::new(AtomicBool::new(false));
+    let closed = Arc::new(PeerGone::default());
     let link = CmLink {
         id,
         channel,

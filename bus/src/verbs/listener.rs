@@ -9,7 +9,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -25,6 +24,7 @@ use super::conn::{conn_param, ends_connection, CmLink, VerbsConnection};
 use super::cq::Cq;
 use super::device::Device;
 use super::lib_error;
+use super::peer_gone::PeerGone;
 use super::qp::{check_srq_fits, RcQp};
 use super::srq::SrqShared;
 use crate::addr::EndpointAddr;
@@ -63,7 +63,7 @@ pub struct VerbsListener {
     queued: VecDeque<Arc<Identifier>>,
     /// Handed-out connections' identifiers and close flags. Entries of dropped connections are
     /// pruned on every hand-out, so this holds live connections only.
-    accepted: Vec<(Weak<Identifier>, Arc<AtomicBool>)>,
+    accepted: Vec<(Weak<Identifier>, Arc<PeerGone>)>,
     // The listening identifier before the channel every identifier here uses.
     _id: Arc<Identifier>,
     channel: Arc<EventChannel>,
@@ -156,7 +156,7 @@ impl VerbsListener {
             tracing::warn!("verbs listener: too many unclaimed connections; dropping one");
             return;
         }
-        let closed = Arc::new(AtomicBool::new(false));
+        let closed = Arc::new(PeerGone::default());
         self.accepted.retain(|(weak, _)| weak.strong_count() > 0);
         self.accepted
             .push((Arc::downgrade(&a.id), Arc::clone(&closed)));
@@ -219,7 +219,7 @@ impl VerbsListener {
             .find(|(weak, _)| weak.upgrade().is_some_and(|a| Arc::ptr_eq(&a, &id)));
         if let Some((_, closed)) = handed_out {
             if ends_connection(&kind) {
-                closed.store(true, Ordering::Release);
+                closed.mark();
             }
         }
     }

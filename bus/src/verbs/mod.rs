@@ -19,6 +19,7 @@ mod cq;
 mod datagram;
 mod device;
 mod listener;
+mod peer_gone;
 mod qp;
 mod region;
 mod srq;

@@ -313,10 +313,24 @@ pub(crate) fn check_srq_fits(
     Ok(())
 }
 
+/// How long a sender waits before retrying a message that found none of our receives posted
+/// (the RNR NAK timer we answer with; IB encoding: 12 is 0.64 ms).
+///
+/// Why: rdma_cm leaves it at 0, which encodes 655.36 ms. Each side posts its Stream's
+/// receives once the connection is established (the accepting side only after the node's
+/// accept thread took the connection), so a peer's first message could beat them and wait
+/// that long: every new client's first request took 0.66 s (verbs lane,
+/// `node_idle_clients`). With RNR retry 7 ("forever", `conn.rs`) a short timer is only
+/// back-pressure retried sooner.
+pub(crate) const MIN_RNR_TIMER: u8 = 12;
+
 fn apply_cm_attr(qp: &mut BasicQueuePair, id: &Identifier, state: QueuePairState) -> Result<()> {
-    let attr = id
+    let mut attr = id
         .get_qp_attr(state)
         .map_err(|e| lib_error("rdma_init_qp_attr", &e))?;
+    if state == QueuePairState::ReadyToReceive {
+        attr.setup_min_rnr_timer(MIN_RNR_TIMER);
+    }
     qp.modify(&attr).map_err(|e| lib_error("ibv_modify_qp", &e))
 }
 

@@ -1,0 +1,315 @@
+//! Goal: one node holds many idle verbs clients (the scale issue: "1,000 idle fabric
+//! clients held by one node", "a few hundred KiB per idle client at most", "busy polling only
+//! while there is work, then blocking on completion channels"):
+//! - 1,000 Stream clients (`IDLE_CLIENTS`) connect from this one process (one device context,
+//!   small queues) and each gets PONG;
+//! - the node's VmRSS grows by at most [`NODE_KIB_PER_CLIENT_MAX`] per client (see there why
+//!   that is far above the issue's few hundred KiB), and INFO fabric counts them all;
+//! - a client's first request is answered without waiting for an RNR NAK's retry
+//!   (`bus/src/verbs/qp.rs`, `MIN_RNR_TIMER`: it took 0.66 s each before);
+//! - an idle second with all of them connected: the poller blocks on their completion
+//!   channels (one `poll(2)` over a descriptor per client) and does not sleep in steps;
+//! - a client that leaves while the poller blocks rings the poller's doorbell (its
+//!   listener's thread reads the disconnect: `bus/src/verbs/peer_gone.rs`);
+//! - afterwards every client is answered again, in turn and then all at once.
+//!
+//! Also printed: the guest's MemAvailable drop per client (the kernel's queue memory for
+//! both ends of each connection, which VmRSS does not show).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bus::stream::{Stream, RECV_SLOTS};
+use bus::verbs::VerbsConnection;
+use bus::{EndpointConfig, Provider};
+
+use crate::node_stream::{fabric_counter, tcp_command, Node, FABRIC_PORT, RX_SIZE};
+use crate::{ensure, provider, rxe_ip, R, WAIT};
+
+/// Clients held at once unless `IDLE_CLIENTS` (the lane's `VERBS_LANE_IDLE_CLIENTS`) says
+/// otherwise: the issue's 1,000, connected in ~26 s under the lane's emulated CPU.
+const CLIENTS_DEFAULT: usize = 1000;
+/// The check's own bound is the guest plan's (`CHECK_TIMEOUT_S`) less this: a slow guest
+/// fails here, with the node stopped, rather than being killed with the node left running
+/// for the next check.
+const BUDGET_MARGIN: Duration = Duration::from_secs(40);
+/// The node's VmRSS growth allowed per idle client, measured at ~1,900-2,000 KiB with the
+/// lane's 64 KiB `rdma-rx-size`: not the issue's "a few hundred KiB" (not met on verbs). Per
+/// connection the node holds its own QP and CQ, sized for a busy client and mapped from the
+/// device: on rxe the send queue of 1,024 WRs is 2,048 slots (rxe rounds depth + 1 up to a
+/// power of two) of 512-byte WQEs (256 bytes of inline data plus the header, rounded up): 1
+/// MiB; the receive queue 128 KiB, the CQ of 2,048 entries 256 KiB (printed below as "the
+/// verbs queues"); then the Stream's registered regions (pinned, so resident): RX and TX
+/// staging of `rdma-rx-size` each and 1,024 command slots (161 KiB here, 2 MiB more at the
+/// default 1 MiB RX). What would cut it: a receive queue shared per poller (SRQ: `srq.rs`
+/// has it, the Stream does not use it yet), a CQ per poller, and regions and send depth
+/// that start small and grow with a client's traffic (as the pre-auth window already does).
+/// The bound catches a regression.
+const NODE_KIB_PER_CLIENT_MAX: u64 = 2560;
+
+/// Queues of this side's connections: a Stream client needs a receive per command slot; it
+/// sends a few control messages and one WRITE at a time here.
+fn client_config() -> EndpointConfig {
+    EndpointConfig {
+        send_wr: 64,
+        recv_wr: RECV_SLOTS as u32,
+        cq_size: RECV_SLOTS as u32 + 64,
+        ..EndpointConfig::default()
+    }
+}
+
+struct Client {
+    stream: Stream<VerbsConnection>,
+    started: Instant,
+    pending: Vec<u8>,
+}
+
+impl Client {
+    fn send(&mut self, request: &[u8]) -> R {
+        let deadline = Instant::now() + WAIT;
+        let mut rest = request;
+        while !rest.is_empty() {
+            ensure(Instant::now() < deadline, "request never went out")?;
+            self.stream.progress(self.started.elapsed())?;
+            let n = self.stream.write(rest)?;
+            rest = &rest[n..];
+            self.stream.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Polls until `want` arrived (and nothing else).
+    fn expect(&mut self, want: &[u8]) -> R {
+        let deadline = Instant::now() + WAIT;
+        let mut buf = [0u8; 256];
+        while self.pending.len() < want.len() {
+            ensure(
+                Instant::now() < deadline,
+                format!("no reply: {:?}", String::from_utf8_lossy(&self.pending)),
+            )?;
+            ensure(!self.stream.is_closed(), "the node closed the stream")?;
+            self.stream.progress(self.started.elapsed())?;
+            let n = self.stream.read(&mut buf)?;
+            self.pending.extend_from_slice(&buf[..n]);
+            if n == 0 {
+                self.stream.wait(Duration::from_millis(5))?;
+            }
+        }
+        ensure(
+            self.pending == want,
+            format!("got {:?}", String::from_utf8_lossy(&self.pending)),
+        )?;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// `name:` of /proc/self/meminfo or /proc/PID/status, in KiB.
+fn kib_field(path: &str, name: &str) -> R<u64> {
+    let text = std::fs::read_to_string(path)?;
+    let value = text
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .ok_or_else(|| format!("{path} has no {name}"))?;
+    Ok(value.trim().trim_end_matches("kB").trim().parse()?)
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// RNR NAKs the rxe device has received (a message that found no receive posted; 0 if the
+/// counter is missing).
+fn rnr_naks() -> u64 {
+    std::fs::read_to_string("/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_rnr_err")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resident KiB of the process's mappings of the verbs device (`/dev/infiniband/uverbs*`):
+/// the provider's queues (send, receive, completion) mapped into user space.
+fn uverbs_rss_kib(pid: u32) -> R<u64> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
+    let mut in_uverbs = false;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            in_uverbs = line.contains("uverbs");
+        } else if in_uverbs {
+            if let Some(v) = line.strip_prefix("Rss:") {
+                total += v.trim().trim_end_matches("kB").trim().parse::<u64>()?;
+            }
+        }
+    }
+    Ok(total)
+}
+
+pub fn test_node_idle_clients() -> R {
+    let clients_wanted = env_number("IDLE_CLIENTS", CLIENTS_DEFAULT as u64) as usize;
+    let budget =
+        Duration::from_secs(env_number("CHECK_TIMEOUT_S", 180)).saturating_sub(BUDGET_MARGIN);
+    let mut node = Node::start_with(&["--maxclients", "4000"])?;
+    let pid = node.pid().ok_or("node not running")?;
+    let p = provider()?;
+    let to = SocketAddr::new(rxe_ip(), FABRIC_PORT);
+    let connect = |p: &bus::verbs::VerbsProvider| -> R<Client> {
+        let conn = p.connect(to, &client_config(), WAIT)?;
+        let mut stream = Stream::client(conn, RX_SIZE)?;
+        stream.set_client_keepalive(true);
+        Ok(Client {
+            stream,
+            started: Instant::now(),
+            pending: Vec::new(),
+        })
+    };
+    // The first client waits for the listener; the node's own start-up memory is then paid.
+    let deadline = Instant::now() + WAIT;
+    let mut first = loop {
+        if let Some(status) = node.exited()? {
+            return Err(format!("node exited at start: {status}").into());
+        }
+        match connect(&p) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                println!("not yet: {e}");
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    first.send(b"PING\r\n")?;
+    first.expect(b"+PONG\r\n")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let rss_before = kib_field(&format!("/proc/{pid}/status"), "VmRSS:")?;
+    let queues_before = uverbs_rss_kib(pid)?;
+    let available_before = kib_field("/proc/meminfo", "MemAvailable:")?;
+    let rnr_before = rnr_naks();
+    let started = Instant::now();
+    let mut clients = Vec::with_capacity(clients_wanted);
+    for i in 0..clients_wanted {
+        if i % 100 == 0 {
+            println!("{i} clients in {:.1} s", started.elapsed().as_secs_f64());
+        }
+        ensure(
+            started.elapsed() < budget,
+            format!("only {i} clients connected in {budget:?}"),
+        )?;
+        let t0 = Instant::now();
+        let mut c = connect(&p).map_err(|e| format!("client {i}: {e}"))?;
+        let t1 = Instant::now();
+        c.send(b"PING\r\n")?;
+        c.expect(b"+PONG\r\n")
+            .map_err(|e| format!("client {i}: {e}"))?;
+        if i < 3 || i % 25 == 0 {
+            println!(
+                "client {i}: connected in {:?}, PONG after {:?}",
+                t1 - t0,
+                t1.elapsed()
+            );
+        }
+        clients.push(c);
+    }
+    let connecting = format!(
+        "{clients_wanted} clients connected and answered in {:.1} s (RNR NAKs received by \
+         rxe0 meanwhile: {})",
+        started.elapsed().as_secs_f64(),
+        rnr_naks().saturating_sub(rnr_before)
+    );
+    println!("{connecting}");
+    let connected = fabric_counter("fabric_connected_clients")?;
+    ensure(
+        connected == clients_wanted as u64 + 1,
+        format!("INFO fabric counts {connected} clients"),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let rss_after = kib_field(&format!("/proc/{pid}/status"), "VmRSS:")?;
+    let queues_after = uverbs_rss_kib(pid)?;
+    let queues = format!(
+        "of that the verbs queues mapped from the device {} KiB",
+        queues_after.saturating_sub(queues_before) / clients_wanted as u64
+    );
+    println!("{queues}");
+    let available_after = kib_field("/proc/meminfo", "MemAvailable:")?;
+    let per_client = rss_after.saturating_sub(rss_before) / clients_wanted as u64;
+    let memory = format!(
+        "node VmRSS {rss_before} -> {rss_after} KiB: {per_client} KiB per idle client; guest \
+         MemAvailable down {} KiB per client (both ends, kernel queues included)",
+        available_before.saturating_sub(available_after) / clients_wanted as u64
+    );
+    println!("{memory}");
+    ensure(
+        per_client <= NODE_KIB_PER_CLIENT_MAX,
+        format!("{per_client} KiB per idle client > {NODE_KIB_PER_CLIENT_MAX}"),
+    )?;
+
+    let blocks = fabric_counter("fabric_poller_blocks")?;
+    let sleeps = fabric_counter("fabric_poller_sleeps")?;
+    std::thread::sleep(Duration::from_secs(1));
+    let blocked = fabric_counter("fabric_poller_blocks")? - blocks;
+    let slept = fabric_counter("fabric_poller_sleeps")? - sleeps;
+    let idle =
+        format!("an idle second with {clients_wanted} clients: {blocked} blocks, {slept} sleeps");
+    println!("{idle}");
+    ensure(blocked > 0, "the idle poller never blocked")?;
+    ensure(
+        slept < 20,
+        format!("the idle poller slept {slept} times in a second instead of blocking"),
+    )?;
+
+    // A peer that leaves while the poller blocks: its listener's thread reads the disconnect
+    // and rings the poller's doorbell (else the poller notices at its wait's bound). Tried
+    // a few times, since the poller may be awake when the event lands.
+    let mut rung = false;
+    for round in 0..5 {
+        let wakes = fabric_counter("fabric_poller_bell_wakes")?;
+        let before = fabric_counter("fabric_connected_clients")?;
+        std::thread::sleep(Duration::from_millis(300));
+        drop(clients.pop());
+        let deadline = Instant::now() + WAIT;
+        while fabric_counter("fabric_connected_clients")? >= before {
+            ensure(
+                Instant::now() < deadline,
+                "the node never noticed a client leave",
+            )?;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if fabric_counter("fabric_poller_bell_wakes")? > wakes {
+            println!("a leaving client rang the blocked poller's doorbell (round {round})");
+            rung = true;
+            break;
+        }
+    }
+    ensure(rung, "no leaving client ever rang the poller's doorbell")?;
+    let clients_left = clients.len();
+
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.send(b"PING\r\n")?;
+        c.expect(b"+PONG\r\n")
+            .map_err(|e| format!("client {i} after idling: {e}"))?;
+    }
+    // All at once: every request in before any reply is read.
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.send(format!("SET idle:{i} {i}\r\n").as_bytes())?;
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.expect(b"+OK\r\n")
+            .map_err(|e| format!("client {i} all at once: {e}"))?;
+    }
+    let n = clients_left - 1;
+    let last = tcp_command(&[b"GET", format!("idle:{n}").as_bytes()])?;
+    ensure(
+        last == format!("${}\r\n{n}\r\n", n.to_string().len()).into_bytes(),
+        "the last client's key over TCP",
+    )?;
+    drop(clients);
+    drop(first);
+    drop(node);
+    // The figures last: the guest plan shows a passing check's last lines.
+    println!("{connecting}\n{memory}; {queues}\n{idle}");
+    Ok(())
+}
