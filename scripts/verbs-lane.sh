@@ -27,14 +27,16 @@ vm="$repo/scripts/rxe-vm"
 target=${CARGO_TARGET_DIR:-$repo/target}
 cache=${VERBS_LANE_CACHE:-$target/rxe-vm}
 timeout_s=${VERBS_LANE_TIMEOUT_S:-600}
+log() { printf 'verbs-lane: %s\n' "$*" >&2; }
 idle_clients=${VERBS_LANE_IDLE_CLIENTS:-1000}
 check_timeout_s=${VERBS_LANE_CHECK_TIMEOUT_S:-180}
 mem_mb=${VERBS_LANE_MEM_MB:-5120}
-[[ "$idle_clients" =~ ^[0-9]+$ && "$check_timeout_s" =~ ^[0-9]+$ && "$mem_mb" =~ ^[0-9]+$ ]] || {
-    log "VERBS_LANE_IDLE_CLIENTS, VERBS_LANE_CHECK_TIMEOUT_S and VERBS_LANE_MEM_MB must be numbers"
+# node_idle_clients needs a few clients (up to 5 leave) and a check bound above its 40 s margin.
+[[ "$idle_clients" =~ ^[0-9]+$ && "$check_timeout_s" =~ ^[0-9]+$ && "$mem_mb" =~ ^[0-9]+$ &&
+    $idle_clients -ge 8 && $check_timeout_s -gt 60 ]] || {
+    log "VERBS_LANE_IDLE_CLIENTS (>= 8), VERBS_LANE_CHECK_TIMEOUT_S (> 60) and VERBS_LANE_MEM_MB must be numbers"
     exit 2
 }
-log() { printf 'verbs-lane: %s\n' "$*" >&2; }
 
 if [[ "${VERBS_LANE_NO_DEPS:-}" != 1 && "${SKIP_DEPS:-}" != 1 ]]; then
     "$repo/scripts/install-deps.sh"

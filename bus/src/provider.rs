@@ -156,6 +156,12 @@ pub trait Connection: Send + 'static {
         let _ = fds;
         Ok(IdleWait::Unsupported)
     }
+    /// Command receives of a Stream that the listener posted before it answered the peer
+    /// ([`Listener::serve_streams`]): the Stream built on this connection adopts them as its
+    /// first command slots instead of posting its own.
+    fn take_preposted_receives(&mut self) -> Option<Self::Region> {
+        None
+    }
     /// The doorbell of the thread that polls this connection and blocks in
     /// [`crate::idle::wait_readable`]: a provider whose connections share an endpoint (so
     /// that another thread's poll may take this connection's completions off the wire)
@@ -176,6 +182,12 @@ pub trait Listener: Send + 'static {
     fn accept(&mut self, timeout: Duration) -> Result<Option<Self::Conn>>;
     /// The address it listens on.
     fn local_addr(&self) -> SocketAddr;
+    /// Every accepted connection will carry a server Stream: a provider whose peer's first
+    /// message fails without a receive posted (verbs: an RNR NAK and its retry) posts the
+    /// Stream's first command receives before it answers the peer
+    /// ([`Connection::take_preposted_receives`]). Other users of a listener's connections
+    /// (rings) must not call it.
+    fn serve_streams(&mut self) {}
     /// Connection attempts dropped before they became connections (an ofi handshake socket
     /// idle past its deadline, evicted from the full table, or malformed); for INFO.
     fn dropped_handshakes(&self) -> u64 {

@@ -5,12 +5,13 @@
 #
 # Every check runs under `timeout`: TCG emulation is slow and the machine is shared, so the
 # bound is generous (CHECK_TIMEOUT_S); it only stops a hung test from hanging the lane.
-# The host script may raise both (the long lane): `lane.check_timeout=S lane.idle_clients=N`
-# on the kernel command line.
-cmdline_value() { sed -n "s/.*$1=\([0-9]*\).*/\1/p" /proc/cmdline; }
-CHECK_TIMEOUT_S=$(cmdline_value lane.check_timeout)
+# The host script passes both on the kernel command line (`lane.check_timeout=S
+# lane.idle_clients=N`, from VERBS_LANE_CHECK_TIMEOUT_S and VERBS_LANE_IDLE_CLIENTS).
+# cmdline_value KEY (dots escaped): the number after ` KEY=`, whole words only.
+cmdline_value() { echo " $(cat /proc/cmdline) " | sed -n "s/.* $1=\([0-9][0-9]*\) .*/\1/p"; }
+CHECK_TIMEOUT_S=$(cmdline_value 'lane\.check_timeout')
 CHECK_TIMEOUT_S=${CHECK_TIMEOUT_S:-180}
-IDLE_CLIENTS=$(cmdline_value lane.idle_clients)
+IDLE_CLIENTS=$(cmdline_value 'lane\.idle_clients')
 IDLE_CLIENTS=${IDLE_CLIENTS:-1000}
 RXE_IP=10.11.12.13
 passed=0

@@ -174,6 +174,11 @@ impl Endpoint {
         (rc == 0 && fd >= 0).then_some(fd)
     }
 
+    /// The CQ's wait descriptor, if it has one.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.wait_fd
+    }
+
     /// Prepares to block on the CQ's wait descriptor (`fi_trywait`): `Armed` means nothing
     /// is waiting and the descriptor will become readable when something arrives (a socket
     /// with data, a connection event); `Ready` means read the CQ first.

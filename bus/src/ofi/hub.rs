@@ -172,9 +172,23 @@ struct Inbox {
 impl Inbox {
     fn push(&mut self, delivery: Delivery) {
         self.items.push_back(delivery);
+        self.wake();
+    }
+
+    /// Its poller has something to look at (a delivery, or a fault its next poll reports).
+    fn wake(&self) {
         if let Some(bell) = &self.bell {
             bell.ring_if_waiting();
         }
+    }
+}
+
+/// The endpoint itself failed: every connection fails at its next poll, so every waiting
+/// poller is woken.
+fn break_hub(s: &mut HubState, reason: String) {
+    s.broken = Some(reason);
+    for inbox in s.inboxes.values() {
+        inbox.wake();
     }
 }
 
@@ -444,6 +458,14 @@ impl Hub {
             Some(inbox) if inbox.items.is_empty() && inbox.fault.is_none() => {}
             _ => return Ok(IdleWait::Ready),
         }
+        // Another connection of this hub on the same thread armed the descriptor in this
+        // look (the poller pushes its clients' descriptors in turn): one `fi_trywait` per
+        // look is enough, since a completion after it makes the descriptor readable.
+        if let Some(&last) = fds.last() {
+            if s.core.ep.wait_fd() == Some(last) {
+                return Ok(IdleWait::Armed);
+            }
+        }
         Ok(match s.core.ep.arm_wait()? {
             CqWait::NoDescriptor => IdleWait::Unsupported,
             CqWait::Ready => IdleWait::Ready,
@@ -482,7 +504,7 @@ impl Hub {
     pub fn absorb(&self, mut events: VecDeque<Event>) {
         let mut s = self.state.lock();
         if let Err(e) = s.route_all(&mut events) {
-            s.broken = Some(e.to_string());
+            break_hub(&mut s, e.to_string());
         }
     }
 
@@ -562,11 +584,12 @@ impl HubState {
                 inbox.fault.get_or_insert(Fault::Failed(format!(
                     "ofi: announcing a WRITE to this peer failed: {error}"
                 )));
+                inbox.wake();
             }
         }
         if let Err(e) = read.and(routed) {
             tracing::error!(%e, peers = self.inboxes.len(), "ofi hub endpoint failed");
-            self.broken = Some(e.to_string());
+            break_hub(self, e.to_string());
         }
         count
     }
@@ -679,6 +702,7 @@ fn deliver(s: &mut HubState, owner: Option<u64>, delivery: Delivery) {
         let allowed = arrivals_allowed(inbox.receives.load(Relaxed));
         if inbox.arrivals + 1 > allowed || inbox.bytes + bytes > ARRIVAL_BYTES_MAX {
             inbox.fault = Some(Fault::Flooded);
+            inbox.wake();
             // What it sent so far is dropped with it: its connection fails at the next poll.
             inbox.items.retain(|d| !d.is_arrival());
             return;

@@ -26,7 +26,8 @@ mod window;
 mod tests;
 
 pub use control::ControlMsg;
-pub use session::{Role, Stream, StreamStats};
+pub(crate) use session::prepost_cmd_recvs;
+pub use session::{Role, Stream, StreamStats, PREPOSTED_RECV_SLOTS};
 
 use std::time::Duration;
 

@@ -143,10 +143,23 @@ impl<C: Connection> Stream<C> {
             recv_slots,
         } = start;
         let rx = register_rx(&conn, rx_len)?;
-        let cmd = conn.register(recv_slots * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+        // A listener may have posted our first command slots before it answered the peer
+        // (`prepost_cmd_recvs`): adopted as the first region, the rest in a second one (as a
+        // pre-auth stream grows).
+        let (cmd, cmd_slots) = match conn.take_preposted_receives() {
+            Some(first) => {
+                debug_assert_eq!(first.len(), PREPOSTED_RECV_SLOTS * CONTROL_MSG_LEN);
+                debug_assert!(recv_slots >= PREPOSTED_RECV_SLOTS);
+                (first, PREPOSTED_RECV_SLOTS)
+            }
+            None => {
+                let cmd = conn.register(recv_slots * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+                post_cmd_recvs(&mut conn, &cmd, 0..recv_slots)?;
+                (cmd, recv_slots)
+            }
+        };
         let cmd_send = conn.register(CONTROL_SEND_SLOTS * CONTROL_MSG_LEN, Access::SEND)?;
         let tx = conn.register(tx_len, Access::NONE)?;
-        post_cmd_recvs(&mut conn, &cmd, 0..recv_slots)?;
         let mut stream = Stream {
             conn: Some(conn),
             role,
@@ -155,9 +168,9 @@ impl<C: Connection> Stream<C> {
             rx_landed: 0,
             rx_read: 0,
             cmd: Some(cmd),
-            cmd_slots: recv_slots,
+            cmd_slots,
             cmd_more: None,
-            recv_slots,
+            recv_slots: cmd_slots,
             cmd_send: Some(cmd_send),
             free_send_slots: (0..CONTROL_SEND_SLOTS).rev().collect(),
             pending_control: VecDeque::new(),
@@ -179,6 +192,11 @@ impl<C: Connection> Stream<C> {
             // Grown by the first reap that finds completions: an idle peer costs none.
             completions: Vec::new(),
         };
+        if cmd_slots < recv_slots {
+            // The rest of the starting slots, past the listener's.
+            stream.window.post_more_recvs();
+            stream.grow_recvs_if_granted()?;
+        }
         stream.advertise_rx()?;
         Ok(stream)
     }
@@ -429,6 +447,21 @@ impl Sizes {
             recv_slots: RECV_SLOTS,
         }
     }
+}
+
+/// Command slots a listener posts before it answers a peer (`prepost_cmd_recvs`): a pre-auth
+/// stream's, so that a stream of either kind adopts them whole.
+pub const PREPOSTED_RECV_SLOTS: usize = PREAUTH_RECV_SLOTS;
+
+/// Registers and posts a Stream's first [`PREPOSTED_RECV_SLOTS`] command receives on `conn`,
+/// as `Stream::new` would, before the Stream exists; the connection keeps the region and
+/// hands it to the Stream (`Connection::take_preposted_receives`). Why: a verbs listener
+/// that answers a peer before any receive is posted makes the peer's first message (its RX
+/// advert) meet an RNR NAK.
+pub(crate) fn prepost_cmd_recvs<C: Connection>(conn: &mut C) -> Result<C::Region> {
+    let cmd = conn.register(PREPOSTED_RECV_SLOTS * CONTROL_MSG_LEN, Access::LOCAL_WRITE)?;
+    post_cmd_recvs(conn, &cmd, 0..PREPOSTED_RECV_SLOTS)?;
+    Ok(cmd)
 }
 
 /// Posts the command receives of `slots`, which live in `region` from its start.

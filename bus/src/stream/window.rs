@@ -34,6 +34,12 @@ pub(super) struct Window {
 }
 
 impl Window {
+    /// A stream that adopted a listener's first command slots posts the rest of its starting
+    /// ones as a granted pre-auth stream does (`grow_recvs_if_granted`).
+    pub(super) fn post_more_recvs(&mut self) {
+        self.grow_recvs = true;
+    }
+
     pub(super) fn new(start: Sizes, full: Sizes) -> Window {
         Window {
             full,

@@ -74,6 +74,9 @@ pub struct VerbsConnection {
     closed: Arc<PeerGone>,
     /// Whether the QP has been moved to the error state after `closed`.
     flushed: bool,
+    /// A Stream's first command receives, posted by the listener before it answered the peer
+    /// (taken by the Stream built on this connection).
+    preposted: Option<VerbsRegion>,
     /// Keeps the device open as long as the connection (its regions hold only their PD).
     _dev: Arc<Device>,
     max_inline: usize,
@@ -168,6 +171,7 @@ impl VerbsConnection {
             own_channel,
             closed,
             flushed: false,
+            preposted: None,
             _dev: Arc::clone(dev),
             max_inline: config.max_inline,
             wcs: Vec::new(),
@@ -196,6 +200,24 @@ impl VerbsConnection {
             len,
             lkey: slice.region.lkey(),
         })
+    }
+
+    /// The rdma_cm identifier, for the listener's table of handed-out connections.
+    pub(super) fn cm_id(&self) -> std::sync::Weak<Identifier> {
+        Arc::downgrade(&self.id)
+    }
+
+    /// Whether `id` is this connection's rdma_cm identifier.
+    pub(super) fn is_for(&self, id: &Arc<Identifier>) -> bool {
+        Arc::ptr_eq(&self.id, id)
+    }
+
+    /// Posts a Stream's first command receives (`stream::prepost_cmd_recvs`) and keeps their
+    /// region for the Stream to take.
+    pub(super) fn prepost_stream_receives(&mut self) -> Result<()> {
+        let region = crate::stream::prepost_cmd_recvs(self)?;
+        self.preposted = Some(region);
+        Ok(())
     }
 
     /// Notices a peer disconnect (reading our own channel if we have one) and, once, moves the
@@ -438,6 +460,10 @@ impl Connection for VerbsConnection {
             fds.push(self.channel.as_raw_fd());
         }
         Ok(IdleWait::Armed)
+    }
+
+    fn take_preposted_receives(&mut self) -> Option<VerbsRegion> {
+        self.preposted.take()
     }
 
     /// An accepted connection's disconnect is read by its listener's thread, which rings

@@ -45,14 +45,12 @@ pub const READY_MAX: usize = 64;
 /// rdma_listen backlog (the kernel's queue of requests not yet read by us).
 const LISTEN_BACKLOG: i32 = 64;
 
-/// A request that was answered with `rdma_accept` and awaits ESTABLISHED.
+/// A request that was answered with `rdma_accept` and awaits ESTABLISHED: its connection is
+/// built (and, for Streams, its first receives posted) before the answer.
 struct Accepting {
-    // Drop order: the QP before its CQ, both before the identifier; the PD after the QP.
-    qp: RcQp,
-    cq: Cq,
-    pd: Arc<ProtectionDomain>,
-    id: Arc<Identifier>,
-    peer_qpn: u32,
+    conn: VerbsConnection,
+    /// Its peer-gone flag, for `accepted` once handed out.
+    closed: Arc<PeerGone>,
     since: Instant,
 }
 
@@ -71,6 +69,9 @@ pub struct VerbsListener {
     config: EndpointConfig,
     /// The SRQ accepted connections take their receives from, if any.
     srq: Option<Arc<SrqShared>>,
+    /// Post a Stream's first command receives on each connection before answering its peer
+    /// (see [`Listener::serve_streams`]).
+    prepost_stream_receives: bool,
     bind: SocketAddr,
 }
 
@@ -112,6 +113,7 @@ pub(crate) fn listen(
         dev: Arc::clone(dev),
         config: config.clone(),
         srq: srq.cloned(),
+        prepost_stream_receives: false,
         bind,
     })
 }
@@ -129,24 +131,61 @@ impl VerbsListener {
                 tracing::warn!(error = %e, "verbs listener: cannot set up a QP for a request");
                 continue;
             }
-            if let Err(e) = id.accept(conn_param(&qp)) {
+            let param = conn_param(&qp);
+            let closed = Arc::new(PeerGone::default());
+            let mut conn = self.connection((qp, cq, pd), Arc::clone(&id), Arc::clone(&closed));
+            if self.prepost_stream_receives && self.srq.is_none() {
+                // Before the answer: the peer's first message (its RX advert) then finds a
+                // receive posted, instead of an RNR NAK and a retry (`qp.rs` MIN_RNR_TIMER).
+                if let Err(e) = conn.prepost_stream_receives() {
+                    tracing::warn!(error = %e, "verbs listener: cannot post a request's receives");
+                    continue;
+                }
+            }
+            if let Err(e) = id.accept(param) {
                 tracing::warn!(error = %e, "verbs listener: rdma_accept failed");
                 continue;
             }
-            let peer_qpn = id
-                .get_qp_attr(QueuePairState::ReadyToReceive)
-                .map(|a| a.dest_qp_num())
-                .unwrap_or(0);
             self.accepting.push(Accepting {
-                qp,
-                cq,
-                pd,
-                id,
-                peer_qpn,
+                conn,
+                closed,
                 since: Instant::now(),
             });
         }
         Ok(())
+    }
+
+    /// The connection of an answered request (its QP brought up to RTS).
+    fn connection(
+        &self,
+        (qp, cq, pd): (RcQp, Cq, Arc<ProtectionDomain>),
+        id: Arc<Identifier>,
+        closed: Arc<PeerGone>,
+    ) -> VerbsConnection {
+        let peer_qpn = id
+            .get_qp_attr(QueuePairState::ReadyToReceive)
+            .map(|a| a.dest_qp_num())
+            .unwrap_or(0);
+        // rdma_cm does not expose the peer's address through sideway; the QP's address vector
+        // holds the GID (and LID) the peer sends from, which is what its own connection reports
+        // as `local()`: callers match accepted connections to peers by that text.
+        let (gid, lid) = qp.remote_gid_lid().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "verbs listener: peer address unknown");
+            ([0; 16], 0)
+        });
+        let peer = EndpointAddr::Verbs {
+            gid,
+            qpn: peer_qpn,
+            qkey: 0,
+            lid,
+        };
+        let link = CmLink {
+            id,
+            channel: Arc::clone(&self.channel),
+            own_channel: false,
+            closed,
+        };
+        VerbsConnection::new(&self.dev, (qp, cq, pd), link, &self.config, peer)
     }
 
     /// Turns an accepting entry into a ready connection.
@@ -156,36 +195,9 @@ impl VerbsListener {
             tracing::warn!("verbs listener: too many unclaimed connections; dropping one");
             return;
         }
-        let closed = Arc::new(PeerGone::default());
         self.accepted.retain(|(weak, _)| weak.strong_count() > 0);
-        self.accepted
-            .push((Arc::downgrade(&a.id), Arc::clone(&closed)));
-        // rdma_cm does not expose the peer's address through sideway; the QP's address vector
-        // holds the GID (and LID) the peer sends from, which is what its own connection reports
-        // as `local()`: callers match accepted connections to peers by that text.
-        let (gid, lid) = a.qp.remote_gid_lid().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "verbs listener: peer address unknown");
-            ([0; 16], 0)
-        });
-        let peer = EndpointAddr::Verbs {
-            gid,
-            qpn: a.peer_qpn,
-            qkey: 0,
-            lid,
-        };
-        let link = CmLink {
-            id: a.id,
-            channel: Arc::clone(&self.channel),
-            own_channel: false,
-            closed,
-        };
-        self.ready.push_back(VerbsConnection::new(
-            &self.dev,
-            (a.qp, a.cq, a.pd),
-            link,
-            &self.config,
-            peer,
-        ));
+        self.accepted.push((a.conn.cm_id(), a.closed));
+        self.ready.push_back(a.conn);
     }
 
     /// Routes one event: new requests are queued, ESTABLISHED completes an accept, failures
@@ -202,7 +214,7 @@ impl VerbsListener {
         let Some(id) = event.cm_id() else {
             return;
         };
-        if let Some(i) = self.accepting.iter().position(|a| Arc::ptr_eq(&a.id, &id)) {
+        if let Some(i) = self.accepting.iter().position(|a| a.conn.is_for(&id)) {
             match kind {
                 EventType::Established => self.established(i),
                 EventType::AddressChange | EventType::TimewaitExit => {}
@@ -257,5 +269,9 @@ impl Listener for VerbsListener {
 
     fn local_addr(&self) -> SocketAddr {
         self.bind
+    }
+
+    fn serve_streams(&mut self) {
+        self.prepost_stream_receives = true;
     }
 }

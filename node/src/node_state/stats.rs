@@ -27,11 +27,13 @@ pub struct Stats {
     /// Times the fabric watchdog found a polling thread stuck inside one call.
     pub fabric_poller_stalls: AtomicU64,
     /// Idle periods of the fabric pollers: blocked on the clients' completion channels and
-    /// the poller's doorbell (verbs), ended by the doorbell (a new client, a woken blocked
-    /// command), and slept in short steps instead (providers without a descriptor to wait
-    /// on: libfabric's tcp and shm).
+    /// the poller's doorbell (verbs, libfabric's tcp), ended by the doorbell (a new client, a
+    /// woken blocked command, an arrival routed by another poller), looks that found work
+    /// waiting before the poller could block, and slept in short steps instead (providers
+    /// without a descriptor to wait on: libfabric's shm).
     pub fabric_poller_blocks: AtomicU64,
     pub fabric_poller_bell_wakes: AtomicU64,
+    pub fabric_poller_idle_retries: AtomicU64,
     pub fabric_poller_sleeps: AtomicU64,
     /// Fabric clients held by a polling thread stuck inside one call: nobody serves them
     /// until it returns, so `fabric_connected_clients` leaves them out.

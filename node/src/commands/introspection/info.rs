@@ -444,6 +444,10 @@ fn fabric(s: &mut Section<'_>, server: &NodeState) {
         "fabric_poller_bell_wakes",
         Stats::get(&st.fabric_poller_bell_wakes),
     );
+    s.field(
+        "fabric_poller_idle_retries",
+        Stats::get(&st.fabric_poller_idle_retries),
+    );
     s.field("fabric_poller_sleeps", Stats::get(&st.fabric_poller_sleeps));
     s.field(
         "fabric_stranded_clients",

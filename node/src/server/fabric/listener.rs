@@ -63,7 +63,10 @@ pub fn start<P: Provider>(
         },
     };
     endpoint.validate()?;
-    let listener = provider.listen(bind, &endpoint)?;
+    let mut listener = provider.listen(bind, &endpoint)?;
+    // Every connection becomes a client's Stream: verbs posts its first receives before it
+    // answers the client (no RNR NAK for the client's first message).
+    listener.serve_streams();
     let local = listener.local_addr();
     let name = provider.name().to_string();
     let thread_error = |what: &'static str, e: std::io::Error| bus::BusError::Invalid {

@@ -1,9 +1,11 @@
 //! A busy-polling thread serving fabric clients (DESIGN §5): it runs each request to
 //! completion on the thread that found it (progress, read, execute, write) and, when nothing
 //! happened for `rdma-busy-poll-us`, stops polling: it blocks on its clients' completion
-//! channels and its doorbell (rung for a new client, a woken blocked command, the close), or,
-//! where the provider has no descriptor to wait on (libfabric's tcp and shm endpoints), backs
-//! off step by step to short sleeps, so an idle node does not burn a core.
+//! channels (verbs: each client's; libfabric's tcp: the listener endpoint's one CQ
+//! descriptor) and its doorbell (rung for a new client, a woken blocked command, the close,
+//! an arrival another poller routed to one of its clients), or, where the provider has no
+//! descriptor to wait on (libfabric's shm), backs off step by step to short sleeps, so an
+//! idle node does not burn a core.
 //!
 //! The spin phase yields the core at each empty turn instead of spinning in place: on a host
 //! where the poller shares its core (clients, the node's other threads, a co-located
@@ -105,7 +107,10 @@ pub fn run<C: Connection>(server: Arc<Server>, slot: Arc<PollerSlot<C>>) {
             }
             // Polled again at once, but yielding first: a client that keeps answering
             // `Ready` without its turn doing anything must not make this a hard spin.
-            Idle::WorkWaiting => std::thread::yield_now(),
+            Idle::WorkWaiting => {
+                Stats::add(&server.stats.fabric_poller_idle_retries, 1);
+                std::thread::yield_now()
+            }
             Idle::CannotBlock => {
                 Stats::add(&server.stats.fabric_poller_sleeps, 1);
                 std::thread::sleep(sleep);

@@ -307,7 +307,7 @@ fn fabric(e: &mut Exposition, server: &Server) {
         "Fabric clients held by a poller stuck inside one call.",
         Stats::get(&st.fabric_stranded_clients) as f64,
     );
-    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 10] = [
+    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 11] = [
         (
             "rdma_store_fabric_connections_received_total",
             "Fabric connections accepted.",
@@ -337,6 +337,11 @@ fn fabric(e: &mut Exposition, server: &Server) {
             "rdma_store_fabric_poller_bell_wakes_total",
             "Blocked fabric pollers woken by their doorbell.",
             &st.fabric_poller_bell_wakes,
+        ),
+        (
+            "rdma_store_fabric_poller_idle_retries_total",
+            "Idle fabric pollers that found work waiting before they could block.",
+            &st.fabric_poller_idle_retries,
         ),
         (
             "rdma_store_fabric_poller_sleeps_total",
