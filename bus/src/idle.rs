@@ -12,7 +12,7 @@
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use crate::error::{BusError, Result};
@@ -47,6 +47,8 @@ pub struct Doorbell {
     fd: OwnedFd,
     /// The owner is looking at its connections to block, or blocked.
     waiting: AtomicBool,
+    /// Waits begun so far: tells one wait of the owner's from the next.
+    waits: AtomicU64,
 }
 
 impl Doorbell {
@@ -61,6 +63,7 @@ impl Doorbell {
         Ok(Doorbell {
             fd,
             waiting: AtomicBool::new(false),
+            waits: AtomicU64::new(0),
         })
     }
 
@@ -69,7 +72,19 @@ impl Doorbell {
     /// after a look found nothing rings (a ringer that hands work under a lock the look also
     /// takes either is seen by the look or sees this flag).
     pub fn begin_wait(&self) {
+        self.waits.fetch_add(1, SeqCst);
         self.waiting.store(true, SeqCst);
+    }
+
+    /// Which wait the owner is in (or last was): see [`Doorbell::waiting_in`].
+    pub fn wait_number(&self) -> u64 {
+        self.waits.load(SeqCst)
+    }
+
+    /// Whether the owner is still in wait number `wait` (between its `begin_wait` and
+    /// `end_wait`).
+    pub fn waiting_in(&self, wait: u64) -> bool {
+        self.waiting.load(SeqCst) && self.waits.load(SeqCst) == wait
     }
 
     /// The owner is polling again.
@@ -197,6 +212,19 @@ mod tests {
         bell.end_wait();
         bell.ring_if_waiting();
         assert!(!bell.drain());
+    }
+
+    #[test]
+    fn waiting_in_names_one_wait_only() {
+        let bell = Doorbell::new().unwrap();
+        bell.begin_wait();
+        let first = bell.wait_number();
+        assert!(bell.waiting_in(first));
+        bell.end_wait();
+        assert!(!bell.waiting_in(first), "that wait ended");
+        bell.begin_wait();
+        assert!(!bell.waiting_in(first), "a later wait is another one");
+        assert!(bell.waiting_in(bell.wait_number()));
     }
 
     #[test]

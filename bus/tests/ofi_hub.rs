@@ -1116,3 +1116,77 @@ fn an_idle_tcp_hub_connection_blocks_until_its_peer_sends_or_another_poll_routes
     );
     assert!(fds.is_empty());
 }
+
+/// Goal: of the threads polling one tcp hub's connections, one blocks on the hub's
+/// descriptor and the others on their doorbells only (a shared descriptor would wake every
+/// one of them for each one's traffic): the second thread's arming pushes no descriptor
+/// while the first waits on it; a SEND for the second wakes the first's descriptor, whose
+/// poll routes it and rings the second's bell. Once the first's wait is over, the second
+/// takes the descriptor; and when the holder's last connection leaves the hub, the others
+/// are woken to take it.
+#[test]
+fn one_thread_per_hub_blocks_on_the_descriptor_and_rings_the_others() {
+    let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
+    let (_listener, mut clients, mut accepted) = peers(&p, 2);
+    let (first, second) = accepted.split_at_mut(1);
+    let (a, b) = (&mut first[0], &mut second[0]);
+    for wr_id in 0..4 {
+        post_one_recv(a, wr_id);
+        post_one_recv(b, wr_id);
+    }
+    let (bell_a, bell_b) = (
+        Arc::new(Doorbell::new().unwrap()),
+        Arc::new(Doorbell::new().unwrap()),
+    );
+    a.attach_idle_bell(&bell_a);
+    b.attach_idle_bell(&bell_b);
+    arm_until_armed(a, &mut [&mut *b]);
+    arm_until_armed(b, &mut [&mut *a]);
+
+    // A's thread waits on the descriptor; B's arming then pushes none.
+    bell_a.begin_wait();
+    let fds_a = arm_until_armed(a, &mut [&mut *b]);
+    assert_eq!(fds_a.len(), 1, "A holds the descriptor: {fds_a:?}");
+    bell_b.begin_wait();
+    let mut fds_b = Vec::new();
+    assert_eq!(b.arm_idle_wait(&mut fds_b).unwrap(), IdleWait::Armed);
+    assert!(fds_b.is_empty(), "B waits on its bell only: {fds_b:?}");
+
+    // A SEND for B: A's descriptor wakes, A's poll routes it and rings B.
+    let mut client_b = clients.pop().unwrap();
+    let sender = std::thread::spawn(move || {
+        send_one(&mut client_b, 300);
+        client_b
+    });
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut out = Vec::new();
+    while !bell_b.drain() {
+        assert!(Instant::now() < deadline, "B's bell never rang");
+        let mut fds = Vec::new();
+        if a.arm_idle_wait(&mut fds).unwrap() == IdleWait::Armed && !fds.is_empty() {
+            wait_readable(&fds, Duration::from_millis(100)).unwrap();
+        }
+        a.poll(&mut out, 16).unwrap();
+    }
+    let _client_b = sender.join().unwrap();
+    bell_b.end_wait();
+    let mut got = Vec::new();
+    b.poll(&mut got, 16).unwrap();
+    assert!(got.iter().any(|c| c.op == bus::Op::Recv), "{got:?}");
+
+    // A's wait is over: B takes the descriptor.
+    bell_a.end_wait();
+    bell_b.begin_wait();
+    let fds_b = arm_until_armed(b, &mut [&mut *a]);
+    assert_eq!(fds_b.len(), 1, "B holds the descriptor now: {fds_b:?}");
+
+    // B's connection (its thread's last on this hub) leaves: A, waiting on its bell only, is
+    // woken to take the descriptor.
+    bell_a.begin_wait();
+    let mut fds_a = Vec::new();
+    assert_eq!(a.arm_idle_wait(&mut fds_a).unwrap(), IdleWait::Armed);
+    assert!(fds_a.is_empty(), "B holds it: {fds_a:?}");
+    bell_a.drain();
+    drop(accepted.pop());
+    assert!(bell_a.drain(), "the holder left and A was not woken");
+}

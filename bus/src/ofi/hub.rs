@@ -183,6 +183,28 @@ impl Inbox {
     }
 }
 
+/// A poller's connection left the hub: if it was its last one here and it waits on the
+/// descriptor for the others, they are woken to take the role (it may never poll this hub
+/// again, so their arrivals would wait for their wait's bound).
+fn release_descriptor_if_last(s: &mut HubState, bell: Option<&Arc<Doorbell>>) {
+    let (Some(gone), Some((holder, _))) = (bell, &s.descriptor_waiter) else {
+        return;
+    };
+    if !Arc::ptr_eq(gone, holder) {
+        return;
+    }
+    let still_here = s
+        .inboxes
+        .values()
+        .any(|i| i.bell.as_ref().is_some_and(|b| Arc::ptr_eq(b, gone)));
+    if !still_here {
+        s.descriptor_waiter = None;
+        for inbox in s.inboxes.values() {
+            inbox.wake();
+        }
+    }
+}
+
 /// The endpoint itself failed: every connection fails at its next poll, so every waiting
 /// poller is woken.
 fn break_hub(s: &mut HubState, reason: String) {
@@ -215,6 +237,9 @@ struct HubState {
     /// Whether a poll skips reading when another connection read since (tcp; see
     /// [`Hub::poll`]).
     read_once_per_round: bool,
+    /// The poller that blocks on the CQ descriptor for all of this hub's pollers, and the
+    /// wait it armed it in (see [`Hub::arm_idle_wait`]).
+    descriptor_waiter: Option<(Arc<Doorbell>, u64)>,
 }
 
 pub struct Hub {
@@ -304,6 +329,7 @@ impl Hub {
                 broken: None,
                 reads: 0,
                 read_once_per_round,
+                descriptor_waiter: None,
             }),
         })
     }
@@ -373,6 +399,7 @@ impl Hub {
         }
         if let Some(inbox) = s.inboxes.remove(&owner) {
             s.tx_held -= inbox.tx_held;
+            release_descriptor_if_last(&mut s, inbox.bell.as_ref());
         }
         if s.owner_of.get(&fi_addr) == Some(&owner) {
             s.owner_of.remove(&fi_addr);
@@ -454,9 +481,18 @@ impl Hub {
         if s.broken.is_some() {
             return Ok(IdleWait::Ready);
         }
-        match s.inboxes.get(&owner) {
-            Some(inbox) if inbox.items.is_empty() && inbox.fault.is_none() => {}
+        let bell = match s.inboxes.get(&owner) {
+            Some(inbox) if inbox.items.is_empty() && inbox.fault.is_none() => inbox.bell.clone(),
             _ => return Ok(IdleWait::Ready),
+        };
+        // One poller per hub blocks on the descriptor; the others block on their doorbells,
+        // which its poll rings when it routes them something (a descriptor shared by every
+        // poller would wake them all for each one's traffic). It holds the role for the wait
+        // it armed it in; once that wait is over, the next poller to look takes it.
+        if let (Some(mine), Some((holder, wait))) = (&bell, &s.descriptor_waiter) {
+            if !Arc::ptr_eq(mine, holder) && holder.waiting_in(*wait) {
+                return Ok(IdleWait::Armed);
+            }
         }
         // Another connection of this hub on the same thread armed the descriptor in this
         // look (the poller pushes its clients' descriptors in turn): one `fi_trywait` per
@@ -472,6 +508,10 @@ impl Hub {
             CqWait::Armed(fd) => {
                 if fds.last() != Some(&fd) {
                     fds.push(fd);
+                }
+                if let Some(mine) = bell {
+                    let wait = mine.wait_number();
+                    s.descriptor_waiter = Some((mine, wait));
                 }
                 IdleWait::Armed
             }
