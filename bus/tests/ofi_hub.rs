@@ -998,6 +998,26 @@ fn send_one(conn: &mut Conn, wr_id: u64) {
     }
 }
 
+/// A listener with two connected peers, each accepted side with 4 receives posted.
+fn two_peers_with_receives(p: &OfiProvider) -> (OfiListener, Vec<Conn>, Vec<Conn>) {
+    let (listener, clients, mut accepted) = peers(p, 2);
+    for conn in accepted.iter_mut() {
+        for wr_id in 0..4 {
+            post_one_recv(conn, wr_id);
+        }
+    }
+    (listener, clients, accepted)
+}
+
+/// `send_one` from another thread (the peer's connection setup needs our side's progress
+/// too); the connection comes back with the join.
+fn send_from_thread(mut conn: Conn, wr_id: u64) -> std::thread::JoinHandle<Conn> {
+    std::thread::spawn(move || {
+        send_one(&mut conn, wr_id);
+        conn
+    })
+}
+
 /// Polls `conn` (and `others`, which may route for it) until `arm_idle_wait` says `Armed`:
 /// what connection setup left to do is done. Returns the descriptors it pushed.
 fn arm_until_armed(conn: &mut Conn, others: &mut [&mut Conn]) -> Vec<std::os::fd::RawFd> {
@@ -1028,28 +1048,21 @@ fn arm_until_armed(conn: &mut Conn, others: &mut [&mut Conn]) -> Vec<std::os::fd
 #[test]
 fn an_idle_tcp_hub_connection_blocks_until_its_peer_sends_or_another_poll_routes_for_it() {
     let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
-    let (_listener, mut clients, mut accepted) = peers(&p, 2);
+    let (_listener, mut clients, mut accepted) = two_peers_with_receives(&p);
     let (first, second) = accepted.split_at_mut(1);
     let (a, b) = (&mut first[0], &mut second[0]);
-    for wr_id in 0..4 {
-        post_one_recv(a, wr_id);
-        post_one_recv(b, wr_id);
-    }
     let fds = arm_until_armed(a, &mut [&mut *b]);
     assert_eq!(fds.len(), 1, "one descriptor for the hub: {fds:?}");
     let fd = fds[0];
     // Armed with nothing coming: the descriptor stays quiet (a descriptor readable while
     // there is nothing to do would make an idle poller spin).
     assert!(!wait_readable(&[fd], Duration::from_millis(200)).unwrap());
-    let mut client_b = clients.pop().unwrap();
-    let mut client_a = clients.pop().unwrap();
+    let client_b = clients.pop().unwrap();
+    let client_a = clients.pop().unwrap();
 
     // The peer's SEND (from another thread: its connection's setup needs our progress too)
     // wakes the descriptor; each time A arms again, the descriptor wakes for what is left.
-    let sender = std::thread::spawn(move || {
-        send_one(&mut client_a, 100);
-        client_a
-    });
+    let sender = send_from_thread(client_a, 100);
     let mut got = Vec::new();
     let deadline = Instant::now() + STEP_TIMEOUT;
     let mut blocked = 0;
@@ -1074,10 +1087,7 @@ fn an_idle_tcp_hub_connection_blocks_until_its_peer_sends_or_another_poll_routes
     arm_until_armed(b, &mut [&mut *a]);
     bell.drain();
     bell.begin_wait();
-    let sender = std::thread::spawn(move || {
-        send_one(&mut client_b, 200);
-        client_b
-    });
+    let sender = send_from_thread(client_b, 200);
     let deadline = Instant::now() + STEP_TIMEOUT;
     let mut out = Vec::new();
     while !bell.drain() {
@@ -1085,7 +1095,7 @@ fn an_idle_tcp_hub_connection_blocks_until_its_peer_sends_or_another_poll_routes
         a.poll(&mut out, 16).unwrap();
     }
     bell.end_wait();
-    let mut client_b = sender.join().unwrap();
+    let client_b = sender.join().unwrap();
     let mut fds = Vec::new();
     assert_eq!(b.arm_idle_wait(&mut fds).unwrap(), IdleWait::Ready);
     let mut got = Vec::new();
@@ -1093,10 +1103,7 @@ fn an_idle_tcp_hub_connection_blocks_until_its_peer_sends_or_another_poll_routes
     assert!(got.iter().any(|c| c.op == bus::Op::Recv), "{got:?}");
 
     // B's thread is polling (not waiting): a delivery for it rings nothing.
-    let sender = std::thread::spawn(move || {
-        send_one(&mut client_b, 201);
-        client_b
-    });
+    let sender = send_from_thread(client_b, 201);
     let deadline = Instant::now() + STEP_TIMEOUT;
     let mut got = Vec::new();
     while !got.iter().any(|c: &Completion| c.op == bus::Op::Recv) {
@@ -1127,13 +1134,9 @@ fn an_idle_tcp_hub_connection_blocks_until_its_peer_sends_or_another_poll_routes
 #[test]
 fn one_thread_per_hub_blocks_on_the_descriptor_and_rings_the_others() {
     let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");
-    let (_listener, mut clients, mut accepted) = peers(&p, 2);
+    let (_listener, mut clients, mut accepted) = two_peers_with_receives(&p);
     let (first, second) = accepted.split_at_mut(1);
     let (a, b) = (&mut first[0], &mut second[0]);
-    for wr_id in 0..4 {
-        post_one_recv(a, wr_id);
-        post_one_recv(b, wr_id);
-    }
     let (bell_a, bell_b) = (
         Arc::new(Doorbell::new().unwrap()),
         Arc::new(Doorbell::new().unwrap()),
@@ -1153,11 +1156,8 @@ fn one_thread_per_hub_blocks_on_the_descriptor_and_rings_the_others() {
     assert!(fds_b.is_empty(), "B waits on its bell only: {fds_b:?}");
 
     // A SEND for B: A's descriptor wakes, A's poll routes it and rings B.
-    let mut client_b = clients.pop().unwrap();
-    let sender = std::thread::spawn(move || {
-        send_one(&mut client_b, 300);
-        client_b
-    });
+    let client_b = clients.pop().unwrap();
+    let sender = send_from_thread(client_b, 300);
     let deadline = Instant::now() + STEP_TIMEOUT;
     let mut out = Vec::new();
     while !bell_b.drain() {

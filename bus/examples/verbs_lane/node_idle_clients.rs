@@ -123,13 +123,12 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// RNR NAKs the rxe device has received (a message that found no receive posted; 0 if the
-/// counter is missing).
-fn rnr_naks() -> u64 {
-    std::fs::read_to_string("/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_rnr_err")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+/// RNR NAKs the rxe device has received (a message that found no receive posted). A missing
+/// counter is an error: read as 0 it would pass the bound below whatever happened.
+fn rnr_naks() -> R<u64> {
+    const COUNTER: &str = "/sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_rnr_err";
+    let text = std::fs::read_to_string(COUNTER).map_err(|e| format!("reading {COUNTER}: {e}"))?;
+    Ok(text.trim().parse()?)
 }
 
 /// Resident KiB of the process's mappings of the verbs device (`/dev/infiniband/uverbs*`):
@@ -194,7 +193,7 @@ pub fn test_node_idle_clients() -> R {
     let rss_before = kib_field(&format!("/proc/{pid}/status"), "VmRSS:")?;
     let queues_before = uverbs_rss_kib(pid)?;
     let available_before = kib_field("/proc/meminfo", "MemAvailable:")?;
-    let rnr_before = rnr_naks();
+    let rnr_before = rnr_naks()?;
     let started = Instant::now();
     let mut clients = Vec::with_capacity(clients_wanted);
     for i in 0..clients_wanted {
@@ -220,7 +219,7 @@ pub fn test_node_idle_clients() -> R {
         }
         clients.push(c);
     }
-    let naks = rnr_naks().saturating_sub(rnr_before);
+    let naks = rnr_naks()?.saturating_sub(rnr_before);
     let connecting = format!(
         "{clients_wanted} clients connected and answered in {:.1} s (RNR NAKs received by \
          rxe0 meanwhile: {naks})",

@@ -93,9 +93,8 @@ impl Endpoint {
                     f(domain.raw, &mut cq_attr, cq, ptr::null_mut())
                 })
             };
-            let mut rc = -sys::FI_EINVAL;
-            if ask_wait_fd {
-                rc = open_cq(sys::FI_WAIT_FD, &mut me.cq);
+            let with_fd = ask_wait_fd && {
+                let rc = open_cq(sys::FI_WAIT_FD, &mut me.cq);
                 if rc != 0 {
                     tracing::debug!(
                         reason = %domain.lib.strerror(rc),
@@ -103,10 +102,13 @@ impl Endpoint {
                     );
                     me.cq = ptr::null_mut();
                 }
-            }
-            if me.cq.is_null() {
-                rc = open_cq(sys::FI_WAIT_NONE, &mut me.cq);
-            }
+                rc == 0
+            };
+            let rc = if with_fd {
+                0
+            } else {
+                open_cq(sys::FI_WAIT_NONE, &mut me.cq)
+            };
             domain.check("fi_cq_open", rc)?;
             let mut av_attr = sys::FiAvAttr {
                 type_: sys::FI_AV_TABLE,
@@ -142,7 +144,7 @@ impl Endpoint {
                 "fi_enable",
                 control(ep_fid, sys::FI_ENABLE, ptr::null_mut()),
             )?;
-            if ask_wait_fd {
+            if with_fd {
                 me.wait_fd = me.cq_wait_fd();
             }
             let getname = (*(*me.ep).cm)

@@ -473,9 +473,9 @@ impl Hub {
 
     /// Whether the thread polling connection `owner` may block (see `crate::idle`): `Ready`
     /// if its inbox holds something (or it has failed: its next poll says so), `Armed` with
-    /// the endpoint's wait descriptor pushed to `fds` (unless it is the last one there: the
-    /// other connections of this hub on the same thread push the same) once `fi_trywait`
-    /// allows, `Unsupported` on an endpoint without one (shm).
+    /// the endpoint's wait descriptor pushed to `fds` once `fi_trywait` allows (nothing
+    /// pushed when this thread's look pushed it already, or another thread waits on it),
+    /// `Unsupported` on an endpoint without one (shm).
     pub fn arm_idle_wait(&self, owner: u64, fds: &mut Vec<RawFd>) -> Result<IdleWait, BusError> {
         let mut s = self.state.lock();
         if s.broken.is_some() {
@@ -506,9 +506,7 @@ impl Hub {
             CqWait::NoDescriptor => IdleWait::Unsupported,
             CqWait::Ready => IdleWait::Ready,
             CqWait::Armed(fd) => {
-                if fds.last() != Some(&fd) {
-                    fds.push(fd);
-                }
+                fds.push(fd);
                 if let Some(mine) = bell {
                     let wait = mine.wait_number();
                     s.descriptor_waiter = Some((mine, wait));

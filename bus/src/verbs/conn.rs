@@ -207,6 +207,11 @@ impl VerbsConnection {
         Arc::downgrade(&self.id)
     }
 
+    /// The flag its listener's thread marks when rdma_cm reports the peer gone.
+    pub(super) fn peer_gone(&self) -> Arc<PeerGone> {
+        Arc::clone(&self.closed)
+    }
+
     /// Whether `id` is this connection's rdma_cm identifier.
     pub(super) fn is_for(&self, id: &Arc<Identifier>) -> bool {
         Arc::ptr_eq(&self.id, id)

@@ -49,8 +49,6 @@ const LISTEN_BACKLOG: i32 = 64;
 /// built (and, for Streams, its first receives posted) before the answer.
 struct Accepting {
     conn: VerbsConnection,
-    /// Its peer-gone flag, for `accepted` once handed out.
-    closed: Arc<PeerGone>,
     since: Instant,
 }
 
@@ -132,8 +130,7 @@ impl VerbsListener {
                 continue;
             }
             let param = conn_param(&qp);
-            let closed = Arc::new(PeerGone::default());
-            let mut conn = self.connection((qp, cq, pd), Arc::clone(&id), Arc::clone(&closed));
+            let mut conn = self.connection((qp, cq, pd), Arc::clone(&id));
             if self.prepost_stream_receives && self.srq.is_none() {
                 // Before the answer: the peer's first message (its RX advert) then finds a
                 // receive posted, instead of an RNR NAK and a retry (`qp.rs` MIN_RNR_TIMER).
@@ -148,7 +145,6 @@ impl VerbsListener {
             }
             self.accepting.push(Accepting {
                 conn,
-                closed,
                 since: Instant::now(),
             });
         }
@@ -160,7 +156,6 @@ impl VerbsListener {
         &self,
         (qp, cq, pd): (RcQp, Cq, Arc<ProtectionDomain>),
         id: Arc<Identifier>,
-        closed: Arc<PeerGone>,
     ) -> VerbsConnection {
         let peer_qpn = id
             .get_qp_attr(QueuePairState::ReadyToReceive)
@@ -183,7 +178,7 @@ impl VerbsListener {
             id,
             channel: Arc::clone(&self.channel),
             own_channel: false,
-            closed,
+            closed: Arc::new(PeerGone::default()),
         };
         VerbsConnection::new(&self.dev, (qp, cq, pd), link, &self.config, peer)
     }
@@ -196,7 +191,7 @@ impl VerbsListener {
             return;
         }
         self.accepted.retain(|(weak, _)| weak.strong_count() > 0);
-        self.accepted.push((a.conn.cm_id(), a.closed));
+        self.accepted.push((a.conn.cm_id(), a.conn.peer_gone()));
         self.ready.push_back(a.conn);
     }
 
