@@ -17,8 +17,8 @@
 #                         SKIP_DEPS=1 (scripts/test.sh's switch) does the same
 #   RXE_KERNEL_VERSION    pin the Debian kernel (default: what linux-image-amd64 depends on)
 #   VERBS_LANE_IDLE_CLIENTS  clients node_idle_clients holds at once (default 1000: ~30 s
-#                         under TCG; the node takes ~2 MiB per verbs client, the clients
-#                         ~0.75 MiB each, hence the guest's memory)
+#                         under TCG; the node takes ~0.5 MiB per idle verbs client, the
+#                         kernel and the clients ~0.4 MiB more, hence the guest's memory)
 #   VERBS_LANE_MEM_MB     guest memory (default 5120)
 #   VERBS_LANE_CHECK_TIMEOUT_S  bound on each guest check in seconds (default 180)
 set -euo pipefail

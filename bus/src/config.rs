@@ -9,8 +9,13 @@ use crate::error::BusError;
 pub const MAX_INLINE_DEFAULT: usize = 256;
 /// Above this no NIC we target accepts inline data; larger values are a config mistake.
 pub const MAX_INLINE_LIMIT: usize = 1024;
-/// Default outstanding send/recv work requests per queue pair (Valkey-over-RDMA uses 1024).
-pub const WR_DEFAULT: u32 = 1024;
+/// Default outstanding send/recv work requests per queue pair: what a Stream uses
+/// (`stream::SEND_WR_NEEDED`, `RECV_WR_NEEDED`: 224) with room to spare. Valkey-over-RDMA
+/// uses 1024, but a queue's memory is taken at creation whatever is posted, per connection:
+/// rxe allocated 1,676 KiB of queues per idle client at 1024 (512-byte send WQEs with 256
+/// bytes inline). One under a power of two because rxe rounds depth + 1 up to one (mlx5
+/// rounds the depth itself): 255 takes 256 slots where 256 would take 512.
+pub const WR_DEFAULT: u32 = 255;
 /// Bounds on work-request depths: fewer than 16 starves pipelining; more than 16384 is past what
 /// mlx5 and rxe allow per QP and only pins memory.
 pub const WR_MIN: u32 = 16;

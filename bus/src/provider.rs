@@ -242,6 +242,20 @@ pub trait Provider: Clone + Send + Sync + 'static {
         config: &EndpointConfig,
         timeout: Duration,
     ) -> Result<Self::Conn>;
+    /// [`Provider::connect`] for a connection that will carry a client [`Stream`]: verbs
+    /// posts the Stream's first command receives before the handshake ends (the Stream
+    /// adopts them, [`Connection::take_preposted_receives`]), so the listener's first
+    /// message finds one instead of an RNR NAK and a retry. The others connect as usual.
+    ///
+    /// [`Stream`]: crate::stream::Stream
+    fn connect_for_stream(
+        &self,
+        to: SocketAddr,
+        config: &EndpointConfig,
+        timeout: Duration,
+    ) -> Result<Self::Conn> {
+        self.connect(to, config, timeout)
+    }
     /// Opens a datagram endpoint.
     fn datagram(&self, config: &EndpointConfig) -> Result<Self::Datagram>;
     /// Opens a datagram endpoint on the interface of `ip` where the provider addresses

@@ -124,7 +124,8 @@ struct ConnectJob {
 impl WithProvider for ConnectJob {
     type Output = Result<Box<dyn ByteStream>>;
     fn run<P: Provider>(self, provider: P) -> Self::Output {
-        let conn = provider.connect(self.to, &EndpointConfig::default(), self.timeout)?;
+        let conn =
+            provider.connect_for_stream(self.to, &EndpointConfig::default(), self.timeout)?;
         let mut stream = Stream::client(conn, self.rx_size)?;
         // Servers on providers without connection state (ofi) drop silent clients.
         stream.set_client_keepalive(true);

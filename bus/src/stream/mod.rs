@@ -42,9 +42,17 @@ pub const RX_SIZE_DEFAULT: usize = 1024 * 1024;
 pub const PREAUTH_RX_LEN: usize = 8 * 1024;
 /// TX staging of such a stream: replies to an unproven peer go out in pieces this big.
 pub const PREAUTH_TX_LEN: usize = 4 * 1024;
-/// Posted command receives (VALKEY_RDMA_MAX_WQE). Every control message and every WRITE WITH
-/// IMM consumes one; they are re-posted as handled.
-pub const RECV_SLOTS: usize = 1024;
+/// RX and TX staging of a server stream once its peer may use the full window: a granted
+/// window starts this small and doubles, up to `rdma-rx-size`, when traffic fills it (see
+/// `window.rs`), so an idle client pins 128 KiB, not twice `rdma-rx-size`.
+pub const GRANTED_START_LEN: usize = RX_SIZE_MIN;
+/// Posted command receives. Every control message and every WRITE WITH IMM consumes one; they
+/// are re-posted as handled. Valkey posts 1024 (VALKEY_RDMA_MAX_WQE); we post what a peer of
+/// ours can have in flight (its data writes and control messages), because a receive queue's
+/// memory is the device's whatever is posted (rxe: 64 bytes a slot, rounded to a power of
+/// two). A peer that outruns them (a Valkey client with hundreds of tiny WRITEs in flight)
+/// meets an RNR NAK and its retry (forever, 0.64 ms apart): slower, never lost.
+pub const RECV_SLOTS: usize = 224;
 /// Command receives a pre-auth stream posts (in a command region this small): an unproven
 /// peer needs a handful (AUTH is one WRITE, plus its adverts and keepalives), and the
 /// connection's receive queue then holds 32 entries, not [`RECV_SLOTS`]. The rest are
@@ -55,9 +63,15 @@ pub const PREAUTH_RECV_SLOTS: usize = 32;
 pub const CONTROL_SEND_SLOTS: usize = 32;
 /// Control messages queued behind busy send slots before the peer is judged to flood us.
 pub const PENDING_CONTROL_MAX: usize = 64;
-/// Data WRITEs in flight at once; with the control slots this stays within the default send
-/// queue of 1024 (Valkey signals every 512th data WR, the same bound in effect).
-pub const DATA_WRITES_MAX: usize = 512;
+/// Data WRITEs in flight at once; with the control slots this fills a peer's receives
+/// ([`RECV_SLOTS`]) and stays within the default send queue ([`crate::config::WR_DEFAULT`]).
+/// A stream writes one WRITE per flush of contiguous bytes: a pipeline is one, so 192 in
+/// flight is far past what a request-reply stream uses.
+pub const DATA_WRITES_MAX: usize = 192;
+/// The send queue depth a stream needs (`rdma-send-wr` may not be less).
+pub const SEND_WR_NEEDED: usize = CONTROL_SEND_SLOTS + DATA_WRITES_MAX;
+/// The receive queue depth a stream needs (`rdma-recv-wr` may not be less).
+pub const RECV_WR_NEEDED: usize = RECV_SLOTS;
 /// Longest a closing client waits for its goodbye to be delivered before it drops the stream
 /// anyway (see [`Stream::begin_goodbye`]).
 pub const GOODBYE_WAIT: Duration = Duration::from_millis(200);
@@ -75,8 +89,11 @@ pub const POLL_ROUNDS_MAX: usize = 8;
 
 const _: () = assert!(RX_SIZE_MIN <= RX_SIZE_DEFAULT && RX_SIZE_DEFAULT <= RX_SIZE_MAX);
 const _: () = assert!(PREAUTH_RX_LEN < RX_SIZE_MIN && PREAUTH_TX_LEN < RX_SIZE_MIN);
-const _: () = assert!(CONTROL_SEND_SLOTS + DATA_WRITES_MAX <= crate::config::WR_DEFAULT as usize);
-const _: () = assert!(RECV_SLOTS <= crate::config::WR_DEFAULT as usize);
+const _: () = assert!(SEND_WR_NEEDED <= crate::config::WR_DEFAULT as usize);
+const _: () = assert!(RECV_WR_NEEDED <= crate::config::WR_DEFAULT as usize);
+// Everything a peer of ours can have in flight finds a receive posted.
+const _: () = assert!(CONTROL_SEND_SLOTS + DATA_WRITES_MAX <= RECV_SLOTS);
+const _: () = assert!(RX_SIZE_MIN <= GRANTED_START_LEN && GRANTED_START_LEN <= RX_SIZE_DEFAULT);
 const _: () = assert!(PREAUTH_RECV_SLOTS <= RECV_SLOTS);
 // RegisterXferMemory carries the length as u32.
 const _: () = assert!(RX_SIZE_MAX <= u32::MAX as usize);

@@ -10,8 +10,8 @@ use crate::provider::{Completion, Connection, LocalSlice, Region, RemoteRegion, 
 
 use super::control::{ControlMsg, CONTROL_MSG_LEN};
 use super::{
-    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, PREAUTH_RECV_SLOTS, PREAUTH_RX_LEN, PREAUTH_TX_LEN,
-    RECV_SLOTS, RX_SIZE_MAX, RX_SIZE_MIN,
+    CONTROL_SEND_SLOTS, DATA_WRITES_MAX, GRANTED_START_LEN, PREAUTH_RECV_SLOTS, PREAUTH_RX_LEN,
+    PREAUTH_TX_LEN, RECV_SLOTS, RX_SIZE_MAX, RX_SIZE_MIN,
 };
 
 /// The top byte of a wr_id says what it was for; the rest is a slot index or a byte count.
@@ -48,6 +48,8 @@ pub struct StreamStats {
     pub rx_readvertised: u64,
     /// Times `write` accepted less than asked because the peer's window or staging was full.
     pub window_stalls: u64,
+    /// Times the RX buffer or TX staging grew (see `window.rs`).
+    pub window_grows: u64,
     pub protocol_errors: u64,
 }
 
@@ -105,20 +107,25 @@ pub struct Stream<C: Connection> {
 }
 
 impl<C: Connection> Stream<C> {
-    /// The server end of an accepted connection, with an RX buffer of `rx_size` bytes
-    /// (`rdma-rx-size`, 64 KiB..16 MiB). Its regions are the connection's own
+    /// The server end of an accepted connection, with an RX buffer and TX staging of
+    /// [`GRANTED_START_LEN`] that grow by need up to `rx_size` bytes (`rdma-rx-size`,
+    /// 64 KiB..16 MiB; see `window.rs`). Its regions are the connection's own
     /// ([`Connection::register`]).
     pub fn server(conn: C, rx_size: usize) -> Result<Self> {
         check_rx_size(rx_size)?;
-        let full = Sizes::full(rx_size);
-        Self::new(conn, full, full, Role::Server)
+        let start = Sizes {
+            rx_len: GRANTED_START_LEN.min(rx_size),
+            tx_len: GRANTED_START_LEN.min(rx_size),
+            recv_slots: RECV_SLOTS,
+        };
+        Self::new(conn, start, Sizes::full(rx_size), true, Role::Server)
     }
 
     /// The server end of a connection whose peer has not proven who it is yet: a small
     /// window ([`PREAUTH_RX_LEN`] to receive, [`PREAUTH_TX_LEN`] of staging,
     /// [`PREAUTH_RECV_SLOTS`] command receives) until
-    /// [`grant_full_window`](Self::grant_full_window), then `rx_size` and [`RECV_SLOTS`]
-    /// (see `window.rs`).
+    /// [`grant_full_window`](Self::grant_full_window), then as [`Stream::server`] (see
+    /// `window.rs`).
     pub fn server_preauth(conn: C, rx_size: usize) -> Result<Self> {
         check_rx_size(rx_size)?;
         let small = Sizes {
@@ -126,17 +133,18 @@ impl<C: Connection> Stream<C> {
             tx_len: PREAUTH_TX_LEN,
             recv_slots: PREAUTH_RECV_SLOTS,
         };
-        Self::new(conn, small, Sizes::full(rx_size), Role::Server)
+        Self::new(conn, small, Sizes::full(rx_size), false, Role::Server)
     }
 
-    /// The client end of a connection.
+    /// The client end of a connection, with the whole `rx_size` from the start: a client
+    /// opens a connection to use it.
     pub fn client(conn: C, rx_size: usize) -> Result<Self> {
         check_rx_size(rx_size)?;
         let full = Sizes::full(rx_size);
-        Self::new(conn, full, full, Role::Client)
+        Self::new(conn, full, full, true, Role::Client)
     }
 
-    fn new(mut conn: C, start: Sizes, full: Sizes, role: Role) -> Result<Self> {
+    fn new(mut conn: C, start: Sizes, full: Sizes, granted: bool, role: Role) -> Result<Self> {
         let Sizes {
             rx_len,
             tx_len,
@@ -176,7 +184,7 @@ impl<C: Connection> Stream<C> {
             pending_control: VecDeque::new(),
             tx: Some(tx),
             tx_len,
-            window: super::window::Window::new(start, full),
+            window: super::window::Window::new(full, granted),
             tx_accepted: 0,
             tx_posted: 0,
             tx_done: 0,
@@ -294,6 +302,7 @@ impl<C: Connection> Stream<C> {
                 _ => Ok(0),
             };
         }
+        self.window.note_unread(self.readable());
         let rx = self.rx.as_ref().ok_or_else(|| self.closed_error())?;
         rx.read(self.rx_read, &mut buf[..n])?;
         self.rx_read += n;
@@ -304,11 +313,11 @@ impl<C: Connection> Stream<C> {
             }
         } else if self.rx_read == self.rx_len {
             // Drained the whole buffer: the peer may start over from its beginning (in a
-            // fresh, larger buffer if the full window was granted meanwhile).
+            // fresh, larger buffer if the window grows: `window.rs`).
             self.rx_read = 0;
             self.rx_landed = 0;
             self.stats.rx_readvertised += 1;
-            if let Err(e) = self.grow_rx_if_granted().and_then(|()| self.advertise_rx()) {
+            if let Err(e) = self.grow_rx_at_drain().and_then(|()| self.advertise_rx()) {
                 return Err(self.fail(e));
             }
         }
@@ -323,16 +332,19 @@ impl<C: Connection> Stream<C> {
 
     /// Bytes `write` would accept now: bounded by the peer's advertised window and by staging.
     pub fn writable(&self) -> usize {
+        let staging = self.tx_len as u64 - (self.tx_accepted - self.tx_done);
+        self.peer_room().min(staging as usize)
+    }
+
+    /// What remains of the peer's advertised window past the bytes accepted for it.
+    fn peer_room(&self) -> usize {
         let Some(peer) = self.peer_rx else {
             return 0;
         };
         let unposted = self.tx_accepted - self.tx_posted;
-        let window = peer
-            .len
+        peer.len
             .saturating_sub(self.peer_offset)
-            .saturating_sub(unposted);
-        let staging = self.tx_len as u64 - (self.tx_accepted - self.tx_done);
-        window.min(staging) as usize
+            .saturating_sub(unposted) as usize
     }
 
     /// Copies as much of `data` as the peer's window and the staging buffer allow; returns how
@@ -341,12 +353,15 @@ impl<C: Connection> Stream<C> {
         if self.closed.is_some() {
             return Err(self.closed_error());
         }
-        if let Err(e) = self.grow_tx_if_granted() {
+        if let Err(e) = self.grow_tx_when_empty() {
             return Err(self.fail(e));
         }
         let n = data.len().min(self.writable());
         if n < data.len() {
             self.stats.window_stalls += 1;
+            if n < self.peer_room() {
+                self.window.note_tx_short();
+            }
         }
         let start = (self.tx_accepted % self.tx_len as u64) as usize;
         let first = n.min(self.tx_len - start);

@@ -831,6 +831,68 @@ fn the_preauth_staging_grows_when_empty_after_the_grant() {
     assert_eq!(got, reply);
 }
 
+/// Goal: a server end's window follows its client's traffic (issue 19, "grown on demand"):
+/// it starts at `GRANTED_START_LEN` whatever `rdma-rx-size` says; a client sending small
+/// requests one at a time never grows it, however many it sends; one that fills the window
+/// doubles it at each drain up to `rdma-rx-size`; staging grows the same way when a reply
+/// outgrows it; the bytes stay intact throughout.
+#[test]
+fn a_server_window_grows_with_its_clients_traffic_and_stays_small_when_idle() {
+    let full = 16 * RX_SIZE_MIN;
+    let mut d = duo_sized(34, Faults::default(), full, full);
+    d.pump(Duration::from_micros(100));
+    assert_eq!(d.server.rx_window(), GRANTED_START_LEN);
+    assert_eq!(d.server.tx_staging(), GRANTED_START_LEN);
+    assert_eq!(
+        d.client.peer_window().unwrap().len,
+        GRANTED_START_LEN as u64
+    );
+
+    // Small requests, each read as it lands: several drains, no growth.
+    let mut buf = vec![0u8; 64 * 1024];
+    // 128 bytes divide the window: each request fits whole before a drain.
+    let request = [b'x'; 128];
+    for _ in 0..(3 * GRANTED_START_LEN / request.len()) {
+        assert_eq!(d.client.write(&request).unwrap(), request.len());
+        d.client.flush().unwrap();
+        d.pump(Duration::from_micros(20));
+        assert_eq!(d.server.read(&mut buf).unwrap(), request.len());
+        // Small replies: staging never runs short.
+        assert_eq!(d.server.write(b"+OK\r\n").unwrap(), 5);
+        d.server.flush().unwrap();
+        d.pump(Duration::from_micros(20));
+        assert_eq!(d.client.read(&mut buf).unwrap(), 5);
+    }
+    assert!(d.server.stats().rx_readvertised >= 2);
+    assert_eq!(d.server.stats().window_grows, 0);
+    assert_eq!(d.server.rx_window(), GRANTED_START_LEN);
+    assert_eq!(d.server.tx_staging(), GRANTED_START_LEN);
+
+    // A bulk writer: the window doubles at each drain until it is the full size.
+    fill_and_drain(&mut d, 8 * full);
+    d.pump(Duration::from_micros(100));
+    assert_eq!(d.server.rx_window(), full);
+    assert_eq!(d.client.peer_window().unwrap().len, full as u64);
+
+    // A reply larger than staging: staging doubles each time it empties.
+    let reply: Vec<u8> = (0..3 * full as u32).map(|i| (i % 253) as u8).collect();
+    let (mut sent, mut got) = (0, Vec::new());
+    for _ in 0..10_000 {
+        if got.len() == reply.len() {
+            break;
+        }
+        sent += d.server.write(&reply[sent..]).unwrap();
+        d.server.flush().unwrap();
+        d.pump(Duration::from_micros(20));
+        let n = d.client.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got == reply, "the reply arrived intact");
+    assert_eq!(d.server.tx_staging(), full);
+    // 64 KiB to 1 MiB is four doublings each.
+    assert_eq!(d.server.stats().window_grows, 8);
+}
+
 /// Goal: closing a stream deregisters its regions at once (RX once what landed was read):
 /// the peer's WRITE into the closed side's window is refused afterwards.
 #[test]

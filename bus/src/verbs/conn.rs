@@ -74,8 +74,9 @@ pub struct VerbsConnection {
     closed: Arc<PeerGone>,
     /// Whether the QP has been moved to the error state after `closed`.
     flushed: bool,
-    /// A Stream's first command receives, posted by the listener before it answered the peer
-    /// (taken by the Stream built on this connection).
+    /// A Stream's first command receives, posted before the handshake ended (by the listener
+    /// before it answered the peer, or by `connect` for a Stream), taken by the Stream built
+    /// on this connection.
     preposted: Option<VerbsRegion>,
     /// Keeps the device open as long as the connection (its regions hold only their PD).
     _dev: Arc<Device>,
@@ -486,12 +487,21 @@ impl Connection for VerbsConnection {
     }
 }
 
+/// What a new connection is for: a Stream's connection posts the Stream's first command
+/// receives before it completes the handshake (see [`Provider::connect_for_stream`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnectFor {
+    Any,
+    Stream,
+}
+
 pub(crate) fn connect(
     dev: &Arc<Device>,
     to: SocketAddr,
     config: &EndpointConfig,
     timeout: Duration,
     srq: Option<&Arc<SrqShared>>,
+    purpose: ConnectFor,
 ) -> Result<VerbsConnection> {
     config.validate()?;
     if let Some(srq) = srq {
@@ -515,8 +525,6 @@ pub(crate) fn connect(
     // With our own QP, rdma_cm stops at CONNECT_RESPONSE: we bring the QP up and establish.
     cm::expect(&channel, &id, EventType::ConnectResponse, deadline, timeout)?;
     qp.bring_up(dev, &cq, &id)?;
-    id.establish()
-        .map_err(|e| lib_error("rdma_establish", &e))?;
     let peer_qpn = id
         .get_qp_attr(QueuePairState::ReadyToReceive)
         .map(|a| a.dest_qp_num())
@@ -527,7 +535,6 @@ pub(crate) fn connect(
         qkey: 0,
         lid: 0,
     };
-    tracing::debug!(%to, %peer, "verbs connection established");
     let closed = Arc::new(PeerGone::default());
     let link = CmLink {
         id,
@@ -535,5 +542,15 @@ pub(crate) fn connect(
         own_channel: true,
         closed,
     };
-    Ok(VerbsConnection::new(dev, (qp, cq, pd), link, config, peer))
+    let mut conn = VerbsConnection::new(dev, (qp, cq, pd), link, config, peer);
+    if purpose == ConnectFor::Stream && srq.is_none() {
+        // Before the handshake ends: the listener's Stream sends its RX advert as soon as it
+        // has the connection, and it then finds a receive posted instead of an RNR NAK.
+        conn.prepost_stream_receives()?;
+    }
+    conn.id
+        .establish()
+        .map_err(|e| lib_error("rdma_establish", &e))?;
+    tracing::debug!(%to, peer = %conn.peer, "verbs connection established");
+    Ok(conn)
 }

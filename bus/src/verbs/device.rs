@@ -8,6 +8,7 @@ use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{DeviceContext, PortState};
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 
+use super::conn::ConnectFor;
 use super::{error_chain, lib_error, PROVIDER};
 use crate::access::Access;
 use crate::config::EndpointConfig;
@@ -174,7 +175,14 @@ impl VerbsProvider {
         timeout: Duration,
         srq: &super::VerbsSrq,
     ) -> Result<super::VerbsConnection> {
-        super::conn::connect(&self.dev, to, config, timeout, Some(&srq.0))
+        super::conn::connect(
+            &self.dev,
+            to,
+            config,
+            timeout,
+            Some(&srq.0),
+            ConnectFor::Any,
+        )
     }
 
     /// Like [`Provider::listen`], but every accepted connection takes its receives from `srq`
@@ -213,7 +221,16 @@ impl Provider for VerbsProvider {
         config: &EndpointConfig,
         timeout: Duration,
     ) -> Result<Self::Conn> {
-        super::conn::connect(&self.dev, to, config, timeout, None)
+        super::conn::connect(&self.dev, to, config, timeout, None, ConnectFor::Any)
+    }
+
+    fn connect_for_stream(
+        &self,
+        to: SocketAddr,
+        config: &EndpointConfig,
+        timeout: Duration,
+    ) -> Result<Self::Conn> {
+        super::conn::connect(&self.dev, to, config, timeout, None, ConnectFor::Stream)
     }
 
     fn datagram(&self, config: &EndpointConfig) -> Result<Self::Datagram> {

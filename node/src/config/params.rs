@@ -79,8 +79,8 @@ impl Default for FabricConfig {
             rx_size: 1 << 20,
             provider: FabricProvider::Auto,
             max_inline: 256,
-            send_wr: 1024,
-            recv_wr: 1024,
+            send_wr: bus::config::WR_DEFAULT as u64,
+            recv_wr: bus::config::WR_DEFAULT as u64,
             cq_size: 0,
             poll_threads: 1,
             busy_poll_us: 50,
@@ -1102,7 +1102,9 @@ pub static PARAMS: &[Param] = &[
         false,
         |c| c.fabric.send_wr.to_string(),
         |c, v| {
-            c.fabric.send_wr = num(v, bus::config::WR_MIN as u64, bus::config::WR_MAX as u64)?;
+            // A client's Stream keeps this many sends in flight: less would refuse its posts.
+            let least = bus::stream::SEND_WR_NEEDED as u64;
+            c.fabric.send_wr = num(v, least, bus::config::WR_MAX as u64)?;
             Ok(())
         }
     ),
@@ -1111,7 +1113,9 @@ pub static PARAMS: &[Param] = &[
         false,
         |c| c.fabric.recv_wr.to_string(),
         |c, v| {
-            c.fabric.recv_wr = num(v, bus::config::WR_MIN as u64, bus::config::WR_MAX as u64)?;
+            // A client's Stream posts this many receives: less would fail every connection.
+            let least = bus::stream::RECV_WR_NEEDED as u64;
+            c.fabric.recv_wr = num(v, least, bus::config::WR_MAX as u64)?;
             Ok(())
         }
     ),
@@ -1876,6 +1880,10 @@ mod tests {
         assert_eq!(c.get("rdma-port").as_deref(), Some("0"));
         assert_eq!(c.get("rdma-rx-size").as_deref(), Some("1048576"));
         assert_eq!(c.get("fabric-provider").as_deref(), Some("auto"));
+        assert_eq!(c.get("rdma-send-wr").as_deref(), Some("255"));
+        assert_eq!(c.get("rdma-recv-wr").as_deref(), Some("255"));
+        c.set("rdma-send-wr", "224").unwrap();
+        c.set("rdma-recv-wr", "224").unwrap();
         c.set("rdma-port", "16379").unwrap();
         c.set("rdma-rx-size", "64kb").unwrap();
         c.set("fabric-provider", "OFI:SHM").unwrap();
@@ -1890,6 +1898,9 @@ mod tests {
             ("fabric-provider", "ib"),
             ("rdma-max-inline", "4096"),
             ("rdma-send-wr", "8"),
+            // One under what a client's Stream keeps in flight / posts.
+            ("rdma-send-wr", "223"),
+            ("rdma-recv-wr", "223"),
             ("rdma-recv-wr", "100000"),
             ("rdma-cq-size", "100000000"),
             ("rdma-poll-threads", "0"),

@@ -8,6 +8,21 @@ pub mod publish_budget;
 pub mod rendezvous;
 pub mod runtime;
 
+/// Queue depths of the cluster bus's one datagram endpoint per node: a burst of gossip from
+/// every peer at once must find receives posted (a datagram that finds none is dropped), and
+/// one endpoint's deep queues cost little. The bus's per-connection default is sized for
+/// the many Stream clients, not for this.
+pub const CLUSTER_BUS_WR: u32 = 1024;
+
+fn bus_endpoint_config() -> EndpointConfig {
+    EndpointConfig {
+        send_wr: CLUSTER_BUS_WR,
+        recv_wr: CLUSTER_BUS_WR,
+        cq_size: 2 * CLUSTER_BUS_WR,
+        ..EndpointConfig::default()
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -176,7 +191,7 @@ pub fn start<P: Provider, C: BusCore>(
         error,
     };
     let ep = provider
-        .datagram_at(bind, &EndpointConfig::default())
+        .datagram_at(bind, &bus_endpoint_config())
         .map_err(endpoint_error)?;
     let socket = DatagramSocket::new(ep).map_err(endpoint_error)?;
     let address = socket.local().clone();

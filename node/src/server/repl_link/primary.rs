@@ -115,16 +115,25 @@ pub enum ReplListenError {
     Thread(std::io::Error),
 }
 
-/// The endpoint settings of replication links: the fabric listener's.
+/// Least queue depth of a replication link: the ring writer keeps up to `send_wr` WRITEs in
+/// flight, and a node has a few links, so deep queues buy throughput for little memory.
+/// `rdma-send-wr`/`rdma-recv-wr` size client connections (255 by default) and may raise
+/// this, not lower it.
+pub const REPL_LINK_WR_MIN: u64 = 1024;
+
+/// The endpoint settings of replication links: the fabric listener's, with queues at least
+/// [`REPL_LINK_WR_MIN`] deep.
 pub fn endpoint_config(server: &Server) -> EndpointConfig {
     let fabric = server.config.read().fabric.clone();
+    let send_wr = fabric.send_wr.max(REPL_LINK_WR_MIN);
+    let recv_wr = fabric.recv_wr.max(REPL_LINK_WR_MIN);
     EndpointConfig {
         max_inline: fabric.max_inline as usize,
-        send_wr: fabric.send_wr as u32,
-        recv_wr: fabric.recv_wr as u32,
+        send_wr: send_wr as u32,
+        recv_wr: recv_wr as u32,
         cq_size: match fabric.cq_size {
-            0 => (fabric.send_wr + fabric.recv_wr) as u32,
-            n => n as u32,
+            0 => (send_wr + recv_wr) as u32,
+            n => (n.max(send_wr + recv_wr)) as u32,
         },
     }
 }
