@@ -102,7 +102,8 @@ pub fn execute(
     if client.multi.is_some() && !spec.has(flags::TXN_CONTROL) {
         // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
         // the transaction, whatever the command.
-        let room = super::eviction::make_room(server, node.write_stream(), client.clock.start().at);
+        let room =
+            super::eviction::make_room(server, node.write_stream(), || client.clock.instant());
         invalidations_ahead(client, &mut reply);
         if let Some(multi) = client.multi.as_mut() {
             let queued = room.map(|_evicted| ()).and_then(|()| {
@@ -123,14 +124,15 @@ pub fn execute(
     // limit when it started decides whether its first write may grow memory.
     if is_script(spec) {
         client.oom_before_script = server.hot.maxmemory.load(Relaxed) > 0
-            && super::eviction::make_room(server, node.write_stream(), client.clock.start().at)
+            && super::eviction::make_room(server, node.write_stream(), || client.clock.instant())
                 .is_err();
     }
     // EXEC of a transaction holding commands that may grow memory is checked like them,
     // before the shards are locked (eviction locks them).
     let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
     if spec.has(flags::DENYOOM) || exec_denyoom {
-        let room = super::eviction::make_room(server, node.write_stream(), client.clock.start().at);
+        let room =
+            super::eviction::make_room(server, node.write_stream(), || client.clock.instant());
         if !matches!(room, Ok(false)) {
             // Evicting may have taken a while; it is not the command's time.
             client.clock.touch();
@@ -142,7 +144,8 @@ pub fn execute(
     } else if server.hot.maxmemory.load(Relaxed) != 0 {
         // Redis evicts before every command; only those that may grow memory are refused
         // when it cannot make room.
-        let room = super::eviction::make_room(server, node.write_stream(), client.clock.start().at);
+        let room =
+            super::eviction::make_room(server, node.write_stream(), || client.clock.instant());
         if !matches!(room, Ok(false)) {
             client.clock.touch();
             invalidations_ahead(client, &mut reply);

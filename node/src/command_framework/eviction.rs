@@ -24,16 +24,21 @@ pub const MAX_EVICTIONS_PER_COMMAND: usize = 10_000;
 const EVICTIONS_PER_REFRESH: usize = 8;
 
 /// Ensures used memory is under `maxmemory`, evicting if the policy allows. Ok(true): it
-/// had work to do (eviction, which may take a while). `now`: the command's clock reading.
+/// had work to do (eviction, which may take a while). `now`: the command's clock reading,
+/// taken only when a limit is set (every write command comes here).
 pub fn make_room(
     server: &NodeState,
     stream: &dyn WriteStream,
-    now: std::time::Instant,
+    now: impl FnOnce() -> std::time::Instant,
 ) -> Result<bool, CmdError> {
     // Checked before the random source is fetched: `thread_rng` is a thread-local and a
     // reference count on every write command's path, for nothing when under the limit.
     let max = server.hot.maxmemory.load(Relaxed);
-    if max == 0 || server.memory.used_at(now) <= max {
+    if max == 0 {
+        return Ok(false);
+    }
+    let now = now();
+    if server.memory.used_at(now) <= max {
         return Ok(false);
     }
     make_room_with(server, stream, now, &mut rand::thread_rng(), &unix_millis)

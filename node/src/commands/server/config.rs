@@ -180,7 +180,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
         let _ = crate::command_framework::eviction::make_room(
             ctx.server,
             ctx.services.write_stream(),
-            std::time::Instant::now(),
+            std::time::Instant::now,
         );
     }
     tracing::info!(
