@@ -54,9 +54,9 @@ const PIECE: usize = 1531;
 
 fn config() -> EndpointConfig {
     EndpointConfig {
-        send_wr: 1024,
-        recv_wr: 1024,
-        cq_size: 2048,
+        send_wr: 2048,
+        recv_wr: 2048,
+        cq_size: 4096,
         ..Default::default()
     }
 }
@@ -449,7 +449,7 @@ fn three_peers(kind: OfiKind) {
     interleaved_streams(&mut client_streams, &mut server_streams, start);
 
     // The flooder SENDs far more than its server end has receives posted (none) and the
-    // hub lets it queue (recv_wr + 64 messages, or 64 KiB).
+    // hub lets it queue (ARRIVALS_BEYOND_RECEIVES messages, or 64 KiB).
     let src = flooder.register(64, Access::SEND).unwrap();
     src.write(0, &[7u8; 64]).unwrap();
     let flood = config().recv_wr as usize * 2;
@@ -862,8 +862,9 @@ fn send_messages(
     Ok(())
 }
 
-/// Goal: a connection with a pre-auth stream's 32 receives posted holds at most 64 messages
-/// past them (`ARRIVALS_BEYOND_RECEIVES`), not `rdma-recv-wr` + 64: one more and it fails.
+/// Goal: a connection with a pre-auth stream's 32 receives posted holds at most
+/// `ARRIVALS_BEYOND_RECEIVES` messages past them, not `rdma-recv-wr` more: one more and it
+/// fails.
 #[test]
 fn a_connection_with_few_receives_posted_is_cut_off_past_them() {
     let p = OfiProvider::open(OfiKind::Tcp).expect("libfabric with tcp;ofi_rxm (install-deps.sh)");

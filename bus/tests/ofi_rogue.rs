@@ -73,7 +73,7 @@ fn hex(r: &RemoteRegion) -> String {
 fn run_victim() {
     let kind = kind_from_env();
     let provider = OfiProvider::open(kind).unwrap();
-    // Send queues of 64 (a Stream needs its 1,024 receives): ofi_rxm sizes its per-endpoint
+    // Send queues of 64 (a Stream needs its 224 receives): ofi_rxm sizes its per-endpoint
     // buffer pools by the queue depths, and each rogue attempt costs a connection here.
     let config = EndpointConfig {
         send_wr: 64,

@@ -147,7 +147,8 @@ pub(crate) fn provider() -> R<VerbsProvider> {
     })?)
 }
 
-/// The defaults the node uses (1024-deep queues, 256-byte inline), so the lane proves them.
+/// The defaults the node uses for clients (255-deep queues, 256-byte inline), so the lane
+/// proves them.
 pub(crate) fn config() -> EndpointConfig {
     EndpointConfig::default()
 }

@@ -14,7 +14,7 @@
 //!
 //! What one peer can do to the others is bounded:
 //! - **Arrivals**: each connection's inbox holds at most its posted receives (the most it has
-//!   had posted at once: 32 for a pre-auth stream, `rdma-recv-wr` after) plus
+//!   had posted at once: 32 for a pre-auth stream, a Stream's 224 after) plus
 //!   [`ARRIVALS_BEYOND_RECEIVES`], and [`ARRIVAL_BYTES_MAX`] bytes; a peer that sends past it
 //!   gets its connection failed with a protocol error at its next poll, while the other
 //!   peers' arrivals go on being routed.
@@ -81,8 +81,14 @@ const SEND_RETRY_SLEEP: Duration = Duration::from_micros(50);
 
 /// Arrivals (SENDs, IMM notes, failed receives) a connection may have waiting beyond the
 /// receives it has posted: what the provider may deliver between a receive's completion and
-/// its re-posting. A peer that keeps within its posted receives never comes near it.
-pub const ARRIVALS_BEYOND_RECEIVES: usize = 64;
+/// its re-posting, and what a streaming peer may run ahead of a busy node. A Stream's
+/// sender bounds its WRITEs in flight by its own completions, which on tcp and shm are
+/// local (at transmit, at post), so a client flushing many small writes while the node is
+/// busy with one slow command may be that far ahead: 1,024 (with a Stream's 224 receives,
+/// more than the 1,024 + 64 allowed when a Stream posted 1,024). Each waiting note is a few
+/// bytes; SEND payload is bounded by [`ARRIVAL_BYTES_MAX`] anyway. On verbs such a peer
+/// meets RNR NAKs and retries instead.
+pub const ARRIVALS_BEYOND_RECEIVES: usize = 1024;
 
 /// Bytes of SEND payload one connection may have waiting (in its inbox, or arrived before a
 /// receive was posted): a peer that keeps within its posted receives (control messages of

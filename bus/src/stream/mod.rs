@@ -13,9 +13,10 @@
 //! - A peer that sends a wrong-size or unknown control message, advertises an impossible buffer
 //!   or claims to have written past ours gets `BusError::Protocol` and a closed connection.
 //!
-//! Our TX staging buffer is decoupled from the peer's window: it is a ring of our own
-//! `rx_size`, freed as WRITE completions arrive, so a peer advertising a different size never
-//! forces a re-registration.
+//! Our TX staging buffer is decoupled from the peer's window: it is a ring of our own size
+//! (`rx_size` for a client; a server's starts small and grows with its traffic, `window.rs`),
+//! freed as WRITE completions arrive, so a peer advertising a different size never forces a
+//! re-registration.
 
 pub mod control;
 mod progress;

@@ -50,6 +50,8 @@ pub struct StreamStats {
     pub window_stalls: u64,
     /// Times the RX buffer or TX staging grew (see `window.rs`).
     pub window_grows: u64,
+    /// Times one could not grow (its registration failed) and kept its size.
+    pub window_grow_failures: u64,
     pub protocol_errors: u64,
 }
 
@@ -85,7 +87,7 @@ pub struct Stream<C: Connection> {
     /// TX staging, used as a ring: bytes `[tx_done, tx_accepted)` are in it.
     pub(super) tx: Option<C::Region>,
     pub(super) tx_len: usize,
-    /// The full window a pre-auth stream grows to once granted (see `window.rs`).
+    /// What the buffers may grow to, and whether they may yet (see `window.rs`).
     pub(super) window: super::window::Window,
     pub(super) tx_accepted: u64,
     pub(super) tx_posted: u64,
@@ -156,8 +158,20 @@ impl<C: Connection> Stream<C> {
         // pre-auth stream grows).
         let (cmd, cmd_slots) = match conn.take_preposted_receives() {
             Some(first) => {
-                debug_assert_eq!(first.len(), PREPOSTED_RECV_SLOTS * CONTROL_MSG_LEN);
-                debug_assert!(recv_slots >= PREPOSTED_RECV_SLOTS);
+                // Checked in release builds too: a mismatch would post receives over slots the
+                // connection already posted, and the device would write two messages into one.
+                if first.len() != PREPOSTED_RECV_SLOTS * CONTROL_MSG_LEN
+                    || recv_slots < PREPOSTED_RECV_SLOTS
+                {
+                    return Err(BusError::Invalid {
+                        what: "preposted receives",
+                        reason: format!(
+                            "a region of {} bytes for a stream of {recv_slots} slots; expected \
+                             {PREPOSTED_RECV_SLOTS} slots of {CONTROL_MSG_LEN} bytes",
+                            first.len()
+                        ),
+                    });
+                }
                 (first, PREPOSTED_RECV_SLOTS)
             }
             None => {

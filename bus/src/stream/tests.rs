@@ -770,8 +770,8 @@ fn the_preauth_receive_slots_grow_after_the_grant() {
     d.server.grant_full_window();
     d.pump(Duration::from_micros(100));
     assert_eq!(d.server.recv_slots(), RECV_SLOTS);
-    // Each flush posts one WRITE WITH IMM, which consumes one receive: 300 in flight need
-    // slots of the second region.
+    // Each flush posts one WRITE WITH IMM, which consumes one receive: up to
+    // DATA_WRITES_MAX (192) in flight need slots of the second region.
     let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
     for piece in data.chunks(10) {
         assert_eq!(d.client.write(piece).unwrap(), piece.len());
@@ -891,6 +891,82 @@ fn a_server_window_grows_with_its_clients_traffic_and_stays_small_when_idle() {
     assert_eq!(d.server.tx_staging(), full);
     // 64 KiB to 1 MiB is four doublings each.
     assert_eq!(d.server.stats().window_grows, 8);
+}
+
+/// Client sends 128-byte requests (they divide any window), the server reading each as it
+/// lands, until the server has re-advertised its window `drains` more times.
+fn small_requests_until_drains(d: &mut Duo, drains: u64) {
+    let target = d.server.stats().rx_readvertised + drains;
+    let mut buf = vec![0u8; 4096];
+    for _ in 0..100_000 {
+        if d.server.stats().rx_readvertised >= target {
+            return;
+        }
+        let request = [b'r'; 128];
+        let mut sent = 0;
+        while sent < request.len() {
+            sent += d.client.write(&request[sent..]).unwrap();
+            d.client.flush().unwrap();
+            d.pump(Duration::from_micros(20));
+        }
+        let mut got = 0;
+        while got < request.len() {
+            got += d.server.read(&mut buf).unwrap();
+            d.pump(Duration::from_micros(20));
+        }
+    }
+    panic!("the server never drained {drains} windows");
+}
+
+/// Client writes `n` bytes at once; the server reads them only once all landed, in pieces.
+fn burst(d: &mut Duo, n: usize) {
+    let data = vec![b'b'; n];
+    assert_eq!(
+        d.client.write(&data).unwrap(),
+        n,
+        "the burst fits the window"
+    );
+    d.client.flush().unwrap();
+    d.pump(Duration::from_micros(200));
+    assert_eq!(
+        d.server.readable(),
+        n,
+        "the whole burst landed before the read"
+    );
+    let mut buf = vec![0u8; 1000];
+    let mut got = 0;
+    while got < n {
+        got += d.server.read(&mut buf).unwrap();
+    }
+}
+
+/// Goal: the RX window's threshold and its reset (`window.rs`): a window whose client had
+/// less than half of it unread at once is re-advertised at its size; one with half of it
+/// unread grows once, at its drain; the windows after it, read as they land, do not grow.
+#[test]
+fn a_window_grows_once_for_a_burst_of_half_of_it_and_not_below() {
+    let full = 16 * RX_SIZE_MIN;
+    let mut d = duo_sized(35, Faults::default(), full, full);
+    d.pump(Duration::from_micros(100));
+    let start = GRANTED_START_LEN;
+    burst(&mut d, start / 2 - 128);
+    small_requests_until_drains(&mut d, 1);
+    assert_eq!(d.server.rx_window(), start, "just under half: no growth");
+    assert_eq!(d.server.stats().window_grows, 0);
+
+    burst(&mut d, start / 2);
+    small_requests_until_drains(&mut d, 1);
+    assert_eq!(d.server.rx_window(), 2 * start, "half: grown once");
+    d.pump(Duration::from_micros(100));
+    assert_eq!(d.client.peer_window().unwrap().len, 2 * start as u64);
+
+    small_requests_until_drains(&mut d, 2);
+    assert_eq!(
+        d.server.rx_window(),
+        2 * start,
+        "the peak was reset at the drain"
+    );
+    assert_eq!(d.server.stats().window_grows, 1);
 }
 
 /// Goal: closing a stream deregisters its regions at once (RX once what landed was read):

@@ -163,7 +163,9 @@ impl<C: Connection> Stream<C> {
         self.peer_rx
     }
 
-    /// At a drain point: replaces RX with a larger one if the window grows.
+    /// At a drain point: replaces RX with a larger one if the window grows. A registration
+    /// that fails (the memlock limit, the device's MR table) leaves the stream at its size,
+    /// counted in `window_grow_failures`: a working client is not closed for it.
     pub(super) fn grow_rx_at_drain(&mut self) -> Result<()> {
         let len = self.window.next_rx_len(self.rx_len);
         if len == self.rx_len {
@@ -173,14 +175,22 @@ impl<C: Connection> Stream<C> {
             .conn
             .as_ref()
             .ok_or_else(|| BusError::Closed(String::new()))?;
-        let rx = register_rx(conn, len)?;
+        let rx = match register_rx(conn, len) {
+            Ok(rx) => rx,
+            Err(e) => {
+                tracing::warn!(error = %e, len, "stream RX could not grow; it keeps its size");
+                self.stats.window_grow_failures += 1;
+                return Ok(());
+            }
+        };
         self.rx = Some(rx);
         self.rx_len = len;
         self.stats.window_grows += 1;
         Ok(())
     }
 
-    /// Replaces TX staging with a larger one if the window grows and nothing is staged.
+    /// Replaces TX staging with a larger one if the window grows and nothing is staged (a
+    /// failed registration keeps the current one, as for RX).
     pub(super) fn grow_tx_when_empty(&mut self) -> Result<()> {
         if self.tx_accepted != self.tx_done {
             return Ok(());
@@ -193,7 +203,14 @@ impl<C: Connection> Stream<C> {
             .conn
             .as_ref()
             .ok_or_else(|| BusError::Closed(String::new()))?;
-        let tx = conn.register(len, Access::NONE)?;
+        let tx = match conn.register(len, Access::NONE) {
+            Ok(tx) => tx,
+            Err(e) => {
+                tracing::warn!(error = %e, len, "stream staging could not grow; it keeps its size");
+                self.stats.window_grow_failures += 1;
+                return Ok(());
+            }
+        };
         self.tx = Some(tx);
         self.tx_len = len;
         self.tx_accepted = 0;

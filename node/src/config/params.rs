@@ -52,7 +52,8 @@ pub struct FabricConfig {
     pub port: u16,
     /// Empty (the default): the client `bind` addresses (see [`Config::fabric_bind`]).
     pub bind: Vec<String>,
-    /// Each connection's receive buffer, which the peer writes into.
+    /// The most a connection's receive buffer (which the peer writes into) and its reply
+    /// staging grow to; both start at 64 KiB and grow with the client's traffic.
     pub rx_size: u64,
     pub provider: FabricProvider,
     pub max_inline: u64,

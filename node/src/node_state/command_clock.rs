@@ -15,8 +15,8 @@
 //! calibration error of even 100 ppm moves a derived instant by at most 5 us. Durations are
 //! differences of counter readings, independent of the anchor.
 //!
-//! The wall clock is read at most every [`WALL_REREAD`] per client and the monotonic clock
-//! carries it between readings, with microsecond precision: the derived time differs from
+//! The wall clock is read at most every [`WALL_REREAD`] per client and the counter carries it
+//! between readings, with microsecond precision: the derived time differs from
 //! the wall clock only by the clocks' drift over that window (NTP slews at most 0.05% : 25 us),
 //! or by a step of the wall clock, which is seen within the window. Redis too caches its
 //! command time (once per event-loop iteration).

@@ -24,6 +24,11 @@ pub struct Stats {
     pub fabric_connected_clients: AtomicU64,
     pub fabric_protocol_errors: AtomicU64,
     pub fabric_rx_readvertised: AtomicU64,
+    /// Times a fabric client's receive buffer or reply staging grew with its traffic, and
+    /// times one could not (its registration failed; the client kept its size). Counted
+    /// when the client leaves, as `fabric_rx_readvertised`.
+    pub fabric_window_grows: AtomicU64,
+    pub fabric_window_grow_failures: AtomicU64,
     /// Times the fabric watchdog found a polling thread stuck inside one call.
     pub fabric_poller_stalls: AtomicU64,
     /// Idle periods of the fabric pollers: blocked on the clients' completion channels and
@@ -84,6 +89,8 @@ impl Stats {
             &self.fabric_connections_received,
             &self.fabric_protocol_errors,
             &self.fabric_rx_readvertised,
+            &self.fabric_window_grows,
+            &self.fabric_window_grow_failures,
             &self.fabric_unauthenticated_closed,
             &self.fabric_clients_said_goodbye,
         ] {

@@ -438,6 +438,11 @@ fn fabric(s: &mut Section<'_>, server: &NodeState) {
         "fabric_rx_readvertised",
         Stats::get(&st.fabric_rx_readvertised),
     );
+    s.field("fabric_window_grows", Stats::get(&st.fabric_window_grows));
+    s.field(
+        "fabric_window_grow_failures",
+        Stats::get(&st.fabric_window_grow_failures),
+    );
     s.field("fabric_poller_stalls", Stats::get(&st.fabric_poller_stalls));
     s.field("fabric_poller_blocks", Stats::get(&st.fabric_poller_blocks));
     s.field(

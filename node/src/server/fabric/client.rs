@@ -162,6 +162,8 @@ impl<C: Connection> FabricClient<C> {
         let server = &self.session.server.stats;
         Stats::add(&server.fabric_protocol_errors, st.protocol_errors);
         Stats::add(&server.fabric_rx_readvertised, st.rx_readvertised);
+        Stats::add(&server.fabric_window_grows, st.window_grows);
+        Stats::add(&server.fabric_window_grow_failures, st.window_grow_failures);
         Stats::add(&server.fabric_clients_said_goodbye, st.goodbyes_received);
         if st.protocol_errors > 0 {
             tracing::info!(

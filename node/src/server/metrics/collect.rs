@@ -307,7 +307,7 @@ fn fabric(e: &mut Exposition, server: &Server) {
         "Fabric clients held by a poller stuck inside one call.",
         Stats::get(&st.fabric_stranded_clients) as f64,
     );
-    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 11] = [
+    let counters: [(&'static str, &str, &std::sync::atomic::AtomicU64); 13] = [
         (
             "rdma_store_fabric_connections_received_total",
             "Fabric connections accepted.",
@@ -322,6 +322,16 @@ fn fabric(e: &mut Exposition, server: &Server) {
             "rdma_store_fabric_rx_readvertised_total",
             "Receive buffers advertised again.",
             &st.fabric_rx_readvertised,
+        ),
+        (
+            "rdma_store_fabric_window_grows_total",
+            "Fabric clients' receive buffers and reply staging grown with their traffic.",
+            &st.fabric_window_grows,
+        ),
+        (
+            "rdma_store_fabric_window_grow_failures_total",
+            "Fabric client buffers that could not grow (registration failed) and kept their size.",
+            &st.fabric_window_grow_failures,
         ),
         (
             "rdma_store_fabric_poller_stalls_total",
