@@ -242,12 +242,11 @@ pub trait Provider: Clone + Send + Sync + 'static {
         config: &EndpointConfig,
         timeout: Duration,
     ) -> Result<Self::Conn>;
-    /// [`Provider::connect`] for a connection that will carry a client [`Stream`]: verbs
-    /// posts the Stream's first command receives before the handshake ends (the Stream
-    /// adopts them, [`Connection::take_preposted_receives`]), so the listener's first
-    /// message finds one instead of an RNR NAK and a retry. The others connect as usual.
-    ///
-    /// [`Stream`]: crate::stream::Stream
+    /// [`Provider::connect`] for a connection that will carry a client Stream (`stream/`,
+    /// which builds on this module and is not linked from it): verbs posts the Stream's
+    /// first command receives before the handshake ends (the Stream adopts them,
+    /// [`Connection::take_preposted_receives`]), so the listener's first message finds one
+    /// instead of an RNR NAK and a retry. The others connect as usual.
     fn connect_for_stream(
         &self,
         to: SocketAddr,
