@@ -314,7 +314,13 @@ fn slots_move_with_their_keys_under_writes_and_clients_see_only_moved() {
             .unwrap_or_else(|_| panic!("{name} in {m:?}"))
     };
     assert!(number("keys_moved") >= 2001.0, "{m:?}");
-    assert!(number("bytes_moved") > 2001.0 * 100.0, "{m:?}");
+    // At least the names and values of the keys written before (the writes during the move
+    // add more, as many as the move's duration lets in: not a bound).
+    let written_before: usize = moving[..2000]
+        .iter()
+        .map(|k| k.len() + "before".len())
+        .sum();
+    assert!(number("bytes_moved") > written_before as f64, "{m:?}");
     assert!(number("elapsed_ms") > 0.0, "{m:?}");
     assert!(number("write_pauses") >= 4.0, "{m:?}");
     // Neither end serves clients on the fabric: the data went over TCP.
