@@ -137,7 +137,7 @@ impl CommandClock {
         let clock = counter();
         let raw = clock.raw();
         if let Some(anchor) = self.anchor {
-            if raw >= anchor.raw && clock.delta_as_nanos(anchor.raw, raw) < ANCHOR_REREAD_NANOS {
+            if within(anchor.raw, raw, ANCHOR_REREAD_NANOS) {
                 return raw;
             }
         }
@@ -157,9 +157,9 @@ impl CommandClock {
     }
 
     fn refresh_wall(&mut self, raw: u64) {
-        let fresh = self.wall.is_some_and(|(_, taken)| {
-            raw >= taken && counter().delta_as_nanos(taken, raw) < WALL_REREAD_NANOS
-        });
+        let fresh = self
+            .wall
+            .is_some_and(|(_, taken)| within(taken, raw, WALL_REREAD_NANOS));
         if !fresh {
             self.wall = Some((unix_micros(), counter().raw()));
         }
@@ -176,6 +176,12 @@ impl CommandClock {
             None => unix_micros(),
         }
     }
+}
+
+/// Whether counter reading `raw` is at or after `since` and less than `nanos` past it (a
+/// counter read on another socket may be behind: then it is not).
+fn within(since: u64, raw: u64, nanos: u64) -> bool {
+    raw >= since && counter().delta_as_nanos(since, raw) < nanos
 }
 
 const ANCHOR_REREAD_NANOS: u64 = ANCHOR_REREAD.as_nanos() as u64;
