@@ -17,7 +17,8 @@ pub enum Routed {
     /// The slot is this node's but its serving lease has lapsed: the command waits for it
     /// (blocked, see `dispatch`), then runs or answers CLUSTERDOWN.
     WaitForLease,
-    /// A write to a slot whose writes are paused for the last step of its migration: the
+    /// A write to a slot whose writes are paused for the last step of its migration, or any
+    /// keyed command MOVED by a commit the source applied while the pause still holds: the
     /// command waits (blocked) until the pause ends, then runs here or is answered MOVED.
     WaitForMigration {
         slot: u16,
@@ -166,6 +167,13 @@ fn decide(
                 }
                 _ => Ok(Routed::Serve),
             }
+        }
+        // The source applied its batch's commit, but the target may not have yet: sent
+        // there now, the command would be MOVED straight back here. The source's pause
+        // lasts until the target confirms the commit, so the command waits for it (reads
+        // too) and is then MOVED once, to a target that serves it.
+        Route::Moved(slot, _) if cluster.migration_gate.paused(slot) => {
+            Ok(Routed::WaitForMigration { slot })
         }
         other => Err(CmdError::new(other.error_text().unwrap_or_default())),
     }
