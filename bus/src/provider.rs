@@ -10,7 +10,8 @@
 //! Memory safety: registered memory can be changed by a peer at any time, so no `&[u8]` into it
 //! is ever handed out; a [`Region`] is read and written by copy. A `Region` is a cheap handle
 //! (reference counted inside): a provider keeps a clone of every region named by an outstanding
-//! work request until its completion, so dropping the caller's handle never frees memory the
+//! work request until its completion (or the later one that reports it, see
+//! [`Completion::covers`]), so dropping the caller's handle never frees memory the
 //! device may still touch.
 
 use std::net::SocketAddr;
@@ -106,6 +107,11 @@ pub struct Completion {
     pub byte_len: u32,
     /// Immediate data (host order) of a WRITE WITH IMM.
     pub imm: Option<u32>,
+    /// Earlier WRITEs posted with [`Connection::post_write_covered`] on this connection that
+    /// this completion reports as done too, and done successfully even when this one failed
+    /// (a failed WRITE is always reported by itself). 0 on providers that report every
+    /// request by itself.
+    pub covers: u32,
 }
 
 /// A reliable connected endpoint (RC QP; an RDM endpoint bound to one peer on ofi).
@@ -135,6 +141,23 @@ pub trait Connection: Send + 'static {
         dst: RemoteSlice,
         imm: Option<u32>,
     ) -> Result<()>;
+    /// Posts an RDMA WRITE whose completion may be reported by a later one (selective
+    /// signaling: see `verbs::covered`): verbs asks the device for no completion entry, and
+    /// the next completion of this connection's sends counts it in [`Completion::covers`]
+    /// (a failed one is always reported by itself). Providers whose completions do not come
+    /// in post order report it by itself, as `post_write` (the default).
+    ///
+    /// The caller must follow covered WRITEs with a request it posts with `post_write` (or
+    /// `post_send`) before it waits for them: the provider signals one anyway only every
+    /// few (at most 32) and when it fills the send queue.
+    fn post_write_covered(
+        &mut self,
+        wr_id: u64,
+        src: LocalSlice<Self::Region>,
+        dst: RemoteSlice,
+    ) -> Result<()> {
+        self.post_write(wr_id, src, dst, None)
+    }
     /// Posts an RDMA READ of `src` into `dst` (same length).
     fn post_read(
         &mut self,

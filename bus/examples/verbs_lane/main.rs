@@ -9,7 +9,8 @@
 //! Modules: [`node_stream`] (a real node served over a verbs Stream), [`node_cluster`] (three
 //! nodes forming a cluster whose bus runs on verbs UD), [`replication`] (a primary and a replica
 //! linked by verbs RC: the stream written into the replica's ring, WAIT), [`ring`] (the bus Ring
-//! between two processes), [`srq`] (RC connections sharing one receive pool), [`datagram`]
+//! between two processes), [`covered`] (selective signaling's folded completions), [`srq`] (RC
+//! connections sharing one receive pool), [`datagram`]
 //! (the bus Datagram framing over UD between two processes), [`rogue`] (another connection's
 //! protection domain refuses even an exact key; `fabric_rogue`'s probe against a node).
 //! [`replication`] also runs the rogue's `forge-ack` against the primary.
@@ -17,6 +18,7 @@
 //! There are no timing assertions: every wait has a generous bound (`WAIT`) that only turns a
 //! hang into a failure, because the guest runs under emulation on a shared machine.
 
+mod covered;
 mod datagram;
 mod node_cluster;
 mod node_idle_clients;
@@ -59,6 +61,7 @@ const TESTS: &[Test] = &[
     ("rc_peer_addresses", test_peer_addresses),
     ("rc_write", test_write),
     ("rc_write_imm", test_write_imm),
+    ("rc_covered_writes", covered::test_rc_covered_writes),
     ("rc_read", test_read),
     ("rc_wrong_rkey", test_wrong_rkey),
     ("rc_foreign_pd", rogue::test_rc_foreign_pd),

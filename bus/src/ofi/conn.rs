@@ -155,6 +155,7 @@ impl OfiConnection {
                     status,
                     byte_len: 0,
                     imm: None,
+                    covers: 0,
                 }),
                 Delivery::Send(bytes) => {
                     self.arrival_bytes += bytes.len();
@@ -206,6 +207,7 @@ impl OfiConnection {
                         byte_len: if status.is_ok() { len as u32 } else { 0 },
                         status,
                         imm: None,
+                        covers: 0,
                     }
                 }
                 Arrival::Imm { imm, len } => Completion {
@@ -214,6 +216,7 @@ impl OfiConnection {
                     status: Ok(()),
                     byte_len: len.min(u32::MAX as usize) as u32,
                     imm: Some(imm),
+                    covers: 0,
                 },
                 Arrival::Failed(error) => Completion {
                     wr_id: recv.wr_id,
@@ -221,6 +224,7 @@ impl OfiConnection {
                     status: Err(error),
                     byte_len: 0,
                     imm: None,
+                    covers: 0,
                 },
             };
             self.done.push_back(completion);

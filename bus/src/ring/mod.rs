@@ -20,6 +20,8 @@ mod reader;
 mod writer;
 
 #[cfg(test)]
+mod covered_tests;
+#[cfg(test)]
 mod tests;
 
 pub use advert::{decode_advert, encode_advert, ADVERT_LEN};

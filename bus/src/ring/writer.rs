@@ -6,6 +6,10 @@
 //! provider refused stays staged and is posted, in order, by a later `append` or `poll`; a
 //! refused doorbell is rung again by `poll`.
 //!
+//! Record WRITEs are posted covered (`Connection::post_write_covered`): on verbs they ask
+//! for no completion entry, and a later signaled WRITE reports them: the doorbell that always
+//! follows them, or the close mark, a resend, or the provider's own periodic signal.
+//!
 //! Resends (see `layout`, "Duplicated WRITEs"): when the reader's resend counter grows, every
 //! byte from the acknowledged offset to the posted end is WRITEn again from the staging mirror,
 //! and that space is not reused until those WRITEs complete (else one landing late would
@@ -331,8 +335,14 @@ impl<C: Connection> RingWriter<C> {
                 offset: (RING_HEADER_LEN + pos) as u64,
                 len: total as u64,
             };
-            let wr_id = if first.resend { WR_RESEND } else { WR_RECORD };
-            match self.conn.post_write(wr_id, src, dst, None) {
+            // A record's WRITE asks for no completion of its own (the doorbell's, always
+            // posted after it, reports it); a resend's is counted by itself.
+            let posted = if first.resend {
+                self.conn.post_write(WR_RESEND, src, dst, None)
+            } else {
+                self.conn.post_write_covered(WR_RECORD, src, dst)
+            };
+            match posted {
                 Ok(()) => {}
                 Err(BusError::Full { .. }) => {
                     self.provider_full += 1;
@@ -435,7 +445,8 @@ impl<C: Connection> RingWriter<C> {
         }
         let mut failure = None;
         for c in self.completions.drain(..) {
-            self.outstanding = self.outstanding.saturating_sub(1);
+            // Covered record WRITEs completed before this one (see `post_unposted`).
+            self.outstanding = self.outstanding.saturating_sub(1 + c.covers as usize);
             if c.wr_id == WR_TAIL {
                 self.tail_in_flight = false;
             }

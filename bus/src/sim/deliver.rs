@@ -237,6 +237,7 @@ impl Network {
                 status: Ok(()),
                 byte_len: data.len() as u32,
                 imm: None,
+                covers: 0,
             });
         }
         self.succeed(qp, flight);
@@ -251,6 +252,7 @@ impl Network {
                     status: Ok(()),
                     byte_len,
                     imm,
+                    covers: 0,
                 });
             }
         }

@@ -155,5 +155,6 @@ pub(crate) fn completion(wr_id: u64, op: Op, status: Result<(), WorkError>) -> C
         status,
         byte_len: 0,
         imm: None,
+        covers: 0,
     }
 }

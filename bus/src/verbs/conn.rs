@@ -297,15 +297,19 @@ impl VerbsConnection {
         slice: LocalSlice<VerbsRegion>,
         kind: SendKind,
         inline: bool,
+        covered: bool,
     ) -> Result<()> {
         self.ensure_open()?;
         let sge = self.local_sge(&slice)?;
         let internal = self.outstanding.insert(wr_id, op, slice.region)?;
+        let signaled = self.outstanding.signal(covered);
         // SAFETY: the QP is alive (owned by self); the SGE names memory registered in the QP's PD
-        // (checked above) that `outstanding` keeps alive until the completion.
-        let posted = unsafe { wr::post_send(self.qp.raw(), internal, kind, sge, inline) };
-        if posted.is_err() {
-            self.outstanding.cancel(internal);
+        // (checked above) that `outstanding` keeps alive until the completion (its own, or
+        // the later one that reports it: see `covered`).
+        let posted = unsafe { wr::post_send(self.qp.raw(), internal, kind, sge, inline, signaled) };
+        match posted {
+            Ok(()) => self.outstanding.posted_send(internal, signaled),
+            Err(_) => self.outstanding.cancel(internal),
         }
         posted
     }
@@ -361,7 +365,7 @@ impl Connection for VerbsConnection {
             });
         }
         let inline = src.len <= self.max_inline;
-        self.post(wr_id, Op::Send, src, SendKind::Send, inline)
+        self.post(wr_id, Op::Send, src, SendKind::Send, inline, false)
     }
 
     /// On an SRQ-attached connection this is an error (`Invalid`, "receive"): its receives come
@@ -401,7 +405,25 @@ impl Connection for VerbsConnection {
             rkey,
             imm,
         };
-        self.post(wr_id, Op::Write, src, kind, inline)
+        self.post(wr_id, Op::Write, src, kind, inline, false)
+    }
+
+    /// Unsignaled unless it ends a run of `COVERED_RUN_MAX` or fills the send queue: its
+    /// completion is reported in a later one's `covers` (see `covered`).
+    fn post_write_covered(
+        &mut self,
+        wr_id: u64,
+        src: LocalSlice<VerbsRegion>,
+        dst: RemoteSlice,
+    ) -> Result<()> {
+        let (remote_addr, rkey) = remote_target(src.len, &dst)?;
+        let inline = src.len <= self.max_inline;
+        let kind = SendKind::Write {
+            remote_addr,
+            rkey,
+            imm: None,
+        };
+        self.post(wr_id, Op::Write, src, kind, inline, true)
     }
 
     fn post_read(
@@ -416,6 +438,7 @@ impl Connection for VerbsConnection {
             Op::Read,
             dst,
             SendKind::Read { remote_addr, rkey },
+            false,
             false,
         )
     }

@@ -327,7 +327,7 @@ impl DatagramEndpoint for VerbsDatagram {
         // SAFETY: the QP is alive; the slot is inside `send_buf` (registered in the QP's PD, owned
         // by self); the AH is kept alive by the slot until the send completes.
         let posted =
-            unsafe { wr::post_send(self.qp.qp().as_ptr(), slot as u64, kind, sge, inline) };
+            unsafe { wr::post_send(self.qp.qp().as_ptr(), slot as u64, kind, sge, inline, true) };
         match posted {
             Ok(()) => {
                 self.send_slots[slot] = Some(ah);

@@ -15,6 +15,7 @@
 
 mod cm;
 mod conn;
+mod covered;
 mod cq;
 mod datagram;
 mod device;

@@ -1,6 +1,7 @@
 //! Work requests: posting with the classic `ibv_post_send`/`ibv_post_recv` (through sideway's
 //! loaded symbols) and the table of outstanding requests that maps completions back to the
-//! caller's ids and keeps every named region alive until its completion.
+//! caller's ids and keeps every named region alive until its completion (or the later one that
+//! reports it: `covered`).
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -11,6 +12,7 @@ use rdma_mummy_sys::{
     imm_data_invalidated_rkey_union_t, rdma_t, ud_t, wr_t,
 };
 
+use super::covered::SendOrder;
 use super::region::VerbsRegion;
 use crate::error::{BusError, Result};
 use crate::provider::{Completion, Op, WorkError};
@@ -32,6 +34,10 @@ pub(crate) struct Outstanding {
     recvs: u32,
     send_max: u32,
     recv_max: u32,
+    /// The send requests in post order, for the completions that stand for unsignaled ones.
+    send_order: SendOrder,
+    /// Reused list of the unsignaled sends one completion releases (no allocation per poll).
+    released: Vec<u64>,
 }
 
 impl Outstanding {
@@ -44,7 +50,20 @@ impl Outstanding {
             recvs: 0,
             send_max,
             recv_max,
+            send_order: SendOrder::new(send_max),
+            released: Vec::with_capacity(super::covered::COVERED_RUN_MAX as usize),
         }
+    }
+
+    /// Whether the send request just reserved (`insert`) asks for its own completion: see
+    /// [`SendOrder::signal`].
+    pub(crate) fn signal(&self, covered: bool) -> bool {
+        self.send_order.signal(covered, self.sends, self.send_max)
+    }
+
+    /// Records a send request the QP accepted, in post order.
+    pub(crate) fn posted_send(&mut self, internal: u64, signaled: bool) {
+        self.send_order.posted(internal, signaled);
     }
 
     /// Reserves a slot; returns the internal id that goes on the wire as `wr_id`.
@@ -93,12 +112,33 @@ impl Outstanding {
 
     /// Turns a work completion into the caller's [`Completion`], releasing its slot. `None` for a
     /// completion that names no outstanding request (never expected; logged).
+    /// A send's completion also releases the unsignaled sends posted before it (see
+    /// `covered`), counted in its `covers`.
     pub(crate) fn complete(&mut self, wc: &ibv_wc) -> Option<Completion> {
+        let is_send = self
+            .slots
+            .get(wc.wr_id as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|slot| slot.op != Op::Recv);
+        let mut covers = 0;
+        if is_send {
+            let mut released = std::mem::take(&mut self.released);
+            covers = self
+                .send_order
+                .complete(wc.wr_id, |id| released.push(id))
+                .unwrap_or(0);
+            for id in released.drain(..) {
+                self.take(id);
+            }
+            self.released = released;
+        }
         let Some(slot) = self.take(wc.wr_id) else {
             tracing::warn!(wr_id = wc.wr_id, "completion for an unknown work request");
             return None;
         };
-        Some(completion_of(wc, slot.wr_id, slot.op))
+        let mut completion = completion_of(wc, slot.wr_id, slot.op);
+        completion.covers = covers;
+        Some(completion)
     }
 }
 
@@ -119,6 +159,7 @@ pub(crate) fn completion_of(wc: &ibv_wc, wr_id: u64, posted: Op) -> Completion {
         status,
         byte_len: if received { wc.byte_len } else { 0 },
         imm,
+        covers: 0,
     }
 }
 
@@ -194,7 +235,7 @@ pub(crate) fn post_error(call: &'static str, rc: i32) -> BusError {
     }
 }
 
-/// Posts one signaled send-queue work request.
+/// Posts one send-queue work request, `signaled` or not (see `covered`).
 ///
 /// # Safety
 /// `qp` must be a live QP; `sge` must name memory registered in the QP's PD that stays alive
@@ -206,6 +247,7 @@ pub(crate) unsafe fn post_send(
     kind: SendKind,
     sge: Sge,
     inline: bool,
+    signaled: bool,
 ) -> Result<()> {
     // Inline data is copied by the library from the process's memory; everything else is
     // read by the device through the MR, in its I/O virtual address space.
@@ -214,7 +256,10 @@ pub(crate) unsafe fn post_send(
         length: sge.len,
         lkey: sge.lkey,
     };
-    let mut flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+    let mut flags = 0;
+    if signaled {
+        flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+    }
     if inline {
         flags |= ibv_send_flags::IBV_SEND_INLINE.0;
     }
