@@ -47,7 +47,7 @@ pub(crate) fn cluster_node_owning_every_slot() -> (Arc<Server>, tempfile::TempDi
     (Arc::new(server), dir)
 }
 
-fn lease(server: &Server, holds: bool) {
+pub(super) fn lease(server: &Server, holds: bool) {
     let cluster = server.cluster.as_ref().expect("cluster mode");
     match holds {
         true => cluster.set_serving_until(u64::MAX - 1, 0),
@@ -55,7 +55,7 @@ fn lease(server: &Server, holds: bool) {
     }
 }
 
-fn connect(server: &Arc<Server>) -> DuplexStream {
+pub(super) fn connect(server: &Arc<Server>) -> DuplexStream {
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let addr = "127.0.0.1:1".parse().expect("address");
     let shared = Arc::new(ClientShared::new(server.clients.next_id(), addr, addr));
@@ -64,7 +64,7 @@ fn connect(server: &Arc<Server>) -> DuplexStream {
     ours
 }
 
-async fn send(io: &mut DuplexStream, args: &[&str]) {
+pub(super) async fn send(io: &mut DuplexStream, args: &[&str]) {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
         out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
@@ -72,7 +72,7 @@ async fn send(io: &mut DuplexStream, args: &[&str]) {
     io.write_all(&out).await.expect("send");
 }
 
-async fn expect(io: &mut DuplexStream, expected: &[u8]) {
+pub(super) async fn expect(io: &mut DuplexStream, expected: &[u8]) {
     let mut got = vec![0; expected.len()];
     tokio::time::timeout(PATIENCE, io.read_exact(&mut got))
         .await
@@ -84,7 +84,7 @@ async fn expect(io: &mut DuplexStream, expected: &[u8]) {
     );
 }
 
-async fn silence(io: &mut DuplexStream) {
+pub(super) async fn silence(io: &mut DuplexStream) {
     let mut byte = [0u8; 1];
     let read = tokio::time::timeout(Duration::from_millis(50), io.read(&mut byte)).await;
     assert!(read.is_err(), "unexpected reply byte {byte:?}");

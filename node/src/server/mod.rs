@@ -14,6 +14,8 @@ mod lease_wait_tests;
 pub mod listener;
 pub mod metrics;
 pub mod migrate_link;
+#[cfg(test)]
+mod migration_pause_route_tests;
 pub mod persistence;
 pub mod repl_link;
 #[cfg(test)]
