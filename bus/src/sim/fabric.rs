@@ -100,6 +100,12 @@ impl SimFabric {
         self.shared.with(|n| n.heal_all());
     }
 
+    /// From now on `host` refuses (`Full`) to register more than `len_max` bytes at once, as
+    /// a device does past the process's memlock limit: regions it holds stay.
+    pub fn limit_registrations(&self, host: HostId, len_max: usize) {
+        self.shared.with(|n| n.limit_registrations(host, len_max));
+    }
+
     /// Crashes a host for good: its memory, connections, listeners and datagram endpoints
     /// vanish. A restarted process is a new host.
     pub fn crash(&self, host: HostId) {

@@ -68,6 +68,9 @@ pub(crate) struct Host {
     pub(crate) alive: bool,
     /// Next simulated virtual address handed to a registration on this host.
     next_va: u64,
+    /// Longest registration this host accepts (`SimFabric::limit_registrations`): a
+    /// memlock limit or a full MR table, which a real device answers at `ibv_reg_mr`.
+    register_len_max: usize,
 }
 
 #[derive(Debug)]
@@ -205,8 +208,15 @@ impl Network {
             alive: true,
             // Each host gets its own 1 TiB of simulated address space.
             next_va: (u64::from(id.0) + 1) << 40,
+            register_len_max: REGION_LEN_MAX,
         });
         Ok(id)
+    }
+
+    pub(crate) fn limit_registrations(&mut self, host: HostId, len_max: usize) {
+        if let Some(h) = self.hosts.get_mut(host.0 as usize) {
+            h.register_len_max = len_max;
+        }
     }
 
     pub(crate) fn alive(&self, host: HostId) -> bool {
@@ -283,6 +293,11 @@ impl Network {
             return Err(BusError::Invalid {
                 what: "region length",
                 reason: format!("{len} is outside 1..={REGION_LEN_MAX}"),
+            });
+        }
+        if len > self.hosts[host.0 as usize].register_len_max {
+            return Err(BusError::Full {
+                what: "sim host's registrable memory",
             });
         }
         if self.regions.len() >= self.regions_gc_at {

@@ -1009,3 +1009,79 @@ fn close_drops_the_regions() {
     let _ = d.client.conn.as_mut().unwrap().poll(&mut out, 64);
     assert!(out.iter().all(|c| c.wr_id != 1 << 40 || c.status.is_err()));
 }
+
+/// Goal: a window whose growth the device refuses (registration fails: a memlock limit, a
+/// full MR table) keeps its size and counts the failure; the client's bytes and a reply
+/// larger than staging still arrive intact; once registrations succeed again, the next
+/// drain grows it.
+/// Method: the server's sim host refuses registrations above the start size after the
+/// stream is up; a bulk writer and a large reply; the limit lifted; the bulk writer again.
+#[test]
+fn a_window_whose_growth_is_refused_keeps_its_size_and_its_bytes() {
+    let full = 16 * RX_SIZE_MIN;
+    let mut d = duo_sized(35, Faults::default(), full, full);
+    d.pump(Duration::from_micros(100));
+    assert_eq!(d.server.rx_window(), GRANTED_START_LEN);
+    d.fabric
+        .limit_registrations(d.server_host.host(), GRANTED_START_LEN);
+    let request: Vec<u8> = (0..4 * full as u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(
+        client_to_server(&mut d, &request),
+        request,
+        "request intact"
+    );
+    let stats = d.server.stats();
+    assert_eq!(stats.window_grows, 0);
+    assert!(stats.window_grow_failures >= 1, "{stats:?}");
+    assert_eq!(d.server.rx_window(), GRANTED_START_LEN);
+    assert_eq!(
+        d.client.peer_window().unwrap().len,
+        GRANTED_START_LEN as u64
+    );
+    // A reply three times the full size goes through the start-size staging.
+    let reply: Vec<u8> = (0..3 * full as u32).map(|i| (i % 253) as u8).collect();
+    let (mut sent, mut got, mut buf) = (0, Vec::new(), vec![0u8; 64 * 1024]);
+    for _ in 0..20_000 {
+        if got.len() == reply.len() {
+            break;
+        }
+        sent += d.server.write(&reply[sent..]).unwrap();
+        d.server.flush().unwrap();
+        d.pump(Duration::from_micros(20));
+        let n = d.client.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got == reply, "reply intact");
+    assert_eq!(d.server.tx_staging(), GRANTED_START_LEN);
+    assert_eq!(d.server.stats().window_grows, 0);
+    // Registrations succeed again: the next drains grow the window.
+    d.fabric
+        .limit_registrations(d.server_host.host(), crate::sim::REGION_LEN_MAX);
+    assert_eq!(
+        client_to_server(&mut d, &request),
+        request,
+        "request intact"
+    );
+    assert!(d.server.stats().window_grows >= 1);
+    assert!(d.server.rx_window() > GRANTED_START_LEN);
+}
+
+/// Client writes `data` as fast as the window lets it; the server reads as it lands;
+/// returns what the server read.
+fn client_to_server(d: &mut Duo, data: &[u8]) -> Vec<u8> {
+    let (mut sent, mut got, mut buf) = (0, Vec::new(), vec![0u8; 64 * 1024]);
+    // Bound: each round moves virtual time; a few rounds per window is plenty.
+    for _ in 0..20_000 {
+        if got.len() == data.len() {
+            break;
+        }
+        if sent < data.len() {
+            sent += d.client.write(&data[sent..]).unwrap();
+            d.client.flush().unwrap();
+        }
+        d.pump(Duration::from_micros(20));
+        let n = d.server.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
