@@ -67,30 +67,50 @@ struct Driver {
     link_seen: (u64, u64),
 }
 
+/// However the driver ends (its machine finished, or a panic unwinding its thread), no slot
+/// of its plan stays paused: a pause left by a driver that is gone would park every write to
+/// those slots, and every command MOVED off them, until its wait runs out, and again after.
+/// The machine resumes on each of its ends, so this finds nothing paused but after a panic.
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let Some(cluster) = self.server.cluster.as_ref() else {
+            return;
+        };
+        let gate = &cluster.migration_gate;
+        if gate.any_paused() && self.plan.ranges.slots().any(|slot| gate.paused(slot)) {
+            tracing::warn!(migration = %self.plan.id, "the migration's driver ended with writes paused: resumed");
+            gate.resume(&self.plan.ranges);
+        }
+    }
+}
+
 pub fn run(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) {
-    let Some(cluster) = server.cluster.as_ref() else {
-        return;
-    };
-    let me = cluster.topology.read().myself().id;
-    let machine = SourceMigration::new(plan.id, &plan.ranges, plan.settings);
-    let mut driver = Driver {
-        server: server.clone(),
-        plan,
-        me,
-        state,
-        machine,
-        seen: Seen::default(),
-        link: None,
-        link_failure_reported: false,
-        offset_base: 0,
-        inputs: VecDeque::new(),
-        paused_at: None,
-        link_seen: (0, 0),
-    };
-    driver.run_loop();
+    if let Some(mut driver) = Driver::new(server, plan, state) {
+        driver.run_loop();
+    }
 }
 
 impl Driver {
+    /// None outside cluster mode.
+    fn new(server: Arc<Server>, plan: Plan, state: Arc<DriverState>) -> Option<Driver> {
+        let me = server.cluster.as_ref()?.topology.read().myself().id;
+        let machine = SourceMigration::new(plan.id, &plan.ranges, plan.settings);
+        Some(Driver {
+            server,
+            plan,
+            me,
+            state,
+            machine,
+            seen: Seen::default(),
+            link: None,
+            link_failure_reported: false,
+            offset_base: 0,
+            inputs: VecDeque::new(),
+            paused_at: None,
+            link_seen: (0, 0),
+        })
+    }
+
     fn cluster(&self) -> &Cluster {
         self.server.cluster.as_ref().expect("checked at start")
     }
@@ -419,5 +439,45 @@ impl Driver {
             self.cluster().migration_gate.close_link(self.plan.id);
             link.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::lease_wait_tests::cluster_node_owning_every_slot;
+
+    #[test]
+    fn a_driver_that_ends_with_writes_paused_resumes_them() {
+        // Goal: a driver dropped while its batch's pause holds (its thread unwinding from a
+        // panic) leaves no slot of its plan paused, and resumes no other slot.
+        let (server, _dir) = cluster_node_owning_every_slot();
+        let gate = &server.cluster.as_ref().expect("cluster").migration_gate;
+        let ranges = SlotRanges::new(&[(10, 20)]).expect("ranges");
+        let elsewhere = SlotRanges::new(&[(500, 500)]).expect("ranges");
+        let plan = Plan {
+            id: MigrationId(7),
+            request_id: "drop-test".into(),
+            ranges: ranges.clone(),
+            target: server
+                .cluster
+                .as_ref()
+                .expect("cluster")
+                .topology
+                .read()
+                .myself()
+                .id,
+            settings: MigrationSettings::default(),
+        };
+        let state = server.slot_migrations.add(plan.id);
+        let driver = Driver::new(server.clone(), plan, state).expect("cluster mode");
+        gate.pause(&SlotRanges::new(&[(12, 14)]).expect("ranges"));
+        gate.pause(&elsewhere);
+        drop(driver);
+        assert!(ranges.slots().all(|slot| !gate.paused(slot)));
+        assert!(
+            gate.paused(500),
+            "another migration's pause is not this driver's"
+        );
     }
 }
