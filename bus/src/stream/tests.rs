@@ -876,18 +876,10 @@ fn a_server_window_grows_with_its_clients_traffic_and_stays_small_when_idle() {
 
     // A reply larger than staging: staging doubles each time it empties.
     let reply: Vec<u8> = (0..3 * full as u32).map(|i| (i % 253) as u8).collect();
-    let (mut sent, mut got) = (0, Vec::new());
-    for _ in 0..10_000 {
-        if got.len() == reply.len() {
-            break;
-        }
-        sent += d.server.write(&reply[sent..]).unwrap();
-        d.server.flush().unwrap();
-        d.pump(Duration::from_micros(20));
-        let n = d.client.read(&mut buf).unwrap();
-        got.extend_from_slice(&buf[..n]);
-    }
-    assert!(got == reply, "the reply arrived intact");
+    assert!(
+        server_to_client(&mut d, &reply) == reply,
+        "the reply arrived intact"
+    );
     assert_eq!(d.server.tx_staging(), full);
     // 64 KiB to 1 MiB is four doublings each.
     assert_eq!(d.server.stats().window_grows, 8);
@@ -1040,18 +1032,7 @@ fn a_window_whose_growth_is_refused_keeps_its_size_and_its_bytes() {
     );
     // A reply three times the full size goes through the start-size staging.
     let reply: Vec<u8> = (0..3 * full as u32).map(|i| (i % 253) as u8).collect();
-    let (mut sent, mut got, mut buf) = (0, Vec::new(), vec![0u8; 64 * 1024]);
-    for _ in 0..20_000 {
-        if got.len() == reply.len() {
-            break;
-        }
-        sent += d.server.write(&reply[sent..]).unwrap();
-        d.server.flush().unwrap();
-        d.pump(Duration::from_micros(20));
-        let n = d.client.read(&mut buf).unwrap();
-        got.extend_from_slice(&buf[..n]);
-    }
-    assert!(got == reply, "reply intact");
+    assert!(server_to_client(&mut d, &reply) == reply, "reply intact");
     assert_eq!(d.server.tx_staging(), GRANTED_START_LEN);
     assert_eq!(d.server.stats().window_grows, 0);
     // Registrations succeed again: the next drains grow the window.
@@ -1081,6 +1062,24 @@ fn client_to_server(d: &mut Duo, data: &[u8]) -> Vec<u8> {
         }
         d.pump(Duration::from_micros(20));
         let n = d.server.read(&mut buf).unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
+/// The server writes `data` as fast as its staging lets it; the client reads as it lands;
+/// returns what the client read.
+fn server_to_client(d: &mut Duo, data: &[u8]) -> Vec<u8> {
+    let (mut sent, mut got, mut buf) = (0, Vec::new(), vec![0u8; 64 * 1024]);
+    // Bound: each round moves virtual time; a few rounds per staging buffer is plenty.
+    for _ in 0..20_000 {
+        if got.len() == data.len() {
+            break;
+        }
+        sent += d.server.write(&data[sent..]).unwrap();
+        d.server.flush().unwrap();
+        d.pump(Duration::from_micros(20));
+        let n = d.client.read(&mut buf).unwrap();
         got.extend_from_slice(&buf[..n]);
     }
     got

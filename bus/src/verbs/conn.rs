@@ -290,6 +290,25 @@ impl VerbsConnection {
         Ok(())
     }
 
+    /// An RDMA WRITE (WITH IMM when `imm` is set), `covered` as in `post_write_covered`.
+    fn write(
+        &mut self,
+        wr_id: u64,
+        src: LocalSlice<VerbsRegion>,
+        dst: RemoteSlice,
+        imm: Option<u32>,
+        covered: bool,
+    ) -> Result<()> {
+        let (remote_addr, rkey) = remote_target(src.len, &dst)?;
+        let inline = src.len <= self.max_inline;
+        let kind = SendKind::Write {
+            remote_addr,
+            rkey,
+            imm,
+        };
+        self.post(wr_id, Op::Write, src, kind, inline, covered)
+    }
+
     fn post(
         &mut self,
         wr_id: u64,
@@ -398,14 +417,7 @@ impl Connection for VerbsConnection {
         dst: RemoteSlice,
         imm: Option<u32>,
     ) -> Result<()> {
-        let (remote_addr, rkey) = remote_target(src.len, &dst)?;
-        let inline = src.len <= self.max_inline;
-        let kind = SendKind::Write {
-            remote_addr,
-            rkey,
-            imm,
-        };
-        self.post(wr_id, Op::Write, src, kind, inline, false)
+        self.write(wr_id, src, dst, imm, false)
     }
 
     /// Unsignaled unless it ends a run of `COVERED_RUN_MAX` or fills the send queue: its
@@ -416,14 +428,7 @@ impl Connection for VerbsConnection {
         src: LocalSlice<VerbsRegion>,
         dst: RemoteSlice,
     ) -> Result<()> {
-        let (remote_addr, rkey) = remote_target(src.len, &dst)?;
-        let inline = src.len <= self.max_inline;
-        let kind = SendKind::Write {
-            remote_addr,
-            rkey,
-            imm: None,
-        };
-        self.post(wr_id, Op::Write, src, kind, inline, true)
+        self.write(wr_id, src, dst, None, true)
     }
 
     fn post_read(
