@@ -22,23 +22,21 @@ use std::collections::VecDeque;
 /// requests hold are given back in steps of at most this many.
 pub(crate) const COVERED_RUN_MAX: u32 = 32;
 
-/// One QP's send requests in post order, from their post to the completion that reports them.
-#[derive(Debug)]
+/// One QP's unsignaled send requests in post order, from their post to the completion that
+/// reports them. Signaled requests are only numbered: a connection that never posts covered
+/// WRITEs (a Stream) never touches the list.
+#[derive(Debug, Default)]
 pub(crate) struct SendOrder {
-    /// (internal id, signaled), oldest first. At most the send queue's depth.
-    posted: VecDeque<(u64, bool)>,
+    /// (post number, internal id) of unsignaled requests not yet reported, oldest first. At
+    /// most the send queue's depth (each holds a send slot until reported).
+    unsignaled: VecDeque<(u64, u64)>,
+    /// The next request's post number.
+    next_seq: u64,
     /// Unsignaled requests posted since the last signaled one.
     unsignaled_run: u32,
 }
 
 impl SendOrder {
-    pub(crate) fn new(send_max: u32) -> Self {
-        SendOrder {
-            posted: VecDeque::with_capacity(send_max as usize),
-            unsignaled_run: 0,
-        }
-    }
-
     /// Whether the next send request asks for its own completion: always unless the caller
     /// lets it be `covered`; then when it would make the run `COVERED_RUN_MAX` long or is the
     /// one that fills the queue (`sends_with_it` of `send_max`).
@@ -46,40 +44,42 @@ impl SendOrder {
         !covered || self.unsignaled_run + 1 >= COVERED_RUN_MAX || sends_with_it >= send_max
     }
 
-    /// Records a request the QP accepted.
-    pub(crate) fn posted(&mut self, internal: u64, signaled: bool) {
-        self.posted.push_back((internal, signaled));
-        self.unsignaled_run = if signaled { 0 } else { self.unsignaled_run + 1 };
+    /// Records a request the QP accepted; returns its post number.
+    pub(crate) fn posted(&mut self, internal: u64, signaled: bool) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if signaled {
+            self.unsignaled_run = 0;
+        } else {
+            self.unsignaled.push_back((seq, internal));
+            self.unsignaled_run += 1;
+        }
+        seq
     }
 
-    /// A completion entry for send request `internal`: hands `release` every earlier request
-    /// still listed (unsignaled ones that completed before it) and returns how many, or None
-    /// if `internal` is not listed (the entry is then the caller's to report as it is).
-    pub(crate) fn complete(&mut self, internal: u64, mut release: impl FnMut(u64)) -> Option<u32> {
-        let at = self.posted.iter().position(|&(id, _)| id == internal)?;
+    /// A completion entry for the send request numbered `seq`: hands `release` every
+    /// unsignaled request posted before it (they completed before it, in order) and returns
+    /// how many. The request itself leaves the list too if it was unsignaled (a failed one
+    /// writes its own entry).
+    pub(crate) fn complete(&mut self, seq: u64, mut release: impl FnMut(u64)) -> u32 {
         let mut covers = 0u32;
-        for (id, signaled) in self.posted.drain(..=at) {
-            if id == internal {
+        while let Some(&(s, id)) = self.unsignaled.front() {
+            if s > seq {
                 break;
             }
-            // A signaled request's own entry comes before any later request's (in order):
-            // one still listed here means an entry was lost.
-            if signaled {
-                tracing::warn!(
-                    internal = id,
-                    "a signaled send request completed without its own entry"
-                );
+            self.unsignaled.pop_front();
+            if s < seq {
+                release(id);
+                covers += 1;
             }
-            release(id);
-            covers += 1;
         }
-        Some(covers)
+        covers
     }
 
-    /// Requests posted and not yet reported.
+    /// Unsignaled requests posted and not yet reported.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.posted.len()
+        self.unsignaled.len()
     }
 }
 
@@ -91,7 +91,7 @@ mod tests {
     fn covered_requests_are_signaled_once_per_run_and_at_the_last_slot() {
         // Goal: a covered request goes unsignaled except as the 32nd of a run or when it fills
         // the queue; an uncovered one is always signaled and ends the run.
-        let mut order = SendOrder::new(255);
+        let mut order = SendOrder::default();
         let mut signaled = Vec::new();
         for i in 0..70u64 {
             let s = order.signal(true, (i + 1) as u32, 255);
@@ -113,32 +113,29 @@ mod tests {
     #[test]
     fn a_completion_reports_the_unsignaled_requests_before_it() {
         // Goal: the entry of request 3 stands for 0, 1 and 2 too (released, counted as
-        // covers), not for 4; an entry for an unknown id changes nothing.
-        let mut order = SendOrder::new(16);
-        for i in 0..5u64 {
-            order.posted(i, i == 3 || i == 4);
-        }
+        // covers), not for 5; the signaled request 4 after it covers nothing.
+        let mut order = SendOrder::default();
+        let seqs: Vec<u64> = (0..6u64)
+            .map(|i| order.posted(100 + i, i == 3 || i == 4))
+            .collect();
         let mut released = Vec::new();
-        assert_eq!(order.complete(3, |id| released.push(id)), Some(3));
-        assert_eq!(released, [0, 1, 2]);
-        assert_eq!(order.complete(99, |id| released.push(id)), None);
+        assert_eq!(order.complete(seqs[3], |id| released.push(id)), 3);
+        assert_eq!(released, [100, 101, 102]);
         assert_eq!(order.len(), 1);
-        assert_eq!(order.complete(4, |id| released.push(id)), Some(0));
-        assert_eq!(order.len(), 0);
+        assert_eq!(order.complete(seqs[4], |id| released.push(id)), 0);
+        assert_eq!(order.len(), 1, "request 5 still waits for a later entry");
     }
 
     #[test]
     fn a_failed_unsignaled_request_reports_the_ones_before_it() {
         // Goal: a covered request that fails writes its own (error) entry, and the flushed
         // ones after it each write theirs: every request is reported exactly once.
-        let mut order = SendOrder::new(16);
-        for i in 0..6u64 {
-            order.posted(i, i == 5);
-        }
+        let mut order = SendOrder::default();
+        let seqs: Vec<u64> = (0..6u64).map(|i| order.posted(i, i == 5)).collect();
         let mut reported = 0u32;
         // 2 fails; 3, 4 and 5 are flushed, each with its own entry.
-        for id in 2..6u64 {
-            reported += 1 + order.complete(id, |_| {}).unwrap();
+        for &seq in &seqs[2..] {
+            reported += 1 + order.complete(seq, |_| {});
         }
         assert_eq!(reported, 6);
         assert_eq!(order.len(), 0);

@@ -21,6 +21,8 @@ use crate::provider::{Completion, Op, WorkError};
 struct Slot {
     wr_id: u64,
     op: Op,
+    /// A send's place in post order (`SendOrder::posted`); 0 for receives.
+    seq: u64,
     /// Keeps the memory the device may still touch alive (provider.rs contract).
     _hold: VerbsRegion,
 }
@@ -50,7 +52,7 @@ impl Outstanding {
             recvs: 0,
             send_max,
             recv_max,
-            send_order: SendOrder::new(send_max),
+            send_order: SendOrder::default(),
             released: Vec::with_capacity(super::covered::COVERED_RUN_MAX as usize),
         }
     }
@@ -63,7 +65,14 @@ impl Outstanding {
 
     /// Records a send request the QP accepted, in post order.
     pub(crate) fn posted_send(&mut self, internal: u64, signaled: bool) {
-        self.send_order.posted(internal, signaled);
+        let seq = self.send_order.posted(internal, signaled);
+        if let Some(slot) = self
+            .slots
+            .get_mut(internal as usize)
+            .and_then(Option::as_mut)
+        {
+            slot.seq = seq;
+        }
     }
 
     /// Reserves a slot; returns the internal id that goes on the wire as `wr_id`.
@@ -83,6 +92,7 @@ impl Outstanding {
         self.slots[index] = Some(Slot {
             wr_id,
             op,
+            seq: 0,
             _hold: hold,
         });
         if is_recv {
@@ -115,18 +125,16 @@ impl Outstanding {
     /// A send's completion also releases the unsignaled sends posted before it (see
     /// `covered`), counted in its `covers`.
     pub(crate) fn complete(&mut self, wc: &ibv_wc) -> Option<Completion> {
-        let is_send = self
+        let send_seq = self
             .slots
             .get(wc.wr_id as usize)
             .and_then(Option::as_ref)
-            .is_some_and(|slot| slot.op != Op::Recv);
+            .filter(|slot| slot.op != Op::Recv)
+            .map(|slot| slot.seq);
         let mut covers = 0;
-        if is_send {
+        if let Some(seq) = send_seq {
             let mut released = std::mem::take(&mut self.released);
-            covers = self
-                .send_order
-                .complete(wc.wr_id, |id| released.push(id))
-                .unwrap_or(0);
+            covers = self.send_order.complete(seq, |id| released.push(id));
             for id in released.drain(..) {
                 self.take(id);
             }
