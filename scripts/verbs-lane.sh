@@ -19,6 +19,8 @@
 #   VERBS_LANE_IDLE_CLIENTS  clients node_idle_clients holds at once (default 1000: ~30 s
 #                         under TCG; the node takes ~0.5 MiB per idle verbs client, the
 #                         kernel and the clients ~0.4 MiB more, hence the guest's memory)
+#   VERBS_LANE_SRQ_DEPTH  the node's `rdma-srq-depth` in node_idle_clients (default: the
+#                         node's own, a receive pool of 2048; 0: a receive queue per client)
 #   VERBS_LANE_MEM_MB     guest memory (default 5120)
 #   VERBS_LANE_CHECK_TIMEOUT_S  bound on each guest check in seconds (default 180)
 set -euo pipefail
@@ -31,6 +33,11 @@ log() { printf 'verbs-lane: %s\n' "$*" >&2; }
 idle_clients=${VERBS_LANE_IDLE_CLIENTS:-1000}
 check_timeout_s=${VERBS_LANE_CHECK_TIMEOUT_S:-180}
 mem_mb=${VERBS_LANE_MEM_MB:-5120}
+srq_depth=${VERBS_LANE_SRQ_DEPTH:-}
+[[ -z "$srq_depth" || "$srq_depth" =~ ^[0-9]+$ ]] || {
+    log "VERBS_LANE_SRQ_DEPTH must be a number"
+    exit 2
+}
 # node_idle_clients needs a few clients (up to 5 leave) and a check bound above its 40 s margin.
 [[ "$idle_clients" =~ ^[0-9]+$ && "$check_timeout_s" =~ ^[0-9]+$ && "$mem_mb" =~ ^[0-9]+$ &&
     $idle_clients -ge 8 && $check_timeout_s -gt 60 ]] || {
@@ -68,7 +75,7 @@ trap cleanup EXIT INT TERM
 timeout --kill-after=10 "$timeout_s" \
     qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m "$mem_mb" \
     -kernel "$ktree/boot/vmlinuz-$version" -initrd "$initrd" \
-    -append "console=ttyS0 quiet loglevel=3 rdinit=/init panic=-1 lane.idle_clients=$idle_clients lane.check_timeout=$check_timeout_s" \
+    -append "console=ttyS0 quiet loglevel=3 rdinit=/init panic=-1 lane.idle_clients=$idle_clients lane.check_timeout=$check_timeout_s${srq_depth:+ lane.srq_depth=$srq_depth}" \
     -nographic -no-reboot -nic none </dev/null >"$console.raw" 2>&1 &
 qemu_pid=$!
 set +e

@@ -208,9 +208,14 @@ pub trait Listener: Send + 'static {
     /// Every accepted connection will carry a server Stream: a provider whose peer's first
     /// message fails without a receive posted (verbs: an RNR NAK and its retry) posts the
     /// Stream's first command receives before it answers the peer
-    /// ([`Connection::take_preposted_receives`]). Other users of a listener's connections
-    /// (rings) must not call it.
-    fn serve_streams(&mut self) {}
+    /// ([`Connection::take_preposted_receives`]). With `shared_receives` > 0, a provider
+    /// that can (verbs: an SRQ and memory windows) gives the connections one pool of that
+    /// many receives instead of a receive queue each; returns whether it did. Other users of
+    /// a listener's connections (rings) must not call it.
+    fn serve_streams(&mut self, shared_receives: u32) -> bool {
+        let _ = shared_receives;
+        false
+    }
     /// Connection attempts dropped before they became connections (an ofi handshake socket
     /// idle past its deadline, evicted from the full table, or malformed); for INFO.
     fn dropped_handshakes(&self) -> u64 {

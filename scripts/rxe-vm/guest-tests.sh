@@ -6,13 +6,16 @@
 # Every check runs under `timeout`: TCG emulation is slow and the machine is shared, so the
 # bound is generous (CHECK_TIMEOUT_S); it only stops a hung test from hanging the lane.
 # The host script passes both on the kernel command line (`lane.check_timeout=S
-# lane.idle_clients=N`, from VERBS_LANE_CHECK_TIMEOUT_S and VERBS_LANE_IDLE_CLIENTS).
+# lane.idle_clients=N [lane.srq_depth=N]`, from VERBS_LANE_CHECK_TIMEOUT_S,
+# VERBS_LANE_IDLE_CLIENTS and VERBS_LANE_SRQ_DEPTH).
 # cmdline_value KEY (dots escaped): the number after ` KEY=`, whole words only.
 cmdline_value() { echo " $(cat /proc/cmdline) " | sed -n "s/.* $1=\([0-9][0-9]*\) .*/\1/p"; }
 CHECK_TIMEOUT_S=$(cmdline_value 'lane\.check_timeout')
 CHECK_TIMEOUT_S=${CHECK_TIMEOUT_S:-180}
 IDLE_CLIENTS=$(cmdline_value 'lane\.idle_clients')
 IDLE_CLIENTS=${IDLE_CLIENTS:-1000}
+# Empty unless the host set VERBS_LANE_SRQ_DEPTH: node_idle_clients then leaves the node's own.
+SRQ_DEPTH=$(cmdline_value 'lane\.srq_depth')
 RXE_IP=10.11.12.13
 passed=0
 failed=0
@@ -50,7 +53,8 @@ for bin in $(cat /t/lane-bins 2>/dev/null); do
     if [ -n "$names" ]; then
         for n in $names; do
             check "$(basename "$bin")-$n" env RXE_IP=$RXE_IP GID_IDX=1 \
-                CHECK_TIMEOUT_S=$CHECK_TIMEOUT_S IDLE_CLIENTS=$IDLE_CLIENTS "$bin" "$n"
+                CHECK_TIMEOUT_S=$CHECK_TIMEOUT_S IDLE_CLIENTS=$IDLE_CLIENTS NODE_SRQ_DEPTH=$SRQ_DEPTH \
+                "$bin" "$n"
         done
     else
         check "$(basename "$bin")" env RXE_IP=$RXE_IP GID_IDX=1 "$bin"

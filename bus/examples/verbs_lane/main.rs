@@ -10,7 +10,8 @@
 //! nodes forming a cluster whose bus runs on verbs UD), [`replication`] (a primary and a replica
 //! linked by verbs RC: the stream written into the replica's ring, WAIT), [`ring`] (the bus Ring
 //! between two processes), [`covered`] (selective signaling's folded completions), [`srq`] (RC
-//! connections sharing one receive pool), [`datagram`]
+//! connections sharing one receive pool), [`stream_pool`] (Streams on a listener's receive pool,
+//! kept apart by memory windows), [`datagram`]
 //! (the bus Datagram framing over UD between two processes), [`rogue`] (another connection's
 //! protection domain refuses even an exact key; `fabric_rogue`'s probe against a node).
 //! [`replication`] also runs the rogue's `forge-ack` against the primary.
@@ -28,6 +29,7 @@ mod replication;
 mod ring;
 mod rogue;
 mod srq;
+mod stream_pool;
 
 // The rogue's modules, shared with bus/examples/fabric_rogue (parts unused here).
 #[allow(dead_code)]
@@ -73,6 +75,7 @@ const TESTS: &[Test] = &[
     ("datagram_two_process", datagram::test_datagram_two_process),
     ("srq_shared_receives", srq::test_srq_shared_receives),
     ("srq_connect_side", srq::test_srq_connect_side),
+    ("srq_stream_pool", stream_pool::test_srq_stream_pool),
     ("node_stream", node_stream::test_node_stream),
     (
         "node_idle_clients",

@@ -159,7 +159,16 @@ pub fn test_node_idle_clients() -> R {
     )?;
     // The default `rdma-rx-size` (1 MiB): an idle client's window stays at its start size.
     let rx_default = bus::stream::RX_SIZE_DEFAULT.to_string();
-    let mut node = Node::start_with(&["--maxclients", "4000", "--rdma-rx-size", &rx_default])?;
+    // `NODE_SRQ_DEPTH` (the lane's `VERBS_LANE_SRQ_DEPTH`): the node's `rdma-srq-depth`;
+    // unset, the node's default (its clients share one receive pool).
+    let srq_depth = std::env::var("NODE_SRQ_DEPTH")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let mut args = vec!["--maxclients", "4000", "--rdma-rx-size", &rx_default];
+    if let Some(depth) = &srq_depth {
+        args.extend(["--rdma-srq-depth", depth.as_str()]);
+    }
+    let mut node = Node::start_with(&args)?;
     let pid = node.pid().ok_or("node not running")?;
     let p = provider()?;
     let to = SocketAddr::new(rxe_ip(), FABRIC_PORT);
@@ -190,6 +199,16 @@ pub fn test_node_idle_clients() -> R {
     };
     first.send(b"PING\r\n")?;
     first.expect(b"+PONG\r\n")?;
+    let pool = fabric_counter("fabric_shared_receives")?;
+    let pool_text = match pool {
+        0 => "a receive queue per client".to_owned(),
+        n => format!("one receive pool of {n}"),
+    };
+    let expected = srq_depth.as_deref().map_or(Ok(2048), str::parse::<u64>)?;
+    ensure(
+        pool == expected,
+        format!("the node's clients share a pool of {pool} receives, not {expected}"),
+    )?;
     std::thread::sleep(Duration::from_millis(300));
     let rss_before = kib_field(&format!("/proc/{pid}/status"), "VmRSS:")?;
     let queues_before = uverbs_rss_kib(pid)?;
@@ -251,7 +270,7 @@ pub fn test_node_idle_clients() -> R {
     let available_after = kib_field("/proc/meminfo", "MemAvailable:")?;
     let per_client = rss_after.saturating_sub(rss_before) / clients_wanted as u64;
     let memory = format!(
-        "node VmRSS {rss_before} -> {rss_after} KiB: {per_client} KiB per idle client; guest \
+        "node VmRSS {rss_before} -> {rss_after} KiB ({pool_text}): {per_client} KiB per idle client; guest \
          MemAvailable down {} KiB per client (both ends, kernel queues included)",
         available_before.saturating_sub(available_after) / clients_wanted as u64
     );

@@ -16,8 +16,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use rdma_mummy_sys::ibv_wc;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
@@ -32,16 +35,18 @@ use super::device::Device;
 use super::lib_error;
 use super::peer_gone::PeerGone;
 use super::qp::{check_srq_fits, RcQp};
-use super::region::VerbsRegion;
+use super::receive_pool::{PoolLink, ReceivePool};
+use super::region::{VerbsRegion, WindowRef};
 use super::srq::SrqShared;
 use super::srq_slots::is_srq_id;
+use super::window;
 use super::wr::{self, Outstanding, SendKind, Sge};
 use crate::access::Access;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
 use crate::error::{BusError, Result};
 use crate::idle::{Doorbell, IdleWait};
-use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice};
+use crate::provider::{Completion, Connection, LocalSlice, Op, Region, RemoteSlice, WorkError};
 
 /// Whether an rdma_cm event on an established connection means the peer is gone.
 pub(super) fn ends_connection(kind: &EventType) -> bool {
@@ -78,6 +83,16 @@ pub struct VerbsConnection {
     /// before it answered the peer, or by `connect` for a Stream), taken by the Stream built
     /// on this connection.
     preposted: Option<VerbsRegion>,
+    /// Where this connection's receives come from when its listener keeps a receive pool
+    /// (`receive_pool.rs`); `None` for a receive queue of its own or a raw SRQ's.
+    pool: Option<PoolLink>,
+    /// Regions registered (in a shared PD) whose windows are not bound yet: bound by the next
+    /// post, before anything that could hand their key to the peer (`window.rs`).
+    binds: Mutex<Vec<VerbsRegion>>,
+    binds_waiting: AtomicBool,
+    /// Every windowed region registered through this connection, to close their windows
+    /// before the QP is destroyed (`WindowRef::close`).
+    windows: Mutex<Vec<WindowRef>>,
     /// Keeps the device open as long as the connection (its regions hold only their PD).
     _dev: Arc<Device>,
     max_inline: usize,
@@ -102,6 +117,9 @@ impl Drop for VerbsConnection {
             tracing::debug!(error = %e, "rdma_disconnect on drop");
         }
         self.release_srq_receives();
+        for window in self.windows.get_mut().drain(..) {
+            window.close();
+        }
     }
 }
 
@@ -173,6 +191,10 @@ impl VerbsConnection {
             closed,
             flushed: false,
             preposted: None,
+            pool: None,
+            binds: Mutex::new(Vec::new()),
+            binds_waiting: AtomicBool::new(false),
+            windows: Mutex::new(Vec::new()),
             _dev: Arc::clone(dev),
             max_inline: config.max_inline,
             wcs: Vec::new(),
@@ -226,6 +248,52 @@ impl VerbsConnection {
         Ok(())
     }
 
+    /// Takes this connection's receives from its listener's pool (`recv_wr` of them at most).
+    pub(super) fn attach_pool(&mut self, pool: Arc<ReceivePool>, recv_wr: u32) {
+        debug_assert!(
+            self.qp
+                .srq()
+                .is_some_and(|srq| Arc::ptr_eq(srq, pool.srq())),
+            "a pooled connection's QP takes its receives from the pool's SRQ"
+        );
+        self.pool = Some(PoolLink::new(pool, recv_wr));
+    }
+
+    /// Binds the windows of regions registered since the last post, ahead of that post on the
+    /// send queue. A full send queue leaves the rest waiting (the post reports `Full`).
+    fn post_binds(&mut self) -> Result<()> {
+        if !self.binds_waiting.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut regions = std::mem::take(&mut *self.binds.lock());
+        self.binds_waiting.store(false, Ordering::Release);
+        while let Some(region) = regions.first() {
+            let Some(target) = region.bind_target() else {
+                regions.remove(0);
+                continue;
+            };
+            let internal = match self.outstanding.insert_bind(region.clone()) {
+                Ok(internal) => internal,
+                Err(e) => {
+                    self.binds.lock().splice(0..0, regions);
+                    self.binds_waiting.store(true, Ordering::Release);
+                    return Err(e);
+                }
+            };
+            // SAFETY: the QP is live (owned by self); the window and MR are in its PD (both
+            // registered through `register`, in the QP's PD) and the region that owns them is
+            // held by `outstanding` until the bind's completion.
+            if let Err(e) = unsafe { window::post_bind(self.qp.raw(), internal, &target) } {
+                self.outstanding.cancel(internal);
+                self.binds.lock().splice(0..0, regions);
+                self.binds_waiting.store(true, Ordering::Release);
+                return Err(e);
+            }
+            regions.remove(0);
+        }
+        Ok(())
+    }
+
     /// Notices a peer disconnect (reading our own channel if we have one) and, once, moves the
     /// QP to the error state so every outstanding request completes as flushed.
     fn check_closed(&mut self) -> Result<()> {
@@ -245,13 +313,30 @@ impl VerbsConnection {
         Ok(())
     }
 
-    /// Maps one work completion to the caller's: SRQ receives through the SRQ's table, the
-    /// rest through this connection's.
-    fn complete(&mut self, wc: &ibv_wc) -> Option<Completion> {
-        match self.qp.srq() {
-            Some(srq) if is_srq_id(wc.wr_id) => srq.complete(wc),
-            _ => self.outstanding.complete(wc),
+    /// Maps one work completion to the caller's: pool receives through the pool (matched to
+    /// a posted receive, or waiting for one), raw SRQ receives through the SRQ's table, the
+    /// rest through this connection's; window binds are reported to no one (a failed one
+    /// fails the connection: its peer could not reach the region).
+    fn complete(&mut self, wc: &ibv_wc) -> Result<Option<Completion>> {
+        if is_srq_id(wc.wr_id) {
+            if let Some(link) = &mut self.pool {
+                return link.arrive(wc);
+            }
+            if let Some(srq) = self.qp.srq() {
+                return Ok(srq.complete(wc));
+            }
         }
+        if self.outstanding.is_bind(wc.wr_id) {
+            return match self.outstanding.complete_bind(wc) {
+                Ok(()) | Err(WorkError::Flushed) => Ok(None),
+                Err(e) => Err(BusError::Provider {
+                    provider: super::PROVIDER,
+                    call: "BIND_MW",
+                    reason: format!("binding a memory window failed: {e:?}"),
+                }),
+            };
+        }
+        Ok(self.outstanding.complete(wc))
     }
 
     /// On drop of an SRQ-attached connection: stop the QP and read its CQ, so receives it took
@@ -273,7 +358,12 @@ impl VerbsConnection {
                 Ok(n) => read += n,
             }
             for wc in wcs.iter().filter(|wc| is_srq_id(wc.wr_id)) {
-                let _ = srq.complete(wc);
+                match &self.pool {
+                    Some(link) => link.release(wc),
+                    None => {
+                        let _ = srq.complete(wc);
+                    }
+                }
             }
         }
     }
@@ -320,6 +410,7 @@ impl VerbsConnection {
     ) -> Result<()> {
         self.ensure_open()?;
         let sge = self.local_sge(&slice)?;
+        self.post_binds()?;
         let internal = self.outstanding.insert(wr_id, op, slice.region)?;
         let signaled = self.outstanding.signal(covered);
         // SAFETY: the QP is alive (owned by self); the SGE names memory registered in the QP's PD
@@ -369,9 +460,23 @@ fn remote_target(src_len: usize, remote: &RemoteSlice) -> Result<(u64, u32)> {
 impl Connection for VerbsConnection {
     type Region = VerbsRegion;
 
-    /// In this connection's own protection domain: no other QP can reach it.
+    /// In this connection's own protection domain: no other QP can reach it. On an
+    /// SRQ-attached connection (whose PD is shared) a remotely reachable region is reached
+    /// through a memory window bound to this QP by the next post (`window.rs`).
     fn register(&self, len: usize, access: Access) -> Result<VerbsRegion> {
-        super::region::register_in(&self.pd, len, access)
+        if self.qp.srq().is_none() {
+            return super::region::register_in(&self.pd, len, access);
+        }
+        let region = super::region::register_windowed(&self.pd, len, access)?;
+        if region.bind_target().is_some() {
+            let mut windows = self.windows.lock();
+            windows.retain(|w| !w.is_gone());
+            windows.push(region.window_ref());
+            drop(windows);
+            self.binds.lock().push(region.clone());
+            self.binds_waiting.store(true, Ordering::Release);
+        }
+        Ok(region)
     }
 
     fn post_send(&mut self, wr_id: u64, src: LocalSlice<VerbsRegion>) -> Result<()> {
@@ -391,6 +496,14 @@ impl Connection for VerbsConnection {
     /// from the shared pool, so post them to the `VerbsSrq` (forwarding would hide that one
     /// connection's receive may serve another's message).
     fn post_recv(&mut self, wr_id: u64, dst: LocalSlice<VerbsRegion>) -> Result<()> {
+        if self.pool.is_some() {
+            self.ensure_open()?;
+            self.local_sge(&dst)?;
+            if let Some(link) = &mut self.pool {
+                link.post(wr_id, dst)?;
+            }
+            return Ok(());
+        }
         if self.qp.srq().is_some() {
             return Err(BusError::Invalid {
                 what: "receive",
@@ -449,28 +562,51 @@ impl Connection for VerbsConnection {
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> Result<usize> {
+        let before = out.len();
+        let mut room = max;
+        if let Some(link) = &mut self.pool {
+            room -= link.take_ready(out, max);
+        }
         self.wcs.clear();
-        if self.cq.poll(&mut self.wcs, max)? == 0 && max > 0 {
+        if self.cq.poll(&mut self.wcs, room)? == 0 && room > 0 {
             // Idle: the moment to look for a disconnect (a syscall we skip while busy).
             let was_flushed = self.flushed;
             self.check_closed()?;
             if self.flushed && !was_flushed {
-                self.cq.poll(&mut self.wcs, max)?;
+                self.cq.poll(&mut self.wcs, room)?;
             }
         }
-        let before = out.len();
         let wcs = std::mem::take(&mut self.wcs);
+        let mut failed = None;
         for wc in &wcs {
-            if let Some(c) = self.complete(wc) {
-                out.push(c);
+            match self.complete(wc) {
+                Ok(Some(c)) => out.push(c),
+                Ok(None) => {}
+                Err(e) => failed = failed.or(Some(e)),
             }
         }
         self.wcs = wcs;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if self.flushed {
+            // A receive queue of its own would flush its posted receives: so do pooled ones.
+            if let Some(link) = &mut self.pool {
+                while out.len() - before < max {
+                    let Some(c) = link.flush_one() else { break };
+                    out.push(c);
+                }
+            }
+        }
         Ok(out.len() - before)
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<()> {
         self.check_closed()?;
+        if self.pool.as_ref().is_some_and(PoolLink::has_ready) {
+            // Receives matched when they were posted: poll reports them without the device.
+            return Ok(());
+        }
         if self.flushed {
             // Nothing more will arrive but flushed completions, which poll returns at once.
             return Ok(());
@@ -481,7 +617,7 @@ impl Connection for VerbsConnection {
 
     fn arm_idle_wait(&mut self, fds: &mut Vec<RawFd>) -> Result<IdleWait> {
         self.check_closed()?;
-        if self.flushed {
+        if self.flushed || self.pool.as_ref().is_some_and(PoolLink::has_ready) {
             return Ok(IdleWait::Ready);
         }
         let Some(cq_fd) = self.cq.arm()? else {

@@ -26,6 +26,7 @@ use super::device::Device;
 use super::lib_error;
 use super::peer_gone::PeerGone;
 use super::qp::{check_srq_fits, RcQp};
+use super::receive_pool::ReceivePool;
 use super::srq::SrqShared;
 use crate::addr::EndpointAddr;
 use crate::config::EndpointConfig;
@@ -65,8 +66,11 @@ pub struct VerbsListener {
     channel: Arc<EventChannel>,
     dev: Arc<Device>,
     config: EndpointConfig,
-    /// The SRQ accepted connections take their receives from, if any.
+    /// The SRQ accepted connections take their receives from, if any (a raw one given to
+    /// `listen_with_srq`, or the pool's).
     srq: Option<Arc<SrqShared>>,
+    /// The receive pool Stream connections share (`serve_streams` with a depth).
+    pool: Option<Arc<ReceivePool>>,
     /// Post a Stream's first command receives on each connection before answering its peer
     /// (see [`Listener::serve_streams`]).
     prepost_stream_receives: bool,
@@ -111,12 +115,19 @@ pub(crate) fn listen(
         dev: Arc::clone(dev),
         config: config.clone(),
         srq: srq.cloned(),
+        pool: None,
         prepost_stream_receives: false,
         bind,
     })
 }
 
 impl VerbsListener {
+    /// Receives posted in the listener's receive pool now (`None` without a pool): back to
+    /// the pool's depth whenever no message waits to be polled.
+    pub fn shared_receives_posted(&self) -> Option<usize> {
+        self.pool.as_ref().map(|pool| pool.posted())
+    }
+
     /// Answers queued requests while there is room among the accepting ones.
     fn answer_queued(&mut self) -> Result<()> {
         while self.accepting.len() < ACCEPTING_MAX {
@@ -131,7 +142,10 @@ impl VerbsListener {
             }
             let param = conn_param(&qp);
             let mut conn = self.connection((qp, cq, pd), Arc::clone(&id));
-            if self.prepost_stream_receives && self.srq.is_none() {
+            if let Some(pool) = &self.pool {
+                // The pool's receives are posted already: the first message finds one.
+                conn.attach_pool(Arc::clone(pool), self.config.recv_wr);
+            } else if self.prepost_stream_receives && self.srq.is_none() {
                 // Before the answer: the peer's first message (its RX advert) then finds a
                 // receive posted, instead of an RNR NAK and a retry (`qp.rs` MIN_RNR_TIMER).
                 if let Err(e) = conn.prepost_stream_receives() {
@@ -266,7 +280,26 @@ impl Listener for VerbsListener {
         self.bind
     }
 
-    fn serve_streams(&mut self) {
+    fn serve_streams(&mut self, shared_receives: u32) -> bool {
         self.prepost_stream_receives = true;
+        if shared_receives == 0 || self.srq.is_some() || self.pool.is_some() {
+            return self.pool.is_some();
+        }
+        let pool = ReceivePool::new(&self.dev, shared_receives).and_then(|pool| {
+            check_srq_fits(&self.dev, &self.config, pool.srq())?;
+            Ok(pool)
+        });
+        match pool {
+            Ok(pool) => {
+                self.srq = Some(Arc::clone(pool.srq()));
+                self.pool = Some(pool);
+                true
+            }
+            Err(e) => {
+                // Each connection posts its own receives instead, as with no pool.
+                tracing::warn!(error = %e, "verbs listener: no shared receive pool");
+                false
+            }
+        }
     }
 }

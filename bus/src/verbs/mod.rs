@@ -5,7 +5,11 @@
 //! - Connections are RC QPs set up with rdma_cm (`RDMA_PS_TCP`) by IP address and port.
 //! - Datagram endpoints are UD QPs addressed by GID + QPN + QKey.
 //! - Shared receive queues (own FFI): connections made with `connect_with_srq` /
-//!   `listen_with_srq` take their receives from one [`VerbsSrq`].
+//!   `listen_with_srq` take their receives from one [`VerbsSrq`]; a listener serving Streams
+//!   with a depth (`Listener::serve_streams`) gives its connections one receive pool
+//!   (`receive_pool.rs`). Such connections share the device's protection domain, so their
+//!   remotely reachable regions are reached through type 2 memory windows bound to their own
+//!   QP (`window.rs`).
 //! - Work is posted with the classic `ibv_post_send`/`ibv_post_recv` and completions read with
 //!   `ibv_poll_cq` through sideway's loaded symbols (`rdma-mummy-sys`): one code path for RC and
 //!   UD (sideway's guards have no UD address), and no completion is ever dropped by a poller that
@@ -21,10 +25,13 @@ mod datagram;
 mod device;
 mod listener;
 mod peer_gone;
+mod pooled_recvs;
 mod qp;
+mod receive_pool;
 mod region;
 mod srq;
 mod srq_slots;
+mod window;
 mod wr;
 
 pub use conn::VerbsConnection;

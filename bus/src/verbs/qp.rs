@@ -287,7 +287,8 @@ impl RcQp {
 }
 
 /// Whether connections with `config` can be attached to `srq`: same provider instance, and a
-/// CQ that holds the send depth plus every SRQ receive (any of them may complete on it).
+/// CQ that holds the send depth plus every SRQ receive that may complete on it (all of them;
+/// for a listener's pool, the connection's receive depth).
 pub(crate) fn check_srq_fits(
     dev: &Arc<Device>,
     config: &EndpointConfig,
@@ -299,14 +300,13 @@ pub(crate) fn check_srq_fits(
             reason: "created by another provider instance".to_owned(),
         });
     }
-    if config.cq_size < config.send_wr + srq.depth() {
+    let receives = srq.receives_per_connection(config.recv_wr);
+    if config.cq_size < config.send_wr + receives {
         return Err(BusError::Invalid {
             what: "rdma-cq-size",
             reason: format!(
-                "{} cannot hold {} sends and the SRQ's {} receives",
-                config.cq_size,
-                config.send_wr,
-                srq.depth()
+                "{} cannot hold {} sends and {receives} of the SRQ's receives",
+                config.cq_size, config.send_wr,
             ),
         });
     }

@@ -13,7 +13,9 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 
 use rand::rngs::OsRng;
 use rand::{Rng, RngCore};
@@ -22,6 +24,7 @@ use sideway::ibverbs::protection_domain::ProtectionDomain;
 
 use super::device::Device;
 use super::lib_error;
+use super::window::{window_access, BindTarget, Window};
 use crate::access::Access;
 use crate::error::{BusError, Result};
 use crate::provider::{Region, RemoteRegion};
@@ -86,8 +89,15 @@ impl Drop for Mr {
 }
 
 struct Inner {
-    // Field order is drop order: deregister the MR before the memory under it is freed, and
+    // Field order is drop order: deallocate the window before the MR under it (an MR with a
+    // bound window cannot be deregistered), the MR before the memory under it is freed and
     // before the PD it belongs to.
+    /// The QP-bound window peers reach the region through, on a connection that shares its
+    /// PD (`window.rs`); `None` where the MR's own key is the remote key, or once its
+    /// connection closed it ([`WindowRef::close`]).
+    window: Mutex<Option<Window>>,
+    /// The window's key (kept when the window is closed: a peer naming it is refused).
+    window_rkey: Option<u32>,
     mr: Mr,
     /// Owned here so it is freed after the MR.
     _mem: Memory,
@@ -158,6 +168,33 @@ pub(crate) fn register_in(
     len: usize,
     access: Access,
 ) -> Result<VerbsRegion> {
+    register_with(pd, len, access, access_flags(access), None)
+}
+
+/// Registers `len` zeroed bytes in a PD shared by several connections (the device's, for
+/// connections on a receive pool): with remote access, the MR itself gets local rights and
+/// the right to bind windows only, and peers get the key of a type 2 window that must be bound
+/// to the connection's QP ([`VerbsRegion::bind_target`]) before the key is handed out.
+pub(crate) fn register_windowed(
+    pd: &Arc<ProtectionDomain>,
+    len: usize,
+    access: Access,
+) -> Result<VerbsRegion> {
+    if !access.is_remote() {
+        return register_in(pd, len, access);
+    }
+    let window = Window::alloc(pd)?;
+    let flags = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 | ibv_access_flags::IBV_ACCESS_MW_BIND.0;
+    register_with(pd, len, access, flags, Some(window))
+}
+
+fn register_with(
+    pd: &Arc<ProtectionDomain>,
+    len: usize,
+    access: Access,
+    mr_flags: u32,
+    window: Option<Window>,
+) -> Result<VerbsRegion> {
     if len == 0 || len > REGION_LEN_MAX {
         return Err(BusError::Invalid {
             what: "region length",
@@ -185,19 +222,14 @@ pub(crate) fn register_in(
     let iova = random_iova(base.as_ptr() as u64, len as u64);
     // SAFETY: `base..base+len` lies inside `mem`, which outlives the MR (both live in `Inner`,
     // where the MR is dropped, deregistered, first); the PD is live (held by `pd`).
-    let mr = unsafe {
-        ibv_reg_mr_iova2(
-            pd.pd().as_ptr(),
-            base.as_ptr().cast(),
-            len,
-            iova,
-            access_flags(access),
-        )
-    };
+    let mr =
+        unsafe { ibv_reg_mr_iova2(pd.pd().as_ptr(), base.as_ptr().cast(), len, iova, mr_flags) };
     let mr = NonNull::new(mr)
         .map(Mr)
         .ok_or_else(|| lib_error("ibv_reg_mr_iova2", &std::io::Error::last_os_error()))?;
     Ok(VerbsRegion(Arc::new(Inner {
+        window_rkey: window.as_ref().map(Window::rkey),
+        window: Mutex::new(window),
         mr,
         _mem: mem,
         base,
@@ -222,6 +254,29 @@ impl VerbsRegion {
     /// scatter/gather entry names for the device (the MR was registered at `iova`).
     pub(crate) fn io_addr_of(&self, offset: usize) -> u64 {
         self.0.iova + offset as u64
+    }
+
+    /// What binding this region's window names, if it is reached through one.
+    pub(crate) fn bind_target(&self) -> Option<BindTarget> {
+        let window = self.0.window.lock();
+        let window = window.as_ref()?;
+        Some(BindTarget {
+            window: window.raw(),
+            rkey: window.rkey(),
+            mr: self.0.mr.0,
+            addr: self.0.iova,
+            len: self.0.len as u64,
+            access: window_access(
+                self.0.access.contains(Access::REMOTE_WRITE),
+                self.0.access.contains(Access::REMOTE_READ),
+            ),
+        })
+    }
+
+    /// A handle its connection keeps to close the region's window before the QP it is bound
+    /// to is destroyed, whoever still holds the region.
+    pub(crate) fn window_ref(&self) -> WindowRef {
+        WindowRef(Arc::downgrade(&self.0))
     }
 
     /// Whether the region belongs to this protection domain (work requests may name it).
@@ -272,10 +327,11 @@ impl Region for VerbsRegion {
                 reason: "registered without remote access, so it has no rkey for peers".to_owned(),
             });
         }
+        let rkey = self.0.window_rkey.unwrap_or_else(|| self.0.mr.rkey());
         Ok(RemoteRegion {
             addr: self.0.iova,
             len: self.0.len as u64,
-            rkey: u64::from(self.0.mr.rkey()),
+            rkey: u64::from(rkey),
         })
     }
 
@@ -310,5 +366,26 @@ impl Region for VerbsRegion {
     fn store_u64(&self, offset: usize, value: u64) -> Result<()> {
         self.atomic_word(offset)?.store(value, Ordering::Release);
         Ok(())
+    }
+}
+
+/// A connection's handle on one of its windowed regions (see [`VerbsRegion::window_ref`]).
+pub(crate) struct WindowRef(Weak<Inner>);
+
+impl WindowRef {
+    /// Whether the region is gone (its window went with it).
+    pub(crate) fn is_gone(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+
+    /// Deallocates the region's window now: its key reaches nothing any more.
+    ///
+    /// Why: a bound type 2 window holds its QP (rxe takes a reference at bind), so a QP
+    /// destroyed before its windows waits for them (`ibv_destroy_qp` stalled a node's poller
+    /// for seconds in the verbs lane); the connection closes them first.
+    pub(crate) fn close(&self) {
+        if let Some(inner) = self.0.upgrade() {
+            drop(inner.window.lock().take());
+        }
     }
 }

@@ -21,8 +21,10 @@ use crate::provider::{Completion, Op, WorkError};
 struct Slot {
     wr_id: u64,
     op: Op,
-    /// A send's place in post order (`SendOrder::posted`); 0 for receives.
+    /// A send's place in post order (`SendOrder::posted`); 0 for receives and binds.
     seq: u64,
+    /// A memory window's bind (`window.rs`): the connection's own, reported to no caller.
+    bind: bool,
     /// Keeps the memory the device may still touch alive (provider.rs contract).
     _hold: VerbsRegion,
 }
@@ -93,6 +95,7 @@ impl Outstanding {
             wr_id,
             op,
             seq: 0,
+            bind: false,
             _hold: hold,
         });
         if is_recv {
@@ -101,6 +104,31 @@ impl Outstanding {
             self.sends += 1;
         }
         Ok(index as u64)
+    }
+
+    /// Reserves a send slot for a memory window's bind, holding its region until completion.
+    /// Binds are always signaled and stay out of the post order (`SendOrder`): their
+    /// completion releases no unsignaled send, which the next signaled one releases instead.
+    pub(crate) fn insert_bind(&mut self, hold: VerbsRegion) -> Result<u64> {
+        let internal = self.insert(0, Op::Write, hold)?;
+        if let Some(slot) = self.slots[internal as usize].as_mut() {
+            slot.bind = true;
+        }
+        Ok(internal)
+    }
+
+    /// Whether a completion's internal id names a bind.
+    pub(crate) fn is_bind(&self, internal: u64) -> bool {
+        self.slots
+            .get(internal as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|slot| slot.bind)
+    }
+
+    /// Releases a bind's slot; its status.
+    pub(crate) fn complete_bind(&mut self, wc: &ibv_wc) -> std::result::Result<(), WorkError> {
+        let _ = self.take(wc.wr_id);
+        status_of(wc)
     }
 
     /// Releases a slot whose post failed.

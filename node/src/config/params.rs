@@ -62,6 +62,10 @@ pub struct FabricConfig {
     /// Completion queue entries per connection; 0 means send + recv depths (the least that
     /// holds every outstanding request).
     pub cq_size: u64,
+    /// `rdma-srq-depth`: receives in the one pool (a verbs shared receive queue) that every
+    /// client connection of the fabric listener takes its messages from; 0 gives each
+    /// connection a receive queue of its own (`rdma-recv-wr` deep).
+    pub srq_depth: u64,
     /// Busy-polling threads serving fabric connections.
     pub poll_threads: usize,
     /// How long an idle polling thread keeps polling (yielding the core between turns) before
@@ -83,6 +87,7 @@ impl Default for FabricConfig {
             send_wr: bus::config::WR_DEFAULT as u64,
             recv_wr: bus::config::WR_DEFAULT as u64,
             cq_size: 0,
+            srq_depth: RDMA_SRQ_DEPTH_DEFAULT,
             poll_threads: 1,
             busy_poll_us: 50,
             unauthenticated_max: 64,
@@ -94,6 +99,10 @@ impl Default for FabricConfig {
 /// above 16 MiB each connection pins too much registered memory.
 pub const RDMA_RX_SIZE_MIN: u64 = 64 * 1024;
 pub const RDMA_RX_SIZE_MAX: u64 = 16 * 1024 * 1024;
+/// `rdma-srq-depth` default: room for every message of several busy clients at once (each
+/// has at most `rdma-recv-wr` in flight; a request-reply client one or two), and on rxe 192
+/// KiB once per listener against ~30 KiB of receive queue per client.
+pub const RDMA_SRQ_DEPTH_DEFAULT: u64 = 2048;
 /// Most polling threads: each one spins a core while busy.
 pub const MAX_RDMA_POLL_THREADS: usize = 64;
 /// `repl-backlog-size` default: 1 MiB, as Redis (Valkey ships 10 MiB).
@@ -1130,6 +1139,23 @@ pub static PARAMS: &[Param] = &[
         }
     ),
     param!(
+        "rdma-srq-depth",
+        false,
+        |c| c.fabric.srq_depth.to_string(),
+        |c, v| {
+            let depth = num(v, 0, bus::config::WR_MAX as u64)?;
+            if depth != 0 && depth < bus::config::WR_MIN as u64 {
+                return Err(format!(
+                    "must be 0 (a receive queue per connection) or {}..={}",
+                    bus::config::WR_MIN,
+                    bus::config::WR_MAX
+                ));
+            }
+            c.fabric.srq_depth = depth;
+            Ok(())
+        }
+    ),
+    param!(
         "rdma-poll-threads",
         false,
         |c| c.fabric.poll_threads.to_string(),
@@ -1883,6 +1909,10 @@ mod tests {
         assert_eq!(c.get("fabric-provider").as_deref(), Some("auto"));
         assert_eq!(c.get("rdma-send-wr").as_deref(), Some("255"));
         assert_eq!(c.get("rdma-recv-wr").as_deref(), Some("255"));
+        assert_eq!(c.get("rdma-srq-depth").as_deref(), Some("2048"));
+        c.set("rdma-srq-depth", "0").unwrap();
+        c.set("rdma-srq-depth", "16").unwrap();
+        assert_eq!(c.fabric.srq_depth, 16);
         c.set("rdma-send-wr", "224").unwrap();
         c.set("rdma-recv-wr", "224").unwrap();
         c.set("rdma-port", "16379").unwrap();
@@ -1904,6 +1934,8 @@ mod tests {
             ("rdma-recv-wr", "223"),
             ("rdma-recv-wr", "100000"),
             ("rdma-cq-size", "100000000"),
+            ("rdma-srq-depth", "8"),
+            ("rdma-srq-depth", "16385"),
             ("rdma-poll-threads", "0"),
             ("rdma-port", "70000"),
         ] {

@@ -52,6 +52,9 @@ pub struct Stats {
     /// Handshake sockets the fabric listener dropped (idle past 2 s, evicted from its full
     /// table, malformed): a flood of idle connections at the fabric port shows here.
     pub fabric_handshakes_dropped: AtomicU64,
+    /// The depth of the receive pool the fabric listener's connections share (verbs with
+    /// `rdma-srq-depth` > 0); 0 when each connection has a receive queue of its own.
+    pub fabric_shared_receives: AtomicU64,
     /// Replicas' links as this primary decided them (INFO `sync_full`, `sync_partial_ok`,
     /// `sync_partial_err`: a replica that named a history we could not continue).
     pub sync_full: AtomicU64,

@@ -470,6 +470,10 @@ fn fabric(s: &mut Section<'_>, server: &NodeState) {
         "fabric_handshakes_dropped",
         Stats::get(&st.fabric_handshakes_dropped),
     );
+    s.field(
+        "fabric_shared_receives",
+        Stats::get(&st.fabric_shared_receives),
+    );
 }
 
 fn cpu(s: &mut Section<'_>) {

@@ -64,9 +64,19 @@ pub fn start<P: Provider>(
     };
     endpoint.validate()?;
     let mut listener = provider.listen(bind, &endpoint)?;
-    // Every connection becomes a client's Stream: verbs posts its first receives before it
-    // answers the client (no RNR NAK for the client's first message).
-    listener.serve_streams();
+    // Every connection becomes a client's Stream: verbs gives them one receive pool (or,
+    // with `rdma-srq-depth 0`, posts each one's first receives before it answers the
+    // client): no RNR NAK for the client's first message either way.
+    if listener.serve_streams(fabric.srq_depth as u32) {
+        tracing::info!(
+            depth = fabric.srq_depth,
+            "fabric clients share a receive pool"
+        );
+        server
+            .stats
+            .fabric_shared_receives
+            .store(fabric.srq_depth, Relaxed);
+    }
     let local = listener.local_addr();
     let name = provider.name().to_string();
     let thread_error = |what: &'static str, e: std::io::Error| bus::BusError::Invalid {
