@@ -2,7 +2,8 @@
 # Standalone replication under a redis-benchmark write load (`operator bench replication`):
 # stream bytes per second and the replica's lag, our node over `ofi:shm` (and `ofi:tcp` for
 # reference) side by side with Debian's redis-server primary + replica (classic TCP
-# replication) in the same run. Replaces the section between "<!-- BEGIN replication -->" and
+# replication) in the same run, and one client's SET latency with asynchronous and
+# synchronous (`repl-sync-acks 1`) replication. Replaces the section between "<!-- BEGIN replication -->" and
 # "<!-- END replication -->" in BENCHMARKS.md (appended at the end when missing). Not part of
 # CI: run it by hand.
 #
@@ -17,6 +18,7 @@
 #   CLIENTS        redis-benchmark -c [50]
 #   ROUNDS         rounds; cells are medians over rounds [3]
 #   INTERVAL_MS    sampling interval [50]
+#   LATENCY_REQUESTS  SETs of the one-client latency runs, async and sync replication; 0 skips [20000]
 #   BACKLOG        repl-backlog-size of both primaries; "" = the servers' default [64mb]
 #   REDIS_ARGS, NODE_ARGS   extra flags for both redis-servers / both nodes []
 #   PRIMARY_CPU, REPLICA_CPU, BENCH_CPU   taskset CPU lists; "" = not pinned [1, 1, 0]
@@ -32,6 +34,7 @@ flag_from PIPELINE -P
 flag_from CLIENTS -c
 flag_from ROUNDS --rounds
 flag_from INTERVAL_MS --interval-ms
+flag_from LATENCY_REQUESTS --latency-requests
 flag_from BACKLOG --backlog
 flag_from REDIS_ARGS --redis-args
 flag_from NODE_ARGS --node-args

@@ -8,11 +8,12 @@ use anyhow::Context;
 
 /// Sections written by the suites other than vs-redis, in the order they appear
 /// ("redis-suite" is `scripts/redis-suite.sh`'s table and "memory-per-key"
-/// `scripts/memory-per-key.sh`'s, pasted by hand, as is "scripting").
-pub const OWNED: [&str; 8] = [
+/// `scripts/memory-per-key.sh`'s, pasted by hand, as are "fabric-notes" and "scripting").
+pub const OWNED: [&str; 9] = [
     "keyspace",
     "memory-per-key",
     "fabric",
+    "fabric-notes",
     "replication",
     "failover",
     "reshard",

@@ -80,7 +80,10 @@ fn replica_offset(c: &mut SyncClient) -> anyhow::Result<i64> {
         .unwrap_or(-1))
 }
 
-fn wait_in_sync(primary: &mut SyncClient, replica: &mut SyncClient) -> anyhow::Result<()> {
+pub(super) fn wait_in_sync(
+    primary: &mut SyncClient,
+    replica: &mut SyncClient,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + SYNC_TIMEOUT;
     loop {
         let r = replica.info("replication")?;

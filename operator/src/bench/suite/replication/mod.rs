@@ -3,11 +3,14 @@
 //! `ofi:tcp`) beside Debian's redis-server primary + replica (TCP replication) in one run.
 //! Per round, per setup (the order rotates every round so drifts in machine load hit all
 //! alike): a primary and a replica are started, then each test is measured ([`measure`]),
-//! then both are stopped (only one pair runs at a time: an idle fabric node still polls its
-//! completion queues). [`report`] writes the `replication` section of BENCHMARKS.md.
+//! then the SET latency of one client with asynchronous and (our node) synchronous
+//! replication ([`sync_latency`]), then both are stopped (only one pair runs at a time: an
+//! idle fabric node still polls its completion queues). [`report`] writes the `replication`
+//! section of BENCHMARKS.md.
 
 pub mod measure;
 pub mod report;
+pub mod sync_latency;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +20,7 @@ use anyhow::bail;
 use super::machine;
 use super::server_process::{free_port, make_dir, pin, ServerProcess};
 use measure::{Load, Measurement};
+use sync_latency::{LatencyRun, Mode};
 
 /// `operator bench replication` flags.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
@@ -39,6 +43,9 @@ pub struct ReplicationArgs {
     /// Rounds; cells are medians over rounds.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub rounds: u64,
+    /// SETs of the one-client latency runs (async and sync replication); 0 skips them.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub latency_requests: u64,
     /// Sampling interval in milliseconds.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub interval_ms: u64,
@@ -213,6 +220,7 @@ fn start_pair(args: &ReplicationArgs, setup: &str, dir: &Path) -> anyhow::Result
 
 /// The measurements, after writing the report.
 pub fn run_all(args: &ReplicationArgs) -> anyhow::Result<Vec<Measurement>> {
+    let mut latencies: Vec<LatencyRun> = Vec::new();
     if args.setups.is_empty() || args.tests.split(',').all(str::is_empty) {
         bail!("--setups and --tests each need at least one value");
     }
@@ -261,6 +269,46 @@ pub fn run_all(args: &ReplicationArgs) -> anyhow::Result<Vec<Measurement>> {
                     commands.push(shown.join(" "));
                 }
                 results.push(m);
+            }
+            if args.latency_requests > 0 {
+                let modes: &[Mode] = if setup == "redis" {
+                    &[Mode::Async]
+                } else {
+                    &[Mode::Async, Mode::Sync]
+                };
+                for &mode in modes {
+                    eprintln!(
+                        "bench replication: round {round} {setup} SET latency, {}",
+                        mode.name()
+                    );
+                    let run = sync_latency::measure(
+                        setup,
+                        pair.primary.port,
+                        pair.replica.port,
+                        mode,
+                        args.latency_requests,
+                        &pin(&args.bench_cpu),
+                    )
+                    .map_err(|e| {
+                        anyhow::anyhow!("{setup} latency: {e:#} (logs in {})", dir.display())
+                    })?;
+                    if round == 1 {
+                        let port = pair.primary.port.to_string();
+                        let shown: Vec<String> = run
+                            .command
+                            .iter()
+                            .map(|w| {
+                                if *w == port {
+                                    "$PRIMARY_PORT".into()
+                                } else {
+                                    w.clone()
+                                }
+                            })
+                            .collect();
+                        commands.push(shown.join(" "));
+                    }
+                    latencies.push(run);
+                }
             }
             pair.replica.stop();
             pair.primary.stop();
@@ -313,7 +361,7 @@ pub fn run_all(args: &ReplicationArgs) -> anyhow::Result<Vec<Measurement>> {
         ),
         format!("date: {}", machine::utc_now()),
     ];
-    let text = report::section(&results, &machine, &commands);
+    let text = report::section(&results, &latencies, &machine, &commands);
     println!("{text}");
     super::report_file::replace_section(&args.out, "replication", &text)?;
     super::finish_work_dir(&work, args.keep);

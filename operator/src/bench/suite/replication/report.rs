@@ -4,6 +4,7 @@
 use super::super::report_file::markers;
 use super::super::stats::{median, ratio, thousands, thousands_1};
 use super::measure::Measurement;
+use super::sync_latency::{LatencyRun, Mode};
 
 const REFERENCE: &str = "redis";
 const KIB: f64 = 1024.0;
@@ -43,7 +44,12 @@ medians over rounds; ratios are node/redis (throughput > 1 and lag, catch-up < 1
 ];
 
 /// The section, markers included.
-pub fn section(results: &[Measurement], machine: &[String], commands: &[String]) -> String {
+pub fn section(
+    results: &[Measurement],
+    latencies: &[LatencyRun],
+    machine: &[String],
+    commands: &[String],
+) -> String {
     let mut tests: Vec<String> = Vec::new();
     let mut setups: Vec<String> = Vec::new();
     for m in results {
@@ -153,6 +159,110 @@ pub fn section(results: &[Measurement], machine: &[String], commands: &[String])
             }
         }
     }
+    latency_table(&mut out, latencies, &setups);
     out.extend([String::new(), end]);
     out.join("\n")
+}
+
+/// SET latency of one client, asynchronous vs synchronous replication (medians over rounds).
+fn latency_table(out: &mut Vec<String>, runs: &[LatencyRun], setups: &[String]) {
+    if runs.is_empty() {
+        return;
+    }
+    out.extend([
+        String::new(),
+        "### SET latency: synchronous vs asynchronous replication".into(),
+        String::new(),
+        "One client, `redis-benchmark -t set -P 1 -c 1` against the primary with its replica \
+         linked, after the tests above in the same pair. Our node is measured with \
+         `repl-sync-acks 0` (a write is answered once applied on the primary, as Redis does) and \
+         then `1` (answered once the replica acknowledged it: the record written into the \
+         replica's ring over the fabric, applied there, the applied offset written back), \
+         switched by `CONFIG SET`; redis-server has no synchronous mode and is shown \
+         asynchronous, as the reference. Cells are medians over rounds."
+            .into(),
+        String::new(),
+        "| setup | replication | SET/s | p50 ms | p99 ms | p50 / its async p50 | p50 / redis p50 |"
+            .into(),
+        format!("| --- | --- |{}", " ---: |".repeat(5)),
+    ]);
+    let med = |setup: &str, mode: Mode, f: fn(&LatencyRun) -> f64| -> Option<f64> {
+        let values: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.setup == setup && r.mode == mode)
+            .map(f)
+            .collect();
+        (!values.is_empty()).then(|| median(&values))
+    };
+    let redis_p50 = med(REFERENCE, Mode::Async, |r| r.p50_ms);
+    for setup in setups {
+        for mode in [Mode::Async, Mode::Sync] {
+            let (Some(rps), Some(p50), Some(p99)) = (
+                med(setup, mode, |r| r.rps),
+                med(setup, mode, |r| r.p50_ms),
+                med(setup, mode, |r| r.p99_ms),
+            ) else {
+                continue;
+            };
+            let own_async = med(setup, Mode::Async, |r| r.p50_ms)
+                .map_or_else(|| "-".to_string(), |a| ratio(p50, a));
+            let vs_redis = redis_p50.map_or_else(|| "-".to_string(), |r| ratio(p50, r));
+            // redis-server has no `repl-sync-acks`: its row is plain asynchronous.
+            let replication = if setup == REFERENCE {
+                "async"
+            } else {
+                mode.name()
+            };
+            out.push(format!(
+                "| {} | {replication} | {} | {p50:.3} | {p99:.3} | {own_async} | {vs_redis} |",
+                setup_name(setup),
+                thousands(rps),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(setup: &str, mode: Mode, p50_ms: f64) -> LatencyRun {
+        LatencyRun {
+            setup: setup.into(),
+            mode,
+            rps: 1000.0 / p50_ms,
+            p50_ms,
+            p99_ms: 2.0 * p50_ms,
+            command: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_latency_table_compares_sync_with_async_and_redis() {
+        // Goal: one row per setup and mode with medians over rounds, the sync/async ratio of
+        // the same setup and the ratio to redis-server's async p50; no table without runs.
+        let runs = [
+            run("redis", Mode::Async, 0.100),
+            run("ofi:shm", Mode::Async, 0.080),
+            run("ofi:shm", Mode::Sync, 0.160),
+            run("ofi:shm", Mode::Sync, 0.200),
+            run("ofi:shm", Mode::Sync, 0.120),
+        ];
+        let setups = ["redis".to_string(), "ofi:shm".to_string()];
+        let mut out = Vec::new();
+        latency_table(&mut out, &runs, &setups);
+        let text = out.join("\n");
+        assert!(
+            text.contains("| redis-server (TCP) | async | 10,000 | 0.100 | 0.200 | 1.00 | 1.00 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| node (ofi:shm) | sync (repl-sync-acks 1) | 6,250 | 0.160 | 0.320 | 2.00 | 1.60 |"),
+            "{text}"
+        );
+        assert!(!text.contains("redis-server (TCP) | sync"), "{text}");
+        let mut none = Vec::new();
+        latency_table(&mut none, &[], &setups);
+        assert!(none.is_empty());
+    }
 }

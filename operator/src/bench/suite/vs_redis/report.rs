@@ -304,7 +304,7 @@ pub fn markdown(results: &Results, owned: &[String]) -> anyhow::Result<String> {
          end that the other suites own (`scripts/bench-fabric.sh`, \
          `scripts/bench-replication.sh`, `scripts/bench-failover.sh`, \
          `scripts/bench-reshard.sh`, `scripts/redis-suite.sh`, `scripts/memory-per-key.sh`) \
-         or that were written by hand (scripting); do not edit the rest by hand."
+         or that were written by hand (fabric notes, scripting); do not edit the rest by hand."
             .into(),
         String::new(),
     ];
