@@ -20,7 +20,7 @@
 #                         under TCG; the node takes ~0.5 MiB per idle verbs client, the
 #                         kernel and the clients ~0.4 MiB more, hence the guest's memory)
 #   VERBS_LANE_SRQ_DEPTH  the node's `rdma-srq-depth` in node_idle_clients (default: the
-#                         node's own, a receive pool of 2048; 0: a receive queue per client)
+#                         node's own, a receive pool of 255; 0: a receive queue per client)
 #   VERBS_LANE_MEM_MB     guest memory (default 5120)
 #   VERBS_LANE_CHECK_TIMEOUT_S  bound on each guest check in seconds (default 180)
 set -euo pipefail

@@ -216,6 +216,11 @@ pub trait Listener: Send + 'static {
         let _ = shared_receives;
         false
     }
+    /// Receives posted in the listener's shared receive pool now (`None` without one): the
+    /// pool's depth whenever no message waits to be polled, less any the pool lost.
+    fn shared_receives_posted(&self) -> Option<usize> {
+        None
+    }
     /// Connection attempts dropped before they became connections (an ofi handshake socket
     /// idle past its deadline, evicted from the full table, or malformed); for INFO.
     fn dropped_handshakes(&self) -> u64 {

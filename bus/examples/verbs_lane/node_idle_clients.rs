@@ -204,7 +204,7 @@ pub fn test_node_idle_clients() -> R {
         0 => "a receive queue per client".to_owned(),
         n => format!("one receive pool of {n}"),
     };
-    let expected = srq_depth.as_deref().map_or(Ok(2048), str::parse::<u64>)?;
+    let expected = srq_depth.as_deref().map_or(Ok(255), str::parse::<u64>)?;
     ensure(
         pool == expected,
         format!("the node's clients share a pool of {pool} receives, not {expected}"),

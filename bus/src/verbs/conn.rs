@@ -5,6 +5,9 @@
 //! connection registered, `Connection::register`, and a peer reaches nothing else through
 //! it) and rdma_cm only drives the connection: we move the QP through INIT/RTR/RTS with the attributes
 //! rdma_cm computes (`rdma_init_qp_attr`) and hand its number to `rdma_connect`/`rdma_accept`.
+//! A QP attached to a shared receive queue lives in the device's PD instead: its peer reaches
+//! its regions through memory windows bound to it (`window.rs`), and locally it can name any
+//! region of that PD (other such connections' and the pool's), which only our own code does.
 //!
 //! Because the QP is ours, rdma_cm does not move it to the error state when the peer
 //! disconnects; we do, on the DISCONNECTED event, so outstanding work completes as

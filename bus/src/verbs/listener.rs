@@ -122,12 +122,6 @@ pub(crate) fn listen(
 }
 
 impl VerbsListener {
-    /// Receives posted in the listener's receive pool now (`None` without a pool): back to
-    /// the pool's depth whenever no message waits to be polled.
-    pub fn shared_receives_posted(&self) -> Option<usize> {
-        self.pool.as_ref().map(|pool| pool.posted())
-    }
-
     /// Answers queued requests while there is room among the accepting ones.
     fn answer_queued(&mut self) -> Result<()> {
         while self.accepting.len() < ACCEPTING_MAX {
@@ -278,6 +272,10 @@ impl Listener for VerbsListener {
 
     fn local_addr(&self) -> SocketAddr {
         self.bind
+    }
+
+    fn shared_receives_posted(&self) -> Option<usize> {
+        self.pool.as_ref().map(|pool| pool.posted())
     }
 
     fn serve_streams(&mut self, shared_receives: u32) -> bool {

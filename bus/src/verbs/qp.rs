@@ -287,8 +287,7 @@ impl RcQp {
 }
 
 /// Whether connections with `config` can be attached to `srq`: same provider instance, and a
-/// CQ that holds the send depth plus every SRQ receive that may complete on it (all of them;
-/// for a listener's pool, the connection's receive depth).
+/// CQ that holds the send depth plus every SRQ receive (any of them may complete on it).
 pub(crate) fn check_srq_fits(
     dev: &Arc<Device>,
     config: &EndpointConfig,
@@ -300,13 +299,18 @@ pub(crate) fn check_srq_fits(
             reason: "created by another provider instance".to_owned(),
         });
     }
-    let receives = srq.receives_per_connection(config.recv_wr);
-    if config.cq_size < config.send_wr + receives {
+    // Not the connection's own credit: a peer that ignores it can land every SRQ receive on
+    // its connection before the CQ is read, and an overflowing CQ loses the completion of a
+    // receive the device already took from the SRQ (rxe consumes the WQE first), so that
+    // receive would never return to the pool.
+    if config.cq_size < config.send_wr + srq.depth() {
         return Err(BusError::Invalid {
             what: "rdma-cq-size",
             reason: format!(
-                "{} cannot hold {} sends and {receives} of the SRQ's receives",
-                config.cq_size, config.send_wr,
+                "{} cannot hold {} sends and the SRQ's {} receives",
+                config.cq_size,
+                config.send_wr,
+                srq.depth()
             ),
         });
     }

@@ -13,11 +13,20 @@
 //! against the QP's PD), so their remotely reachable regions are reached through QP-bound
 //! memory windows (`window.rs`), not through the PD.
 //!
-//! Bounds: the pool's depth (`rdma-srq-depth`); each connection's messages in flight by its
-//! receive depth (a peer that exceeds it breaks its own connection: its messages wait, then
-//! `BusError::Protocol`; its CQ, sized for its own depth, would overflow into its own QP's
-//! error); a pool drained by a burst answers senders with RNR NAKs, retried (slower, never
-//! lost).
+//! Bounds: the pool's depth (`rdma-srq-depth`), and every connection's CQ holds its sends plus
+//! the whole pool (`qp.rs` `check_srq_fits`: a CQ that overflowed would lose a receive the
+//! device took from the pool). A peer's messages beyond its Stream's posted receives wait
+//! (copied out) up to its receive depth, then `BusError::Protocol` closes it; a pool drained
+//! by a burst answers senders with RNR NAKs, retried (slower, never lost).
+//!
+//! Known gap: a connection closed by this side while its peer is still sending drains its CQ
+//! once after moving its QP to the error state; a receive the device completes after that
+//! drain (rxe's responder racing the close) is not returned to the pool, which is then one
+//! receive shallower for good. `INFO fabric` `fabric_shared_receives_posted` shows the pool's
+//! level. The clean fix is waiting for the QP's LAST_WQE_REACHED event before destroying it.
+//! And rxe (not the specification) lets any QP invalidate another QP's window by its key with
+//! SEND WITH INVALIDATE: on soft-RoCE a peer that guesses a victim's key (index and 8 bits)
+//! can cut the victim off, though never read or write its memory.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -52,7 +61,7 @@ impl ReceivePool {
     pub(crate) fn new(dev: &Arc<Device>, depth: u32) -> Result<Arc<ReceivePool>> {
         // The connections' regions need windows: find out now, not at the first client.
         drop(Window::alloc(&dev.pd)?);
-        let srq = srq::create_pooled(dev, depth)?;
+        let srq = srq::create(dev, depth)?;
         let slots = region::register(dev, depth as usize * POOL_SLOT_LEN, Access::LOCAL_WRITE)?;
         let pool = ReceivePool { srq, slots };
         for slot in 0..u64::from(depth) {

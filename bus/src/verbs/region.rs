@@ -58,8 +58,10 @@ impl Drop for Memory {
     }
 }
 
-/// A registered memory region (`ibv_mr`), deregistered on drop.
-struct Mr(NonNull<ibv_mr>);
+/// A registered memory region (`ibv_mr`) and the memory under it, deregistered then freed on
+/// drop; if the device refuses to deregister it (a window still bound, say), the memory is
+/// leaked rather than freed under a live registration the device could still write.
+struct Mr(NonNull<ibv_mr>, Option<Memory>);
 
 // SAFETY: an ibv_mr may be used and deregistered from any thread; the pointer is owned here.
 unsafe impl Send for Mr {}
@@ -83,15 +85,16 @@ impl Drop for Mr {
         // more (outstanding work holds a clone of the region, so this runs after completion).
         let rc = unsafe { ibv_dereg_mr(self.0.as_ptr()) };
         if rc != 0 {
-            tracing::warn!(errno = rc, "ibv_dereg_mr failed");
+            tracing::warn!(errno = rc, "ibv_dereg_mr failed; its memory is leaked");
+            std::mem::forget(self.1.take());
         }
     }
 }
 
 struct Inner {
     // Field order is drop order: deallocate the window before the MR under it (an MR with a
-    // bound window cannot be deregistered), the MR before the memory under it is freed and
-    // before the PD it belongs to.
+    // bound window cannot be deregistered), the MR (and after it the memory it owns) before
+    // the PD it belongs to.
     /// The QP-bound window peers reach the region through, on a connection that shares its
     /// PD (`window.rs`); `None` where the MR's own key is the remote key, or once its
     /// connection closed it ([`WindowRef::close`]).
@@ -99,9 +102,7 @@ struct Inner {
     /// The window's key (kept when the window is closed: a peer naming it is refused).
     window_rkey: Option<u32>,
     mr: Mr,
-    /// Owned here so it is freed after the MR.
-    _mem: Memory,
-    /// The region's first byte (inside `mem`'s first page).
+    /// The region's first byte (inside the MR's memory, in its first page).
     base: NonNull<u8>,
     /// What peers are told instead of `base`.
     iova: u64,
@@ -220,18 +221,17 @@ fn register_with(
     // SAFETY: offset < PAGE <= the allocation's size.
     let base = unsafe { NonNull::new_unchecked(ptr.as_ptr().add(offset)) };
     let iova = random_iova(base.as_ptr() as u64, len as u64);
-    // SAFETY: `base..base+len` lies inside `mem`, which outlives the MR (both live in `Inner`,
-    // where the MR is dropped, deregistered, first); the PD is live (held by `pd`).
+    // SAFETY: `base..base+len` lies inside `mem`, which the MR owns and frees only after it is
+    // deregistered; the PD is live (held by `pd`).
     let mr =
         unsafe { ibv_reg_mr_iova2(pd.pd().as_ptr(), base.as_ptr().cast(), len, iova, mr_flags) };
     let mr = NonNull::new(mr)
-        .map(Mr)
+        .map(|raw| Mr(raw, Some(mem)))
         .ok_or_else(|| lib_error("ibv_reg_mr_iova2", &std::io::Error::last_os_error()))?;
     Ok(VerbsRegion(Arc::new(Inner {
         window_rkey: window.as_ref().map(Window::rkey),
         window: Mutex::new(window),
         mr,
-        _mem: mem,
         base,
         iova,
         len,

@@ -36,9 +36,6 @@ pub const SRQ_DEPTH_MIN: u32 = 1;
 pub(crate) struct SrqShared {
     srq: NonNull<ibv_srq>,
     depth: u32,
-    /// A listener's receive pool (`receive_pool.rs`): each attached connection takes at most
-    /// its own receive depth from it (its peer's credit), not the whole SRQ.
-    pooled: bool,
     /// Dropped after the SRQ is destroyed (see `Drop`), so the device never writes into a
     /// region that was freed.
     slots: Mutex<SrqSlots>,
@@ -69,14 +66,8 @@ impl SrqShared {
         self.srq.as_ptr()
     }
 
-    /// The most SRQ receives one attached connection's CQ must hold: the whole SRQ, or for a
-    /// pool its receive depth (`recv_wr`; a peer past it overflows only its own CQ).
-    pub(crate) fn receives_per_connection(&self, recv_wr: u32) -> u32 {
-        if self.pooled {
-            recv_wr.min(self.depth)
-        } else {
-            self.depth
-        }
+    pub(crate) fn depth(&self) -> u32 {
+        self.depth
     }
 
     pub(crate) fn belongs_to(&self, dev: &Arc<Device>) -> bool {
@@ -106,15 +97,6 @@ impl std::fmt::Debug for VerbsSrq {
 }
 
 pub(crate) fn create(dev: &Arc<Device>, depth: u32) -> Result<VerbsSrq> {
-    create_with(dev, depth, false)
-}
-
-/// An SRQ for a listener's receive pool (see `SrqShared::pooled`).
-pub(crate) fn create_pooled(dev: &Arc<Device>, depth: u32) -> Result<VerbsSrq> {
-    create_with(dev, depth, true)
-}
-
-fn create_with(dev: &Arc<Device>, depth: u32, pooled: bool) -> Result<VerbsSrq> {
     if !(SRQ_DEPTH_MIN..=SRQ_DEPTH_MAX).contains(&depth) {
         return Err(BusError::Invalid {
             what: "srq depth",
@@ -139,7 +121,6 @@ fn create_with(dev: &Arc<Device>, depth: u32, pooled: bool) -> Result<VerbsSrq> 
     let shared = SrqShared {
         srq,
         depth,
-        pooled,
         slots: Mutex::new(SrqSlots::new(depth)),
         dev: Arc::clone(dev),
     };

@@ -7,8 +7,9 @@
 //! regions are registered for local access and memory-window binding only (their MR's own
 //! rkey grants no remote right) and reached through a type 2 window bound to the
 //! connection's QP: the device refuses the window's key on any other QP (IBA o10-37.2.33;
-//! rxe's `rxe_lookup_mw`), whatever address the other QP names. So a leaked or guessed key is
-//! worth as little as under a PD of its own.
+//! rxe's `rxe_lookup_mw`), whatever address the other QP names. So a leaked or guessed key
+//! reads and writes nothing, as under a PD of its own. (rxe lets another QP invalidate the
+//! window by key, a denial of service only: see `receive_pool.rs`.)
 //!
 //! A window is bound by a BIND_MW work request on its QP's send queue. It is posted before any
 //! later request of the connection (the advert that tells the peer the key comes after it on
@@ -19,9 +20,9 @@
 use std::ptr::NonNull;
 
 use rdma_mummy_sys::{
-    bind_mw_t, bind_mw_tso_union_t, ibv_access_flags, ibv_alloc_mw, ibv_dealloc_mw, ibv_inc_rkey,
-    ibv_mr, ibv_mw, ibv_mw_bind_info, ibv_mw_type, ibv_post_send, ibv_qp, ibv_send_flags,
-    ibv_send_wr, ibv_wr_opcode,
+    bind_mw_t, bind_mw_tso_union_t, ibv_access_flags, ibv_alloc_mw, ibv_dealloc_mw, ibv_mr, ibv_mw,
+    ibv_mw_bind_info, ibv_mw_type, ibv_post_send, ibv_qp, ibv_send_flags, ibv_send_wr,
+    ibv_wr_opcode,
 };
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 
@@ -44,8 +45,10 @@ unsafe impl Sync for Window {}
 
 impl Drop for Window {
     fn drop(&mut self) {
-        // SAFETY: the window is live and deallocated exactly once. Its region (which owns it)
-        // is dropped only after every work request naming it completed.
+        // SAFETY: the window is live and deallocated exactly once. Its region is dropped only
+        // after every work request naming it completed; its connection closes it earlier
+        // (`WindowRef::close`) only once its QP is in the error state, so a bind still queued
+        // is flushed, never executed (providers copy the handle when the bind is posted).
         let rc = unsafe { ibv_dealloc_mw(self.mw.as_ptr()) };
         if rc != 0 {
             tracing::warn!(errno = rc, "ibv_dealloc_mw failed");
@@ -61,7 +64,9 @@ impl Window {
         let mw = NonNull::new(raw)
             .ok_or_else(|| lib_error("ibv_alloc_mw", &std::io::Error::last_os_error()))?;
         // SAFETY: a live window's rkey is set at allocation.
-        let rkey = unsafe { ibv_inc_rkey(mw.as_ref().rkey) };
+        let allocated = unsafe { mw.as_ref().rkey };
+        // The low byte advanced (ibv_inc_rkey's rule, without its overflow on u32::MAX).
+        let rkey = (allocated & !0xff) | (allocated.wrapping_add(1) & 0xff);
         Ok(Window { mw, rkey })
     }
 

@@ -59,8 +59,8 @@ pub struct FabricConfig {
     pub max_inline: u64,
     pub send_wr: u64,
     pub recv_wr: u64,
-    /// Completion queue entries per connection; 0 means send + recv depths (the least that
-    /// holds every outstanding request).
+    /// Completion queue entries per connection; 0 means send depth + the larger of the recv
+    /// depth and `srq_depth` (the least that holds every outstanding request).
     pub cq_size: u64,
     /// `rdma-srq-depth`: receives in the one pool (a verbs shared receive queue) that every
     /// client connection of the fabric listener takes its messages from; 0 gives each
@@ -99,10 +99,12 @@ impl Default for FabricConfig {
 /// above 16 MiB each connection pins too much registered memory.
 pub const RDMA_RX_SIZE_MIN: u64 = 64 * 1024;
 pub const RDMA_RX_SIZE_MAX: u64 = 16 * 1024 * 1024;
-/// `rdma-srq-depth` default: room for every message of several busy clients at once (each
-/// has at most `rdma-recv-wr` in flight; a request-reply client one or two), and on rxe 192
-/// KiB once per listener against ~30 KiB of receive queue per client.
-pub const RDMA_SRQ_DEPTH_DEFAULT: u64 = 2048;
+/// `rdma-srq-depth` default: a request-reply client has one or two messages in flight, a
+/// pipelining one a few, so 255 serves dozens of busy clients at once (more meet RNR NAKs,
+/// retried). Every client's CQ must hold the whole pool (a CQ that overflowed would lose a
+/// pool receive), so with `rdma-cq-size` left at 0 the CQ is sized send depth + the larger of
+/// `rdma-recv-wr` and this: at 255 the same 510 entries as with a receive queue per client.
+pub const RDMA_SRQ_DEPTH_DEFAULT: u64 = 255;
 /// Most polling threads: each one spins a core while busy.
 pub const MAX_RDMA_POLL_THREADS: usize = 64;
 /// `repl-backlog-size` default: 1 MiB, as Redis (Valkey ships 10 MiB).
@@ -1909,7 +1911,7 @@ mod tests {
         assert_eq!(c.get("fabric-provider").as_deref(), Some("auto"));
         assert_eq!(c.get("rdma-send-wr").as_deref(), Some("255"));
         assert_eq!(c.get("rdma-recv-wr").as_deref(), Some("255"));
-        assert_eq!(c.get("rdma-srq-depth").as_deref(), Some("2048"));
+        assert_eq!(c.get("rdma-srq-depth").as_deref(), Some("255"));
         c.set("rdma-srq-depth", "0").unwrap();
         c.set("rdma-srq-depth", "16").unwrap();
         assert_eq!(c.fabric.srq_depth, 16);

@@ -55,6 +55,10 @@ pub struct Stats {
     /// The depth of the receive pool the fabric listener's connections share (verbs with
     /// `rdma-srq-depth` > 0); 0 when each connection has a receive queue of its own.
     pub fabric_shared_receives: AtomicU64,
+    /// Receives posted in that pool at the accept thread's last look (every 100 ms): its depth
+    /// less those waiting to be polled, and less any the pool lost (see
+    /// `bus/src/verbs/receive_pool.rs`).
+    pub fabric_shared_receives_posted: AtomicU64,
     /// Replicas' links as this primary decided them (INFO `sync_full`, `sync_partial_ok`,
     /// `sync_partial_err`: a replica that named a history we could not continue).
     pub sync_full: AtomicU64,

@@ -474,6 +474,10 @@ fn fabric(s: &mut Section<'_>, server: &NodeState) {
         "fabric_shared_receives",
         Stats::get(&st.fabric_shared_receives),
     );
+    s.field(
+        "fabric_shared_receives_posted",
+        Stats::get(&st.fabric_shared_receives_posted),
+    );
 }
 
 fn cpu(s: &mut Section<'_>) {

@@ -58,7 +58,8 @@ pub fn start<P: Provider>(
         send_wr: fabric.send_wr as u32,
         recv_wr: fabric.recv_wr as u32,
         cq_size: match fabric.cq_size {
-            0 => (fabric.send_wr + fabric.recv_wr) as u32,
+            // With a receive pool any of its receives may complete on any client's CQ.
+            0 => (fabric.send_wr + fabric.recv_wr.max(fabric.srq_depth)) as u32,
             n => n as u32,
         },
     };
@@ -115,6 +116,12 @@ fn accept_loop<P: Provider>(
             .stats
             .fabric_handshakes_dropped
             .store(listener.dropped_handshakes(), Relaxed);
+        if let Some(posted) = listener.shared_receives_posted() {
+            server
+                .stats
+                .fabric_shared_receives_posted
+                .store(posted as u64, Relaxed);
+        }
         let conn = match listener.accept(ACCEPT_POLL) {
             Ok(Some(c)) => c,
             Ok(None) => continue,
