@@ -6,7 +6,7 @@
 //! without a fabric listener with the reason, and `auto` falls back to TCP there.
 
 use super::slot_migration::{
-    field, id, info, keys_in, migration, node_owning, owners, set_all, start_migration,
+    field, id, info, keys_in, migration, node_owning, owner_of, owners, set_all, start_migration,
     wait_for_end, wait_for_start, wait_for_target_to_drop,
 };
 use integration::cluster::{cluster_node_with, form_cluster, wait_until};
@@ -211,6 +211,12 @@ fn a_fabric_only_link_needs_a_target_on_the_fabric_and_auto_falls_back_to_tcp() 
     let m = wait_for_end(source, "auto-to-tcp");
     assert_eq!(field(&m, "state"), "success", "{m:?}");
     assert_eq!(field(&m, "link"), "tcp", "{m:?}");
+    // The source reports success once the move is committed; the target applies the commit
+    // on its own, so it may still redirect to the source for a moment (CI caught that MOVED).
+    wait_until("the target applies the move", &[source, target], || {
+        owner_of(target, lo) == Some(target_id.clone())
+            && owner_of(target, hi) == Some(target_id.clone())
+    });
     let mut dst = target.client();
     for k in &keys {
         let v: Option<String> = redis::cmd("GET").arg(k).query(&mut dst).unwrap();
