@@ -141,6 +141,38 @@ pub fn bench_rps(csv: &str) -> anyhow::Result<f64> {
     bail!("no result in redis-benchmark output: {csv:?}")
 }
 
+/// `prefix` (a taskset) then `redis-benchmark --csv` against `port` with these flags.
+pub(super) fn bench_argv(
+    prefix: &[String],
+    port: u16,
+    test: &str,
+    requests: u64,
+    pipeline: u64,
+    clients: u64,
+) -> Vec<String> {
+    let mut argv = prefix.to_vec();
+    argv.extend(
+        [
+            "redis-benchmark",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            test,
+            "-n",
+            &requests.to_string(),
+            "-P",
+            &pipeline.to_string(),
+            "-c",
+            &clients.to_string(),
+            "--csv",
+        ]
+        .map(String::from),
+    );
+    argv
+}
+
 /// Runs one measurement against a primary/replica pair already linked.
 pub fn measure(
     setup: &str,
@@ -160,25 +192,13 @@ pub fn measure(
         let interval = load.interval;
         std::thread::spawn(move || sample(primary_port, replica_port, interval, &stop))
     };
-    let mut command = load.bench_prefix.clone();
-    command.extend(
-        [
-            "redis-benchmark",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &primary_port.to_string(),
-            "-t",
-            &load.test,
-            "-n",
-            &load.requests.to_string(),
-            "-P",
-            &load.pipeline.to_string(),
-            "-c",
-            &load.clients.to_string(),
-            "--csv",
-        ]
-        .map(String::from),
+    let command = bench_argv(
+        &load.bench_prefix,
+        primary_port,
+        &load.test,
+        load.requests,
+        load.pipeline,
+        load.clients,
     );
     let t0 = Instant::now();
     let bench = run_bounded(&command, BENCH_TIMEOUT);

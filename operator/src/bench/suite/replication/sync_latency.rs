@@ -11,7 +11,8 @@ use anyhow::{anyhow, bail};
 
 use super::super::server_process::{run_bounded, shell_line};
 use super::super::sync_client::SyncClient;
-use super::measure::wait_in_sync;
+use super::super::vs_redis::redis_benchmark::parse_csv;
+use super::measure::{bench_argv, wait_in_sync};
 
 const BENCH_TIMEOUT: Duration = Duration::from_secs(600);
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,37 +51,13 @@ pub struct LatencyRun {
     pub command: Vec<String>,
 }
 
-/// requests/s, p50 and p99 latency (ms) of the one row `redis-benchmark --csv` printed
-/// (columns found by the header's names).
+/// requests/s, p50 and p99 latency (ms) of the one row `redis-benchmark --csv` printed.
 pub fn latency_row(csv: &str) -> anyhow::Result<(f64, f64, f64)> {
-    let split = |line: &str| -> Vec<String> {
-        line.trim()
-            .trim_matches('"')
-            .split("\",\"")
-            .map(str::to_string)
-            .collect()
-    };
-    let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
-    let header = split(lines.next().ok_or_else(|| anyhow!("empty CSV"))?);
-    let row = split(
-        lines
-            .next()
-            .ok_or_else(|| anyhow!("no result row in {csv:?}"))?,
-    );
-    let value = |name: &str| -> anyhow::Result<f64> {
-        let i = header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| anyhow!("redis-benchmark CSV has no {name:?} column: {header:?}"))?;
-        row.get(i)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("bad {name} in redis-benchmark output: {row:?}"))
-    };
-    Ok((
-        value("rps")?,
-        value("p50_latency_ms")?,
-        value("p99_latency_ms")?,
-    ))
+    let rows = parse_csv(csv)?;
+    let row = rows
+        .first()
+        .ok_or_else(|| anyhow!("no result row in {csv:?}"))?;
+    Ok((row.rps, row.p50_ms, row.p99_ms))
 }
 
 /// Runs one latency measurement; leaves a node primary at `repl-sync-acks 0`.
@@ -106,26 +83,8 @@ pub fn measure(
     }
     primary.text(&["FLUSHALL"])?;
     wait_in_sync(&mut primary, &mut replica)?;
-    let mut command = bench_prefix.to_vec();
-    command.extend(
-        [
-            "redis-benchmark",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &primary_port.to_string(),
-            "-t",
-            "set",
-            "-n",
-            &requests.to_string(),
-            "-P",
-            "1",
-            "-c",
-            "1",
-            "--csv",
-        ]
-        .map(String::from),
-    );
+    // One client, no pipelining: each SET's own latency, not a queue's.
+    let command = bench_argv(bench_prefix, primary_port, "set", requests, 1, 1);
     let outcome = (|| -> anyhow::Result<(f64, f64, f64)> {
         let bench = run_bounded(&command, BENCH_TIMEOUT)?;
         if !bench.success || bench.stderr.to_lowercase().contains("error") {

@@ -18,6 +18,7 @@ pub struct CsvRow {
     pub test: String,
     pub rps: f64,
     pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 /// What one run left.
@@ -43,7 +44,12 @@ pub fn parse_csv(text: &str) -> anyhow::Result<Vec<CsvRow>> {
             anyhow!("unexpected CSV header {header:?} (no {name:?}); has redis-benchmark's --csv format changed?")
         })
     };
-    let (it, ir, ip) = (col("test")?, col("rps")?, col("p50_latency_ms")?);
+    let (it, ir, ip, i99) = (
+        col("test")?,
+        col("rps")?,
+        col("p50_latency_ms")?,
+        col("p99_latency_ms")?,
+    );
     let rows = lines
         .map(|line| {
             let cells = split(line);
@@ -54,6 +60,9 @@ pub fn parse_csv(text: &str) -> anyhow::Result<Vec<CsvRow>> {
                     .parse()
                     .map_err(|_| anyhow!("malformed row {line}"))?,
                 p50_ms: cell(ip)?
+                    .parse()
+                    .map_err(|_| anyhow!("malformed row {line}"))?,
+                p99_ms: cell(i99)?
                     .parse()
                     .map_err(|_| anyhow!("malformed row {line}"))?,
             })
@@ -151,7 +160,8 @@ mod tests {
             CsvRow {
                 test: "PING_INLINE".into(),
                 rps: 98039.22,
-                p50_ms: 0.263
+                p50_ms: 0.263,
+                p99_ms: 0.583
             }
         );
         assert_eq!(rows[1].test, "LPUSH (needed to benchmark LRANGE)");
