@@ -25,6 +25,7 @@ PACKAGES=(
     procps          # ps/pgrep/free, used by scripts and tests
     util-linux      # lscpu (machine description in BENCHMARKS.md)
     linux-perf      # perf record/report: profiles of the node under redis-benchmark
+    valgrind        # callgrind: scripts/instructions-per-request.sh (work per request, load-proof)
     python3         # tests/py/cluster_load.py (redis-py, a third-party cluster client)
     tcl             # tclsh: Redis's own test suite (scripts/redis-suite.sh)
     python3-grpc-tools # tests/py/admin_client.py: a client generated from proto/admin.proto

@@ -191,7 +191,8 @@ pub struct Ctx<'a> {
     /// see [`Ctx::hold_dbs`]), released with `db` once the request fed its stream.
     pub held: Vec<Locked<'a>>,
     pub reply: Reply<'a>,
-    pub effects: Effects,
+    /// The caller's (the connection's), written in place.
+    pub effects: &'a mut Effects,
     /// True while executing the commands of an EXEC (blocking commands do not block).
     pub in_exec: bool,
     /// Writes are fed to a replication backlog (read once per request).

@@ -29,6 +29,21 @@ pub fn execute(
     args: &[&[u8]],
     stats: &mut LocalStats,
 ) -> Effects {
+    let mut effects = Effects::default();
+    execute_into(node, client, out, args, stats, &mut effects);
+    effects
+}
+
+/// [`execute`] into the caller's `effects` (default on entry): the connection's path, where
+/// returning the struct (~600 bytes) copied it once more per command.
+pub fn execute_into(
+    node: &dyn NodeServices,
+    client: &mut Client,
+    out: &mut BytesMut,
+    args: &[&[u8]],
+    stats: &mut LocalStats,
+    effects: &mut Effects,
+) {
     let server = node.state();
     stats.commands += 1;
     let mut reply = Reply::new(out, client.protocol);
@@ -44,11 +59,13 @@ pub fn execute(
         Ok(spec) => spec,
         Err(e) => {
             let known = known_spec(args);
-            return reject(server, client, &mut reply, args, e, stats, known);
+            *effects = reject(server, client, &mut reply, args, e, stats, known);
+            return;
         }
     };
     if let Err(e) = admit(server, client, spec) {
-        return reject(server, client, &mut reply, args, e, stats, Some(spec));
+        *effects = reject(server, client, &mut reply, args, e, stats, Some(spec));
+        return;
     }
     // ACL rules, after authentication and before the cluster's redirect, as Redis's
     // `processCommand` orders them. The primary's stream and the AOF (primary links) are
@@ -60,12 +77,14 @@ pub fn execute(
             AclContext::Toplevel
         };
         if let Err(e) = super::acl_check::check(server, client, spec, args, context) {
-            return reject(server, client, &mut reply, args, e, stats, Some(spec));
+            *effects = reject(server, client, &mut reply, args, e, stats, Some(spec));
+            return;
         }
     }
     if server.running_script.running() && !allowed_while_busy(server, spec, args) {
         let e = CmdError::new(server.running_script.busy_error());
-        return reject(server, client, &mut reply, args, e, stats, Some(spec));
+        *effects = reject(server, client, &mut reply, args, e, stats, Some(spec));
+        return;
     }
     // Routing in cluster mode uses the command's clock reading too (one per command; see
     // `clock`); `run` starts from the same mark unless time passed outside the command.
@@ -82,22 +101,25 @@ pub fn execute(
             stats.error_reply(&server.stats, &text);
             server.command_stats.record_rejected(spec);
             crate::command_framework::redirect::reject(server, client, &mut reply, spec, &text);
-            return Effects::default();
+            return;
         }
         Ok(Routed::WaitForLease) => {
             if let Some(cluster) = server.cluster.as_ref() {
-                return wait_for_lease(cluster, client, args);
+                *effects = wait_for_lease(cluster, client, args);
+                return;
             }
         }
         Ok(Routed::WaitForMigration { slot }) => {
             if let Some(cluster) = server.cluster.as_ref() {
-                return wait_for_migration(cluster, client, args, slot);
+                *effects = wait_for_migration(cluster, client, args, slot);
+                return;
             }
         }
         Ok(Routed::Serve) => {}
     }
     if let Err(e) = admit_routed(server, client, spec) {
-        return reject(server, client, &mut reply, args, e, stats, Some(spec));
+        *effects = reject(server, client, &mut reply, args, e, stats, Some(spec));
+        return;
     }
     if client.multi.is_some() && !spec.has(flags::TXN_CONTROL) {
         // Over maxmemory Redis queues nothing (the queue itself takes memory) and dooms
@@ -112,12 +134,13 @@ pub fn execute(
                     .map_err(|e| CmdError::new(e.to_string()))
             });
             if let Err(e) = queued {
-                return reject(server, client, &mut reply, args, e, stats, Some(spec));
+                *effects = reject(server, client, &mut reply, args, e, stats, Some(spec));
+                return;
             }
             multi.write |= spec.has(flags::WRITE);
             reply.simple(b"QUEUED");
             client.clock.touch();
-            return Effects::default();
+            return;
         }
     }
     // A script is not refused for memory (it may only read); whether memory was over the
@@ -139,7 +162,8 @@ pub fn execute(
             invalidations_ahead(client, &mut reply);
         }
         if let Err(e) = room {
-            return reject(server, client, &mut reply, args, e, stats, Some(spec));
+            *effects = reject(server, client, &mut reply, args, e, stats, Some(spec));
+            return;
         }
     } else if server.hot.maxmemory.load(Relaxed) != 0 {
         // Redis evicts before every command; only those that may grow memory are refused
@@ -152,7 +176,7 @@ pub fn execute(
         }
     }
     client.note_command(spec.name);
-    run(node, client, reply, spec, args, stats)
+    run(node, client, reply, spec, args, stats, effects)
 }
 
 /// Moves a tracking client's queued invalidations (and any other push) into its output
@@ -468,7 +492,8 @@ pub fn run(
     spec: &'static CommandSpec,
     args: &[&[u8]],
     stats: &mut LocalStats,
-) -> Effects {
+    effects: &mut Effects,
+) {
     let server = node.state();
     let start = client.clock.start();
     let now = start.unix_ms;
@@ -484,7 +509,7 @@ pub fn run(
         db: Locked::unlocked(keyspace, now, lru_clock(now)),
         held: Vec::new(),
         reply,
-        effects: Effects::default(),
+        effects,
         in_exec: false,
         replicating: false,
         event: None,
@@ -493,7 +518,7 @@ pub fn run(
         // Waited for shards a script holds until it ran past `busy-reply-threshold`.
         ctx.db.release();
         let e = CmdError::new(server.running_script.busy_error());
-        return reject(
+        *ctx.effects = reject(
             server,
             ctx.client,
             &mut ctx.reply,
@@ -502,6 +527,7 @@ pub fn run(
             stats,
             Some(spec),
         );
+        return;
     }
     let client = &mut *ctx.client;
     // Read with the shards held: the AOF starts taking the stream at an instant when every
@@ -516,7 +542,7 @@ pub fn run(
             stats.error_reply(&server.stats, &text);
             server.command_stats.record_rejected(spec);
             ctx.reply.error(&text);
-            return Effects::default();
+            return;
         }
     }
     // Checked with the command's shards held: REPLCONF FAILOVER-PAUSE sets the pause, then
@@ -528,7 +554,7 @@ pub fn run(
         stats.error_reply(&server.stats, FAILOVER_PAUSE_ERROR);
         server.command_stats.record_rejected(spec);
         ctx.reply.error(FAILOVER_PAUSE_ERROR);
-        return Effects::default();
+        return;
     }
     // Checked again with the command's shards held (routing looked before): the source of a
     // migration pauses a batch's slots, then takes each of their shards once, so a write
@@ -539,7 +565,8 @@ pub fn run(
                 .filter(|&slot| cluster.migration_gate.paused(slot));
             if let Some(slot) = paused {
                 ctx.db.release();
-                return wait_for_migration(cluster, client, args, slot);
+                *ctx.effects = wait_for_migration(cluster, client, args, slot);
+                return;
             }
         }
     }
@@ -553,7 +580,7 @@ pub fn run(
     // and the effects (about 600 bytes) per command, and the first read after the copy
     // waited for it (a store-forwarding stall that `perf annotate` put at ~3% of PING's
     // samples).
-    let effects = &mut ctx.effects;
+    let effects = &mut *ctx.effects;
     // Into the stream while the shards are still locked: no later write to these keys can
     // be appended before this one.
     if !effects.outgoing.is_empty() {
@@ -592,7 +619,7 @@ pub fn run(
     }
     stats.expired += expired;
     let client = &mut *ctx.client;
-    let effects = &ctx.effects;
+    let effects = &*ctx.effects;
     let nanos = client.clock.finish(start);
     // A command that blocks counts once, when it is served or times out (as in Redis).
     if effects.block.is_none() {
@@ -604,7 +631,6 @@ pub fn run(
     if client.multi.is_none() && !spec.name.starts_with("client|") {
         client.tracking.caching = false;
     }
-    ctx.effects
 }
 
 /// Runs a handler in an existing context (used by `run` and by EXEC for each queued command).

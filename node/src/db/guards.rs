@@ -13,7 +13,8 @@ pub struct Guards<'a> {
 }
 
 impl<'a> Guards<'a> {
-    fn position(&self, shard: usize) -> Result<usize, usize> {
+    /// Where `shard`'s guard is held (Ok), or where it would go (Err).
+    pub fn position(&self, shard: usize) -> Result<usize, usize> {
         if self.held.len() == SHARD_COUNT {
             return Ok(shard);
         }
@@ -45,6 +46,11 @@ impl<'a> Guards<'a> {
 
     pub fn get(&self, shard: usize) -> Option<&Shard> {
         self.position(shard).ok().map(|i| &*self.held[i].1)
+    }
+
+    /// The shard held at `position` (from [`Guards::position`]).
+    pub fn at_mut(&mut self, position: usize) -> &mut Shard {
+        &mut self.held[position].1
     }
 
     pub fn get_mut(&mut self, shard: usize) -> Option<&mut Shard> {

@@ -283,30 +283,43 @@ impl<'a> Locked<'a> {
     /// The shard holding `slot`. The dispatcher locked it from the command's key positions;
     /// if a command reaches a key it did not declare, the shard is locked here when that keeps
     /// the ascending order, which is the only order that cannot deadlock.
+    #[inline]
     pub fn shard_mut(&mut self, slot: u16) -> &mut Shard {
         let s = shard_of_slot(slot);
-        if !self.guards.contains(s) {
-            debug_assert!(false, "command touched undeclared shard {s}");
-            tracing::warn!(
-                shard = s,
-                "command touched a key it did not declare; locking late"
-            );
-            if self.highest.is_some_and(|h| h > s) {
-                // Out of order: wait politely rather than risk a deadlock cycle forever.
-                let guard = loop {
-                    if let Some(g) = self.keyspace.try_lock_shard(s) {
-                        break g;
-                    }
-                    std::thread::yield_now();
-                };
-                self.guards.insert(s, guard);
-            } else {
-                let guard = self.keyspace.lock_shard(s);
-                self.guards.insert(s, guard);
-                self.highest = Some(s);
+        // One guard search on the path every command takes; the late lock is out of line.
+        let at = match self.guards.position(s) {
+            Ok(at) => at,
+            Err(_) => {
+                self.lock_undeclared(s);
+                self.guards.position(s).expect("locked above")
             }
+        };
+        self.guards.at_mut(at)
+    }
+
+    /// A command touched a shard it did not declare: a bug, survived by locking it now.
+    #[cold]
+    #[inline(never)]
+    fn lock_undeclared(&mut self, s: usize) {
+        debug_assert!(false, "command touched undeclared shard {s}");
+        tracing::warn!(
+            shard = s,
+            "command touched a key it did not declare; locking late"
+        );
+        if self.highest.is_some_and(|h| h > s) {
+            // Out of order: wait politely rather than risk a deadlock cycle forever.
+            let guard = loop {
+                if let Some(g) = self.keyspace.try_lock_shard(s) {
+                    break g;
+                }
+                std::thread::yield_now();
+            };
+            self.guards.insert(s, guard);
+        } else {
+            let guard = self.keyspace.lock_shard(s);
+            self.guards.insert(s, guard);
+            self.highest = Some(s);
         }
-        self.guards.get_mut(s).expect("locked above")
     }
 
     /// Runs `f` on one shard: through the guard this view holds, or with the shard locked
@@ -486,7 +499,7 @@ impl<'a> Locked<'a> {
         } else if had_ttl {
             shard.expiry.remove();
         }
-        self.maybe_rebuild_expiry(slot);
+        rebuild_expiry_if_needed(shard);
         match old {
             Some(o) if o.is_expired(now) => {
                 self.expired += 1;
@@ -564,7 +577,7 @@ impl<'a> Locked<'a> {
         } else if had_ttl {
             shard.expiry.remove();
         }
-        self.maybe_rebuild_expiry(slot);
+        rebuild_expiry_if_needed(shard);
         true
     }
 
@@ -580,22 +593,6 @@ impl<'a> Locked<'a> {
         }
     }
 
-    fn maybe_rebuild_expiry(&mut self, slot: u16) {
-        let shard = self.shard_mut(slot);
-        if shard.expiry.needs_rebuild() {
-            let live: Vec<(UnixMillis, Key)> = shard
-                .tables()
-                .iter()
-                .flat_map(|t| {
-                    t.iter()
-                        .filter(|(_, e)| e.expires_at != 0)
-                        .map(|(k, e)| (e.expires_at, k.to_key()))
-                })
-                .collect();
-            shard.expiry.rebuild(live.into_iter());
-        }
-    }
-
     /// Deletes every key in the held shards; returns how many were deleted.
     pub fn clear_held(&mut self) -> usize {
         let mut removed = 0;
@@ -605,4 +602,27 @@ impl<'a> Locked<'a> {
         }
         removed
     }
+}
+
+/// Rebuilds `shard`'s expiry index from its keys once too many of its entries are stale.
+/// Takes the shard the caller already holds: looking it up again cost a second guard search
+/// on every write.
+fn rebuild_expiry_if_needed(shard: &mut Shard) {
+    if shard.expiry.needs_rebuild() {
+        rebuild_expiry(shard);
+    }
+}
+
+#[cold]
+fn rebuild_expiry(shard: &mut Shard) {
+    let live: Vec<(UnixMillis, Key)> = shard
+        .tables()
+        .iter()
+        .flat_map(|t| {
+            t.iter()
+                .filter(|(_, e)| e.expires_at != 0)
+                .map(|(k, e)| (e.expires_at, k.to_key()))
+        })
+        .collect();
+    shard.expiry.rebuild(live.into_iter());
 }

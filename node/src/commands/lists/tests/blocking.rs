@@ -257,6 +257,8 @@ fn run_in_exec(server: &Server, args: &[&str]) -> (String, Effects) {
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let spec = table::lookup(args[0]).expect("command");
     let mut out = BytesMut::new();
+    // Before the view: it borrows the effects for as long as its guards live.
+    let mut effects = Effects::default();
     let db = dispatch::lock_for(server, spec, &args, crate::clock::unix_millis(), 0, false)
         .expect("waits without giving up");
     let mut ctx = Ctx {
@@ -266,13 +268,12 @@ fn run_in_exec(server: &Server, args: &[&str]) -> (String, Effects) {
         db,
         held: Vec::new(),
         reply: Reply::new(&mut out, ProtocolVersion::Resp2),
-        effects: Effects::default(),
+        effects: &mut effects,
         in_exec: true,
         replicating: false,
         event: None,
     };
     dispatch::run_in(&mut ctx, spec, &args, &mut LocalStats::default());
-    let effects = std::mem::take(&mut ctx.effects);
     drop(ctx);
     (String::from_utf8_lossy(&out).into_owned(), effects)
 }
