@@ -5,6 +5,7 @@
 
 use super::spec::CommandSpec;
 use crate::node_state::command_stats::CountedCommand;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -50,7 +51,66 @@ fn build(families: &'static [&'static [CommandSpec]]) -> Table {
 }
 
 /// The spec of a command name, any case.
+///
+/// The last name found on this thread is remembered as sent (same bytes, same case): a
+/// pipeline, a benchmark, a bulk load repeat one command, and comparing a few bytes costs a
+/// tenth of lowering, hashing and probing the table (~180 instructions per command,
+/// callgrind). The table never changes once installed, so the memo cannot go stale.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    if let Some(spec) = LAST_FOUND.with(|last| last.get().matches(name)) {
+        return Some(spec);
+    }
+    let found = lookup_in_table(name);
+    if let Some(spec) = found {
+        if let Some(memo) = Memo::of(name, spec) {
+            LAST_FOUND.with(|last| last.set(memo));
+        }
+    }
+    found
+}
+
+/// Names up to this long are remembered by [`lookup`] (every command's but a few).
+const MEMO_NAME_MAX: usize = 16;
+
+thread_local! {
+    static LAST_FOUND: Cell<Memo> = const { Cell::new(Memo::EMPTY) };
+}
+
+/// A name as a client sent it and the spec it named.
+#[derive(Clone, Copy)]
+struct Memo {
+    len: u8,
+    name: [u8; MEMO_NAME_MAX],
+    spec: Option<&'static CommandSpec>,
+}
+
+impl Memo {
+    const EMPTY: Memo = Memo {
+        len: 0,
+        name: [0; MEMO_NAME_MAX],
+        spec: None,
+    };
+
+    fn of(name: &[u8], spec: &'static CommandSpec) -> Option<Memo> {
+        if name.len() > MEMO_NAME_MAX {
+            return None;
+        }
+        let mut memo = Memo {
+            len: name.len() as u8,
+            spec: Some(spec),
+            ..Memo::EMPTY
+        };
+        memo.name[..name.len()].copy_from_slice(name);
+        Some(memo)
+    }
+
+    fn matches(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        let spec = self.spec?;
+        (usize::from(self.len) == name.len() && self.name[..name.len()] == *name).then_some(spec)
+    }
+}
+
+fn lookup_in_table(name: &[u8]) -> Option<&'static CommandSpec> {
     if name.len() > MAX_COMMAND_NAME_LEN {
         return None;
     }

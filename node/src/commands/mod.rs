@@ -66,6 +66,39 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
 mod tests {
     use crate::command_framework::table;
 
+    /// The lookup's memo of the last name found answers only for those exact bytes: any
+    /// other name, a prefix or an extension of it, another case, goes to the table.
+    #[test]
+    fn the_remembered_name_answers_only_for_itself() {
+        super::install_table();
+        let name_of = |n: &[u8]| table::lookup(n).map(|s| s.name);
+        let sequence: [(&[u8], Option<&str>); 12] = [
+            (b"GET", Some("get")),
+            (b"GET", Some("get")),
+            (b"GE", None),
+            (b"GETEX", Some("getex")),
+            (b"GET", Some("get")),
+            (b"get", Some("get")),
+            (b"GETT", None),
+            (b"", None),
+            (b"SET", Some("set")),
+            (b"SeT", Some("set")),
+            (b"ZRANGEBYSCORE", Some("zrangebyscore")),
+            (b"ZRANGEBYSCORE\0\0\0\0", None),
+        ];
+        for (name, expected) in sequence {
+            assert_eq!(name_of(name), expected, "{}", String::from_utf8_lossy(name));
+        }
+        // Names past the memo's length are found too, and never taken for a shorter one.
+        let long = b"CLIENT-TRACKINGINFO-LONGER-THAN-16";
+        assert_eq!(name_of(long), None);
+        assert_eq!(
+            name_of(b"georadiusbymember_ro"),
+            Some("georadiusbymember_ro")
+        );
+        assert_eq!(name_of(b"georadiusbymember"), Some("georadiusbymember"));
+    }
+
     #[test]
     fn the_single_key_shortcut_agrees_with_the_key_positions() {
         super::install_table();
