@@ -20,8 +20,9 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
     // thread (`block_in_place`, which the single-threaded scheduler cannot do) so that other
     // clients are answered BUSY and SCRIPT KILL is heard. Measured against the
     // single-threaded scheduler (scripts/ab-nodes.sh, 50 clients, pinned, LIFO slot off as
-    // below): GET -P 1 within 1%, SET, GET and LPUSH -P 16 3-5% below: the price of a node
-    // that can stop a runaway script.
+    // below): GET -P 1 within 1%, SET, GET and LPUSH -P 16 3-5% below on one machine; SET
+    // 1.04 and GET 0.98 on another, and 27 instructions of scheduling per request against 34
+    // (scripts/instructions-per-request.sh): within the noise of these machines.
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // The multi-threaded scheduler polls the task woken last first (its LIFO slot): two
     // clients' requests that arrive together would run in the reverse order (an
