@@ -9,10 +9,12 @@
 #
 # Usage: scripts/instructions-per-request.sh BIN...
 # Env: TEST redis-benchmark -t [set]   N requests of the short run [50000]   PORT [7341]
+#      KEEP_DIR  keep each run's callgrind file there, named BIN-TEST-REQUESTS.cg, for
+#                per-function figures (callgrind_annotate [--inclusive=yes] FILE)
 # Needs valgrind and a node built with rustix's libc backend (Cargo.toml: its raw vDSO lookup
 # faults under valgrind). Takes about a minute per binary.
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n 2,13p "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n 2,15p "$0"; exit 2; }
 TEST="${TEST:-set}" N="${N:-50000}" PORT="${PORT:-7341}"
 for tool in valgrind callgrind_annotate redis-benchmark redis-cli; do
     command -v "$tool" >/dev/null || { echo "instructions-per-request: $tool missing"; exit 1; }
@@ -31,6 +33,10 @@ path_instructions() {
     wait "$pid" || true
     callgrind_annotate --inclusive=yes "$dir/cg" 2>/dev/null |
         awk '/session::Session::process_input \[/ { gsub(",", "", $1); print $1; exit }'
+    if [[ -n "${KEEP_DIR:-}" ]]; then
+        mkdir -p "$KEEP_DIR"
+        cp "$dir/cg" "$KEEP_DIR/$(basename "$bin")-$TEST-$requests.cg"
+    fi
     rm -rf "$dir"
 }
 
