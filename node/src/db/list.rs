@@ -106,6 +106,17 @@ impl<'a> Iterator for Iter<'a> {
             Iter::Chunked(it) => it.next(),
         }
     }
+
+    /// The form is matched once, not per element (`for_each` runs this).
+    fn fold<B, F>(self, init: B, f: F) -> B
+    where
+        F: FnMut(B, &'a [u8]) -> B,
+    {
+        match self {
+            Iter::Packed(items) => items.fold(init, f),
+            Iter::Chunked(it) => it.fold(init, f),
+        }
+    }
 }
 
 /// The elements of a [`ListValue`] back to front.

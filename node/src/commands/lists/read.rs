@@ -23,9 +23,9 @@ pub fn lrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> CmdResult {
     match index::range(start, end, list.len()) {
         Some((first, last)) => {
             reply.array(last - first + 1);
-            for e in list.range(first, last - first + 1) {
-                reply.bulk(e);
-            }
+            // `for_each`, not `for`: the list's own loop (`fold`) walks its nodes.
+            list.range(first, last - first + 1)
+                .for_each(|e| reply.bulk(e));
         }
         None => reply.array(0),
     }

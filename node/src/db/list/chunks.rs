@@ -443,6 +443,48 @@ impl<'a> Iterator for ChunkIter<'a> {
             self.current = self.nodes.next()?.items();
         }
     }
+
+    /// Node by node, a packed node's items in a loop of their own (what `for_each` runs, as
+    /// LRANGE does). Why: through `next` each element went through the count, the node kind
+    /// and the packed walk's `Option`s, ~33 instructions per element of an LRANGE against a
+    /// few for a deque of boxed elements (callgrind, `-t lrange_100`).
+    fn fold<B, F>(self, init: B, mut f: F) -> B
+    where
+        F: FnMut(B, &'a [u8]) -> B,
+    {
+        let ChunkIter {
+            mut nodes,
+            mut current,
+            mut remaining,
+        } = self;
+        let mut acc = init;
+        while remaining > 0 {
+            match current {
+                NodeItems::Packed(mut items) => {
+                    while remaining > 0 {
+                        let Some(element) = items.next() else {
+                            break;
+                        };
+                        remaining -= 1;
+                        acc = f(acc, element);
+                    }
+                }
+                NodeItems::Plain(Some(element)) => {
+                    remaining -= 1;
+                    acc = f(acc, element);
+                }
+                NodeItems::Plain(None) => {}
+            }
+            if remaining == 0 {
+                break;
+            }
+            let Some(node) = nodes.next() else {
+                break;
+            };
+            current = node.items();
+        }
+        acc
+    }
 }
 
 /// Elements of a [`Chunks`] back to front: a packed node's items only walk forward, so each

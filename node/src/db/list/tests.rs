@@ -113,7 +113,17 @@ fn check_reads(list: &ListValue, model: &VecDeque<Vec<u8>>) -> Result<(), TestCa
     for first in 0..=model.len() + 1 {
         for count in [0, 1, 2, model.len(), usize::MAX] {
             let expect = model.iter().skip(first).take(count).map(|e| &e[..]);
-            prop_assert!(list.range(first, count).eq(expect), "range {first} {count}");
+            prop_assert!(
+                list.range(first, count).eq(expect.clone()),
+                "range {first} {count}"
+            );
+            // The same through the list's own loop (`fold`, what `for_each` runs).
+            let mut folded: Vec<&[u8]> = Vec::new();
+            list.range(first, count).for_each(|e| folded.push(e));
+            prop_assert!(
+                folded.into_iter().eq(expect),
+                "range {first} {count} folded"
+            );
         }
     }
     Ok(())
