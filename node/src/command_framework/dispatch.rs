@@ -152,7 +152,7 @@ pub fn execute_into(
     }
     // EXEC of a transaction holding commands that may grow memory is checked like them,
     // before the shards are locked (eviction locks them).
-    let exec_denyoom = spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.denyoom);
+    let exec_denyoom = client.multi.as_ref().is_some_and(|m| m.denyoom) && spec.name == "exec";
     if spec.has(flags::DENYOOM) || exec_denyoom {
         let room =
             super::eviction::make_room(server, node.write_stream(), || client.clock.instant());
@@ -184,12 +184,17 @@ pub fn execute_into(
 /// those of keys evicted before the command (`maxmemory`, the tracking table's limit) come
 /// before its reply; those the command itself causes follow it. Counted in
 /// `pushed_ahead`, so that a silenced reply (CLIENT REPLY OFF) does not drop them.
+#[inline]
 fn invalidations_ahead(client: &mut Client, reply: &mut Reply<'_>) {
     if client.shared.tracking.is_on() {
-        let pushes = std::mem::take(&mut *client.shared.pushes.lock());
-        reply.raw(&pushes);
-        client.tracking.pushed_ahead += pushes.len();
+        move_pushes_ahead(client, reply);
     }
+}
+
+fn move_pushes_ahead(client: &mut Client, reply: &mut Reply<'_>) {
+    let pushes = std::mem::take(&mut *client.shared.pushes.lock());
+    reply.raw(&pushes);
+    client.tracking.pushed_ahead += pushes.len();
 }
 
 /// A keyed command of this node's slot finds the serving lease lapsed: it waits for the
@@ -443,16 +448,19 @@ fn serves_stale(spec: &CommandSpec, client: &Client) -> bool {
 
 /// EVAL, EVALSHA, FCALL and their read-only forms.
 pub fn is_script(spec: &CommandSpec) -> bool {
-    matches!(
-        spec.name,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    )
+    // The first letter rules out nearly every command before any comparison of names (each
+    // a length test and a `memcmp`): this runs for every command.
+    matches!(spec.name.as_bytes().first(), Some(b'e' | b'f'))
+        && matches!(
+            spec.name,
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+        )
 }
 
 /// Whether the command writes (EXEC of a transaction that queued a write does).
 fn is_write(spec: &CommandSpec, client: &Client) -> bool {
     spec.has(flags::WRITE)
-        || (spec.name == "exec" && client.multi.as_ref().is_some_and(|m| m.write))
+        || (client.multi.as_ref().is_some_and(|m| m.write) && spec.name == "exec")
 }
 
 /// `min-replicas-to-write` / `min-replicas-max-lag` (Redis's `checkGoodReplicasCount`): one
@@ -628,7 +636,7 @@ pub fn run(
     after(server, client, spec, args, effects, nanos / 1000);
     // CLIENT CACHING applies to the next command, or to the transaction it precedes, and
     // survives other CLIENT subcommands (Redis's rule).
-    if client.multi.is_none() && !spec.name.starts_with("client|") {
+    if client.tracking.caching && client.multi.is_none() && !spec.name.starts_with("client|") {
         client.tracking.caching = false;
     }
 }

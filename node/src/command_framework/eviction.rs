@@ -26,6 +26,9 @@ const EVICTIONS_PER_REFRESH: usize = 8;
 /// Ensures used memory is under `maxmemory`, evicting if the policy allows. Ok(true): it
 /// had work to do (eviction, which may take a while). `now`: the command's clock reading,
 /// taken only when a limit is set (every write command comes here).
+///
+/// Inlined for its first test, no limit (see `acl_check::check`).
+#[inline]
 pub fn make_room(
     server: &NodeState,
     stream: &dyn WriteStream,
@@ -37,7 +40,16 @@ pub fn make_room(
     if max == 0 {
         return Ok(false);
     }
-    let now = now();
+    make_room_under_limit(server, stream, now(), max)
+}
+
+/// [`make_room`] with `maxmemory` set (to `max`).
+fn make_room_under_limit(
+    server: &NodeState,
+    stream: &dyn WriteStream,
+    now: std::time::Instant,
+    max: u64,
+) -> Result<bool, CmdError> {
     if server.memory.used_at(now) <= max {
         return Ok(false);
     }

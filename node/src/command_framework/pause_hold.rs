@@ -15,12 +15,23 @@ use crate::node_state::{Client, NodeState};
 use std::time::Duration;
 
 /// The wait for a request CLIENT PAUSE holds now, or None to run it.
+/// Inlined for its first test, no pause (see `acl_check::check`).
+#[inline]
 pub fn pause_hold(server: &NodeState, client: &Client, args: &[&[u8]]) -> Option<BlockRequest> {
-    let pause = &server.client_pause;
     // A replica's link to its primary is never held: replication goes on through a pause.
-    if !pause.maybe_set() || client.primary_link {
+    if !server.client_pause.maybe_set() || client.primary_link {
         return None;
     }
+    pause_hold_while_set(server, client, args)
+}
+
+/// [`pause_hold`] while a pause may be set.
+fn pause_hold_while_set(
+    server: &NodeState,
+    client: &Client,
+    args: &[&[u8]],
+) -> Option<BlockRequest> {
+    let pause = &server.client_pause;
     let now = unix_millis();
     let Some((_, end)) = pause.in_force(now) else {
         pause.lapse(now);

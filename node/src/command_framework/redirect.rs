@@ -27,6 +27,8 @@ pub enum Routed {
 
 /// Decides whether this node runs `args` (Ok) or redirects the client (Err with the reply).
 /// Without cluster mode, always Ok(Serve).
+/// Inlined for that test (see `acl_check::check`).
+#[inline]
 pub fn check(
     server: &NodeState,
     client: &mut Client,
@@ -37,6 +39,18 @@ pub fn check(
     let Some(cluster) = server.cluster.as_ref() else {
         return Ok(Routed::Serve);
     };
+    check_in_cluster(server, cluster, client, spec, args, now_ms)
+}
+
+/// [`check`] in cluster mode.
+fn check_in_cluster(
+    server: &NodeState,
+    cluster: &crate::cluster::Cluster,
+    client: &mut Client,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    now_ms: u64,
+) -> Result<Routed, CmdError> {
     // The primary's stream is executed whatever the slot map says (Redis: the master
     // client is never redirected): the primary decided, and the replica mirrors it.
     if client.primary_link {

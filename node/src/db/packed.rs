@@ -242,7 +242,11 @@ impl Packed {
         let (header, header_len) = encode_len(item.len());
         self.bytes.reserve_exact(header_len + item.len());
         let gap = self.open_gap(at, header_len + item.len());
-        gap[..header_len].copy_from_slice(&header[..header_len]);
+        // Byte by byte: a copy of a length unknown when compiling calls `memcpy`.
+        gap[0] = header[0];
+        if header_len == 2 {
+            gap[1] = header[1];
+        }
         gap[header_len..].copy_from_slice(item);
         self.items += 1;
     }

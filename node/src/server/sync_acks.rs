@@ -16,6 +16,9 @@ use std::time::Duration;
 /// After a command ran: a block holding its reply when it wrote under `repl-sync-acks` and
 /// its acknowledgements are not all in yet. `offset_before` is the client's last write offset
 /// before the command, `held_from` where the command's reply starts in the output.
+///
+/// Inlined for its first tests (see `command_framework::acl_check::check`).
+#[inline]
 pub fn hold_for_acks(
     server: &Server,
     client: &Client,
@@ -28,6 +31,16 @@ pub fn hold_for_acks(
     if wanted == 0 || client.repl_offset <= offset_before || client.multi.is_some() {
         return None;
     }
+    hold_write_for_acks(server, client, wanted, held_from)
+}
+
+/// [`hold_for_acks`] for a write under `repl-sync-acks` (`wanted`).
+fn hold_write_for_acks(
+    server: &Server,
+    client: &Client,
+    wanted: u64,
+    held_from: usize,
+) -> Option<BlockRequest> {
     if client.primary_link {
         return None;
     }
