@@ -21,7 +21,7 @@ pub fn run(config: Config, signals: StopSignals) -> anyhow::Result<()> {
     // clients are answered BUSY and SCRIPT KILL is heard. Measured against the
     // single-threaded scheduler (scripts/ab-nodes.sh, 50 clients, pinned, LIFO slot off as
     // below): GET -P 1 within 1%, SET, GET and LPUSH -P 16 3-5% below on one machine; SET
-    // 1.04 and GET 0.98 on another, within its noise (BENCHMARKS.md, keyspace section).
+    // 1.04 and GET 0.98 on another, within its noise (BENCHMARKS.md, "Work per request").
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // The multi-threaded scheduler polls the task woken last first (its LIFO slot): two
     // clients' requests that arrive together would run in the reverse order (an
