@@ -252,7 +252,7 @@ impl Packed {
     }
 
     /// Makes `n` bytes of room at byte offset `at`, the bytes after it moved up once, and
-    /// returns the room (zeroed) to be written. Why not `Vec::splice`: its general path
+    /// returns the room, holding stale bytes, for the caller to overwrite. Why not `Vec::splice`: its general path
     /// (drain, refill from an iterator, move the tail) was ~200 instructions of each LPUSH
     /// (callgrind), for what is a resize and one `memmove`.
     fn open_gap(&mut self, at: usize, n: usize) -> &mut [u8] {
@@ -353,7 +353,10 @@ impl<'a> Iterator for Items<'a> {
         let (len, body) = if first & 0x80 == 0 {
             (usize::from(first), after)
         } else {
-            let (&second, after) = after.split_first()?;
+            let Some((&second, after)) = after.split_first() else {
+                debug_assert!(false, "a packed length prefix is cut short");
+                return None;
+            };
             (usize::from(first & 0x7f) | usize::from(second) << 7, after)
         };
         let Some((item, rest)) = body.split_at_checked(len) else {
