@@ -44,21 +44,22 @@ pub fn check(
     args: &[&[u8]],
     context: Context,
 ) -> Result<(), CmdError> {
-    if user_of(server, client).unrestricted() {
+    let user = user_of(server, client);
+    if user.unrestricted() {
         return Ok(());
     }
-    check_rules(server, client, spec, args, context)
+    check_rules(server, client, user, spec, args, context)
 }
 
-/// [`check`] for a user with rules.
+/// [`check`] for `user`, the client's, who has rules.
 fn check_rules(
     server: &NodeState,
     client: &Client,
+    user: &User,
     spec: &CommandSpec,
     args: &[&[u8]],
     context: Context,
 ) -> Result<(), CmdError> {
-    let user = user_of(server, client);
     let rules = user.rules();
     let Err(denial) = denial(&rules, spec, args) else {
         return Ok(());

@@ -87,6 +87,19 @@ fn encode_len(len: usize) -> ([u8; 2], usize) {
     }
 }
 
+/// Writes `item` with its length prefix at the front of `room` and returns the room after it.
+fn write_item<'a>(room: &'a mut [u8], item: &[u8]) -> &'a mut [u8] {
+    let (header, header_len) = encode_len(item.len());
+    // The prefix byte by byte: a copy of a length unknown when compiling calls `memcpy`.
+    room[0] = header[0];
+    if header_len == 2 {
+        room[1] = header[1];
+    }
+    let (body, rest) = room[header_len..].split_at_mut(item.len());
+    body.copy_from_slice(item);
+    rest
+}
+
 fn len_bytes(len: usize) -> usize {
     if len < 0x80 {
         1
@@ -214,12 +227,7 @@ impl Packed {
         self.bytes.reserve_exact(size);
         let mut gap = self.open_gap(at, size);
         for item in items {
-            let (header, header_len) = encode_len(item.len());
-            let (head, rest) = std::mem::take(&mut gap).split_at_mut(header_len);
-            head.copy_from_slice(&header[..header_len]);
-            let (body, rest) = rest.split_at_mut(item.len());
-            body.copy_from_slice(item);
-            gap = rest;
+            gap = write_item(gap, item);
         }
         debug_assert!(gap.is_empty());
         self.items += items.len() as u32;
@@ -239,22 +247,17 @@ impl Packed {
         } else {
             self.slots().nth(i).expect("i < len").at
         };
-        let (header, header_len) = encode_len(item.len());
-        self.bytes.reserve_exact(header_len + item.len());
-        let gap = self.open_gap(at, header_len + item.len());
-        // Byte by byte: a copy of a length unknown when compiling calls `memcpy`.
-        gap[0] = header[0];
-        if header_len == 2 {
-            gap[1] = header[1];
-        }
-        gap[header_len..].copy_from_slice(item);
+        let size = Packed::item_bytes(item.len());
+        self.bytes.reserve_exact(size);
+        let gap = self.open_gap(at, size);
+        write_item(gap, item);
         self.items += 1;
     }
 
     /// Makes `n` bytes of room at byte offset `at`, the bytes after it moved up once, and
-    /// returns the room, holding stale bytes, for the caller to overwrite. Why not `Vec::splice`: its general path
-    /// (drain, refill from an iterator, move the tail) was ~200 instructions of each LPUSH
-    /// (callgrind), for what is a resize and one `memmove`.
+    /// returns the room, holding stale bytes, for the caller to overwrite. Why not
+    /// `Vec::splice`: its general path (drain, refill from an iterator, move the tail) was
+    /// ~200 instructions of each LPUSH (callgrind), for what is a resize and one `memmove`.
     fn open_gap(&mut self, at: usize, n: usize) -> &mut [u8] {
         let end = self.bytes.len();
         assert!(at <= end, "a gap at {at} of {end} bytes");

@@ -162,25 +162,12 @@ impl RequestParser {
         buf: &[u8],
         limits: &RequestLimits,
     ) -> Result<Option<usize>, ProtocolError> {
-        let (count, cr) = match short_count(buf, 1) {
-            Some((count, cr)) => (count as i64, cr),
-            None => {
-                let Some(cr) = find_cr(buf, 1) else {
-                    if buf.len() > MAX_INLINE_LEN {
-                        return Err(ProtocolError::TooBigMultibulkCountString);
-                    }
-                    return Ok(None);
-                };
-                if cr + 1 >= buf.len() {
-                    return Ok(None); // the '\n' has not arrived
-                }
-                let count = parse_i64(&buf[1..cr]).ok_or(ProtocolError::InvalidMultibulkLength)?;
-                (count, cr)
-            }
+        let (count, cr) = match header_count(buf, 1) {
+            HeaderLine::Count { count, cr } => (count, cr),
+            HeaderLine::Incomplete => return Ok(None),
+            HeaderLine::TooLong => return Err(ProtocolError::TooBigMultibulkCountString),
+            HeaderLine::NotACount => return Err(ProtocolError::InvalidMultibulkLength),
         };
-        if cr + 1 >= buf.len() {
-            return Ok(None); // the '\n' has not arrived
-        }
         if count > limits.max_multibulk_len as i64 || count > i32::MAX as i64 {
             return Err(ProtocolError::InvalidMultibulkLength);
         }
@@ -203,26 +190,12 @@ impl RequestParser {
             if buf[start] != b'$' {
                 return Err(ProtocolError::ExpectedDollar(printable(buf[start])));
             }
-            let (len, cr) = match short_count(buf, start + 1) {
-                Some((len, cr)) => (len as i64, cr),
-                None => {
-                    let Some(cr) = find_cr(buf, start + 1) else {
-                        if buf.len() - start > MAX_INLINE_LEN {
-                            return Err(ProtocolError::TooBigBulkCountString);
-                        }
-                        break;
-                    };
-                    if cr + 1 >= buf.len() {
-                        break;
-                    }
-                    let len =
-                        parse_i64(&buf[start + 1..cr]).ok_or(ProtocolError::InvalidBulkLength)?;
-                    (len, cr)
-                }
+            let (len, cr) = match header_count(buf, start + 1) {
+                HeaderLine::Count { count, cr } => (count, cr),
+                HeaderLine::Incomplete => break,
+                HeaderLine::TooLong => return Err(ProtocolError::TooBigBulkCountString),
+                HeaderLine::NotACount => return Err(ProtocolError::InvalidBulkLength),
             };
-            if cr + 1 >= buf.len() {
-                break;
-            }
             if len < 0 || len as u64 > limits.max_bulk_len as u64 {
                 return Err(ProtocolError::InvalidBulkLength);
             }
@@ -276,6 +249,41 @@ impl RequestParser {
         } else {
             Ok(Parsed::Request { len })
         }
+    }
+}
+
+/// What the line of a `*` or `$` header holds.
+enum HeaderLine {
+    /// The count, and where the line's `\r` is (its `\n` follows).
+    Count { count: i64, cr: usize },
+    /// The line, through its `\n`, has not all arrived.
+    Incomplete,
+    /// No `\r` within [`MAX_INLINE_LEN`] bytes of the header's start.
+    TooLong,
+    /// A whole line that is not a count as Redis's `string2ll` reads one.
+    NotACount,
+}
+
+/// The count of the header whose sign is at `from - 1`: the short form in one pass
+/// ([`short_count`]), anything else by finding the `\r` and parsing what is before it. The
+/// line must be whole (its `\n` in) before it is judged, as Redis waits for it. Inlined into
+/// both headers' parsing: called, it cost a SET ~100 instructions more (callgrind).
+#[inline(always)]
+fn header_count(buf: &[u8], from: usize) -> HeaderLine {
+    let (short, cr) = match short_count(buf, from) {
+        Some((count, cr)) => (Some(count as i64), cr),
+        None => match find_cr(buf, from) {
+            Some(cr) => (None, cr),
+            None if buf.len() - (from - 1) > MAX_INLINE_LEN => return HeaderLine::TooLong,
+            None => return HeaderLine::Incomplete,
+        },
+    };
+    if cr + 1 >= buf.len() {
+        return HeaderLine::Incomplete;
+    }
+    match short.or_else(|| parse_i64(&buf[from..cr])) {
+        Some(count) => HeaderLine::Count { count, cr },
+        None => HeaderLine::NotACount,
     }
 }
 
