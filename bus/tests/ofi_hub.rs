@@ -19,6 +19,8 @@
 //! - an idle connection arms the hub's CQ descriptor (tcp; shm has none), which its peer's
 //!   SEND makes readable, and another connection's poll that routes a SEND to it rings its
 //!   doorbell while its thread waits;
+//! - (shm) a hub whose mutex stays held (a call stuck inside the provider) fails its own
+//!   connections, and the listener takes the next peer on a new hub;
 //! - an IMM note waits for its WRITE's delivery completion where the provider may handle a
 //!   send before an earlier write (`ofi::note_gate`), and only there.
 //!
@@ -360,6 +362,65 @@ fn shm_short_connections_come_and_go_without_disturbing_a_long_one() {
         "{} hubs of short connections still open",
         open.len()
     );
+}
+
+/// Goal (shm): a hub whose mutex is held for good (as by a poller spinning inside shm 1.17 on
+/// an endpoint lock that a killed peer held, `hub.rs`) costs only its own connections: the
+/// listener, waiting in vain to attach the next peer to it, gives that peer a new hub, over
+/// which a request and its reply run; a poll of a connection of the stuck hub fails instead
+/// of waiting for ever, and dropping that connection returns.
+#[test]
+fn shm_an_unresponsive_hub_fails_its_connections_and_new_ones_go_to_another() {
+    let p = OfiProvider::open(OfiKind::Shm).expect("libfabric with shm (install-deps.sh)");
+    let start = Instant::now();
+    let (listener, _clients, mut accepted) = peers(&p, 1);
+    let mut listener = listener;
+    let stuck = accepted[0].hub().clone();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let (held, is_held) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let hub = stuck.clone();
+        std::thread::spawn(move || {
+            let _locked = hub.lock().unwrap();
+            held.send(()).unwrap();
+            let _ = released.recv();
+        })
+    };
+    is_held.recv().unwrap();
+
+    // On a thread: without the hub's patience this attach would wait for ever.
+    let (client, server) = {
+        let (done, outcome) = std::sync::mpsc::channel();
+        let p = p.clone();
+        std::thread::spawn(move || {
+            let pair = connect_one(&p, &mut listener);
+            let _ = done.send((pair, listener));
+        });
+        let (pair, _listener) = outcome
+            .recv_timeout(STEP_TIMEOUT)
+            .expect("the listener never answered the next peer");
+        pair
+    };
+    assert!(
+        stuck.is_unresponsive(),
+        "the listener attached past a held hub"
+    );
+    assert!(
+        !Arc::ptr_eq(server.hub(), &stuck),
+        "a new peer joined the stuck hub"
+    );
+    let mut client = Stream::client(client, RX_SIZE_MIN).unwrap();
+    let mut server = Stream::server(server, RX_SIZE_MIN).unwrap();
+    request_reply(&mut client, &mut server, start);
+
+    let mut out = Vec::new();
+    match accepted[0].poll(&mut out, 64) {
+        Err(BusError::Closed(reason)) => assert!(reason.contains("unresponsive"), "{reason}"),
+        other => panic!("a connection of the stuck hub polled: {other:?}"),
+    }
+    drop(accepted.pop());
+    release.send(()).unwrap();
+    holder.join().unwrap();
 }
 
 /// Goal (shm): a peer whose connection the hub closed but whose endpoint lives on, and

@@ -282,7 +282,7 @@ impl Connection for OfiConnection {
             });
         }
         let (owner, to, inline) = (self.owner, self.peer_fi, self.max_inline);
-        self.hub.lock().post(owner, |core| {
+        self.hub.lock()?.post(owner, |core| {
             core.send_region(owner, wr_id, &src.region, src.offset, src.len, to, inline)
         })
     }
@@ -314,7 +314,7 @@ impl Connection for OfiConnection {
     ) -> Result<(), BusError> {
         let (addr, key) = self.remote_target(&dst, src.len)?;
         let (owner, to) = (self.owner, self.peer_fi);
-        self.hub.lock().post(owner, |core| {
+        self.hub.lock()?.post(owner, |core| {
             core.write(
                 owner,
                 wr_id,
@@ -337,7 +337,7 @@ impl Connection for OfiConnection {
     ) -> Result<(), BusError> {
         let (addr, key) = self.remote_target(&src, dst.len)?;
         let (owner, from) = (self.owner, self.peer_fi);
-        self.hub.lock().post(owner, |core| {
+        self.hub.lock()?.post(owner, |core| {
             core.read(
                 owner,
                 wr_id,

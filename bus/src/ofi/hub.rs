@@ -51,10 +51,19 @@
 //! A connector's connection has a private hub with its one peer (`private`): everything that
 //! arrives on it is that peer's, as before hubs existed (the handshake's ACCEPT and the
 //! messages behind it come from an address not yet in the vector).
+//!
+//! An unresponsive hub (shm): shm 1.17 guards an endpoint's region with a process-shared
+//! spinlock that its peers take too. A peer killed while holding it leaves it held for good,
+//! and the thread of ours whose call next touches the region spins inside libfabric for
+//! ever, holding the hub's mutex. Nothing gets that thread back, but nobody else need wait
+//! for it: on a shm hub the mutex is waited for at most [`HUB_LOCK_PATIENCE`]. A caller that
+//! waits that long marks the hub unresponsive; from then on every call on it fails at once
+//! (each connection with a `Closed` error, so its poller closes it), its connections' drops
+//! skip the detach, and the listener opens a new hub for the next connection.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,6 +87,13 @@ const HUB_READS_PER_POLL: usize = 3;
 
 /// Pause between attempts of `send_until` (the hub is unlocked meanwhile).
 const SEND_RETRY_SLEEP: Duration = Duration::from_micros(50);
+
+/// Longest wait for a shm hub's mutex before the hub is taken as unresponsive (see the module
+/// doc). A poll holds it for one read of at most [`HUB_READS_PER_POLL`] + 1 batches and their
+/// routing, a post for one provider call: microseconds, or a scheduler slice or two when the
+/// holder is preempted on a loaded host. A wrong judgement costs the hub's connections (they
+/// are closed) and one more hub: a second is far beyond any hold but a stuck call's.
+pub const HUB_LOCK_PATIENCE: Duration = Duration::from_secs(1);
 
 /// Arrivals (SENDs, IMM notes, failed receives) a connection may have waiting beyond the
 /// receives it has posted: what the provider may deliver between a receive's completion and
@@ -211,6 +227,12 @@ fn release_descriptor_if_last(s: &mut HubState, bell: Option<&Arc<Doorbell>>) {
     }
 }
 
+fn unresponsive_error() -> BusError {
+    BusError::Closed(
+        "ofi hub unresponsive (a call on its endpoint never returned; see hub.rs)".into(),
+    )
+}
+
 /// The endpoint itself failed: every connection fails at its next poll, so every waiting
 /// poller is woken.
 fn break_hub(s: &mut HubState, reason: String) {
@@ -253,6 +275,12 @@ pub struct Hub {
     domain: Arc<Domain>,
     /// The endpoint's name: what peers address.
     name: Vec<u8>,
+    /// How long a caller waits for `state` (`None`: as long as it takes; see the module doc).
+    patience: Option<Duration>,
+    /// A caller waited `patience` for `state` in vain: every call fails at once from then on.
+    unresponsive: AtomicBool,
+    /// Connections ever attached, readable without the lock (the listener's choice of hub).
+    attached: AtomicU64,
 }
 
 impl std::fmt::Debug for Hub {
@@ -318,9 +346,16 @@ impl Hub {
     /// A hub over `core`, serving as `mode` says.
     pub fn new(core: RdmCore, tx: TxLimits, mode: Mode) -> Arc<Hub> {
         let read_once_per_round = core.domain().kind == super::kind::OfiKind::Tcp;
+        // Only shm's spinlock can be left held by a dead peer; a tcp hub's mutex holders
+        // always return.
+        let patience = (core.domain().kind == super::kind::OfiKind::Shm && mode != Mode::Private)
+            .then_some(HUB_LOCK_PATIENCE);
         Arc::new(Hub {
             domain: core.domain().clone(),
             name: core.ep.name.clone(),
+            patience,
+            unresponsive: AtomicBool::new(false),
+            attached: AtomicU64::new(0),
             state: Mutex::new(HubState {
                 core,
                 inboxes: HashMap::new(),
@@ -348,15 +383,46 @@ impl Hub {
         &self.name
     }
 
-    pub fn lock(&self) -> Locked<'_> {
-        Locked(self.state.lock())
+    /// The endpoint, locked for posting; fails if the hub is unresponsive.
+    pub fn lock(&self) -> Result<Locked<'_>, BusError> {
+        self.state().map(Locked)
+    }
+
+    /// The hub's state, waited for at most `patience` (see the module doc).
+    fn state(&self) -> Result<MutexGuard<'_, HubState>, BusError> {
+        let Some(patience) = self.patience else {
+            return Ok(self.state.lock());
+        };
+        if self.unresponsive.load(Relaxed) {
+            return Err(unresponsive_error());
+        }
+        match self.state.try_lock_for(patience) {
+            Some(guard) => Ok(guard),
+            None => {
+                if !self.unresponsive.swap(true, Relaxed) {
+                    tracing::error!(
+                        waited_ms = patience.as_millis() as u64,
+                        "ofi hub unresponsive: a call on its endpoint has not returned (a \
+                         peer killed while holding the endpoint's shm lock?); its \
+                         connections are closed and new ones go to another hub"
+                    );
+                }
+                Err(unresponsive_error())
+            }
+        }
+    }
+
+    /// Whether a caller waited in vain for the hub (see the module doc): it takes no new
+    /// connections.
+    pub fn is_unresponsive(&self) -> bool {
+        self.unresponsive.load(Relaxed)
     }
 
     /// Adds the peer at raw address `peer` and gives it an inbox.
     /// A peer address already connected to this hub is refused (two connections cannot
     /// share one sender address: arrivals could not be told apart).
     pub fn attach(&self, peer: &[u8]) -> Result<Attached, BusError> {
-        let mut s = self.state.lock();
+        let mut s = self.state()?;
         if s.private && !s.inboxes.is_empty() {
             return Err(BusError::Invalid {
                 what: "ofi hub",
@@ -372,6 +438,7 @@ impl Hub {
         }
         let owner = s.next_owner;
         s.next_owner += 1;
+        self.attached.store(owner, Relaxed);
         s.owner_of.insert(fi_addr, owner);
         let inbox = Inbox::default();
         let receives = inbox.receives.clone();
@@ -393,8 +460,13 @@ impl Hub {
     /// none: every WRITE and SEND is injected and done when posted (`piecewise.rs`; shm 1.17
     /// would wait for a dead peer to answer for ever, and hold the hub's later operations
     /// behind it). [`Hub::orphaned`] counts them.
+    ///
+    /// On an unresponsive hub nothing is done: the hub serves nobody any more, and what the
+    /// connection held goes with it (never, if its stuck thread never returns).
     pub fn detach(&self, owner: u64, fi_addr: FiAddr) {
-        let mut s = self.state.lock();
+        let Ok(mut s) = self.state() else {
+            return;
+        };
         let left = s.core.tx_in_flight_of(|o| o == owner);
         if left > 0 {
             tracing::debug!(
@@ -421,7 +493,7 @@ impl Hub {
     /// once its peer sent past the inbox limits, and with the provider's error once something
     /// for its peer alone failed or the endpoint itself did.
     pub fn poll(&self, owner: u64, out: &mut VecDeque<Delivery>) -> Result<(), BusError> {
-        let mut guard = self.state.lock();
+        let mut guard = self.state()?;
         let s = &mut *guard;
         // On tcp one read of the endpoint serves every connection: a connection polled after
         // another one read it since its own last poll finds its share routed already. A
@@ -472,8 +544,10 @@ impl Hub {
     /// Gives connection `owner`'s inbox the doorbell of the thread that polls it (see the
     /// module doc).
     pub fn set_bell(&self, owner: u64, bell: Arc<Doorbell>) {
-        if let Some(inbox) = self.state.lock().inboxes.get_mut(&owner) {
-            inbox.bell = Some(bell);
+        if let Ok(mut s) = self.state() {
+            if let Some(inbox) = s.inboxes.get_mut(&owner) {
+                inbox.bell = Some(bell);
+            }
         }
     }
 
@@ -483,7 +557,7 @@ impl Hub {
     /// pushed when this thread's look pushed it already, or another thread waits on it),
     /// `Unsupported` on an endpoint without one (shm).
     pub fn arm_idle_wait(&self, owner: u64, fds: &mut Vec<RawFd>) -> Result<IdleWait, BusError> {
-        let mut s = self.state.lock();
+        let mut s = self.state()?;
         if s.broken.is_some() {
             return Ok(IdleWait::Ready);
         }
@@ -529,7 +603,7 @@ impl Hub {
     pub fn send_until(&self, bytes: &[u8], to: FiAddr, deadline: Instant) -> Result<(), BusError> {
         loop {
             let sent = {
-                let mut s = self.state.lock();
+                let mut s = self.state()?;
                 let sent = s.core.send_bytes(0, bytes, to);
                 s.read_and_route();
                 sent
@@ -577,7 +651,7 @@ impl Hub {
 
     /// Connections ever attached (detached ones included).
     pub fn attached_total(&self) -> u64 {
-        self.state.lock().next_owner - 1
+        self.attached.load(Relaxed)
     }
 
     /// Connections attached.

@@ -292,10 +292,18 @@ impl OfiListener {
         Ok(conn)
     }
 
-    /// The connection of the peer named in `hello`, attached to the listener's hub.
+    /// The connection of the peer named in `hello`, attached to the listener's hub. A hub
+    /// found unresponsive while attaching (shm: a call on it never returned, see `hub.rs`)
+    /// is left for the next one, once.
     fn connection(&mut self, hello: &Handshake) -> Result<OfiConnection, BusError> {
-        let hub = self.current_hub()?;
-        let attached = hub.attach(&hello.name)?;
+        let mut hub = self.current_hub()?;
+        let attached = match hub.attach(&hello.name) {
+            Err(_) if hub.is_unresponsive() => {
+                hub = self.current_hub()?;
+                hub.attach(&hello.name)?
+            }
+            other => other?,
+        };
         OfiConnection::new(
             hub,
             attached,
@@ -312,11 +320,13 @@ impl OfiListener {
     }
 
     /// The hub the next connection joins. On shm, once the current one has served
-    /// [`SHM_HUB_PEERS`] connections (or what `set_shm_hub_peers` set) a new one is opened (the old one closes with its last
+    /// [`SHM_HUB_PEERS`] connections (or what `set_shm_hub_peers` set), or was found
+    /// unresponsive (`hub.rs`), a new one is opened (the old one closes with its last
     /// connection); with [`SHM_HUBS_MAX`] still open, the connection is refused.
     fn current_hub(&mut self) -> Result<Arc<Hub>, BusError> {
         if self.domain.kind == OfiKind::Shm
-            && self.hub.attached_total() >= self.shm_hub_peers as u64
+            && (self.hub.attached_total() >= self.shm_hub_peers as u64
+                || self.hub.is_unresponsive())
         {
             self.used_up.retain(|h| h.strong_count() > 0);
             if self.used_up.len() + 1 >= SHM_HUBS_MAX {
@@ -563,7 +573,7 @@ fn meet_on_socket(
     let mut stream = TcpStream::connect_timeout(&to, timeout)
         .map_err(|e| BusError::Closed(format!("handshake socket to {to}: {e}")))?;
     write_handshake(&mut stream, hello)?;
-    let accept = read_handshake(&mut stream)?;
+    let accept = read_handshake(&mut stream, timeout)?;
     if accept.kind != Kind::Accept || accept.nonce != hello.nonce {
         return Err(BusError::Protocol(format!(
             "ofi handshake: {to} answered {:?} with another nonce",

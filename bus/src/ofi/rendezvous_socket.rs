@@ -141,10 +141,12 @@ pub fn write_handshake(stream: &mut TcpStream, message: &Handshake) -> Result<()
 }
 
 /// Reads one handshake message: the fixed header, then exactly the name length it announces
-/// (bounded by `OFI_ADDR_MAX`, so a peer cannot make us read more than `HANDSHAKE_MAX`).
-pub fn read_handshake(stream: &mut TcpStream) -> Result<Handshake, BusError> {
+/// (bounded by `OFI_ADDR_MAX`, so a peer cannot make us read more than `HANDSHAKE_MAX`),
+/// each read waiting at most `wait` (a connector's ACCEPT: its connect timeout; the listener
+/// may take a while, e.g. the second it gives an unresponsive hub, `hub.rs`).
+pub fn read_handshake(stream: &mut TcpStream, wait: Duration) -> Result<Handshake, BusError> {
     stream
-        .set_read_timeout(Some(SOCKET_IO_TIMEOUT))
+        .set_read_timeout(Some(wait.max(SOCKET_IO_TIMEOUT)))
         .map_err(|e| io_error("set timeout", e))?;
     let mut buf = [0u8; HANDSHAKE_MAX];
     stream
@@ -190,9 +192,12 @@ mod tests {
             s.write_all(&bad).unwrap();
         });
         let (mut a, _) = listener.accept().unwrap();
-        assert_eq!(read_handshake(&mut a).unwrap(), sent);
+        assert_eq!(read_handshake(&mut a, SOCKET_IO_TIMEOUT).unwrap(), sent);
         let (mut b, _) = listener.accept().unwrap();
-        assert!(matches!(read_handshake(&mut b), Err(BusError::Protocol(_))));
+        assert!(matches!(
+            read_handshake(&mut b, SOCKET_IO_TIMEOUT),
+            Err(BusError::Protocol(_))
+        ));
         t.join().unwrap();
     }
 }

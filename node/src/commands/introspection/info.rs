@@ -211,7 +211,7 @@ fn server(s: &mut Section<'_>, server: &NodeState) {
 }
 
 fn clients(s: &mut Section<'_>, server: &NodeState) {
-    s.field("connected_clients", server.clients.count());
+    s.field("connected_clients", server.connected_clients());
     s.field("cluster_connections", 0);
     s.field("maxclients", server.hot.maxclients.load(Relaxed));
     s.field("client_recent_max_input_buffer", 0);

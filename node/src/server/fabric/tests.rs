@@ -244,6 +244,8 @@ fn a_stuck_poller_does_not_stop_new_clients() {
     let mut fresh = Client::connect(&host, l.local);
     fresh.call(b"PING\r\n", b"+PONG\r\n");
     assert_eq!(gauges(), (1, 1));
+    // INFO's connected_clients leaves the stranded one out (both stay registered).
+    assert_eq!((server.clients.count(), server.connected_clients()), (2, 1));
     drop(held);
     assert_eq!(stuck.recv(7), b"$1\r\nv\r\n");
     fresh.call(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"$1\r\nv\r\n");
@@ -258,6 +260,7 @@ fn a_stuck_poller_does_not_stop_new_clients() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    assert_eq!(server.connected_clients(), 2);
     stop(&server, l);
 }
 

@@ -43,8 +43,8 @@ fn instance(e: &mut Exposition, server: &Server) {
     e.single(
         "redis_connected_clients",
         Kind::Gauge,
-        "Client connections (TCP and fabric).",
-        server.clients.count() as f64,
+        "Client connections being served (TCP and fabric).",
+        server.connected_clients() as f64,
     );
     e.single(
         "redis_blocked_clients",
