@@ -10,7 +10,8 @@
 # QEMU guest with soft-RoCE (scripts/verbs-lane.sh); a bounded fuzz run of the RESP decoder and
 # the request parser.
 #
-# Environment: FUZZ_SECONDS (per fuzz target, default 30), SKIP_DEPS=1 (skip apt),
+# Environment: FUZZ_SECONDS (per fuzz target, default 30), SHM_FREEZE_TRIALS (default 1000),
+# SKIP_DEPS=1 (skip apt),
 # SKIP_VERBS_LANE=1 (skip the QEMU guest, e.g. on a laptop without qemu; CI never sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,12 @@ cargo test --workspace --locked
 
 step "fabric liveness (a killed ofi client is dropped; run alone, see the test's ignore note)"
 cargo test --locked -p integration --test suite fabric::a_killed_clients -- --ignored --test-threads=1
+
+# Freezes a busy shm client until a freeze lands inside shm's region lock (observed: after 5
+# to 305 freezes of about 0.45 s each), then kills it: the node must serve on.
+step "fabric: a shm client killed holding the node's hub lock"
+SHM_FREEZE_TRIALS="${SHM_FREEZE_TRIALS:-1000}" cargo test --locked -p integration --test suite \
+    fabric_shm_freeze:: -- --ignored --test-threads=1 --nocapture
 
 if [[ "${SKIP_VERBS_LANE:-0}" != 1 ]]; then
     step "verbs lane (soft-RoCE in a QEMU guest)"

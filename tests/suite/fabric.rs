@@ -21,16 +21,16 @@ use integration::{
 const CLEANUP_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A node with a fabric listener on `provider`, and its fabric port.
-struct FabricNode {
-    node: Node,
-    provider: &'static str,
-    rdma_port: u16,
+pub(crate) struct FabricNode {
+    pub(crate) node: Node,
+    pub(crate) provider: &'static str,
+    pub(crate) rdma_port: u16,
     /// The user it runs as (None: the test's).
     uid: Option<&'static str>,
 }
 
 impl FabricNode {
-    fn start(provider: &'static str) -> FabricNode {
+    pub(crate) fn start(provider: &'static str) -> FabricNode {
         Self::start_with(provider, None, &[])
     }
 
@@ -86,7 +86,7 @@ impl FabricNode {
     }
 
     /// An `INFO` field read over TCP (with the password when given).
-    fn info_field(&self, password: Option<&str>, field: &str) -> u64 {
+    pub(crate) fn info_field(&self, password: Option<&str>, field: &str) -> u64 {
         let mut args = Vec::new();
         if let Some(p) = password {
             args.extend(["--no-auth-warning", "-a", p]);
@@ -108,7 +108,7 @@ impl FabricNode {
     }
 
     /// The node's `connected_clients` as INFO over TCP reports it (redis-cli's own included).
-    fn connected_clients(&self) -> u64 {
+    pub(crate) fn connected_clients(&self) -> u64 {
         let info = self.node.cli(&["INFO", "clients"]);
         info.lines()
             .find_map(|l| l.strip_prefix("connected_clients:"))
@@ -158,7 +158,7 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn cli_prints(node: &FabricNode, args: &[&str], expected: &str) {
+pub(crate) fn cli_prints(node: &FabricNode, args: &[&str], expected: &str) {
     let out = node.cli(args);
     assert!(
         out.status.success(),

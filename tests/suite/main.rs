@@ -20,6 +20,7 @@ mod connection;
 mod datatypes_aof;
 mod dump_rdb;
 mod fabric;
+mod fabric_shm_freeze;
 mod functions;
 mod geo;
 mod hashes;
