@@ -38,7 +38,7 @@ fn a_shm_client_stopped_holding_the_hubs_lock_costs_only_its_own_connections() {
         .unwrap_or(3000);
     let node = FabricNode::start("ofi:shm");
     let before = node.connected_clients();
-    let mut bench = busy_bench(&node);
+    let bench = Bench(busy_bench(&node));
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     while node.connected_clients() < before + 2 {
         assert!(Instant::now() < deadline, "bench never connected");
@@ -48,19 +48,18 @@ fn a_shm_client_stopped_holding_the_hubs_lock_costs_only_its_own_connections() {
     for trial in 0..trials {
         // Freeze at different points of the client's cycle.
         std::thread::sleep(Duration::from_millis(u64::from(trial % 10)));
-        signal(&bench, "STOP");
+        signal(&bench.0, "STOP");
         std::thread::sleep(Duration::from_millis(100));
         let spun = cpu_ticks(node.node.pid(), poller);
         std::thread::sleep(SAMPLE);
         let spun = cpu_ticks(node.node.pid(), poller) - spun;
         if spun >= SPINNING_TICKS {
             eprintln!("trial {trial}: the poller spins while the client is stopped ({spun} ticks)");
-            bench.kill().unwrap();
-            bench.wait().unwrap();
+            drop(bench);
             the_node_goes_on(&node, before);
             return;
         }
-        signal(&bench, "CONT");
+        signal(&bench.0, "CONT");
     }
     panic!("no freeze of {trials} landed inside shm's lock");
 }
@@ -83,6 +82,16 @@ fn the_node_goes_on(node: &FabricNode, before: u64) {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(node.info_field(None, "fabric_stranded_clients") > 0);
+}
+
+/// The client process, killed (SIGKILL) and reaped when dropped, whatever the test's outcome.
+struct Bench(Child);
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// `operator bench` over shm: 2 connections, 16 requests in flight each, until killed.
