@@ -365,42 +365,21 @@ fn shm_short_connections_come_and_go_without_disturbing_a_long_one() {
 }
 
 /// Goal (shm): a hub whose mutex is held for good (as by a poller spinning inside shm 1.17 on
-/// an endpoint lock that a killed peer held, `hub.rs`) costs only its own connections: the
-/// listener, waiting in vain to attach the next peer to it, gives that peer a new hub, over
-/// which a request and its reply run; a poll of a connection of the stuck hub fails instead
-/// of waiting for ever, and dropping that connection returns.
+/// an endpoint lock that a killed peer held, `hub.rs`) costs only its own connections,
+/// whoever is first to wait for it. The listener, waiting in vain to attach the next peer,
+/// gives that peer a new hub, over which a request and its reply run; a poll of a stuck
+/// hub's connection fails instead of waiting for ever (the first wait, or at once after
+/// another's), dropping the connection returns, and the listener moves on from that hub too.
 #[test]
 fn shm_an_unresponsive_hub_fails_its_connections_and_new_ones_go_to_another() {
     let p = OfiProvider::open(OfiKind::Shm).expect("libfabric with shm (install-deps.sh)");
     let start = Instant::now();
-    let (listener, _clients, mut accepted) = peers(&p, 1);
-    let mut listener = listener;
-    let stuck = accepted[0].hub().clone();
-    let (release, released) = std::sync::mpsc::channel::<()>();
-    let (held, is_held) = std::sync::mpsc::channel::<()>();
-    let holder = {
-        let hub = stuck.clone();
-        std::thread::spawn(move || {
-            let _locked = hub.lock().unwrap();
-            held.send(()).unwrap();
-            let _ = released.recv();
-        })
-    };
-    is_held.recv().unwrap();
 
-    // On a thread: without the hub's patience this attach would wait for ever.
-    let (client, server) = {
-        let (done, outcome) = std::sync::mpsc::channel();
-        let p = p.clone();
-        std::thread::spawn(move || {
-            let pair = connect_one(&p, &mut listener);
-            let _ = done.send((pair, listener));
-        });
-        let (pair, _listener) = outcome
-            .recv_timeout(STEP_TIMEOUT)
-            .expect("the listener never answered the next peer");
-        pair
-    };
+    // The listener waits first.
+    let (listener, _clients, accepted) = peers(&p, 1);
+    let stuck = accepted[0].hub().clone();
+    let holder = Holder::hold(&stuck);
+    let ((client, server), _listener) = connect_within(&p, listener);
     assert!(
         stuck.is_unresponsive(),
         "the listener attached past a held hub"
@@ -412,15 +391,93 @@ fn shm_an_unresponsive_hub_fails_its_connections_and_new_ones_go_to_another() {
     let mut client = Stream::client(client, RX_SIZE_MIN).unwrap();
     let mut server = Stream::server(server, RX_SIZE_MIN).unwrap();
     request_reply(&mut client, &mut server, start);
+    expect_unresponsive(poll_and_drop_within(accepted));
+    drop(holder);
 
-    let mut out = Vec::new();
-    match accepted[0].poll(&mut out, 64) {
+    // A poll waits first.
+    let (listener, _clients, accepted) = peers(&p, 1);
+    let stuck = accepted[0].hub().clone();
+    let holder = Holder::hold(&stuck);
+    expect_unresponsive(poll_and_drop_within(accepted));
+    assert!(stuck.is_unresponsive(), "a poll waited in vain unnoticed");
+    let ((_client, server), _listener) = connect_within(&p, listener);
+    assert!(
+        !Arc::ptr_eq(server.hub(), &stuck),
+        "a new peer joined the stuck hub"
+    );
+    drop(holder);
+}
+
+/// A thread holding a hub's mutex (standing in for one stuck inside the provider) until
+/// dropped.
+struct Holder {
+    release: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Holder {
+    fn hold(hub: &Arc<bus::ofi::hub::Hub>) -> Holder {
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (held, is_held) = std::sync::mpsc::channel::<()>();
+        let hub = hub.clone();
+        let thread = std::thread::spawn(move || {
+            let _locked = hub.lock().unwrap();
+            held.send(()).unwrap();
+            let _ = released.recv();
+        });
+        is_held.recv().unwrap();
+        Holder {
+            release: Some(release),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.release.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Runs `f` on a thread: its result, or a failure once [`STEP_TIMEOUT`] passed (a call that
+/// waits for ever on a held hub must fail the test, not hang it).
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    outcome
+        .recv_timeout(STEP_TIMEOUT)
+        .unwrap_or_else(|_| panic!("{what} never returned"))
+}
+
+/// One more connection to `listener`, within [`STEP_TIMEOUT`]; the listener back with it.
+fn connect_within(p: &OfiProvider, mut listener: OfiListener) -> ((Conn, Conn), OfiListener) {
+    let p = p.clone();
+    within("the listener's answer to the next peer", move || {
+        (connect_one(&p, &mut listener), listener)
+    })
+}
+
+/// Polls the one connection of `accepted` and drops it, within [`STEP_TIMEOUT`]: what the
+/// poll said.
+fn poll_and_drop_within(accepted: Vec<Conn>) -> Result<usize, BusError> {
+    within("a poll and drop of a stuck hub's connection", move || {
+        let mut conn = accepted.into_iter().next().unwrap();
+        let polled = conn.poll(&mut Vec::new(), 64);
+        drop(conn);
+        polled
+    })
+}
+
+fn expect_unresponsive(polled: Result<usize, BusError>) {
+    match polled {
         Err(BusError::Closed(reason)) => assert!(reason.contains("unresponsive"), "{reason}"),
         other => panic!("a connection of the stuck hub polled: {other:?}"),
     }
-    drop(accepted.pop());
-    release.send(()).unwrap();
-    holder.join().unwrap();
 }
 
 /// Goal (shm): a peer whose connection the hub closed but whose endpoint lives on, and

@@ -35,7 +35,11 @@ impl FabricNode {
     }
 
     /// As `start`, as user `uid` (see `integration::as_user`) and with `extra` flags.
-    fn start_with(provider: &'static str, uid: Option<&'static str>, extra: &[&str]) -> FabricNode {
+    pub(crate) fn start_with(
+        provider: &'static str,
+        uid: Option<&'static str>,
+        extra: &[&str],
+    ) -> FabricNode {
         let rdma_port = free_port();
         let port = rdma_port.to_string();
         let mut args = vec![

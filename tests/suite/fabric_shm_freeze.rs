@@ -36,9 +36,10 @@ fn a_shm_client_stopped_holding_the_hubs_lock_costs_only_its_own_connections() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3000);
-    let node = FabricNode::start("ofi:shm");
+    // One poller, the thread sampled below (the default, said so the test does not hang on it).
+    let node = FabricNode::start_with("ofi:shm", None, &["--rdma-poll-threads", "1"]);
     let before = node.connected_clients();
-    let bench = Bench(busy_bench(&node));
+    let mut bench = Bench(busy_bench(&node));
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     while node.connected_clients() < before + 2 {
         assert!(Instant::now() < deadline, "bench never connected");
@@ -48,6 +49,12 @@ fn a_shm_client_stopped_holding_the_hubs_lock_costs_only_its_own_connections() {
     for trial in 0..trials {
         // Freeze at different points of the client's cycle.
         std::thread::sleep(Duration::from_millis(u64::from(trial % 10)));
+        if let Some(status) = bench.0.try_wait().unwrap() {
+            panic!(
+                "trial {trial}: the client exited ({status}) before a freeze landed; log: {}",
+                node.node.log()
+            );
+        }
         signal(&bench.0, "STOP");
         std::thread::sleep(Duration::from_millis(100));
         let spun = cpu_ticks(node.node.pid(), poller);

@@ -56,8 +56,9 @@
 //! spinlock that its peers take too. A peer killed while holding it leaves it held for good,
 //! and the thread of ours whose call next touches the region spins inside libfabric for
 //! ever, holding the hub's mutex. Nothing gets that thread back, but nobody else need wait
-//! for it: on a shm hub the mutex is waited for at most [`HUB_LOCK_PATIENCE`]. A caller that
-//! waits that long marks the hub unresponsive; from then on every call on it fails at once
+//! for it: on a shm hub the mutex is waited for at most [`HUB_LOCK_PATIENCE`] during which
+//! nobody gets it (plus a short grace). A caller that waits that long marks the hub
+//! unresponsive; from then on every call on it fails at once
 //! (each connection with a `Closed` error, so its poller closes it), its connections' drops
 //! skip the detach, and the listener opens a new hub for the next connection.
 
@@ -88,12 +89,18 @@ const HUB_READS_PER_POLL: usize = 3;
 /// Pause between attempts of `send_until` (the hub is unlocked meanwhile).
 const SEND_RETRY_SLEEP: Duration = Duration::from_micros(50);
 
-/// Longest wait for a shm hub's mutex before the hub is taken as unresponsive (see the module
-/// doc). A poll holds it for one read of at most [`HUB_READS_PER_POLL`] + 1 batches and their
-/// routing, a post for one provider call: microseconds, or a scheduler slice or two when the
-/// holder is preempted on a loaded host. A wrong judgement costs the hub's connections (they
-/// are closed) and one more hub: a second is far beyond any hold but a stuck call's.
+/// Longest wait for a shm hub's mutex, while nobody else gets it either, before the hub is
+/// taken as unresponsive (see the module doc). On shm a poll holds it for one read of at most
+/// [`HUB_POLL_BATCH`] completions and their routing, a post for one provider call:
+/// microseconds, or a scheduler slice or two when the holder is preempted on a loaded host.
+/// A wrong judgement costs the hub's connections (they are closed) and one more hub: a second
+/// is far beyond any hold but a stuck call's.
 pub const HUB_LOCK_PATIENCE: Duration = Duration::from_secs(1);
+
+/// A last wait after [`HUB_LOCK_PATIENCE`] ran out with nobody taking the mutex meanwhile:
+/// a node stopped as a whole (SIGSTOP, a debugger, a paused VM) wakes its waiters past their
+/// patience at the same moment as the holder, which then needs to be scheduled once to let go.
+const HUB_LOCK_GRACE: Duration = Duration::from_millis(200);
 
 /// Arrivals (SENDs, IMM notes, failed receives) a connection may have waiting beyond the
 /// receives it has posted: what the provider may deliver between a receive's completion and
@@ -279,6 +286,9 @@ pub struct Hub {
     patience: Option<Duration>,
     /// A caller waited `patience` for `state` in vain: every call fails at once from then on.
     unresponsive: AtomicBool,
+    /// Times a patient caller got `state`: a wait that saw it move was behind other callers,
+    /// not behind a stuck one.
+    acquisitions: AtomicU64,
     /// Connections ever attached, readable without the lock (the listener's choice of hub).
     attached: AtomicU64,
 }
@@ -355,6 +365,7 @@ impl Hub {
             name: core.ep.name.clone(),
             patience,
             unresponsive: AtomicBool::new(false),
+            acquisitions: AtomicU64::new(0),
             attached: AtomicU64::new(0),
             state: Mutex::new(HubState {
                 core,
@@ -388,27 +399,39 @@ impl Hub {
         self.state().map(Locked)
     }
 
-    /// The hub's state, waited for at most `patience` (see the module doc).
+    /// The hub's state, waited for at most `patience` while nobody else gets it either, then
+    /// [`HUB_LOCK_GRACE`] more (see the module doc).
     fn state(&self) -> Result<MutexGuard<'_, HubState>, BusError> {
         let Some(patience) = self.patience else {
             return Ok(self.state.lock());
         };
-        if self.unresponsive.load(Relaxed) {
-            return Err(unresponsive_error());
-        }
-        match self.state.try_lock_for(patience) {
-            Some(guard) => Ok(guard),
-            None => {
-                if !self.unresponsive.swap(true, Relaxed) {
-                    tracing::error!(
-                        waited_ms = patience.as_millis() as u64,
-                        "ofi hub unresponsive: a call on its endpoint has not returned (a \
-                         peer killed while holding the endpoint's shm lock?); its \
-                         connections are closed and new ones go to another hub"
-                    );
-                }
-                Err(unresponsive_error())
+        loop {
+            if self.unresponsive.load(Relaxed) {
+                return Err(unresponsive_error());
             }
+            let seen = self.acquisitions.load(Relaxed);
+            let moved = || self.acquisitions.load(Relaxed) != seen;
+            let got = self.state.try_lock_for(patience).or_else(|| match moved() {
+                true => None,
+                false => self.state.try_lock_for(HUB_LOCK_GRACE),
+            });
+            if let Some(guard) = got {
+                self.acquisitions.fetch_add(1, Relaxed);
+                return Ok(guard);
+            }
+            // Others took it meanwhile: this caller was only behind them.
+            if moved() {
+                continue;
+            }
+            if !self.unresponsive.swap(true, Relaxed) {
+                tracing::error!(
+                    waited_ms = (patience + HUB_LOCK_GRACE).as_millis() as u64,
+                    "ofi hub unresponsive: a call on its endpoint has not returned (a peer \
+                     killed while holding the endpoint's shm lock?); its connections are \
+                     closed and new ones go to another hub"
+                );
+            }
+            return Err(unresponsive_error());
         }
     }
 
@@ -625,6 +648,10 @@ impl Hub {
             break_hub(&mut s, e.to_string());
         }
     }
+
+    // The accessors below wait for the mutex as long as it takes, even on an unresponsive
+    // hub: they are for tests and diagnostics of a hub known to be live, never for a thread
+    // that must not hang (a poller, the accept thread, metrics).
 
     /// Arrivals dropped because their sender was no connection of this hub.
     pub fn strays(&self) -> u64 {

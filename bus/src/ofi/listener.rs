@@ -86,7 +86,9 @@ pub const HUB_TX_SHARES: usize = 4;
 /// killed mid-stream stalled the hub's other connections.
 pub const SHM_HUB_PEERS: usize = 255;
 /// shm hubs of one listener open at once (the current one and used-up ones whose
-/// connections are not all closed), each a 16 MiB shm region: beyond it a HELLO is refused
+/// connections are not all closed; an unresponsive one, `hub.rs`, stays open for good, since
+/// the thread stuck in it never drops its connections, nor those of that thread's other
+/// clients on other hubs), each a 16 MiB shm region: beyond it a HELLO is refused
 /// (its handshake socket closed, the reason logged), so clients that stay cannot make the
 /// node map shared memory without bound (at most 1 GiB of regions, 2,048 connections).
 pub const SHM_HUBS_MAX: usize = 64;
@@ -112,7 +114,7 @@ pub struct OfiListener {
     meeting: Meeting,
     /// The endpoint accepted connections share (on shm: the current one, see `current_hub`).
     hub: Arc<Hub>,
-    /// shm: used-up hubs, until their last connection closes.
+    /// shm: used-up hubs (and unresponsive ones), until their last connection closes.
     used_up: Vec<Weak<Hub>>,
     /// shm: connections one hub serves over its life ([`SHM_HUB_PEERS`] unless set lower).
     shm_hub_peers: usize,
@@ -548,7 +550,7 @@ pub(crate) fn connect(
     };
     let (core, accept, early) = match rendezvous {
         Rendezvous::Fabric => meet_on_fabric(domain, core, to, &hello, deadline, timeout)?,
-        Rendezvous::TcpSocket => meet_on_socket(core, to, &hello, timeout)?,
+        Rendezvous::TcpSocket => meet_on_socket(core, to, &hello, deadline)?,
     };
     let hub = Hub::new(core, tx_limits(config, true, usize::MAX), Mode::Private);
     let attached = hub.attach(&accept.name)?;
@@ -568,12 +570,13 @@ fn meet_on_socket(
     core: RdmCore,
     to: SocketAddr,
     hello: &Handshake,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Result<Met, BusError> {
-    let mut stream = TcpStream::connect_timeout(&to, timeout)
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    let mut stream = TcpStream::connect_timeout(&to, timeout.max(Duration::from_millis(1)))
         .map_err(|e| BusError::Closed(format!("handshake socket to {to}: {e}")))?;
     write_handshake(&mut stream, hello)?;
-    let accept = read_handshake(&mut stream, timeout)?;
+    let accept = read_handshake(&mut stream, deadline)?;
     if accept.kind != Kind::Accept || accept.nonce != hello.nonce {
         return Err(BusError::Protocol(format!(
             "ofi handshake: {to} answered {:?} with another nonce",

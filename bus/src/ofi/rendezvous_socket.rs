@@ -141,27 +141,45 @@ pub fn write_handshake(stream: &mut TcpStream, message: &Handshake) -> Result<()
 }
 
 /// Reads one handshake message: the fixed header, then exactly the name length it announces
-/// (bounded by `OFI_ADDR_MAX`, so a peer cannot make us read more than `HANDSHAKE_MAX`),
-/// each read waiting at most `wait` (a connector's ACCEPT: its connect timeout; the listener
-/// may take a while, e.g. the second it gives an unresponsive hub, `hub.rs`).
-pub fn read_handshake(stream: &mut TcpStream, wait: Duration) -> Result<Handshake, BusError> {
-    stream
-        .set_read_timeout(Some(wait.max(SOCKET_IO_TIMEOUT)))
-        .map_err(|e| io_error("set timeout", e))?;
+/// (bounded by `OFI_ADDR_MAX`, so a peer cannot make us read more than `HANDSHAKE_MAX`), by
+/// `deadline` (a connector's ACCEPT: its connect timeout, since the listener may take a
+/// while, e.g. the second it gives an unresponsive hub, `hub.rs`).
+pub fn read_handshake(stream: &mut TcpStream, deadline: Instant) -> Result<Handshake, BusError> {
     let mut buf = [0u8; HANDSHAKE_MAX];
-    stream
-        .read_exact(&mut buf[..HEADER])
-        .map_err(|e| io_error("read", e))?;
+    read_exact_by(stream, &mut buf[..HEADER], deadline)?;
     let name_len = u16::from_le_bytes([buf[6], buf[7]]) as usize;
     if name_len == 0 || name_len > OFI_ADDR_MAX {
         return Err(BusError::Protocol(format!(
             "ofi handshake: name length {name_len} outside 1..={OFI_ADDR_MAX}"
         )));
     }
-    stream
-        .read_exact(&mut buf[HEADER..HEADER + name_len])
-        .map_err(|e| io_error("read", e))?;
+    read_exact_by(stream, &mut buf[HEADER..HEADER + name_len], deadline)?;
     Handshake::decode(&buf[..HEADER + name_len])
+}
+
+/// Fills `buf` from `stream`, each read waiting only for what is left until `deadline`.
+fn read_exact_by(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> Result<(), BusError> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io_error("read", std::io::ErrorKind::TimedOut.into()));
+        }
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(|e| io_error("set timeout", e))?;
+        match stream.read(&mut buf[filled..]) {
+            Ok(0) => return Err(io_error("read", std::io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_error("read", e)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -192,10 +210,13 @@ mod tests {
             s.write_all(&bad).unwrap();
         });
         let (mut a, _) = listener.accept().unwrap();
-        assert_eq!(read_handshake(&mut a, SOCKET_IO_TIMEOUT).unwrap(), sent);
+        assert_eq!(
+            read_handshake(&mut a, Instant::now() + SOCKET_IO_TIMEOUT).unwrap(),
+            sent
+        );
         let (mut b, _) = listener.accept().unwrap();
         assert!(matches!(
-            read_handshake(&mut b, SOCKET_IO_TIMEOUT),
+            read_handshake(&mut b, Instant::now() + SOCKET_IO_TIMEOUT),
             Err(BusError::Protocol(_))
         ));
         t.join().unwrap();

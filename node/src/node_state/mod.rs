@@ -126,14 +126,17 @@ impl NodeState {
         self.extra_dbs.count() > 1
     }
 
-    /// Clients being served (INFO `connected_clients`): the registered ones less those of a
-    /// fabric poller stuck inside one provider call, which nobody serves any more (counted
-    /// apart as `fabric_stranded_clients`; they stay registered, and so count against
-    /// `maxclients`, because the stuck thread still holds them).
+    /// Clients being served (INFO `connected_clients`): the registered ones less the
+    /// `fabric_stranded_clients`, those of a fabric poller the watchdog found silent inside
+    /// one call (a provider call that never returns; or one very long command, until it
+    /// returns). They stay registered, and so count against `maxclients`, because the stuck
+    /// thread still holds them. Saturating: a client of a poller running again may leave the
+    /// registry a moment before the watchdog's next look moves it back from the stranded count.
     pub fn connected_clients(&self) -> u64 {
         let stranded = stats::Stats::get(&self.stats.fabric_stranded_clients);
         (self.clients.count() as u64).saturating_sub(stranded)
     }
+
     /// The state of a node starting with `config`; `commands` are the command table's
     /// entries, counted by INFO commandstats; `rng` draws the run id and the first
     /// replication id (the server layer's random source: this layer reads none itself).
