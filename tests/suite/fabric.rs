@@ -319,8 +319,18 @@ fn clients_that_leave_over_ofi_tcp_say_goodbye_and_are_dropped() {
 /// kills the process (SIGKILL: no close of any kind). Returns the client count before it.
 fn kill_a_busy_client(node: &FabricNode) -> u64 {
     let before = node.connected_clients();
+    let mut bench = busy_bench(node, &[]);
+    wait_for_bench(node, before);
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    before
+}
+
+/// `operator bench` over the node's fabric: 2 connections of SETs, with `extra` flags, until
+/// killed.
+pub(crate) fn busy_bench(node: &FabricNode, extra: &[&str]) -> Child {
     let port = node.rdma_port.to_string();
-    let mut bench: Child = operator(&[
+    let mut args = vec![
         "bench",
         "--fabric",
         node.provider,
@@ -329,15 +339,21 @@ fn kill_a_busy_client(node: &FabricNode) -> u64 {
         "-t",
         "set",
         "-n",
-        "100000000",
+        "1000000000",
         "-c",
         "2",
         "-q",
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
+    ];
+    args.extend_from_slice(extra);
+    operator(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until a `busy_bench`'s 2 connections are counted above `before`.
+pub(crate) fn wait_for_bench(node: &FabricNode, before: u64) {
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     while node.connected_clients() < before + 2 {
         assert!(
@@ -347,9 +363,6 @@ fn kill_a_busy_client(node: &FabricNode) -> u64 {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    bench.kill().unwrap();
-    bench.wait().unwrap();
-    before
 }
 
 /// A client killed mid-stream leaves the node serving over both transports, new fabric

@@ -12,12 +12,10 @@
 //! Environment: SHM_FREEZE_TRIALS (default 3000). Observed on a 2-core VM: one freeze in 5
 //! to 305 (6 runs) landed inside the lock.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use integration::{operator, STARTUP_TIMEOUT};
-
-use crate::fabric::{cli_prints, FabricNode};
+use crate::fabric::{busy_bench, cli_prints, wait_for_bench, FabricNode};
 
 /// How long the poller's CPU time is sampled while the client is stopped.
 const SAMPLE: Duration = Duration::from_millis(300);
@@ -39,12 +37,9 @@ fn a_shm_client_stopped_holding_the_hubs_lock_costs_only_its_own_connections() {
     // One poller, the thread sampled below (the default, said so the test does not hang on it).
     let node = FabricNode::start_with("ofi:shm", None, &["--rdma-poll-threads", "1"]);
     let before = node.connected_clients();
-    let mut bench = Bench(busy_bench(&node));
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    while node.connected_clients() < before + 2 {
-        assert!(Instant::now() < deadline, "bench never connected");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // 16 requests in flight per connection: the client spends more of its time posting.
+    let mut bench = Bench(busy_bench(&node, &["-P", "16"]));
+    wait_for_bench(&node, before);
     let poller = thread_named(node.node.pid(), "node-fabric-0");
     for trial in 0..trials {
         // Freeze at different points of the client's cycle.
@@ -99,31 +94,6 @@ impl Drop for Bench {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// `operator bench` over shm: 2 connections, 16 requests in flight each, until killed.
-fn busy_bench(node: &FabricNode) -> Child {
-    let port = node.rdma_port.to_string();
-    operator(&[
-        "bench",
-        "--fabric",
-        "ofi:shm",
-        "-p",
-        &port,
-        "-t",
-        "set",
-        "-n",
-        "1000000000",
-        "-c",
-        "2",
-        "-P",
-        "16",
-        "-q",
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap()
 }
 
 fn signal(child: &Child, signal: &str) {
