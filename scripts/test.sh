@@ -38,8 +38,8 @@ cargo test --workspace --locked
 step "fabric liveness (a killed ofi client is dropped; run alone, see the test's ignore note)"
 cargo test --locked -p integration --test suite fabric::a_killed_clients -- --ignored --test-threads=1
 
-# Freezes a busy shm client until a freeze lands inside shm's region lock (observed: after 5
-# to 305 freezes of about 0.45 s each), then kills it: the node must serve on.
+# Freezes a busy shm client until a freeze lands inside shm's region lock (observed: after 1
+# to 305 freezes of about 0.45 s each, 12 runs), then kills it: the node must serve on.
 step "fabric: a shm client killed holding the node's hub lock"
 SHM_FREEZE_TRIALS="${SHM_FREEZE_TRIALS:-1000}" cargo test --locked -p integration --test suite \
     fabric_shm_freeze:: -- --ignored --test-threads=1 --nocapture

@@ -286,8 +286,8 @@ pub struct Hub {
     patience: Option<Duration>,
     /// A caller waited `patience` for `state` in vain: every call fails at once from then on.
     unresponsive: AtomicBool,
-    /// Times a patient caller got `state`: a wait that saw it move was behind other callers,
-    /// not behind a stuck one.
+    /// Times a patient caller got `state` (written under it, read by waiters): a wait that saw
+    /// it move was behind other callers, not behind a stuck one.
     acquisitions: AtomicU64,
     /// Connections ever attached, readable without the lock (the listener's choice of hub).
     attached: AtomicU64,
@@ -416,7 +416,10 @@ impl Hub {
                 false => self.state.try_lock_for(HUB_LOCK_GRACE),
             });
             if let Some(guard) = got {
-                self.acquisitions.fetch_add(1, Relaxed);
+                // Written only under the mutex: a load and a store, no locked add on every
+                // poll and post.
+                let n = self.acquisitions.load(Relaxed);
+                self.acquisitions.store(n + 1, Relaxed);
                 return Ok(guard);
             }
             // Others took it meanwhile: this caller was only behind them.

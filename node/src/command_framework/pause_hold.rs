@@ -15,6 +15,7 @@ use crate::node_state::{Client, NodeState};
 use std::time::Duration;
 
 /// The wait for a request CLIENT PAUSE holds now, or None to run it.
+///
 /// Inlined for its first test, no pause (see `acl_check::check`).
 #[inline]
 pub fn pause_hold(server: &NodeState, client: &Client, args: &[&[u8]]) -> Option<BlockRequest> {

@@ -27,6 +27,7 @@ pub enum Routed {
 
 /// Decides whether this node runs `args` (Ok) or redirects the client (Err with the reply).
 /// Without cluster mode, always Ok(Serve).
+///
 /// Inlined for that test (see `acl_check::check`).
 #[inline]
 pub fn check(
